@@ -1,0 +1,1 @@
+//! Configuration: the known settings, their defaults, and resolution from file and environment.

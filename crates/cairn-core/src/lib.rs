@@ -1,0 +1,13 @@
+//! cairn-core: the domain types and pure logic of cairn.
+//!
+//! Everything here is deterministic and free of I/O: routines and their
+//! validation, schedules (cron, human phrases, one-shots, time zones, DST),
+//! configuration resolution, and the chat message types shared by the LLM
+//! and agent layers. Callers pass in text, environment maps and instants;
+//! nothing here reads files, clocks or the network.
+
+pub mod chat;
+pub mod config;
+pub mod duration;
+pub mod routine;
+pub mod schedule;

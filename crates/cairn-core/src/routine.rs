@@ -1,0 +1,1 @@
+//! Routines: the model of a named, persistent task and its validation.

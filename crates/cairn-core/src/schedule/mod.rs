@@ -1,0 +1,1 @@
+//! Schedules: cron, intervals and one-shot instants, with time zones and DST.

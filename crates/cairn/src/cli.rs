@@ -1,0 +1,49 @@
+//! The command-line grammar (clap derive). Each subcommand's behaviour lives in `commands`.
+
+use clap::{Args, Parser, Subcommand};
+
+/// cairn: a self-hosted, always-on personal AI agent runtime.
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about, long_about = None)]
+pub struct Cli {
+    /// Print machine-readable JSON instead of text (every list/show command honours it).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the version of cairn.
+    Version,
+    /// Inspect time expressions.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+}
+
+/// `cairn schedule …`
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Explain a cron, human or one-shot expression and list its next fire times.
+    Explain(ExplainArgs),
+}
+
+/// Arguments of `cairn schedule explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The expression: `0 9 * * 1-5`, `every weekday at 9am`, `in 20m`, `2026-03-09T09:00:00`…
+    pub expr: String,
+    /// IANA time zone the expression is read in (default: the configured user time zone).
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// The instant taken as "now", RFC 3339 (default: the current time).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// How many fire times to list.
+    #[arg(long, default_value_t = 5)]
+    pub count: usize,
+}
