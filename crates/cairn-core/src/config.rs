@@ -1,1 +1,0 @@
-//! Configuration: the known settings, their defaults, and resolution from file and environment.

@@ -1,0 +1,359 @@
+//! The table of every scalar setting cairn knows: its key in config.toml, the
+//! environment variables that override it, its type and its default.
+//!
+//! One table drives file validation, environment overrides, `cairn config show`
+//! and the typed `Config`, so a new setting is one line here plus its field.
+
+/// The type of a setting's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `true`/`false` (env: true/false, 1/0, yes/no, on/off).
+    Bool,
+    /// A non-negative integer.
+    UInt,
+    /// Free text.
+    Text,
+    /// An IANA time zone name, checked against the tz database.
+    Zone,
+    /// A list of strings (env: comma-separated).
+    List,
+}
+
+impl Kind {
+    /// How the kind is named in error messages ("expected an integer").
+    pub fn expected(self) -> &'static str {
+        match self {
+            Kind::Bool => "true or false",
+            Kind::UInt => "a non-negative integer",
+            Kind::Text => "a string",
+            Kind::Zone => "an IANA time zone name such as \"Europe/Paris\"",
+            Kind::List => "a list of strings",
+        }
+    }
+}
+
+/// Where a default comes from when neither file nor environment sets a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultValue {
+    /// No value: the setting is optional.
+    Unset,
+    /// A fixed boolean.
+    Bool(bool),
+    /// A fixed integer.
+    UInt(u64),
+    /// A fixed string.
+    Text(&'static str),
+    /// A path under `$CAIRN_HOME` (the suffix is joined to the home directory).
+    UnderHome(&'static str),
+    /// A SQLite URL for a file under `$CAIRN_HOME`.
+    SqliteUnderHome(&'static str),
+    /// The time zone of the machine, detected by the caller.
+    SystemZone,
+}
+
+/// One known setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingDef {
+    /// Dotted key as written in config.toml (`heartbeat.interval_secs`).
+    pub key: &'static str,
+    /// Environment variables that override the file, highest precedence first.
+    pub env: &'static [&'static str],
+    /// Value type.
+    pub kind: Kind,
+    /// Default when unset.
+    pub default: DefaultValue,
+    /// Secret values are redacted wherever they are shown.
+    pub secret: bool,
+    /// One line of help for `cairn config show`.
+    pub help: &'static str,
+}
+
+const fn def(
+    key: &'static str,
+    env: &'static [&'static str],
+    kind: Kind,
+    default: DefaultValue,
+    help: &'static str,
+) -> SettingDef {
+    SettingDef {
+        key,
+        env,
+        kind,
+        default,
+        secret: false,
+        help,
+    }
+}
+
+const fn secret(key: &'static str, env: &'static [&'static str], help: &'static str) -> SettingDef {
+    SettingDef {
+        key,
+        env,
+        kind: Kind::Text,
+        default: DefaultValue::Unset,
+        secret: true,
+        help,
+    }
+}
+
+use DefaultValue as D;
+use Kind as K;
+
+/// Every scalar setting, in display order.
+pub static SETTINGS: &[SettingDef] = &[
+    def(
+        "agent.name",
+        &["CAIRN_AGENT_NAME", "AGENT_NAME"],
+        K::Text,
+        D::Text("cairn"),
+        "name the agent uses for itself",
+    ),
+    def(
+        "agent.max_iterations",
+        &["CAIRN_MAX_ITERATIONS"],
+        K::UInt,
+        D::UInt(50),
+        "LLM/tool rounds per turn before giving up",
+    ),
+    def(
+        "agent.max_parallel_jobs",
+        &["CAIRN_MAX_PARALLEL_JOBS", "MAX_PARALLEL_JOBS"],
+        K::UInt,
+        D::UInt(5),
+        "full jobs running at once",
+    ),
+    def(
+        "user.id",
+        &["CAIRN_USER"],
+        K::Text,
+        D::Text("default"),
+        "the owner of routines and sessions",
+    ),
+    def(
+        "user.timezone",
+        &["CAIRN_TIMEZONE"],
+        K::Zone,
+        D::SystemZone,
+        "IANA zone schedules are read in",
+    ),
+    def(
+        "workspace.path",
+        &["CAIRN_WORKSPACE"],
+        K::Text,
+        D::UnderHome("workspace"),
+        "markdown files the agent reads and writes",
+    ),
+    def(
+        "database.url",
+        &["CAIRN_DATABASE_URL", "DATABASE_URL"],
+        K::Text,
+        D::SqliteUnderHome("cairn.db"),
+        "sqlite:///path/file.db or postgres://…",
+    ),
+    def(
+        "routines.enabled",
+        &["CAIRN_ROUTINES_ENABLED", "ROUTINES_ENABLED"],
+        K::Bool,
+        D::Bool(true),
+        "run routines",
+    ),
+    def(
+        "routines.max_concurrent",
+        &["CAIRN_ROUTINES_MAX_CONCURRENT", "ROUTINES_MAX_CONCURRENT"],
+        K::UInt,
+        D::UInt(10),
+        "routine runs at once, all routines together",
+    ),
+    def(
+        "routines.event_cache_refresh_secs",
+        &[
+            "CAIRN_ROUTINES_EVENT_CACHE_REFRESH",
+            "ROUTINES_EVENT_CACHE_REFRESH",
+        ],
+        K::UInt,
+        D::UInt(60),
+        "seconds between reloads of event patterns",
+    ),
+    def(
+        "heartbeat.enabled",
+        &["CAIRN_HEARTBEAT_ENABLED", "HEARTBEAT_ENABLED"],
+        K::Bool,
+        D::Bool(true),
+        "run the periodic HEARTBEAT.md check",
+    ),
+    def(
+        "heartbeat.interval_secs",
+        &["CAIRN_HEARTBEAT_INTERVAL_SECS", "HEARTBEAT_INTERVAL_SECS"],
+        K::UInt,
+        D::UInt(1800),
+        "seconds between heartbeats",
+    ),
+    def(
+        "heartbeat.notify_channel",
+        &["CAIRN_HEARTBEAT_NOTIFY_CHANNEL", "HEARTBEAT_NOTIFY_CHANNEL"],
+        K::Text,
+        D::Text("terminal"),
+        "channel for heartbeat alerts",
+    ),
+    def(
+        "heartbeat.notify_user",
+        &["CAIRN_HEARTBEAT_NOTIFY_USER", "HEARTBEAT_NOTIFY_USER"],
+        K::Text,
+        D::Text("default"),
+        "user told of heartbeat alerts",
+    ),
+    def(
+        "llm.provider",
+        &["CAIRN_LLM_PROVIDER"],
+        K::Text,
+        D::Unset,
+        "openai (any OpenAI-compatible server) or anthropic",
+    ),
+    def(
+        "llm.base_url",
+        &["CAIRN_LLM_BASE_URL"],
+        K::Text,
+        D::Unset,
+        "API base URL (default: the provider's own)",
+    ),
+    secret(
+        "llm.api_key",
+        &["CAIRN_LLM_API_KEY"],
+        "API key for the configured provider",
+    ),
+    secret(
+        "llm.openai_api_key",
+        &["OPENAI_API_KEY"],
+        "used when provider is openai and llm.api_key is unset",
+    ),
+    secret(
+        "llm.anthropic_api_key",
+        &["ANTHROPIC_API_KEY"],
+        "used when provider is anthropic and llm.api_key is unset",
+    ),
+    def(
+        "llm.model",
+        &["CAIRN_LLM_MODEL"],
+        K::Text,
+        D::Unset,
+        "model name",
+    ),
+    def(
+        "llm.cheap_model",
+        &["CAIRN_LLM_CHEAP_MODEL"],
+        K::Text,
+        D::Unset,
+        "cheaper model for light work (default: llm.model)",
+    ),
+    def(
+        "llm.timeout_secs",
+        &["CAIRN_LLM_TIMEOUT_SECS"],
+        K::UInt,
+        D::UInt(120),
+        "seconds before one LLM request times out",
+    ),
+    def(
+        "llm.max_retries",
+        &["CAIRN_LLM_MAX_RETRIES"],
+        K::UInt,
+        D::UInt(3),
+        "retries of rate-limited or failed requests",
+    ),
+    def(
+        "llm.context_limit",
+        &["CAIRN_LLM_CONTEXT_LIMIT"],
+        K::UInt,
+        D::UInt(100_000),
+        "context window in tokens",
+    ),
+    def(
+        "cost.daily_budget_cents",
+        &["CAIRN_DAILY_BUDGET_CENTS"],
+        K::UInt,
+        D::Unset,
+        "LLM spend allowed per UTC day, in cents",
+    ),
+    def(
+        "cost.hourly_action_limit",
+        &["CAIRN_HOURLY_ACTION_LIMIT"],
+        K::UInt,
+        D::Unset,
+        "LLM calls allowed per sliding hour",
+    ),
+];
+
+/// Tables whose keys are free-form (model names, tool globs). They are passed
+/// through whole to the crate that owns their shape, with the line they start on.
+pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools"];
+
+/// Looks up a setting by its dotted key.
+pub fn find(key: &str) -> Option<&'static SettingDef> {
+    SETTINGS.iter().find(|d| d.key == key)
+}
+
+/// The known key closest to `key`, for "did you mean" hints.
+pub fn closest(key: &str) -> Option<&'static str> {
+    SETTINGS
+        .iter()
+        .map(|d| d.key)
+        .chain(SECTIONS.iter().copied())
+        .map(|k| (edit_distance(k, key), k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_sorted_into_sections() {
+        let mut keys: Vec<_> = SETTINGS.iter().map(|d| d.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), SETTINGS.len());
+        assert!(SETTINGS.iter().all(|d| d.key.contains('.')));
+    }
+
+    #[test]
+    fn seed_environment_names_are_known() {
+        for name in [
+            "ROUTINES_ENABLED",
+            "ROUTINES_MAX_CONCURRENT",
+            "ROUTINES_EVENT_CACHE_REFRESH",
+            "HEARTBEAT_ENABLED",
+            "HEARTBEAT_INTERVAL_SECS",
+            "HEARTBEAT_NOTIFY_CHANNEL",
+            "HEARTBEAT_NOTIFY_USER",
+            "MAX_PARALLEL_JOBS",
+            "AGENT_NAME",
+            "DATABASE_URL",
+        ] {
+            assert!(SETTINGS.iter().any(|d| d.env.contains(&name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn suggests_near_keys() {
+        assert_eq!(
+            closest("heartbeat.intervall_secs"),
+            Some("heartbeat.interval_secs")
+        );
+        assert_eq!(closest("completely.different"), None);
+    }
+}

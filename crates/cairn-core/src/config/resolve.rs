@@ -1,0 +1,347 @@
+//! Merging defaults, the file and the environment into one set of settings with sources.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::file::{self, Section};
+use super::registry::{self, DefaultValue, Kind, SettingDef};
+use super::{ConfigError, ConfigErrors, Source, Value, redact_url};
+
+/// What the caller read from the outside world.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigInput {
+    /// `$CAIRN_HOME`.
+    pub home: PathBuf,
+    /// config.toml's path and text, if the file exists.
+    pub file: Option<(PathBuf, String)>,
+    /// The environment variables (all of them, or just the relevant ones).
+    pub env: BTreeMap<String, String>,
+    /// The machine's IANA zone, if it could be detected.
+    pub system_zone: Option<String>,
+}
+
+/// One setting after resolution. Its `Debug` output hides secrets.
+#[derive(Clone, PartialEq)]
+pub struct Resolved {
+    /// The setting's definition.
+    pub def: &'static SettingDef,
+    /// Its value; `None` when optional and unset.
+    pub value: Option<Value>,
+    /// Where the value came from.
+    pub source: Source,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("key", &self.def.key)
+            .field("value", &self.display_value())
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl Resolved {
+    /// The value as it may be shown to a person: secrets and URL passwords hidden.
+    pub fn display_value(&self) -> Option<Value> {
+        let value = self.value.clone()?;
+        if self.def.secret {
+            return Some(Value::Text("********".to_string()));
+        }
+        match value {
+            Value::Text(text) if self.def.key == "database.url" => {
+                Some(Value::Text(redact_url(&text)))
+            }
+            other => Some(other),
+        }
+    }
+}
+
+/// Every setting, resolved, plus the free-form sections from the file.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `$CAIRN_HOME`.
+    pub home: PathBuf,
+    /// config.toml, if it existed.
+    pub file: Option<PathBuf>,
+    /// Scalar settings in registry order.
+    pub values: Vec<Resolved>,
+    /// Free-form sections from the file.
+    pub sections: BTreeMap<&'static str, Section>,
+    /// Whether the machine's time zone was detected (if not, the default is UTC and doctor warns).
+    pub system_zone_detected: bool,
+}
+
+impl Settings {
+    /// The resolved setting for a key of the registry.
+    pub fn get(&self, key: &str) -> Option<&Resolved> {
+        self.values.iter().find(|r| r.def.key == key)
+    }
+}
+
+/// Resolves every setting: default, then file, then environment; collects every problem.
+pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
+    let mut errors = Vec::new();
+    let file_settings = match &input.file {
+        Some((path, text)) => match file::parse(path, text) {
+            Ok(parsed) => parsed,
+            Err(mut errs) => {
+                errors.append(&mut errs);
+                Default::default()
+            }
+        },
+        None => Default::default(),
+    };
+    let file_name = input
+        .file
+        .as_ref()
+        .map(|(p, _)| p.display().to_string())
+        .unwrap_or_default();
+
+    let mut values = Vec::with_capacity(registry::SETTINGS.len());
+    for def in registry::SETTINGS {
+        let mut resolved = Resolved {
+            def,
+            value: default_value(def, input),
+            source: Source::Default,
+        };
+        if let Some(fv) = file_settings.values.get(def.key) {
+            resolved.value = Some(fv.value.clone());
+            resolved.source = Source::File { line: fv.line };
+        }
+        if let Some((var, raw)) = def.env.iter().find_map(|var| {
+            input
+                .env
+                .get(*var)
+                .filter(|v| !v.is_empty())
+                .map(|v| (*var, v))
+        }) {
+            match parse_env(def.kind, raw) {
+                Some(value) => {
+                    resolved.value = Some(value);
+                    resolved.source = Source::Env {
+                        var: var.to_string(),
+                    };
+                }
+                None => errors.push(ConfigError::BadEnv {
+                    var: var.to_string(),
+                    key: def.key.to_string(),
+                    expected: def.kind.expected(),
+                    found: if def.secret {
+                        "********".to_string()
+                    } else {
+                        raw.clone()
+                    },
+                }),
+            }
+        }
+        if def.kind == Kind::Zone {
+            if let Some(Value::Text(zone)) = &resolved.value {
+                if zone.parse::<chrono_tz::Tz>().is_err() {
+                    errors.push(ConfigError::BadValue {
+                        origin: origin(&resolved.source, &file_name),
+                        key: def.key.to_string(),
+                        message: format!("unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""),
+                    });
+                }
+            }
+        }
+        values.push(resolved);
+    }
+
+    if errors.is_empty() {
+        Ok(Settings {
+            home: input.home.clone(),
+            file: input.file.as_ref().map(|(p, _)| p.clone()),
+            values,
+            sections: file_settings.sections,
+            system_zone_detected: input.system_zone.is_some(),
+        })
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+fn origin(source: &Source, file_name: &str) -> String {
+    match source {
+        Source::Default => "default".to_string(),
+        Source::File { line } => format!("{file_name}:{line}"),
+        Source::Env { var } => format!("environment variable {var}"),
+    }
+}
+
+fn default_value(def: &SettingDef, input: &ConfigInput) -> Option<Value> {
+    match def.default {
+        DefaultValue::Unset => None,
+        DefaultValue::Bool(b) => Some(Value::Bool(b)),
+        DefaultValue::UInt(n) => Some(Value::UInt(n)),
+        DefaultValue::Text(s) => Some(Value::Text(s.to_string())),
+        DefaultValue::UnderHome(rel) => {
+            Some(Value::Text(input.home.join(rel).display().to_string()))
+        }
+        DefaultValue::SqliteUnderHome(rel) => Some(Value::Text(format!(
+            "sqlite://{}",
+            input.home.join(rel).display()
+        ))),
+        DefaultValue::SystemZone => Some(Value::Text(
+            input
+                .system_zone
+                .clone()
+                .unwrap_or_else(|| "UTC".to_string()),
+        )),
+    }
+}
+
+fn parse_env(kind: Kind, raw: &str) -> Option<Value> {
+    let raw = raw.trim();
+    match kind {
+        Kind::Bool => match raw.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Some(Value::Bool(true)),
+            "0" | "false" | "no" | "off" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        Kind::UInt => raw.parse().ok().map(Value::UInt),
+        Kind::Text | Kind::Zone => Some(Value::Text(raw.to_string())),
+        Kind::List => Some(Value::List(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(file: Option<&str>, env: &[(&str, &str)]) -> ConfigInput {
+        ConfigInput {
+            home: PathBuf::from("/home/ada/.cairn"),
+            file: file.map(|t| (PathBuf::from("/home/ada/.cairn/config.toml"), t.to_string())),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            system_zone: Some("Europe/Paris".to_string()),
+        }
+    }
+
+    #[test]
+    fn defaults_then_file_then_env() {
+        let s = resolve(&input(None, &[])).unwrap();
+        let hb = s.get("heartbeat.interval_secs").unwrap();
+        assert_eq!(
+            (hb.value.clone(), hb.source.clone()),
+            (Some(Value::UInt(1800)), Source::Default)
+        );
+
+        let s = resolve(&input(Some("[heartbeat]\ninterval_secs = 600\n"), &[])).unwrap();
+        assert_eq!(
+            s.get("heartbeat.interval_secs").unwrap().source,
+            Source::File { line: 2 }
+        );
+
+        let s = resolve(&input(
+            Some("[heartbeat]\ninterval_secs = 600\n"),
+            &[("HEARTBEAT_INTERVAL_SECS", "60")],
+        ))
+        .unwrap();
+        let hb = s.get("heartbeat.interval_secs").unwrap();
+        assert_eq!(hb.value, Some(Value::UInt(60)));
+        assert_eq!(
+            hb.source,
+            Source::Env {
+                var: "HEARTBEAT_INTERVAL_SECS".into()
+            }
+        );
+    }
+
+    #[test]
+    fn prefixed_names_win_over_seed_names() {
+        let s = resolve(&input(
+            None,
+            &[("AGENT_NAME", "a"), ("CAIRN_AGENT_NAME", "b")],
+        ))
+        .unwrap();
+        assert_eq!(
+            s.get("agent.name").unwrap().value,
+            Some(Value::Text("b".into()))
+        );
+    }
+
+    #[test]
+    fn home_relative_defaults() {
+        let s = resolve(&input(None, &[])).unwrap();
+        assert_eq!(
+            s.get("database.url").unwrap().value,
+            Some(Value::Text("sqlite:///home/ada/.cairn/cairn.db".into()))
+        );
+        assert_eq!(
+            s.get("workspace.path").unwrap().value,
+            Some(Value::Text("/home/ada/.cairn/workspace".into()))
+        );
+        assert_eq!(
+            s.get("user.timezone").unwrap().value,
+            Some(Value::Text("Europe/Paris".into()))
+        );
+    }
+
+    #[test]
+    fn bad_env_values_are_errors_naming_the_variable() {
+        let err = resolve(&input(
+            None,
+            &[("HEARTBEAT_ENABLED", "maybe"), ("MAX_PARALLEL_JOBS", "-1")],
+        ))
+        .unwrap_err();
+        assert_eq!(err.0.len(), 2);
+        let text = err.to_string();
+        assert!(
+            text.contains("HEARTBEAT_ENABLED") && text.contains("true or false"),
+            "{text}"
+        );
+        assert!(text.contains("MAX_PARALLEL_JOBS"), "{text}");
+    }
+
+    #[test]
+    fn secret_env_values_never_echo() {
+        let s = resolve(&input(None, &[("OPENAI_API_KEY", "sk-live-123")])).unwrap();
+        let r = s.get("llm.openai_api_key").unwrap();
+        assert_eq!(r.value, Some(Value::Text("sk-live-123".into())));
+        assert_eq!(r.display_value(), Some(Value::Text("********".into())));
+    }
+
+    #[test]
+    fn unknown_zone_is_an_error_with_origin() {
+        let err = resolve(&input(Some("[user]\ntimezone = \"Mars/Olympus\"\n"), &[])).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("config.toml:2")
+                && text.contains("user.timezone")
+                && text.contains("Mars/Olympus"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn undetected_zone_defaults_to_utc_and_says_so() {
+        let mut i = input(None, &[]);
+        i.system_zone = None;
+        let s = resolve(&i).unwrap();
+        assert!(!s.system_zone_detected);
+        assert_eq!(
+            s.get("user.timezone").unwrap().value,
+            Some(Value::Text("UTC".into()))
+        );
+    }
+
+    #[test]
+    fn database_url_password_is_hidden_on_display() {
+        let s = resolve(&input(None, &[("DATABASE_URL", "postgres://u:pw@h/db")])).unwrap();
+        assert_eq!(
+            s.get("database.url").unwrap().display_value(),
+            Some(Value::Text("postgres://u:****@h/db".into()))
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! The typed view of resolved settings that the rest of cairn reads.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+use super::resolve::{ConfigInput, Resolved, Settings, resolve};
+use super::{ConfigError, ConfigErrors, Section, Source, Value};
+
+/// The effective configuration of one cairn process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The resolved settings with their sources (for `config show` and doctor).
+    pub settings: Settings,
+    /// The agent's identity and limits.
+    pub agent: AgentConfig,
+    /// The person cairn works for.
+    pub user: UserConfig,
+    /// Directory of markdown files the agent reads and writes.
+    pub workspace: PathBuf,
+    /// `sqlite://…` or `postgres://…`; may hold a password, so it is a secret.
+    pub database_url: SecretString,
+    /// Routine engine settings.
+    pub routines: RoutinesConfig,
+    /// Heartbeat settings.
+    pub heartbeat: HeartbeatConfig,
+    /// LLM provider settings.
+    pub llm: LlmConfig,
+    /// Spending limits.
+    pub cost: CostConfig,
+    /// The `[tools]` table, passed whole to the agent's policy (line for errors).
+    pub tools: Option<Section>,
+}
+
+/// The agent's identity and limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// Name the agent uses for itself.
+    pub name: String,
+    /// LLM/tool rounds per turn.
+    pub max_iterations: u32,
+    /// Full jobs at once.
+    pub max_parallel_jobs: u32,
+}
+
+/// The person cairn works for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserConfig {
+    /// Owner id of routines and sessions.
+    pub id: String,
+    /// The zone schedules and "tomorrow at 9" are read in.
+    pub timezone: chrono_tz::Tz,
+}
+
+/// Routine engine settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutinesConfig {
+    /// Whether routines run at all.
+    pub enabled: bool,
+    /// Routine runs at once across all routines.
+    pub max_concurrent: u32,
+    /// How often event patterns are reloaded from the store.
+    pub event_cache_refresh: Duration,
+}
+
+/// Heartbeat settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// Whether the heartbeat runs.
+    pub enabled: bool,
+    /// Time between heartbeats.
+    pub interval: Duration,
+    /// Channel for alerts.
+    pub notify_channel: String,
+    /// User told of alerts.
+    pub notify_user: String,
+}
+
+/// LLM provider settings (mapped onto the provider crate's settings by the binary).
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    /// `openai` (any OpenAI-compatible server) or `anthropic`; `None` when nothing is configured.
+    pub provider: Option<String>,
+    /// Base URL override.
+    pub base_url: Option<String>,
+    /// The effective API key: `llm.api_key`, else the provider's own variable.
+    pub api_key: Option<SecretString>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Cheaper model for light work.
+    pub cheap_model: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Retries of transient failures.
+    pub max_retries: u32,
+    /// Context window in tokens.
+    pub context_limit: u32,
+    /// `[llm.prices]`, passed whole.
+    pub prices: Option<Section>,
+    /// `[[llm.fallbacks]]`, passed whole.
+    pub fallbacks: Option<Section>,
+}
+
+/// Spending limits; `None` means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostConfig {
+    /// Cents per UTC day.
+    pub daily_budget_cents: Option<u64>,
+    /// LLM calls per sliding hour.
+    pub hourly_action_limit: Option<u64>,
+}
+
+/// Shortest heartbeat interval accepted: a heartbeat is an LLM call, and peers
+/// have burnt millions of tokens with tight loops.
+const MIN_HEARTBEAT_SECS: u64 = 60;
+
+impl Config {
+    /// Resolves and type-checks the configuration in one step.
+    pub fn load(input: &ConfigInput) -> Result<Config, ConfigErrors> {
+        Config::from_settings(resolve(input)?)
+    }
+
+    /// Builds the typed view, checking ranges; every problem is reported.
+    pub fn from_settings(settings: Settings) -> Result<Config, ConfigErrors> {
+        let mut r = Reader {
+            settings: &settings,
+            errors: Vec::new(),
+        };
+        let provider = r.text_opt("llm.provider").map(|p| p.to_ascii_lowercase());
+        let openai_key = r.text_opt("llm.openai_api_key");
+        let anthropic_key = r.text_opt("llm.anthropic_api_key");
+        let provider = provider.or_else(|| match (&openai_key, &anthropic_key) {
+            (Some(_), _) => Some("openai".to_string()),
+            (None, Some(_)) => Some("anthropic".to_string()),
+            (None, None) => None,
+        });
+        if let Some(p) = &provider {
+            if !matches!(p.as_str(), "openai" | "openai_compatible" | "anthropic") {
+                r.bad(
+                    "llm.provider",
+                    format!("unknown provider \"{p}\"; expected openai or anthropic"),
+                );
+            }
+        }
+        let api_key = r.text_opt("llm.api_key").or(match provider.as_deref() {
+            Some("anthropic") => anthropic_key,
+            _ => openai_key,
+        });
+
+        let config = Config {
+            agent: AgentConfig {
+                name: r.text("agent.name"),
+                max_iterations: r.u32_at_least("agent.max_iterations", 1),
+                max_parallel_jobs: r.u32_at_least("agent.max_parallel_jobs", 1),
+            },
+            user: UserConfig {
+                id: r.text("user.id"),
+                timezone: r.text("user.timezone").parse().unwrap_or(chrono_tz::UTC),
+            },
+            workspace: PathBuf::from(r.text("workspace.path")),
+            database_url: SecretString::from(r.text("database.url")),
+            routines: RoutinesConfig {
+                enabled: r.bool("routines.enabled"),
+                max_concurrent: r.u32_at_least("routines.max_concurrent", 1),
+                event_cache_refresh: Duration::from_secs(
+                    r.uint_at_least("routines.event_cache_refresh_secs", 1),
+                ),
+            },
+            heartbeat: HeartbeatConfig {
+                enabled: r.bool("heartbeat.enabled"),
+                interval: Duration::from_secs(
+                    r.uint_at_least("heartbeat.interval_secs", MIN_HEARTBEAT_SECS),
+                ),
+                notify_channel: r.text("heartbeat.notify_channel"),
+                notify_user: r.text("heartbeat.notify_user"),
+            },
+            llm: LlmConfig {
+                provider,
+                base_url: r.text_opt("llm.base_url"),
+                api_key: api_key.map(SecretString::from),
+                model: r.text_opt("llm.model"),
+                cheap_model: r.text_opt("llm.cheap_model"),
+                timeout: Duration::from_secs(r.uint_at_least("llm.timeout_secs", 1)),
+                max_retries: r.u32_at_least("llm.max_retries", 0),
+                context_limit: r.u32_at_least("llm.context_limit", 1000),
+                prices: settings.sections.get("llm.prices").cloned(),
+                fallbacks: settings.sections.get("llm.fallbacks").cloned(),
+            },
+            cost: CostConfig {
+                daily_budget_cents: r.uint_opt("cost.daily_budget_cents"),
+                hourly_action_limit: r.uint_opt("cost.hourly_action_limit"),
+            },
+            tools: settings.sections.get("tools").cloned(),
+            settings: settings.clone(),
+        };
+        if r.errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors(r.errors))
+        }
+    }
+
+    /// `$CAIRN_HOME`.
+    pub fn home(&self) -> &std::path::Path {
+        &self.settings.home
+    }
+}
+
+/// Reads typed values out of resolved settings, collecting range errors.
+struct Reader<'a> {
+    settings: &'a Settings,
+    errors: Vec<ConfigError>,
+}
+
+impl Reader<'_> {
+    fn get(&self, key: &str) -> Option<&Resolved> {
+        self.settings.get(key)
+    }
+
+    fn text_opt(&self, key: &str) -> Option<String> {
+        match self.get(key).and_then(|r| r.value.as_ref()) {
+            Some(Value::Text(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    fn text(&self, key: &str) -> String {
+        self.text_opt(key).unwrap_or_default()
+    }
+
+    fn bool(&self, key: &str) -> bool {
+        matches!(
+            self.get(key).and_then(|r| r.value.as_ref()),
+            Some(Value::Bool(true))
+        )
+    }
+
+    fn uint_opt(&self, key: &str) -> Option<u64> {
+        match self.get(key).and_then(|r| r.value.as_ref()) {
+            Some(Value::UInt(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn uint_at_least(&mut self, key: &str, min: u64) -> u64 {
+        let n = self.uint_opt(key).unwrap_or(min);
+        if n < min {
+            self.bad(key, format!("must be at least {min}, found {n}"));
+            return min;
+        }
+        n
+    }
+
+    fn u32_at_least(&mut self, key: &str, min: u32) -> u32 {
+        let n = self.uint_at_least(key, u64::from(min));
+        u32::try_from(n).unwrap_or_else(|_| {
+            self.bad(key, format!("{n} is too large"));
+            min
+        })
+    }
+
+    fn bad(&mut self, key: &str, message: String) {
+        let origin = match self.get(key).map(|r| &r.source) {
+            Some(Source::File { line }) => format!(
+                "{}:{line}",
+                self.settings
+                    .file
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ),
+            Some(Source::Env { var }) => format!("environment variable {var}"),
+            _ => "default".to_string(),
+        };
+        self.errors.push(ConfigError::BadValue {
+            origin,
+            key: key.to_string(),
+            message,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    fn load(file: Option<&str>, env: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
+        Config::load(&ConfigInput {
+            home: PathBuf::from("/h"),
+            file: file.map(|t| (PathBuf::from("/h/config.toml"), t.to_string())),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            system_zone: Some("America/New_York".into()),
+        })
+    }
+
+    #[test]
+    fn defaults_are_usable() {
+        let c = load(None, &[]).unwrap();
+        assert_eq!(c.agent.max_parallel_jobs, 5);
+        assert_eq!(c.user.timezone, chrono_tz::America::New_York);
+        assert_eq!(c.heartbeat.interval, Duration::from_secs(1800));
+        assert!(c.llm.provider.is_none() && c.llm.api_key.is_none());
+        assert_eq!(c.database_url.expose_secret(), "sqlite:///h/cairn.db");
+    }
+
+    #[test]
+    fn provider_is_inferred_from_the_key_present() {
+        let c = load(None, &[("ANTHROPIC_API_KEY", "ak")]).unwrap();
+        assert_eq!(c.llm.provider.as_deref(), Some("anthropic"));
+        assert_eq!(c.llm.api_key.unwrap().expose_secret(), "ak");
+        let c = load(
+            None,
+            &[
+                ("ANTHROPIC_API_KEY", "ak"),
+                ("OPENAI_API_KEY", "ok"),
+                ("CAIRN_LLM_PROVIDER", "anthropic"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.llm.api_key.unwrap().expose_secret(), "ak");
+        let c = load(
+            None,
+            &[("CAIRN_LLM_API_KEY", "ck"), ("OPENAI_API_KEY", "ok")],
+        )
+        .unwrap();
+        assert_eq!(c.llm.api_key.unwrap().expose_secret(), "ck");
+    }
+
+    #[test]
+    fn range_errors_name_origin_and_key() {
+        let err = load(
+            Some("[agent]\nmax_parallel_jobs = 0\n"),
+            &[
+                ("HEARTBEAT_INTERVAL_SECS", "5"),
+                ("CAIRN_LLM_PROVIDER", "gemini"),
+            ],
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.0.len(), 3, "{text}");
+        assert!(
+            text.contains("/h/config.toml:2: agent.max_parallel_jobs: must be at least 1"),
+            "{text}"
+        );
+        assert!(text.contains("environment variable HEARTBEAT_INTERVAL_SECS: heartbeat.interval_secs: must be at least 60"), "{text}");
+        assert!(text.contains("unknown provider \"gemini\""), "{text}");
+    }
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let c = load(
+            None,
+            &[
+                ("OPENAI_API_KEY", "sk-very-secret"),
+                ("DATABASE_URL", "postgres://u:pw-secret@h/d"),
+            ],
+        )
+        .unwrap();
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("sk-very-secret"), "{debug}");
+        assert!(!debug.contains("pw-secret"), "{debug}");
+    }
+}

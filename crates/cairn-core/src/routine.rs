@@ -1,1 +1,0 @@
-//! Routines: the model of a named, persistent task and its validation.

@@ -1,0 +1,117 @@
+//! Routines: named, persistent tasks that fire on a trigger, do an action under
+//! guardrails, and tell the person when it matters.
+//!
+//! A [`RoutineSpec`] is what a person writes (YAML or JSON, the seed's shape);
+//! a [`Routine`] is a spec with its identity, owner and runtime state, as the
+//! store keeps it.
+
+mod action;
+mod file;
+mod guardrails;
+mod run;
+mod trigger;
+mod validate;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub use action::RoutineAction;
+pub use file::{RoutineFileError, SpecFormat};
+pub use guardrails::{NotifyConfig, RoutineGuardrails};
+pub use run::{RoutineRun, RunStatus, UnknownStatus};
+pub use trigger::Trigger;
+pub use validate::{ValidationError, ValidationErrors};
+
+/// A routine as a person writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutineSpec {
+    /// Unique, file-name-safe name (`daily-pr-summary`).
+    pub name: String,
+    /// What the routine is for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Disabled routines never fire.
+    #[serde(default = "enabled_default", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+    /// When it fires.
+    pub trigger: Trigger,
+    /// What it does.
+    pub action: RoutineAction,
+    /// Limits on firing.
+    #[serde(default)]
+    pub guardrails: RoutineGuardrails,
+    /// Whom to tell.
+    #[serde(default)]
+    pub notify: NotifyConfig,
+    /// IANA zone its schedule is read in (the user's zone when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+}
+
+fn enabled_default() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// What changes as a routine runs: kept by the store, never written by hand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutineRuntime {
+    /// Start of the latest run.
+    pub last_run_at: Option<DateTime<Utc>>,
+    /// The next scheduled slot, for timed triggers.
+    pub next_fire_at: Option<DateTime<Utc>>,
+    /// Runs so far.
+    pub run_count: u64,
+    /// Failed runs in a row (reset by a successful one).
+    pub consecutive_failures: u32,
+    /// Free-form state the routine carries between runs.
+    pub state: serde_json::Value,
+}
+
+impl Default for RoutineRuntime {
+    fn default() -> Self {
+        Self {
+            last_run_at: None,
+            next_fire_at: None,
+            run_count: 0,
+            consecutive_failures: 0,
+            state: serde_json::Value::Object(serde_json::Map::new()),
+        }
+    }
+}
+
+/// A stored routine: identity, owner, spec and runtime state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Routine {
+    /// Unique id.
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: String,
+    /// The part a person writes.
+    pub spec: RoutineSpec,
+    /// The part the engine keeps.
+    pub runtime: RoutineRuntime,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change to the spec or runtime.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Routine {
+    /// A new routine for `user_id` from a validated spec, created at `now`.
+    pub fn new(spec: RoutineSpec, user_id: impl Into<String>, now: DateTime<Utc>) -> Self {
+        Self {
+            id: Uuid::now_v7(),
+            user_id: user_id.into(),
+            spec,
+            runtime: RoutineRuntime::default(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}

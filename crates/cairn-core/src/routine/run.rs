@@ -1,0 +1,110 @@
+//! The record of one execution of a routine.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// How a run ended (or that it has not yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// In progress, held by a live process's lease.
+    Running,
+    /// Finished with nothing to report.
+    Ok,
+    /// Finished and found something the person should see.
+    Attention,
+    /// Finished with an error.
+    Failed,
+    /// Its process went away before it finished (crash, kill, restart).
+    Interrupted,
+    /// Not run: a guardrail (cooldown, concurrency, dedup, budget) held it back.
+    Skipped,
+}
+
+impl RunStatus {
+    /// Every status, for listings and parsing.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Running,
+        RunStatus::Ok,
+        RunStatus::Attention,
+        RunStatus::Failed,
+        RunStatus::Interrupted,
+        RunStatus::Skipped,
+    ];
+
+    /// The lowercase name used in files, the store and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Ok => "ok",
+            RunStatus::Attention => "attention",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Whether the run is over.
+    pub fn is_terminal(self) -> bool {
+        self != RunStatus::Running
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name that is not one of the six.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown run status \"{0}\"; expected running, ok, attention, failed, interrupted or skipped"
+)]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for RunStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_string()))
+    }
+}
+
+/// One execution of a routine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutineRun {
+    /// Unique id of the run.
+    pub id: Uuid,
+    /// The routine it belongs to.
+    pub routine_id: Uuid,
+    /// What fired it: `cron`, `once`, `event`, `system_event`, `webhook`, `manual`.
+    pub trigger_type: String,
+    /// Details of the fire (the matched message, the webhook's delivery id…).
+    pub trigger_detail: Option<String>,
+    /// For scheduled fires, the slot it fills; `(routine_id, scheduled_for)` is unique.
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended.
+    pub completed_at: Option<DateTime<Utc>>,
+    /// How it ended.
+    pub status: RunStatus,
+    /// What it found or why it failed.
+    pub result_summary: Option<String>,
+    /// Tokens spent.
+    pub tokens_used: Option<u64>,
+    /// The job it started, for `full_job` actions.
+    pub job_id: Option<Uuid>,
+    /// Id of the process holding the run while it is `running`.
+    pub owner: Option<String>,
+    /// The owner must renew its hold before this instant, or the run is an orphan.
+    pub lease_until: Option<DateTime<Utc>>,
+}

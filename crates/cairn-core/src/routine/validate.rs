@@ -1,0 +1,245 @@
+//! Checking a routine spec: every problem is reported with its field path.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::{RoutineAction, RoutineSpec, Trigger};
+
+/// One problem in a spec: the field path (`guardrails.max_concurrent`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationError {
+    /// Dotted path of the field.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem found in one spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+/// Longest name: names become directory names (`routines/{name}/state.md`).
+const MAX_NAME_LEN: usize = 64;
+/// Largest reply a lightweight routine may ask for.
+const MAX_TOKENS: u32 = 200_000;
+/// Most rounds a routine's job may take.
+const MAX_ITERATIONS: u32 = 500;
+/// Most runs of one routine at once.
+const MAX_CONCURRENT: u32 = 100;
+
+struct Checker {
+    errors: Vec<ValidationError>,
+}
+
+impl Checker {
+    fn fail(&mut self, path: &str, message: impl Into<String>) {
+        self.errors.push(ValidationError {
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+
+    fn non_empty(&mut self, path: &str, value: &str) {
+        if value.trim().is_empty() {
+            self.fail(path, "must not be empty");
+        }
+    }
+}
+
+impl RoutineSpec {
+    /// Checks every field; returns all problems, not just the first.
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let mut c = Checker { errors: Vec::new() };
+        check_name(&mut c, &self.name);
+        check_trigger(&mut c, &self.trigger);
+        check_action(&mut c, &self.action);
+        check_guardrails(&mut c, self);
+        if let Some(channel) = &self.notify.channel {
+            c.non_empty("notify.channel", channel);
+        }
+        if let Some(user) = &self.notify.user {
+            c.non_empty("notify.user", user);
+        }
+        if let Some(zone) = &self.timezone {
+            if zone.parse::<chrono_tz::Tz>().is_err() {
+                c.fail("timezone", format!("unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""));
+            }
+        }
+        if c.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationErrors(c.errors))
+        }
+    }
+}
+
+fn check_name(c: &mut Checker, name: &str) {
+    if name.is_empty() {
+        c.fail("name", "must not be empty");
+        return;
+    }
+    if name.len() > MAX_NAME_LEN {
+        c.fail("name", format!("must be at most {MAX_NAME_LEN} characters"));
+    }
+    let first_ok = name
+        .chars()
+        .next()
+        .is_some_and(|ch| ch.is_ascii_alphanumeric());
+    let rest_ok = name
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+    if !first_ok || !rest_ok {
+        c.fail(
+            "name",
+            "must start with a letter or digit and contain only letters, digits, '-', '_' and '.'",
+        );
+    }
+}
+
+fn check_trigger(c: &mut Checker, trigger: &Trigger) {
+    match trigger {
+        Trigger::Cron { schedule } => c.non_empty("trigger.schedule", schedule),
+        Trigger::Once { at } => c.non_empty("trigger.at", at),
+        Trigger::Event { channel, pattern } => {
+            if let Some(channel) = channel {
+                c.non_empty("trigger.channel", channel);
+            }
+            if pattern.is_empty() {
+                c.fail("trigger.pattern", "must not be empty");
+            } else if let Err(err) = regex::Regex::new(pattern) {
+                let detail = err
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                c.fail(
+                    "trigger.pattern",
+                    format!("invalid regular expression: {detail}"),
+                );
+            }
+        }
+        Trigger::SystemEvent { event, .. } => c.non_empty("trigger.event", event),
+        Trigger::Webhook { path, secret } => {
+            if let Some(path) = path {
+                let ok = !path.is_empty()
+                    && path
+                        .chars()
+                        .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+                if !ok {
+                    c.fail(
+                        "trigger.path",
+                        "must be non-empty and contain only letters, digits, '-', '_' and '.'",
+                    );
+                }
+            }
+            if let Some(secret) = secret {
+                c.non_empty("trigger.secret", secret);
+            }
+        }
+        Trigger::Manual => {}
+    }
+}
+
+fn check_action(c: &mut Checker, action: &RoutineAction) {
+    match action {
+        RoutineAction::Lightweight {
+            prompt,
+            context_paths,
+            max_tokens,
+        } => {
+            c.non_empty("action.prompt", prompt);
+            for (i, path) in context_paths.iter().enumerate() {
+                let field = format!("action.context_paths[{i}]");
+                if path.trim().is_empty() {
+                    c.fail(&field, "must not be empty");
+                } else if path.starts_with('/') || path.split(['/', '\\']).any(|part| part == "..")
+                {
+                    c.fail(&field, format!("\"{path}\" must be a path inside the workspace (relative, without '..')"));
+                }
+            }
+            if let Some(n) = max_tokens {
+                if *n == 0 || *n > MAX_TOKENS {
+                    c.fail(
+                        "action.max_tokens",
+                        format!("must be between 1 and {MAX_TOKENS}"),
+                    );
+                }
+            }
+        }
+        RoutineAction::FullJob {
+            title,
+            description,
+            max_iterations,
+        } => {
+            c.non_empty("action.title", title);
+            c.non_empty("action.description", description);
+            if let Some(n) = max_iterations {
+                if *n == 0 || *n > MAX_ITERATIONS {
+                    c.fail(
+                        "action.max_iterations",
+                        format!("must be between 1 and {MAX_ITERATIONS}"),
+                    );
+                }
+            }
+        }
+        RoutineAction::ToolCall { tool, params } => {
+            c.non_empty("action.tool", tool);
+            if !params.is_object() {
+                c.fail("action.params", "must be an object of the tool's arguments");
+            }
+        }
+        RoutineAction::Notification { message } => c.non_empty("action.message", message),
+    }
+}
+
+fn check_guardrails(c: &mut Checker, spec: &RoutineSpec) {
+    let g = &spec.guardrails;
+    if g.max_concurrent < 1 {
+        c.fail("guardrails.max_concurrent", "must be >= 1");
+    } else if g.max_concurrent > MAX_CONCURRENT {
+        c.fail(
+            "guardrails.max_concurrent",
+            format!("must be <= {MAX_CONCURRENT}"),
+        );
+    }
+    if g.dedup_window == Some(Duration::ZERO) {
+        c.fail(
+            "guardrails.dedup_window",
+            "must be longer than 0s (leave it out to disable dedup)",
+        );
+    }
+    if g.timeout == Some(Duration::ZERO) {
+        c.fail("guardrails.timeout", "must be longer than 0s");
+    }
+    if g.dedup_window.is_some()
+        && !matches!(
+            spec.trigger,
+            Trigger::Event { .. } | Trigger::Webhook { .. } | Trigger::SystemEvent { .. }
+        )
+    {
+        c.fail(
+            "guardrails.dedup_window",
+            format!(
+                "applies to event, system_event and webhook triggers, not {}",
+                spec.trigger.kind()
+            ),
+        );
+    }
+}

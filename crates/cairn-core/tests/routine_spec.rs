@@ -1,0 +1,176 @@
+//! Routine specs: the seed's example files parse, validate and round-trip; bad specs say what and where.
+
+use cairn_core::routine::{RoutineAction, RoutineSpec, SpecFormat, Trigger};
+use std::time::Duration;
+
+const EXAMPLES: [(&str, &str); 3] = [
+    (
+        "daily-pr-summary",
+        include_str!("fixtures/routines/daily-pr-summary.yaml"),
+    ),
+    (
+        "deploy-webhook",
+        include_str!("fixtures/routines/deploy-webhook.yaml"),
+    ),
+    (
+        "security-alerts",
+        include_str!("fixtures/routines/security-alerts.yaml"),
+    ),
+];
+
+#[test]
+fn seed_examples_parse_validate_and_round_trip() {
+    for (name, yaml) in EXAMPLES {
+        let spec =
+            RoutineSpec::parse(yaml, SpecFormat::Yaml).unwrap_or_else(|e| panic!("{name}: {e}"));
+        spec.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(spec.name, name);
+
+        // YAML -> JSON -> spec is lossless.
+        let json = serde_json::to_string_pretty(&spec).unwrap();
+        let back = RoutineSpec::parse(&json, SpecFormat::Json).unwrap();
+        assert_eq!(back, spec, "{name}");
+
+        // The JSON has the seed's own shape: exactly the document the YAML describes.
+        let as_written: serde_json::Value = serde_norway::from_str(yaml).unwrap();
+        assert_eq!(serde_json::to_value(&spec).unwrap(), as_written, "{name}");
+
+        // And back out to YAML without change.
+        let again = RoutineSpec::parse(&spec.to_yaml().unwrap(), SpecFormat::Yaml).unwrap();
+        assert_eq!(again, spec, "{name}");
+    }
+}
+
+#[test]
+fn seed_examples_mean_what_they_say() {
+    let pr = RoutineSpec::parse(EXAMPLES[0].1, SpecFormat::Yaml).unwrap();
+    assert_eq!(
+        pr.trigger,
+        Trigger::Cron {
+            schedule: "0 9 * * MON-FRI".into()
+        }
+    );
+    assert_eq!(pr.guardrails.cooldown, Duration::from_secs(3600));
+    assert!(matches!(
+        pr.action,
+        RoutineAction::Lightweight {
+            max_tokens: Some(4096),
+            ..
+        }
+    ));
+
+    let deploy = RoutineSpec::parse(EXAMPLES[1].1, SpecFormat::Yaml).unwrap();
+    assert_eq!(
+        deploy.trigger,
+        Trigger::Webhook {
+            path: None,
+            secret: Some("${DEPLOY_SECRET}".into())
+        }
+    );
+    assert!(deploy.notify.on_success);
+
+    let sec = RoutineSpec::parse(EXAMPLES[2].1, SpecFormat::Yaml).unwrap();
+    assert_eq!(sec.guardrails.dedup_window, Some(Duration::from_secs(3600)));
+    assert_eq!(sec.guardrails.max_concurrent, 3);
+}
+
+#[test]
+fn minimal_spec_gets_defaults() {
+    let spec = RoutineSpec::parse(
+        "name: ping\ntrigger: {type: manual}\naction: {type: notification, message: hi}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap();
+    spec.validate().unwrap();
+    assert!(spec.enabled);
+    assert_eq!(spec.guardrails.cooldown, Duration::from_secs(300));
+    assert_eq!(spec.guardrails.max_concurrent, 1);
+    assert!(spec.notify.on_attention && spec.notify.on_failure && !spec.notify.on_success);
+}
+
+#[test]
+fn validation_reports_every_problem_with_its_path() {
+    let yaml = r#"
+name: "bad name!"
+trigger:
+  type: event
+  pattern: "(unclosed"
+action:
+  type: lightweight
+  prompt: ""
+  context_paths: ["../secrets.md", "/etc/passwd"]
+  max_tokens: 0
+guardrails:
+  cooldown: 10s
+  max_concurrent: 0
+  dedup_window: 0s
+timezone: Mars/Olympus
+"#;
+    let spec = RoutineSpec::parse(yaml, SpecFormat::Yaml).unwrap();
+    let errs = spec.validate().unwrap_err();
+    let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "name",
+            "trigger.pattern",
+            "action.prompt",
+            "action.context_paths[0]",
+            "action.context_paths[1]",
+            "action.max_tokens",
+            "guardrails.max_concurrent",
+            "guardrails.dedup_window",
+            "timezone",
+        ]
+    );
+    assert!(
+        errs.to_string()
+            .contains("guardrails.max_concurrent: must be >= 1"),
+        "{errs}"
+    );
+}
+
+#[test]
+fn shape_errors_name_the_field_and_line() {
+    let err = RoutineSpec::parse(
+        "name: x\ntrigger: {type: manual}\naction: {type: notification, message: hi}\nguardrails:\n  colldown: 5s\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert_eq!(err.line, Some(5), "{err}");
+    assert!(err.message.contains("colldown"), "{err}");
+
+    let err = RoutineSpec::parse(
+        "name: x\ntrigger: {type: hourly}\naction: {type: notification, message: hi}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("hourly"), "{err}");
+
+    let err = RoutineSpec::parse(
+        "name: x\ntrigger: {type: manual}\naction: {type: notification, message: hi}\nguardrails: {cooldown: 5 blorps}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("blorps"), "{err}");
+
+    let err =
+        RoutineSpec::parse("{\"name\": \"x\",\n \"trigger\": 3}", SpecFormat::Json).unwrap_err();
+    assert_eq!(err.line, Some(2), "{err}");
+}
+
+#[test]
+fn unknown_fields_inside_trigger_and_action_are_rejected() {
+    let err = RoutineSpec::parse(
+        "name: x\ntrigger: {type: cron, schedule: '0 9 * * *', timezon: UTC}\naction: {type: notification, message: hi}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("timezon"), "{err}");
+    let err = RoutineSpec::parse(
+        "name: x\ntrigger: {type: manual}\naction: {type: notification, mesage: hi}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("mesage"), "{err}");
+}
