@@ -1,1 +1,311 @@
 //! Schedules: cron, intervals and one-shot instants, with time zones and DST.
+//!
+//! Pure and clock-free: every function that needs "now" takes it.
+//!
+//! - [`Schedule::parse`] reads what a person writes — cron (`0 9 * * 1-5`),
+//!   a human phrase in English or French (`every weekday at 9am`,
+//!   `toutes les 5 minutes`, `in 20m`, `demain à 8h`) or an ISO 8601 time — in
+//!   a time zone, relative to `now`.
+//! - [`Schedule::normalized`] is the text to store; [`Schedule::from_normalized`]
+//!   with the same zone rebuilds an identical schedule, so after a restart
+//!   `from_normalized(text, zone)?.next_after(last_fire_or_now)` recomputes
+//!   `next_fire_at` exactly. Intervals carry their anchor in that text
+//!   (`every 7200s from 2026-03-09T10:17:00Z`), so they keep their phase.
+//! - [`Schedule::next_after`] gives the next fire strictly after an instant;
+//!   [`Schedule::fire_times`] iterates them.
+//!
+//! DST follows Debian cron (see the `zone` module): a fixed local time skipped
+//! by a spring-forward fires once at the end of the gap, one repeated at
+//! fall-back fires on its first pass only, and wildcard-hour/minute schedules
+//! fire by elapsed time, never twice for one instant.
+
+mod calendar;
+mod cron;
+mod describe;
+mod error;
+mod evaluate;
+mod human;
+mod once;
+mod phrase;
+mod zone;
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+
+pub use cron::Cron;
+pub use error::{Field, ScheduleError};
+pub use zone::parse_zone;
+
+/// Longest interval accepted: 100 years, far beyond any sensible use, and safe for arithmetic.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Which of the three kinds of schedule this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScheduleKind {
+    /// A recurring cron expression (human calendar phrases become cron too).
+    Cron,
+    /// A fixed interval of elapsed time from an anchor instant.
+    Interval,
+    /// A single instant.
+    Once,
+}
+
+impl ScheduleKind {
+    /// The lowercase name used in JSON and the CLI: `cron`, `interval`, `once`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleKind::Cron => "cron",
+            ScheduleKind::Interval => "interval",
+            ScheduleKind::Once => "once",
+        }
+    }
+}
+
+impl fmt::Display for ScheduleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The rule of a schedule, without its zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    /// Fires whenever the local wall clock matches the expression.
+    Cron(Cron),
+    /// Fires at `anchor + k * every` for k = 1, 2, … (the anchor itself does not fire).
+    Interval {
+        /// The period, whole seconds, at least 1s.
+        every: Duration,
+        /// The instant the interval counts from (usually its creation), whole seconds.
+        anchor: DateTime<Utc>,
+    },
+    /// Fires once at this instant (whole seconds).
+    Once(DateTime<Utc>),
+}
+
+/// A rule plus the IANA time zone it is read in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    rule: Rule,
+    zone: Tz,
+}
+
+/// Parses cron, a human phrase or an ISO time in `zone`, relative to `now`; see [`Schedule::parse`].
+pub fn parse(expr: &str, zone: Tz, now: DateTime<Utc>) -> Result<Schedule, ScheduleError> {
+    Schedule::parse(expr, zone, now)
+}
+
+fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(t.timestamp(), 0).unwrap_or(t)
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Whether the text starts like an ISO 8601 date (`2026-03-09…`).
+fn looks_like_iso(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 10
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'-'
+}
+
+/// Whether the text starts like cron rather than a phrase: `@…`, `*…`, `?…` or a numeric field.
+fn looks_like_cron(text: &str) -> bool {
+    let first = text.split_whitespace().next().unwrap_or("");
+    first.starts_with(['@', '*', '?'])
+        || (!first.is_empty()
+            && first
+                .chars()
+                .all(|c| c.is_ascii_digit() || "/,-".contains(c)))
+}
+
+impl Schedule {
+    /// Parses what a person wrote: cron, a human phrase (English or French) or
+    /// an ISO 8601 time, read in `zone`. `now` anchors intervals and resolves
+    /// one-shots; a one-shot that is not after `now` is an error.
+    pub fn parse(expr: &str, zone: Tz, now: DateTime<Utc>) -> Result<Schedule, ScheduleError> {
+        let text = expr.trim();
+        if text.is_empty() {
+            return Err(ScheduleError::Empty);
+        }
+        let now = whole_seconds(now);
+        let rule = if looks_like_iso(text) {
+            Rule::Once(once::parse_iso(text, zone)?)
+        } else if looks_like_cron(text) {
+            Rule::Cron(Cron::parse(text)?)
+        } else {
+            human::parse(text, zone, now)?
+        };
+        if let Rule::Once(at) = rule
+            && at <= now
+        {
+            return Err(ScheduleError::InPast {
+                expr: text.to_string(),
+                at: rfc3339(at),
+                now: rfc3339(now),
+            });
+        }
+        Ok(Schedule { rule, zone })
+    }
+
+    /// Rebuilds a schedule from its [`normalized`](Schedule::normalized) text and
+    /// zone. Unlike [`parse`](Schedule::parse) it needs no "now" and accepts a
+    /// one-shot in the past (it then has no next fire).
+    pub fn from_normalized(text: &str, zone: Tz) -> Result<Schedule, ScheduleError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(ScheduleError::Empty);
+        }
+        let rule = if let Some(rest) = text.strip_prefix("every ") {
+            let (every, anchor) = human::parse_anchored_interval(text, rest)?;
+            Rule::Interval { every, anchor }
+        } else if looks_like_iso(text) {
+            Rule::Once(once::parse_iso(text, zone)?)
+        } else {
+            Rule::Cron(Cron::parse(text)?)
+        };
+        Ok(Schedule { rule, zone })
+    }
+
+    /// A cron schedule (5, 6 or 7 fields, or an `@` macro) in `zone`.
+    pub fn cron(expr: &str, zone: Tz) -> Result<Schedule, ScheduleError> {
+        Ok(Schedule {
+            rule: Rule::Cron(Cron::parse(expr)?),
+            zone,
+        })
+    }
+
+    /// An interval of elapsed time counted from `anchor` (both truncated to whole seconds).
+    pub fn interval(
+        every: Duration,
+        anchor: DateTime<Utc>,
+        zone: Tz,
+    ) -> Result<Schedule, ScheduleError> {
+        let expr = format!("every {}s", every.as_secs());
+        if every.as_secs() == 0 {
+            return Err(ScheduleError::ZeroInterval { expr });
+        }
+        if every > MAX_INTERVAL {
+            return Err(ScheduleError::TooLarge {
+                expr,
+                what: "the interval",
+                limit: "the longest is 100 years",
+            });
+        }
+        Ok(Schedule {
+            rule: Rule::Interval {
+                every: Duration::from_secs(every.as_secs()),
+                anchor: whole_seconds(anchor),
+            },
+            zone,
+        })
+    }
+
+    /// A one-shot at `at` (truncated to whole seconds); `zone` is used to describe it.
+    pub fn once(at: DateTime<Utc>, zone: Tz) -> Schedule {
+        Schedule {
+            rule: Rule::Once(whole_seconds(at)),
+            zone,
+        }
+    }
+
+    /// Cron, interval or once.
+    pub fn kind(&self) -> ScheduleKind {
+        match self.rule {
+            Rule::Cron(_) => ScheduleKind::Cron,
+            Rule::Interval { .. } => ScheduleKind::Interval,
+            Rule::Once(_) => ScheduleKind::Once,
+        }
+    }
+
+    /// The rule, for callers that need its parts.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+
+    /// The time zone the schedule is read in.
+    pub fn zone(&self) -> Tz {
+        self.zone
+    }
+
+    /// The canonical text to store: the normalized cron expression,
+    /// `every <secs>s from <RFC 3339 anchor>`, or the RFC 3339 instant (UTC).
+    pub fn normalized(&self) -> String {
+        match &self.rule {
+            Rule::Cron(cron) => cron.normalized(),
+            Rule::Interval { every, anchor } => {
+                format!("every {}s from {}", every.as_secs(), rfc3339(*anchor))
+            }
+            Rule::Once(at) => rfc3339(*at),
+        }
+    }
+
+    /// A plain-English description, e.g. "at 09:00, Monday through Friday (America/New_York)".
+    pub fn describe(&self) -> String {
+        describe::describe(self)
+    }
+
+    /// The first fire strictly after `after`, or `None` when there is none
+    /// (a past one-shot, a cron whose year field has run out).
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let from = after.timestamp();
+        let next = match &self.rule {
+            Rule::Cron(cron) => cron.next_after_seconds(self.zone, from)?,
+            Rule::Interval { every, anchor } => {
+                let period = i64::try_from(every.as_secs()).ok()?.max(1);
+                let start = anchor.timestamp();
+                let k = if from < start {
+                    1
+                } else {
+                    (from - start) / period + 1
+                };
+                k.checked_mul(period)?.checked_add(start)?
+            }
+            Rule::Once(at) => {
+                return (*at > after).then_some(*at);
+            }
+        };
+        DateTime::from_timestamp(next, 0)
+    }
+
+    /// The fire times strictly after `after`, in order.
+    pub fn fire_times(&self, after: DateTime<Utc>) -> FireTimes<'_> {
+        FireTimes {
+            schedule: self,
+            cursor: Some(after),
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.normalized())
+    }
+}
+
+/// Iterator over successive fire times of a schedule; see [`Schedule::fire_times`].
+#[derive(Debug, Clone)]
+pub struct FireTimes<'a> {
+    schedule: &'a Schedule,
+    cursor: Option<DateTime<Utc>>,
+}
+
+impl Iterator for FireTimes<'_> {
+    type Item = DateTime<Utc>;
+
+    fn next(&mut self) -> Option<DateTime<Utc>> {
+        let next = self.schedule.next_after(self.cursor?);
+        self.cursor = next;
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests;
