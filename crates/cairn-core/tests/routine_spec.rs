@@ -1,4 +1,5 @@
 //! Routine specs: the seed's example files parse, validate and round-trip; bad specs say what and where.
+#![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
 use cairn_core::routine::{RoutineAction, RoutineSpec, SpecFormat, Trigger};
 use std::time::Duration;

@@ -1,1 +1,26 @@
-//! placeholder
+//! cairn-store: every byte cairn keeps, behind one async API.
+//!
+//! [`Store`] talks to SQLite (the default: one file, created on first use,
+//! WAL journal) or PostgreSQL (when several instances share the work),
+//! chosen by the URL. Both run the same SQL through sqlx's `Any` driver:
+//! times are stored as integer microseconds since the epoch, ids and JSON as
+//! text, so one query text serves both backends and one conformance suite
+//! proves them equal. Migrations are embedded and applied at start-up.
+//!
+//! Architecture invariant: this crate knows nothing of LLMs, tools or
+//! schedules' meaning; it stores what it is given and enforces the
+//! uniqueness rules (one run per scheduled slot) that keep the engine honest
+//! across processes.
+
+mod codec;
+mod connect;
+mod error;
+mod migrate;
+mod routines;
+mod runs;
+mod settings;
+
+pub use connect::{Backend, Store};
+pub use error::StoreError;
+pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
+pub use runs::RunOutcome;

@@ -20,9 +20,21 @@ pub struct Cli {
 pub enum Command {
     /// Print the version of cairn.
     Version,
+    /// Show the effective configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check that cairn can run here: config, home, database, time zone, LLM.
+    Doctor,
     /// Inspect time expressions.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+}
+
+/// `cairn config …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Every setting's effective value and where it came from (default, file or env).
+    Show,
 }
 
 /// `cairn schedule …`

@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod exit;
+mod settings;
 
 use std::process::ExitCode;
 
@@ -10,8 +11,19 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    init_logging();
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) => exit::report(&err),
     }
+}
+
+/// Logs go to stderr, filtered by `CAIRN_LOG` (e.g. `info`, `cairn_store=debug`); warnings by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

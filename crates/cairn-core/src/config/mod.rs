@@ -191,9 +191,45 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A copy of a free-form table with every secret-looking field (`*key*`,
+/// `*secret*`, `*token*`, `*password*`) replaced by `********`.
+pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value {
+        J::Object(map) => J::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let lower = k.to_ascii_lowercase();
+                    let secret = ["key", "secret", "token", "password"]
+                        .iter()
+                        .any(|w| lower.contains(w));
+                    let shown = if secret && !v.is_object() && !v.is_null() {
+                        J::String("********".into())
+                    } else {
+                        redact_json(v)
+                    };
+                    (k.clone(), shown)
+                })
+                .collect(),
+        ),
+        J::Array(items) => J::Array(items.iter().map(redact_json).collect()),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redacts_secret_fields_in_tables() {
+        let v =
+            serde_json::json!([{"model": "m", "api_key": "sk-1", "nested": {"auth_token": "t"}}]);
+        assert_eq!(
+            redact_json(&v),
+            serde_json::json!([{"model": "m", "api_key": "********", "nested": {"auth_token": "********"}}])
+        );
+    }
 
     #[test]
     fn redacts_url_passwords_only() {

@@ -135,16 +135,17 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
                 }),
             }
         }
-        if def.kind == Kind::Zone {
-            if let Some(Value::Text(zone)) = &resolved.value {
-                if zone.parse::<chrono_tz::Tz>().is_err() {
-                    errors.push(ConfigError::BadValue {
-                        origin: origin(&resolved.source, &file_name),
-                        key: def.key.to_string(),
-                        message: format!("unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""),
-                    });
-                }
-            }
+        if def.kind == Kind::Zone
+            && let Some(Value::Text(zone)) = &resolved.value
+            && zone.parse::<chrono_tz::Tz>().is_err()
+        {
+            errors.push(ConfigError::BadValue {
+                origin: origin(&resolved.source, &file_name),
+                key: def.key.to_string(),
+                message: format!(
+                    "unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""
+                ),
+            });
         }
         values.push(resolved);
     }

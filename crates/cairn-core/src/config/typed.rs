@@ -135,13 +135,13 @@ impl Config {
             (None, Some(_)) => Some("anthropic".to_string()),
             (None, None) => None,
         });
-        if let Some(p) = &provider {
-            if !matches!(p.as_str(), "openai" | "openai_compatible" | "anthropic") {
-                r.bad(
-                    "llm.provider",
-                    format!("unknown provider \"{p}\"; expected openai or anthropic"),
-                );
-            }
+        if let Some(p) = &provider
+            && !matches!(p.as_str(), "openai" | "openai_compatible" | "anthropic")
+        {
+            r.bad(
+                "llm.provider",
+                format!("unknown provider \"{p}\"; expected openai or anthropic"),
+            );
         }
         let api_key = r.text_opt("llm.api_key").or(match provider.as_deref() {
             Some("anthropic") => anthropic_key,

@@ -75,10 +75,15 @@ impl RoutineSpec {
         if let Some(user) = &self.notify.user {
             c.non_empty("notify.user", user);
         }
-        if let Some(zone) = &self.timezone {
-            if zone.parse::<chrono_tz::Tz>().is_err() {
-                c.fail("timezone", format!("unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""));
-            }
+        if let Some(zone) = &self.timezone
+            && zone.parse::<chrono_tz::Tz>().is_err()
+        {
+            c.fail(
+                "timezone",
+                format!(
+                    "unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""
+                ),
+            );
         }
         if c.errors.is_empty() {
             Ok(())
@@ -174,13 +179,13 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
                     c.fail(&field, format!("\"{path}\" must be a path inside the workspace (relative, without '..')"));
                 }
             }
-            if let Some(n) = max_tokens {
-                if *n == 0 || *n > MAX_TOKENS {
-                    c.fail(
-                        "action.max_tokens",
-                        format!("must be between 1 and {MAX_TOKENS}"),
-                    );
-                }
+            if let Some(n) = max_tokens
+                && (*n == 0 || *n > MAX_TOKENS)
+            {
+                c.fail(
+                    "action.max_tokens",
+                    format!("must be between 1 and {MAX_TOKENS}"),
+                );
             }
         }
         RoutineAction::FullJob {
@@ -190,13 +195,13 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
         } => {
             c.non_empty("action.title", title);
             c.non_empty("action.description", description);
-            if let Some(n) = max_iterations {
-                if *n == 0 || *n > MAX_ITERATIONS {
-                    c.fail(
-                        "action.max_iterations",
-                        format!("must be between 1 and {MAX_ITERATIONS}"),
-                    );
-                }
+            if let Some(n) = max_iterations
+                && (*n == 0 || *n > MAX_ITERATIONS)
+            {
+                c.fail(
+                    "action.max_iterations",
+                    format!("must be between 1 and {MAX_ITERATIONS}"),
+                );
             }
         }
         RoutineAction::ToolCall { tool, params } => {

@@ -1,16 +1,28 @@
 //! Command implementations, one module per top-level command.
 
+mod config;
+mod doctor;
 mod schedule;
 mod version;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, ScheduleCommand};
+use crate::cli::{Cli, Command, ConfigCommand, ScheduleCommand};
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Version => version::run(cli.json),
+        Command::Config(ConfigCommand::Show) => config::show(cli.json),
+        Command::Doctor => doctor::run(cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => schedule::explain(&args, cli.json),
     }
+}
+
+/// A runtime for commands that talk to the database or the network.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }

@@ -1,0 +1,103 @@
+//! Conversions between domain values and the portable column types (BIGINT micros, TEXT).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use uuid::Uuid;
+
+use crate::StoreError;
+
+/// Microseconds since the epoch: the stored form of every instant.
+pub(crate) fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+/// The optional form of [`micros`].
+pub(crate) fn micros_opt(t: Option<DateTime<Utc>>) -> Option<i64> {
+    t.map(micros)
+}
+
+/// JSON text of a value that always serializes (plain data types).
+pub(crate) fn json<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt {
+        what: what.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Typed reads from a row, with errors that name the column.
+pub(crate) struct Cols<'r>(pub &'r AnyRow);
+
+impl Cols<'_> {
+    fn corrupt(&self, col: &str, message: impl ToString) -> StoreError {
+        StoreError::Corrupt {
+            what: col.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    pub fn text(&self, col: &str) -> Result<String, StoreError> {
+        Ok(self.0.try_get::<String, _>(col)?)
+    }
+
+    pub fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.0.try_get::<Option<String>, _>(col)?)
+    }
+
+    pub fn int(&self, col: &str) -> Result<i64, StoreError> {
+        Ok(self.0.try_get::<i64, _>(col)?)
+    }
+
+    pub fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self.0.try_get::<Option<i64>, _>(col)?)
+    }
+
+    /// Booleans are stored as 0/1 on both backends.
+    pub fn boolean(&self, col: &str) -> Result<bool, StoreError> {
+        Ok(self.int(col)? != 0)
+    }
+
+    pub fn uint(&self, col: &str) -> Result<u64, StoreError> {
+        let n = self.int(col)?;
+        u64::try_from(n).map_err(|_| self.corrupt(col, format!("negative count {n}")))
+    }
+
+    pub fn uint_opt(&self, col: &str) -> Result<Option<u64>, StoreError> {
+        self.int_opt(col)?
+            .map(|n| u64::try_from(n).map_err(|_| self.corrupt(col, format!("negative count {n}"))))
+            .transpose()
+    }
+
+    pub fn time(&self, col: &str) -> Result<DateTime<Utc>, StoreError> {
+        let n = self.int(col)?;
+        DateTime::from_timestamp_micros(n)
+            .ok_or_else(|| self.corrupt(col, format!("instant {n} out of range")))
+    }
+
+    pub fn time_opt(&self, col: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        match self.int_opt(col)? {
+            Some(n) => DateTime::from_timestamp_micros(n)
+                .map(Some)
+                .ok_or_else(|| self.corrupt(col, format!("instant {n} out of range"))),
+            None => Ok(None),
+        }
+    }
+
+    pub fn uuid(&self, col: &str) -> Result<Uuid, StoreError> {
+        let s = self.text(col)?;
+        Uuid::parse_str(&s).map_err(|e| self.corrupt(col, e))
+    }
+
+    pub fn uuid_opt(&self, col: &str) -> Result<Option<Uuid>, StoreError> {
+        self.text_opt(col)?
+            .map(|s| Uuid::parse_str(&s).map_err(|e| self.corrupt(col, e)))
+            .transpose()
+    }
+
+    pub fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
+        let s = self.text(col)?;
+        serde_json::from_str(&s).map_err(|e| self.corrupt(col, e))
+    }
+}

@@ -1,0 +1,201 @@
+//! Opening a store from a URL: SQLite files are created on first use, with WAL.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Executor};
+
+use crate::StoreError;
+use crate::migrate::{self, MigrationReport};
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A local SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+impl Backend {
+    /// `sqlite` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A handle on the database; cheap to clone (a connection pool inside).
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    /// The URL with any password hidden, for messages.
+    display_url: String,
+}
+
+/// How long a writer waits for SQLite's lock before giving up.
+const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
+
+impl Store {
+    /// Opens the database at `url` and applies any pending migrations.
+    pub async fn open(url: &str) -> Result<(Store, MigrationReport), StoreError> {
+        let store = Store::connect(url).await?;
+        let report = store.migrate().await?;
+        Ok((store, report))
+    }
+
+    /// Opens the database at `url` without migrating (for status checks).
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let display_url = cairn_core::config::redact_url(url);
+        let connect_err = |e: sqlx::Error| StoreError::Connect {
+            url: display_url.clone(),
+            message: e.to_string(),
+        };
+        let (backend, url) = normalize(url)?;
+        let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
+        let pool_options = match backend {
+            Backend::Sqlite => {
+                let in_memory = url.contains(":memory:");
+                AnyPoolOptions::new()
+                    // An in-memory database exists once per connection.
+                    .max_connections(if in_memory { 1 } else { 4 })
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
+                            conn.execute(sqlx::AssertSqlSafe(busy)).await?;
+                            Ok(())
+                        })
+                    })
+            }
+            Backend::Postgres => AnyPoolOptions::new().max_connections(10),
+        };
+        let pool = pool_options
+            .acquire_timeout(Duration::from_secs(15))
+            .connect_with(options)
+            .await
+            .map_err(connect_err)?;
+        Ok(Store {
+            pool,
+            backend,
+            display_url,
+        })
+    }
+
+    /// Applies pending migrations; safe to call from several processes at once.
+    pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
+        migrate::apply(self).await
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL with any password hidden.
+    pub fn display_url(&self) -> &str {
+        &self.display_url
+    }
+
+    /// Checks the database answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes every connection; further calls fail.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Starts a write transaction. SQLite takes the write lock up front
+    /// (`BEGIN IMMEDIATE`) so that two writers queue on the busy timeout
+    /// instead of failing when a read transaction tries to upgrade.
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+}
+
+/// Picks the backend and makes SQLite URLs create their file (and its directory).
+fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok((Backend::Postgres, url.to_string()));
+    }
+    let Some(rest) = url.strip_prefix("sqlite:") else {
+        return Err(StoreError::UnsupportedUrl(cairn_core::config::redact_url(
+            url,
+        )));
+    };
+    if rest.starts_with(":memory:") {
+        return Ok((Backend::Sqlite, url.to_string()));
+    }
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() {
+        return Err(StoreError::UnsupportedUrl(url.to_string()));
+    }
+    ensure_parent(Path::new(path), url)?;
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    if !params.iter().any(|p| p.starts_with("mode=")) {
+        params.push("mode=rwc");
+    }
+    Ok((
+        Backend::Sqlite,
+        format!("sqlite://{path}?{}", params.join("&")),
+    ))
+}
+
+fn ensure_parent(path: &Path, url: &str) -> Result<(), StoreError> {
+    let parent: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    if parent.as_os_str().is_empty() || parent.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&parent).map_err(|e| StoreError::Connect {
+        url: url.to_string(),
+        message: format!("cannot create directory {}: {e}", parent.display()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_gain_create_mode() {
+        let (b, u) = normalize("sqlite:///tmp/x/cairn.db").unwrap();
+        assert_eq!(
+            (b, u.as_str()),
+            (Backend::Sqlite, "sqlite:///tmp/x/cairn.db?mode=rwc")
+        );
+        let (_, u) = normalize("sqlite:///tmp/cairn.db?mode=ro").unwrap();
+        assert_eq!(u, "sqlite:///tmp/cairn.db?mode=ro");
+        let (b, _) = normalize("postgres://u@h/db").unwrap();
+        assert_eq!(b, Backend::Postgres);
+    }
+
+    #[test]
+    fn other_schemes_are_refused_without_echoing_passwords() {
+        let err = normalize("mysql://u:secret@h/db").unwrap_err().to_string();
+        assert!(
+            err.contains("unsupported") && !err.contains("secret"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! Embedded schema migrations, applied in order, once, under a lock.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+
+use crate::codec::micros;
+use crate::connect::Backend;
+use crate::{Store, StoreError};
+
+/// One schema change.
+#[derive(Debug)]
+pub struct Migration {
+    /// Position in the sequence, from 1.
+    pub version: i64,
+    /// Short name.
+    pub name: &'static str,
+    /// SQL for SQLite.
+    pub sqlite: &'static str,
+    /// SQL for PostgreSQL.
+    pub postgres: &'static str,
+}
+
+/// Every migration this binary knows, in order. Portable migrations use one file for both.
+pub static MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sqlite: include_str!("../migrations/0001_init.sql"),
+    postgres: include_str!("../migrations/0001_init.sql"),
+}];
+
+/// A migration and whether (and when) it was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationInfo {
+    /// Version number.
+    pub version: i64,
+    /// Name.
+    pub name: String,
+    /// When it was applied; `None` if pending.
+    pub applied_at: Option<DateTime<Utc>>,
+}
+
+/// What `migrate` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// Versions applied by this call.
+    pub applied: Vec<i64>,
+    /// Versions that were already in place.
+    pub already_applied: usize,
+}
+
+/// Arbitrary constant naming cairn's migration lock among PostgreSQL advisory locks.
+const PG_MIGRATION_LOCK: i64 = 0x6361_6972_6e00_0001;
+
+impl Migration {
+    fn sql(&self, backend: Backend) -> &'static str {
+        match backend {
+            Backend::Sqlite => self.sqlite,
+            Backend::Postgres => self.postgres,
+        }
+    }
+}
+
+/// FNV-1a of the SQL text: detects a migration edited after it was applied.
+fn checksum(sql: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sql.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    BIGINT PRIMARY KEY,
+    name       TEXT NOT NULL,
+    checksum   TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)";
+
+pub(crate) async fn apply(store: &Store) -> Result<MigrationReport, StoreError> {
+    let backend = store.backend();
+    let mut tx = store.begin_write().await?;
+    if backend == Backend::Postgres {
+        // Serialises concurrent start-ups; released at commit.
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(PG_MIGRATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query(CREATE_TABLE).execute(&mut *tx).await?;
+    let rows =
+        sqlx::query("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
+            .fetch_all(&mut *tx)
+            .await?;
+    let mut applied = Vec::with_capacity(rows.len());
+    for row in &rows {
+        applied.push((
+            row.try_get::<i64, _>("version")?,
+            row.try_get::<String, _>("name")?,
+            row.try_get::<String, _>("checksum")?,
+        ));
+    }
+    if let Some((version, name, _)) = applied
+        .iter()
+        .find(|(v, _, _)| !MIGRATIONS.iter().any(|m| m.version == *v))
+    {
+        return Err(StoreError::Migration {
+            version: *version,
+            name: name.clone(),
+            message: "the database was migrated by a newer cairn; upgrade this binary".to_string(),
+        });
+    }
+    let mut report = MigrationReport::default();
+    for migration in MIGRATIONS {
+        let sql = migration.sql(backend);
+        if let Some((_, _, sum)) = applied.iter().find(|(v, _, _)| *v == migration.version) {
+            if *sum != checksum(sql) {
+                return Err(StoreError::Migration {
+                    version: migration.version,
+                    name: migration.name.to_string(),
+                    message: "was changed after it was applied; restore the original migration"
+                        .to_string(),
+                });
+            }
+            report.already_applied += 1;
+            continue;
+        }
+        sqlx::raw_sql(sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::Migration {
+                version: migration.version,
+                name: migration.name.to_string(),
+                message: e.to_string(),
+            })?;
+        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)")
+            .bind(migration.version)
+            .bind(migration.name)
+            .bind(checksum(sql))
+            .bind(micros(Utc::now()))
+            .execute(&mut *tx)
+            .await?;
+        report.applied.push(migration.version);
+    }
+    tx.commit().await?;
+    if !report.applied.is_empty() {
+        tracing::info!(applied = ?report.applied, "database migrated");
+    }
+    Ok(report)
+}
+
+impl Store {
+    /// Every known migration with its applied time (`None` if pending).
+    pub async fn migration_status(&self) -> Result<Vec<MigrationInfo>, StoreError> {
+        let exists = match self.backend() {
+            Backend::Sqlite => {
+                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+            }
+            Backend::Postgres => {
+                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_migrations'"
+            }
+        };
+        let n: i64 = sqlx::query(exists)
+            .fetch_one(self.pool())
+            .await?
+            .try_get("n")?;
+        let mut applied = Vec::new();
+        if n > 0 {
+            for row in sqlx::query("SELECT version, applied_at FROM schema_migrations")
+                .fetch_all(self.pool())
+                .await?
+            {
+                applied.push((
+                    row.try_get::<i64, _>("version")?,
+                    row.try_get::<i64, _>("applied_at")?,
+                ));
+            }
+        }
+        Ok(MIGRATIONS
+            .iter()
+            .map(|m| MigrationInfo {
+                version: m.version,
+                name: m.name.to_string(),
+                applied_at: applied
+                    .iter()
+                    .find(|(v, _)| *v == m.version)
+                    .and_then(|(_, at)| DateTime::from_timestamp_micros(*at)),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_consecutive_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+        }
+    }
+
+    #[test]
+    fn checksum_is_stable() {
+        assert_eq!(checksum(""), "cbf29ce484222325");
+        assert_ne!(checksum("a"), checksum("b"));
+    }
+}

@@ -1,0 +1,250 @@
+//! Routines: create, read, update, delete, and the due-slot queries the scheduler needs.
+
+use chrono::{DateTime, Utc};
+use sqlx::any::AnyRow;
+use uuid::Uuid;
+
+use cairn_core::routine::{Routine, RoutineRuntime, RoutineSpec};
+
+use crate::codec::{Cols, json, micros, micros_opt};
+use crate::error::is_unique_violation;
+use crate::{Store, StoreError};
+
+const COLUMNS: &str = "id, user_id, name, description, enabled, trigger_type, trigger_config, action_type, \
+     action_config, guardrails, notify, timezone, last_run_at, next_fire_at, run_count, \
+     consecutive_failures, state, created_at, updated_at";
+
+fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
+    let c = Cols(row);
+    let failures = c.uint("consecutive_failures")?;
+    Ok(Routine {
+        id: c.uuid("id")?,
+        user_id: c.text("user_id")?,
+        spec: RoutineSpec {
+            name: c.text("name")?,
+            description: c.text("description")?,
+            enabled: c.boolean("enabled")?,
+            trigger: c.json("trigger_config")?,
+            action: c.json("action_config")?,
+            guardrails: c.json("guardrails")?,
+            notify: c.json("notify")?,
+            timezone: c.text_opt("timezone")?,
+        },
+        runtime: RoutineRuntime {
+            last_run_at: c.time_opt("last_run_at")?,
+            next_fire_at: c.time_opt("next_fire_at")?,
+            run_count: c.uint("run_count")?,
+            consecutive_failures: u32::try_from(failures).unwrap_or(u32::MAX),
+            state: c.json("state")?,
+        },
+        created_at: c.time("created_at")?,
+        updated_at: c.time("updated_at")?,
+    })
+}
+
+fn name_taken(routine: &Routine) -> StoreError {
+    StoreError::Conflict(format!(
+        "a routine named \"{}\" already exists for user {}",
+        routine.spec.name, routine.user_id
+    ))
+}
+
+fn i64_of(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Stores a new routine; a name already used by the same user is a conflict.
+    pub async fn create_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        let spec = &routine.spec;
+        let rt = &routine.runtime;
+        let sql = format!(
+            "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        );
+        let result = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(routine.id.to_string())
+            .bind(&routine.user_id)
+            .bind(&spec.name)
+            .bind(&spec.description)
+            .bind(i64::from(spec.enabled))
+            .bind(spec.trigger.kind())
+            .bind(json(&spec.trigger, "trigger")?)
+            .bind(spec.action.kind())
+            .bind(json(&spec.action, "action")?)
+            .bind(json(&spec.guardrails, "guardrails")?)
+            .bind(json(&spec.notify, "notify")?)
+            .bind(spec.timezone.clone())
+            .bind(micros_opt(rt.last_run_at))
+            .bind(micros_opt(rt.next_fire_at))
+            .bind(i64_of(rt.run_count))
+            .bind(i64::from(rt.consecutive_failures))
+            .bind(json(&rt.state, "state")?)
+            .bind(micros(routine.created_at))
+            .bind(micros(routine.updated_at))
+            .execute(self.pool())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces a routine's spec and runtime state.
+    pub async fn update_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        let spec = &routine.spec;
+        let rt = &routine.runtime;
+        let result = sqlx::query(
+            "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
+             trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
+             timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
+             consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
+        )
+        .bind(routine.id.to_string())
+        .bind(&routine.user_id)
+        .bind(&spec.name)
+        .bind(&spec.description)
+        .bind(i64::from(spec.enabled))
+        .bind(spec.trigger.kind())
+        .bind(json(&spec.trigger, "trigger")?)
+        .bind(spec.action.kind())
+        .bind(json(&spec.action, "action")?)
+        .bind(json(&spec.guardrails, "guardrails")?)
+        .bind(json(&spec.notify, "notify")?)
+        .bind(spec.timezone.clone())
+        .bind(micros_opt(rt.last_run_at))
+        .bind(micros_opt(rt.next_fire_at))
+        .bind(i64_of(rt.run_count))
+        .bind(i64::from(rt.consecutive_failures))
+        .bind(json(&rt.state, "state")?)
+        .bind(micros(routine.updated_at))
+        .execute(self.pool())
+        .await;
+        match result {
+            Ok(done) if done.rows_affected() == 0 => Err(StoreError::NotFound {
+                what: "routine",
+                id: routine.id.to_string(),
+            }),
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The routine with this id.
+    pub async fn get_routine(&self, id: Uuid) -> Result<Option<Routine>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM routines WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The routine a user named `name`.
+    pub async fn find_routine(
+        &self,
+        user_id: &str,
+        name: &str,
+    ) -> Result<Option<Routine>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1 AND name = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user_id)
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// Every routine (of one user, if given), by name.
+    pub async fn list_routines(&self, user_id: Option<&str>) -> Result<Vec<Routine>, StoreError> {
+        let rows = match user_id {
+            Some(user) => {
+                let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(user)
+                    .fetch_all(self.pool())
+                    .await?
+            }
+            None => {
+                let sql = format!("SELECT {COLUMNS} FROM routines");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(self.pool())
+                    .await?
+            }
+        };
+        let mut routines = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        routines.sort_by(|a, b| (&a.user_id, &a.spec.name).cmp(&(&b.user_id, &b.spec.name)));
+        Ok(routines)
+    }
+
+    /// Deletes a routine and its runs; returns whether it existed.
+    pub async fn delete_routine(&self, id: Uuid) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM routines WHERE id = $1")
+            .bind(id.to_string())
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Enables or disables a routine; returns whether it existed.
+    pub async fn set_routine_enabled(
+        &self,
+        id: Uuid,
+        enabled: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
+            .bind(id.to_string())
+            .bind(i64::from(enabled))
+            .bind(micros(now))
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Enabled routines whose next slot is at or before `now`, earliest first.
+    pub async fn due_routines(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Routine>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL \
+             AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(micros(now))
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The earliest next slot of any enabled routine: when the timer must wake.
+    pub async fn earliest_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let row = sqlx::query(
+            "SELECT MIN(next_fire_at) AS at FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL",
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Cols(&row).time_opt("at")
+    }
+
+    /// Sets the next slot without running anything (after a schedule change or a missed window).
+    pub async fn set_next_fire_at(
+        &self,
+        id: Uuid,
+        next: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("UPDATE routines SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
+                .bind(id.to_string())
+                .bind(micros_opt(next))
+                .bind(micros(now))
+                .execute(self.pool())
+                .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}

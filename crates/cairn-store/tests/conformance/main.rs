@@ -1,0 +1,53 @@
+//! The store conformance suite: every case runs on SQLite, and on PostgreSQL
+//! when `CAIRN_TEST_POSTGRES_URL` is set (`CAIRN_REQUIRE_POSTGRES=1` makes its
+//! absence a failure, as in CI).
+#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+
+mod fixture;
+mod routines;
+mod runs;
+mod settings;
+
+macro_rules! conformance {
+    ($($module:ident :: $case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let fx = crate::fixture::Fixture::sqlite().await;
+                    crate::$module::$case(&fx).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(fx) = crate::fixture::Fixture::postgres().await else { return };
+                    crate::$module::$case(&fx).await;
+                    fx.cleanup().await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    settings::migrations_apply_once,
+    settings::settings_round_trip,
+    settings::settings_prefix_is_literal,
+    routines::routine_round_trips,
+    routines::routine_names_are_unique_per_user,
+    routines::update_and_delete_missing_routine,
+    routines::enable_disable,
+    routines::due_routines_in_order,
+    routines::delete_cascades_to_runs,
+    runs::claim_slot_once,
+    runs::claim_slot_needs_current_slot_and_enabled,
+    runs::concurrent_claims_from_separate_pools_yield_one_run,
+    runs::slot_key_is_unique,
+    runs::unscheduled_runs_never_collide,
+    runs::finish_run_once_and_failure_streak,
+    runs::runs_listed_newest_first,
+    runs::orphans_are_reaped_and_stop_counting,
+);

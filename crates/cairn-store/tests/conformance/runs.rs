@@ -1,0 +1,290 @@
+//! Runs: one run per slot (invariant 1), leases and orphans (invariant 2).
+
+use std::sync::Arc;
+
+use chrono::Duration;
+
+use cairn_core::routine::RunStatus;
+use cairn_store::{RunOutcome, Store, StoreError};
+
+use crate::fixture::Fixture;
+use crate::routines::{at, routine, run_for};
+
+fn outcome(status: RunStatus, secs: i64) -> RunOutcome {
+    RunOutcome {
+        status,
+        summary: Some(format!("{status}")),
+        tokens_used: Some(42),
+        completed_at: at(secs),
+    }
+}
+
+pub async fn claim_slot_once(fx: &Fixture) {
+    let mut r = routine("ada", "tick");
+    r.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&r).await.unwrap();
+
+    let first = run_for(&r, Some(at(60)), at(61));
+    assert!(fx.store.claim_slot(&first, Some(at(120))).await.unwrap());
+    let again = run_for(&r, Some(at(60)), at(62));
+    assert!(!fx.store.claim_slot(&again, Some(at(120))).await.unwrap());
+
+    let got = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(got.runtime.next_fire_at, Some(at(120)));
+    assert_eq!(got.runtime.last_run_at, Some(at(61)));
+    assert_eq!(got.runtime.run_count, 1);
+    assert_eq!(
+        fx.store.get_run(first.id).await.unwrap().as_ref(),
+        Some(&first)
+    );
+    assert_eq!(fx.store.get_run(again.id).await.unwrap(), None);
+    assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 1);
+}
+
+pub async fn claim_slot_needs_current_slot_and_enabled(fx: &Fixture) {
+    let mut r = routine("ada", "tock");
+    r.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&r).await.unwrap();
+    // A stale slot (not the routine's current next_fire_at) is refused.
+    assert!(
+        !fx.store
+            .claim_slot(&run_for(&r, Some(at(30)), at(61)), Some(at(120)))
+            .await
+            .unwrap()
+    );
+    // A disabled routine's slot is refused.
+    fx.store
+        .set_routine_enabled(r.id, false, at(1))
+        .await
+        .unwrap();
+    assert!(
+        !fx.store
+            .claim_slot(&run_for(&r, Some(at(60)), at(61)), Some(at(120)))
+            .await
+            .unwrap()
+    );
+    // A run without a slot cannot claim one.
+    assert!(matches!(
+        fx.store.claim_slot(&run_for(&r, None, at(61)), None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // A one-shot's last claim clears next_fire_at.
+    fx.store
+        .set_routine_enabled(r.id, true, at(2))
+        .await
+        .unwrap();
+    assert!(
+        fx.store
+            .claim_slot(&run_for(&r, Some(at(60)), at(61)), None)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        fx.store
+            .get_routine(r.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .runtime
+            .next_fire_at,
+        None
+    );
+}
+
+pub async fn concurrent_claims_from_separate_pools_yield_one_run(fx: &Fixture) {
+    let mut r = routine("ada", "race");
+    r.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&r).await.unwrap();
+    // Four independent pools stand in for four processes sharing the database.
+    let mut stores = vec![fx.store.clone()];
+    for _ in 0..3 {
+        stores.push(Store::connect(&fx.url).await.unwrap());
+    }
+    let r = Arc::new(r);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let store = stores[i % stores.len()].clone();
+        let r = Arc::clone(&r);
+        tasks.spawn(async move {
+            store
+                .claim_slot(&run_for(&r, Some(at(60)), at(61)), Some(at(120)))
+                .await
+                .unwrap()
+        });
+    }
+    let wins = tasks
+        .join_all()
+        .await
+        .into_iter()
+        .filter(|won| *won)
+        .count();
+    assert_eq!(wins, 1);
+    assert_eq!(fx.store.list_runs(r.id, 100).await.unwrap().len(), 1);
+    assert_eq!(
+        fx.store
+            .get_routine(r.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .runtime
+            .run_count,
+        1
+    );
+    for s in &stores[1..] {
+        s.close().await;
+    }
+}
+
+pub async fn slot_key_is_unique(fx: &Fixture) {
+    let r = routine("ada", "slotted");
+    fx.store.create_routine(&r).await.unwrap();
+    fx.store
+        .start_run(&run_for(&r, Some(at(60)), at(61)))
+        .await
+        .unwrap();
+    let err = fx
+        .store
+        .start_run(&run_for(&r, Some(at(60)), at(62)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+    assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        fx.store
+            .get_routine(r.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .runtime
+            .run_count,
+        1
+    );
+}
+
+pub async fn unscheduled_runs_never_collide(fx: &Fixture) {
+    let r = routine("ada", "manual");
+    fx.store.create_routine(&r).await.unwrap();
+    for i in 0..3 {
+        fx.store.start_run(&run_for(&r, None, at(i))).await.unwrap();
+    }
+    assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 3);
+    assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 3);
+    let missing = routine("ada", "missing");
+    assert!(matches!(
+        fx.store.start_run(&run_for(&missing, None, at(1))).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn finish_run_once_and_failure_streak(fx: &Fixture) {
+    let r = routine("ada", "streak");
+    fx.store.create_routine(&r).await.unwrap();
+    let streak = |fx: &Fixture| {
+        let store = fx.store.clone();
+        async move {
+            store
+                .get_routine(r.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .runtime
+                .consecutive_failures
+        }
+    };
+    for (i, status) in [RunStatus::Failed, RunStatus::Failed]
+        .into_iter()
+        .enumerate()
+    {
+        let run = run_for(&r, None, at(i as i64));
+        fx.store.start_run(&run).await.unwrap();
+        assert!(
+            fx.store
+                .finish_run(run.id, &outcome(status, 100))
+                .await
+                .unwrap()
+        );
+    }
+    assert_eq!(streak(fx).await, 2);
+    let run = run_for(&r, None, at(10));
+    fx.store.start_run(&run).await.unwrap();
+    assert!(
+        fx.store
+            .finish_run(run.id, &outcome(RunStatus::Attention, 11))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !fx.store
+            .finish_run(run.id, &outcome(RunStatus::Failed, 12))
+            .await
+            .unwrap(),
+        "a run ends once"
+    );
+    assert_eq!(streak(fx).await, 0);
+    let got = fx.store.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(got.status, RunStatus::Attention);
+    assert_eq!(got.completed_at, Some(at(11)));
+    assert_eq!(got.tokens_used, Some(42));
+    assert_eq!((got.owner, got.lease_until), (None, None));
+    assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 0);
+}
+
+pub async fn runs_listed_newest_first(fx: &Fixture) {
+    let r = routine("ada", "history");
+    fx.store.create_routine(&r).await.unwrap();
+    for i in 0..5 {
+        fx.store
+            .start_run(&run_for(&r, None, at(i * 10)))
+            .await
+            .unwrap();
+    }
+    let starts: Vec<_> = fx
+        .store
+        .list_runs(r.id, 3)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|run| run.started_at)
+        .collect();
+    assert_eq!(starts, [at(40), at(30), at(20)]);
+}
+
+pub async fn orphans_are_reaped_and_stop_counting(fx: &Fixture) {
+    let r = routine("ada", "crashy");
+    fx.store.create_routine(&r).await.unwrap();
+    let mut dead = run_for(&r, None, at(0));
+    dead.owner = Some("proc-dead".into());
+    dead.lease_until = Some(at(30));
+    let mut alive = run_for(&r, None, at(0));
+    alive.owner = Some("proc-alive".into());
+    alive.lease_until = Some(at(30));
+    fx.store.start_run(&dead).await.unwrap();
+    fx.store.start_run(&alive).await.unwrap();
+    assert_eq!(fx.store.count_running(None).await.unwrap(), 2);
+
+    assert_eq!(
+        fx.store.renew_leases("proc-alive", at(90)).await.unwrap(),
+        1
+    );
+    let reaped = fx.store.reap_orphans(at(60)).await.unwrap();
+    assert_eq!(reaped, vec![dead.id]);
+    let got = fx.store.get_run(dead.id).await.unwrap().unwrap();
+    assert_eq!(got.status, RunStatus::Interrupted);
+    assert_eq!(got.completed_at, Some(at(60)));
+    assert!(got.result_summary.unwrap().contains("interrupted"));
+    assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 1);
+    // The owner coming back late cannot overwrite the verdict.
+    assert!(
+        !fx.store
+            .finish_run(dead.id, &outcome(RunStatus::Ok, 61))
+            .await
+            .unwrap()
+    );
+    assert!(
+        fx.store
+            .reap_orphans(at(60) + Duration::seconds(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

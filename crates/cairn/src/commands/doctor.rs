@@ -1,0 +1,199 @@
+//! `cairn doctor`: can cairn run here? Each check is ok, warn or fail; any fail exits 1.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use secrecy::ExposeSecret;
+use serde::Serialize;
+
+use cairn_core::config::Config;
+use cairn_store::Store;
+
+use crate::settings;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+struct Check {
+    name: &'static str,
+    status: Status,
+    message: String,
+}
+
+fn check(name: &'static str, status: Status, message: impl Into<String>) -> Check {
+    Check {
+        name,
+        status,
+        message: message.into(),
+    }
+}
+
+/// Runs every check, prints the results, and exits 1 if any failed.
+pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
+    let mut checks = Vec::new();
+    let config = match settings::load() {
+        Ok(config) => {
+            let origin = match &config.settings.file {
+                Some(path) => format!("{} parsed", path.display()),
+                None => "no config file; using defaults and environment".to_string(),
+            };
+            checks.push(check("config", Status::Ok, origin));
+            Some(config)
+        }
+        Err(err) => {
+            checks.push(check("config", Status::Fail, format!("{err:#}")));
+            None
+        }
+    };
+    match &config {
+        Some(config) => {
+            checks.push(check_home(config.home()));
+            checks.push(check_workspace(&config.workspace));
+            checks.push(crate::commands::runtime()?.block_on(check_database(config)));
+            checks.push(check_zone(config));
+            checks.push(check_llm(config));
+        }
+        None => {
+            for name in ["home", "workspace", "database", "timezone", "llm"] {
+                checks.push(check(
+                    name,
+                    Status::Warn,
+                    "not checked: fix the configuration first",
+                ));
+            }
+        }
+    }
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    if as_json {
+        let out = serde_json::json!({ "ok": !failed, "checks": checks });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for c in &checks {
+            let tag = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "warn",
+                Status::Fail => "FAIL",
+            };
+            let mut lines = c.message.lines();
+            println!("{tag}  {:<10} {}", c.name, lines.next().unwrap_or_default());
+            for line in lines {
+                println!("      {:<10} {line}", "");
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Creates the directory if needed and proves it writable with a scratch file.
+fn writable_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let probe = dir.join(format!(".cairn-doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"ok").map_err(|e| format!("{} is not writable: {e}", dir.display()))?;
+    std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display()))
+}
+
+fn check_home(home: &Path) -> Check {
+    match writable_dir(home) {
+        Ok(()) => check(
+            "home",
+            Status::Ok,
+            format!("{} is writable", home.display()),
+        ),
+        Err(e) => check("home", Status::Fail, e),
+    }
+}
+
+fn check_workspace(workspace: &Path) -> Check {
+    match writable_dir(workspace) {
+        Ok(()) => check(
+            "workspace",
+            Status::Ok,
+            format!("{} is writable", workspace.display()),
+        ),
+        Err(e) => check("workspace", Status::Fail, e),
+    }
+}
+
+async fn check_database(config: &Config) -> Check {
+    let url = config.database_url.expose_secret();
+    match Store::open(url).await {
+        Ok((store, report)) => {
+            let message = if report.applied.is_empty() {
+                format!(
+                    "{} reachable; schema up to date ({} migrations)",
+                    store.display_url(),
+                    report.already_applied
+                )
+            } else {
+                format!(
+                    "{} reachable; applied migrations {:?}",
+                    store.display_url(),
+                    report.applied
+                )
+            };
+            store.close().await;
+            check("database", Status::Ok, message)
+        }
+        Err(err) => check("database", Status::Fail, err.to_string()),
+    }
+}
+
+fn check_zone(config: &Config) -> Check {
+    let zone = config.user.timezone.name();
+    let source = config
+        .settings
+        .get("user.timezone")
+        .map(|r| r.source.to_string())
+        .unwrap_or_default();
+    if source == "default" && !config.settings.system_zone_detected {
+        check(
+            "timezone",
+            Status::Warn,
+            "could not detect this machine's time zone, so schedules use UTC; set user.timezone in config.toml or CAIRN_TIMEZONE",
+        )
+    } else if source == "default" {
+        check(
+            "timezone",
+            Status::Ok,
+            format!("{zone} (this machine's zone)"),
+        )
+    } else {
+        check("timezone", Status::Ok, format!("{zone} [{source}]"))
+    }
+}
+
+fn check_llm(config: &Config) -> Check {
+    let llm = &config.llm;
+    match (&llm.provider, &llm.api_key, &llm.model) {
+        (None, _, _) => check(
+            "llm",
+            Status::Warn,
+            "no LLM provider configured; chat and routines need one: set CAIRN_LLM_PROVIDER (openai or anthropic), CAIRN_LLM_MODEL and CAIRN_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY)",
+        ),
+        (Some(p), None, _) if llm.base_url.is_none() => check(
+            "llm",
+            Status::Warn,
+            format!(
+                "provider {p} has no API key; set CAIRN_LLM_API_KEY (local servers such as Ollama also need CAIRN_LLM_BASE_URL)"
+            ),
+        ),
+        (Some(p), _, model) => check(
+            "llm",
+            Status::Ok,
+            format!(
+                "{p}, model {}",
+                model.as_deref().unwrap_or("(provider default)")
+            ),
+        ),
+    }
+}

@@ -1,0 +1,73 @@
+//! Loading the configuration: find `$CAIRN_HOME`, read config.toml, collect
+//! the environment, detect the machine's time zone, and resolve.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use cairn_core::config::{Config, ConfigErrors, ConfigInput};
+
+/// `$CAIRN_HOME`, or `~/.cairn`.
+pub fn home_dir() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("CAIRN_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    let user_home = std::env::var_os("HOME").filter(|v| !v.is_empty()).context(
+        "neither CAIRN_HOME nor HOME is set; set CAIRN_HOME to the directory cairn should use",
+    )?;
+    Ok(PathBuf::from(user_home).join(".cairn"))
+}
+
+/// The path of config.toml under a home directory.
+pub fn config_path(home: &Path) -> PathBuf {
+    home.join("config.toml")
+}
+
+/// Everything read from outside, ready to resolve.
+pub fn gather_input() -> anyhow::Result<ConfigInput> {
+    let home = home_dir()?;
+    let path = config_path(&home);
+    let file = match std::fs::read_to_string(&path) {
+        Ok(text) => Some((path, text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let env: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    Ok(ConfigInput {
+        home,
+        file,
+        env,
+        system_zone: system_zone(),
+    })
+}
+
+/// Resolves the configuration; any problem is an error listing them all.
+pub fn load() -> anyhow::Result<Config> {
+    let input = gather_input()?;
+    Config::load(&input)
+        .map_err(|errors: ConfigErrors| anyhow::anyhow!("invalid configuration:\n{errors}"))
+}
+
+/// The machine's IANA zone: `TZ`, then /etc/timezone, then the /etc/localtime link.
+pub fn system_zone() -> Option<String> {
+    let valid = |name: &str| {
+        let name = name.trim().trim_start_matches(':');
+        name.parse::<chrono_tz::Tz>().ok().map(|_| name.to_string())
+    };
+    if let Some(zone) = std::env::var("TZ").ok().as_deref().and_then(valid) {
+        return Some(zone);
+    }
+    if let Some(zone) = std::fs::read_to_string("/etc/timezone")
+        .ok()
+        .as_deref()
+        .and_then(valid)
+    {
+        return Some(zone);
+    }
+    let target = std::fs::read_link("/etc/localtime").ok()?;
+    let text = target.to_string_lossy();
+    let (_, zone) = text.split_once("zoneinfo/")?;
+    valid(zone)
+}
