@@ -1,0 +1,228 @@
+//! The one error type every provider returns.
+
+use std::time::Duration;
+
+/// Why an LLM call failed.
+///
+/// Messages are built from the provider's error body (trimmed and with the API
+/// key scrubbed) and never contain credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// HTTP 429: the provider asks us to slow down.
+    #[error("{provider} rate limited the request{}: {message}", fmt_retry_after(*retry_after))]
+    RateLimited {
+        /// Provider name.
+        provider: String,
+        /// How long the provider asked us to wait, from `Retry-After`.
+        retry_after: Option<Duration>,
+        /// The provider's explanation.
+        message: String,
+    },
+    /// HTTP 5xx (or an overload/server error event inside a stream).
+    #[error("{provider} server error (HTTP {status}): {message}")]
+    Server {
+        /// Provider name.
+        provider: String,
+        /// The HTTP status (500 when reported inside a stream).
+        status: u16,
+        /// The provider's explanation.
+        message: String,
+    },
+    /// No answer (or no next stream chunk) within the configured timeout.
+    #[error("{provider} did not answer within {}s", after.as_secs_f64())]
+    Timeout {
+        /// Provider name.
+        provider: String,
+        /// The timeout that elapsed.
+        after: Duration,
+    },
+    /// HTTP 401/403: the key is missing, wrong or lacks permission.
+    #[error("{provider} rejected the credentials (HTTP {status}): {message}")]
+    Auth {
+        /// Provider name.
+        provider: String,
+        /// 401 or 403.
+        status: u16,
+        /// The provider's explanation.
+        message: String,
+    },
+    /// The conversation does not fit in the model's context window.
+    #[error("{provider}: context length exceeded: {message}")]
+    ContextLengthExceeded {
+        /// Provider name.
+        provider: String,
+        /// The provider's explanation.
+        message: String,
+    },
+    /// Any other 4xx: the request itself is wrong (unknown model, bad schema, ...).
+    #[error("{provider} rejected the request (HTTP {status}): {message}")]
+    BadRequest {
+        /// Provider name.
+        provider: String,
+        /// The HTTP status.
+        status: u16,
+        /// The provider's explanation.
+        message: String,
+    },
+    /// The provider answered 2xx with something we cannot understand.
+    #[error("{provider} sent an unusable response: {message}")]
+    BadResponse {
+        /// Provider name.
+        provider: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// Connecting, sending or receiving failed below HTTP.
+    #[error("could not reach {provider}: {message}")]
+    Transport {
+        /// Provider name.
+        provider: String,
+        /// The underlying error (without URL).
+        message: String,
+    },
+    /// The provider settings are unusable (bad URL, missing key, empty model).
+    #[error("invalid LLM provider settings: {message}")]
+    Config {
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+fn fmt_retry_after(retry_after: Option<Duration>) -> String {
+    match retry_after {
+        Some(d) => format!(" (retry after {}s)", d.as_secs_f64()),
+        None => String::new(),
+    }
+}
+
+/// A coarse classification of [`LlmError`], handy for metrics and matching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LlmErrorKind {
+    /// [`LlmError::RateLimited`].
+    RateLimited,
+    /// [`LlmError::Server`].
+    Server,
+    /// [`LlmError::Timeout`].
+    Timeout,
+    /// [`LlmError::Auth`].
+    Auth,
+    /// [`LlmError::ContextLengthExceeded`].
+    ContextLengthExceeded,
+    /// [`LlmError::BadRequest`].
+    BadRequest,
+    /// [`LlmError::BadResponse`].
+    BadResponse,
+    /// [`LlmError::Transport`].
+    Transport,
+    /// [`LlmError::Config`].
+    Config,
+}
+
+impl LlmError {
+    /// The coarse kind of this error.
+    pub fn kind(&self) -> LlmErrorKind {
+        match self {
+            Self::RateLimited { .. } => LlmErrorKind::RateLimited,
+            Self::Server { .. } => LlmErrorKind::Server,
+            Self::Timeout { .. } => LlmErrorKind::Timeout,
+            Self::Auth { .. } => LlmErrorKind::Auth,
+            Self::ContextLengthExceeded { .. } => LlmErrorKind::ContextLengthExceeded,
+            Self::BadRequest { .. } => LlmErrorKind::BadRequest,
+            Self::BadResponse { .. } => LlmErrorKind::BadResponse,
+            Self::Transport { .. } => LlmErrorKind::Transport,
+            Self::Config { .. } => LlmErrorKind::Config,
+        }
+    }
+
+    /// Whether trying the same request again later may succeed
+    /// (rate limit, 5xx, timeout, transport).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. }
+                | Self::Server { .. }
+                | Self::Timeout { .. }
+                | Self::Transport { .. }
+        )
+    }
+
+    /// Whether another provider may succeed where this one failed.
+    ///
+    /// Transient failures and unusable responses fail over; auth, bad request,
+    /// context length and config errors do not, because they would repeat (or
+    /// hide a mistake the person must fix).
+    pub fn should_fail_over(&self) -> bool {
+        self.is_retryable() || matches!(self, Self::BadResponse { .. })
+    }
+
+    /// The wait the provider asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The provider that produced this error (empty for config errors).
+    pub fn provider(&self) -> &str {
+        match self {
+            Self::RateLimited { provider, .. }
+            | Self::Server { provider, .. }
+            | Self::Timeout { provider, .. }
+            | Self::Auth { provider, .. }
+            | Self::ContextLengthExceeded { provider, .. }
+            | Self::BadRequest { provider, .. }
+            | Self::BadResponse { provider, .. }
+            | Self::Transport { provider, .. } => provider,
+            Self::Config { .. } => "",
+        }
+    }
+
+    /// Shorthand for a [`LlmError::BadResponse`].
+    pub fn bad_response(provider: &str, message: impl Into<String>) -> Self {
+        Self::BadResponse {
+            provider: provider.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for a [`LlmError::Config`].
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::Config {
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_and_failover_classes() {
+        let p = String::from("p");
+        let m = String::from("m");
+        let rate = LlmError::RateLimited {
+            provider: p.clone(),
+            retry_after: Some(Duration::from_secs(3)),
+            message: m.clone(),
+        };
+        assert!(rate.is_retryable());
+        assert_eq!(rate.retry_after(), Some(Duration::from_secs(3)));
+        assert!(rate.to_string().contains("retry after 3s"));
+        let auth = LlmError::Auth {
+            provider: p.clone(),
+            status: 401,
+            message: m.clone(),
+        };
+        assert!(!auth.is_retryable() && !auth.should_fail_over());
+        let ctx = LlmError::ContextLengthExceeded {
+            provider: p.clone(),
+            message: m,
+        };
+        assert!(!ctx.should_fail_over());
+        assert!(LlmError::bad_response("p", "x").should_fail_over());
+        assert_eq!(ctx.kind(), LlmErrorKind::ContextLengthExceeded);
+        assert_eq!(ctx.provider(), "p");
+    }
+}

@@ -1,0 +1,279 @@
+//! OpenAI chat-completions wire format: request bodies and tolerant parsing
+//! of whole responses (off-spec servers included).
+
+use cairn_core::chat::{ChatMessage, Role, ToolCall, ToolDefinition};
+use serde_json::{Map, Value, json};
+
+use crate::client::RawResponse;
+use crate::text_tools::{new_call_id, normalize_arguments};
+use crate::types::{ChatRequest, Usage};
+
+/// How the output cap is named: OpenAI's own API wants
+/// `max_completion_tokens` (reasoning models reject `max_tokens`); every other
+/// compatible server only knows `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MaxTokensField {
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+/// The JSON body for `POST /chat/completions`.
+pub(crate) fn request_body(
+    request: &ChatRequest,
+    model: &str,
+    max_tokens: Option<u32>,
+    field: MaxTokensField,
+    stream: bool,
+) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert(
+        "messages".into(),
+        Value::Array(request.messages.iter().map(message_json).collect()),
+    );
+    if !request.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            Value::Array(request.tools.iter().map(tool_json).collect()),
+        );
+    }
+    if let Some(temperature) = request.temperature {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if let Some(max) = request.max_tokens.or(max_tokens) {
+        let key = match field {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(key.into(), json!(max));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    Value::Object(body)
+}
+
+fn message_json(message: &ChatMessage) -> Value {
+    match message.role {
+        Role::System => json!({"role": "system", "content": message.content}),
+        Role::User => json!({"role": "user", "content": message.content}),
+        Role::Assistant if message.tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": message.content})
+        }
+        Role::Assistant => {
+            let content = if message.content.is_empty() {
+                Value::Null
+            } else {
+                json!(message.content)
+            };
+            json!({
+                "role": "assistant",
+                "content": content,
+                "tool_calls": message.tool_calls.iter().map(tool_call_json).collect::<Vec<_>>(),
+            })
+        }
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": message.tool_call_id.clone().unwrap_or_default(),
+            "content": message.content,
+        }),
+    }
+}
+
+fn tool_call_json(call: &ToolCall) -> Value {
+    // The wire wants arguments as a JSON-encoded string; undecodable text the
+    // model wrote earlier is sent back verbatim.
+    let arguments = match &call.arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    };
+    json!({
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    })
+}
+
+fn tool_json(tool: &ToolDefinition) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    })
+}
+
+/// Text from a `content` that may be a string, null, or an array of parts.
+pub(crate) fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(text) => Some(text.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// Usage from `{prompt_tokens, completion_tokens}` (or `input_/output_tokens`).
+pub(crate) fn parse_usage(usage: Option<&Value>) -> Option<Usage> {
+    let usage = usage?.as_object()?;
+    let count = |keys: [&str; 2]| keys.iter().find_map(|k| usage.get(*k)?.as_u64());
+    let input = count(["prompt_tokens", "input_tokens"]);
+    let output = count(["completion_tokens", "output_tokens"]);
+    if input.is_none() && output.is_none() {
+        return None;
+    }
+    Some(Usage {
+        input_tokens: input.unwrap_or(0),
+        output_tokens: output.unwrap_or(0),
+        estimated: false,
+    })
+}
+
+/// A non-empty string field.
+pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key)?.as_str().filter(|s| !s.trim().is_empty())
+}
+
+/// One complete tool call from a message's `tool_calls` entry (or legacy `function_call`).
+fn parse_tool_call(value: &Value) -> Option<ToolCall> {
+    let function = value.get("function").unwrap_or(value);
+    let name = str_field(function, "name")?;
+    Some(ToolCall {
+        id: str_field(value, "id").map_or_else(new_call_id, str::to_owned),
+        name: name.to_owned(),
+        arguments: normalize_arguments(function.get("arguments").cloned()),
+    })
+}
+
+/// Parses a whole (non-streamed) completion. `Err` carries an embedded error object.
+pub(crate) fn parse_completion(value: &Value) -> Result<RawResponse, ParseProblem> {
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first());
+    let Some(choice) = choice else {
+        return Err(match value.get("error").filter(|e| !e.is_null()) {
+            Some(error) => ParseProblem::Embedded(error.clone()),
+            None => ParseProblem::Malformed("no choices in the response"),
+        });
+    };
+    // Some servers put the message under `delta`, old ones use `text`.
+    let message = choice.get("message").or_else(|| choice.get("delta"));
+    let text = match message {
+        Some(message) => content_text(message.get("content")),
+        None => content_text(choice.get("text")),
+    };
+    let mut tool_calls: Vec<ToolCall> = message
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Value::as_array)
+        .map(|calls| calls.iter().filter_map(parse_tool_call).collect())
+        .unwrap_or_default();
+    if tool_calls.is_empty()
+        && let Some(call) = message
+            .and_then(|m| m.get("function_call"))
+            .and_then(parse_tool_call)
+    {
+        tool_calls.push(call);
+    }
+    Ok(RawResponse {
+        text,
+        tool_calls,
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        usage: parse_usage(value.get("usage")),
+        model: str_field(value, "model").map(str::to_owned),
+    })
+}
+
+/// Why a 2xx body is not a usable completion.
+#[derive(Debug)]
+pub(crate) enum ParseProblem {
+    /// The body carries an `error` object instead of choices.
+    Embedded(Value),
+    /// The body is JSON but not a completion.
+    Malformed(&'static str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_spec_bodies_parse() {
+        let body = json!({
+            "choices": [{"message": {"content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"ls\"}"}},
+                {"function": {"name": "read_file", "arguments": {"path": "x"}}},
+                {"function": {"arguments": "{}"}}
+            ]}, "finish_reason": ""}],
+            "x_unknown": 1
+        });
+        let raw = parse_completion(&body).unwrap();
+        assert_eq!(raw.text, "");
+        assert_eq!(raw.tool_calls.len(), 2);
+        assert_eq!(raw.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(raw.tool_calls[1].arguments, json!({"path": "x"}));
+        assert!(raw.tool_calls[1].id.starts_with("call_"));
+        assert!(raw.usage.is_none());
+        let parts = json!({"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]});
+        assert_eq!(parse_completion(&parts).unwrap().text, "ab");
+        let legacy = json!({"choices": [{"text": "old", "finish_reason": null}]});
+        assert_eq!(parse_completion(&legacy).unwrap().text, "old");
+        assert!(matches!(
+            parse_completion(&json!({"error": {"message": "x"}})),
+            Err(ParseProblem::Embedded(_))
+        ));
+        assert!(matches!(
+            parse_completion(&json!({"choices": []})),
+            Err(ParseProblem::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn request_wire_shape() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "shell".into(),
+            arguments: json!({"command": "ls"}),
+        };
+        let request = ChatRequest::new(vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user("hi"),
+            ChatMessage::assistant_tool_calls("", vec![call]),
+            ChatMessage::tool_result("c1", "shell", "a.txt"),
+        ])
+        .with_temperature(0.5);
+        let body = request_body(&request, "m", Some(100), MaxTokensField::MaxTokens, true);
+        assert_eq!(body["messages"][2]["content"], Value::Null);
+        assert_eq!(
+            body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            "{\"command\":\"ls\"}"
+        );
+        assert_eq!(
+            body["messages"][3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "a.txt"})
+        );
+        assert_eq!(body["max_tokens"], 100);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert!(body.get("tools").is_none());
+        let body = request_body(
+            &request,
+            "m",
+            Some(5),
+            MaxTokensField::MaxCompletionTokens,
+            false,
+        );
+        assert_eq!(body["max_completion_tokens"], 5);
+        assert!(body.get("stream").is_none());
+    }
+}

@@ -1,0 +1,9 @@
+//! cairn-llm against the fake LLM server over real HTTP, both protocols.
+
+mod common;
+
+mod basic;
+mod errors;
+mod failover_cost;
+mod offspec;
+mod text_tools;
