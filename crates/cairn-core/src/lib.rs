@@ -11,3 +11,4 @@ pub mod config;
 pub mod duration;
 pub mod routine;
 pub mod schedule;
+pub mod submission;
