@@ -1,1 +1,30 @@
-//! placeholder
+//! cairn-agent: the agent runtime's tool half — tools, the policy gate and safety.
+//!
+//! - [`tools`]: the [`Tool`](tools::Tool) trait, the [`ToolRegistry`](tools::ToolRegistry)
+//!   with case-insensitive aliases, the [`ToolContext`](tools::ToolContext) every call
+//!   receives, and the built-in tools (`shell`, `file_read`, `file_write`, `list_dir`,
+//!   `http_request`, `time_now`).
+//! - [`policy`]: the deny / ask / allow gate (rules with globs, autonomy levels,
+//!   per-session allow-lists).
+//! - [`safety`]: credential scrubbing, output caps and framing of tool output.
+//! - [`runner`]: [`ToolRunner::run`](runner::ToolRunner::run), the single entry
+//!   point through which every tool call passes, wherever it comes from.
+//!
+//! Architecture invariant: nothing executes a tool except `ToolRunner::run`, so the
+//! policy gate and the scrubber cannot be bypassed. This crate reads no environment
+//! variables or files for its configuration; callers pass plain config structs.
+
+pub mod policy;
+pub mod runner;
+pub mod safety;
+pub mod tools;
+
+pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};
+pub use runner::{
+    ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll, ToolResult, ToolRunner,
+    ToolStatus,
+};
+pub use safety::scrub::scrub;
+pub use tools::{
+    RiskLevel, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, ToolRegistry, ToolsConfig,
+};

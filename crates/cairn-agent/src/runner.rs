@@ -1,0 +1,345 @@
+//! [`ToolRunner::run`]: the one path every tool call takes.
+//!
+//! Chat turns, jobs, routines, `run_parallel`, background tasks and watchers all call
+//! it, so each call gets the same treatment: resolve the name (aliases included),
+//! check the policy, ask the [`Approver`] when the policy says so, run with a time
+//! limit and cancellation, then scrub, cap and frame the output. Every outcome —
+//! including denial, a declined approval and an unknown tool — is a [`ToolResult`]
+//! with text for the model; nothing is dropped silently.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use cairn_core::chat::{ChatMessage, ToolCall};
+use futures::FutureExt;
+
+use crate::policy::{PolicyDecision, PolicyGate};
+use crate::safety::{sanitize_output, scrub};
+use crate::tools::{RiskLevel, ToolContext, ToolError, ToolRegistry};
+
+/// A user's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this call.
+    Yes,
+    /// Do not run it.
+    No,
+    /// Run it, and stop asking about this tool for the rest of the session.
+    Always,
+}
+
+/// What the user is asked to approve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    /// The session the call belongs to.
+    pub session_id: String,
+    /// The provider's call id.
+    pub call_id: String,
+    /// The canonical tool name.
+    pub tool: String,
+    /// The tool's risk level.
+    pub risk: RiskLevel,
+    /// The arguments, with credentials scrubbed.
+    pub arguments: serde_json::Value,
+    /// A one-line summary of the call for a prompt, credentials scrubbed.
+    pub summary: String,
+}
+
+/// Answers approval requests (a terminal prompt, a WebSocket round-trip, a policy).
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Decides whether a pending call may run.
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+}
+
+/// Declines everything; for non-interactive runs where "ask" must mean "no".
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyAll;
+
+#[async_trait]
+impl Approver for DenyAll {
+    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::No
+    }
+}
+
+/// Approves everything once (never "always"); for trusted non-interactive runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AutoApprove;
+
+#[async_trait]
+impl Approver for AutoApprove {
+    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Yes
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStatus {
+    /// The tool ran and succeeded.
+    Success,
+    /// The tool ran and reported failure, or returned an error.
+    Failed,
+    /// The policy refused the call.
+    Denied,
+    /// The user declined the call.
+    Declined,
+    /// No tool has that name.
+    UnknownTool,
+    /// The arguments were not a JSON object or were rejected by the tool.
+    InvalidArguments,
+    /// The call hit its time limit.
+    TimedOut,
+    /// The call was cancelled.
+    Cancelled,
+}
+
+impl ToolStatus {
+    /// Lower-case name, used in the frame's `status` attribute.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "ok",
+            Self::Failed => "error",
+            Self::Denied => "denied",
+            Self::Declined => "declined",
+            Self::UnknownTool => "unknown_tool",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::TimedOut => "timeout",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The outcome of one call, ready for the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    /// The provider's call id, echoed back.
+    pub call_id: String,
+    /// The canonical tool name, or the name as called when it is unknown.
+    pub tool: String,
+    /// How the call ended.
+    pub status: ToolStatus,
+    /// Scrubbed, capped and framed text for the model.
+    pub content: String,
+    /// Time from entering the runner to the result (approval wait included).
+    pub duration: Duration,
+}
+
+impl ToolResult {
+    /// True unless the tool ran and succeeded.
+    pub fn is_error(&self) -> bool {
+        self.status != ToolStatus::Success
+    }
+
+    /// The `tool` chat message answering the call.
+    pub fn to_message(&self) -> ChatMessage {
+        ChatMessage::tool_result(&self.call_id, &self.tool, &self.content)
+    }
+}
+
+/// Runs tool calls through the registry, the policy gate and the safety layer.
+#[derive(Clone)]
+pub struct ToolRunner {
+    registry: Arc<ToolRegistry>,
+    policy: Arc<PolicyGate>,
+}
+
+impl std::fmt::Debug for ToolRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRunner")
+            .field("registry", &self.registry)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl ToolRunner {
+    /// A runner over these tools and this policy.
+    pub fn new(registry: Arc<ToolRegistry>, policy: Arc<PolicyGate>) -> Self {
+        Self { registry, policy }
+    }
+
+    /// The tools this runner can call.
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.registry
+    }
+
+    /// The policy gate (e.g. to drop a session's allow-list).
+    pub fn policy(&self) -> &Arc<PolicyGate> {
+        &self.policy
+    }
+
+    /// Runs one call end to end. Never panics and never returns without a result.
+    pub async fn run(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        approver: &dyn Approver,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let (tool_name, status, text) = self.run_inner(call, ctx, approver).await;
+        let content = sanitize_output(
+            &tool_name,
+            status.as_str(),
+            &text,
+            ctx.limits.max_output_chars,
+        );
+        let duration = started.elapsed();
+        tracing::debug!(
+            tool = %tool_name,
+            call_id = %call.id,
+            session = %ctx.session_id,
+            status = status.as_str(),
+            duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            "tool call finished"
+        );
+        ToolResult {
+            call_id: call.id.clone(),
+            tool: tool_name,
+            status,
+            content,
+            duration,
+        }
+    }
+
+    /// Returns (tool name to report, status, unsanitized text).
+    async fn run_inner(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        approver: &dyn Approver,
+    ) -> (String, ToolStatus, String) {
+        let Some(tool) = self.registry.get(&call.name) else {
+            return (
+                call.name.clone(),
+                ToolStatus::UnknownTool,
+                self.unknown_tool_text(&call.name),
+            );
+        };
+        let name = tool.name().to_string();
+        let args = match &call.arguments {
+            serde_json::Value::Object(_) => call.arguments.clone(),
+            serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
+            other => {
+                let text = format!(
+                    "invalid arguments: expected a JSON object, got {}",
+                    crate::tools::json_type(other)
+                );
+                return (name, ToolStatus::InvalidArguments, text);
+            }
+        };
+        if ctx.cancel.is_cancelled() {
+            return (
+                name,
+                ToolStatus::Cancelled,
+                "cancelled before the tool ran".into(),
+            );
+        }
+
+        match self.policy.decide(&name, tool.risk(), &ctx.session_id) {
+            PolicyDecision::Allow => {}
+            PolicyDecision::Deny { reason } => {
+                return (
+                    name,
+                    ToolStatus::Denied,
+                    format!("denied by policy: {reason}"),
+                );
+            }
+            PolicyDecision::Ask => {
+                let request = approval_request(call, &name, tool.risk(), &args, ctx);
+                let answer = tokio::select! {
+                    biased;
+                    () = ctx.cancel.cancelled() => {
+                        return (name, ToolStatus::Cancelled, "cancelled while waiting for approval".into());
+                    }
+                    answer = approver.approve(&request) => answer,
+                };
+                match answer {
+                    ApprovalAnswer::Yes => {}
+                    ApprovalAnswer::Always => self.policy.allow_for_session(&ctx.session_id, &name),
+                    ApprovalAnswer::No => {
+                        let text = format!(
+                            "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
+                        );
+                        return (name, ToolStatus::Declined, text);
+                    }
+                }
+            }
+        }
+
+        let limit = ctx.limits.timeout;
+        // A panicking tool must not take the turn (or the daemon) down with it.
+        let execution = std::panic::AssertUnwindSafe(tool.execute(args, ctx)).catch_unwind();
+        let outcome = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => Ok(Err(ToolError::Cancelled)),
+            r = tokio::time::timeout(limit, execution) => match r {
+                Ok(result) => result.map_err(|_| ()),
+                Err(_) => Ok(Err(ToolError::Timeout(limit))),
+            },
+        };
+        match outcome {
+            Ok(Ok(output)) if output.success => (name, ToolStatus::Success, output.content),
+            Ok(Ok(output)) => (name, ToolStatus::Failed, output.content),
+            Ok(Err(error)) => {
+                let status = match error {
+                    ToolError::Timeout(_) => ToolStatus::TimedOut,
+                    ToolError::Cancelled => ToolStatus::Cancelled,
+                    ToolError::InvalidArguments(_) => ToolStatus::InvalidArguments,
+                    _ => ToolStatus::Failed,
+                };
+                (name, status, format!("error: {error}"))
+            }
+            Err(()) => {
+                tracing::error!(tool = %name, "tool panicked");
+                (
+                    name,
+                    ToolStatus::Failed,
+                    "error: the tool crashed (internal error)".into(),
+                )
+            }
+        }
+    }
+
+    fn unknown_tool_text(&self, called: &str) -> String {
+        let similar = self.registry.similar(called);
+        let available = self.registry.names().join(", ");
+        let shown: String = called.chars().take(64).collect();
+        if similar.is_empty() {
+            format!("unknown tool `{shown}`; available tools: {available}")
+        } else {
+            format!(
+                "unknown tool `{shown}`; did you mean: {}? available tools: {available}",
+                similar.join(", ")
+            )
+        }
+    }
+}
+
+fn approval_request(
+    call: &ToolCall,
+    tool: &str,
+    risk: RiskLevel,
+    args: &serde_json::Value,
+    ctx: &ToolContext,
+) -> ApprovalRequest {
+    let args_text = scrub(&args.to_string()).into_owned();
+    let arguments =
+        serde_json::from_str(&args_text).unwrap_or(serde_json::Value::String(args_text.clone()));
+    let short: String = args_text.chars().take(200).collect();
+    let ellipsis = if short.len() < args_text.len() {
+        "…"
+    } else {
+        ""
+    };
+    ApprovalRequest {
+        session_id: ctx.session_id.clone(),
+        call_id: call.id.clone(),
+        tool: tool.to_string(),
+        risk,
+        arguments,
+        summary: format!("{tool} {short}{ellipsis}"),
+    }
+}

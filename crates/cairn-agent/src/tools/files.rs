@@ -1,0 +1,412 @@
+//! The file tools: `file_read`, `file_write` and `list_dir`, confined to the workspace.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths};
+use super::{
+    RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
+};
+
+/// Configuration shared by the file tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilesConfig {
+    /// Directories usable besides the workspace (absolute paths).
+    pub extra_roots: Vec<PathBuf>,
+    /// Paths never readable or writable, even inside a root (see [`ForbiddenPaths`]).
+    pub forbidden_paths: Vec<String>,
+    /// Most bytes `file_read` returns per call.
+    pub max_read_bytes: usize,
+    /// Largest content `file_write` accepts.
+    pub max_write_bytes: usize,
+    /// Most entries `list_dir` returns.
+    pub max_list_entries: usize,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        Self {
+            extra_roots: Vec::new(),
+            forbidden_paths: default_forbidden_paths(),
+            max_read_bytes: 256 * 1024,
+            max_write_bytes: 4 * 1024 * 1024,
+            max_list_entries: 1000,
+        }
+    }
+}
+
+impl FilesConfig {
+    fn scope(&self, ctx: &ToolContext) -> Result<PathScope, ToolError> {
+        PathScope::new(
+            &ctx.workspace,
+            &self.extra_roots,
+            ForbiddenPaths::new(&self.forbidden_paths),
+        )
+    }
+}
+
+fn io_err(what: &str, shown: &str, e: std::io::Error) -> ToolError {
+    ToolError::Io(format!("{what} `{shown}`: {e}"))
+}
+
+/// `file_read`: reads a text file, optionally a range of lines.
+#[derive(Debug, Clone)]
+pub struct FileReadTool {
+    config: FilesConfig,
+}
+
+impl FileReadTool {
+    /// A `file_read` tool with this configuration.
+    pub fn new(config: FilesConfig) -> Self {
+        Self { config }
+    }
+}
+
+#[async_trait]
+impl Tool for FileReadTool {
+    fn name(&self) -> &str {
+        "file_read"
+    }
+
+    fn description(&self) -> &str {
+        "Read a text file in the workspace. Long files are cut; use offset/limit (1-based lines) to page."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "file path, relative to the workspace"},
+                "offset": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "most lines to return"}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        })
+    }
+
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let raw = req_str(&args, "path")?;
+        let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
+        let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
+        let scope = self.config.scope(ctx)?;
+        let path = scope.resolve(raw)?;
+        let shown = scope.display(&path);
+        let meta = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| io_err("cannot read", &shown, e))?;
+        if meta.is_dir() {
+            return Err(ToolError::InvalidArguments(format!(
+                "`{shown}` is a directory; use list_dir"
+            )));
+        }
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| io_err("cannot open", &shown, e))?;
+        let mut reader = BufReader::new(file);
+
+        let head = reader
+            .fill_buf()
+            .await
+            .map_err(|e| io_err("cannot read", &shown, e))?;
+        if head.iter().take(8192).any(|&b| b == 0) {
+            return Err(ToolError::InvalidArguments(format!(
+                "`{shown}` is a binary file ({} bytes); file_read shows text only",
+                meta.len()
+            )));
+        }
+
+        let max = self.config.max_read_bytes;
+        let mut out: Vec<u8> = Vec::new();
+        let mut line = Vec::new();
+        let mut number: u64 = 0;
+        let mut taken: u64 = 0;
+        let mut cut_at: Option<u64> = None;
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .await
+                .map_err(|e| io_err("cannot read", &shown, e))?;
+            if n == 0 {
+                break;
+            }
+            number += 1;
+            if number < offset {
+                continue;
+            }
+            if taken >= limit {
+                break;
+            }
+            if out.len() + line.len() > max {
+                if out.is_empty() {
+                    // A single huge line: show its head rather than nothing.
+                    out.extend_from_slice(&line[..max]);
+                }
+                cut_at = Some(number);
+                break;
+            }
+            out.extend_from_slice(&line);
+            taken += 1;
+        }
+        let mut text = String::from_utf8_lossy(&out).into_owned();
+        if let Some(next) = cut_at {
+            text.push_str(&format!(
+                "\n[file_read: output cut at {max} bytes (file is {} bytes); continue with offset={next}]",
+                meta.len()
+            ));
+        } else if number == 0 {
+            text = format!("[file_read: `{shown}` is empty]");
+        } else if taken == 0 && number < offset {
+            text = format!("[file_read: `{shown}` has only {number} lines]");
+        }
+        Ok(ToolOutput::ok(text))
+    }
+}
+
+/// `file_write`: writes or appends text to a file in the workspace.
+#[derive(Debug, Clone)]
+pub struct FileWriteTool {
+    config: FilesConfig,
+}
+
+impl FileWriteTool {
+    /// A `file_write` tool with this configuration.
+    pub fn new(config: FilesConfig) -> Self {
+        Self { config }
+    }
+}
+
+#[async_trait]
+impl Tool for FileWriteTool {
+    fn name(&self) -> &str {
+        "file_write"
+    }
+
+    fn description(&self) -> &str {
+        "Write text to a file in the workspace (creating parent directories), replacing it unless append is true."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "file path, relative to the workspace"},
+                "content": {"type": "string", "description": "the text to write"},
+                "append": {"type": "boolean", "description": "append instead of replacing", "default": false}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
+    }
+
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let raw = req_str(&args, "path")?;
+        let content = req_str(&args, "content")?;
+        let append = opt_bool(&args, "append")?.unwrap_or(false);
+        if content.len() > self.config.max_write_bytes {
+            return Err(ToolError::InvalidArguments(format!(
+                "content is {} bytes; the limit is {}",
+                content.len(),
+                self.config.max_write_bytes
+            )));
+        }
+        let scope = self.config.scope(ctx)?;
+        let path = scope.resolve(raw)?;
+        let shown = scope.display(&path);
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| io_err("cannot create directories for", &shown, e))?;
+        }
+        // Re-check after creating directories: a racing symlink must not redirect us.
+        if scope.resolve(raw)? != path {
+            return Err(ToolError::NotPermitted(format!(
+                "`{raw}` changed while it was being written"
+            )));
+        }
+        if tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_dir()) {
+            return Err(ToolError::InvalidArguments(format!(
+                "`{shown}` is a directory"
+            )));
+        }
+        if append {
+            use tokio::io::AsyncWriteExt;
+            let mut file = tokio::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .await
+                .map_err(|e| io_err("cannot open", &shown, e))?;
+            file.write_all(content.as_bytes())
+                .await
+                .map_err(|e| io_err("cannot write", &shown, e))?;
+            file.flush()
+                .await
+                .map_err(|e| io_err("cannot write", &shown, e))?;
+        } else {
+            tokio::fs::write(&path, content)
+                .await
+                .map_err(|e| io_err("cannot write", &shown, e))?;
+        }
+        let verb = if append { "appended" } else { "wrote" };
+        Ok(ToolOutput::ok(format!(
+            "{verb} {} bytes to {shown}",
+            content.len()
+        )))
+    }
+}
+
+/// `list_dir`: lists a directory in the workspace, optionally a few levels deep.
+#[derive(Debug, Clone)]
+pub struct ListDirTool {
+    config: FilesConfig,
+}
+
+impl ListDirTool {
+    /// A `list_dir` tool with this configuration.
+    pub fn new(config: FilesConfig) -> Self {
+        Self { config }
+    }
+}
+
+const MAX_DEPTH: u64 = 5;
+
+#[async_trait]
+impl Tool for ListDirTool {
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+
+    fn description(&self) -> &str {
+        "List a directory in the workspace: directories end in /, files show their size; symlinks are shown, not followed."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "directory, relative to the workspace", "default": "."},
+                "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "default": 1}
+            },
+            "additionalProperties": false
+        })
+    }
+
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let raw = opt_str(&args, "path")?.unwrap_or(".");
+        let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
+        let scope = self.config.scope(ctx)?;
+        let root = scope.resolve(raw)?;
+        let shown = scope.display(&root);
+        let max = self.config.max_list_entries;
+        let mut lines = Vec::new();
+        let mut more = false;
+        // Depth-first with sorted entries, so the listing reads like a tree.
+        let mut stack: Vec<(PathBuf, u64)> = vec![(root.clone(), 1)];
+        while let Some((dir, level)) = stack.pop() {
+            let mut entries = read_sorted(&dir)
+                .await
+                .map_err(|e| io_err("cannot list", &scope.display(&dir), e))?;
+            let mut subdirs = Vec::new();
+            for (path, kind, size) in entries.drain(..) {
+                if lines.len() >= max {
+                    more = true;
+                    break;
+                }
+                let rel = rel_display(&root, &path);
+                lines.push(match kind {
+                    Kind::Dir => {
+                        if level < depth {
+                            subdirs.push((path.clone(), level + 1));
+                        }
+                        format!("{rel}/")
+                    }
+                    Kind::Symlink => format!("{rel} -> (symlink, not followed)"),
+                    Kind::File => format!("{rel}  {size} B"),
+                    Kind::Other => format!("{rel}  (special file)"),
+                });
+            }
+            if more {
+                break;
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+        // Depth-first pops interleave levels; sorting by path restores tree order.
+        lines.sort();
+        if lines.is_empty() {
+            return Ok(ToolOutput::ok(format!("{shown}/ is empty")));
+        }
+        let mut text = lines.join("\n");
+        if more {
+            text.push_str(&format!("\n[list_dir: stopped after {max} entries]"));
+        }
+        Ok(ToolOutput::ok(text))
+    }
+}
+
+enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+async fn read_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, Kind, u64)>> {
+    let mut reader = tokio::fs::read_dir(dir).await?;
+    let mut out = Vec::new();
+    while let Some(entry) = reader.next_entry().await? {
+        // file_type() does not follow symlinks, which is what keeps us inside the root.
+        let file_type = entry.file_type().await?;
+        let (kind, size) = if file_type.is_symlink() {
+            (Kind::Symlink, 0)
+        } else if file_type.is_dir() {
+            (Kind::Dir, 0)
+        } else if file_type.is_file() {
+            (
+                Kind::File,
+                entry.metadata().await.map(|m| m.len()).unwrap_or(0),
+            )
+        } else {
+            (Kind::Other, 0)
+        };
+        out.push((entry.path(), kind, size));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn rel_display(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
+}

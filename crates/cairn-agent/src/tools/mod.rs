@@ -1,0 +1,307 @@
+//! Tools: the [`Tool`] trait, what a call receives ([`ToolContext`]), what it returns,
+//! the [`ToolRegistry`], and the built-in tools.
+//!
+//! Tools never check policy themselves: [`crate::runner::ToolRunner`] does that before
+//! calling [`Tool::execute`]. Tools do enforce their own argument-level limits
+//! (command allowlist, workspace confinement, size caps), because only they know them.
+
+pub mod files;
+pub mod http;
+pub mod paths;
+pub mod registry;
+pub mod shell;
+pub mod shell_words;
+pub mod time;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+pub use registry::{RegistryError, ToolRegistry};
+pub use time::{Clock, FixedClock, SystemClock};
+
+/// How much harm a tool can do; the policy gate decides per level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskLevel {
+    /// Only observes (reads workspace files, tells the time).
+    ReadOnly,
+    /// Changes local state (writes files).
+    Write,
+    /// Runs programs or talks to the network.
+    Dangerous,
+}
+
+impl RiskLevel {
+    /// Lower-case name, as used in messages and config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "readonly",
+            Self::Write => "write",
+            Self::Dangerous => "dangerous",
+        }
+    }
+}
+
+/// What a tool produced when it ran to completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text for the model (scrubbed, capped and framed later by the runner).
+    pub content: String,
+    /// False when the tool ran but the operation failed (e.g. a non-zero exit code).
+    pub success: bool,
+}
+
+impl ToolOutput {
+    /// A successful output.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            success: true,
+        }
+    }
+
+    /// An output of an operation that ran but failed; the text says why.
+    pub fn failed(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            success: false,
+        }
+    }
+}
+
+/// Why a tool could not produce an output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments are missing, mistyped or out of range.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The tool's own rules refuse this call (allowlist, workspace bounds, ...).
+    #[error("not permitted: {0}")]
+    NotPermitted(String),
+    /// The call ran longer than its time limit and was stopped.
+    #[error("timed out after {}", cairn_core::duration::format(*.0))]
+    Timeout(Duration),
+    /// The call was cancelled (the turn was interrupted or the job stopped).
+    #[error("cancelled")]
+    Cancelled,
+    /// A file-system operation failed.
+    #[error("i/o error: {0}")]
+    Io(String),
+    /// An HTTP request failed.
+    #[error("http error: {0}")]
+    Http(String),
+    /// Anything else that stopped the tool.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Per-call limits the runner applies to every tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolLimits {
+    /// Wall-clock limit of one call (tools may have shorter limits of their own).
+    #[serde(with = "cairn_core::duration::serde_compact")]
+    pub timeout: Duration,
+    /// Most characters of tool output the model sees; the rest is cut with a marker.
+    pub max_output_chars: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(120),
+            max_output_chars: 30_000,
+        }
+    }
+}
+
+/// Everything a tool call may need from its surroundings.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The workspace directory: working directory and default bound of file tools.
+    pub workspace: PathBuf,
+    /// The session on whose behalf the call runs (keys the session allow-list).
+    pub session_id: String,
+    /// Cancelled when the turn, job or routine run is stopped.
+    pub cancel: CancellationToken,
+    /// Time and size limits of the call.
+    pub limits: ToolLimits,
+    /// The user's time zone.
+    pub timezone: Tz,
+    /// Source of the current time (a manual clock in tests).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl ToolContext {
+    /// A context with default limits, UTC, the system clock and a fresh cancellation token.
+    pub fn new(workspace: impl Into<PathBuf>, session_id: impl Into<String>) -> Self {
+        Self {
+            workspace: workspace.into(),
+            session_id: session_id.into(),
+            cancel: CancellationToken::new(),
+            limits: ToolLimits::default(),
+            timezone: Tz::UTC,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Replaces the limits.
+    pub fn with_limits(mut self, limits: ToolLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Replaces the time zone.
+    pub fn with_timezone(mut self, timezone: Tz) -> Self {
+        self.timezone = timezone;
+        self
+    }
+
+    /// Replaces the clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Replaces the cancellation token (e.g. with a child of the turn's token).
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// The current instant, read through the context's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("workspace", &self.workspace)
+            .field("session_id", &self.session_id)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("limits", &self.limits)
+            .field("timezone", &self.timezone)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A capability the model can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Canonical name: lower-case ASCII letters, digits and `_`, at most 64 characters.
+    fn name(&self) -> &str;
+
+    /// What the tool does, for the model.
+    fn description(&self) -> &str;
+
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> serde_json::Value;
+
+    /// How much harm the tool can do; drives the policy gate.
+    fn risk(&self) -> RiskLevel;
+
+    /// Extra names the registry should resolve to this tool.
+    fn aliases(&self) -> &[&str] {
+        &[]
+    }
+
+    /// Runs the tool. Arguments are a JSON object (the runner guarantees that).
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+/// Configuration of all built-in tools, as the binary maps it from config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// The `shell` tool.
+    pub shell: shell::ShellConfig,
+    /// The file tools (`file_read`, `file_write`, `list_dir`).
+    pub files: files::FilesConfig,
+    /// The `http_request` tool.
+    pub http: http::HttpConfig,
+}
+
+/// A registry holding every built-in tool, configured from `config`.
+pub fn builtin_registry(config: &ToolsConfig) -> Result<ToolRegistry, RegistryError> {
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(shell::ShellTool::new(config.shell.clone())))?;
+    registry.register(Arc::new(files::FileReadTool::new(config.files.clone())))?;
+    registry.register(Arc::new(files::FileWriteTool::new(config.files.clone())))?;
+    registry.register(Arc::new(files::ListDirTool::new(config.files.clone())))?;
+    let http = http::HttpRequestTool::new(config.http.clone())
+        .map_err(|e| RegistryError::Init(format!("http_request: {e}")))?;
+    registry.register(Arc::new(http))?;
+    registry.register(Arc::new(time::TimeNowTool))?;
+    Ok(registry)
+}
+
+/// Reads an optional string argument; a present non-string value is an error.
+pub(crate) fn opt_str<'a>(
+    args: &'a serde_json::Value,
+    key: &str,
+) -> Result<Option<&'a str>, ToolError> {
+    match args.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ToolError::InvalidArguments(format!(
+            "`{key}` must be a string, got {}",
+            json_type(other)
+        ))),
+    }
+}
+
+/// Reads a required string argument.
+pub(crate) fn req_str<'a>(args: &'a serde_json::Value, key: &str) -> Result<&'a str, ToolError> {
+    opt_str(args, key)?
+        .ok_or_else(|| ToolError::InvalidArguments(format!("missing required string `{key}`")))
+}
+
+/// Reads an optional boolean argument.
+pub(crate) fn opt_bool(args: &serde_json::Value, key: &str) -> Result<Option<bool>, ToolError> {
+    match args.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ToolError::InvalidArguments(format!(
+            "`{key}` must be a boolean, got {}",
+            json_type(other)
+        ))),
+    }
+}
+
+/// Reads an optional non-negative integer argument.
+pub(crate) fn opt_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>, ToolError> {
+    match args.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ToolError::InvalidArguments(format!(
+                "`{key}` must be a non-negative integer, got {}",
+                json_type(v)
+            ))
+        }),
+    }
+}
+
+/// The JSON type name of a value, for error messages.
+pub(crate) fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,355 @@
+//! The tool registry: canonical names, case-insensitive aliases, definitions for the model.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use cairn_core::chat::ToolDefinition;
+
+use super::Tool;
+
+/// Aliases models commonly use for the built-in tools, as (alias, canonical name).
+///
+/// An alias only resolves when its canonical tool is registered.
+pub const DEFAULT_ALIASES: &[(&str, &str)] = &[
+    ("bash", "shell"),
+    ("sh", "shell"),
+    ("exec", "shell"),
+    ("run", "shell"),
+    ("run_command", "shell"),
+    ("execute_command", "shell"),
+    ("terminal", "shell"),
+    ("fileread", "file_read"),
+    ("read_file", "file_read"),
+    ("readfile", "file_read"),
+    ("cat", "file_read"),
+    ("filewrite", "file_write"),
+    ("write_file", "file_write"),
+    ("writefile", "file_write"),
+    ("ls", "list_dir"),
+    ("listdir", "list_dir"),
+    ("list_directory", "list_dir"),
+    ("list_files", "list_dir"),
+    ("http", "http_request"),
+    ("fetch", "http_request"),
+    ("curl", "http_request"),
+    ("web_fetch", "http_request"),
+    ("httprequest", "http_request"),
+];
+
+/// Why a tool or alias could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// The name is empty, too long, or has characters other than `a-z`, `0-9`, `_`.
+    #[error("invalid tool name `{0}`: use 1-64 characters from a-z, 0-9 and _")]
+    InvalidName(String),
+    /// A tool with this name is already registered.
+    #[error("a tool named `{0}` is already registered")]
+    Duplicate(String),
+    /// The alias already names a tool or points at another tool.
+    #[error("alias `{alias}` conflicts with `{existing}`")]
+    AliasConflict {
+        /// The alias being added.
+        alias: String,
+        /// The tool it already refers to.
+        existing: String,
+    },
+    /// The alias targets a tool that is not registered.
+    #[error("alias `{alias}` targets unknown tool `{target}`")]
+    UnknownTarget {
+        /// The alias being added.
+        alias: String,
+        /// The missing canonical name.
+        target: String,
+    },
+    /// A built-in tool failed to initialise.
+    #[error("tool initialisation failed: {0}")]
+    Init(String),
+}
+
+/// The set of tools a runner can call, keyed by canonical name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// Explicit aliases (from registration), normalised alias -> canonical name.
+    aliases: HashMap<String, String>,
+}
+
+/// Lower-cases and maps `-`, space and `.` to `_`, so `Read-File` finds `read_file`.
+pub fn normalize_name(name: &str) -> String {
+    name.trim()
+        .chars()
+        .map(|c| match c {
+            '-' | ' ' | '.' => '_',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool and the aliases it declares.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let name = tool.name().to_string();
+        if !valid_name(&name) {
+            return Err(RegistryError::InvalidName(name));
+        }
+        if self.tools.contains_key(&name) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        if let Some(target) = self.aliases.get(&name) {
+            return Err(RegistryError::AliasConflict {
+                alias: name,
+                existing: target.clone(),
+            });
+        }
+        // Check every alias before inserting anything, so a failure leaves no trace.
+        let aliases: Vec<String> = tool.aliases().iter().map(|a| normalize_name(a)).collect();
+        for alias in &aliases {
+            self.check_alias(alias, &name)?;
+        }
+        for alias in aliases {
+            self.aliases.insert(alias, name.clone());
+        }
+        self.tools.insert(name, tool);
+        Ok(())
+    }
+
+    /// Adds an alias for a registered tool.
+    pub fn register_alias(&mut self, alias: &str, target: &str) -> Result<(), RegistryError> {
+        let alias = normalize_name(alias);
+        let target = normalize_name(target);
+        if !self.tools.contains_key(&target) {
+            return Err(RegistryError::UnknownTarget { alias, target });
+        }
+        self.check_alias(&alias, &target)?;
+        self.aliases.insert(alias, target);
+        Ok(())
+    }
+
+    fn check_alias(&self, alias: &str, target: &str) -> Result<(), RegistryError> {
+        if self.tools.contains_key(alias) {
+            return Err(RegistryError::AliasConflict {
+                alias: alias.to_string(),
+                existing: alias.to_string(),
+            });
+        }
+        match self.aliases.get(alias) {
+            Some(existing) if existing != target => Err(RegistryError::AliasConflict {
+                alias: alias.to_string(),
+                existing: existing.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The canonical name `name` refers to (exact, alias, or default alias), if any.
+    pub fn resolve(&self, name: &str) -> Option<&str> {
+        let key = normalize_name(name);
+        if let Some((canonical, _)) = self.tools.get_key_value(&key) {
+            return Some(canonical);
+        }
+        let target = self.aliases.get(&key).map(String::as_str).or_else(|| {
+            DEFAULT_ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == key)
+                .map(|(_, target)| *target)
+        })?;
+        self.tools.get_key_value(target).map(|(k, _)| k.as_str())
+    }
+
+    /// The tool `name` refers to, by canonical name or alias, case-insensitively.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        let canonical = self.resolve(name)?;
+        self.tools.get(canonical).cloned()
+    }
+
+    /// Every registered tool, sorted by name.
+    pub fn list(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools.values().cloned().collect()
+    }
+
+    /// Every canonical name, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// Number of registered tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tools as offered to the model, sorted by name (stable prompts cache better).
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools
+            .values()
+            .map(|tool| ToolDefinition {
+                name: tool.name().to_string(),
+                description: tool.description().to_string(),
+                parameters: tool.parameters(),
+            })
+            .collect()
+    }
+
+    /// Canonical names close to `name` (typos, substrings), best first, at most five.
+    pub fn similar(&self, name: &str) -> Vec<String> {
+        let key = normalize_name(name);
+        let mut scored: Vec<(usize, &str)> = self
+            .tools
+            .keys()
+            .filter_map(|candidate| {
+                let distance = edit_distance(&key, candidate);
+                let close = distance <= 2.max(key.len() / 3);
+                let contains = key.len() >= 3
+                    && (candidate.contains(&key) || key.contains(candidate.as_str()));
+                (close || contains).then_some((distance, candidate.as_str()))
+            })
+            .collect();
+        scored.sort();
+        scored
+            .into_iter()
+            .take(5)
+            .map(|(_, n)| n.to_string())
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.names())
+            .field("aliases", &self.aliases)
+            .finish()
+    }
+}
+
+/// Levenshtein distance over chars; names are short, so O(n*m) is fine.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{RiskLevel, ToolContext, ToolError, ToolOutput};
+    use async_trait::async_trait;
+
+    struct Named(&'static str, &'static [&'static str]);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            "test tool"
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn risk(&self) -> RiskLevel {
+            RiskLevel::ReadOnly
+        }
+        fn aliases(&self) -> &[&str] {
+            self.1
+        }
+        async fn execute(
+            &self,
+            _: serde_json::Value,
+            _: &ToolContext,
+        ) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::ok(self.0))
+        }
+    }
+
+    #[test]
+    fn edit_distance_basics() {
+        assert_eq!(edit_distance("shell", "shell"), 0);
+        assert_eq!(edit_distance("shel", "shell"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("file_raed", "file_read"), 2);
+    }
+
+    #[test]
+    fn rejects_bad_names_and_duplicates() {
+        let mut r = ToolRegistry::new();
+        assert!(matches!(
+            r.register(Arc::new(Named("Bad-Name", &[]))),
+            Err(RegistryError::InvalidName(_))
+        ));
+        assert!(matches!(
+            r.register(Arc::new(Named("", &[]))),
+            Err(RegistryError::InvalidName(_))
+        ));
+        r.register(Arc::new(Named("alpha", &[]))).unwrap();
+        assert_eq!(
+            r.register(Arc::new(Named("alpha", &[]))),
+            Err(RegistryError::Duplicate("alpha".into()))
+        );
+    }
+
+    #[test]
+    fn alias_conflicts_leave_registry_unchanged() {
+        let mut r = ToolRegistry::new();
+        r.register(Arc::new(Named("alpha", &["a"]))).unwrap();
+        let err = r
+            .register(Arc::new(Named("beta", &["b", "a"])))
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::AliasConflict { .. }));
+        assert!(r.get("beta").is_none());
+        assert!(r.get("b").is_none());
+        assert!(matches!(
+            r.register_alias("x", "nope"),
+            Err(RegistryError::UnknownTarget { .. })
+        ));
+        assert!(matches!(
+            r.register_alias("alpha", "alpha"),
+            Err(RegistryError::AliasConflict { .. })
+        ));
+    }
+
+    #[test]
+    fn default_alias_needs_registered_target() {
+        let mut r = ToolRegistry::new();
+        assert!(r.resolve("bash").is_none());
+        r.register(Arc::new(Named("shell", &[]))).unwrap();
+        assert_eq!(r.resolve("BASH"), Some("shell"));
+        assert_eq!(r.resolve(" Shell "), Some("shell"));
+    }
+
+    #[test]
+    fn similar_suggests_close_names() {
+        let mut r = ToolRegistry::new();
+        for name in ["file_read", "file_write", "shell", "time_now"] {
+            r.register(Arc::new(Named(name, &[]))).unwrap();
+        }
+        assert_eq!(r.similar("file_raed")[0], "file_read");
+        assert!(r.similar("file").contains(&"file_write".to_string()));
+        assert!(r.similar("zzzzzzzzzz").is_empty());
+    }
+}

@@ -1,0 +1,160 @@
+//! The `time_now` tool and the [`Clock`] it reads time through.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde_json::json;
+
+use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_str};
+
+/// A source of the current instant; tests use [`FixedClock`] for determinism.
+pub trait Clock: Send + Sync {
+    /// The current instant.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The operating system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A manual clock that returns a set instant until moved.
+#[derive(Debug)]
+pub struct FixedClock(Mutex<DateTime<Utc>>);
+
+impl FixedClock {
+    /// A clock stopped at `at`.
+    pub fn new(at: DateTime<Utc>) -> Self {
+        Self(Mutex::new(at))
+    }
+
+    /// Moves the clock to `at`.
+    pub fn set(&self, at: DateTime<Utc>) {
+        // A poisoned lock still holds a valid instant; keep using it.
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `time_now`: the current date and time in the user's (or a named) time zone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TimeNowTool;
+
+#[async_trait]
+impl Tool for TimeNowTool {
+    fn name(&self) -> &str {
+        "time_now"
+    }
+
+    fn description(&self) -> &str {
+        "Current date and time in the user's time zone (or in `timezone`, an IANA name such as Europe/Paris)."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "timezone": {"type": "string", "description": "IANA time zone; defaults to the user's"}
+            },
+            "additionalProperties": false
+        })
+    }
+
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+
+    fn aliases(&self) -> &[&str] {
+        &["now", "current_time", "time", "date"]
+    }
+
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let tz = match opt_str(&args, "timezone")? {
+            Some(name) => name
+                .trim()
+                .parse::<Tz>()
+                .map_err(|_| ToolError::InvalidArguments(format!("unknown time zone `{name}`")))?,
+            None => ctx.timezone,
+        };
+        Ok(ToolOutput::ok(describe(ctx.now(), tz)))
+    }
+}
+
+/// One line per fact, so the model does not have to do date arithmetic.
+fn describe(now: DateTime<Utc>, tz: Tz) -> String {
+    let local = now.with_timezone(&tz);
+    format!(
+        "local: {} ({}, {})\nutc: {}\nunix: {}",
+        local.format("%Y-%m-%d %H:%M:%S %:z"),
+        local.format("%A"),
+        tz.name(),
+        now.format("%Y-%m-%dT%H:%M:%SZ"),
+        now.timestamp()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use std::sync::Arc;
+
+    fn ctx() -> ToolContext {
+        let at = Utc.with_ymd_and_hms(2026, 3, 29, 0, 30, 0).unwrap();
+        ToolContext::new("/tmp", "s")
+            .with_clock(Arc::new(FixedClock::new(at)))
+            .with_timezone(chrono_tz::Europe::Berlin)
+    }
+
+    #[tokio::test]
+    async fn reports_time_in_context_zone() {
+        let out = TimeNowTool.execute(json!({}), &ctx()).await.unwrap();
+        assert_eq!(
+            out.content,
+            "local: 2026-03-29 01:30:00 +01:00 (Sunday, Europe/Berlin)\nutc: 2026-03-29T00:30:00Z\nunix: 1774744200"
+        );
+    }
+
+    #[tokio::test]
+    async fn named_zone_overrides_and_bad_zone_is_an_error() {
+        let out = TimeNowTool
+            .execute(json!({"timezone": "America/New_York"}), &ctx())
+            .await
+            .unwrap();
+        assert!(
+            out.content
+                .starts_with("local: 2026-03-28 20:30:00 -04:00 (Saturday")
+        );
+        let err = TimeNowTool
+            .execute(json!({"timezone": "Mars/Olympus"}), &ctx())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("Mars/Olympus")));
+    }
+
+    #[test]
+    fn fixed_clock_moves_when_set() {
+        let a = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let b = Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap();
+        let clock = FixedClock::new(a);
+        assert_eq!(clock.now(), a);
+        clock.set(b);
+        assert_eq!(clock.now(), b);
+    }
+}
