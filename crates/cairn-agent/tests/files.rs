@@ -1,0 +1,250 @@
+//! File tools: work inside the workspace, refuse `..`, absolute and symlink escapes.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+use cairn_agent::tools::files::{FileReadTool, FileWriteTool, FilesConfig, ListDirTool};
+use cairn_agent::tools::{Tool, ToolContext, ToolError};
+use serde_json::json;
+
+struct Fixture {
+    workspace: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let workspace = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "outside secret").unwrap();
+        std::fs::create_dir(workspace.path().join("notes")).unwrap();
+        std::fs::write(
+            workspace.path().join("notes/a.txt"),
+            "line1\nline2\nline3\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(outside.path(), workspace.path().join("escape_dir")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.txt"),
+            workspace.path().join("escape.txt"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            workspace.path().join("notes/a.txt"),
+            workspace.path().join("inner.txt"),
+        )
+        .unwrap();
+        Self { workspace, outside }
+    }
+
+    fn ctx(&self) -> ToolContext {
+        ToolContext::new(self.workspace.path(), "s")
+    }
+}
+
+fn not_permitted(result: Result<cairn_agent::tools::ToolOutput, ToolError>) -> String {
+    match result {
+        Err(ToolError::NotPermitted(m)) => m,
+        other => panic!("expected NotPermitted, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn read_inside_workspace_with_paging() {
+    let f = Fixture::new();
+    let read = FileReadTool::new(FilesConfig::default());
+    let out = read
+        .execute(json!({"path": "notes/a.txt"}), &f.ctx())
+        .await
+        .unwrap();
+    assert_eq!(out.content, "line1\nline2\nline3\n");
+    let out = read
+        .execute(
+            json!({"path": "./notes/../notes/a.txt", "offset": 2, "limit": 1}),
+            &f.ctx(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.content, "line2\n");
+    let out = read
+        .execute(json!({"path": "inner.txt"}), &f.ctx())
+        .await
+        .unwrap();
+    assert!(
+        out.content.starts_with("line1"),
+        "symlinks that stay inside are fine"
+    );
+    let out = read
+        .execute(json!({"path": "notes/a.txt", "offset": 10}), &f.ctx())
+        .await
+        .unwrap();
+    assert!(out.content.contains("has only 3 lines"));
+}
+
+#[tokio::test]
+async fn read_refuses_escapes() {
+    let f = Fixture::new();
+    let read = FileReadTool::new(FilesConfig::default());
+    let ctx = f.ctx();
+    assert!(
+        not_permitted(read.execute(json!({"path": "../x"}), &ctx).await)
+            .contains("outside the workspace")
+    );
+    assert!(
+        not_permitted(
+            read.execute(json!({"path": "notes/../../../etc/passwd"}), &ctx)
+                .await
+        )
+        .contains("outside")
+    );
+    let abs = f.outside.path().join("secret.txt");
+    assert!(
+        not_permitted(
+            read.execute(json!({"path": abs.to_str().unwrap()}), &ctx)
+                .await
+        )
+        .contains("outside")
+    );
+    let m = not_permitted(read.execute(json!({"path": "escape.txt"}), &ctx).await);
+    assert!(m.contains("after following symlinks"), "{m}");
+    not_permitted(
+        read.execute(json!({"path": "escape_dir/secret.txt"}), &ctx)
+            .await,
+    );
+    not_permitted(read.execute(json!({"path": "~/.bashrc"}), &ctx).await);
+}
+
+#[tokio::test]
+async fn extra_roots_widen_the_scope() {
+    let f = Fixture::new();
+    let config = FilesConfig {
+        extra_roots: vec![f.outside.path().to_path_buf()],
+        ..FilesConfig::default()
+    };
+    let read = FileReadTool::new(config);
+    let out = read
+        .execute(json!({"path": "escape.txt"}), &f.ctx())
+        .await
+        .unwrap();
+    assert_eq!(out.content, "outside secret");
+}
+
+#[tokio::test]
+async fn forbidden_paths_apply_inside_the_workspace() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.workspace.path().join(".ssh")).unwrap();
+    std::fs::write(f.workspace.path().join(".ssh/id_rsa"), "key").unwrap();
+    let read = FileReadTool::new(FilesConfig::default());
+    let m = not_permitted(read.execute(json!({"path": ".ssh/id_rsa"}), &f.ctx()).await);
+    assert!(m.contains("protected path"), "{m}");
+}
+
+#[tokio::test]
+async fn read_caps_large_files_and_rejects_binary() {
+    let f = Fixture::new();
+    let big: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(f.workspace.path().join("big.txt"), &big).unwrap();
+    std::fs::write(f.workspace.path().join("bin.dat"), [0u8, 1, 2, 0]).unwrap();
+    let read = FileReadTool::new(FilesConfig {
+        max_read_bytes: 100,
+        ..FilesConfig::default()
+    });
+    let out = read
+        .execute(json!({"path": "big.txt"}), &f.ctx())
+        .await
+        .unwrap();
+    assert!(out.content.starts_with("line 0\n"));
+    assert!(out.content.contains("output cut at 100 bytes"));
+    assert!(out.content.contains("continue with offset="));
+    let err = read
+        .execute(json!({"path": "bin.dat"}), &f.ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("binary")));
+    let err = read
+        .execute(json!({"path": "notes"}), &f.ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("directory")));
+    let err = read
+        .execute(json!({"path": 5}), &f.ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("`path` must be a string")));
+}
+
+#[tokio::test]
+async fn write_inside_workspace_and_refuse_escapes() {
+    let f = Fixture::new();
+    let write = FileWriteTool::new(FilesConfig::default());
+    let ctx = f.ctx();
+    let out = write
+        .execute(
+            json!({"path": "new/dir/file.txt", "content": "hello"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.content, "wrote 5 bytes to new/dir/file.txt");
+    write
+        .execute(
+            json!({"path": "new/dir/file.txt", "content": " world", "append": true}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    let written = std::fs::read_to_string(f.workspace.path().join("new/dir/file.txt")).unwrap();
+    assert_eq!(written, "hello world");
+
+    not_permitted(
+        write
+            .execute(json!({"path": "../evil.txt", "content": "x"}), &ctx)
+            .await,
+    );
+    not_permitted(
+        write
+            .execute(json!({"path": "escape_dir/evil.txt", "content": "x"}), &ctx)
+            .await,
+    );
+    not_permitted(
+        write
+            .execute(json!({"path": "escape.txt", "content": "x"}), &ctx)
+            .await,
+    );
+    assert!(!f.outside.path().join("evil.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(f.outside.path().join("secret.txt")).unwrap(),
+        "outside secret"
+    );
+
+    let small = FileWriteTool::new(FilesConfig {
+        max_write_bytes: 3,
+        ..FilesConfig::default()
+    });
+    let err = small
+        .execute(json!({"path": "x.txt", "content": "toolong"}), &ctx)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments(_)));
+}
+
+#[tokio::test]
+async fn list_dir_shows_tree_without_following_symlinks() {
+    let f = Fixture::new();
+    let list = ListDirTool::new(FilesConfig::default());
+    let out = list.execute(json!({}), &f.ctx()).await.unwrap();
+    assert_eq!(
+        out.content,
+        "escape.txt -> (symlink, not followed)\nescape_dir -> (symlink, not followed)\ninner.txt -> (symlink, not followed)\nnotes/"
+    );
+    let out = list.execute(json!({"depth": 2}), &f.ctx()).await.unwrap();
+    assert!(out.content.contains("notes/a.txt  18 B"));
+    assert!(!out.content.contains("secret"));
+    not_permitted(list.execute(json!({"path": "escape_dir"}), &f.ctx()).await);
+    not_permitted(list.execute(json!({"path": ".."}), &f.ctx()).await);
+    let capped = ListDirTool::new(FilesConfig {
+        max_list_entries: 2,
+        ..FilesConfig::default()
+    });
+    let out = capped.execute(json!({}), &f.ctx()).await.unwrap();
+    assert!(out.content.contains("stopped after 2 entries"));
+}
