@@ -214,6 +214,7 @@ impl ClientCore {
             usage,
             cost_micros,
             model,
+            provider: self.provider().to_owned(),
         }
     }
 }

@@ -28,13 +28,14 @@ pub enum LlmError {
         /// The provider's explanation.
         message: String,
     },
-    /// No answer (or no next stream chunk) within the configured timeout.
-    #[error("{provider} did not answer within {}s", after.as_secs_f64())]
+    /// No answer (or no next stream chunk) within the configured timeout,
+    /// or the server answered HTTP 408.
+    #[error("{provider} timed out{}", fmt_after(*after))]
     Timeout {
         /// Provider name.
         provider: String,
-        /// The timeout that elapsed.
-        after: Duration,
+        /// The client timeout that elapsed (`None` when the server reported it).
+        after: Option<Duration>,
     },
     /// HTTP 401/403: the key is missing, wrong or lacks permission.
     #[error("{provider} rejected the credentials (HTTP {status}): {message}")]
@@ -92,6 +93,13 @@ fn fmt_retry_after(retry_after: Option<Duration>) -> String {
     match retry_after {
         Some(d) => format!(" (retry after {}s)", d.as_secs_f64()),
         None => String::new(),
+    }
+}
+
+fn fmt_after(after: Option<Duration>) -> String {
+    match after {
+        Some(d) => format!(" after {}s", d.as_secs_f64()),
+        None => " (HTTP 408)".to_owned(),
     }
 }
 

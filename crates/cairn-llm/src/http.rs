@@ -76,7 +76,7 @@ impl Wire {
     pub fn timeout_error(&self) -> LlmError {
         LlmError::Timeout {
             provider: self.provider.clone(),
-            after: self.timeout.unwrap_or_default(),
+            after: self.timeout,
         }
     }
 
@@ -152,7 +152,10 @@ impl Wire {
             _ if detail.is_context_length() => {
                 LlmError::ContextLengthExceeded { provider, message }
             }
-            408 => self.timeout_error(),
+            408 => LlmError::Timeout {
+                provider,
+                after: None,
+            },
             500..=599 => LlmError::Server {
                 provider,
                 status,

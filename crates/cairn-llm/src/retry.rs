@@ -30,7 +30,7 @@ impl Default for RetryPolicy {
             max_retries: 3,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
-            max_retry_after: Duration::from_secs(120),
+            max_retry_after: Duration::from_secs(60),
         }
     }
 }

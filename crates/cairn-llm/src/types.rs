@@ -163,6 +163,9 @@ pub struct ChatResponse {
     pub cost_micros: u64,
     /// The model that answered, as the provider reported it.
     pub model: String,
+    /// The provider that answered (useful behind a failover chain).
+    #[serde(default)]
+    pub provider: String,
 }
 
 impl ChatResponse {

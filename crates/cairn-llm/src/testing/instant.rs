@@ -68,6 +68,7 @@ impl InstantProvider {
                 estimated: false,
             },
             model: "instant".into(),
+            provider: "instant".into(),
             ..ChatResponse::default()
         }
     }

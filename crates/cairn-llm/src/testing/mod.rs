@@ -214,7 +214,7 @@ fn fake_settings(kind: ProviderKind, base_url: String) -> ProviderSettings {
             max_retries: 2,
             base_delay: Duration::from_millis(10),
             max_delay: Duration::from_millis(100),
-            max_retry_after: Duration::from_secs(120),
+            max_retry_after: Duration::from_secs(60),
         },
         prices: PriceTable::empty().with(FAKE_MODEL, FAKE_PRICE),
         ..ProviderSettings::new(kind, FAKE_MODEL).with_api_key(FAKE_API_KEY)

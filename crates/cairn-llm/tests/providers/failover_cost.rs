@@ -47,6 +47,7 @@ async fn fails_over_to_the_second_provider_after_retries() {
         .await
         .unwrap();
     assert_eq!(response.text, "from the backup");
+    assert_eq!(response.provider, "backup");
     let requests = server.requests();
     let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(
