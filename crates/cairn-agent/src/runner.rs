@@ -76,7 +76,8 @@ impl Approver for AutoApprove {
 }
 
 /// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     /// The tool ran and succeeded.
     Success,
@@ -97,16 +98,16 @@ pub enum ToolStatus {
 }
 
 impl ToolStatus {
-    /// Lower-case name, used in the frame's `status` attribute.
+    /// Snake-case name (as serialized), used in the frame's `status` attribute.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Success => "ok",
-            Self::Failed => "error",
+            Self::Success => "success",
+            Self::Failed => "failed",
             Self::Denied => "denied",
             Self::Declined => "declined",
             Self::UnknownTool => "unknown_tool",
             Self::InvalidArguments => "invalid_arguments",
-            Self::TimedOut => "timeout",
+            Self::TimedOut => "timed_out",
             Self::Cancelled => "cancelled",
         }
     }
@@ -182,7 +183,7 @@ impl ToolRunner {
         let (tool_name, status, text) = self.run_inner(call, ctx, approver).await;
         let content = sanitize_output(
             &tool_name,
-            status.as_str(),
+            (status != ToolStatus::Success).then(|| status.as_str()),
             &text,
             ctx.limits.max_output_chars,
         );

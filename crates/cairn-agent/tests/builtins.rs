@@ -139,7 +139,7 @@ async fn tool_errors_reach_the_model_as_framed_text() {
         .await;
     assert_eq!(result.status, ToolStatus::Failed);
     assert!(result.content.starts_with(
-        "<tool_output name=\"shell\" status=\"error\">\nerror: not permitted: program `rm`"
+        "<tool_output name=\"shell\" status=\"failed\">\nerror: not permitted: program `rm`"
     ));
     let result = r
         .run(&call("file_read", json!({"path": "../x"})), &ctx, &DenyAll)

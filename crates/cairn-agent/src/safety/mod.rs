@@ -38,7 +38,7 @@ pub fn cap(text: &str, max_chars: usize) -> Cow<'_, str> {
 }
 
 /// Scrubs, caps and frames one tool's output for the model.
-pub fn sanitize_output(tool: &str, status: &str, text: &str, max_chars: usize) -> String {
+pub fn sanitize_output(tool: &str, status: Option<&str>, text: &str, max_chars: usize) -> String {
     let scrubbed = scrub(text);
     let capped = cap(&scrubbed, max_chars);
     frame(tool, status, &capped)
@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn sanitize_scrubs_before_capping() {
         let secret = format!("{}password=hunter2", "x".repeat(50));
-        let out = sanitize_output("t", "ok", &secret, 1000);
+        let out = sanitize_output("t", None, &secret, 1000);
         assert!(!out.contains("hunter2"));
         assert!(out.contains("password=[REDACTED]"));
     }

@@ -226,6 +226,10 @@ pub trait Tool: Send + Sync {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
+    /// The policy gate (autonomy and rules); used by [`crate::policy::PolicyGate::new`].
+    pub policy: crate::policy::ToolPolicyConfig,
+    /// Default per-call limits, copied into each [`ToolContext`].
+    pub limits: ToolLimits,
     /// The `shell` tool.
     pub shell: shell::ShellConfig,
     /// The file tools (`file_read`, `file_write`, `list_dir`).

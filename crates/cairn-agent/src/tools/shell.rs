@@ -287,6 +287,12 @@ impl Tool for ShellTool {
             timeout = timeout.min(Duration::from_secs(secs.max(1)));
         }
         let argv = self.check(command, &ctx.workspace)?;
+        if !ctx.workspace.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "the workspace {} is not a directory",
+                ctx.workspace.display()
+            )));
+        }
         let Some((program, rest)) = argv.split_first() else {
             return Err(ToolError::InvalidArguments("the command is empty".into()));
         };
