@@ -49,10 +49,18 @@ const CLOSE_TAG: &str = "</tool_call>";
 fn extract_tags(text: &str, calls: &mut Vec<ToolCall>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
+    // Once no closing tag is left, later searches are skipped (keeps hostile input linear).
+    let mut closes_left = true;
     while let Some(start) = rest.find(OPEN_TAG) {
         let body_start = start + OPEN_TAG.len();
+        let close = if closes_left {
+            rest[body_start..].find(CLOSE_TAG)
+        } else {
+            None
+        };
+        closes_left = close.is_some();
         // An unclosed last tag is common when the server stops at `</tool_call>`.
-        let (body, after) = match rest[body_start..].find(CLOSE_TAG) {
+        let (body, after) = match close {
             Some(end) => (
                 &rest[body_start..body_start + end],
                 &rest[body_start + end + CLOSE_TAG.len()..],
@@ -132,39 +140,35 @@ fn extract_bare_json(text: &str, known: &[&str], calls: &mut Vec<ToolCall>) -> S
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     let mut attempts = 0;
-    let mut pos = 0;
-    while pos < text.len() && attempts < MAX_BARE_ATTEMPTS {
-        let Some(offset) = text[pos..].find(['{', '[']) else {
-            break;
-        };
-        let at = pos + offset;
-        pos = at + 1;
-        if !starts_line(text, at) {
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        let start = line_start;
+        line_start += line.len();
+        // Lines inside a call already taken are skipped; the rest of such a line stays text.
+        if start < copied {
             continue;
         }
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with(['{', '[']) {
+            continue;
+        }
+        if attempts == MAX_BARE_ATTEMPTS {
+            break;
+        }
         attempts += 1;
+        let at = start + (line.len() - trimmed.len());
         let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
         let Some(Ok(value)) = values.next() else {
             continue;
         };
-        let end = at + values.byte_offset();
         if let Some(found) = calls_from_value(&value, Acceptance::Known(known)) {
             out.push_str(&text[copied..at]);
             calls.extend(found);
-            copied = end;
-            pos = end;
+            copied = at + values.byte_offset();
         }
     }
     out.push_str(&text[copied..]);
     out
-}
-
-fn starts_line(text: &str, at: usize) -> bool {
-    text[..at]
-        .chars()
-        .rev()
-        .take_while(|c| *c != '\n')
-        .all(char::is_whitespace)
 }
 
 #[derive(Clone, Copy)]
@@ -369,5 +373,11 @@ mod tests {
         let hostile = "\n{".repeat(10_000) + "```" + &"<tool_call>".repeat(100) + "é";
         let r = extract_tool_calls(&hostile, &tools());
         assert!(r.calls.is_empty());
+        // Long single lines of braces and many unclosed tags stay linear.
+        let braces =
+            "{".repeat(200_000) + &"<tool_call>[".repeat(20_000) + &"```json\n".repeat(1000);
+        let r = extract_tool_calls(&braces, &tools());
+        assert!(r.calls.is_empty());
+        assert_eq!(r.text, braces);
     }
 }

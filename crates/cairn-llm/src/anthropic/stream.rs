@@ -216,3 +216,54 @@ impl Decoder for AnthropicDecoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(data: Value) -> SseEvent {
+        SseEvent {
+            event: data.get("type").and_then(Value::as_str).map(str::to_owned),
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn assembles_text_tools_usage_and_ignores_thinking() {
+        let mut d = AnthropicDecoder::new(Wire {
+            provider: "a".into(),
+            timeout: None,
+            api_key: None,
+        });
+        let mut out = Vec::new();
+        let events = [
+            json!({"type": "message_start", "message": {"model": "claude-x", "usage": {"input_tokens": 12, "cache_read_input_tokens": 3, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hi"}}),
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "t1", "name": "shell", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"command\""}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ": \"ls\"}"}}),
+            json!({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "t2", "name": "noargs", "input": {}}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+        ];
+        for e in events {
+            assert!(!d.on_event(&event(e), &mut out).unwrap());
+        }
+        assert!(
+            d.on_event(&event(json!({"type": "message_stop"})), &mut out)
+                .unwrap()
+        );
+        assert_eq!(out[0], StreamEvent::TextDelta("Hi".into()));
+        let raw = d.into_raw();
+        assert_eq!(raw.text, "Hi");
+        assert_eq!(raw.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(raw.tool_calls[1].arguments, json!({}));
+        assert_eq!(raw.finish_reason.as_deref(), Some("tool_use"));
+        let usage = raw.usage.unwrap();
+        assert_eq!((usage.input_tokens, usage.output_tokens), (15, 9));
+        assert_eq!(raw.model.as_deref(), Some("claude-x"));
+    }
+}

@@ -226,3 +226,129 @@ impl Decoder for OpenAiDecoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decoder() -> OpenAiDecoder {
+        OpenAiDecoder::new(Wire {
+            provider: "t".into(),
+            timeout: None,
+            api_key: None,
+        })
+    }
+
+    fn feed(decoder: &mut OpenAiDecoder, chunks: &[Value]) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            let event = SseEvent {
+                event: None,
+                data: chunk.to_string(),
+            };
+            decoder.on_event(&event, &mut out).unwrap();
+        }
+        out
+    }
+
+    fn tool_delta(call: Value) -> Value {
+        json!({"choices": [{"delta": {"tool_calls": [call]}}]})
+    }
+
+    #[test]
+    fn fragments_by_index_assemble_in_order() {
+        let mut d = decoder();
+        let events = feed(
+            &mut d,
+            &[
+                tool_delta(
+                    json!({"index": 0, "id": "a", "function": {"name": "shell", "arguments": ""}}),
+                ),
+                tool_delta(
+                    json!({"index": 1, "id": "b", "function": {"name": "read_file", "arguments": "{\"pa"}}),
+                ),
+                tool_delta(json!({"index": 0, "function": {"arguments": "{\"command\":"}})),
+                tool_delta(json!({"index": 0, "function": {"arguments": "\"ls\"}"}})),
+                tool_delta(json!({"index": 1, "function": {"arguments": "th\":\"x\"}"}})),
+                json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+                json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}),
+            ],
+        );
+        assert_eq!(
+            events[0],
+            StreamEvent::ToolCallStart {
+                index: 0,
+                id: "a".into(),
+                name: "shell".into()
+            }
+        );
+        let raw = d.into_raw();
+        assert_eq!(raw.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(raw.tool_calls[1].arguments, json!({"path": "x"}));
+        assert_eq!(raw.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(raw.usage.map(|u| u.input_tokens), Some(7));
+    }
+
+    #[test]
+    fn whole_calls_without_index_keyed_by_id_or_appended() {
+        let mut d = decoder();
+        feed(
+            &mut d,
+            &[
+                tool_delta(
+                    json!({"id": "x1", "function": {"name": "shell", "arguments": {"command": "a"}}}),
+                ),
+                tool_delta(
+                    json!({"id": "x2", "function": {"name": "shell", "arguments": {"command": "b"}}}),
+                ),
+            ],
+        );
+        let raw = d.into_raw();
+        let args: Vec<_> = raw.tool_calls.iter().map(|c| c.arguments.clone()).collect();
+        assert_eq!(args, [json!({"command": "a"}), json!({"command": "b"})]);
+
+        // No index, no id: arguments before the name are reported once it arrives.
+        let mut d = decoder();
+        let events = feed(
+            &mut d,
+            &[
+                tool_delta(json!({"function": {"arguments": "{\"q\":1}"}})),
+                tool_delta(json!({"function": {"name": "web_search"}})),
+            ],
+        );
+        assert!(
+            matches!(&events[1], StreamEvent::ToolCallDelta { arguments, .. } if arguments == "{\"q\":1}")
+        );
+        let raw = d.into_raw();
+        assert!(raw.tool_calls[0].id.starts_with("call_"));
+        assert_eq!(raw.tool_calls[0].arguments, json!({"q": 1}));
+    }
+
+    #[test]
+    fn glued_lines_done_marker_and_errors() {
+        let mut d = decoder();
+        let mut out = Vec::new();
+        let glued = SseEvent {
+            event: None,
+            data: "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n{\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n[DONE]".into(),
+        };
+        assert!(d.on_event(&glued, &mut out).unwrap());
+        assert_eq!(d.into_raw().text, "ab");
+        let mut d = decoder();
+        let junk = SseEvent {
+            event: None,
+            data: "not json".into(),
+        };
+        assert!(d.on_event(&junk, &mut out).is_err());
+        let error = SseEvent {
+            event: None,
+            data: json!({"error": {"message": "slow down", "type": "rate_limit_error"}})
+                .to_string(),
+        };
+        assert!(matches!(
+            d.on_event(&error, &mut out),
+            Err(LlmError::RateLimited { .. })
+        ));
+    }
+}
