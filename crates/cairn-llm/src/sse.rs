@@ -209,3 +209,38 @@ mod tests {
         assert_eq!(parser.push(&big), Err(SseOverflow));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse_in_pieces(bytes: &[u8], cuts: &[usize]) -> Vec<SseEvent> {
+        let mut parser = SseParser::new();
+        let mut out = Vec::new();
+        let mut start = 0;
+        for &cut in cuts {
+            let cut = cut.min(bytes.len()).max(start);
+            out.extend(parser.push(&bytes[start..cut]).unwrap_or_default());
+            start = cut;
+        }
+        out.extend(parser.push(&bytes[start..]).unwrap_or_default());
+        out.extend(parser.finish());
+        out
+    }
+
+    proptest! {
+        /// However the bytes are cut into chunks, the same events come out.
+        #[test]
+        fn chunking_never_changes_the_events(
+            bytes in proptest::collection::vec(
+                prop_oneof![Just(b'\n'), Just(b'\r'), Just(b':'), Just(b' '), Just(b'd'), Just(b'a'), Just(b't'), Just(0xC3u8), Just(0xA9u8), any::<u8>()],
+                0..300,
+            ),
+            mut cuts in proptest::collection::vec(0usize..300, 0..8),
+        ) {
+            cuts.sort_unstable();
+            prop_assert_eq!(parse_in_pieces(&bytes, &cuts), parse_in_pieces(&bytes, &[]));
+        }
+    }
+}

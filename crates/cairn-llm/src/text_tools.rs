@@ -381,3 +381,29 @@ mod tests {
         assert_eq!(r.text, braces);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any text is handled without panicking, and text without calls is returned unchanged.
+        #[test]
+        fn never_panics_and_keeps_call_free_text(
+            text in "(<tool_call>|</tool_call>|```json\n|```|\\{\"name\": \"shell\", \"arguments\": |\\}|\\[|\n| |é|[a-z\"{}:,]){0,40}"
+        ) {
+            let tools = [ToolDefinition {
+                name: "shell".into(),
+                description: String::new(),
+                parameters: serde_json::json!({}),
+            }];
+            let recovered = extract_tool_calls(&text, &tools);
+            if recovered.calls.is_empty() {
+                prop_assert_eq!(recovered.text, text);
+            } else {
+                prop_assert!(recovered.text.len() < text.len());
+            }
+        }
+    }
+}
