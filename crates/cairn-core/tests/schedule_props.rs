@@ -2,6 +2,7 @@
 //! times strictly increase, every fire time matches the expression, the
 //! evaluator agrees with a brute-force scan, normalized text round-trips, and
 //! no input makes the parsers panic.
+#![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
 mod schedule_support;
 

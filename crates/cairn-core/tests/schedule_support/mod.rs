@@ -2,6 +2,7 @@
 //! transition lookup, and a brute-force oracle of the documented semantics.
 
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
 use cairn_core::schedule::{Rule, Schedule};
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
