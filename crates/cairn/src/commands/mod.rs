@@ -15,7 +15,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Version => version::run(cli.json),
         Command::Config(ConfigCommand::Show) => config::show(cli.json),
         Command::Doctor => doctor::run(cli.json),
-        Command::Schedule(ScheduleCommand::Explain(args)) => schedule::explain(&args, cli.json),
+        Command::Schedule(ScheduleCommand::Explain(args)) => {
+            schedule::explain(&args, cli.json, chrono_tz::UTC)
+        }
     }
 }
 
