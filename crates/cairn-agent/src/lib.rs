@@ -14,15 +14,22 @@
 //! policy gate and the scrubber cannot be bypassed. This crate reads no environment
 //! variables or files for its configuration; callers pass plain config structs.
 
+pub mod agent_loop;
+pub mod hooks;
 pub mod policy;
+pub mod prompt;
 pub mod runner;
 pub mod safety;
 pub mod tools;
 
+pub use agent_loop::{
+    AgentLoop, LoopConfig, LoopDelegate, LoopEvent, LoopOutcome, LoopStatus, ToolCallRecord,
+};
+pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};
 pub use runner::{
-    ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll, ToolResult, ToolRunner,
-    ToolStatus,
+    ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll, Gate, Permit, ToolResult,
+    ToolRunner, ToolStatus,
 };
 pub use safety::scrub::scrub;
 pub use tools::{

@@ -16,7 +16,7 @@ use futures::FutureExt;
 
 use crate::policy::{PolicyDecision, PolicyGate};
 use crate::safety::{sanitize_output, scrub};
-use crate::tools::{RiskLevel, ToolContext, ToolError, ToolRegistry};
+use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
 
 /// A user's answer to an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +140,44 @@ impl ToolResult {
     }
 }
 
+/// A call that passed the policy gate (and the approver, when asked).
+///
+/// Only [`ToolRunner::authorize`] makes one, so nothing reaches
+/// [`ToolRunner::execute`] without passing the gate.
+pub struct Permit {
+    call_id: String,
+    name: String,
+    tool: Arc<dyn Tool>,
+    args: serde_json::Value,
+    started: Instant,
+}
+
+impl Permit {
+    /// The canonical name of the permitted tool.
+    pub fn tool_name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for Permit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit")
+            .field("call_id", &self.call_id)
+            .field("tool", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gate's verdict on one call.
+#[derive(Debug)]
+pub enum Gate {
+    /// The call may run.
+    Permit(Permit),
+    /// The call was refused (denied, declined, unknown, bad arguments, cancelled);
+    /// the result says why, for the model.
+    Refused(ToolResult),
+}
+
 /// Runs tool calls through the registry, the policy gate and the safety layer.
 #[derive(Clone)]
 pub struct ToolRunner {
@@ -172,48 +210,37 @@ impl ToolRunner {
         &self.policy
     }
 
-    /// Runs one call end to end. Never panics and never returns without a result.
+    /// Runs one call end to end: [`ToolRunner::authorize`], then [`ToolRunner::execute`].
+    /// Never panics and never returns without a result.
     pub async fn run(
         &self,
         call: &ToolCall,
         ctx: &ToolContext,
         approver: &dyn Approver,
     ) -> ToolResult {
-        let started = Instant::now();
-        let (tool_name, status, text) = self.run_inner(call, ctx, approver).await;
-        let content = sanitize_output(
-            &tool_name,
-            (status != ToolStatus::Success).then(|| status.as_str()),
-            &text,
-            ctx.limits.max_output_chars,
-        );
-        let duration = started.elapsed();
-        tracing::debug!(
-            tool = %tool_name,
-            call_id = %call.id,
-            session = %ctx.session_id,
-            status = status.as_str(),
-            duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            "tool call finished"
-        );
-        ToolResult {
-            call_id: call.id.clone(),
-            tool: tool_name,
-            status,
-            content,
-            duration,
+        match self.authorize(call, ctx, approver).await {
+            Gate::Permit(permit) => self.execute(permit, ctx).await,
+            Gate::Refused(result) => result,
         }
     }
 
-    /// Returns (tool name to report, status, unsanitized text).
-    async fn run_inner(
+    /// Passes one call through the gate: resolves its name, checks its
+    /// arguments, asks the policy and, when the policy says so, the approver.
+    ///
+    /// The agent loop authorizes a response's calls one by one, in order, and
+    /// then executes the permitted ones in parallel.
+    pub async fn authorize(
         &self,
         call: &ToolCall,
         ctx: &ToolContext,
         approver: &dyn Approver,
-    ) -> (String, ToolStatus, String) {
+    ) -> Gate {
+        let started = Instant::now();
+        let refuse = |name: String, status: ToolStatus, text: String| {
+            Gate::Refused(finish(&call.id, name, status, &text, ctx, started))
+        };
         let Some(tool) = self.registry.get(&call.name) else {
-            return (
+            return refuse(
                 call.name.clone(),
                 ToolStatus::UnknownTool,
                 self.unknown_tool_text(&call.name),
@@ -228,11 +255,11 @@ impl ToolRunner {
                     "invalid arguments: expected a JSON object, got {}",
                     crate::tools::json_type(other)
                 );
-                return (name, ToolStatus::InvalidArguments, text);
+                return refuse(name, ToolStatus::InvalidArguments, text);
             }
         };
         if ctx.cancel.is_cancelled() {
-            return (
+            return refuse(
                 name,
                 ToolStatus::Cancelled,
                 "cancelled before the tool ran".into(),
@@ -242,7 +269,7 @@ impl ToolRunner {
         match self.policy.decide(&name, tool.risk(), &ctx.session_id) {
             PolicyDecision::Allow => {}
             PolicyDecision::Deny { reason } => {
-                return (
+                return refuse(
                     name,
                     ToolStatus::Denied,
                     format!("denied by policy: {reason}"),
@@ -253,7 +280,7 @@ impl ToolRunner {
                 let answer = tokio::select! {
                     biased;
                     () = ctx.cancel.cancelled() => {
-                        return (name, ToolStatus::Cancelled, "cancelled while waiting for approval".into());
+                        return refuse(name, ToolStatus::Cancelled, "cancelled while waiting for approval".into());
                     }
                     answer = approver.approve(&request) => answer,
                 };
@@ -264,12 +291,30 @@ impl ToolRunner {
                         let text = format!(
                             "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
                         );
-                        return (name, ToolStatus::Declined, text);
+                        return refuse(name, ToolStatus::Declined, text);
                     }
                 }
             }
         }
+        Gate::Permit(Permit {
+            call_id: call.id.clone(),
+            name,
+            tool,
+            args,
+            started,
+        })
+    }
 
+    /// Runs a permitted call under its time limit and cancellation, then
+    /// scrubs, caps and frames the output.
+    pub async fn execute(&self, permit: Permit, ctx: &ToolContext) -> ToolResult {
+        let Permit {
+            call_id,
+            name,
+            tool,
+            args,
+            started,
+        } = permit;
         let limit = ctx.limits.timeout;
         // A panicking tool must not take the turn (or the daemon) down with it.
         let execution = std::panic::AssertUnwindSafe(tool.execute(args, ctx)).catch_unwind();
@@ -281,9 +326,9 @@ impl ToolRunner {
                 Err(_) => Ok(Err(ToolError::Timeout(limit))),
             },
         };
-        match outcome {
-            Ok(Ok(output)) if output.success => (name, ToolStatus::Success, output.content),
-            Ok(Ok(output)) => (name, ToolStatus::Failed, output.content),
+        let (status, text) = match outcome {
+            Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
+            Ok(Ok(output)) => (ToolStatus::Failed, output.content),
             Ok(Err(error)) => {
                 let status = match error {
                     ToolError::Timeout(_) => ToolStatus::TimedOut,
@@ -291,17 +336,34 @@ impl ToolRunner {
                     ToolError::InvalidArguments(_) => ToolStatus::InvalidArguments,
                     _ => ToolStatus::Failed,
                 };
-                (name, status, format!("error: {error}"))
+                (status, format!("error: {error}"))
             }
             Err(()) => {
                 tracing::error!(tool = %name, "tool panicked");
                 (
-                    name,
                     ToolStatus::Failed,
                     "error: the tool crashed (internal error)".into(),
                 )
             }
-        }
+        };
+        finish(&call_id, name, status, &text, ctx, started)
+    }
+
+    /// A result for a call that will not run (a hook refused it, its task was
+    /// aborted), framed like every other result.
+    pub fn refused(
+        &self,
+        call: &ToolCall,
+        status: ToolStatus,
+        text: &str,
+        ctx: &ToolContext,
+    ) -> ToolResult {
+        let name = self
+            .registry
+            .resolve(&call.name)
+            .unwrap_or(&call.name)
+            .to_string();
+        finish(&call.id, name, status, text, ctx, Instant::now())
     }
 
     fn unknown_tool_text(&self, called: &str) -> String {
@@ -316,6 +378,39 @@ impl ToolRunner {
                 similar.join(", ")
             )
         }
+    }
+}
+
+/// Scrubs, caps and frames the text, and logs the outcome.
+fn finish(
+    call_id: &str,
+    tool: String,
+    status: ToolStatus,
+    text: &str,
+    ctx: &ToolContext,
+    started: Instant,
+) -> ToolResult {
+    let content = sanitize_output(
+        &tool,
+        (status != ToolStatus::Success).then(|| status.as_str()),
+        text,
+        ctx.limits.max_output_chars,
+    );
+    let duration = started.elapsed();
+    tracing::debug!(
+        tool = %tool,
+        call_id = %call_id,
+        session = %ctx.session_id,
+        status = status.as_str(),
+        duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        "tool call finished"
+    );
+    ToolResult {
+        call_id: call_id.to_string(),
+        tool,
+        status,
+        content,
+        duration,
     }
 }
 

@@ -1,0 +1,378 @@
+//! The agent loop: call the model, run the tools it asks for, repeat until it
+//! answers in text.
+//!
+//! One implementation serves chat, jobs and routines; a [`LoopDelegate`]
+//! supplies what differs (who approves, whether to stream, what to inject
+//! before each call, how to shrink an overflowing context). Each iteration:
+//! check for cancellation, let the delegate and the hooks see the request,
+//! call the model (streaming when asked), and then either finish on a text
+//! answer or run the response's tool calls — approvals first, in order, then
+//! execution in parallel, results appended in call order.
+//!
+//! Architecture invariant: only a text answer from the model ends the loop
+//! (guide invariant 5). Tool output is data framed for the model; nothing in
+//! it can stop the loop or stand in for the answer.
+
+mod intent;
+mod signature;
+mod tools;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cairn_core::chat::ChatMessage;
+use cairn_llm::{
+    ChatRequest, ChatResponse, LlmError, LlmErrorKind, LlmProvider, StreamEvent, Usage,
+};
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::hooks::{HookFlow, HookRegistry};
+use crate::runner::{Approver, ToolRunner, ToolStatus};
+use crate::tools::ToolContext;
+
+pub use intent::{NUDGE, announces_tool_use};
+pub use signature::call_signature;
+
+/// Limits and model settings of one loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopConfig {
+    /// Model calls per turn before giving up.
+    pub max_iterations: u32,
+    /// Times per turn the model is nudged to actually call a tool it announced.
+    pub max_nudges: u32,
+    /// Use this model instead of the provider's.
+    pub model: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Cap on each answer's tokens.
+    pub max_tokens: Option<u32>,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: 50,
+            max_nudges: 2,
+            model: None,
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+}
+
+/// Something that happened during a turn, for display.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoopEvent {
+    /// The model is being called (1-based iteration).
+    LlmCall {
+        /// Which call of the turn.
+        iteration: u32,
+    },
+    /// More answer text arrived (streaming only).
+    TextDelta(String),
+    /// A tool started running.
+    ToolStarted {
+        /// Provider call id.
+        call_id: String,
+        /// Canonical tool name.
+        tool: String,
+    },
+    /// A tool call ended (run, refused or reused).
+    ToolFinished {
+        /// Provider call id.
+        call_id: String,
+        /// Canonical tool name.
+        tool: String,
+        /// How it ended.
+        status: ToolStatus,
+    },
+    /// The model announced a tool call without making one and was nudged.
+    Nudged,
+    /// The context overflowed; the delegate shrank it and the call is retried.
+    ContextRecovered,
+}
+
+/// What differs between chat, jobs and routines.
+#[async_trait]
+pub trait LoopDelegate: Send + Sync {
+    /// Answers approval requests for calls the policy wants asked.
+    fn approver(&self) -> &dyn Approver;
+
+    /// Whether to stream the model's answers (and emit [`LoopEvent::TextDelta`]).
+    fn streaming(&self) -> bool {
+        false
+    }
+
+    /// Sees every event of the turn.
+    fn on_event(&self, _event: LoopEvent) {}
+
+    /// Runs before each model call; may append messages (finished background tasks, say).
+    async fn before_llm(&self, _messages: &mut Vec<ChatMessage>) {}
+
+    /// The provider said the context is too long: shrink `messages` and
+    /// return `true` to retry the call once, or `false` to give up.
+    async fn on_context_overflow(&self, _messages: &mut Vec<ChatMessage>) -> bool {
+        false
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoopStatus {
+    /// The model answered; the answer is [`LoopOutcome::text`].
+    Answered,
+    /// Cancelled (Ctrl-C, a new message, shutdown).
+    Interrupted,
+    /// The model kept calling tools past the iteration limit.
+    IterationLimit {
+        /// The limit that was hit.
+        limit: u32,
+    },
+    /// A hook stopped the turn or suppressed the answer.
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
+    /// The model could not be called.
+    Failed {
+        /// The provider error (typed: rate limit, auth, context length, ...).
+        error: LlmError,
+    },
+}
+
+/// One tool call of a turn, for reports (`--json`, run records).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    /// Provider call id.
+    pub call_id: String,
+    /// Canonical tool name (or the name as called, if unknown).
+    pub tool: String,
+    /// The arguments as the model gave them, credentials scrubbed.
+    pub arguments: serde_json::Value,
+    /// How it ended.
+    pub status: ToolStatus,
+    /// Milliseconds from authorization to result.
+    pub duration_ms: u64,
+    /// True when an identical earlier call's result was reused instead of running again.
+    pub reused: bool,
+}
+
+/// The result of one turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopOutcome {
+    /// How it ended.
+    pub status: LoopStatus,
+    /// The answer (after `before_sending` hooks); empty unless answered.
+    pub text: String,
+    /// Model calls made.
+    pub iterations: u32,
+    /// Tokens used by all calls of the turn.
+    pub usage: Usage,
+    /// Cost of all calls of the turn, in micro-dollars.
+    pub cost_micros: u64,
+    /// Every tool call, in the order the model made them.
+    pub tool_calls: Vec<ToolCallRecord>,
+}
+
+impl LoopOutcome {
+    fn new() -> Self {
+        Self {
+            status: LoopStatus::Answered,
+            text: String::new(),
+            iterations: 0,
+            usage: Usage::default(),
+            cost_micros: 0,
+            tool_calls: Vec::new(),
+        }
+    }
+
+    fn finish(mut self, status: LoopStatus) -> Self {
+        self.status = status;
+        self
+    }
+}
+
+/// Why one model call produced no response.
+enum CallError {
+    Interrupted,
+    Cancelled(String),
+    Llm(LlmError),
+}
+
+/// The agent loop, ready to run turns.
+#[derive(Debug, Clone)]
+pub struct AgentLoop {
+    provider: Arc<dyn LlmProvider>,
+    runner: Arc<ToolRunner>,
+    hooks: Arc<HookRegistry>,
+    config: LoopConfig,
+}
+
+impl AgentLoop {
+    /// A loop over this model, these tools and hooks.
+    pub fn new(
+        provider: Arc<dyn LlmProvider>,
+        runner: Arc<ToolRunner>,
+        hooks: Arc<HookRegistry>,
+        config: LoopConfig,
+    ) -> Self {
+        Self {
+            provider,
+            runner,
+            hooks,
+            config,
+        }
+    }
+
+    /// The model provider.
+    pub fn provider(&self) -> &Arc<dyn LlmProvider> {
+        &self.provider
+    }
+
+    /// The tool runner (and through it the registry and policy).
+    pub fn runner(&self) -> &Arc<ToolRunner> {
+        &self.runner
+    }
+
+    /// The hooks.
+    pub fn hooks(&self) -> &Arc<HookRegistry> {
+        &self.hooks
+    }
+
+    /// The loop's limits and model settings.
+    pub fn config(&self) -> &LoopConfig {
+        &self.config
+    }
+
+    /// Runs one turn on `messages` (system prompt, history and the new user
+    /// message), appending the assistant and tool messages as they happen.
+    pub async fn run(
+        &self,
+        delegate: &dyn LoopDelegate,
+        messages: &mut Vec<ChatMessage>,
+        ctx: &ToolContext,
+    ) -> LoopOutcome {
+        let mut outcome = LoopOutcome::new();
+        let mut turn = tools::TurnCalls::default();
+        let mut nudges = 0;
+        let offers_tools = !self.runner.registry().names().is_empty();
+        while outcome.iterations < self.config.max_iterations {
+            if ctx.cancel.is_cancelled() {
+                return outcome.finish(LoopStatus::Interrupted);
+            }
+            outcome.iterations += 1;
+            delegate.on_event(LoopEvent::LlmCall {
+                iteration: outcome.iterations,
+            });
+            let response = match self.call_model(delegate, messages, ctx).await {
+                Ok(response) => response,
+                Err(CallError::Interrupted) => return outcome.finish(LoopStatus::Interrupted),
+                Err(CallError::Cancelled(reason)) => {
+                    return outcome.finish(LoopStatus::Cancelled { reason });
+                }
+                Err(CallError::Llm(error)) => return outcome.finish(LoopStatus::Failed { error }),
+            };
+            outcome.usage.input_tokens += response.usage.input_tokens;
+            outcome.usage.output_tokens += response.usage.output_tokens;
+            outcome.usage.estimated |= response.usage.estimated;
+            outcome.cost_micros = outcome.cost_micros.saturating_add(response.cost_micros);
+
+            if !response.has_tool_calls() {
+                if offers_tools
+                    && nudges < self.config.max_nudges
+                    && announces_tool_use(&response.text)
+                {
+                    nudges += 1;
+                    messages.push(ChatMessage::assistant(response.text));
+                    messages.push(ChatMessage::user(NUDGE));
+                    delegate.on_event(LoopEvent::Nudged);
+                    continue;
+                }
+                messages.push(ChatMessage::assistant(response.text.clone()));
+                let mut text = response.text;
+                if let HookFlow::Cancel(reason) = self.hooks.before_sending(&mut text).await {
+                    return outcome.finish(LoopStatus::Cancelled { reason });
+                }
+                outcome.text = text;
+                return outcome.finish(LoopStatus::Answered);
+            }
+
+            messages.push(response.to_message());
+            let results = turn
+                .run(
+                    self,
+                    delegate,
+                    &response.tool_calls,
+                    ctx,
+                    &mut outcome.tool_calls,
+                )
+                .await;
+            messages.extend(results.iter().map(|r| r.to_message()));
+        }
+        let limit = self.config.max_iterations;
+        outcome.finish(LoopStatus::IterationLimit { limit })
+    }
+
+    /// One model call (with the hooks), retried once after the delegate
+    /// shrinks an overflowing context.
+    async fn call_model(
+        &self,
+        delegate: &dyn LoopDelegate,
+        messages: &mut Vec<ChatMessage>,
+        ctx: &ToolContext,
+    ) -> Result<ChatResponse, CallError> {
+        let mut recovered = false;
+        loop {
+            delegate.before_llm(messages).await;
+            let mut request = ChatRequest {
+                messages: messages.clone(),
+                tools: self.runner.registry().definitions(),
+                model: self.config.model.clone(),
+                temperature: self.config.temperature,
+                max_tokens: self.config.max_tokens,
+            };
+            if let HookFlow::Cancel(reason) = self.hooks.before_llm_call(&mut request).await {
+                return Err(CallError::Cancelled(reason));
+            }
+            let result = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => return Err(CallError::Interrupted),
+                result = self.ask(delegate, &request) => result,
+            };
+            match result {
+                Err(error)
+                    if error.kind() == LlmErrorKind::ContextLengthExceeded
+                        && !recovered
+                        && delegate.on_context_overflow(messages).await =>
+                {
+                    recovered = true;
+                    delegate.on_event(LoopEvent::ContextRecovered);
+                }
+                other => return other.map_err(CallError::Llm),
+            }
+        }
+    }
+
+    async fn ask(
+        &self,
+        delegate: &dyn LoopDelegate,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, LlmError> {
+        if !delegate.streaming() {
+            return self.provider.complete(request).await;
+        }
+        let mut stream = self.provider.stream(request).await?;
+        while let Some(event) = stream.next().await {
+            match event? {
+                StreamEvent::TextDelta(delta) => delegate.on_event(LoopEvent::TextDelta(delta)),
+                StreamEvent::Done(response) => return Ok(response),
+                StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. } => {}
+            }
+        }
+        Err(LlmError::BadResponse {
+            provider: self.provider.name().to_string(),
+            message: "the stream ended before the response was complete".to_string(),
+        })
+    }
+}

@@ -1,0 +1,6 @@
+//! The agent loop against the fake LLM server over real HTTP.
+#![allow(clippy::unwrap_used)]
+
+mod fixtures;
+mod scenarios;
+mod tool_calls;
