@@ -21,12 +21,20 @@ pub struct Migration {
 }
 
 /// Every migration this binary knows, in order. Portable migrations use one file for both.
-pub static MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sqlite: include_str!("../migrations/0001_init.sql"),
-    postgres: include_str!("../migrations/0001_init.sql"),
-}];
+pub static MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sqlite: include_str!("../migrations/0001_init.sql"),
+        postgres: include_str!("../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "sessions",
+        sqlite: include_str!("../migrations/0002_sessions.sql"),
+        postgres: include_str!("../migrations/0002_sessions.sql"),
+    },
+];
 
 /// A migration and whether (and when) it was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
