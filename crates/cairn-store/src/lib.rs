@@ -18,9 +18,11 @@ mod error;
 mod migrate;
 mod routines;
 mod runs;
+mod sessions;
 mod settings;
 
 pub use connect::{Backend, Store};
 pub use error::StoreError;
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use runs::RunOutcome;
+pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};

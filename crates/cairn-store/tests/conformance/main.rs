@@ -6,6 +6,7 @@
 mod fixture;
 mod routines;
 mod runs;
+mod sessions;
 mod settings;
 
 macro_rules! conformance {
@@ -50,4 +51,9 @@ conformance!(
     runs::finish_run_once_and_failure_streak,
     runs::runs_listed_newest_first,
     runs::orphans_are_reaped_and_stop_counting,
+    sessions::concurrent_first_messages_create_one_session,
+    sessions::session_updates_persist,
+    sessions::threads_round_trip,
+    sessions::checkpoints_push_trim_and_replace,
+    sessions::deleting_a_session_removes_its_threads,
 );
