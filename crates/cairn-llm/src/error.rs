@@ -87,6 +87,14 @@ pub enum LlmError {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// A spending or rate limit of cairn's own (the cost guard) refused the
+    /// call before it reached any provider. Neither retried nor failed over:
+    /// another provider would spend the same budget.
+    #[error("{message}")]
+    CostLimit {
+        /// Which limit, the amounts, and what to do about it.
+        message: String,
+    },
 }
 
 fn fmt_retry_after(retry_after: Option<Duration>) -> String {
@@ -124,6 +132,8 @@ pub enum LlmErrorKind {
     Transport,
     /// [`LlmError::Config`].
     Config,
+    /// [`LlmError::CostLimit`].
+    CostLimit,
 }
 
 impl LlmError {
@@ -139,6 +149,7 @@ impl LlmError {
             Self::BadResponse { .. } => LlmErrorKind::BadResponse,
             Self::Transport { .. } => LlmErrorKind::Transport,
             Self::Config { .. } => LlmErrorKind::Config,
+            Self::CostLimit { .. } => LlmErrorKind::CostLimit,
         }
     }
 
@@ -157,8 +168,8 @@ impl LlmError {
     /// Whether another provider may succeed where this one failed.
     ///
     /// Transient failures and unusable responses fail over; auth, bad request,
-    /// context length and config errors do not, because they would repeat (or
-    /// hide a mistake the person must fix).
+    /// context length, config and cost-limit errors do not, because they would
+    /// repeat (or hide a mistake the person must fix, or spend the same budget).
     pub fn should_fail_over(&self) -> bool {
         self.is_retryable() || matches!(self, Self::BadResponse { .. })
     }
@@ -171,7 +182,7 @@ impl LlmError {
         }
     }
 
-    /// The provider that produced this error (empty for config errors).
+    /// The provider that produced this error (empty for config and cost-limit errors).
     pub fn provider(&self) -> &str {
         match self {
             Self::RateLimited { provider, .. }
@@ -182,7 +193,7 @@ impl LlmError {
             | Self::BadRequest { provider, .. }
             | Self::BadResponse { provider, .. }
             | Self::Transport { provider, .. } => provider,
-            Self::Config { .. } => "",
+            Self::Config { .. } | Self::CostLimit { .. } => "",
         }
     }
 
@@ -190,6 +201,13 @@ impl LlmError {
     pub fn bad_response(provider: &str, message: impl Into<String>) -> Self {
         Self::BadResponse {
             provider: provider.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for a [`LlmError::CostLimit`].
+    pub fn cost_limit(message: impl Into<String>) -> Self {
+        Self::CostLimit {
             message: message.into(),
         }
     }
@@ -232,5 +250,39 @@ mod tests {
         assert!(LlmError::bad_response("p", "x").should_fail_over());
         assert_eq!(ctx.kind(), LlmErrorKind::ContextLengthExceeded);
         assert_eq!(ctx.provider(), "p");
+    }
+
+    #[test]
+    fn cost_limit_is_final_and_shows_its_message() {
+        let err = LlmError::cost_limit("daily LLM budget of $5.00 reached");
+        assert!(!err.is_retryable() && !err.should_fail_over());
+        assert_eq!(err.kind(), LlmErrorKind::CostLimit);
+        assert_eq!(err.provider(), "");
+        assert_eq!(err.retry_after(), None);
+        assert_eq!(err.to_string(), "daily LLM budget of $5.00 reached");
+        let policy = crate::retry::RetryPolicy::default();
+        assert_eq!(policy.delay_for(&err, 0), None);
+    }
+
+    /// A chain whose primary is over budget must not spend on the fallback.
+    #[cfg(feature = "testing")]
+    #[tokio::test]
+    async fn failover_stops_at_a_cost_limit() {
+        use std::sync::Arc;
+
+        use crate::testing::InstantProvider;
+        use crate::{ChatRequest, FailoverProvider, LlmProvider};
+
+        let primary = Arc::new(InstantProvider::new());
+        primary.push_error(LlmError::cost_limit("over budget"));
+        let fallback = Arc::new(InstantProvider::new());
+        let chain = FailoverProvider::new(vec![
+            Arc::clone(&primary) as Arc<dyn LlmProvider>,
+            Arc::clone(&fallback) as Arc<dyn LlmProvider>,
+        ])
+        .unwrap();
+        let err = chain.complete(&ChatRequest::default()).await.unwrap_err();
+        assert_eq!(err.kind(), LlmErrorKind::CostLimit);
+        assert_eq!((primary.calls(), fallback.calls()), (1, 0));
     }
 }
