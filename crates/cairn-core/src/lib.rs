@@ -9,6 +9,7 @@
 pub mod chat;
 pub mod config;
 pub mod duration;
+pub mod job;
 pub mod routine;
 pub mod schedule;
 pub mod submission;

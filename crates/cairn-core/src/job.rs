@@ -1,0 +1,250 @@
+//! Full agent jobs as plain data: what a job was asked to do, where it
+//! stands, what it produced and what it cost.
+//!
+//! The scheduler that runs jobs lives in `cairn-agent`; the store keeps
+//! these records. Nothing here reads a clock: callers pass ids and instants.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Model calls a job may make when its spec does not say.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
+
+/// Wall-clock limit of a job when its spec does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for a free slot.
+    Pending,
+    /// Running, held by a live process's lease.
+    InProgress,
+    /// Finished with an answer.
+    Completed,
+    /// Ended without an answer (error, timeout, limit, interrupted); `error` says why.
+    Failed,
+    /// Still running but without any activity for too long.
+    Stuck,
+    /// Stopped at someone's request.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, for listings and parsing.
+    pub const ALL: [JobState; 6] = [
+        JobState::Pending,
+        JobState::InProgress,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Stuck,
+        JobState::Cancelled,
+    ];
+
+    /// The snake-case name used in the store, the CLI and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::InProgress => "in_progress",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Stuck => "stuck",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job is over (completed, failed or cancelled).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    /// Whether a process holds the job (pending in its queue, running or stuck).
+    pub fn is_active(self) -> bool {
+        !self.is_terminal()
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A state name that is not one of the six.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown job state \"{0}\"; expected pending, in_progress, completed, failed, stuck or cancelled"
+)]
+pub struct UnknownJobState(pub String);
+
+impl FromStr for JobState {
+    type Err = UnknownJobState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().replace('-', "_").to_ascii_lowercase();
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == wanted)
+            .ok_or_else(|| UnknownJobState(s.to_string()))
+    }
+}
+
+/// One full job and everything known about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Unique id (a time-ordered UUID v7).
+    pub id: Uuid,
+    /// Short title for listings.
+    pub title: String,
+    /// What the job should achieve: the agent's instructions.
+    pub description: String,
+    /// The user the job works for.
+    pub owner: String,
+    /// Where it came from: a session or thread id, a routine id, `api`, … (free text).
+    pub origin: Option<String>,
+    /// The job this one is a subtask of.
+    pub parent_id: Option<Uuid>,
+    /// Where it stands.
+    pub state: JobState,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When it began running.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it ended.
+    pub completed_at: Option<DateTime<Utc>>,
+    /// The last sign of progress (a model call, a tool starting or ending).
+    pub last_activity_at: Option<DateTime<Utc>>,
+    /// The final answer, for completed jobs.
+    pub result: Option<String>,
+    /// Why it failed or was cancelled.
+    pub error: Option<String>,
+    /// Model calls made by the agent loop.
+    pub iterations: u32,
+    /// Input tokens of every model call (planning included).
+    pub input_tokens: u64,
+    /// Output tokens of every model call (planning included).
+    pub output_tokens: u64,
+    /// Cost of every model call, in micro-dollars.
+    pub cost_micros: u64,
+    /// Model calls allowed before the job fails.
+    pub max_iterations: u32,
+    /// Wall-clock limit, after which the job fails.
+    #[serde(with = "crate::duration::serde_compact")]
+    pub timeout: Duration,
+    /// Whether one model call first writes a plan that precedes the instructions.
+    pub use_planning: bool,
+    /// Someone (possibly another process) asked for the job to stop.
+    pub cancel_requested: bool,
+    /// Id of the process holding the job while it is active.
+    pub lease_owner: Option<String>,
+    /// The holder must renew before this instant, or the job is an orphan.
+    pub lease_until: Option<DateTime<Utc>>,
+}
+
+impl JobRecord {
+    /// A pending job with default limits and no history.
+    pub fn new(
+        id: Uuid,
+        title: impl Into<String>,
+        description: impl Into<String>,
+        owner: impl Into<String>,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id,
+            title: title.into(),
+            description: description.into(),
+            owner: owner.into(),
+            origin: None,
+            parent_id: None,
+            state: JobState::Pending,
+            created_at,
+            started_at: None,
+            completed_at: None,
+            last_activity_at: None,
+            result: None,
+            error: None,
+            iterations: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_micros: 0,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            timeout: DEFAULT_TIMEOUT,
+            use_planning: false,
+            cancel_requested: false,
+            lease_owner: None,
+            lease_until: None,
+        }
+    }
+}
+
+/// How a job ended, as written back by the process that ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// Completed, failed or cancelled.
+    pub state: JobState,
+    /// The answer (completed jobs; failed ones may keep partial text).
+    pub result: Option<String>,
+    /// Why it failed or was cancelled.
+    pub error: Option<String>,
+    /// Model calls made by the agent loop.
+    pub iterations: u32,
+    /// Input tokens spent.
+    pub input_tokens: u64,
+    /// Output tokens spent.
+    pub output_tokens: u64,
+    /// Cost in micro-dollars.
+    pub cost_micros: u64,
+    /// When it ended.
+    pub completed_at: DateTime<Utc>,
+}
+
+/// What a cancellation request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "state", rename_all = "snake_case")]
+pub enum CancelOutcome {
+    /// The job had not started; it is cancelled now.
+    Cancelled,
+    /// The job is running; its process was asked to stop it.
+    Requested,
+    /// The job had already ended in this state; nothing changed.
+    AlreadyEnded(JobState),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_and_classify() {
+        for state in JobState::ALL {
+            assert_eq!(state.as_str().parse::<JobState>(), Ok(state));
+            assert_eq!(state.is_terminal(), !state.is_active());
+        }
+        assert_eq!("in-progress".parse::<JobState>(), Ok(JobState::InProgress));
+        assert_eq!("Stuck".parse::<JobState>(), Ok(JobState::Stuck));
+        let err = "running".parse::<JobState>().unwrap_err().to_string();
+        assert!(err.contains("\"running\"") && err.contains("in_progress"), "{err}");
+        assert!(JobState::Cancelled.is_terminal() && !JobState::Stuck.is_terminal());
+    }
+
+    #[test]
+    fn record_serializes_state_and_timeout_compactly() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let job = JobRecord::new(Uuid::nil(), "t", "d", "ada", at);
+        let json = serde_json::to_value(&job).unwrap();
+        assert_eq!(json["state"], "pending");
+        assert_eq!(json["timeout"], "1800s");
+        let back: JobRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, job);
+    }
+}
