@@ -15,6 +15,7 @@
 mod codec;
 mod connect;
 mod error;
+mod jobs;
 mod migrate;
 mod routines;
 mod runs;
@@ -23,6 +24,7 @@ mod settings;
 
 pub use connect::{Backend, Store};
 pub use error::StoreError;
+pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use runs::RunOutcome;
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};

@@ -34,6 +34,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0002_sessions.sql"),
         postgres: include_str!("../migrations/0002_sessions.sql"),
     },
+    Migration {
+        version: 3,
+        name: "jobs",
+        sqlite: include_str!("../migrations/0003_jobs.sql"),
+        postgres: include_str!("../migrations/0003_jobs.sql"),
+    },
 ];
 
 /// A migration and whether (and when) it was applied.

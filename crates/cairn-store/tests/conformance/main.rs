@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
 mod fixture;
+mod jobs;
 mod routines;
 mod runs;
 mod sessions;
@@ -56,4 +57,12 @@ conformance!(
     sessions::threads_round_trip,
     sessions::checkpoints_push_trim_and_replace,
     sessions::deleting_a_session_removes_its_threads,
+    jobs::job_round_trips,
+    jobs::jobs_listed_recent_first_with_filters,
+    jobs::start_job_only_from_pending,
+    jobs::concurrent_starts_from_separate_pools_yield_one_winner,
+    jobs::finish_job_once_and_never_over_a_verdict,
+    jobs::cancel_requests_by_state,
+    jobs::stuck_jobs_and_activity,
+    jobs::orphaned_jobs_are_reaped_as_interrupted,
 );
