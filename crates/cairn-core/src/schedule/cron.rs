@@ -126,23 +126,37 @@ fn expand_macro(name: &str) -> Option<&'static str> {
 struct FieldParser<'a> {
     expr: &'a str,
     field: Field,
+    /// The expression as parsed (uppercased, so names match in any case)…
+    upper: &'a str,
+    /// …and as written, byte for byte the same length, to quote tokens in errors.
+    original: &'a str,
 }
 
 impl FieldParser<'_> {
+    /// A token (a slice of `upper`) as the person wrote it.
+    fn shown(&self, token: &str) -> String {
+        let start = (token.as_ptr() as usize).wrapping_sub(self.upper.as_ptr() as usize);
+        self.original
+            .get(start..start.saturating_add(token.len()))
+            .filter(|_| start <= self.upper.len())
+            .unwrap_or(token)
+            .to_string()
+    }
+
     fn invalid(&self, token: &str) -> ScheduleError {
         ScheduleError::InvalidToken {
             expr: self.expr.to_string(),
             field: self.field,
-            token: token.to_string(),
+            token: self.shown(token),
             expected: expected(self.field),
         }
     }
 
-    fn out_of_range(&self, value: &str, min: u32, max: u32) -> ScheduleError {
+    fn out_of_range(&self, label: &str, value: &str, min: u32, max: u32) -> ScheduleError {
         ScheduleError::OutOfRange {
             expr: self.expr.to_string(),
             field: self.field,
-            value: value.to_string(),
+            value: format!("{label}{}", self.shown(value)),
             min,
             max,
         }
@@ -183,7 +197,7 @@ impl FieldParser<'_> {
         }
         match text.parse::<u32>() {
             Ok(v) if (min..=max).contains(&v) => Ok(v),
-            _ => Err(self.out_of_range(&format!("{label}{text}"), min, max)),
+            _ => Err(self.out_of_range(label, text, min, max)),
         }
     }
 
@@ -235,8 +249,8 @@ impl FieldParser<'_> {
                 return Err(ScheduleError::ReversedRange {
                     expr: self.expr.to_string(),
                     field: self.field,
-                    start: start_text.to_string(),
-                    end: end_text.to_string(),
+                    start: self.shown(start_text),
+                    end: self.shown(end_text),
                 });
             }
             return Ok(Item::Range {
@@ -324,15 +338,17 @@ impl Cron {
             year.unwrap_or(""),
         ];
         let mut items: [Vec<Item>; 7] = Default::default();
-        for (slot, (&field, &text)) in items.iter_mut().zip(ORDER.iter().zip(texts.iter())) {
-            if field == Field::Year && text.is_empty() {
+        for (slot, (&field, &field_text)) in items.iter_mut().zip(ORDER.iter().zip(texts.iter())) {
+            if field == Field::Year && field_text.is_empty() {
                 continue;
             }
             let parser = FieldParser {
                 expr: trimmed,
                 field,
+                upper: &upper,
+                original: text,
             };
-            *slot = parser.items(text)?;
+            *slot = parser.items(field_text)?;
         }
         // A year field of `*` selects every year: the same as no year field.
         if items[6] == [Item::Star { step: 1 }] {
@@ -530,6 +546,9 @@ mod tests {
         assert!(err("*/0 * * * *").contains("minute step 0 out of range 1-60"));
         assert!(err("0 0 * * FRI-MON").contains("range FRI-MON is reversed"));
         assert!(err("0 0 * * FOO").contains("day-of-week \"FOO\" is not valid"));
+        assert!(err("0 9 * * * junk").contains("day-of-week \"junk\" is not valid"));
+        assert!(err("0 0 * * fri-mon").contains("range fri-mon is reversed"));
+        assert!(err("0 0 * * Mon#9").contains("day-of-week #9 out of range 1-5"));
         assert!(err("0 0 * * L").contains("day-of-week \"L\""));
         assert!(err("0 ? * * *").contains("hour \"?\""));
         assert!(err("0 0 * *").contains("4 fields"));

@@ -229,6 +229,15 @@ fn day_text(cron: &Cron) -> Option<String> {
     });
     let dow_text = (!is_any(dow)).then(|| {
         let name = |d: u32| WEEKDAYS[(d % 7) as usize].to_string();
+        if let Some(mut days) = plain_values(dow) {
+            // People read weeks from Monday: "on Saturday and Sunday".
+            days.sort_by_key(|d| (d + 6) % 7);
+            days.dedup_by_key(|d| *d % 7);
+            return format!(
+                "on {}",
+                join_and(&days.into_iter().map(name).collect::<Vec<_>>())
+            );
+        }
         match dow.as_slice() {
             [Item::Range { step: 1, .. }] => list_text(dow, &name),
             _ => format!("on {}", list_text(dow, &name)),
@@ -307,6 +316,10 @@ mod tests {
             cron("15 7 * * 1,3,5", utc),
             "at 07:15, on Monday, Wednesday and Friday (UTC)"
         );
+        assert_eq!(
+            cron("0 10 * * 0,6", utc),
+            "at 10:00, on Saturday and Sunday (UTC)"
+        );
     }
 
     #[test]
@@ -329,7 +342,7 @@ mod tests {
             .unwrap()
             .to_utc();
         assert_eq!(
-            Schedule::once(at, ny).describe(),
+            Schedule::once(at, ny).unwrap().describe(),
             "once at 2026-03-09 09:00 (America/New_York)"
         );
     }

@@ -98,6 +98,19 @@ pub fn parse(expr: &str, zone: Tz, now: DateTime<Utc>) -> Result<Schedule, Sched
     Schedule::parse(expr, zone, now)
 }
 
+/// Instants a schedule can store: years 1 to 9999, so that RFC 3339 text round-trips.
+fn check_range(expr: &str, t: DateTime<Utc>) -> Result<(), ScheduleError> {
+    if (zone::MIN_INSTANT..=zone::MAX_INSTANT).contains(&t.timestamp()) {
+        Ok(())
+    } else {
+        Err(ScheduleError::TooLarge {
+            expr: expr.to_string(),
+            what: "the date",
+            limit: "years 1 to 9999 are supported",
+        })
+    }
+}
+
 fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp(t.timestamp(), 0).unwrap_or(t)
 }
@@ -136,6 +149,7 @@ impl Schedule {
             return Err(ScheduleError::Empty);
         }
         let now = whole_seconds(now);
+        check_range(text, now)?;
         let rule = if looks_like_iso(text) {
             Rule::Once(once::parse_iso(text, zone)?)
         } else if looks_like_cron(text) {
@@ -143,6 +157,9 @@ impl Schedule {
         } else {
             human::parse(text, zone, now)?
         };
+        if let Rule::Once(at) | Rule::Interval { anchor: at, .. } = rule {
+            check_range(text, at)?;
+        }
         if let Rule::Once(at) = rule
             && at <= now
         {
@@ -165,6 +182,7 @@ impl Schedule {
         }
         let rule = if let Some(rest) = text.strip_prefix("every ") {
             let (every, anchor) = human::parse_anchored_interval(text, rest)?;
+            check_range(text, anchor)?;
             Rule::Interval { every, anchor }
         } else if looks_like_iso(text) {
             Rule::Once(once::parse_iso(text, zone)?)
@@ -189,6 +207,7 @@ impl Schedule {
         zone: Tz,
     ) -> Result<Schedule, ScheduleError> {
         let expr = format!("every {}s", every.as_secs());
+        check_range(&expr, anchor)?;
         if every.as_secs() == 0 {
             return Err(ScheduleError::ZeroInterval { expr });
         }
@@ -208,12 +227,13 @@ impl Schedule {
         })
     }
 
-    /// A one-shot at `at` (truncated to whole seconds); `zone` is used to describe it.
-    pub fn once(at: DateTime<Utc>, zone: Tz) -> Schedule {
-        Schedule {
+    /// A one-shot at `at` (truncated to whole seconds, years 1 to 9999); `zone` is used to describe it.
+    pub fn once(at: DateTime<Utc>, zone: Tz) -> Result<Schedule, ScheduleError> {
+        check_range(&rfc3339(at), at)?;
+        Ok(Schedule {
             rule: Rule::Once(whole_seconds(at)),
             zone,
-        }
+        })
     }
 
     /// Cron, interval or once.
@@ -253,7 +273,7 @@ impl Schedule {
     }
 
     /// The first fire strictly after `after`, or `None` when there is none
-    /// (a past one-shot, a cron whose year field has run out).
+    /// (a past one-shot, a cron whose year field has run out, beyond year 9999).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let from = after.timestamp();
         let next = match &self.rule {
@@ -266,7 +286,12 @@ impl Schedule {
                 } else {
                     (from - start) / period + 1
                 };
-                k.checked_mul(period)?.checked_add(start)?
+                let next = k.checked_mul(period)?.checked_add(start)?;
+                // Like cron, nothing fires after year 9999.
+                if next > zone::MAX_INSTANT {
+                    return None;
+                }
+                next
             }
             Rule::Once(at) => {
                 return (*at > after).then_some(*at);

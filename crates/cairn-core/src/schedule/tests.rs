@@ -423,4 +423,12 @@ fn extreme_instants_do_not_panic() {
     assert_eq!(i.next_after(DateTime::<Utc>::MAX_UTC), None);
     let late = t("9999-12-30T00:00:00Z");
     assert_eq!(s.next_after(late), None);
+    // Found by fuzzing: a one-shot past year 9999 could not round-trip.
+    let e = err("in 90m", New_York, "9999-12-31T23:00:00Z");
+    assert!(e.contains("years 1 to 9999 are supported"), "{e}");
+    assert!(Schedule::once(t("9999-12-31T23:59:59Z"), New_York).is_ok());
+    assert!(Schedule::once(DateTime::<Utc>::MAX_UTC, New_York).is_err());
+    let every = parsed("every 2h", New_York, "9999-12-31T20:00:00Z");
+    assert_eq!(every.fire_times(t("9999-12-31T20:00:00Z")).count(), 1);
+    assert!(Schedule::parse("every 2h", New_York, DateTime::<Utc>::MAX_UTC).is_err());
 }
