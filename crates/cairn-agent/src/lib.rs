@@ -15,15 +15,21 @@
 //! variables or files for its configuration; callers pass plain config structs.
 
 pub mod agent_loop;
+pub mod chat;
+pub mod context;
 pub mod hooks;
 pub mod policy;
 pub mod prompt;
+pub mod session;
 pub mod runner;
 pub mod safety;
 pub mod tools;
 
 pub use agent_loop::{
     AgentLoop, LoopConfig, LoopDelegate, LoopEvent, LoopOutcome, LoopStatus, ToolCallRecord,
+};
+pub use context::{
+    CompactionResult, CompactionStrategy, Compactor, ContextBreakdown, ContextMonitor,
 };
 pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};

@@ -25,9 +25,28 @@ pub enum Command {
     Config(ConfigCommand),
     /// Check that cairn can run here: config, home, database, time zone, LLM.
     Doctor,
+    /// Chat with the agent (interactive), or ask one question with -m.
+    Chat(ChatArgs),
     /// Inspect time expressions.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+}
+
+/// Arguments of `cairn chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Ask one question, print the answer and exit.
+    #[arg(short, long)]
+    pub message: Option<String>,
+    /// Approve tool calls the policy would ask about (denials stay denials).
+    #[arg(long)]
+    pub yes: bool,
+    /// Start a new thread instead of continuing the last one.
+    #[arg(long)]
+    pub new: bool,
+    /// Use this model for the session.
+    #[arg(long)]
+    pub model: Option<String>,
 }
 
 /// `cairn config …`

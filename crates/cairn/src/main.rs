@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod exit;
 mod settings;
+mod wiring;
 
 use std::process::ExitCode;
 

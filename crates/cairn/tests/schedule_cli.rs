@@ -11,7 +11,9 @@ fn cairn() -> Command {
     cmd.env(
         "CAIRN_HOME",
         std::env::temp_dir().join("cairn-schedule-cli-test"),
-    );
+    )
+    // Without --tz the configured user zone applies; pin it.
+    .env("CAIRN_TIMEZONE", "Europe/Paris");
     cmd
 }
 
@@ -136,7 +138,7 @@ fn in_90m_is_exactly_90_minutes_after_from() {
     assert_eq!(v["kind"], "once");
     assert_eq!(v["normalized"], "2026-03-09T11:47:00Z");
     assert_eq!(next(&v), ["2026-03-09T11:47:00Z"]);
-    assert_eq!(v["timezone"], "UTC", "no --tz: the default zone");
+    assert_eq!(v["timezone"], "Europe/Paris", "no --tz: the configured user zone");
 }
 
 #[test]

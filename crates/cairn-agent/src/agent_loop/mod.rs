@@ -25,7 +25,7 @@ use cairn_llm::{
     ChatRequest, ChatResponse, LlmError, LlmErrorKind, LlmProvider, StreamEvent, Usage,
 };
 use futures::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::hooks::{HookFlow, HookRegistry};
 use crate::runner::{Approver, ToolRunner, ToolStatus};
@@ -142,7 +142,7 @@ pub enum LoopStatus {
 }
 
 /// One tool call of a turn, for reports (`--json`, run records).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRecord {
     /// Provider call id.
     pub call_id: String,
@@ -223,6 +223,13 @@ impl AgentLoop {
             hooks,
             config,
         }
+    }
+
+    /// The same loop with another model (`None`: the provider's own).
+    pub fn with_model(&self, model: Option<String>) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.config.model = model;
+        copy
     }
 
     /// The model provider.

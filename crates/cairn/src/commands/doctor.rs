@@ -173,27 +173,29 @@ fn check_zone(config: &Config) -> Check {
 }
 
 fn check_llm(config: &Config) -> Check {
-    let llm = &config.llm;
-    match (&llm.provider, &llm.api_key, &llm.model) {
-        (None, _, _) => check(
+    if config.llm.provider.is_none() {
+        return check(
             "llm",
             Status::Warn,
-            "no LLM provider configured; chat and routines need one: set CAIRN_LLM_PROVIDER (openai or anthropic), CAIRN_LLM_MODEL and CAIRN_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY)",
-        ),
-        (Some(p), None, _) if llm.base_url.is_none() => check(
-            "llm",
-            Status::Warn,
-            format!(
-                "provider {p} has no API key; set CAIRN_LLM_API_KEY (local servers such as Ollama also need CAIRN_LLM_BASE_URL)"
-            ),
-        ),
-        (Some(p), _, model) => check(
+            "no LLM provider configured; chat and routines need one: set CAIRN_LLM_PROVIDER (openai, anthropic, ollama, …), CAIRN_LLM_MODEL and CAIRN_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY)",
+        );
+    }
+    // Builds the providers exactly as chat does (no network call).
+    match crate::wiring::llm_settings(config).and_then(|s| {
+        cairn_llm::build_providers(&s).map_err(anyhow::Error::from)?;
+        Ok(s)
+    }) {
+        Ok(s) => check(
             "llm",
             Status::Ok,
             format!(
-                "{p}, model {}",
-                model.as_deref().unwrap_or("(provider default)")
+                "{} at {}, model {}{}",
+                s.primary.effective_name(),
+                s.primary.effective_base_url(),
+                s.primary.model,
+                if s.fallbacks.is_empty() { String::new() } else { format!(", {} fallback(s)", s.fallbacks.len()) }
             ),
         ),
+        Err(e) => check("llm", Status::Fail, format!("{e:#}")),
     }
 }

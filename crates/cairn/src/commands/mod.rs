@@ -1,5 +1,6 @@
 //! Command implementations, one module per top-level command.
 
+mod chat;
 mod config;
 mod doctor;
 mod schedule;
@@ -15,8 +16,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Version => version::run(cli.json),
         Command::Config(ConfigCommand::Show) => config::show(cli.json),
         Command::Doctor => doctor::run(cli.json),
+        Command::Chat(args) => chat::run(&args, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
-            schedule::explain(&args, cli.json, chrono_tz::UTC)
+            // The configured zone is only needed when --tz is absent.
+            let zone = match args.tz {
+                Some(_) => chrono_tz::UTC,
+                None => crate::settings::load()?.user.timezone,
+            };
+            schedule::explain(&args, cli.json, zone)
         }
     }
 }

@@ -1,0 +1,295 @@
+//! The conversation front door: every channel (terminal, WebSocket, API)
+//! hands messages to [`ChatService::handle`], which parses the submission,
+//! finds the session and thread, and either runs an agent turn or answers a
+//! control or command directly (without the LLM).
+//!
+//! A session runs one turn at a time. A message arriving while a turn runs
+//! interrupts it (then runs), `/interrupt` just stops it, and an approval
+//! answer resolves the pending approval of a channel that cannot prompt.
+
+mod commands;
+mod turn;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use cairn_core::submission::{self, ParseContext, Submission};
+use chrono_tz::Tz;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::agent_loop::{AgentLoop, LoopEvent, ToolCallRecord};
+use crate::hooks::HookFlow;
+use crate::prompt::RuntimeInfo;
+use crate::runner::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::session::{SessionError, SessionKey, SessionManager, TurnUsage};
+use crate::tools::ToolLimits;
+
+/// A message from a channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound {
+    /// Who sent it.
+    pub user_id: String,
+    /// The channel it came through.
+    pub channel: String,
+    /// The channel's own thread id, if it has threads.
+    pub thread: Option<String>,
+    /// The text.
+    pub text: String,
+}
+
+/// What a channel does with a turn while it runs.
+pub trait ChatSink: Send + Sync {
+    /// Sees every event (stream text, show tool activity).
+    fn on_event(&self, _event: LoopEvent) {}
+
+    /// Whether to stream the answer.
+    fn streaming(&self) -> bool {
+        false
+    }
+
+    /// Asks the person directly (a terminal prompt). `None` means the channel
+    /// cannot prompt: the request is announced with [`ChatSink::on_approval_needed`]
+    /// and answered by a later approval message.
+    fn approver(&self) -> Option<&dyn Approver> {
+        None
+    }
+
+    /// An approval is pending and will be answered by a later message.
+    fn on_approval_needed(&self, _request: &ApprovalRequest) {}
+}
+
+/// The answer to one inbound message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    /// The agent's answer to a message.
+    Answer(TurnReport),
+    /// Information from a command or control (`/threads`, `/undo`, …).
+    Notice {
+        /// The text to show.
+        text: String,
+    },
+    /// Something went wrong; the text says what.
+    Error {
+        /// The message for the person.
+        text: String,
+    },
+    /// A hook dropped the message.
+    Dropped {
+        /// Why.
+        reason: String,
+    },
+    /// The person asked to leave.
+    Quit,
+}
+
+impl Reply {
+    fn notice(text: impl Into<String>) -> Reply {
+        Reply::Notice { text: text.into() }
+    }
+
+    fn error(text: impl Into<String>) -> Reply {
+        Reply::Error { text: text.into() }
+    }
+}
+
+/// What one turn did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnReport {
+    /// The thread it ran in.
+    pub thread_id: Uuid,
+    /// The turn's number.
+    pub turn: u32,
+    /// The answer.
+    pub response: String,
+    /// The tool calls made.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Tokens and cost.
+    pub usage: TurnUsage,
+}
+
+/// Fixed facts the system prompt and tools need.
+#[derive(Debug, Clone)]
+pub struct ChatSettings {
+    /// The agent's name.
+    pub agent_name: String,
+    /// The workspace directory.
+    pub workspace: PathBuf,
+    /// The user's time zone.
+    pub timezone: Tz,
+    /// Host and OS.
+    pub runtime: RuntimeInfo,
+    /// Tool time and output limits.
+    pub tool_limits: ToolLimits,
+}
+
+/// The turn running in a session, reachable without the session's lock.
+struct Running {
+    cancel: CancellationToken,
+    pending: Option<(ApprovalRequest, oneshot::Sender<ApprovalAnswer>)>,
+}
+
+/// Handles inbound messages for every channel.
+pub struct ChatService {
+    sessions: Arc<SessionManager>,
+    agent: AgentLoop,
+    settings: ChatSettings,
+    running: Arc<Mutex<HashMap<SessionKey, Running>>>,
+}
+
+impl std::fmt::Debug for ChatService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatService").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl ChatService {
+    /// A service over these sessions and this agent loop.
+    pub fn new(sessions: Arc<SessionManager>, agent: AgentLoop, settings: ChatSettings) -> Self {
+        Self {
+            sessions,
+            agent,
+            settings,
+            running: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The session manager.
+    pub fn sessions(&self) -> &Arc<SessionManager> {
+        &self.sessions
+    }
+
+    /// The agent loop.
+    pub fn agent(&self) -> &AgentLoop {
+        &self.agent
+    }
+
+    /// Handles one message and returns what to show.
+    pub async fn handle(&self, inbound: Inbound, sink: &dyn ChatSink) -> Reply {
+        let mut text = inbound.text.clone();
+        if let HookFlow::Cancel(reason) = self.agent.hooks().before_inbound(&inbound.channel, &mut text).await {
+            return Reply::Dropped { reason };
+        }
+        let key = SessionKey {
+            user_id: inbound.user_id.clone(),
+            channel: inbound.channel.clone(),
+        };
+        let live = match self.sessions.session(&key).await {
+            Ok(live) => live,
+            Err(e) => return Reply::error(e.to_string()),
+        };
+        let mut session = match live.try_lock() {
+            Ok(session) => session,
+            Err(_) => {
+                // A turn is running in this session.
+                if let Some(reply) = self.while_busy(&key, &text) {
+                    return reply;
+                }
+                live.lock().await
+            }
+        };
+        let awaiting = self.with_running(&key, |r| r.is_some_and(|r| r.pending.is_some()));
+        match submission::parse(&text, ParseContext { awaiting_approval: awaiting }) {
+            Submission::UserInput { text } => self.input(&key, &mut session, inbound.thread.as_deref(), Some(text), sink).await,
+            Submission::Resume => self.input(&key, &mut session, inbound.thread.as_deref(), None, sink).await,
+            Submission::Summarize => {
+                let ask = "Summarize our conversation so far: the main points, the decisions made and the open questions.";
+                self.input(&key, &mut session, inbound.thread.as_deref(), Some(ask.to_string()), sink).await
+            }
+            Submission::Suggest => {
+                let ask = "Based on our conversation so far, suggest a few useful next steps.";
+                self.input(&key, &mut session, inbound.thread.as_deref(), Some(ask.to_string()), sink).await
+            }
+            Submission::Approval { .. } => Reply::notice("Nothing is waiting for approval."),
+            Submission::Interrupt => Reply::notice("Nothing is running."),
+            Submission::Quit => Reply::Quit,
+            other => self.control(&mut session, inbound.thread.as_deref(), other).await,
+        }
+    }
+
+    /// Handles a message that arrives while a turn runs in the session:
+    /// approvals and interrupts are answered at once; anything else
+    /// interrupts the turn and then waits for the session.
+    fn while_busy(&self, key: &SessionKey, text: &str) -> Option<Reply> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let turn = running.get_mut(key)?;
+        let ctx = ParseContext { awaiting_approval: turn.pending.is_some() };
+        match submission::parse(text, ctx) {
+            Submission::Approval { approved, always, .. } => {
+                let answer = match (approved, always) {
+                    (true, true) => ApprovalAnswer::Always,
+                    (true, false) => ApprovalAnswer::Yes,
+                    (false, _) => ApprovalAnswer::No,
+                };
+                if let Some((_, reply_to)) = turn.pending.take() {
+                    let _ = reply_to.send(answer);
+                }
+                Some(Reply::notice(if approved { "Approved." } else { "Declined." }))
+            }
+            Submission::Interrupt => {
+                turn.cancel.cancel();
+                Some(Reply::notice("Interrupted."))
+            }
+            _ => {
+                turn.cancel.cancel();
+                None
+            }
+        }
+    }
+
+    fn with_running<T>(&self, key: &SessionKey, f: impl FnOnce(Option<&Running>) -> T) -> T {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        f(running.get(key))
+    }
+
+    /// Interrupts the turn running in a session (Ctrl-C, shutdown); returns whether one was running.
+    pub fn interrupt(&self, user_id: &str, channel: &str) -> bool {
+        let key = SessionKey {
+            user_id: user_id.to_string(),
+            channel: channel.to_string(),
+        };
+        self.with_running(&key, |r| {
+            r.map(|r| {
+                r.cancel.cancel();
+                true
+            })
+            .unwrap_or(false)
+        })
+    }
+}
+
+/// Answers approvals for channels that cannot prompt: parks the request where
+/// a later approval message finds it.
+struct PendingApprover<'a> {
+    key: SessionKey,
+    running: Arc<Mutex<HashMap<SessionKey, Running>>>,
+    sink: &'a dyn ChatSink,
+}
+
+#[async_trait]
+impl Approver for PendingApprover<'_> {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            match running.get_mut(&self.key) {
+                Some(turn) => turn.pending = Some((request.clone(), tx)),
+                None => return ApprovalAnswer::No,
+            }
+        }
+        self.sink.on_approval_needed(request);
+        // A dropped sender (turn interrupted) is a no.
+        rx.await.unwrap_or(ApprovalAnswer::No)
+    }
+}
+
+impl From<SessionError> for Reply {
+    fn from(e: SessionError) -> Reply {
+        Reply::error(e.to_string())
+    }
+}

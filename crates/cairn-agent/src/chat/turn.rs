@@ -1,0 +1,229 @@
+//! Running one agent turn in a thread: checkpoint, prompt, loop, record, save.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cairn_core::chat::ChatMessage;
+use tokio_util::sync::CancellationToken;
+
+use super::{ChatService, ChatSink, PendingApprover, Reply, Running, TurnReport};
+use crate::agent_loop::{LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
+use crate::prompt::{PromptContext, build_system_prompt};
+use crate::runner::Approver;
+use crate::session::{Checkpoint, LiveSession, SessionKey, ThreadState, Turn, TurnState, TurnUsage, title_from};
+use crate::tools::ToolContext;
+
+/// The loop delegate of a chat turn.
+struct TurnDelegate<'a> {
+    sink: &'a dyn ChatSink,
+    approver: &'a dyn Approver,
+}
+
+#[async_trait]
+impl LoopDelegate for TurnDelegate<'_> {
+    fn approver(&self) -> &dyn Approver {
+        self.approver
+    }
+
+    fn streaming(&self) -> bool {
+        self.sink.streaming()
+    }
+
+    fn on_event(&self, event: LoopEvent) {
+        self.sink.on_event(event);
+    }
+}
+
+impl ChatService {
+    /// Runs a turn for `text` in the resolved thread, or resumes the thread's
+    /// interrupted last turn when `text` is `None`.
+    pub(super) async fn input(
+        &self,
+        key: &SessionKey,
+        session: &mut LiveSession,
+        external: Option<&str>,
+        text: Option<String>,
+        sink: &dyn ChatSink,
+    ) -> Reply {
+        let clock = Arc::clone(self.sessions.clock());
+        let thread_id = match self.sessions.resolve_thread(session, external).await {
+            Ok(id) => id,
+            Err(e) => return e.into(),
+        };
+        let model = session.row.metadata.get("model").and_then(|m| m.as_str()).map(str::to_string);
+        let session_id = session.row.id.to_string();
+        let Some((row, thread)) = session.split(thread_id) else {
+            return Reply::error("the thread could not be loaded");
+        };
+
+        // What this turn starts from: a new message, or the interrupted turn's messages.
+        let (number, user_input, started_at, prior) = match text {
+            Some(text) => {
+                let number = thread.next_turn_number();
+                let description = format!("before turn {number}: {}", title_from(&text));
+                let checkpoint = Checkpoint::new(number, description, thread.turns.clone());
+                thread.undo.checkpoint(checkpoint.clone());
+                if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
+                    return e.into();
+                }
+                let prior = PriorTurn::new(ChatMessage::user(text.clone()));
+                (number, text, clock.now(), prior)
+            }
+            None => match thread.turns.pop_if(|last| last.state == TurnState::Interrupted) {
+                Some(t) => (t.number, t.user_input.clone(), t.started_at, PriorTurn::from(t)),
+                None => return Reply::notice("Nothing to resume: the last turn was not interrupted."),
+            },
+        };
+
+        let agent = match model {
+            Some(m) => self.agent.with_model(Some(m)),
+            None => self.agent.clone(),
+        };
+        let prompt = build_system_prompt(&PromptContext {
+            agent_name: self.settings.agent_name.clone(),
+            workspace: self.settings.workspace.clone(),
+            timezone: self.settings.timezone,
+            now: clock.now(),
+            model: agent.config().model.clone().unwrap_or_else(|| agent.provider().model().to_string()),
+            tools: agent.runner().registry().definitions(),
+            runtime: self.settings.runtime.clone(),
+        })
+        .await;
+        let mut messages = vec![ChatMessage::system(prompt)];
+        messages.extend(thread.history());
+        let base = messages.len();
+        messages.extend(prior.messages.iter().cloned());
+
+        thread.state = ThreadState::Processing;
+        thread.updated_at = clock.now();
+        if thread.title.is_none() {
+            thread.title = Some(title_from(&user_input));
+        }
+        if let Err(e) = self.sessions.save(row, thread).await {
+            return e.into();
+        }
+
+        let cancel = CancellationToken::new();
+        self.register(key, cancel.clone());
+        let ctx = ToolContext::new(&self.settings.workspace, &session_id)
+            .with_cancel(cancel)
+            .with_timezone(self.settings.timezone)
+            .with_clock(Arc::clone(&clock))
+            .with_limits(self.settings.tool_limits.clone());
+        let pending = PendingApprover {
+            key: key.clone(),
+            running: Arc::clone(&self.running),
+            sink,
+        };
+        let delegate = TurnDelegate {
+            sink,
+            approver: sink.approver().unwrap_or(&pending),
+        };
+        let outcome = agent.run(&delegate, &mut messages, &ctx).await;
+        self.unregister(key);
+
+        let turn = record(number, user_input, started_at, prior, &messages[base..], &outcome, clock.now());
+        thread.state = match turn.state {
+            TurnState::Interrupted => ThreadState::Interrupted,
+            _ => ThreadState::Completed,
+        };
+        thread.updated_at = clock.now();
+        let report = TurnReport {
+            thread_id: thread.id,
+            turn: turn.number,
+            response: turn.response.clone().unwrap_or_default(),
+            tool_calls: turn.tool_calls.clone(),
+            usage: turn.usage,
+        };
+        let error = turn.error.clone();
+        let state = turn.state;
+        thread.turns.push(turn);
+        if let Err(e) = self.sessions.save(row, thread).await {
+            return e.into();
+        }
+        match (state, error) {
+            (TurnState::Completed, _) => Reply::Answer(report),
+            (TurnState::Interrupted, _) => Reply::notice("Interrupted. /resume continues the turn, /undo drops it."),
+            (_, Some(error)) => Reply::error(error),
+            (_, None) => Reply::error("the turn failed"),
+        }
+    }
+
+    fn register(&self, key: &SessionKey, cancel: CancellationToken) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.insert(key.clone(), Running { cancel, pending: None });
+    }
+
+    fn unregister(&self, key: &SessionKey) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.remove(key);
+    }
+}
+
+/// What an interrupted turn had done before it was resumed.
+struct PriorTurn {
+    messages: Vec<ChatMessage>,
+    tool_calls: Vec<crate::agent_loop::ToolCallRecord>,
+    usage: TurnUsage,
+}
+
+impl PriorTurn {
+    fn new(user: ChatMessage) -> Self {
+        Self {
+            messages: vec![user],
+            tool_calls: Vec::new(),
+            usage: TurnUsage::default(),
+        }
+    }
+}
+
+impl From<Turn> for PriorTurn {
+    fn from(turn: Turn) -> Self {
+        Self {
+            messages: turn.messages,
+            tool_calls: turn.tool_calls,
+            usage: turn.usage,
+        }
+    }
+}
+
+/// The turn as it is kept: every message it added (prior ones included) and its outcome.
+fn record(
+    number: u32,
+    user_input: String,
+    started_at: chrono::DateTime<chrono::Utc>,
+    prior: PriorTurn,
+    messages: &[ChatMessage],
+    outcome: &LoopOutcome,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Turn {
+    let (state, error) = match &outcome.status {
+        LoopStatus::Answered => (TurnState::Completed, None),
+        LoopStatus::Interrupted => (TurnState::Interrupted, None),
+        LoopStatus::IterationLimit { limit } => (
+            TurnState::Failed,
+            Some(format!("stopped after {limit} model calls without a final answer (agent.max_iterations)")),
+        ),
+        LoopStatus::Cancelled { reason } => (TurnState::Failed, Some(format!("stopped by a hook: {reason}"))),
+        LoopStatus::Failed { error } => (TurnState::Failed, Some(error.to_string())),
+    };
+    let mut tool_calls = prior.tool_calls;
+    tool_calls.extend(outcome.tool_calls.iter().cloned());
+    Turn {
+        number,
+        kind: Default::default(),
+        user_input,
+        response: (state == TurnState::Completed).then(|| outcome.text.clone()),
+        messages: messages.to_vec(),
+        tool_calls,
+        state,
+        started_at,
+        completed_at: (state != TurnState::Interrupted).then_some(now),
+        error,
+        usage: TurnUsage {
+            input_tokens: prior.usage.input_tokens + outcome.usage.input_tokens,
+            output_tokens: prior.usage.output_tokens + outcome.usage.output_tokens,
+            cost_micros: prior.usage.cost_micros.saturating_add(outcome.cost_micros),
+        },
+    }
+}

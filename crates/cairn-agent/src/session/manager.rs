@@ -1,0 +1,337 @@
+//! Finding, creating, loading, saving and pruning sessions and their threads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_store::{CheckpointRow, SessionRow, Store, StoreError, ThreadRow, ThreadSummary};
+use chrono::{DateTime, Utc};
+use tokio::sync::{Mutex, RwLock};
+use uuid::Uuid;
+
+use super::model::{Thread, ThreadState, Turn};
+use super::undo::{Checkpoint, UndoManager};
+use crate::tools::Clock;
+
+/// Sessions above this count in memory are worth a warning (a leak, or a flood).
+pub const SESSION_COUNT_WARNING: usize = 1_000;
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Stored turns or checkpoints could not be read back.
+    #[error("thread {thread} has unreadable {what}: {message}")]
+    Corrupt {
+        /// The thread.
+        thread: Uuid,
+        /// Turns or checkpoints.
+        what: &'static str,
+        /// The decoding error.
+        message: String,
+    },
+    /// No thread of this session matches.
+    #[error("no thread {0} in this session (see /threads)")]
+    NoSuchThread(String),
+    /// Several threads match an id prefix.
+    #[error("\"{0}\" matches several threads; give more of the id")]
+    AmbiguousThread(String),
+}
+
+/// Identifies a session: one per user and channel.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    /// The user.
+    pub user_id: String,
+    /// The channel.
+    pub channel: String,
+}
+
+/// A session held in memory, with the threads loaded so far.
+#[derive(Debug)]
+pub struct LiveSession {
+    /// The stored session.
+    pub row: SessionRow,
+    threads: HashMap<Uuid, Thread>,
+}
+
+impl LiveSession {
+    /// The session row and one loaded thread, borrowed together.
+    pub fn split(&mut self, thread: Uuid) -> Option<(&mut SessionRow, &mut Thread)> {
+        let thread = self.threads.get_mut(&thread)?;
+        Some((&mut self.row, thread))
+    }
+
+    /// The active thread's id, if it is loaded.
+    pub fn active_thread(&self) -> Option<Uuid> {
+        self.row.active_thread_id.filter(|id| self.threads.contains_key(id))
+    }
+}
+
+/// Keeps sessions in memory over the store.
+pub struct SessionManager {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    max_checkpoints: usize,
+    idle_timeout: Duration,
+    sessions: RwLock<HashMap<SessionKey, Arc<Mutex<LiveSession>>>>,
+}
+
+impl std::fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("max_checkpoints", &self.max_checkpoints)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionManager {
+    /// A manager over `store`; threads keep `max_checkpoints` undo steps.
+    pub fn new(store: Store, clock: Arc<dyn Clock>, max_checkpoints: usize, idle_timeout: Duration) -> Self {
+        Self {
+            store,
+            clock,
+            max_checkpoints,
+            idle_timeout,
+            sessions: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The session for `key`, loaded or created. Concurrent first messages
+    /// get the same session: a read lock for the common case, then a write
+    /// lock with a second look before creating (and the store's unique key
+    /// makes it one row even across processes).
+    pub async fn session(&self, key: &SessionKey) -> Result<Arc<Mutex<LiveSession>>, SessionError> {
+        if let Some(found) = self.sessions.read().await.get(key) {
+            return Ok(Arc::clone(found));
+        }
+        let mut sessions = self.sessions.write().await;
+        if let Some(found) = sessions.get(key) {
+            return Ok(Arc::clone(found));
+        }
+        let row = self
+            .store
+            .get_or_create_session(&key.user_id, &key.channel, self.clock.now())
+            .await?;
+        let live = Arc::new(Mutex::new(LiveSession {
+            row,
+            threads: HashMap::new(),
+        }));
+        sessions.insert(key.clone(), Arc::clone(&live));
+        if sessions.len() > SESSION_COUNT_WARNING {
+            tracing::warn!(count = sessions.len(), "more than {SESSION_COUNT_WARNING} sessions in memory");
+        }
+        Ok(live)
+    }
+
+    /// How many sessions are in memory.
+    pub async fn len(&self) -> usize {
+        self.sessions.read().await.len()
+    }
+
+    /// Whether no session is in memory.
+    pub async fn is_empty(&self) -> bool {
+        self.sessions.read().await.is_empty()
+    }
+
+    /// Drops sessions idle longer than the timeout from memory (they stay in
+    /// the store). A session busy with a turn is skipped, never waited for.
+    pub async fn prune_idle(&self) -> usize {
+        let cutoff = self.clock.now() - chrono::Duration::from_std(self.idle_timeout).unwrap_or(chrono::Duration::MAX);
+        let mut sessions = self.sessions.write().await;
+        let before = sessions.len();
+        sessions.retain(|_, live| match live.try_lock() {
+            Ok(session) => session.row.last_active_at >= cutoff,
+            Err(_) => true,
+        });
+        let pruned = before - sessions.len();
+        if pruned > 0 {
+            tracing::info!(pruned, remaining = sessions.len(), "pruned idle sessions");
+        }
+        pruned
+    }
+
+    /// Prunes idle sessions every `every` until the task is aborted.
+    pub fn spawn_pruner(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let manager = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                manager.prune_idle().await;
+            }
+        })
+    }
+
+    /// The thread a message goes to: the one the channel names (created on
+    /// first use), else the session's active thread, else a new one.
+    pub async fn resolve_thread(&self, session: &mut LiveSession, external: Option<&str>) -> Result<Uuid, SessionError> {
+        let id = match external {
+            Some(ext) => match session.threads.values().find(|t| t.external_id.as_deref() == Some(ext)) {
+                Some(t) => t.id,
+                None => match self.store.find_thread(session.row.id, ext).await? {
+                    Some(row) => self.load(session, row).await?,
+                    None => self.create_thread(session, Some(ext.to_string())).await?,
+                },
+            },
+            None => match session.row.active_thread_id {
+                Some(id) if session.threads.contains_key(&id) => id,
+                Some(id) => match self.store.get_thread(id).await? {
+                    Some(row) => self.load(session, row).await?,
+                    None => self.create_thread(session, None).await?,
+                },
+                None => self.create_thread(session, None).await?,
+            },
+        };
+        Ok(id)
+    }
+
+    /// Starts a new thread and makes it the active one.
+    pub async fn new_thread(&self, session: &mut LiveSession) -> Result<Uuid, SessionError> {
+        let id = self.create_thread(session, None).await?;
+        Ok(id)
+    }
+
+    /// Makes the thread whose id starts with `prefix` the active one.
+    pub async fn switch_thread(&self, session: &mut LiveSession, prefix: &str) -> Result<ThreadSummary, SessionError> {
+        let all = self.store.list_threads(session.row.id).await?;
+        let prefix = prefix.trim().to_ascii_lowercase();
+        let matches: Vec<&ThreadSummary> = all.iter().filter(|t| t.id.to_string().starts_with(&prefix)).collect();
+        let found = match matches.as_slice() {
+            [one] => (*one).clone(),
+            [] => return Err(SessionError::NoSuchThread(prefix)),
+            _ => return Err(SessionError::AmbiguousThread(prefix)),
+        };
+        session.row.active_thread_id = Some(found.id);
+        session.row.last_active_at = self.clock.now();
+        self.store.update_session(&session.row).await?;
+        Ok(found)
+    }
+
+    /// The session's threads, most recent first.
+    pub async fn list_threads(&self, session: &LiveSession) -> Result<Vec<ThreadSummary>, SessionError> {
+        Ok(self.store.list_threads(session.row.id).await?)
+    }
+
+    /// Saves a thread (state, title, turns) and the session's activity time.
+    pub async fn save(&self, session: &mut SessionRow, thread: &Thread) -> Result<(), SessionError> {
+        self.store.save_thread(&row_of(thread)?).await?;
+        session.last_active_at = self.clock.now();
+        self.store.update_session(session).await?;
+        Ok(())
+    }
+
+    /// Persists a new undo checkpoint (the redo stack is cleared with it).
+    pub async fn save_checkpoint(&self, thread: &Thread, checkpoint: &Checkpoint) -> Result<(), SessionError> {
+        let row = checkpoint_row(thread.id, checkpoint)?;
+        Ok(self.store.push_checkpoint(thread.id, &row, thread.undo.max()).await?)
+    }
+
+    /// Persists both checkpoint stacks as they are now (after undo, redo, restore).
+    pub async fn save_undo_stacks(&self, thread: &Thread) -> Result<(), SessionError> {
+        let undo = thread.undo.undo_stack().map(|c| checkpoint_row(thread.id, c)).collect::<Result<Vec<_>, _>>()?;
+        let redo = thread.undo.redo_stack().iter().map(|c| checkpoint_row(thread.id, c)).collect::<Result<Vec<_>, _>>()?;
+        Ok(self.store.replace_checkpoints(thread.id, &undo, &redo).await?)
+    }
+
+    async fn create_thread(&self, session: &mut LiveSession, external: Option<String>) -> Result<Uuid, SessionError> {
+        let now = self.clock.now();
+        let thread = Thread::new(session.row.id, external.clone(), self.max_checkpoints, now);
+        self.store.create_thread(&row_of(&thread)?).await?;
+        if external.is_none() {
+            session.row.active_thread_id = Some(thread.id);
+            session.row.last_active_at = now;
+            self.store.update_session(&session.row).await?;
+        }
+        let id = thread.id;
+        session.threads.insert(id, thread);
+        Ok(id)
+    }
+
+    async fn load(&self, session: &mut LiveSession, row: ThreadRow) -> Result<Uuid, SessionError> {
+        let corrupt = |what, e: serde_json::Error| SessionError::Corrupt {
+            thread: row.id,
+            what,
+            message: e.to_string(),
+        };
+        let turns: Vec<Turn> = serde_json::from_value(row.turns.clone()).map_err(|e| corrupt("turns", e))?;
+        let (undo, redo) = self.store.load_checkpoints(row.id).await?;
+        let decode = |rows: Vec<CheckpointRow>| {
+            rows.into_iter()
+                .map(|r| serde_json::from_value::<Checkpoint>(r.data).map_err(|e| corrupt("checkpoints", e)))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let mut state = ThreadState::parse(&row.state);
+        // A thread stored mid-turn belongs to a process that is gone.
+        if matches!(state, ThreadState::Processing | ThreadState::AwaitingApproval) {
+            state = ThreadState::Interrupted;
+        }
+        let thread = Thread {
+            id: row.id,
+            session_id: row.session_id,
+            external_id: row.external_id,
+            title: row.title,
+            state,
+            turns,
+            undo: UndoManager::from_parts(decode(undo)?, decode(redo)?, self.max_checkpoints),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        };
+        let id = thread.id;
+        session.threads.insert(id, thread);
+        Ok(id)
+    }
+}
+
+fn row_of(thread: &Thread) -> Result<ThreadRow, SessionError> {
+    Ok(ThreadRow {
+        id: thread.id,
+        session_id: thread.session_id,
+        external_id: thread.external_id.clone(),
+        title: thread.title.clone(),
+        state: thread.state.as_str().to_string(),
+        turns: serde_json::to_value(&thread.turns).map_err(|e| SessionError::Corrupt {
+            thread: thread.id,
+            what: "turns",
+            message: e.to_string(),
+        })?,
+        created_at: thread.created_at,
+        updated_at: thread.updated_at,
+    })
+}
+
+fn checkpoint_row(thread: Uuid, checkpoint: &Checkpoint) -> Result<CheckpointRow, SessionError> {
+    Ok(CheckpointRow {
+        id: checkpoint.id.clone(),
+        data: serde_json::to_value(checkpoint).map_err(|e| SessionError::Corrupt {
+            thread,
+            what: "checkpoints",
+            message: e.to_string(),
+        })?,
+    })
+}
+
+/// When a thread last changed, for listings.
+pub fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        0..60 => format!("{secs}s ago"),
+        60..3600 => format!("{}m ago", secs / 60),
+        3600..86_400 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
+}

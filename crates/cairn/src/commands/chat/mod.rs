@@ -1,0 +1,153 @@
+//! `cairn chat`: an interactive conversation with the agent, or one question with `-m`.
+
+mod terminal;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use cairn_agent::chat::{ChatService, Inbound, Reply};
+use cairn_core::config::Config;
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use crate::cli::ChatArgs;
+use crate::exit::BadInput;
+use crate::{settings, wiring};
+use terminal::{ApprovalMode, Line, LineReader, TerminalSink};
+
+/// The channel name of the terminal.
+const CHANNEL: &str = "terminal";
+
+/// Runs the chat REPL, or answers one message with `-m`.
+pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    super::runtime()?.block_on(async {
+        let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
+        let service = Arc::new(wiring::chat_service(&config, store)?);
+        let reader = LineReader::new(Some(config.home().join("history.txt")));
+        if args.new {
+            service.handle(inbound(&config, "/new"), &TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false)).await;
+        }
+        if let Some(model) = &args.model {
+            let quiet = TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false);
+            service.handle(inbound(&config, &format!("/model {model}")), &quiet).await;
+        }
+        match &args.message {
+            Some(message) => one_shot(&config, &service, reader, args, message, json).await,
+            None if json => Err(BadInput("--json needs -m: the interactive chat has no JSON form".into()).into()),
+            None => repl(&config, &service, reader, args).await,
+        }
+    })
+}
+
+fn inbound(config: &Config, text: &str) -> Inbound {
+    Inbound {
+        user_id: config.user.id.clone(),
+        channel: CHANNEL.to_string(),
+        thread: None,
+        text: text.to_string(),
+    }
+}
+
+/// Handles a message; Ctrl-C while it runs interrupts the turn.
+async fn handle(config: &Config, service: &ChatService, sink: &TerminalSink, text: &str) -> Reply {
+    let work = service.handle(inbound(config, text), sink);
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            reply = &mut work => return reply,
+            signal = tokio::signal::ctrl_c() => {
+                if signal.is_ok() {
+                    service.interrupt(&config.user.id, CHANNEL);
+                }
+            }
+        }
+    }
+}
+
+async fn one_shot(
+    config: &Config,
+    service: &ChatService,
+    reader: LineReader,
+    args: &ChatArgs,
+    message: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let approvals = if args.yes {
+        ApprovalMode::Yes
+    } else if reader.interactive() {
+        ApprovalMode::Ask
+    } else {
+        ApprovalMode::Decline
+    };
+    let sink = TerminalSink::new(reader, approvals, false, false);
+    match handle(config, service, &sink, message).await {
+        Reply::Answer(report) if json => {
+            let out = json!({
+                "response": report.response,
+                "tool_calls": report.tool_calls,
+                "usage": report.usage,
+                "thread_id": report.thread_id,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Reply::Answer(report) => {
+            println!("{}", report.response);
+            Ok(ExitCode::SUCCESS)
+        }
+        Reply::Notice { text } => {
+            println!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Reply::Quit => Ok(ExitCode::SUCCESS),
+        Reply::Error { text } => Err(anyhow::anyhow!(text)),
+        Reply::Dropped { reason } => Err(anyhow::anyhow!("the message was dropped: {reason}")),
+    }
+}
+
+async fn repl(config: &Config, service: &ChatService, reader: LineReader, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+    let interactive = reader.interactive();
+    let approvals = if args.yes { ApprovalMode::Yes } else { ApprovalMode::Ask };
+    let sink = TerminalSink::new(reader.clone(), approvals, true, true);
+    if interactive {
+        println!(
+            "cairn {} — chatting as {} with {}. /help for commands, /quit to leave, Ctrl-C stops a turn.",
+            env!("CARGO_PKG_VERSION"),
+            config.agent.name,
+            service.agent().provider().model()
+        );
+    }
+    loop {
+        let text = match reader.read("you> ").await {
+            Line::Text(text) => text,
+            Line::Cancelled => continue,
+            Line::End => break,
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match handle(config, service, &sink, &text).await {
+            Reply::Answer(report) => {
+                if sink.take_streamed() {
+                    println!();
+                } else {
+                    println!("{}", report.response);
+                }
+            }
+            Reply::Notice { text } => {
+                sink.take_streamed();
+                println!("{text}");
+            }
+            Reply::Error { text } => {
+                if sink.take_streamed() {
+                    println!();
+                }
+                eprintln!("error: {text}");
+            }
+            Reply::Dropped { reason } => eprintln!("(message dropped: {reason})"),
+            Reply::Quit => break,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

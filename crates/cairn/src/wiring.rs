@@ -1,0 +1,184 @@
+//! Turning the configuration into running parts: LLM providers, tools and
+//! policy, the agent loop, sessions and the chat service. One place, so
+//! `chat`, `job`, the daemon and `doctor` build things the same way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::session::SessionManager;
+use cairn_agent::tools::{SystemClock, ToolsConfig, builtin_registry};
+use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolRunner};
+use cairn_core::config::{Config, Section};
+use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
+use cairn_store::Store;
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+
+use crate::exit::BadInput;
+
+/// Undo steps kept per thread.
+const MAX_CHECKPOINTS: usize = 20;
+/// Sessions idle this long leave memory (they stay in the store).
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
+
+/// Deserializes a free-form config table, naming the file, line and key on error.
+fn section<T: serde::de::DeserializeOwned>(config: &Config, key: &str, section: &Section) -> anyhow::Result<T> {
+    serde_json::from_value(section.value.clone()).map_err(|e| {
+        let file = config.settings.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        BadInput(format!("{file}:{}: {key}: {e}", section.line)).into()
+    })
+}
+
+/// One `[[llm.fallbacks]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fallback {
+    provider: String,
+    model: String,
+    #[serde(default)]
+    base_url: Option<String>,
+    #[serde(default)]
+    api_key: Option<String>,
+}
+
+/// What to tell a person who has not configured an LLM.
+fn no_provider_help(config: &Config) -> String {
+    format!(
+        "no LLM provider is configured. Set CAIRN_LLM_PROVIDER (openai, anthropic, openrouter, ollama, vllm, \
+         llamacpp or lmstudio), CAIRN_LLM_MODEL and CAIRN_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY); \
+         local servers also take CAIRN_LLM_BASE_URL. The same settings go in the [llm] section of {}",
+        crate::settings::config_path(config.home()).display()
+    )
+}
+
+/// The provider settings the configuration describes.
+pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
+    let llm = &config.llm;
+    let Some(provider) = llm.provider.as_deref() else {
+        return Err(BadInput(no_provider_help(config)).into());
+    };
+    let Some(model) = llm.model.as_deref().filter(|m| !m.trim().is_empty()) else {
+        return Err(BadInput(format!(
+            "llm.provider is {provider} but no model is set: set CAIRN_LLM_MODEL or llm.model"
+        ))
+        .into());
+    };
+    let mut prices = PriceTable::builtin();
+    if let Some(sec) = &llm.prices {
+        let extra: PriceTable = section(config, "llm.prices", sec)?;
+        prices.merge(&extra);
+    }
+    let base = |name: &str, model: &str| -> anyhow::Result<ProviderSettings> {
+        let settings = ProviderSettings::preset(name, model).map_err(|e| BadInput(format!("llm.provider: {e}")))?;
+        Ok(settings
+            .with_timeout(Some(llm.timeout))
+            .with_max_retries(llm.max_retries)
+            .with_context_window(llm.context_limit)
+            .with_prices(prices.clone()))
+    };
+    let mut primary = base(provider, model)?;
+    if let Some(url) = &llm.base_url {
+        primary = primary.with_base_url(url.clone());
+    }
+    primary.api_key = llm.api_key.clone();
+    let cheap = match &llm.cheap_model {
+        Some(cheap_model) => {
+            let mut cheap = primary.clone();
+            cheap.model = cheap_model.clone();
+            Some(cheap)
+        }
+        None => None,
+    };
+    let mut fallbacks = Vec::new();
+    if let Some(sec) = &llm.fallbacks {
+        let entries: Vec<Fallback> = section(config, "llm.fallbacks", sec)?;
+        for f in entries {
+            let mut settings = base(&f.provider, &f.model)?;
+            if let Some(url) = f.base_url {
+                settings = settings.with_base_url(url);
+            }
+            if let Some(key) = f.api_key {
+                settings = settings.with_api_key(key);
+            }
+            fallbacks.push(settings);
+        }
+    }
+    Ok(LlmSettings {
+        primary,
+        cheap,
+        fallbacks,
+    })
+}
+
+/// The main and cheap providers.
+pub fn providers(config: &Config) -> anyhow::Result<Providers> {
+    let settings = llm_settings(config)?;
+    build_providers(&settings).map_err(|e| BadInput(e.to_string()).into())
+}
+
+/// The `[tools]` table, with cairn's own secrets added to the forbidden paths.
+pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
+    let mut tools: ToolsConfig = match &config.tools {
+        Some(sec) => section(config, "tools", sec)?,
+        None => ToolsConfig::default(),
+    };
+    let home = config.home();
+    let mut private = vec![
+        crate::settings::config_path(home).display().to_string(),
+        home.join("history.txt").display().to_string(),
+    ];
+    let db = config.database_url.expose_secret();
+    if let Some(path) = db.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or(path);
+        private.extend([path.to_string(), format!("{path}-wal"), format!("{path}-shm")]);
+    }
+    for path in private {
+        if !tools.shell.forbidden_paths.contains(&path) {
+            tools.shell.forbidden_paths.push(path.clone());
+        }
+        if !tools.files.forbidden_paths.contains(&path) {
+            tools.files.forbidden_paths.push(path);
+        }
+    }
+    Ok(tools)
+}
+
+/// The agent loop over the main provider and the configured tools.
+pub fn agent_loop(config: &Config, providers: &Providers, tools: &ToolsConfig) -> anyhow::Result<AgentLoop> {
+    let registry = builtin_registry(tools).context("cannot set up the tools")?;
+    let policy = PolicyGate::new(&tools.policy);
+    let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
+    Ok(AgentLoop::new(
+        Arc::clone(&providers.main),
+        runner,
+        Arc::new(HookRegistry::new()),
+        LoopConfig {
+            max_iterations: config.agent.max_iterations,
+            ..LoopConfig::default()
+        },
+    ))
+}
+
+/// Everything a chat channel needs, over an open store.
+pub fn chat_service(config: &Config, store: Store) -> anyhow::Result<ChatService> {
+    let providers = providers(config)?;
+    let tools = tools_config(config)?;
+    let agent = agent_loop(config, &providers, &tools)?;
+    std::fs::create_dir_all(&config.workspace)
+        .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
+    let sessions = Arc::new(SessionManager::new(store, Arc::new(SystemClock), MAX_CHECKPOINTS, SESSION_IDLE));
+    Ok(ChatService::new(
+        sessions,
+        agent,
+        ChatSettings {
+            agent_name: config.agent.name.clone(),
+            workspace: config.workspace.clone(),
+            timezone: config.user.timezone,
+            runtime: RuntimeInfo::detect(),
+            tool_limits: tools.limits.clone(),
+        },
+    ))
+}

@@ -1,0 +1,183 @@
+//! Black-box tests of `cairn chat` against the fake LLM server.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use predicates::prelude::PredicateBooleanExt;
+use predicates::str::contains;
+use serde_json::json;
+
+struct Env {
+    server: FakeLlmServer,
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            server: FakeLlmServer::start_on_thread().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cairn(&self) -> Command {
+        let mut cmd = Command::cargo_bin("cairn").unwrap();
+        cmd.env_clear()
+            .env("CAIRN_HOME", self.home.path())
+            .env("CAIRN_LLM_PROVIDER", "openai")
+            .env("CAIRN_LLM_BASE_URL", self.server.base_url_openai())
+            .env("CAIRN_LLM_MODEL", "test-model")
+            .env("CAIRN_LLM_API_KEY", "sk-test-0123456789")
+            .env("CAIRN_LLM_MAX_RETRIES", "0");
+        cmd
+    }
+
+    fn workspace(&self) -> std::path::PathBuf {
+        self.home.path().join("workspace")
+    }
+
+    /// The `messages` of the n-th request the model received.
+    fn sent(&self, n: usize) -> Vec<serde_json::Value> {
+        self.server.requests()[n].body["messages"].as_array().unwrap().clone()
+    }
+}
+
+fn text_of(messages: &[serde_json::Value]) -> String {
+    serde_json::to_string(messages).unwrap()
+}
+
+#[test]
+fn one_shot_prints_only_the_answer() {
+    let env = Env::new();
+    env.server.push(Scripted::text("Paris."));
+    env.cairn().args(["chat", "-m", "Capital of France?"]).assert().success().stdout("Paris.\n");
+    let sent = env.sent(0);
+    assert_eq!(sent[0]["role"], "system");
+    assert!(sent[0]["content"].as_str().unwrap().contains("Working directory:"));
+    assert_eq!(sent.last().unwrap()["content"], "Capital of France?");
+}
+
+#[test]
+fn one_shot_json_reports_tool_calls_and_usage() {
+    let env = Env::new();
+    env.server.push(Scripted::tool_call("time_now", json!({})).with_usage(20, 5));
+    env.server.push(Scripted::text("It is noon.").with_usage(30, 4));
+    let out = env.cairn().args(["chat", "-m", "What time is it?", "--json"]).assert().success().get_output().stdout.clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["response"], "It is noon.");
+    assert_eq!(v["tool_calls"][0]["tool"], "time_now");
+    assert_eq!(v["tool_calls"][0]["status"], "success");
+    assert_eq!(v["usage"]["input_tokens"], 50);
+    assert_eq!(v["usage"]["output_tokens"], 9);
+}
+
+#[test]
+fn yes_approves_asked_tools_and_without_it_they_are_declined() {
+    let env = Env::new();
+    env.server.push(Scripted::tool_call("file_write", json!({"path": "note.txt", "content": "hello"})));
+    env.server.push(Scripted::text("Written."));
+    env.cairn().args(["chat", "-m", "write a note", "--yes"]).assert().success().stdout("Written.\n");
+    assert_eq!(std::fs::read_to_string(env.workspace().join("note.txt")).unwrap(), "hello");
+
+    env.server.push(Scripted::tool_call("file_write", json!({"path": "other.txt", "content": "x"})));
+    env.server.push(Scripted::text("I could not write it."));
+    env.cairn()
+        .args(["chat", "-m", "write another"])
+        .assert()
+        .success()
+        .stdout("I could not write it.\n")
+        .stderr(contains("[Approval Required] Tool: file_write"));
+    assert!(!env.workspace().join("other.txt").exists());
+    let tool_result = env.sent(3).iter().rev().find(|m| m["role"] == "tool").cloned().unwrap();
+    assert!(tool_result["content"].as_str().unwrap().contains("declined"), "{tool_result}");
+}
+
+#[test]
+fn piped_repl_answers_approvals_and_commands_in_order() {
+    let env = Env::new();
+    env.server.push(Scripted::text("Hello there."));
+    env.server.push(Scripted::tool_call("file_write", json!({"path": "a.txt", "content": "A"})));
+    env.server.push(Scripted::text("Saved."));
+    env.cairn()
+        .arg("chat")
+        .write_stdin("hi\n/tools\nsave a file\ny\n/ping\n/quit\nnever read\n")
+        .assert()
+        .success()
+        .stdout(contains("Hello there."))
+        .stdout(contains("file_write:"))
+        .stdout(contains("Saved."))
+        .stdout(contains("pong"))
+        .stderr(contains("[Approval Required] Tool: file_write"));
+    assert_eq!(std::fs::read_to_string(env.workspace().join("a.txt")).unwrap(), "A");
+    assert_eq!(env.server.requests().len(), 3, "/quit stops reading");
+}
+
+#[test]
+fn a_restart_resumes_the_thread() {
+    let env = Env::new();
+    env.server.push(Scripted::text("Nice to meet you, Ada."));
+    env.server.push(Scripted::text("You are Ada."));
+    env.cairn().args(["chat", "-m", "My name is Ada."]).assert().success();
+    env.cairn().args(["chat", "-m", "What is my name?"]).assert().success().stdout("You are Ada.\n");
+    let second = text_of(&env.sent(1));
+    assert!(second.contains("My name is Ada.") && second.contains("Nice to meet you, Ada."), "{second}");
+
+    // --new starts a fresh thread.
+    env.server.push(Scripted::text("I don't know."));
+    env.cairn().args(["chat", "--new", "-m", "What is my name?"]).assert().success();
+    assert!(!text_of(&env.sent(2)).contains("My name is Ada."));
+}
+
+#[test]
+fn undo_in_the_repl_drops_the_last_turn() {
+    let env = Env::new();
+    for answer in ["one", "two", "three"] {
+        env.server.push(Scripted::text(answer));
+    }
+    env.cairn()
+        .arg("chat")
+        .write_stdin("first\nsecond\n/undo\nthird\n")
+        .assert()
+        .success()
+        .stdout(contains("Undone"));
+    let third = text_of(&env.sent(2));
+    assert!(third.contains("first") && !third.contains("second"), "{third}");
+
+    // The undo stacks persist across processes.
+    env.server.push(Scripted::text("four"));
+    env.cairn().arg("chat").write_stdin("/undo\n/redo\nfourth\n").assert().success().stdout(contains("Redone"));
+    let fourth = text_of(&env.sent(3));
+    assert!(fourth.contains("third"), "{fourth}");
+}
+
+#[test]
+fn provider_errors_exit_non_zero_with_the_reason() {
+    let env = Env::new();
+    env.server.push(Scripted::auth_error());
+    env.cairn()
+        .args(["chat", "-m", "hello"])
+        .assert()
+        .code(1)
+        .stderr(contains("error:"))
+        .stderr(contains("sk-test-0123456789").not());
+}
+
+#[test]
+fn without_a_provider_the_message_says_what_to_set() {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::cargo_bin("cairn").unwrap();
+    cmd.env_clear().env("CAIRN_HOME", home.path());
+    cmd.args(["chat", "-m", "hello"])
+        .assert()
+        .failure()
+        .stderr(contains("CAIRN_LLM_PROVIDER"))
+        .stderr(contains("CAIRN_LLM_MODEL"));
+}
+
+#[test]
+fn unknown_commands_never_reach_the_model() {
+    let env = Env::new();
+    env.cairn().args(["chat", "-m", "/frobnicate"]).assert().code(1).stderr(contains("Unknown command /frobnicate"));
+    env.cairn().args(["chat", "-m", "/undoo"]).assert().code(1).stderr(contains("Did you mean /undo?"));
+    assert!(env.server.requests().is_empty());
+}
