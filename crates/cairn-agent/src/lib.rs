@@ -17,6 +17,7 @@
 pub mod agent_loop;
 pub mod chat;
 pub mod context;
+pub mod cost_guard;
 pub mod hooks;
 pub mod policy;
 pub mod prompt;
@@ -31,6 +32,7 @@ pub use agent_loop::{
 pub use context::{
     CompactionResult, CompactionStrategy, Compactor, ContextBreakdown, ContextMonitor,
 };
+pub use cost_guard::{CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider};
 pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};
 pub use runner::{

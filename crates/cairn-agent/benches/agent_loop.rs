@@ -1,0 +1,140 @@
+//! Agent loop overhead with an instant in-process model: what the loop itself
+//! costs per iteration (request building, policy, tool dispatch, bookkeeping).
+//! Target: < 1 ms per iteration.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cairn_agent::tools::{RiskLevel, SystemClock, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::{
+    AgentLoop, Approver, AutoApprove, AutonomyLevel, CostGuard, GuardedProvider, HookRegistry,
+    LoopConfig, LoopDelegate, LoopStatus, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
+};
+use cairn_core::chat::ChatMessage;
+use cairn_core::config::CostConfig;
+use cairn_llm::LlmProvider;
+use cairn_llm::testing::InstantProvider;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+/// A read-only tool that answers at once.
+struct Echo;
+
+#[async_trait]
+impl Tool for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn description(&self) -> &str {
+        "echoes its text argument"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, args: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::ok(format!(
+            "echo: {}",
+            args["text"].as_str().unwrap_or_default()
+        )))
+    }
+}
+
+/// Approves everything, streams nothing, records nothing.
+struct Quiet;
+
+impl LoopDelegate for Quiet {
+    fn approver(&self) -> &dyn Approver {
+        &AutoApprove
+    }
+}
+
+fn build_agent(provider: Arc<dyn LlmProvider>) -> AgentLoop {
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Echo)).unwrap();
+    let policy = PolicyGate::new(&ToolPolicyConfig {
+        autonomy: AutonomyLevel::Full,
+        ..Default::default()
+    });
+    let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
+    AgentLoop::new(
+        provider,
+        runner,
+        Arc::new(HookRegistry::new()),
+        LoopConfig::default(),
+    )
+}
+
+fn conversation() -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system("You are a benchmark agent."),
+        ChatMessage::user("Echo hello, then say done."),
+    ]
+}
+
+fn bench_loop(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::new(workspace.path(), "bench");
+    let provider = Arc::new(
+        InstantProvider::always(InstantProvider::text_response("done")).without_recording(),
+    );
+    let agent = build_agent(provider.clone());
+    let call = InstantProvider::tool_call_response("call-1", "echo", json!({"text": "hello"}));
+
+    let mut group = c.benchmark_group("agent_loop");
+    group.bench_function("plain_answer_1_iteration", |b| {
+        b.iter(|| {
+            let mut messages = conversation();
+            let outcome = rt.block_on(agent.run(&Quiet, &mut messages, &ctx));
+            assert_eq!(
+                (outcome.status, outcome.iterations),
+                (LoopStatus::Answered, 1)
+            );
+            black_box(messages)
+        });
+    });
+    group.bench_function("tool_call_then_answer_2_iterations", |b| {
+        b.iter(|| {
+            provider.push(call.clone());
+            let mut messages = conversation();
+            let outcome = rt.block_on(agent.run(&Quiet, &mut messages, &ctx));
+            assert_eq!(
+                (outcome.status, outcome.iterations),
+                (LoopStatus::Answered, 2)
+            );
+            black_box(messages)
+        });
+    });
+    // The same plain turn with the cost guard around the model (counters in memory).
+    let guard = Arc::new(CostGuard::new(
+        &CostConfig {
+            daily_budget_cents: Some(u64::MAX / 100),
+            hourly_action_limit: None,
+        },
+        Arc::new(SystemClock),
+    ));
+    let guarded = build_agent(Arc::new(GuardedProvider::new(provider.clone(), guard)));
+    group.bench_function("plain_answer_1_iteration_cost_guarded", |b| {
+        b.iter(|| {
+            let mut messages = conversation();
+            let outcome = rt.block_on(guarded.run(&Quiet, &mut messages, &ctx));
+            assert_eq!(
+                (outcome.status, outcome.iterations),
+                (LoopStatus::Answered, 1)
+            );
+            black_box(messages)
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_loop);
+criterion_main!(benches);

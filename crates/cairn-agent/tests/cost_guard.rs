@@ -1,0 +1,296 @@
+//! The cost guard around real providers: refusals before the request leaves,
+//! cost from the fake server's usage and price table, streaming, restarts
+//! against one SQLite file, concurrent calls, and the agent loop behind it.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn_agent::cost_guard::{GuardedProvider, STATE_KEY};
+use cairn_agent::runner::AutoApprove;
+use cairn_agent::tools::{Clock, FixedClock, ToolContext, ToolRegistry};
+use cairn_agent::{
+    AgentLoop, Approver, CostGuard, HookRegistry, LoopConfig, LoopDelegate, LoopStatus, PolicyGate,
+    ToolPolicyConfig, ToolRunner,
+};
+use cairn_core::chat::ChatMessage;
+use cairn_core::config::CostConfig;
+use cairn_llm::testing::{FakeLlmServer, InstantProvider, Scripted};
+use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmErrorKind, LlmProvider, build_provider};
+use cairn_store::Store;
+use chrono::{DateTime, TimeZone, Utc};
+
+fn at(day: u32, h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, day, h, m, 0).unwrap()
+}
+
+fn limits(budget_cents: Option<u64>, hourly: Option<u64>) -> CostConfig {
+    CostConfig {
+        daily_budget_cents: budget_cents,
+        hourly_action_limit: hourly,
+    }
+}
+
+async fn open(dir: &Path) -> Store {
+    let url = format!("sqlite://{}", dir.join("cairn.db").display());
+    Store::open(&url).await.unwrap().0
+}
+
+fn request() -> ChatRequest {
+    ChatRequest::new(vec![ChatMessage::user("hi")])
+}
+
+/// A guard on a fresh SQLite file and a fake server priced at $1/M input,
+/// $2/M output tokens (so usage figures below are easy dollars).
+struct Setup {
+    server: FakeLlmServer,
+    guard: Arc<CostGuard>,
+    llm: GuardedProvider,
+    clock: Arc<FixedClock>,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup(config: CostConfig) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let clock = Arc::new(FixedClock::new(at(9, 12, 0)));
+    let guard = Arc::new(
+        CostGuard::load(store.clone(), &config, clock.clone())
+            .await
+            .unwrap(),
+    );
+    let server = FakeLlmServer::start().await.unwrap();
+    let inner = build_provider(&server.openai_settings()).unwrap();
+    let llm = GuardedProvider::new(inner, Arc::clone(&guard));
+    Setup {
+        server,
+        guard,
+        llm,
+        clock,
+        store,
+        _dir: dir,
+    }
+}
+
+#[tokio::test]
+async fn the_budget_refuses_before_the_request_leaves() {
+    let s = setup(limits(Some(100), None)).await;
+    // 0.6M in + 0.1M out = $0.60 + $0.20 = $0.80: the 80% warning.
+    s.server
+        .push(Scripted::text("one").with_usage(600_000, 100_000));
+    let first = s.llm.complete(&request()).await.unwrap();
+    assert_eq!(first.cost_micros, 800_000);
+    let status = s.guard.status();
+    assert!(status.warning && !status.exceeded, "{status:?}");
+    // $0.30 more: $1.10, over the $1.00 budget (calls in flight may overshoot).
+    s.server.push(Scripted::text("two").with_usage(300_000, 0));
+    s.llm.complete(&request()).await.unwrap();
+    assert!(s.guard.status().exceeded);
+
+    s.server.push(Scripted::text("never sent"));
+    let error = s.llm.complete(&request()).await.unwrap_err();
+    assert_eq!(error.kind(), LlmErrorKind::CostLimit);
+    assert!(matches!(error, LlmError::CostLimit { .. }));
+    assert_eq!(
+        error.to_string(),
+        "daily LLM budget of $1.00 reached ($1.10 spent today, UTC); raise cost.daily_budget_cents or wait until 00:00 UTC"
+    );
+    let error = s.llm.stream(&request()).await.unwrap_err();
+    assert_eq!(error.kind(), LlmErrorKind::CostLimit);
+    assert_eq!(
+        s.server.requests().len(),
+        2,
+        "refused calls reach no provider"
+    );
+    assert_eq!(s.server.pending(), 1);
+
+    // UTC midnight: a new day, a new budget.
+    s.clock.set(at(10, 0, 0));
+    s.llm.complete(&request()).await.unwrap();
+    assert_eq!(s.server.requests().len(), 3);
+    assert_eq!(
+        s.guard.status().spent_micros,
+        20,
+        "default usage 10 in / 5 out"
+    );
+}
+
+#[tokio::test]
+async fn streamed_calls_record_their_cost_when_done() {
+    let s = setup(limits(Some(500), None)).await;
+    s.server
+        .push(Scripted::text("streamed answer").with_usage(1_000_000, 500_000));
+    let stream = s.llm.stream(&request()).await.unwrap();
+    assert_eq!(
+        s.guard.status().spent_micros,
+        0,
+        "nothing known before Done"
+    );
+    let response = stream.into_response().await.unwrap();
+    assert_eq!(response.text, "streamed answer");
+    assert_eq!(response.cost_micros, 2_000_000);
+    assert_eq!(s.guard.status().spent_micros, 2_000_000);
+    assert!(s.server.requests()[0].is_stream());
+    let saved = s.store.get_setting(STATE_KEY).await.unwrap().unwrap();
+    assert_eq!(saved["spent_micros"], 2_000_000);
+    assert_eq!(saved["date"], "2026-03-09");
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_day_spend_and_the_hourly_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = limits(Some(100), Some(2));
+    let clock = Arc::new(FixedClock::new(at(9, 10, 0)));
+    {
+        let store = open(dir.path()).await;
+        let guard = CostGuard::load(store.clone(), &config, clock.clone())
+            .await
+            .unwrap();
+        guard.admit().unwrap();
+        guard.record(700_000).await;
+        clock.set(at(9, 10, 5));
+        guard.admit().unwrap();
+        guard.record(350_000).await;
+        store.close().await;
+    }
+
+    clock.set(at(9, 10, 30));
+    let store = open(dir.path()).await;
+    let guard = CostGuard::load(store.clone(), &config, clock.clone())
+        .await
+        .unwrap();
+    let status = guard.status();
+    assert_eq!(status.spent_micros, 1_050_000, "spend survives the restart");
+    assert_eq!(status.hourly_calls, 2, "so does the window");
+    assert!(status.exceeded && status.warning);
+    let refused = guard.admit().unwrap_err();
+    assert!(
+        refused.to_string().contains("$1.05 spent today"),
+        "{refused}"
+    );
+
+    // A restart on another UTC day starts at zero; the window has moved on.
+    clock.set(at(10, 11, 0));
+    let guard = CostGuard::load(store, &config, clock.clone())
+        .await
+        .unwrap();
+    let status = guard.status();
+    assert_eq!((status.spent_micros, status.hourly_calls), (0, 0));
+    assert_eq!(status.date, at(10, 0, 0).date_naive());
+    guard.admit().unwrap();
+}
+
+#[tokio::test]
+async fn a_restart_inside_the_hour_still_enforces_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = limits(None, Some(2));
+    let clock = Arc::new(FixedClock::new(at(9, 13, 2)));
+    let store = open(dir.path()).await;
+    let guard = CostGuard::load(store.clone(), &config, clock.clone())
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        guard.admit().unwrap();
+        guard.record(0).await;
+    }
+    drop(guard);
+    clock.set(at(9, 13, 30));
+    let guard = CostGuard::load(store, &config, clock.clone())
+        .await
+        .unwrap();
+    let refused = guard.admit().unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "hourly limit of 2 LLM calls reached; next call allowed at 14:02 UTC"
+    );
+}
+
+#[tokio::test]
+async fn corrupt_stored_counters_are_an_error_not_a_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store
+        .set_setting(STATE_KEY, &serde_json::json!({"spent": "lots"}))
+        .await
+        .unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(FixedClock::new(at(9, 12, 0)));
+    let error = CostGuard::load(store, &limits(Some(100), None), clock)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("cost.state"), "{error}");
+}
+
+#[tokio::test]
+async fn failed_calls_count_toward_the_hourly_limit() {
+    let s = setup(limits(None, Some(1))).await;
+    s.server.push(Scripted::auth_error());
+    let error = s.llm.complete(&request()).await.unwrap_err();
+    assert_eq!(error.kind(), LlmErrorKind::Auth);
+    let error = s.llm.complete(&request()).await.unwrap_err();
+    assert_eq!(error.kind(), LlmErrorKind::CostLimit);
+    assert_eq!(s.server.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_never_overshoot_the_hourly_limit() {
+    let clock = Arc::new(FixedClock::new(at(9, 12, 0)));
+    let guard = Arc::new(CostGuard::new(&limits(None, Some(5)), clock));
+    let inner = Arc::new(InstantProvider::new());
+    let llm = Arc::new(GuardedProvider::new(inner.clone(), guard.clone()));
+    let calls = (0..20).map(|_| {
+        let llm = Arc::clone(&llm);
+        tokio::spawn(async move { llm.complete(&request()).await })
+    });
+    let mut refused = 0;
+    for call in calls.collect::<Vec<_>>() {
+        if let Err(error) = call.await.unwrap() {
+            assert_eq!(error.kind(), LlmErrorKind::CostLimit);
+            refused += 1;
+        }
+    }
+    assert_eq!((inner.calls(), refused), (5, 15));
+    assert_eq!(guard.status().hourly_calls, 5);
+}
+
+struct Quiet;
+
+impl LoopDelegate for Quiet {
+    fn approver(&self) -> &dyn Approver {
+        &AutoApprove
+    }
+}
+
+#[tokio::test]
+async fn the_agent_loop_behind_the_guard_fails_with_the_typed_error() {
+    let clock = Arc::new(FixedClock::new(at(9, 12, 0)));
+    let guard = Arc::new(CostGuard::new(&limits(Some(1), None), clock));
+    let priced = ChatResponse {
+        cost_micros: 10_000,
+        ..InstantProvider::text_response("that was a cent")
+    };
+    let inner = Arc::new(InstantProvider::always(priced));
+    let llm = Arc::new(GuardedProvider::new(inner.clone(), guard));
+    let runner = Arc::new(ToolRunner::new(
+        Arc::new(ToolRegistry::new()),
+        Arc::new(PolicyGate::new(&ToolPolicyConfig::default())),
+    ));
+    let agent = AgentLoop::new(
+        llm,
+        runner,
+        Arc::new(HookRegistry::new()),
+        LoopConfig::default(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::new(dir.path(), "s");
+    let mut messages = vec![ChatMessage::user("hi")];
+    let first = agent.run(&Quiet, &mut messages, &ctx).await;
+    assert_eq!(first.status, LoopStatus::Answered);
+    assert_eq!(first.cost_micros, 10_000);
+    let second = agent.run(&Quiet, &mut messages, &ctx).await;
+    match second.status {
+        LoopStatus::Failed { error } => assert_eq!(error.kind(), LlmErrorKind::CostLimit),
+        other => panic!("expected a cost-limit failure, got {other:?}"),
+    }
+    assert_eq!(inner.calls(), 1);
+}
