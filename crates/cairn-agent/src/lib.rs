@@ -19,6 +19,7 @@ pub mod chat;
 pub mod context;
 pub mod cost_guard;
 pub mod hooks;
+pub mod jobs;
 pub mod policy;
 pub mod prompt;
 pub mod session;
@@ -34,6 +35,7 @@ pub use context::{
 };
 pub use cost_guard::{CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider};
 pub use hooks::{Hook, HookFlow, HookRegistry};
+pub use jobs::{JobHandle, JobScheduler, JobSpec, JobStore, JobsConfig};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};
 pub use runner::{
     ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll, Gate, Permit, ToolResult,

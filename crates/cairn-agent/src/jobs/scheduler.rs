@@ -1,0 +1,467 @@
+//! [`JobScheduler`]: a FIFO queue in front of at most `max_parallel_jobs`
+//! workers, with cancellation, subtasks, leases and stuck detection.
+//!
+//! One mutex guards the queue and the running set; checking for a free
+//! slot, moving a job into the running set and spawning its worker happen
+//! under it in one step, so two submissions can never both take the last slot.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
+use cairn_llm::LlmProvider;
+use chrono::{DateTime, Utc};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::worker::{self, JobShared, StopReason};
+use super::{JobError, JobSpec, JobStore, JobsConfig};
+use crate::hooks::HookRegistry;
+use crate::runner::{Approver, DenyAll, ToolRunner};
+use crate::tools::{Clock, ToolContext};
+
+/// Everything a worker needs; shared by the scheduler's handles and tasks.
+pub(super) struct Inner {
+    pub(super) store: Arc<dyn JobStore>,
+    pub(super) provider: Arc<dyn LlmProvider>,
+    pub(super) runner: Arc<ToolRunner>,
+    pub(super) hooks: Arc<HookRegistry>,
+    pub(super) approver: Arc<dyn Approver>,
+    pub(super) ctx: ToolContext,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) config: JobsConfig,
+    pub(super) shutdown: CancellationToken,
+    pub(super) slots: Mutex<Slots>,
+    /// Outcomes the store could not take yet; retried with each lease renewal.
+    pub(super) unfinished: Mutex<Vec<(Uuid, JobOutcome)>>,
+    maintenance: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(super) struct Queued {
+    /// Boxed: records are large and the queue also holds small resume tickets.
+    pub(super) record: Box<JobRecord>,
+    pub(super) shared: Arc<JobShared>,
+}
+
+/// An entry of the FIFO queue.
+pub(super) enum Waiter {
+    /// A job waiting for a slot.
+    Job(Queued),
+    /// A parent whose subtasks are done, waiting to take its slot back.
+    Resume {
+        parent: Uuid,
+        tx: oneshot::Sender<()>,
+    },
+}
+
+pub(super) struct Running {
+    pub(super) shared: Arc<JobShared>,
+    /// Waiting for its subtasks: its slot is lent to them.
+    pub(super) lending: bool,
+}
+
+#[derive(Default)]
+pub(super) struct Slots {
+    pub(super) queue: VecDeque<Waiter>,
+    pub(super) running: HashMap<Uuid, Running>,
+}
+
+impl Slots {
+    pub(super) fn busy(&self) -> usize {
+        self.running.values().filter(|r| !r.lending).count()
+    }
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the data consistent, so a poisoned lock is still usable.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inner {
+    pub(super) fn lease(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.config.lease).unwrap_or(chrono::Duration::seconds(90))
+    }
+
+    pub(super) fn retry_finish(&self, id: Uuid, outcome: JobOutcome) {
+        lock(&self.unfinished).push((id, outcome));
+    }
+
+    /// Starts queued work while slots are free. Called with the lock held.
+    pub(super) fn pump(self: &Arc<Self>, slots: &mut Slots) {
+        while slots.busy() < self.config.max_parallel_jobs && !self.shutdown.is_cancelled() {
+            match slots.queue.pop_front() {
+                None => break,
+                Some(Waiter::Resume { parent, tx }) => {
+                    if let Some(running) = slots.running.get_mut(&parent)
+                        && tx.send(()).is_ok()
+                    {
+                        running.lending = false;
+                    }
+                }
+                Some(Waiter::Job(Queued { record, shared })) => {
+                    let id = record.id;
+                    slots.running.insert(
+                        id,
+                        Running {
+                            shared: shared.clone(),
+                            lending: false,
+                        },
+                    );
+                    let inner = Arc::clone(self);
+                    tokio::spawn(async move {
+                        let record = worker::run(&inner, *record, &shared).await;
+                        inner.release(id);
+                        shared.done.send_replace(Some(record));
+                    });
+                }
+            }
+        }
+    }
+
+    fn release(self: &Arc<Self>, id: Uuid) {
+        let mut slots = lock(&self.slots);
+        slots.running.remove(&id);
+        self.pump(&mut slots);
+    }
+
+    pub(super) fn lease_until(&self) -> DateTime<Utc> {
+        self.clock.now() + self.lease()
+    }
+}
+
+/// A submitted job; await [`JobHandle::wait`] for its final record.
+#[derive(Debug, Clone)]
+pub struct JobHandle {
+    id: Uuid,
+    done: watch::Receiver<Option<JobRecord>>,
+}
+
+impl JobHandle {
+    /// The job's id.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// Waits until the job has ended and returns its final record.
+    pub async fn wait(mut self) -> Result<JobRecord, JobError> {
+        match self.done.wait_for(Option::is_some).await {
+            Ok(record) => record.clone().ok_or(JobError::ShuttingDown),
+            Err(_) => Err(JobError::ShuttingDown),
+        }
+    }
+}
+
+/// Builds a [`JobScheduler`]; see [`JobScheduler::builder`].
+pub struct JobSchedulerBuilder {
+    store: Arc<dyn JobStore>,
+    provider: Arc<dyn LlmProvider>,
+    runner: Arc<ToolRunner>,
+    ctx: ToolContext,
+    hooks: Arc<HookRegistry>,
+    approver: Arc<dyn Approver>,
+    config: JobsConfig,
+}
+
+impl JobSchedulerBuilder {
+    /// Limits and timings (default: [`JobsConfig::default`]).
+    #[must_use]
+    pub fn config(mut self, config: JobsConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Hooks every job's loop runs (default: none).
+    #[must_use]
+    pub fn hooks(mut self, hooks: Arc<HookRegistry>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Answers the policy's "ask" for jobs (default: [`DenyAll`]).
+    #[must_use]
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// The scheduler; call [`JobScheduler::start`] before relying on leases and cross-process cancel.
+    pub fn build(self) -> JobScheduler {
+        let clock = self.ctx.clock.clone();
+        JobScheduler {
+            inner: Arc::new(Inner {
+                store: self.store,
+                provider: self.provider,
+                runner: self.runner,
+                hooks: self.hooks,
+                approver: self.approver,
+                ctx: self.ctx,
+                clock,
+                config: self.config,
+                shutdown: CancellationToken::new(),
+                slots: Mutex::new(Slots::default()),
+                unfinished: Mutex::new(Vec::new()),
+                maintenance: Mutex::new(None),
+            }),
+        }
+    }
+}
+
+/// Runs full jobs: queue, concurrency limit, time limits, cancellation, subtasks.
+#[derive(Clone)]
+pub struct JobScheduler {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for JobScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobScheduler")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobScheduler {
+    /// A builder over a store, the provider jobs call (wrapped by the cost
+    /// guard in production), the tool runner (registry + policy) and the base
+    /// tool context (workspace, limits, time zone, clock).
+    pub fn builder(
+        store: Arc<dyn JobStore>,
+        provider: Arc<dyn LlmProvider>,
+        runner: Arc<ToolRunner>,
+        ctx: ToolContext,
+    ) -> JobSchedulerBuilder {
+        JobSchedulerBuilder {
+            store,
+            provider,
+            runner,
+            ctx,
+            hooks: Arc::new(HookRegistry::new()),
+            approver: Arc::new(DenyAll),
+            config: JobsConfig::default(),
+        }
+    }
+
+    /// The scheduler's limits and timings.
+    pub fn config(&self) -> &JobsConfig {
+        &self.inner.config
+    }
+
+    /// The store jobs are kept in.
+    pub fn store(&self) -> &Arc<dyn JobStore> {
+        &self.inner.store
+    }
+
+    /// Fails jobs orphaned by dead processes, then starts the background
+    /// maintenance (cancel polling, lease renewal, reaping). Returns the reaped ids.
+    pub async fn start(&self) -> Result<Vec<Uuid>, JobError> {
+        let reaped = self
+            .inner
+            .store
+            .reap_orphan_jobs(self.inner.clock.now())
+            .await?;
+        if !reaped.is_empty() {
+            tracing::warn!(
+                count = reaped.len(),
+                "failed jobs left running by a stopped process"
+            );
+        }
+        let mut handle = lock(&self.inner.maintenance);
+        if handle.is_none() {
+            *handle = Some(tokio::spawn(super::upkeep::maintain(Arc::clone(
+                &self.inner,
+            ))));
+        }
+        Ok(reaped)
+    }
+
+    /// Persists a job as pending and runs it when a slot is free (first in, first out).
+    pub async fn submit(&self, spec: JobSpec) -> Result<JobHandle, JobError> {
+        spec.validate()?;
+        self.enqueue(spec, None, None).await
+    }
+
+    pub(super) async fn enqueue(
+        &self,
+        spec: JobSpec,
+        parent: Option<Uuid>,
+        parent_cancel: Option<CancellationToken>,
+    ) -> Result<JobHandle, JobError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(JobError::ShuttingDown);
+        }
+        let now = inner.clock.now();
+        let mut record = JobRecord::new(
+            Uuid::now_v7(),
+            spec.title,
+            spec.description,
+            spec.owner,
+            now,
+        );
+        record.origin = spec.origin;
+        record.parent_id = parent;
+        record.use_planning = spec.use_planning;
+        record.max_iterations = spec
+            .max_iterations
+            .unwrap_or(inner.config.default_max_iterations);
+        record.timeout = spec.timeout.unwrap_or(inner.config.default_timeout);
+        record.lease_owner = Some(inner.config.lease_owner.clone());
+        record.lease_until = Some(inner.lease_until());
+        inner.store.create_job(&record).await?;
+
+        let cancel = parent_cancel
+            .unwrap_or_else(|| inner.shutdown.clone())
+            .child_token();
+        let shared = Arc::new(JobShared::new(cancel, now));
+        let handle = JobHandle {
+            id: record.id,
+            done: shared.done.subscribe(),
+        };
+        let mut slots = lock(&inner.slots);
+        if inner.shutdown.is_cancelled() {
+            drop(slots);
+            let outcome = shutdown_outcome(inner);
+            inner.store.finish_job(record.id, &outcome).await?;
+            return Err(JobError::ShuttingDown);
+        }
+        slots.queue.push_back(Waiter::Job(Queued {
+            record: Box::new(record),
+            shared,
+        }));
+        inner.pump(&mut slots);
+        Ok(handle)
+    }
+
+    /// Cancels a job: a queued one at once, a running one here immediately
+    /// (its token fires, tools stop), one held by another process through
+    /// the store's request flag.
+    pub async fn cancel(&self, id: Uuid) -> Result<CancelOutcome, JobError> {
+        let inner = &self.inner;
+        let queued = {
+            let mut slots = lock(&inner.slots);
+            if let Some(running) = slots.running.get(&id) {
+                running.shared.stop(StopReason::User);
+                return Ok(CancelOutcome::Requested);
+            }
+            let position = slots
+                .queue
+                .iter()
+                .position(|w| matches!(w, Waiter::Job(q) if q.record.id == id));
+            position.and_then(|p| slots.queue.remove(p))
+        };
+        let outcome = match inner.store.request_job_cancel(id, inner.clock.now()).await {
+            Ok(outcome) => outcome,
+            Err(cairn_store::StoreError::NotFound { .. }) => return Err(JobError::NotFound(id)),
+            Err(error) => {
+                if let Some(waiter) = queued {
+                    // Not cancelled after all: back to its place at the head.
+                    lock(&inner.slots).queue.push_front(waiter);
+                }
+                return Err(error.into());
+            }
+        };
+        if let Some(Waiter::Job(Queued { record, shared })) = queued {
+            let stored = inner.store.get_job(id).await.ok().flatten();
+            shared.done.send_replace(Some(stored.unwrap_or(*record)));
+        }
+        Ok(outcome)
+    }
+
+    /// Waits for a job to end and returns its final record (from the store if
+    /// it is not held here).
+    pub async fn wait(&self, id: Uuid) -> Result<JobRecord, JobError> {
+        let receiver = {
+            let slots = lock(&self.inner.slots);
+            slots
+                .running
+                .get(&id)
+                .map(|r| r.shared.done.subscribe())
+                .or_else(|| {
+                    slots.queue.iter().find_map(|w| match w {
+                        Waiter::Job(q) if q.record.id == id => Some(q.shared.done.subscribe()),
+                        _ => None,
+                    })
+                })
+        };
+        match receiver {
+            Some(done) => JobHandle { id, done }.wait().await,
+            None => self.get(id).await?.ok_or(JobError::NotFound(id)),
+        }
+    }
+
+    /// A job's record as stored (for `/status`).
+    pub async fn get(&self, id: Uuid) -> Result<Option<JobRecord>, JobError> {
+        Ok(self.inner.store.get_job(id).await?)
+    }
+
+    /// Ids of the jobs running here now.
+    pub fn running(&self) -> Vec<Uuid> {
+        lock(&self.inner.slots).running.keys().copied().collect()
+    }
+
+    /// Ids of the jobs waiting for a slot here, in the order they will start.
+    pub fn queued(&self) -> Vec<Uuid> {
+        lock(&self.inner.slots)
+            .queue
+            .iter()
+            .filter_map(|w| match w {
+                Waiter::Job(q) => Some(q.record.id),
+                Waiter::Resume { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Stops taking jobs, fails the queued ones, interrupts the running ones
+    /// (they end `failed`, "interrupted") and waits for their workers.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        let (queued, running) = {
+            let mut slots = lock(&inner.slots);
+            let running: Vec<Arc<JobShared>> = slots
+                .running
+                .values()
+                .map(|r| {
+                    r.shared.stop(StopReason::Shutdown);
+                    r.shared.clone()
+                })
+                .collect();
+            inner.shutdown.cancel();
+            (slots.queue.drain(..).collect::<Vec<_>>(), running)
+        };
+        for waiter in queued {
+            if let Waiter::Job(Queued { mut record, shared }) = waiter {
+                let outcome = shutdown_outcome(inner);
+                if let Err(error) = inner.store.finish_job(record.id, &outcome).await {
+                    tracing::warn!(job = %record.id, %error, "could not record a queued job's end");
+                }
+                record.state = outcome.state;
+                record.error = outcome.error;
+                record.completed_at = Some(outcome.completed_at);
+                shared.done.send_replace(Some(*record));
+            }
+        }
+        for shared in running {
+            let mut done = shared.done.subscribe();
+            let _ = done.wait_for(Option::is_some).await;
+        }
+        let handle = lock(&inner.maintenance).take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+    }
+}
+
+fn shutdown_outcome(inner: &Inner) -> JobOutcome {
+    JobOutcome {
+        state: JobState::Failed,
+        result: None,
+        error: Some("interrupted: cairn shut down before the job started".to_string()),
+        iterations: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_micros: 0,
+        completed_at: inner.clock.now(),
+    }
+}

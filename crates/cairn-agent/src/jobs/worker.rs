@@ -1,0 +1,399 @@
+//! Running one job: claim it in the store, optionally plan, run the agent
+//! loop under the job's time limit and cancellation token, and write back how
+//! it ended.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use cairn_core::chat::ChatMessage;
+use cairn_core::job::{JobOutcome, JobRecord, JobState};
+use cairn_llm::{ChatRequest, LlmError};
+use chrono::{DateTime, Utc};
+use futures::FutureExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::job_session_id;
+use super::scheduler::Inner;
+use crate::agent_loop::{AgentLoop, LoopConfig, LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
+use crate::runner::{Approver, ToolStatus};
+use crate::tools::Clock;
+
+/// Appended to the system prompt of every job.
+const JOB_NOTE: &str = "You are working on a background job. Nobody is watching: you cannot ask \
+questions, and tool calls that need approval will be refused. Work until the task is done, then \
+reply with the final result as plain text.";
+
+/// The planning call's instructions.
+const PLAN_PROMPT: &str = "Write a short numbered plan (at most 7 steps) for the task the user \
+gives. Reply with the plan only; do not start the work.";
+
+/// Why a job's token was cancelled; the first reason given wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StopReason {
+    /// Someone cancelled it (here or from another process).
+    User,
+    /// The scheduler is shutting down.
+    Shutdown,
+}
+
+/// What the scheduler and a job's worker share while the job is known here.
+#[derive(Debug)]
+pub(super) struct JobShared {
+    /// Fires when the job must stop; tool calls see it through their context.
+    pub cancel: CancellationToken,
+    stop: OnceLock<StopReason>,
+    last_activity: AtomicI64,
+    flushed_activity: AtomicI64,
+    iterations: AtomicU32,
+    /// Whether the store has it as `stuck`.
+    pub stuck: AtomicBool,
+    /// The final record, once the job has ended.
+    pub done: watch::Sender<Option<JobRecord>>,
+}
+
+impl JobShared {
+    pub(super) fn new(cancel: CancellationToken, now: DateTime<Utc>) -> Self {
+        Self {
+            cancel,
+            stop: OnceLock::new(),
+            last_activity: AtomicI64::new(now.timestamp_micros()),
+            flushed_activity: AtomicI64::new(now.timestamp_micros()),
+            iterations: AtomicU32::new(0),
+            stuck: AtomicBool::new(false),
+            done: watch::channel(None).0,
+        }
+    }
+
+    /// Stops the job for `reason` (the first reason given is kept).
+    pub(super) fn stop(&self, reason: StopReason) {
+        let _ = self.stop.set(reason);
+        self.cancel.cancel();
+    }
+
+    pub(super) fn touch(&self, at: DateTime<Utc>) {
+        self.last_activity
+            .fetch_max(at.timestamp_micros(), Ordering::Relaxed);
+    }
+
+    pub(super) fn last_activity(&self) -> DateTime<Utc> {
+        let micros = self.last_activity.load(Ordering::Relaxed);
+        DateTime::from_timestamp_micros(micros).unwrap_or_default()
+    }
+
+    /// The last activity if it changed since the previous call.
+    pub(super) fn unflushed_activity(&self) -> Option<DateTime<Utc>> {
+        let now = self.last_activity.load(Ordering::Relaxed);
+        let before = self.flushed_activity.swap(now, Ordering::Relaxed);
+        (now != before).then(|| DateTime::from_timestamp_micros(now).unwrap_or_default())
+    }
+}
+
+/// The loop's view of a job: answers approvals with the scheduler's approver
+/// and turns every event into a sign of activity.
+struct JobDelegate<'a> {
+    approver: &'a dyn Approver,
+    shared: &'a JobShared,
+    clock: &'a dyn Clock,
+}
+
+#[async_trait]
+impl LoopDelegate for JobDelegate<'_> {
+    fn approver(&self) -> &dyn Approver {
+        self.approver
+    }
+
+    fn on_event(&self, event: LoopEvent) {
+        self.shared.touch(self.clock.now());
+        if let LoopEvent::LlmCall { iteration } = event {
+            self.shared.iterations.store(iteration, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Tokens and cost of every model call of the job so far.
+#[derive(Debug, Default)]
+struct Spent {
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_micros: u64,
+}
+
+impl Spent {
+    fn add(&mut self, usage: &cairn_llm::Usage, cost_micros: u64) {
+        self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
+        self.cost_micros = self.cost_micros.saturating_add(cost_micros);
+    }
+}
+
+/// How the work ended, before the time limit is taken into account.
+enum Ended {
+    Loop(LoopOutcome),
+    PlanFailed(LlmError),
+    PlanInterrupted,
+}
+
+/// Runs the job to its end and returns its final record. Never panics: a
+/// panic inside the work is recorded as a failure.
+pub(super) async fn run(inner: &Inner, record: JobRecord, shared: &JobShared) -> JobRecord {
+    let fallback = record.clone();
+    match std::panic::AssertUnwindSafe(execute(inner, record, shared))
+        .catch_unwind()
+        .await
+    {
+        Ok(record) => record,
+        Err(_) => {
+            tracing::error!(job = %fallback.id, "job worker panicked");
+            let outcome = failure(inner, shared, "internal error: the job's worker crashed");
+            finish(inner, fallback, outcome).await
+        }
+    }
+}
+
+async fn execute(inner: &Inner, mut record: JobRecord, shared: &JobShared) -> JobRecord {
+    let now = inner.clock.now();
+    let lease_until = now + inner.lease();
+    let owner = &inner.config.lease_owner;
+    match inner
+        .store
+        .start_job(record.id, owner, lease_until, now)
+        .await
+    {
+        Ok(true) => {}
+        // Cancelled (or reaped) while it waited: that verdict is the record.
+        Ok(false) => return current(inner, record).await,
+        Err(error) => {
+            let outcome = failure(inner, shared, &format!("could not start: {error}"));
+            return finish(inner, record, outcome).await;
+        }
+    }
+    record.state = JobState::InProgress;
+    record.started_at = Some(now);
+    record.last_activity_at = Some(now);
+    record.lease_owner = Some(owner.clone());
+    record.lease_until = Some(lease_until);
+    shared.touch(now);
+
+    let ctx = {
+        let mut ctx = inner.ctx.clone().with_cancel(shared.cancel.clone());
+        ctx.session_id = job_session_id(record.id);
+        ctx
+    };
+    let mut spent = Spent::default();
+    let ended = tokio::select! {
+        biased;
+        ended = work(inner, &record, shared, &ctx, &mut spent) => Some(ended),
+        () = tokio::time::sleep(record.timeout) => None,
+    };
+    if ended.is_none() {
+        // The work future is gone already; this stops anything it left behind.
+        shared.cancel.cancel();
+    }
+    let outcome = outcome_of(inner, &record, shared, ended, &spent);
+    finish(inner, record, outcome).await
+}
+
+async fn work(
+    inner: &Inner,
+    record: &JobRecord,
+    shared: &JobShared,
+    ctx: &crate::tools::ToolContext,
+    spent: &mut Spent,
+) -> Ended {
+    let mut instructions = record.description.clone();
+    if record.use_planning {
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::system(PLAN_PROMPT),
+                ChatMessage::user(record.description.clone()),
+            ],
+            model: inner.config.loop_config.model.clone(),
+            temperature: inner.config.loop_config.temperature,
+            ..ChatRequest::default()
+        };
+        let answer = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Ended::PlanInterrupted,
+            answer = inner.provider.complete(&request) => answer,
+        };
+        shared.touch(inner.clock.now());
+        match answer {
+            Ok(plan) => {
+                spent.add(&plan.usage, plan.cost_micros);
+                let plan = plan.text.trim();
+                if !plan.is_empty() {
+                    instructions = format!("Plan:\n{plan}\n\nTask:\n{}", record.description);
+                }
+            }
+            Err(error) => return Ended::PlanFailed(error),
+        }
+    }
+    let config = LoopConfig {
+        max_iterations: record.max_iterations,
+        ..inner.config.loop_config.clone()
+    };
+    let agent = AgentLoop::new(
+        inner.provider.clone(),
+        inner.runner.clone(),
+        inner.hooks.clone(),
+        config,
+    );
+    let delegate = JobDelegate {
+        approver: inner.approver.as_ref(),
+        shared,
+        clock: inner.clock.as_ref(),
+    };
+    let mut messages = vec![
+        ChatMessage::system(format!("{}\n\n{JOB_NOTE}", inner.config.system_prompt)),
+        ChatMessage::user(instructions),
+    ];
+    let outcome = agent.run(&delegate, &mut messages, ctx).await;
+    spent.add(&outcome.usage, outcome.cost_micros);
+    Ended::Loop(outcome)
+}
+
+fn outcome_of(
+    inner: &Inner,
+    record: &JobRecord,
+    shared: &JobShared,
+    ended: Option<Ended>,
+    spent: &Spent,
+) -> JobOutcome {
+    let interrupted = || match shared.stop.get() {
+        Some(StopReason::Shutdown) => (
+            JobState::Failed,
+            "interrupted: cairn shut down before the job finished".to_string(),
+        ),
+        Some(StopReason::User) | None => (JobState::Cancelled, "cancelled by request".to_string()),
+    };
+    let mut iterations = shared.iterations.load(Ordering::Relaxed);
+    let (state, result, error) = match ended {
+        None => {
+            let limit = cairn_core::duration::format(record.timeout);
+            (
+                JobState::Failed,
+                None,
+                Some(format!("timed out after {limit}")),
+            )
+        }
+        Some(Ended::PlanInterrupted) => {
+            let (state, error) = interrupted();
+            (state, None, Some(error))
+        }
+        Some(Ended::PlanFailed(error)) => (
+            JobState::Failed,
+            None,
+            Some(format!("planning failed: {error}")),
+        ),
+        Some(Ended::Loop(outcome)) => {
+            iterations = outcome.iterations;
+            match &outcome.status {
+                LoopStatus::Answered => (
+                    JobState::Completed,
+                    Some(with_refusals(&outcome.text, &outcome)),
+                    None,
+                ),
+                LoopStatus::Interrupted => {
+                    let (state, error) = interrupted();
+                    (state, None, Some(error))
+                }
+                LoopStatus::IterationLimit { limit } => (
+                    JobState::Failed,
+                    None,
+                    Some(format!(
+                        "stopped after {limit} model calls without a final answer (max_iterations)"
+                    )),
+                ),
+                LoopStatus::Cancelled { reason } => (
+                    JobState::Failed,
+                    None,
+                    Some(format!("stopped by a hook: {reason}")),
+                ),
+                LoopStatus::Failed { error } => (JobState::Failed, None, Some(error.to_string())),
+            }
+        }
+    };
+    JobOutcome {
+        state,
+        result,
+        error,
+        iterations,
+        input_tokens: spent.input_tokens,
+        output_tokens: spent.output_tokens,
+        cost_micros: spent.cost_micros,
+        completed_at: inner.clock.now(),
+    }
+}
+
+/// The answer, followed by a note naming the tool calls that were refused,
+/// so whoever reads the result knows what the job could not do.
+fn with_refusals(text: &str, outcome: &LoopOutcome) -> String {
+    let mut refused: Vec<String> = Vec::new();
+    for call in &outcome.tool_calls {
+        let why = match call.status {
+            ToolStatus::Declined => "needs approval, which a background job cannot get",
+            ToolStatus::Denied => "denied by policy",
+            _ => continue,
+        };
+        let line = format!("`{}` ({why})", call.tool);
+        if !refused.contains(&line) {
+            refused.push(line);
+        }
+    }
+    if refused.is_empty() {
+        text.to_string()
+    } else {
+        format!("{text}\n\n[Refused tool calls: {}.]", refused.join(", "))
+    }
+}
+
+fn failure(inner: &Inner, shared: &JobShared, error: &str) -> JobOutcome {
+    JobOutcome {
+        state: JobState::Failed,
+        result: None,
+        error: Some(error.to_string()),
+        iterations: shared.iterations.load(Ordering::Relaxed),
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_micros: 0,
+        completed_at: inner.clock.now(),
+    }
+}
+
+/// Writes the outcome (compare-and-set) and returns the record as it now stands.
+async fn finish(inner: &Inner, mut record: JobRecord, outcome: JobOutcome) -> JobRecord {
+    match inner.store.finish_job(record.id, &outcome).await {
+        Ok(true) => {}
+        // Someone else's verdict (cancelled while queued, reaped) stands.
+        Ok(false) => return current(inner, record).await,
+        Err(error) => {
+            tracing::warn!(job = %record.id, %error, "could not record the job's end; will retry");
+            inner.retry_finish(record.id, outcome.clone());
+        }
+    }
+    record.state = outcome.state;
+    record.result = outcome.result;
+    record.error = outcome.error;
+    record.iterations = outcome.iterations;
+    record.input_tokens = outcome.input_tokens;
+    record.output_tokens = outcome.output_tokens;
+    record.cost_micros = outcome.cost_micros;
+    record.completed_at = Some(outcome.completed_at);
+    record.lease_owner = None;
+    record.lease_until = None;
+    record
+}
+
+/// The stored record, or the one in hand if the store cannot say.
+async fn current(inner: &Inner, record: JobRecord) -> JobRecord {
+    match inner.store.get_job(record.id).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => record,
+        Err(error) => {
+            tracing::warn!(job = %record.id, %error, "could not read the job back");
+            record
+        }
+    }
+}
