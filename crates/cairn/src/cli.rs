@@ -30,6 +30,8 @@ pub enum Command {
     /// Inspect time expressions.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Today's LLM spend and limits.
+    Cost,
 }
 
 /// Arguments of `cairn chat`.

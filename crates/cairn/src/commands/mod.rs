@@ -2,6 +2,7 @@
 
 mod chat;
 mod config;
+mod cost;
 mod doctor;
 mod schedule;
 mod version;
@@ -16,6 +17,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Version => version::run(cli.json),
         Command::Config(ConfigCommand::Show) => config::show(cli.json),
         Command::Doctor => doctor::run(cli.json),
+        Command::Cost => cost::run(cli.json),
         Command::Chat(args) => chat::run(&args, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.

@@ -1,0 +1,108 @@
+//! `cairn cost`: today's LLM spend (UTC day) against the daily budget, and
+//! the calls of the last hour against the hourly limit, read from the store.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use cairn_agent::cost_guard::{CostGuard, CostStatus, format_dollars};
+use cairn_agent::tools::SystemClock;
+use cairn_core::config::Config;
+use cairn_llm::MICROS_PER_DOLLAR;
+use cairn_store::Store;
+use secrecy::ExposeSecret;
+
+use crate::settings;
+
+/// Prints the cost guard's status as text, or as the `CostStatus` JSON.
+pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    let status = crate::commands::runtime()?.block_on(load_status(&config))?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", render(&status));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn load_status(config: &Config) -> anyhow::Result<CostStatus> {
+    let (store, _) = Store::open(config.database_url.expose_secret()).await?;
+    let guard = CostGuard::load(store.clone(), &config.cost, Arc::new(SystemClock)).await;
+    store.close().await;
+    Ok(guard?.status())
+}
+
+fn render(status: &CostStatus) -> String {
+    let budget = match status.daily_budget_cents {
+        None => "unlimited".to_owned(),
+        Some(cents) => {
+            let micros = cents.saturating_mul(MICROS_PER_DOLLAR / 100);
+            match u128::from(status.spent_micros)
+                .saturating_mul(100)
+                .checked_div(u128::from(micros))
+            {
+                Some(percent) => format!("{} ({percent}% used)", format_dollars(micros)),
+                None => format_dollars(micros),
+            }
+        }
+    };
+    let hourly = match status.hourly_limit {
+        None => "unlimited".to_owned(),
+        Some(limit) => format!("{limit} calls per hour"),
+    };
+    let state = if status.exceeded {
+        "daily budget reached: LLM calls are refused until 00:00 UTC"
+    } else if status.hourly_limit_reached() {
+        "hourly limit reached: LLM calls are refused until the oldest leaves the hour"
+    } else if status.warning {
+        "warning: 80% of the daily budget is spent"
+    } else {
+        "ok"
+    };
+    format!(
+        "date          {} (UTC)\nspent today   {}\ndaily budget  {budget}\nhourly limit  {hourly}\nlast hour     {} calls\nstatus        {state}\n",
+        status.date,
+        format_dollars(status.spent_micros),
+        status.hourly_calls,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status() -> CostStatus {
+        CostStatus {
+            date: chrono::NaiveDate::from_ymd_opt(2026, 3, 9).unwrap(),
+            spent_micros: 4_200_000,
+            daily_budget_cents: Some(500),
+            hourly_calls: 3,
+            hourly_limit: None,
+            warning: true,
+            exceeded: false,
+        }
+    }
+
+    #[test]
+    fn text_shows_money_limits_and_state() {
+        let text = render(&status());
+        assert!(text.contains("spent today   $4.20\n"), "{text}");
+        assert!(text.contains("daily budget  $5.00 (84% used)\n"), "{text}");
+        assert!(text.contains("hourly limit  unlimited\n"), "{text}");
+        assert!(text.contains("last hour     3 calls\n"), "{text}");
+        assert!(text.contains("status        warning: 80%"), "{text}");
+        let zero = CostStatus {
+            daily_budget_cents: Some(0),
+            exceeded: true,
+            hourly_limit: Some(3),
+            ..status()
+        };
+        let text = render(&zero);
+        assert!(text.contains("daily budget  $0.00\n"), "{text}");
+        assert!(text.contains("hourly limit  3 calls per hour\n"), "{text}");
+        assert!(
+            text.contains("status        daily budget reached"),
+            "{text}"
+        );
+    }
+}
