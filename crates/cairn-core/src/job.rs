@@ -210,7 +210,7 @@ pub struct JobOutcome {
 
 /// What a cancellation request did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", content = "state", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum CancelOutcome {
     /// The job had not started; it is cancelled now.
     Cancelled,

@@ -30,6 +30,9 @@ pub enum Command {
     /// Inspect time expressions.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Manage background jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
     /// Today's LLM spend and limits.
     Cost,
 }
@@ -79,4 +82,32 @@ pub struct ExplainArgs {
     /// How many fire times to list.
     #[arg(long, default_value_t = 5)]
     pub count: usize,
+}
+
+/// `cairn job …`
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Recent jobs, newest first: id, state, age and title.
+    List(JobListArgs),
+    /// Everything about one job, with its result or error.
+    Show {
+        /// The job's id, as `cairn job list` shows it.
+        id: String,
+    },
+    /// Stop a job: a pending one at once, a running one by asking its process.
+    Cancel {
+        /// The job's id, as `cairn job list` shows it.
+        id: String,
+    },
+}
+
+/// Arguments of `cairn job list`.
+#[derive(Debug, Args)]
+pub struct JobListArgs {
+    /// Only jobs in this state: pending, in_progress, completed, failed, stuck or cancelled.
+    #[arg(long)]
+    pub state: Option<cairn_core::job::JobState>,
+    /// How many jobs to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
 }

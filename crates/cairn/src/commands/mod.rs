@@ -4,6 +4,7 @@ mod chat;
 mod config;
 mod cost;
 mod doctor;
+mod job;
 mod schedule;
 mod version;
 
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Version => version::run(cli.json),
         Command::Config(ConfigCommand::Show) => config::show(cli.json),
         Command::Doctor => doctor::run(cli.json),
+        Command::Job(command) => job::run(&command, cli.json),
         Command::Cost => cost::run(cli.json),
         Command::Chat(args) => chat::run(&args, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {

@@ -1,0 +1,231 @@
+//! `cairn job list|show|cancel`: background jobs as the database has them.
+//!
+//! These commands talk to the store only, so they work whether or not a
+//! daemon is running. Cancelling a running job sets a flag that the process
+//! running it notices within a few seconds.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use cairn_agent::cost_guard::format_dollars;
+use cairn_core::job::{CancelOutcome, JobRecord};
+use cairn_store::{JobFilter, Store};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use secrecy::ExposeSecret;
+use uuid::Uuid;
+
+use crate::cli::{JobCommand, JobListArgs};
+use crate::exit::BadInput;
+use crate::settings;
+
+/// Runs one `cairn job` subcommand.
+pub fn run(command: &JobCommand, as_json: bool) -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    let zone = config.user.timezone;
+    let id = match command {
+        JobCommand::List(_) => None,
+        JobCommand::Show { id } | JobCommand::Cancel { id } => Some(parse_id(id)?),
+    };
+    crate::commands::runtime()?.block_on(async {
+        let (store, _) = Store::open(config.database_url.expose_secret())
+            .await
+            .context("cannot open the database")?;
+        let result = match (command, id) {
+            (JobCommand::List(args), _) => list(&store, args, as_json).await,
+            (JobCommand::Show { .. }, Some(id)) => show(&store, id, as_json, zone).await,
+            (JobCommand::Cancel { .. }, Some(id)) => cancel(&store, id, as_json).await,
+            _ => bail!("internal error: a job id was expected"),
+        };
+        store.close().await;
+        result
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_id(text: &str) -> anyhow::Result<Uuid> {
+    Uuid::parse_str(text.trim()).map_err(|_| {
+        BadInput(format!(
+            "not a job id: \"{text}\"; expected the full id shown by `cairn job list`"
+        ))
+        .into()
+    })
+}
+
+async fn find(store: &Store, id: Uuid) -> anyhow::Result<JobRecord> {
+    store
+        .get_job(id)
+        .await?
+        .with_context(|| format!("job {id} not found"))
+}
+
+async fn list(store: &Store, args: &JobListArgs, as_json: bool) -> anyhow::Result<()> {
+    let filter = JobFilter {
+        state: args.state,
+        limit: args.limit,
+        ..JobFilter::default()
+    };
+    let jobs = store.list_jobs(&filter).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&jobs)?);
+        return Ok(());
+    }
+    if jobs.is_empty() {
+        println!("no jobs");
+        return Ok(());
+    }
+    let now = Utc::now();
+    println!("{:<36}  {:<11}  {:>5}  TITLE", "ID", "STATE", "AGE");
+    for job in &jobs {
+        println!(
+            "{:<36}  {:<11}  {:>5}  {}",
+            job.id,
+            state_label(job),
+            age(now, job.created_at),
+            job.title
+        );
+    }
+    Ok(())
+}
+
+async fn show(store: &Store, id: Uuid, as_json: bool, zone: Tz) -> anyhow::Result<()> {
+    let job = find(store, id).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&job)?);
+    } else {
+        print!("{}", render(&job, zone, Utc::now()));
+    }
+    Ok(())
+}
+
+async fn cancel(store: &Store, id: Uuid, as_json: bool) -> anyhow::Result<()> {
+    let outcome = match store.request_job_cancel(id, Utc::now()).await {
+        Err(cairn_store::StoreError::NotFound { .. }) => bail!("job {id} not found"),
+        other => other?,
+    };
+    if let CancelOutcome::AlreadyEnded(state) = outcome {
+        bail!("job {id} already ended ({state}); nothing to cancel");
+    }
+    if as_json {
+        let state = find(store, id).await?.state;
+        let out = serde_json::json!({ "id": id, "outcome": outcome, "state": state });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if outcome == CancelOutcome::Cancelled {
+        println!("cancelled job {id} (it had not started)");
+    } else {
+        println!(
+            "asked the process running job {id} to stop it; `cairn job show {id}` shows when it has"
+        );
+    }
+    Ok(())
+}
+
+fn state_label(job: &JobRecord) -> String {
+    if job.cancel_requested && job.state.is_active() {
+        format!("{}*", job.state)
+    } else {
+        job.state.to_string()
+    }
+}
+
+/// How long ago, in the largest whole unit: `42s`, `5m`, `3h`, `2d`.
+fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+fn when(at: Option<DateTime<Utc>>, zone: Tz, now: DateTime<Utc>) -> String {
+    match at {
+        Some(at) => format!(
+            "{} ({} ago)",
+            at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
+            age(now, at)
+        ),
+        None => "-".to_string(),
+    }
+}
+
+fn render(job: &JobRecord, zone: Tz, now: DateTime<Utc>) -> String {
+    let mut state = job.state.to_string();
+    if job.cancel_requested && job.state.is_active() {
+        state.push_str(" (cancel requested)");
+    }
+    let optional = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
+    let lease = match (&job.lease_owner, job.lease_until) {
+        (Some(owner), Some(until)) => format!("{owner} until {}", when(Some(until), zone, now)),
+        _ => "-".to_string(),
+    };
+    let mut out = String::new();
+    let mut line = |label: &str, value: String| out.push_str(&format!("{label:<14} {value}\n"));
+    line("id:", job.id.to_string());
+    line("title:", job.title.clone());
+    line("state:", state);
+    line("owner:", job.owner.clone());
+    line("origin:", optional(&job.origin));
+    line(
+        "parent:",
+        job.parent_id.map(|p| p.to_string()).unwrap_or("-".into()),
+    );
+    line("created:", when(Some(job.created_at), zone, now));
+    line("started:", when(job.started_at, zone, now));
+    line("last activity:", when(job.last_activity_at, zone, now));
+    line("completed:", when(job.completed_at, zone, now));
+    line(
+        "iterations:",
+        format!("{} of {}", job.iterations, job.max_iterations),
+    );
+    line(
+        "tokens:",
+        format!("{} in, {} out", job.input_tokens, job.output_tokens),
+    );
+    line("cost:", format_dollars(job.cost_micros));
+    line("timeout:", cairn_core::duration::format(job.timeout));
+    line(
+        "planning:",
+        if job.use_planning { "yes" } else { "no" }.into(),
+    );
+    line("lease:", lease);
+    out.push_str(&format!("\ndescription:\n{}\n", indent(&job.description)));
+    if let Some(result) = &job.result {
+        out.push_str(&format!("\nresult:\n{}\n", indent(result)));
+    }
+    if let Some(error) = &job.error {
+        out.push_str(&format!("\nerror:\n{}\n", indent(error)));
+    }
+    out
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_use_the_largest_whole_unit() {
+        let now = DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let ago = |secs| age(now, now - chrono::Duration::seconds(secs));
+        assert_eq!(
+            [ago(5), ago(90), ago(7200), ago(200_000), ago(-3)],
+            ["5s", "1m", "2h", "2d", "0s"]
+        );
+    }
+
+    #[test]
+    fn ids_must_be_uuids() {
+        let err = parse_id("abc").unwrap_err();
+        assert!(err.downcast_ref::<BadInput>().is_some());
+        assert!(err.to_string().contains("\"abc\""), "{err}");
+        assert!(parse_id(&Uuid::nil().to_string()).is_ok());
+    }
+}
