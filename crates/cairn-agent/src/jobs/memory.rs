@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
-use cairn_store::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, StoreError};
+use cairn_store::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, StoreError};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -73,6 +73,18 @@ impl JobStore for MemoryJobStore {
 
     async fn get_job(&self, id: Uuid) -> Result<Option<JobRecord>, StoreError> {
         Ok(self.lock().get(&id).cloned())
+    }
+
+    async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
+        let limit = usize::try_from(filter.limit).unwrap_or(usize::MAX);
+        Ok(self
+            .all()
+            .into_iter()
+            .filter(|j| filter.state.is_none_or(|s| j.state == s))
+            .filter(|j| filter.owner.as_ref().is_none_or(|o| &j.owner == o))
+            .filter(|j| filter.parent_id.is_none_or(|p| j.parent_id == Some(p)))
+            .take(limit)
+            .collect())
     }
 
     async fn start_job(
@@ -303,6 +315,20 @@ mod tests {
                 .is_err()
         );
         assert_eq!(store.all().len(), 2);
+        let cancelled = JobFilter {
+            state: Some(JobState::Cancelled),
+            ..JobFilter::default()
+        };
+        assert_eq!(store.list_jobs(&cancelled).await.unwrap().len(), 2);
+        let one = JobFilter {
+            limit: 1,
+            ..JobFilter::default()
+        };
+        assert_eq!(
+            store.list_jobs(&one).await.unwrap()[0].id,
+            b.id,
+            "newest first"
+        );
     }
 
     #[tokio::test]

@@ -39,6 +39,7 @@ use uuid::Uuid;
 use crate::agent_loop::LoopConfig;
 
 pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
+pub use cairn_store::JobFilter;
 pub use memory::MemoryJobStore;
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
 pub use store::JobStore;

@@ -396,6 +396,11 @@ impl JobScheduler {
         Ok(self.inner.store.get_job(id).await?)
     }
 
+    /// Stored jobs matching the filter, newest first (for `/jobs`).
+    pub async fn list(&self, filter: &cairn_store::JobFilter) -> Result<Vec<JobRecord>, JobError> {
+        Ok(self.inner.store.list_jobs(filter).await?)
+    }
+
     /// Ids of the jobs running here now.
     pub fn running(&self) -> Vec<Uuid> {
         lock(&self.inner.slots).running.keys().copied().collect()

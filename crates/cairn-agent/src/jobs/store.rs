@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord};
-use cairn_store::{Store, StoreError};
+use cairn_store::{JobFilter, Store, StoreError};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -16,6 +16,8 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     async fn create_job(&self, job: &JobRecord) -> Result<(), StoreError>;
     /// One job by id.
     async fn get_job(&self, id: Uuid) -> Result<Option<JobRecord>, StoreError>;
+    /// Jobs matching the filter, most recently created first.
+    async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError>;
     /// pending → in_progress under a lease; `false` if no longer pending or cancel was asked.
     async fn start_job(
         &self,
@@ -61,6 +63,10 @@ impl JobStore for Store {
 
     async fn get_job(&self, id: Uuid) -> Result<Option<JobRecord>, StoreError> {
         Store::get_job(self, id).await
+    }
+
+    async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
+        Store::list_jobs(self, filter).await
     }
 
     async fn start_job(

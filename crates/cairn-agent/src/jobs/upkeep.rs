@@ -15,8 +15,9 @@ use super::{JobError, JobScheduler, StuckJob};
 
 impl JobScheduler {
     /// Marks `stuck` every job running here with no activity for
-    /// [`JobsConfig::stuck_after`](super::JobsConfig::stuck_after) (and back to `in_progress` any that moved
-    /// again); returns the stuck ones. Parents waiting for subtasks are not stuck.
+    /// [`stuck_after`](super::JobsConfig::stuck_after) (and back to
+    /// `in_progress` any that moved again); returns the stuck ones. Parents
+    /// waiting for their subtasks are not stuck.
     pub async fn detect_stuck(&self, now: DateTime<Utc>) -> Result<Vec<StuckJob>, JobError> {
         let watched: Vec<(Uuid, Arc<JobShared>)> = lock(&self.inner.slots)
             .running

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cairn_agent::JobSpec;
 use cairn_agent::JobStore;
-use cairn_agent::jobs::{CancelOutcome, JobError, JobState, MemoryJobStore};
+use cairn_agent::jobs::{CancelOutcome, JobError, JobFilter, JobState, MemoryJobStore};
 use cairn_agent::tools::FixedClock;
 use cairn_llm::build_provider;
 use cairn_llm::testing::{FakeLlmServer, InstantProvider, Scripted};
@@ -83,6 +83,19 @@ async fn max_parallel_jobs_keeps_extra_jobs_pending_first_in_first_out() {
     assert_eq!(h.scheduler.running().len(), 2);
     assert_eq!(stored(&store, ids[2]).await.state, JobState::Pending);
     assert_eq!(stored(&store, ids[3]).await.state, JobState::Pending);
+    let pending = JobFilter {
+        state: Some(JobState::Pending),
+        ..JobFilter::default()
+    };
+    let listed: Vec<Uuid> = h
+        .scheduler
+        .list(&pending)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(listed, [ids[3], ids[2]], "newest first");
 
     h.gate.open("job-1");
     let one = handles.remove(0).wait().await.unwrap();
