@@ -52,9 +52,15 @@ fuzz_target!(|data: &[u8]| {
     let _ = schedule.describe();
     let back = Schedule::from_normalized(&normalized, zone)
         .unwrap_or_else(|e| panic!("{text:?} -> {normalized:?} does not parse back: {e}"));
-    assert_eq!(back, schedule, "{text:?} -> {normalized:?} round-trips to something else");
+    assert_eq!(
+        back, schedule,
+        "{text:?} -> {normalized:?} round-trips to something else"
+    );
     if schedule.kind() == ScheduleKind::Once {
-        assert!(schedule.next_after(now).is_some_and(|t| t > now), "{text:?}: one-shot not after now");
+        assert!(
+            schedule.next_after(now).is_some_and(|t| t > now),
+            "{text:?}: one-shot not after now"
+        );
     }
     let mut last = now;
     for t in schedule.fire_times(now).take(8) {

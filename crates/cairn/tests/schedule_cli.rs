@@ -138,7 +138,10 @@ fn in_90m_is_exactly_90_minutes_after_from() {
     assert_eq!(v["kind"], "once");
     assert_eq!(v["normalized"], "2026-03-09T11:47:00Z");
     assert_eq!(next(&v), ["2026-03-09T11:47:00Z"]);
-    assert_eq!(v["timezone"], "Europe/Paris", "no --tz: the configured user zone");
+    assert_eq!(
+        v["timezone"], "Europe/Paris",
+        "no --tz: the configured user zone"
+    );
 }
 
 #[test]
