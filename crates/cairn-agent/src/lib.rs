@@ -22,9 +22,9 @@ pub mod hooks;
 pub mod jobs;
 pub mod policy;
 pub mod prompt;
-pub mod session;
 pub mod runner;
 pub mod safety;
+pub mod session;
 pub mod tools;
 
 pub use agent_loop::{

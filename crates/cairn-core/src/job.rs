@@ -233,7 +233,10 @@ mod tests {
         assert_eq!("in-progress".parse::<JobState>(), Ok(JobState::InProgress));
         assert_eq!("Stuck".parse::<JobState>(), Ok(JobState::Stuck));
         let err = "running".parse::<JobState>().unwrap_err().to_string();
-        assert!(err.contains("\"running\"") && err.contains("in_progress"), "{err}");
+        assert!(
+            err.contains("\"running\"") && err.contains("in_progress"),
+            "{err}"
+        );
         assert!(JobState::Cancelled.is_terminal() && !JobState::Stuck.is_terminal());
     }
 

@@ -7,10 +7,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
-use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::jobs::{JobScheduler, JobsConfig};
+use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{SystemClock, ToolsConfig, builtin_registry};
-use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolRunner};
+use cairn_agent::tools::{Clock, SystemClock, ToolContext, ToolsConfig, builtin_registry};
+use cairn_agent::{
+    AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry, LoopConfig,
+    PolicyGate, ToolRunner,
+};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
 use cairn_store::Store;
@@ -25,9 +29,18 @@ const MAX_CHECKPOINTS: usize = 20;
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 /// Deserializes a free-form config table, naming the file, line and key on error.
-fn section<T: serde::de::DeserializeOwned>(config: &Config, key: &str, section: &Section) -> anyhow::Result<T> {
+fn section<T: serde::de::DeserializeOwned>(
+    config: &Config,
+    key: &str,
+    section: &Section,
+) -> anyhow::Result<T> {
     serde_json::from_value(section.value.clone()).map_err(|e| {
-        let file = config.settings.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let file = config
+            .settings
+            .file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         BadInput(format!("{file}:{}: {key}: {e}", section.line)).into()
     })
 }
@@ -72,7 +85,8 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
         prices.merge(&extra);
     }
     let base = |name: &str, model: &str| -> anyhow::Result<ProviderSettings> {
-        let settings = ProviderSettings::preset(name, model).map_err(|e| BadInput(format!("llm.provider: {e}")))?;
+        let settings = ProviderSettings::preset(name, model)
+            .map_err(|e| BadInput(format!("llm.provider: {e}")))?;
         Ok(settings
             .with_timeout(Some(llm.timeout))
             .with_max_retries(llm.max_retries)
@@ -133,7 +147,11 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
     let db = config.database_url.expose_secret();
     if let Some(path) = db.strip_prefix("sqlite://") {
         let path = path.split('?').next().unwrap_or(path);
-        private.extend([path.to_string(), format!("{path}-wal"), format!("{path}-shm")]);
+        private.extend([
+            path.to_string(),
+            format!("{path}-wal"),
+            format!("{path}-shm"),
+        ]);
     }
     for path in private {
         if !tools.shell.forbidden_paths.contains(&path) {
@@ -147,7 +165,11 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
 }
 
 /// The agent loop over the main provider and the configured tools.
-pub fn agent_loop(config: &Config, providers: &Providers, tools: &ToolsConfig) -> anyhow::Result<AgentLoop> {
+pub fn agent_loop(
+    config: &Config,
+    providers: &Providers,
+    tools: &ToolsConfig,
+) -> anyhow::Result<AgentLoop> {
     let registry = builtin_registry(tools).context("cannot set up the tools")?;
     let policy = PolicyGate::new(&tools.policy);
     let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
@@ -162,23 +184,101 @@ pub fn agent_loop(config: &Config, providers: &Providers, tools: &ToolsConfig) -
     ))
 }
 
-/// Everything a chat channel needs, over an open store.
-pub fn chat_service(config: &Config, store: Store) -> anyhow::Result<ChatService> {
-    let providers = providers(config)?;
+/// The running parts shared by every front end of one process.
+pub struct Runtime {
+    /// The database.
+    pub store: Store,
+    /// The main and cheap providers, both behind the cost guard.
+    pub providers: Providers,
+    /// The `[tools]` configuration.
+    pub tools: ToolsConfig,
+    /// The agent loop over the main provider.
+    pub agent: AgentLoop,
+    /// Background jobs (started; shut it down before exit).
+    pub jobs: Arc<JobScheduler>,
+}
+
+/// Builds and starts everything over an open store.
+pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let guard = Arc::new(
+        CostGuard::load(store.clone(), &config.cost, Arc::clone(&clock))
+            .await
+            .context("cannot load the cost guard's state")?,
+    );
+    // The guard wraps the outermost provider, so one logical call counts once
+    // whatever retries and failover happen inside.
+    let raw = providers(config)?;
+    let providers = Providers {
+        main: Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))),
+        cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
+    };
     let tools = tools_config(config)?;
     let agent = agent_loop(config, &providers, &tools)?;
     std::fs::create_dir_all(&config.workspace)
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
-    let sessions = Arc::new(SessionManager::new(store, Arc::new(SystemClock), MAX_CHECKPOINTS, SESSION_IDLE));
-    Ok(ChatService::new(
-        sessions,
+
+    let base_ctx = ToolContext::new(&config.workspace, "jobs")
+        .with_timezone(config.user.timezone)
+        .with_clock(Arc::clone(&clock))
+        .with_limits(tools.limits.clone());
+    let mut jobs_config = JobsConfig::from_agent(&config.agent);
+    jobs_config.system_prompt = build_system_prompt(&PromptContext {
+        agent_name: config.agent.name.clone(),
+        workspace: config.workspace.clone(),
+        timezone: config.user.timezone,
+        now: clock.now(),
+        model: providers.main.model().to_string(),
+        tools: agent.runner().registry().definitions(),
+        runtime: RuntimeInfo::detect(),
+    })
+    .await;
+    let jobs = JobScheduler::builder(
+        Arc::new(store.clone()),
+        Arc::clone(&providers.main),
+        Arc::clone(agent.runner()),
+        base_ctx,
+    )
+    .config(jobs_config)
+    .build();
+    jobs.start()
+        .await
+        .context("cannot start the job scheduler")?;
+    Ok(Runtime {
+        store,
+        providers,
+        tools,
         agent,
+        jobs: Arc::new(jobs),
+    })
+}
+
+/// Everything a chat channel needs.
+pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
+    let sessions = Arc::new(SessionManager::new(
+        rt.store.clone(),
+        Arc::new(SystemClock),
+        MAX_CHECKPOINTS,
+        SESSION_IDLE,
+    ));
+    let monitor = ContextMonitor::for_model(
+        config.llm.context_limit as usize,
+        rt.providers.main.context_window(),
+    );
+    let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
+        .with_monitor(monitor)
+        .with_time_zone(config.user.timezone);
+    ChatService::new(
+        sessions,
+        rt.agent.clone(),
         ChatSettings {
             agent_name: config.agent.name.clone(),
             workspace: config.workspace.clone(),
             timezone: config.user.timezone,
             runtime: RuntimeInfo::detect(),
-            tool_limits: tools.limits.clone(),
+            tool_limits: rt.tools.limits.clone(),
         },
-    ))
+    )
+    .with_compactor(Arc::new(compactor))
+    .with_jobs(Arc::clone(&rt.jobs))
 }

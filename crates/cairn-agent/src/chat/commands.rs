@@ -4,35 +4,48 @@
 use cairn_core::submission::{self, Command, Submission};
 
 use super::{ChatService, Reply};
+use crate::context::CompactionStrategy;
 use crate::session::{Checkpoint, LiveSession, Thread, manager::age};
 
 impl ChatService {
     /// Answers a control or command submission.
-    pub(super) async fn control(&self, session: &mut LiveSession, external: Option<&str>, submission: Submission) -> Reply {
+    pub(super) async fn control(
+        &self,
+        session: &mut LiveSession,
+        external: Option<&str>,
+        submission: Submission,
+    ) -> Reply {
         match submission {
             Submission::Undo => self.step(session, external, Step::Undo).await,
             Submission::Redo => self.step(session, external, Step::Redo).await,
             Submission::Clear => self.clear(session, external).await,
             Submission::NewThread => match self.sessions.new_thread(session).await {
-                Ok(id) => Reply::notice(format!("Started a new thread ({}).", short(&id.to_string()))),
-                Err(e) => e.into(),
-            },
-            Submission::SwitchThread { id } => match self.sessions.switch_thread(session, &id).await {
-                Ok(t) => Reply::notice(format!(
-                    "Switched to thread {} ({}).",
-                    short(&t.id.to_string()),
-                    t.title.as_deref().unwrap_or("untitled")
+                Ok(id) => Reply::notice(format!(
+                    "Started a new thread ({}).",
+                    short(&id.to_string())
                 )),
                 Err(e) => e.into(),
             },
+            Submission::SwitchThread { id } => {
+                match self.sessions.switch_thread(session, &id).await {
+                    Ok(t) => Reply::notice(format!(
+                        "Switched to thread {} ({}).",
+                        short(&t.id.to_string()),
+                        t.title.as_deref().unwrap_or("untitled")
+                    )),
+                    Err(e) => e.into(),
+                }
+            }
             Submission::ListThreads => self.list_threads(session).await,
-            Submission::Compact => Reply::notice("Nothing to compact: the conversation fits in the context window."),
+            Submission::Compact => self.compact(session, external).await,
             Submission::Heartbeat => Reply::notice(
                 "The heartbeat runs inside the daemon, which this build does not include yet; nothing was checked.",
             ),
             Submission::Command(command) => self.command(session, external, command).await,
             Submission::UnknownCommand { name, suggestion } => Reply::error(match suggestion {
-                Some(s) => format!("Unknown command /{name}. Did you mean {s}? Type /help for the list."),
+                Some(s) => {
+                    format!("Unknown command /{name}. Did you mean {s}? Type /help for the list.")
+                }
                 None => format!("Unknown command /{name}. Type /help for the list."),
             }),
             Submission::BadCommand { usage, .. } => Reply::error(format!("Usage: {usage}")),
@@ -47,7 +60,12 @@ impl ChatService {
         }
     }
 
-    async fn command(&self, session: &mut LiveSession, external: Option<&str>, command: Command) -> Reply {
+    async fn command(
+        &self,
+        session: &mut LiveSession,
+        external: Option<&str>,
+        command: Command,
+    ) -> Reply {
         match command {
             Command::Help { topic } => Reply::notice(submission::help(topic.as_deref())),
             Command::Ping => Reply::notice("pong"),
@@ -60,7 +78,9 @@ impl ChatService {
                 }
                 Reply::notice(out.trim_end().to_string())
             }
-            Command::Model { name: None } => Reply::notice(format!("Model: {}", self.model_of(session))),
+            Command::Model { name: None } => {
+                Reply::notice(format!("Model: {}", self.model_of(session)))
+            }
             Command::Model { name: Some(name) } => {
                 if let Some(map) = session.row.metadata.as_object_mut() {
                     map.insert("model".into(), serde_json::Value::String(name.clone()));
@@ -73,9 +93,10 @@ impl ChatService {
                 }
             }
             Command::Debug => self.debug(session, external).await,
-            Command::CreateJob { .. } | Command::JobStatus { .. } | Command::CancelJob { .. } | Command::ListJobs => {
-                Reply::error("Background jobs are not available in this session.")
-            }
+            Command::CreateJob { description } => self.create_job(session, description).await,
+            Command::JobStatus { id } => self.job_status(session, id).await,
+            Command::CancelJob { id } => self.cancel_job(session, id).await,
+            Command::ListJobs => self.list_jobs(session).await,
         }
     }
 
@@ -101,7 +122,11 @@ impl ChatService {
         let now = self.sessions.clock().now();
         let mut out = String::from("Threads (newest first; /thread <id> switches):\n");
         for t in threads {
-            let marker = if session.row.active_thread_id == Some(t.id) { "*" } else { " " };
+            let marker = if session.row.active_thread_id == Some(t.id) {
+                "*"
+            } else {
+                " "
+            };
             out.push_str(&format!(
                 "{marker} {}  {:<11} {:>8}  {}\n",
                 short(&t.id.to_string()),
@@ -164,9 +189,65 @@ impl ChatService {
             return e;
         }
         Reply::notice(match step {
-            Step::Undo => format!("Undone: back to {} turn(s) (was {before}). /redo re-applies.", thread.turns.len()),
+            Step::Undo => format!(
+                "Undone: back to {} turn(s) (was {before}). /redo re-applies.",
+                thread.turns.len()
+            ),
             Step::Redo => format!("Redone: {} turn(s).", thread.turns.len()),
         })
+    }
+
+    /// `/compact`: what the monitor suggests, or at least a summary of all but the last 5 turns.
+    async fn compact(&self, session: &mut LiveSession, external: Option<&str>) -> Reply {
+        let Some(compactor) = self.compactor.clone() else {
+            return Reply::error("Compaction is not available in this session.");
+        };
+        let id = match self.sessions.resolve_thread(session, external).await {
+            Ok(id) => id,
+            Err(e) => return e.into(),
+        };
+        let Some((row, thread)) = session.split(id) else {
+            return Reply::error("the thread could not be loaded");
+        };
+        let monitor = compactor.monitor();
+        let breakdown = monitor.measure(&thread.history());
+        let strategy = monitor
+            .suggest(&breakdown)
+            .filter(|s| s.severity() >= CompactionStrategy::Summarize { keep_recent: 5 }.severity())
+            .unwrap_or(CompactionStrategy::Summarize { keep_recent: 5 });
+        let checkpoint = Checkpoint::new(
+            thread.next_turn_number(),
+            "before /compact",
+            thread.turns.clone(),
+        );
+        let now = self.sessions.clock().now();
+        match compactor.compact(&mut thread.turns, strategy, now).await {
+            Ok(result) if result.turns_removed == 0 => Reply::notice(
+                "Nothing to compact: the thread has no turns older than the recent ones kept.",
+            ),
+            Ok(result) => {
+                thread.undo.checkpoint(checkpoint.clone());
+                if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
+                    return e.into();
+                }
+                thread.updated_at = now;
+                if let Err(e) = self.sessions.save(row, thread).await {
+                    return e.into();
+                }
+                Reply::notice(format!(
+                    "Compacted ({}): {} turn(s) folded away, about {} → {} tokens{}. /undo restores them.",
+                    result.strategy.name(),
+                    result.turns_removed,
+                    result.tokens_before,
+                    result.tokens_after,
+                    result
+                        .fallback
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default()
+                ))
+            }
+            Err(e) => Reply::error(format!("compaction failed: {e}")),
+        }
     }
 
     async fn clear(&self, session: &mut LiveSession, external: Option<&str>) -> Reply {
@@ -180,7 +261,11 @@ impl ChatService {
         if thread.turns.is_empty() {
             return Reply::notice("The thread is already empty.");
         }
-        let checkpoint = Checkpoint::new(thread.next_turn_number(), "before /clear", thread.turns.clone());
+        let checkpoint = Checkpoint::new(
+            thread.next_turn_number(),
+            "before /clear",
+            thread.turns.clone(),
+        );
         thread.undo.checkpoint(checkpoint.clone());
         if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
             return e.into();
@@ -200,9 +285,21 @@ enum Step {
     Redo,
 }
 
-async fn save_all(service: &ChatService, row: &mut cairn_store::SessionRow, thread: &Thread) -> Result<(), Reply> {
-    service.sessions.save_undo_stacks(thread).await.map_err(Reply::from)?;
-    service.sessions.save(row, thread).await.map_err(Reply::from)
+async fn save_all(
+    service: &ChatService,
+    row: &mut cairn_store::SessionRow,
+    thread: &Thread,
+) -> Result<(), Reply> {
+    service
+        .sessions
+        .save_undo_stacks(thread)
+        .await
+        .map_err(Reply::from)?;
+    service
+        .sessions
+        .save(row, thread)
+        .await
+        .map_err(Reply::from)
 }
 
 /// The first 8 characters of an id, enough to tell threads apart.

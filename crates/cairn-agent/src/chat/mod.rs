@@ -8,6 +8,7 @@
 //! answer resolves the pending approval of a channel that cannot prompt.
 
 mod commands;
+mod jobs;
 mod turn;
 
 use std::collections::HashMap;
@@ -23,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::agent_loop::{AgentLoop, LoopEvent, ToolCallRecord};
+use crate::context::{CompactionResult, Compactor};
 use crate::hooks::HookFlow;
+use crate::jobs::JobScheduler;
 use crate::prompt::RuntimeInfo;
 use crate::runner::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::session::{SessionError, SessionKey, SessionManager, TurnUsage};
@@ -61,6 +64,9 @@ pub trait ChatSink: Send + Sync {
 
     /// An approval is pending and will be answered by a later message.
     fn on_approval_needed(&self, _request: &ApprovalRequest) {}
+
+    /// The conversation was compacted to fit the model's context window.
+    fn on_compacted(&self, _result: &CompactionResult) {}
 }
 
 /// The answer to one inbound message.
@@ -139,12 +145,16 @@ pub struct ChatService {
     sessions: Arc<SessionManager>,
     agent: AgentLoop,
     settings: ChatSettings,
+    compactor: Option<Arc<Compactor>>,
+    jobs: Option<Arc<JobScheduler>>,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
 }
 
 impl std::fmt::Debug for ChatService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatService").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("ChatService")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
@@ -155,8 +165,25 @@ impl ChatService {
             sessions,
             agent,
             settings,
+            compactor: None,
+            jobs: None,
             running: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Keeps conversations within the model's context window with `compactor`:
+    /// before each turn, when the provider reports an overflow, and on `/compact`.
+    #[must_use]
+    pub fn with_compactor(mut self, compactor: Arc<Compactor>) -> Self {
+        self.compactor = Some(compactor);
+        self
+    }
+
+    /// Runs `/job`, `/status`, `/cancel` and `/jobs` on `scheduler`.
+    #[must_use]
+    pub fn with_jobs(mut self, scheduler: Arc<JobScheduler>) -> Self {
+        self.jobs = Some(scheduler);
+        self
     }
 
     /// The session manager.
@@ -172,7 +199,12 @@ impl ChatService {
     /// Handles one message and returns what to show.
     pub async fn handle(&self, inbound: Inbound, sink: &dyn ChatSink) -> Reply {
         let mut text = inbound.text.clone();
-        if let HookFlow::Cancel(reason) = self.agent.hooks().before_inbound(&inbound.channel, &mut text).await {
+        if let HookFlow::Cancel(reason) = self
+            .agent
+            .hooks()
+            .before_inbound(&inbound.channel, &mut text)
+            .await
+        {
             return Reply::Dropped { reason };
         }
         let key = SessionKey {
@@ -194,21 +226,55 @@ impl ChatService {
             }
         };
         let awaiting = self.with_running(&key, |r| r.is_some_and(|r| r.pending.is_some()));
-        match submission::parse(&text, ParseContext { awaiting_approval: awaiting }) {
-            Submission::UserInput { text } => self.input(&key, &mut session, inbound.thread.as_deref(), Some(text), sink).await,
-            Submission::Resume => self.input(&key, &mut session, inbound.thread.as_deref(), None, sink).await,
+        match submission::parse(
+            &text,
+            ParseContext {
+                awaiting_approval: awaiting,
+            },
+        ) {
+            Submission::UserInput { text } => {
+                self.input(
+                    &key,
+                    &mut session,
+                    inbound.thread.as_deref(),
+                    Some(text),
+                    sink,
+                )
+                .await
+            }
+            Submission::Resume => {
+                self.input(&key, &mut session, inbound.thread.as_deref(), None, sink)
+                    .await
+            }
             Submission::Summarize => {
                 let ask = "Summarize our conversation so far: the main points, the decisions made and the open questions.";
-                self.input(&key, &mut session, inbound.thread.as_deref(), Some(ask.to_string()), sink).await
+                self.input(
+                    &key,
+                    &mut session,
+                    inbound.thread.as_deref(),
+                    Some(ask.to_string()),
+                    sink,
+                )
+                .await
             }
             Submission::Suggest => {
                 let ask = "Based on our conversation so far, suggest a few useful next steps.";
-                self.input(&key, &mut session, inbound.thread.as_deref(), Some(ask.to_string()), sink).await
+                self.input(
+                    &key,
+                    &mut session,
+                    inbound.thread.as_deref(),
+                    Some(ask.to_string()),
+                    sink,
+                )
+                .await
             }
             Submission::Approval { .. } => Reply::notice("Nothing is waiting for approval."),
             Submission::Interrupt => Reply::notice("Nothing is running."),
             Submission::Quit => Reply::Quit,
-            other => self.control(&mut session, inbound.thread.as_deref(), other).await,
+            other => {
+                self.control(&mut session, inbound.thread.as_deref(), other)
+                    .await
+            }
         }
     }
 
@@ -218,9 +284,13 @@ impl ChatService {
     fn while_busy(&self, key: &SessionKey, text: &str) -> Option<Reply> {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let turn = running.get_mut(key)?;
-        let ctx = ParseContext { awaiting_approval: turn.pending.is_some() };
+        let ctx = ParseContext {
+            awaiting_approval: turn.pending.is_some(),
+        };
         match submission::parse(text, ctx) {
-            Submission::Approval { approved, always, .. } => {
+            Submission::Approval {
+                approved, always, ..
+            } => {
                 let answer = match (approved, always) {
                     (true, true) => ApprovalAnswer::Always,
                     (true, false) => ApprovalAnswer::Yes,
@@ -229,7 +299,11 @@ impl ChatService {
                 if let Some((_, reply_to)) = turn.pending.take() {
                     let _ = reply_to.send(answer);
                 }
-                Some(Reply::notice(if approved { "Approved." } else { "Declined." }))
+                Some(Reply::notice(if approved {
+                    "Approved."
+                } else {
+                    "Declined."
+                }))
             }
             Submission::Interrupt => {
                 turn.cancel.cancel();

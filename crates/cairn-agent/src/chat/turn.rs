@@ -1,6 +1,7 @@
 //! Running one agent turn in a thread: checkpoint, prompt, loop, record, save.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use cairn_core::chat::ChatMessage;
@@ -8,15 +9,30 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ChatService, ChatSink, PendingApprover, Reply, Running, TurnReport};
 use crate::agent_loop::{LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
+use crate::context::Compactor;
 use crate::prompt::{PromptContext, build_system_prompt};
 use crate::runner::Approver;
-use crate::session::{Checkpoint, LiveSession, SessionKey, ThreadState, Turn, TurnState, TurnUsage, title_from};
+use crate::session::{
+    Checkpoint, LiveSession, SessionKey, ThreadState, Turn, TurnState, TurnUsage, title_from,
+};
 use crate::tools::ToolContext;
 
 /// The loop delegate of a chat turn.
 struct TurnDelegate<'a> {
     sink: &'a dyn ChatSink,
     approver: &'a dyn Approver,
+    overflow: Option<Overflow<'a>>,
+}
+
+/// What the delegate needs to shrink the conversation when the provider
+/// reports an overflow: the thread's earlier turns (moved in for the turn's
+/// duration) and where the current turn's messages start.
+struct Overflow<'a> {
+    compactor: &'a Compactor,
+    clock: &'a dyn crate::tools::Clock,
+    system_prompt: String,
+    turns: tokio::sync::Mutex<Vec<Turn>>,
+    base: AtomicUsize,
 }
 
 #[async_trait]
@@ -31,6 +47,34 @@ impl LoopDelegate for TurnDelegate<'_> {
 
     fn on_event(&self, event: LoopEvent) {
         self.sink.on_event(event);
+    }
+
+    async fn on_context_overflow(&self, messages: &mut Vec<ChatMessage>) -> bool {
+        let Some(o) = &self.overflow else {
+            return false;
+        };
+        let mut turns = o.turns.lock().await;
+        let base = o.base.load(Ordering::SeqCst).min(messages.len());
+        match o
+            .compactor
+            .compact_for_overflow(&mut turns, &o.system_prompt, o.clock.now())
+            .await
+        {
+            Ok(result) if result.turns_removed > 0 => {
+                let current = messages.split_off(base);
+                messages.truncate(1);
+                messages.extend(turns.iter().flat_map(|t| t.messages.iter().cloned()));
+                o.base.store(messages.len(), Ordering::SeqCst);
+                messages.extend(current);
+                self.sink.on_compacted(&result);
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction after a context overflow failed");
+                false
+            }
+        }
     }
 }
 
@@ -50,7 +94,12 @@ impl ChatService {
             Ok(id) => id,
             Err(e) => return e.into(),
         };
-        let model = session.row.metadata.get("model").and_then(|m| m.as_str()).map(str::to_string);
+        let model = session
+            .row
+            .metadata
+            .get("model")
+            .and_then(|m| m.as_str())
+            .map(str::to_string);
         let session_id = session.row.id.to_string();
         let Some((row, thread)) = session.split(thread_id) else {
             return Reply::error("the thread could not be loaded");
@@ -69,9 +118,19 @@ impl ChatService {
                 let prior = PriorTurn::new(ChatMessage::user(text.clone()));
                 (number, text, clock.now(), prior)
             }
-            None => match thread.turns.pop_if(|last| last.state == TurnState::Interrupted) {
-                Some(t) => (t.number, t.user_input.clone(), t.started_at, PriorTurn::from(t)),
-                None => return Reply::notice("Nothing to resume: the last turn was not interrupted."),
+            None => match thread
+                .turns
+                .pop_if(|last| last.state == TurnState::Interrupted)
+            {
+                Some(t) => (
+                    t.number,
+                    t.user_input.clone(),
+                    t.started_at,
+                    PriorTurn::from(t),
+                ),
+                None => {
+                    return Reply::notice("Nothing to resume: the last turn was not interrupted.");
+                }
             },
         };
 
@@ -84,12 +143,27 @@ impl ChatService {
             workspace: self.settings.workspace.clone(),
             timezone: self.settings.timezone,
             now: clock.now(),
-            model: agent.config().model.clone().unwrap_or_else(|| agent.provider().model().to_string()),
+            model: agent
+                .config()
+                .model
+                .clone()
+                .unwrap_or_else(|| agent.provider().model().to_string()),
             tools: agent.runner().registry().definitions(),
             runtime: self.settings.runtime.clone(),
         })
         .await;
-        let mut messages = vec![ChatMessage::system(prompt)];
+        if let Some(compactor) = &self.compactor {
+            match compactor
+                .maybe_compact(&mut thread.turns, &prompt, clock.now())
+                .await
+            {
+                Ok(Some(result)) => sink.on_compacted(&result),
+                Ok(None) => {}
+                // The turn can still run; the provider will say if it does not fit.
+                Err(e) => tracing::warn!(error = %e, "compaction before the turn failed"),
+            }
+        }
+        let mut messages = vec![ChatMessage::system(prompt.clone())];
         messages.extend(thread.history());
         let base = messages.len();
         messages.extend(prior.messages.iter().cloned());
@@ -115,14 +189,37 @@ impl ChatService {
             running: Arc::clone(&self.running),
             sink,
         };
+        let overflow = self.compactor.as_deref().map(|compactor| Overflow {
+            compactor,
+            clock: clock.as_ref(),
+            system_prompt: prompt,
+            turns: tokio::sync::Mutex::new(std::mem::take(&mut thread.turns)),
+            base: AtomicUsize::new(base),
+        });
         let delegate = TurnDelegate {
             sink,
             approver: sink.approver().unwrap_or(&pending),
+            overflow,
         };
         let outcome = agent.run(&delegate, &mut messages, &ctx).await;
         self.unregister(key);
+        let base = match delegate.overflow {
+            Some(o) => {
+                thread.turns = o.turns.into_inner();
+                o.base.load(Ordering::SeqCst).min(messages.len())
+            }
+            None => base,
+        };
 
-        let turn = record(number, user_input, started_at, prior, &messages[base..], &outcome, clock.now());
+        let turn = record(
+            number,
+            user_input,
+            started_at,
+            prior,
+            &messages[base..],
+            &outcome,
+            clock.now(),
+        );
         thread.state = match turn.state {
             TurnState::Interrupted => ThreadState::Interrupted,
             _ => ThreadState::Completed,
@@ -143,7 +240,9 @@ impl ChatService {
         }
         match (state, error) {
             (TurnState::Completed, _) => Reply::Answer(report),
-            (TurnState::Interrupted, _) => Reply::notice("Interrupted. /resume continues the turn, /undo drops it."),
+            (TurnState::Interrupted, _) => {
+                Reply::notice("Interrupted. /resume continues the turn, /undo drops it.")
+            }
             (_, Some(error)) => Reply::error(error),
             (_, None) => Reply::error("the turn failed"),
         }
@@ -151,7 +250,13 @@ impl ChatService {
 
     fn register(&self, key: &SessionKey, cancel: CancellationToken) {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running.insert(key.clone(), Running { cancel, pending: None });
+        running.insert(
+            key.clone(),
+            Running {
+                cancel,
+                pending: None,
+            },
+        );
     }
 
     fn unregister(&self, key: &SessionKey) {
@@ -202,9 +307,14 @@ fn record(
         LoopStatus::Interrupted => (TurnState::Interrupted, None),
         LoopStatus::IterationLimit { limit } => (
             TurnState::Failed,
-            Some(format!("stopped after {limit} model calls without a final answer (agent.max_iterations)")),
+            Some(format!(
+                "stopped after {limit} model calls without a final answer (agent.max_iterations)"
+            )),
         ),
-        LoopStatus::Cancelled { reason } => (TurnState::Failed, Some(format!("stopped by a hook: {reason}"))),
+        LoopStatus::Cancelled { reason } => (
+            TurnState::Failed,
+            Some(format!("stopped by a hook: {reason}")),
+        ),
         LoopStatus::Failed { error } => (TurnState::Failed, Some(error.to_string())),
     };
     let mut tool_calls = prior.tool_calls;

@@ -66,7 +66,9 @@ impl LiveSession {
 
     /// The active thread's id, if it is loaded.
     pub fn active_thread(&self) -> Option<Uuid> {
-        self.row.active_thread_id.filter(|id| self.threads.contains_key(id))
+        self.row
+            .active_thread_id
+            .filter(|id| self.threads.contains_key(id))
     }
 }
 
@@ -90,7 +92,12 @@ impl std::fmt::Debug for SessionManager {
 
 impl SessionManager {
     /// A manager over `store`; threads keep `max_checkpoints` undo steps.
-    pub fn new(store: Store, clock: Arc<dyn Clock>, max_checkpoints: usize, idle_timeout: Duration) -> Self {
+    pub fn new(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        max_checkpoints: usize,
+        idle_timeout: Duration,
+    ) -> Self {
         Self {
             store,
             clock,
@@ -132,7 +139,10 @@ impl SessionManager {
         }));
         sessions.insert(key.clone(), Arc::clone(&live));
         if sessions.len() > SESSION_COUNT_WARNING {
-            tracing::warn!(count = sessions.len(), "more than {SESSION_COUNT_WARNING} sessions in memory");
+            tracing::warn!(
+                count = sessions.len(),
+                "more than {SESSION_COUNT_WARNING} sessions in memory"
+            );
         }
         Ok(live)
     }
@@ -150,7 +160,8 @@ impl SessionManager {
     /// Drops sessions idle longer than the timeout from memory (they stay in
     /// the store). A session busy with a turn is skipped, never waited for.
     pub async fn prune_idle(&self) -> usize {
-        let cutoff = self.clock.now() - chrono::Duration::from_std(self.idle_timeout).unwrap_or(chrono::Duration::MAX);
+        let cutoff = self.clock.now()
+            - chrono::Duration::from_std(self.idle_timeout).unwrap_or(chrono::Duration::MAX);
         let mut sessions = self.sessions.write().await;
         let before = sessions.len();
         sessions.retain(|_, live| match live.try_lock() {
@@ -179,9 +190,17 @@ impl SessionManager {
 
     /// The thread a message goes to: the one the channel names (created on
     /// first use), else the session's active thread, else a new one.
-    pub async fn resolve_thread(&self, session: &mut LiveSession, external: Option<&str>) -> Result<Uuid, SessionError> {
+    pub async fn resolve_thread(
+        &self,
+        session: &mut LiveSession,
+        external: Option<&str>,
+    ) -> Result<Uuid, SessionError> {
         let id = match external {
-            Some(ext) => match session.threads.values().find(|t| t.external_id.as_deref() == Some(ext)) {
+            Some(ext) => match session
+                .threads
+                .values()
+                .find(|t| t.external_id.as_deref() == Some(ext))
+            {
                 Some(t) => t.id,
                 None => match self.store.find_thread(session.row.id, ext).await? {
                     Some(row) => self.load(session, row).await?,
@@ -207,10 +226,17 @@ impl SessionManager {
     }
 
     /// Makes the thread whose id starts with `prefix` the active one.
-    pub async fn switch_thread(&self, session: &mut LiveSession, prefix: &str) -> Result<ThreadSummary, SessionError> {
+    pub async fn switch_thread(
+        &self,
+        session: &mut LiveSession,
+        prefix: &str,
+    ) -> Result<ThreadSummary, SessionError> {
         let all = self.store.list_threads(session.row.id).await?;
         let prefix = prefix.trim().to_ascii_lowercase();
-        let matches: Vec<&ThreadSummary> = all.iter().filter(|t| t.id.to_string().starts_with(&prefix)).collect();
+        let matches: Vec<&ThreadSummary> = all
+            .iter()
+            .filter(|t| t.id.to_string().starts_with(&prefix))
+            .collect();
         let found = match matches.as_slice() {
             [one] => (*one).clone(),
             [] => return Err(SessionError::NoSuchThread(prefix)),
@@ -223,12 +249,19 @@ impl SessionManager {
     }
 
     /// The session's threads, most recent first.
-    pub async fn list_threads(&self, session: &LiveSession) -> Result<Vec<ThreadSummary>, SessionError> {
+    pub async fn list_threads(
+        &self,
+        session: &LiveSession,
+    ) -> Result<Vec<ThreadSummary>, SessionError> {
         Ok(self.store.list_threads(session.row.id).await?)
     }
 
     /// Saves a thread (state, title, turns) and the session's activity time.
-    pub async fn save(&self, session: &mut SessionRow, thread: &Thread) -> Result<(), SessionError> {
+    pub async fn save(
+        &self,
+        session: &mut SessionRow,
+        thread: &Thread,
+    ) -> Result<(), SessionError> {
         self.store.save_thread(&row_of(thread)?).await?;
         session.last_active_at = self.clock.now();
         self.store.update_session(session).await?;
@@ -236,19 +269,42 @@ impl SessionManager {
     }
 
     /// Persists a new undo checkpoint (the redo stack is cleared with it).
-    pub async fn save_checkpoint(&self, thread: &Thread, checkpoint: &Checkpoint) -> Result<(), SessionError> {
+    pub async fn save_checkpoint(
+        &self,
+        thread: &Thread,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), SessionError> {
         let row = checkpoint_row(thread.id, checkpoint)?;
-        Ok(self.store.push_checkpoint(thread.id, &row, thread.undo.max()).await?)
+        Ok(self
+            .store
+            .push_checkpoint(thread.id, &row, thread.undo.max())
+            .await?)
     }
 
     /// Persists both checkpoint stacks as they are now (after undo, redo, restore).
     pub async fn save_undo_stacks(&self, thread: &Thread) -> Result<(), SessionError> {
-        let undo = thread.undo.undo_stack().map(|c| checkpoint_row(thread.id, c)).collect::<Result<Vec<_>, _>>()?;
-        let redo = thread.undo.redo_stack().iter().map(|c| checkpoint_row(thread.id, c)).collect::<Result<Vec<_>, _>>()?;
-        Ok(self.store.replace_checkpoints(thread.id, &undo, &redo).await?)
+        let undo = thread
+            .undo
+            .undo_stack()
+            .map(|c| checkpoint_row(thread.id, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let redo = thread
+            .undo
+            .redo_stack()
+            .iter()
+            .map(|c| checkpoint_row(thread.id, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self
+            .store
+            .replace_checkpoints(thread.id, &undo, &redo)
+            .await?)
     }
 
-    async fn create_thread(&self, session: &mut LiveSession, external: Option<String>) -> Result<Uuid, SessionError> {
+    async fn create_thread(
+        &self,
+        session: &mut LiveSession,
+        external: Option<String>,
+    ) -> Result<Uuid, SessionError> {
         let now = self.clock.now();
         let thread = Thread::new(session.row.id, external.clone(), self.max_checkpoints, now);
         self.store.create_thread(&row_of(&thread)?).await?;
@@ -268,16 +324,23 @@ impl SessionManager {
             what,
             message: e.to_string(),
         };
-        let turns: Vec<Turn> = serde_json::from_value(row.turns.clone()).map_err(|e| corrupt("turns", e))?;
+        let turns: Vec<Turn> =
+            serde_json::from_value(row.turns.clone()).map_err(|e| corrupt("turns", e))?;
         let (undo, redo) = self.store.load_checkpoints(row.id).await?;
         let decode = |rows: Vec<CheckpointRow>| {
             rows.into_iter()
-                .map(|r| serde_json::from_value::<Checkpoint>(r.data).map_err(|e| corrupt("checkpoints", e)))
+                .map(|r| {
+                    serde_json::from_value::<Checkpoint>(r.data)
+                        .map_err(|e| corrupt("checkpoints", e))
+                })
                 .collect::<Result<Vec<_>, _>>()
         };
         let mut state = ThreadState::parse(&row.state);
         // A thread stored mid-turn belongs to a process that is gone.
-        if matches!(state, ThreadState::Processing | ThreadState::AwaitingApproval) {
+        if matches!(
+            state,
+            ThreadState::Processing | ThreadState::AwaitingApproval
+        ) {
             state = ThreadState::Interrupted;
         }
         let thread = Thread {

@@ -163,7 +163,12 @@ pub struct Thread {
 
 impl Thread {
     /// A new, empty thread.
-    pub fn new(session_id: Uuid, external_id: Option<String>, max_checkpoints: usize, now: DateTime<Utc>) -> Thread {
+    pub fn new(
+        session_id: Uuid,
+        external_id: Option<String>,
+        max_checkpoints: usize,
+        now: DateTime<Utc>,
+    ) -> Thread {
         Thread {
             // Random, not time-ordered: people type id prefixes, which must differ.
             id: Uuid::new_v4(),
@@ -180,7 +185,10 @@ impl Thread {
 
     /// The conversation so far, as messages for the model.
     pub fn history(&self) -> Vec<ChatMessage> {
-        self.turns.iter().flat_map(|t| t.messages.iter().cloned()).collect()
+        self.turns
+            .iter()
+            .flat_map(|t| t.messages.iter().cloned())
+            .collect()
     }
 
     /// The number the next turn gets.
@@ -191,7 +199,11 @@ impl Thread {
 
 /// The first line of a message, shortened, as a thread title.
 pub fn title_from(text: &str) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default().trim();
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .trim();
     let mut title: String = line.chars().take(60).collect();
     if line.chars().count() > 60 {
         title.push('…');

@@ -159,7 +159,10 @@ mod tests {
         for n in 1..=4 {
             m.checkpoint(cp(n));
         }
-        assert_eq!(m.undo_stack().map(|c| c.turn_number).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(
+            m.undo_stack().map(|c| c.turn_number).collect::<Vec<_>>(),
+            [3, 4]
+        );
         m.undo(cp(5));
         assert_eq!(m.redo_len(), 1);
         m.checkpoint(cp(6));
@@ -184,7 +187,11 @@ mod tests {
         let mut m = UndoManager::new(20);
         assert!(m.undo(cp(1)).is_none());
         assert!(m.redo(cp(1)).is_none());
-        assert_eq!((m.undo_len(), m.redo_len()), (0, 0), "a failed step changes nothing");
+        assert_eq!(
+            (m.undo_len(), m.redo_len()),
+            (0, 0),
+            "a failed step changes nothing"
+        );
     }
 
     #[derive(Debug, Clone)]

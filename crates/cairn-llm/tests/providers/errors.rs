@@ -218,7 +218,13 @@ async fn timeout_case(protocol: Protocol) {
     server.push(Scripted::text("fast"));
     let settings = settings(&server, protocol).with_timeout(Some(Duration::from_secs(1)));
     let llm = build_provider(&settings).expect("builds");
-    assert_eq!(llm.complete(&ask("hi")).await.expect("retried after the timeout").text, "fast");
+    assert_eq!(
+        llm.complete(&ask("hi"))
+            .await
+            .expect("retried after the timeout")
+            .text,
+        "fast"
+    );
 
     server.push(Scripted::text("slow").with_delay(Duration::from_secs(30)));
     server.push(Scripted::text("slow").with_delay(Duration::from_secs(30)));

@@ -193,7 +193,11 @@ fn check_llm(config: &Config) -> Check {
                 s.primary.effective_name(),
                 s.primary.effective_base_url(),
                 s.primary.model,
-                if s.fallbacks.is_empty() { String::new() } else { format!(", {} fallback(s)", s.fallbacks.len()) }
+                if s.fallbacks.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} fallback(s)", s.fallbacks.len())
+                }
             ),
         ),
         Err(e) => check("llm", Status::Fail, format!("{e:#}")),

@@ -23,20 +23,33 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     super::runtime()?.block_on(async {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
-        let service = Arc::new(wiring::chat_service(&config, store)?);
+        let rt = wiring::runtime(&config, store).await?;
+        let service = Arc::new(wiring::chat_service(&config, &rt));
         let reader = LineReader::new(Some(config.home().join("history.txt")));
         if args.new {
-            service.handle(inbound(&config, "/new"), &TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false)).await;
+            service
+                .handle(
+                    inbound(&config, "/new"),
+                    &TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false),
+                )
+                .await;
         }
         if let Some(model) = &args.model {
             let quiet = TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false);
-            service.handle(inbound(&config, &format!("/model {model}")), &quiet).await;
+            service
+                .handle(inbound(&config, &format!("/model {model}")), &quiet)
+                .await;
         }
-        match &args.message {
+        let result = match &args.message {
             Some(message) => one_shot(&config, &service, reader, args, message, json).await,
-            None if json => Err(BadInput("--json needs -m: the interactive chat has no JSON form".into()).into()),
+            None if json => Err(BadInput(
+                "--json needs -m: the interactive chat has no JSON form".into(),
+            )
+            .into()),
             None => repl(&config, &service, reader, args).await,
-        }
+        };
+        finish_jobs(&rt.jobs).await;
+        result
     })
 }
 
@@ -106,9 +119,18 @@ async fn one_shot(
     }
 }
 
-async fn repl(config: &Config, service: &ChatService, reader: LineReader, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+async fn repl(
+    config: &Config,
+    service: &ChatService,
+    reader: LineReader,
+    args: &ChatArgs,
+) -> anyhow::Result<ExitCode> {
     let interactive = reader.interactive();
-    let approvals = if args.yes { ApprovalMode::Yes } else { ApprovalMode::Ask };
+    let approvals = if args.yes {
+        ApprovalMode::Yes
+    } else {
+        ApprovalMode::Ask
+    };
     let sink = TerminalSink::new(reader.clone(), approvals, true, true);
     if interactive {
         println!(
@@ -150,4 +172,22 @@ async fn repl(config: &Config, service: &ChatService, reader: LineReader, args: 
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Lets jobs started from this chat finish before the process ends (they
+/// would otherwise fail as interrupted); Ctrl-C stops them instead.
+async fn finish_jobs(jobs: &cairn_agent::JobScheduler) {
+    let active: Vec<_> = jobs.running().into_iter().chain(jobs.queued()).collect();
+    if !active.is_empty() {
+        eprintln!(
+            "waiting for {} background job(s) to finish; Ctrl-C stops them",
+            active.len()
+        );
+        let all = futures::future::join_all(active.into_iter().map(|id| jobs.wait(id)));
+        tokio::select! {
+            _ = all => {}
+            _ = tokio::signal::ctrl_c() => eprintln!("stopping the jobs"),
+        }
+    }
+    jobs.shutdown().await;
 }

@@ -124,7 +124,12 @@ pub struct TerminalSink {
 
 impl TerminalSink {
     /// A sink reading approval answers from `reader`.
-    pub fn new(reader: LineReader, approvals: ApprovalMode, streaming: bool, show_tools: bool) -> Self {
+    pub fn new(
+        reader: LineReader,
+        approvals: ApprovalMode,
+        streaming: bool,
+        show_tools: bool,
+    ) -> Self {
         Self {
             reader,
             approvals,
@@ -180,7 +185,10 @@ impl Approver for TerminalSink {
         match self.approvals {
             ApprovalMode::Yes => return ApprovalAnswer::Yes,
             ApprovalMode::Decline => {
-                eprintln!("[Approval Required] Tool: {} — declined (no one can answer; use --yes)", request.tool);
+                eprintln!(
+                    "[Approval Required] Tool: {} — declined (no one can answer; use --yes)",
+                    request.tool
+                );
                 return ApprovalAnswer::No;
             }
             ApprovalMode::Ask => {}
@@ -188,7 +196,10 @@ impl Approver for TerminalSink {
         if self.streamed.swap(false, Ordering::SeqCst) {
             println!();
         }
-        eprintln!("[Approval Required] Tool: {} Args: {}", request.tool, request.summary);
+        eprintln!(
+            "[Approval Required] Tool: {} Args: {}",
+            request.tool, request.summary
+        );
         for _ in 0..3 {
             match self.reader.read("  (y)es / (n)o / (a)lways > ").await {
                 Line::Text(answer) => match answer.trim().to_ascii_lowercase().as_str() {
