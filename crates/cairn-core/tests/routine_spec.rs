@@ -175,3 +175,52 @@ fn unknown_fields_inside_trigger_and_action_are_rejected() {
     .unwrap_err();
     assert!(err.message.contains("mesage"), "{err}");
 }
+
+#[test]
+fn schedules_are_checked_with_their_field_path() {
+    let spec = |trigger: &str| {
+        RoutineSpec::parse(
+            &format!("name: x\ntrigger: {trigger}\naction: {{type: notification, message: hi}}\n"),
+            SpecFormat::Yaml,
+        )
+        .unwrap()
+    };
+    assert!(
+        spec("{type: cron, schedule: 'every weekday at 9am'}")
+            .validate()
+            .is_ok()
+    );
+    assert!(
+        spec("{type: cron, schedule: 'every 2h'}")
+            .validate()
+            .is_ok()
+    );
+    assert!(spec("{type: once, at: 'in 20m'}").validate().is_ok());
+
+    let err = spec("{type: cron, schedule: '0 25 * * *'}")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("trigger.schedule: ") && err.contains("25"),
+        "{err}"
+    );
+    let err = spec("{type: cron, schedule: 'every 5 blorps'}")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("blorps"), "{err}");
+    let err = spec("{type: cron, schedule: 'in 20m'}")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("type: once"), "{err}");
+    let err = spec("{type: once, at: 'every day at 9am'}")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("trigger.at: ") && err.contains("type: cron"),
+        "{err}"
+    );
+}

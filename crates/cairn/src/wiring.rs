@@ -27,6 +27,8 @@ use crate::exit::BadInput;
 const MAX_CHECKPOINTS: usize = 20;
 /// Sessions idle this long leave memory (they stay in the store).
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
+/// How often idle sessions are looked for.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Deserializes a free-form config table, naming the file, line and key on error.
 fn section<T: serde::de::DeserializeOwned>(
@@ -253,7 +255,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     })
 }
 
-/// Everything a chat channel needs.
+/// Everything a chat channel needs; idle sessions are pruned every 10 minutes.
 pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
     let sessions = Arc::new(SessionManager::new(
         rt.store.clone(),
@@ -261,6 +263,8 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
         MAX_CHECKPOINTS,
         SESSION_IDLE,
     ));
+    // Runs until the process ends; pruning skips a session that is busy.
+    drop(sessions.spawn_pruner(PRUNE_EVERY));
     let monitor = ContextMonitor::for_model(
         config.llm.context_limit as usize,
         rt.providers.main.context_window(),

@@ -224,3 +224,20 @@ fn version_and_help() {
         .code(2)
         .stderr(contains("frobnicate"));
 }
+
+#[test]
+fn doctor_checks_the_tools_table() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[tools.policy]\nautonomy = \"reckless\"\n",
+    )
+    .unwrap();
+    cairn(home.path())
+        .arg("doctor")
+        .assert()
+        .code(1)
+        .stdout(contains("FAIL  tools"))
+        .stdout(contains("config.toml:1: tools"))
+        .stdout(contains("reckless"));
+}

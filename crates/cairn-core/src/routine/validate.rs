@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::{RoutineAction, RoutineSpec, Trigger};
+use crate::schedule::{self, ScheduleKind};
 
 /// One problem in a spec: the field path (`guardrails.max_concurrent`) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +67,12 @@ impl RoutineSpec {
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut c = Checker { errors: Vec::new() };
         check_name(&mut c, &self.name);
-        check_trigger(&mut c, &self.trigger);
+        let zone = self
+            .timezone
+            .as_deref()
+            .and_then(|z| z.parse::<chrono_tz::Tz>().ok())
+            .unwrap_or(chrono_tz::UTC);
+        check_trigger(&mut c, &self.trigger, zone);
         check_action(&mut c, &self.action);
         check_guardrails(&mut c, self);
         if let Some(channel) = &self.notify.channel {
@@ -116,10 +122,40 @@ fn check_name(c: &mut Checker, name: &str) {
     }
 }
 
-fn check_trigger(c: &mut Checker, trigger: &Trigger) {
+/// Parses a schedule for its syntax only: "now" is a fixed instant, so a
+/// one-shot time that is past is caught when the routine is created, not here.
+fn check_schedule(c: &mut Checker, path: &str, text: &str, zone: chrono_tz::Tz, want_once: bool) {
+    if text.trim().is_empty() {
+        c.fail(path, "must not be empty");
+        return;
+    }
+    let reference = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
+    match (schedule::parse(text, zone, reference), want_once) {
+        (Err(e), _) => c.fail(path, e.to_string()),
+        (Ok(s), false) if s.kind() == ScheduleKind::Once => {
+            c.fail(
+                path,
+                format!(
+                    "\"{text}\" is a single time; use `type: once` with `at:` for one-shot routines"
+                ),
+            );
+        }
+        (Ok(s), true) if s.kind() != ScheduleKind::Once => {
+            c.fail(
+                path,
+                format!(
+                    "\"{text}\" repeats; use `type: cron` with `schedule:` for recurring routines"
+                ),
+            );
+        }
+        (Ok(_), _) => {}
+    }
+}
+
+fn check_trigger(c: &mut Checker, trigger: &Trigger, zone: chrono_tz::Tz) {
     match trigger {
-        Trigger::Cron { schedule } => c.non_empty("trigger.schedule", schedule),
-        Trigger::Once { at } => c.non_empty("trigger.at", at),
+        Trigger::Cron { schedule } => check_schedule(c, "trigger.schedule", schedule, zone, false),
+        Trigger::Once { at } => check_schedule(c, "trigger.at", at, zone, true),
         Trigger::Event { channel, pattern } => {
             if let Some(channel) = channel {
                 c.non_empty("trigger.channel", channel);

@@ -58,9 +58,10 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(crate::commands::runtime()?.block_on(check_database(config)));
             checks.push(check_zone(config));
             checks.push(check_llm(config));
+            checks.push(check_tools(config));
         }
         None => {
-            for name in ["home", "workspace", "database", "timezone", "llm"] {
+            for name in ["home", "workspace", "database", "timezone", "llm", "tools"] {
                 checks.push(check(
                     name,
                     Status::Warn,
@@ -201,5 +202,26 @@ fn check_llm(config: &Config) -> Check {
             ),
         ),
         Err(e) => check("llm", Status::Fail, format!("{e:#}")),
+    }
+}
+
+fn check_tools(config: &Config) -> Check {
+    let tools = crate::wiring::tools_config(config).and_then(|t| {
+        cairn_agent::tools::builtin_registry(&t)
+            .map(|r| (t, r))
+            .map_err(anyhow::Error::from)
+    });
+    match tools {
+        Ok((tools, registry)) => check(
+            "tools",
+            Status::Ok,
+            format!(
+                "{} tools, autonomy {:?}",
+                registry.names().len(),
+                tools.policy.autonomy
+            )
+            .to_lowercase(),
+        ),
+        Err(e) => check("tools", Status::Fail, format!("{e:#}")),
     }
 }
