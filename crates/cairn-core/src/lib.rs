@@ -13,3 +13,4 @@ pub mod job;
 pub mod routine;
 pub mod schedule;
 pub mod submission;
+pub mod text;

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::edit_distance;
+
 /// One parsed submission.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -282,25 +284,10 @@ fn command(name: &str, arg: Option<String>) -> Submission {
 fn suggest(word: &str) -> Option<String> {
     COMMANDS
         .iter()
-        .map(|(name, _)| (distance(word, name), *name))
+        .map(|(name, _)| (edit_distance(word, name), *name))
         .filter(|(d, name)| *d <= 2 || name.starts_with(word))
         .min_by_key(|(d, _)| *d)
         .map(|(_, name)| format!("/{name}"))
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// The help text for one command, or the list of all.

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cairn_core::chat::ToolDefinition;
+use cairn_core::text::edit_distance;
 
 use super::Tool;
 
@@ -238,21 +239,6 @@ impl std::fmt::Debug for ToolRegistry {
     }
 }
 
-/// Levenshtein distance over chars; names are short, so O(n*m) is fine.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,14 +271,6 @@ mod tests {
         ) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::ok(self.0))
         }
-    }
-
-    #[test]
-    fn edit_distance_basics() {
-        assert_eq!(edit_distance("shell", "shell"), 0);
-        assert_eq!(edit_distance("shel", "shell"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("file_raed", "file_read"), 2);
     }
 
     #[test]

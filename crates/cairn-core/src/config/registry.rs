@@ -96,6 +96,7 @@ const fn secret(key: &'static str, env: &'static [&'static str], help: &'static 
     }
 }
 
+use crate::text::edit_distance;
 use DefaultValue as D;
 use Kind as K;
 
@@ -301,20 +302,6 @@ pub fn closest(key: &str) -> Option<&'static str> {
         .filter(|(d, k)| *d <= (k.len() / 3).max(2))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
