@@ -23,10 +23,6 @@ use serde::Deserialize;
 
 use crate::exit::BadInput;
 
-/// Undo steps kept per thread.
-const MAX_CHECKPOINTS: usize = 20;
-/// Sessions idle this long leave memory (they stay in the store).
-const SESSION_IDLE: Duration = Duration::from_secs(3600);
 /// How often idle sessions are looked for.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
@@ -260,8 +256,8 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
     let sessions = Arc::new(SessionManager::new(
         rt.store.clone(),
         Arc::new(SystemClock),
-        MAX_CHECKPOINTS,
-        SESSION_IDLE,
+        config.agent.undo_depth as usize,
+        config.agent.session_idle,
     ));
     // Runs until the process ends; pruning skips a session that is busy.
     drop(sessions.spawn_pruner(PRUNE_EVERY));

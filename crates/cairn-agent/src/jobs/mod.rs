@@ -274,6 +274,8 @@ mod tests {
             name: "cairn".into(),
             max_iterations: 7,
             max_parallel_jobs: 2,
+            undo_depth: 20,
+            session_idle: std::time::Duration::from_secs(3600),
         };
         let config = JobsConfig::from_agent(&agent);
         assert_eq!(config.max_parallel_jobs, 2);

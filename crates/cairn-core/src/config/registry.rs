@@ -124,6 +124,20 @@ pub static SETTINGS: &[SettingDef] = &[
         "full jobs running at once",
     ),
     def(
+        "agent.undo_depth",
+        &["CAIRN_UNDO_DEPTH"],
+        K::UInt,
+        D::UInt(20),
+        "turns /undo can go back, per thread",
+    ),
+    def(
+        "agent.session_idle_secs",
+        &["CAIRN_SESSION_IDLE_SECS"],
+        K::UInt,
+        D::UInt(3600),
+        "seconds before an idle session leaves memory (it stays stored)",
+    ),
+    def(
         "user.id",
         &["CAIRN_USER"],
         K::Text,

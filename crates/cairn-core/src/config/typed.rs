@@ -42,6 +42,10 @@ pub struct AgentConfig {
     pub max_iterations: u32,
     /// Full jobs at once.
     pub max_parallel_jobs: u32,
+    /// Undo steps kept per thread.
+    pub undo_depth: u32,
+    /// Idle time after which a session leaves memory.
+    pub session_idle: Duration,
 }
 
 /// The person cairn works for.
@@ -146,6 +150,8 @@ impl Config {
                 name: r.text("agent.name"),
                 max_iterations: r.u32_at_least("agent.max_iterations", 1),
                 max_parallel_jobs: r.u32_at_least("agent.max_parallel_jobs", 1),
+                undo_depth: r.u32_at_least("agent.undo_depth", 1),
+                session_idle: Duration::from_secs(r.uint_at_least("agent.session_idle_secs", 60)),
             },
             user: UserConfig {
                 id: r.text("user.id"),
