@@ -179,6 +179,17 @@ impl PolicyGate {
             .is_some_and(|tools| tools.contains(tool))
     }
 
+    /// The tools on `session`'s allow-list, sorted (to persist it).
+    pub fn session_allow_list(&self, session: &str) -> Vec<String> {
+        let mut tools: Vec<String> = self
+            .lock()
+            .get(session)
+            .map(|tools| tools.iter().cloned().collect())
+            .unwrap_or_default();
+        tools.sort();
+        tools
+    }
+
     /// Drops a session's allow-list (when the session ends).
     pub fn forget_session(&self, session: &str) {
         self.lock().remove(session);

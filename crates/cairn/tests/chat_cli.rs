@@ -347,3 +347,36 @@ fn the_cost_guard_refuses_a_job_after_the_budget_is_spent_even_across_a_restart(
     assert_eq!(cost["spent_micros"], 20_000);
     assert_eq!(cost["exceeded"], true);
 }
+
+#[test]
+fn always_survives_a_restart_of_the_chat() {
+    let env = Env::new();
+    env.server.push(Scripted::tool_call(
+        "file_write",
+        json!({"path": "a.txt", "content": "A"}),
+    ));
+    env.server.push(Scripted::text("first saved"));
+    env.cairn()
+        .arg("chat")
+        .write_stdin("save a\na\n")
+        .assert()
+        .success()
+        .stdout(contains("first saved"));
+
+    // A new, non-interactive process: nobody could answer, yet nothing is asked.
+    env.server.push(Scripted::tool_call(
+        "file_write",
+        json!({"path": "b.txt", "content": "B"}),
+    ));
+    env.server.push(Scripted::text("second saved"));
+    env.cairn()
+        .args(["chat", "-m", "save b"])
+        .assert()
+        .success()
+        .stdout("second saved\n")
+        .stderr(contains("Approval Required").not());
+    assert_eq!(
+        std::fs::read_to_string(env.workspace().join("b.txt")).unwrap(),
+        "B"
+    );
+}

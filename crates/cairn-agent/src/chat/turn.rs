@@ -177,6 +177,12 @@ impl ChatService {
             return e.into();
         }
 
+        // "Always" answers outlive the process: restore them into the gate.
+        let policy = agent.runner().policy();
+        for tool in allowed_tools(&row.metadata) {
+            policy.allow_for_session(&session_id, &tool);
+        }
+
         let cancel = CancellationToken::new();
         self.register(key, cancel.clone());
         let ctx = ToolContext::new(&self.settings.workspace, &session_id)
@@ -211,6 +217,10 @@ impl ChatService {
             None => base,
         };
 
+        let allowed = policy.session_allow_list(&session_id);
+        if allowed != allowed_tools(&row.metadata) {
+            set_allowed_tools(&mut row.metadata, allowed);
+        }
         let turn = record(
             number,
             user_input,
@@ -335,5 +345,30 @@ fn record(
             output_tokens: prior.usage.output_tokens + outcome.usage.output_tokens,
             cost_micros: prior.usage.cost_micros.saturating_add(outcome.cost_micros),
         },
+    }
+}
+
+/// Session metadata key of the tools the person answered "always" for.
+const ALWAYS_ALLOWED: &str = "always_allowed";
+
+fn allowed_tools(metadata: &serde_json::Value) -> Vec<String> {
+    metadata
+        .get(ALWAYS_ALLOWED)
+        .and_then(|v| v.as_array())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn set_allowed_tools(metadata: &mut serde_json::Value, tools: Vec<String>) {
+    if !metadata.is_object() {
+        *metadata = serde_json::Value::Object(serde_json::Map::new());
+    }
+    if let Some(map) = metadata.as_object_mut() {
+        map.insert(ALWAYS_ALLOWED.to_string(), serde_json::Value::from(tools));
     }
 }
