@@ -29,6 +29,7 @@ mod cost;
 mod error;
 mod failover;
 mod http;
+mod http_provider;
 mod openai;
 mod provider;
 mod retry;

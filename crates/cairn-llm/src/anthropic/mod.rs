@@ -4,16 +4,14 @@
 mod stream;
 mod wire;
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::Value;
 
-use crate::client::{ClientCore, drive_stream, is_json_response};
+use crate::client::{ClientCore, RawResponse};
 use crate::error::LlmError;
-use crate::provider::LlmProvider;
-use crate::settings::ProviderSettings;
-use crate::types::{ChatRequest, ChatResponse, ResponseStream};
+use crate::http::Wire;
+use crate::http_provider::{HttpProvider, ParseProblem, Protocol};
+use crate::types::ChatRequest;
 use stream::AnthropicDecoder;
 use wire::{DEFAULT_MAX_TOKENS, parse_message, request_body};
 
@@ -21,10 +19,11 @@ use wire::{DEFAULT_MAX_TOKENS, parse_message, request_body};
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// An Anthropic Messages client (no retries; see `build_provider`).
+pub type AnthropicClient = HttpProvider<AnthropicProtocol>;
+
+/// The Anthropic Messages wire protocol, as used by [`AnthropicClient`].
 #[derive(Debug, Clone)]
-pub struct AnthropicClient {
-    core: Arc<ClientCore>,
-}
+pub struct AnthropicProtocol;
 
 fn endpoint(base: &str) -> String {
     // Accept both `https://api.anthropic.com` and `https://api.anthropic.com/v1`.
@@ -35,89 +34,46 @@ fn endpoint(base: &str) -> String {
     }
 }
 
-impl AnthropicClient {
-    /// A client from settings (the kind is not checked).
-    pub fn new(settings: &ProviderSettings) -> Result<Self, LlmError> {
-        Ok(Self {
-            core: Arc::new(ClientCore::new(settings, endpoint)?),
-        })
+impl Protocol for AnthropicProtocol {
+    type Decoder = AnthropicDecoder;
+
+    fn endpoint(base: &str) -> String {
+        endpoint(base)
     }
 
-    fn headers(&self) -> Result<HeaderMap, LlmError> {
+    fn new(_core: &ClientCore) -> Self {
+        Self
+    }
+
+    fn headers(&self, core: &ClientCore) -> Result<HeaderMap, LlmError> {
         let mut headers = HeaderMap::new();
         headers.insert(
             "anthropic-version",
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
-        if let Some(key) = self.core.api_key() {
-            headers.insert("x-api-key", self.core.secret_header(key)?);
+        if let Some(key) = core.api_key() {
+            headers.insert("x-api-key", core.secret_header(key)?);
         }
         Ok(headers)
     }
 
-    fn body(&self, request: &ChatRequest, stream: bool) -> serde_json::Value {
+    fn body(&self, core: &ClientCore, request: &ChatRequest, stream: bool) -> Value {
         let max_tokens = request
             .max_tokens
-            .or(self.core.max_tokens)
+            .or(core.max_tokens)
             .unwrap_or(DEFAULT_MAX_TOKENS);
-        request_body(request, self.core.model_for(request), max_tokens, stream)
+        request_body(request, core.model_for(request), max_tokens, stream)
     }
 
-    async fn parse_whole(
-        &self,
-        request: &ChatRequest,
-        response: reqwest::Response,
-    ) -> Result<ChatResponse, LlmError> {
-        let value = self.core.read_json(response).await?;
-        match parse_message(&value) {
-            Ok(raw) => Ok(self.core.finish(request, raw)),
-            Err(Some(error)) => Err(self.core.wire.classify_embedded(&error)),
-            Err(None) => Err(LlmError::bad_response(
-                self.core.provider(),
-                "no content in the response",
-            )),
-        }
-    }
-}
-
-#[async_trait]
-impl LlmProvider for AnthropicClient {
-    fn name(&self) -> &str {
-        self.core.provider()
+    fn parse(value: &Value) -> Result<RawResponse, ParseProblem> {
+        parse_message(value).map_err(|error| match error {
+            Some(error) => ParseProblem::Embedded(error),
+            None => ParseProblem::Malformed("no content in the response"),
+        })
     }
 
-    fn model(&self) -> &str {
-        &self.core.model
-    }
-
-    fn context_window(&self) -> Option<u32> {
-        self.core.context_window
-    }
-
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let response = self
-            .core
-            .post(&self.body(request, false), self.headers()?)
-            .await?;
-        self.parse_whole(request, response).await
-    }
-
-    async fn stream(&self, request: &ChatRequest) -> Result<ResponseStream, LlmError> {
-        let response = self
-            .core
-            .post(&self.body(request, true), self.headers()?)
-            .await?;
-        if is_json_response(&response) {
-            let whole = self.parse_whole(request, response).await?;
-            return Ok(ResponseStream::from_response(whole));
-        }
-        let decoder = AnthropicDecoder::new(self.core.wire.clone());
-        Ok(drive_stream(
-            Arc::clone(&self.core),
-            request.clone(),
-            response,
-            decoder,
-        ))
+    fn decoder(wire: Wire) -> AnthropicDecoder {
+        AnthropicDecoder::new(wire)
     }
 }
 

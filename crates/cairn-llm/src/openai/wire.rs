@@ -5,6 +5,7 @@ use cairn_core::chat::{ChatMessage, Role, ToolCall, ToolDefinition};
 use serde_json::{Map, Value, json};
 
 use crate::client::RawResponse;
+use crate::http_provider::ParseProblem;
 use crate::text_tools::{new_call_id, normalize_arguments};
 use crate::types::{ChatRequest, Usage};
 
@@ -193,15 +194,6 @@ pub(crate) fn parse_completion(value: &Value) -> Result<RawResponse, ParseProble
         usage: parse_usage(value.get("usage")),
         model: str_field(value, "model").map(str::to_owned),
     })
-}
-
-/// Why a 2xx body is not a usable completion.
-#[derive(Debug)]
-pub(crate) enum ParseProblem {
-    /// The body carries an `error` object instead of choices.
-    Embedded(Value),
-    /// The body is JSON but not a completion.
-    Malformed(&'static str),
 }
 
 #[cfg(test)]
