@@ -41,13 +41,28 @@ impl Default for FilesConfig {
 }
 
 impl FilesConfig {
-    fn scope(&self, ctx: &ToolContext) -> Result<PathScope, ToolError> {
-        PathScope::new(
+    /// Resolves the model's `raw` path inside the workspace or an extra root,
+    /// refusing forbidden paths; every file tool goes through here.
+    fn target(&self, ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
+        let scope = PathScope::new(
             &ctx.workspace,
             &self.extra_roots,
             ForbiddenPaths::new(&self.forbidden_paths),
-        )
+        )?;
+        let path = scope.resolve(raw)?;
+        let shown = scope.display(&path);
+        Ok(Target { scope, path, shown })
     }
+}
+
+/// A path argument after resolution.
+struct Target {
+    /// The roots it was resolved in (`file_write` resolves again after mkdir).
+    scope: PathScope,
+    /// The resolved absolute path.
+    path: PathBuf,
+    /// The path as messages show it (relative to its root).
+    shown: String,
 }
 
 fn io_err(what: &str, shown: &str, e: std::io::Error) -> ToolError {
@@ -102,9 +117,7 @@ impl Tool for FileReadTool {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
-        let scope = self.config.scope(ctx)?;
-        let path = scope.resolve(raw)?;
-        let shown = scope.display(&path);
+        let Target { path, shown, .. } = self.config.target(ctx, raw)?;
         let meta = tokio::fs::metadata(&path)
             .await
             .map_err(|e| io_err("cannot read", &shown, e))?;
@@ -232,9 +245,7 @@ impl Tool for FileWriteTool {
                 self.config.max_write_bytes
             )));
         }
-        let scope = self.config.scope(ctx)?;
-        let path = scope.resolve(raw)?;
-        let shown = scope.display(&path);
+        let Target { scope, path, shown } = self.config.target(ctx, raw)?;
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent)
                 .await
@@ -325,9 +336,11 @@ impl Tool for ListDirTool {
     ) -> Result<ToolOutput, ToolError> {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
-        let scope = self.config.scope(ctx)?;
-        let root = scope.resolve(raw)?;
-        let shown = scope.display(&root);
+        let Target {
+            scope,
+            path: root,
+            shown,
+        } = self.config.target(ctx, raw)?;
         let max = self.config.max_list_entries;
         let mut lines = Vec::new();
         let mut more = false;
