@@ -53,53 +53,15 @@ fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-impl Store {
-    /// Stores a new routine; a name already used by the same user is a conflict.
-    pub async fn create_routine(&self, routine: &Routine) -> Result<(), StoreError> {
-        let spec = &routine.spec;
-        let rt = &routine.runtime;
-        let sql = format!(
-            "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
-        );
-        let result = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(routine.id.to_string())
-            .bind(&routine.user_id)
-            .bind(&spec.name)
-            .bind(&spec.description)
-            .bind(i64::from(spec.enabled))
-            .bind(spec.trigger.kind())
-            .bind(json(&spec.trigger, "trigger")?)
-            .bind(spec.action.kind())
-            .bind(json(&spec.action, "action")?)
-            .bind(json(&spec.guardrails, "guardrails")?)
-            .bind(json(&spec.notify, "notify")?)
-            .bind(spec.timezone.clone())
-            .bind(micros_opt(rt.last_run_at))
-            .bind(micros_opt(rt.next_fire_at))
-            .bind(i64_of(rt.run_count))
-            .bind(i64::from(rt.consecutive_failures))
-            .bind(json(&rt.state, "state")?)
-            .bind(micros(routine.created_at))
-            .bind(micros(routine.updated_at))
-            .execute(self.pool())
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
-            Err(e) => Err(e.into()),
-        }
-    }
+/// A query on the `Any` driver, as `sqlx::query` builds it.
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
 
-    /// Replaces a routine's spec and runtime state.
-    pub async fn update_routine(&self, routine: &Routine) -> Result<(), StoreError> {
-        let spec = &routine.spec;
-        let rt = &routine.runtime;
-        let result = sqlx::query(
-            "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
-             trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
-             timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
-             consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
-        )
+/// Binds `$1`..`$17` (id through state, in [`COLUMNS`] order): the values
+/// `create_routine` and `update_routine` both write, so the two cannot drift.
+fn bind_routine<'q>(query: AnyQuery<'q>, routine: &Routine) -> Result<AnyQuery<'q>, StoreError> {
+    let spec = &routine.spec;
+    let rt = &routine.runtime;
+    Ok(query
         .bind(routine.id.to_string())
         .bind(&routine.user_id)
         .bind(&spec.name)
@@ -116,10 +78,39 @@ impl Store {
         .bind(micros_opt(rt.next_fire_at))
         .bind(i64_of(rt.run_count))
         .bind(i64::from(rt.consecutive_failures))
-        .bind(json(&rt.state, "state")?)
-        .bind(micros(routine.updated_at))
-        .execute(self.pool())
-        .await;
+        .bind(json(&rt.state, "state")?))
+}
+
+impl Store {
+    /// Stores a new routine; a name already used by the same user is a conflict.
+    pub async fn create_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        );
+        let result = bind_routine(sqlx::query(sqlx::AssertSqlSafe(sql)), routine)?
+            .bind(micros(routine.created_at))
+            .bind(micros(routine.updated_at))
+            .execute(self.pool())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces a routine's spec and runtime state.
+    pub async fn update_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        let query = sqlx::query(
+            "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
+             trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
+             timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
+             consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
+        );
+        let result = bind_routine(query, routine)?
+            .bind(micros(routine.updated_at))
+            .execute(self.pool())
+            .await;
         match result {
             Ok(done) if done.rows_affected() == 0 => Err(StoreError::NotFound {
                 what: "routine",
