@@ -104,6 +104,19 @@ impl Usage {
         self.input_tokens.saturating_add(self.output_tokens)
     }
 
+    /// The counts a server reported; `None` when it reported neither, so the
+    /// caller estimates instead of recording a zero-cost call.
+    pub(crate) fn reported(input: Option<u64>, output: Option<u64>) -> Option<Self> {
+        if input.is_none() && output.is_none() {
+            return None;
+        }
+        Some(Self {
+            input_tokens: input.unwrap_or(0),
+            output_tokens: output.unwrap_or(0),
+            estimated: false,
+        })
+    }
+
     /// An estimate from character counts, for providers that report nothing.
     pub fn estimate(input_chars: usize, output_chars: usize) -> Self {
         let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);

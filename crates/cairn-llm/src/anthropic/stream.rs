@@ -189,14 +189,7 @@ impl Decoder for AnthropicDecoder {
     }
 
     fn into_raw(self) -> RawResponse {
-        let usage = match (self.input_tokens, self.output_tokens) {
-            (None, None) => None,
-            (input, output) => Some(Usage {
-                input_tokens: input.unwrap_or(0),
-                output_tokens: output.unwrap_or(0),
-                estimated: false,
-            }),
-        };
+        let usage = Usage::reported(self.input_tokens, self.output_tokens);
         let tool_calls = self
             .tools
             .into_iter()

@@ -133,14 +133,7 @@ pub(crate) fn parse_usage(usage: Option<&Value>) -> Option<Usage> {
         Some(acc.unwrap_or(0).saturating_add(n))
     });
     let output = get("output_tokens");
-    if input.is_none() && output.is_none() {
-        return None;
-    }
-    Some(Usage {
-        input_tokens: input.unwrap_or(0),
-        output_tokens: output.unwrap_or(0),
-        estimated: false,
-    })
+    Usage::reported(input, output)
 }
 
 /// A tool call from a `tool_use` block.

@@ -128,14 +128,7 @@ pub(crate) fn parse_usage(usage: Option<&Value>) -> Option<Usage> {
     let count = |keys: [&str; 2]| keys.iter().find_map(|k| usage.get(*k)?.as_u64());
     let input = count(["prompt_tokens", "input_tokens"]);
     let output = count(["completion_tokens", "output_tokens"]);
-    if input.is_none() && output.is_none() {
-        return None;
-    }
-    Some(Usage {
-        input_tokens: input.unwrap_or(0),
-        output_tokens: output.unwrap_or(0),
-        estimated: false,
-    })
+    Usage::reported(input, output)
 }
 
 /// A non-empty string field.
