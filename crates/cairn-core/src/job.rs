@@ -185,6 +185,21 @@ impl JobRecord {
             lease_until: None,
         }
     }
+
+    /// Records how the job ended and releases its lease: what every job
+    /// store writes on `finish_job`, and what the worker shows afterwards.
+    pub fn apply_outcome(&mut self, outcome: &JobOutcome) {
+        self.state = outcome.state;
+        self.result.clone_from(&outcome.result);
+        self.error.clone_from(&outcome.error);
+        self.iterations = outcome.iterations;
+        self.input_tokens = outcome.input_tokens;
+        self.output_tokens = outcome.output_tokens;
+        self.cost_micros = outcome.cost_micros;
+        self.completed_at = Some(outcome.completed_at);
+        self.lease_owner = None;
+        self.lease_until = None;
+    }
 }
 
 /// How a job ended, as written back by the process that ran it.
@@ -206,6 +221,31 @@ pub struct JobOutcome {
     pub cost_micros: u64,
     /// When it ended.
     pub completed_at: DateTime<Utc>,
+}
+
+impl JobOutcome {
+    /// Checks that this outcome ends a job (completed, failed or cancelled),
+    /// as every job store must before recording it for job `id`.
+    pub fn ensure_terminal(&self, id: Uuid) -> Result<(), NonTerminalOutcome> {
+        if self.state.is_terminal() {
+            Ok(())
+        } else {
+            Err(NonTerminalOutcome {
+                id,
+                state: self.state,
+            })
+        }
+    }
+}
+
+/// An outcome whose state does not end a job (pending, in progress, stuck).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job {id} cannot finish as {state}: expected completed, failed or cancelled")]
+pub struct NonTerminalOutcome {
+    /// The job it was meant for.
+    pub id: Uuid,
+    /// The state it named.
+    pub state: JobState,
 }
 
 /// What a cancellation request did.

@@ -197,12 +197,9 @@ impl Store {
     /// Records how an active job ended and releases its lease. Returns `false`
     /// if it had already ended (cancelled, reaped): that verdict stands.
     pub async fn finish_job(&self, id: Uuid, outcome: &JobOutcome) -> Result<bool, StoreError> {
-        if !outcome.state.is_terminal() {
-            return Err(StoreError::Conflict(format!(
-                "job {id} cannot finish as {}: expected completed, failed or cancelled",
-                outcome.state
-            )));
-        }
+        outcome
+            .ensure_terminal(id)
+            .map_err(|e| StoreError::Conflict(e.to_string()))?;
         let sql = format!(
             "UPDATE jobs SET state = $2, result = $3, error = $4, iterations = $5, input_tokens = $6, \
              output_tokens = $7, cost_micros = $8, completed_at = $9, lease_owner = NULL, lease_until = NULL \

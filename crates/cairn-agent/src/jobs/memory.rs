@@ -108,28 +108,10 @@ impl JobStore for MemoryJobStore {
     }
 
     async fn finish_job(&self, id: Uuid, outcome: &JobOutcome) -> Result<bool, StoreError> {
-        if !outcome.state.is_terminal() {
-            return Err(StoreError::Conflict(format!(
-                "job {id} cannot finish as {}: expected completed, failed or cancelled",
-                outcome.state
-            )));
-        }
-        Ok(self.update_if(
-            id,
-            |j| j.state.is_active(),
-            |j| {
-                j.state = outcome.state;
-                j.result.clone_from(&outcome.result);
-                j.error.clone_from(&outcome.error);
-                j.iterations = outcome.iterations;
-                j.input_tokens = outcome.input_tokens;
-                j.output_tokens = outcome.output_tokens;
-                j.cost_micros = outcome.cost_micros;
-                j.completed_at = Some(outcome.completed_at);
-                j.lease_owner = None;
-                j.lease_until = None;
-            },
-        ))
+        outcome
+            .ensure_terminal(id)
+            .map_err(|e| StoreError::Conflict(e.to_string()))?;
+        Ok(self.update_if(id, |j| j.state.is_active(), |j| j.apply_outcome(outcome)))
     }
 
     async fn request_job_cancel(

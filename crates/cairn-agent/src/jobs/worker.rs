@@ -373,16 +373,7 @@ async fn finish(inner: &Inner, mut record: JobRecord, outcome: JobOutcome) -> Jo
             inner.retry_finish(record.id, outcome.clone());
         }
     }
-    record.state = outcome.state;
-    record.result = outcome.result;
-    record.error = outcome.error;
-    record.iterations = outcome.iterations;
-    record.input_tokens = outcome.input_tokens;
-    record.output_tokens = outcome.output_tokens;
-    record.cost_micros = outcome.cost_micros;
-    record.completed_at = Some(outcome.completed_at);
-    record.lease_owner = None;
-    record.lease_until = None;
+    record.apply_outcome(&outcome);
     record
 }
 
