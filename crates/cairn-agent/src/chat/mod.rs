@@ -226,56 +226,35 @@ impl ChatService {
             }
         };
         let awaiting = self.with_running(&key, |r| r.is_some_and(|r| r.pending.is_some()));
-        match submission::parse(
+        // Everything that starts a turn funnels into one `input` call; `None` resumes.
+        let input = match submission::parse(
             &text,
             ParseContext {
                 awaiting_approval: awaiting,
             },
         ) {
-            Submission::UserInput { text } => {
-                self.input(
-                    &key,
-                    &mut session,
-                    inbound.thread.as_deref(),
-                    Some(text),
-                    sink,
-                )
-                .await
-            }
-            Submission::Resume => {
-                self.input(&key, &mut session, inbound.thread.as_deref(), None, sink)
-                    .await
-            }
-            Submission::Summarize => {
-                let ask = "Summarize our conversation so far: the main points, the decisions made and the open questions.";
-                self.input(
-                    &key,
-                    &mut session,
-                    inbound.thread.as_deref(),
-                    Some(ask.to_string()),
-                    sink,
-                )
-                .await
-            }
+            Submission::UserInput { text } => Some(text),
+            Submission::Resume => None,
+            Submission::Summarize => Some(
+                "Summarize our conversation so far: the main points, the decisions made and the open questions."
+                    .to_string(),
+            ),
             Submission::Suggest => {
-                let ask = "Based on our conversation so far, suggest a few useful next steps.";
-                self.input(
-                    &key,
-                    &mut session,
-                    inbound.thread.as_deref(),
-                    Some(ask.to_string()),
-                    sink,
-                )
-                .await
+                Some("Based on our conversation so far, suggest a few useful next steps.".to_string())
             }
-            Submission::Approval { .. } => Reply::notice("Nothing is waiting for approval."),
-            Submission::Interrupt => Reply::notice("Nothing is running."),
-            Submission::Quit => Reply::Quit,
+            Submission::Approval { .. } => {
+                return Reply::notice("Nothing is waiting for approval.");
+            }
+            Submission::Interrupt => return Reply::notice("Nothing is running."),
+            Submission::Quit => return Reply::Quit,
             other => {
-                self.control(&mut session, inbound.thread.as_deref(), other)
-                    .await
+                return self
+                    .control(&mut session, inbound.thread.as_deref(), other)
+                    .await;
             }
-        }
+        };
+        self.input(&key, &mut session, inbound.thread.as_deref(), input, sink)
+            .await
     }
 
     /// Handles a message that arrives while a turn runs in the session:
