@@ -27,6 +27,8 @@ pub enum ApprovalAnswer {
     No,
     /// Run it, and stop asking about this tool for the rest of the session.
     Always,
+    /// Nobody answered within this time; the call is not run.
+    Expired(std::time::Duration),
 }
 
 /// What the user is asked to approve.
@@ -290,6 +292,13 @@ impl ToolRunner {
                     ApprovalAnswer::No => {
                         let text = format!(
                             "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
+                        );
+                        return refuse(name, ToolStatus::Declined, text);
+                    }
+                    ApprovalAnswer::Expired(waited) => {
+                        let text = format!(
+                            "`{name}` was not run: nobody answered the approval request within {}; ask the user whether to run it",
+                            cairn_core::duration::format(waited)
                         );
                         return refuse(name, ToolStatus::Declined, text);
                     }

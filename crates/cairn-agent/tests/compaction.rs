@@ -34,6 +34,7 @@ fn turn(number: u32, messages: Vec<ChatMessage>) -> Turn {
         .unwrap_or_default();
     let response = messages.last().map(|m| m.content.clone());
     Turn {
+        position: 0,
         number,
         kind: TurnKind::Exchange,
         user_input,
@@ -235,7 +236,7 @@ async fn just_above_85_percent_summarizes_into_a_summary_turn() {
     assert!(result.summary_written);
     assert_eq!(numbers(&turns), [15, 16, 17, 18, 19, 20]);
     assert_eq!(turns[0].kind, TurnKind::Summary);
-    assert!(turns[0].messages[0].content.contains("invoice 1234"));
+    assert!(turns[0].response.as_ref().unwrap().contains("invoice 1234"));
     assert_eq!(llm.calls(), 1);
     assert!(read(&daily_file(dir.path())).contains("invoice 1234"));
     assert_paired(&turns);
@@ -286,13 +287,14 @@ async fn summary_goes_into_the_thread_and_the_daily_log() {
         summary,
         "- Facts: tomatoes need water; dentist Tuesday; invoice 1234"
     );
-    // The summary is back in the conversation, first, standing for turns 1-3.
+    // The summary stands for turns 1-3 at the head of the thread; it travels
+    // with the system prompt, so the history still starts with the person.
     assert_eq!(numbers(&thread.turns), [3, 4, 5, 6, 7, 8]);
     assert_eq!(thread.turns[0].kind, TurnKind::Summary);
+    assert_eq!(thread.summary().as_deref(), Some(summary.as_str()));
     let history = thread.history();
-    assert_eq!(history[0].role, Role::Assistant);
-    assert!(history[0].content.contains(&summary));
-    assert!(history[1].content.contains("question 4"));
+    assert_eq!(history[0].role, Role::User);
+    assert!(history[0].content.contains("question 4"));
     assert_eq!(thread.next_turn_number(), 9);
     assert_paired(&thread.turns);
 
@@ -347,7 +349,7 @@ async fn an_earlier_summary_is_summarized_again_not_stacked() {
     assert_eq!(numbers(&turns), [5, 6, 7, 8, 9, 10]);
     let summaries = turns.iter().filter(|t| t.kind == TurnKind::Summary).count();
     assert_eq!(summaries, 1);
-    assert!(turns[0].messages[0].content.contains("NEW SUMMARY"));
+    assert!(turns[0].response.as_ref().unwrap().contains("NEW SUMMARY"));
 }
 
 #[tokio::test(start_paused = true)]

@@ -21,6 +21,7 @@ mod routines;
 mod runs;
 mod sessions;
 mod settings;
+mod turns;
 
 pub use connect::{Backend, Store};
 pub use error::StoreError;
@@ -28,3 +29,4 @@ pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use runs::RunOutcome;
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
+pub use turns::{StoredTurn, TurnRange, positions_of, view_of};

@@ -1,5 +1,6 @@
 //! Conversations: sessions (one per user and channel), their threads, and
-//! each thread's undo/redo checkpoints. Turn data is JSON owned by the agent.
+//! each thread's undo/redo checkpoints. Turns are rows (see `turns.rs`);
+//! their content is JSON owned by the agent.
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
@@ -8,6 +9,7 @@ use uuid::Uuid;
 
 use crate::codec::{Cols, json, micros};
 use crate::error::is_unique_violation;
+use crate::turns::{StoredTurn, TurnRange, write_turn};
 use crate::{Store, StoreError};
 
 /// A stored session.
@@ -42,8 +44,8 @@ pub struct ThreadRow {
     pub title: Option<String>,
     /// Thread state name.
     pub state: String,
-    /// The turns, as the agent serialized them.
-    pub turns: serde_json::Value,
+    /// The turns it shows, by position.
+    pub view: Vec<TurnRange>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change.
@@ -113,7 +115,7 @@ fn thread(row: &AnyRow) -> Result<ThreadRow, StoreError> {
         external_id: c.text_opt("external_id")?,
         title: c.text_opt("title")?,
         state: c.text("state")?,
-        turns: c.json("turns")?,
+        view: c.json("view")?,
         created_at: c.time("created_at")?,
         updated_at: c.time("updated_at")?,
     })
@@ -122,7 +124,7 @@ fn thread(row: &AnyRow) -> Result<ThreadRow, StoreError> {
 const SESSION_COLUMNS: &str =
     "id, user_id, channel, active_thread_id, metadata, created_at, last_active_at";
 const THREAD_COLUMNS: &str =
-    "id, session_id, external_id, title, state, turns, created_at, updated_at";
+    "id, session_id, external_id, title, state, view, created_at, updated_at";
 
 impl Store {
     /// The session of `user_id` on `channel`, created if absent. Safe under
@@ -191,7 +193,7 @@ impl Store {
             .bind(row.external_id.clone())
             .bind(row.title.clone())
             .bind(&row.state)
-            .bind(json(&row.turns, "turns")?)
+            .bind(json(&row.view, "view")?)
             .bind(micros(row.created_at))
             .bind(micros(row.updated_at))
             .execute(self.pool())
@@ -207,17 +209,26 @@ impl Store {
         }
     }
 
-    /// Saves a thread's title, state and turns.
-    pub async fn save_thread(&self, row: &ThreadRow) -> Result<(), StoreError> {
+    /// Saves a thread's title, state and view, and writes `turns` (new or
+    /// changed, each with all its messages), in one transaction.
+    pub async fn save_thread(
+        &self,
+        row: &ThreadRow,
+        turns: &[StoredTurn],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        for turn in turns {
+            write_turn(&mut tx, row.id, turn).await?;
+        }
         let done = sqlx::query(
-            "UPDATE threads SET title = $2, state = $3, turns = $4, updated_at = $5 WHERE id = $1",
+            "UPDATE threads SET title = $2, state = $3, view = $4, updated_at = $5 WHERE id = $1",
         )
         .bind(row.id.to_string())
         .bind(row.title.clone())
         .bind(&row.state)
-        .bind(json(&row.turns, "turns")?)
+        .bind(json(&row.view, "view")?)
         .bind(micros(row.updated_at))
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound {
@@ -225,6 +236,7 @@ impl Store {
                 id: row.id.to_string(),
             });
         }
+        tx.commit().await?;
         Ok(())
     }
 

@@ -277,6 +277,7 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
             timezone: config.user.timezone,
             runtime: RuntimeInfo::detect(),
             tool_limits: rt.tools.limits.clone(),
+            approval_timeout: config.agent.approval_timeout,
         },
     )
     .with_compactor(Arc::new(compactor))

@@ -380,3 +380,56 @@ fn always_survives_a_restart_of_the_chat() {
         "B"
     );
 }
+
+#[test]
+fn a_turn_killed_mid_flight_is_resumed_by_the_next_chat() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let env = Env::new();
+    env.server.push(Scripted::tool_call("time_now", json!({})));
+    env.server
+        .push(Scripted::text("never arrives").with_delay(std::time::Duration::from_secs(600)));
+    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    first
+        .env_clear()
+        .envs(env.cairn().get_envs().filter_map(|(k, v)| Some((k, v?))));
+    let mut child = first
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "what time is it in Lima?").unwrap();
+    // The second model call means the tool ran and its result was sent.
+    for _ in 0..2000 {
+        if env.server.requests().len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        env.server.requests().len(),
+        2,
+        "the turn never reached its second call"
+    );
+    child.kill().unwrap(); // SIGKILL: no chance to save anything more
+    child.wait().unwrap();
+    drop(stdin);
+
+    env.server.push(Scripted::text("It is 9 in Lima."));
+    env.cairn()
+        .arg("chat")
+        .write_stdin("/resume\n/quit\n")
+        .assert()
+        .success()
+        .stdout(contains("interrupted").and(contains("It is 9 in Lima.")));
+    let resumed = text_of(&env.sent(2));
+    assert!(resumed.contains("what time is it in Lima?"), "{resumed}");
+    assert!(
+        resumed.contains("\"role\":\"tool\""),
+        "the tool result recorded before the kill is sent, not re-run: {resumed}"
+    );
+    assert_eq!(env.server.requests().len(), 3);
+}

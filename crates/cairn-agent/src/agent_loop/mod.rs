@@ -107,6 +107,11 @@ pub trait LoopDelegate: Send + Sync {
     /// Sees every event of the turn.
     fn on_event(&self, _event: LoopEvent) {}
 
+    /// A message joined the turn at `index` of the loop's messages — its
+    /// final place, also for tool results that finish out of call order.
+    /// Chat persists it at once, so a crash keeps what the turn did.
+    async fn on_message(&self, _index: usize, _message: &ChatMessage) {}
+
     /// Runs before each model call; may append messages (finished background tasks, say).
     async fn before_llm(&self, _messages: &mut Vec<ChatMessage>) {}
 
@@ -191,6 +196,12 @@ impl LoopOutcome {
         self.status = status;
         self
     }
+}
+
+/// Appends a message to the turn and tells the delegate where it went.
+async fn push(delegate: &dyn LoopDelegate, messages: &mut Vec<ChatMessage>, message: ChatMessage) {
+    delegate.on_message(messages.len(), &message).await;
+    messages.push(message);
 }
 
 /// Why one model call produced no response.
@@ -291,12 +302,17 @@ impl AgentLoop {
                     && announces_tool_use(&response.text)
                 {
                     nudges += 1;
-                    messages.push(ChatMessage::assistant(response.text));
-                    messages.push(ChatMessage::user(NUDGE));
+                    push(delegate, messages, ChatMessage::assistant(response.text)).await;
+                    push(delegate, messages, ChatMessage::user(NUDGE)).await;
                     delegate.on_event(LoopEvent::Nudged);
                     continue;
                 }
-                messages.push(ChatMessage::assistant(response.text.clone()));
+                push(
+                    delegate,
+                    messages,
+                    ChatMessage::assistant(response.text.clone()),
+                )
+                .await;
                 let mut text = response.text;
                 if let HookFlow::Cancel(reason) = self.hooks.before_sending(&mut text).await {
                     return outcome.finish(LoopStatus::Cancelled { reason });
@@ -305,7 +321,7 @@ impl AgentLoop {
                 return outcome.finish(LoopStatus::Answered);
             }
 
-            messages.push(response.to_message());
+            push(delegate, messages, response.to_message()).await;
             let results = turn
                 .run(
                     self,
@@ -315,7 +331,9 @@ impl AgentLoop {
                     &mut outcome.tool_calls,
                 )
                 .await;
-            messages.extend(results.iter().map(|r| r.to_message()));
+            for result in &results {
+                push(delegate, messages, result.to_message()).await;
+            }
         }
         let limit = self.config.max_iterations;
         outcome.finish(LoopStatus::IterationLimit { limit })

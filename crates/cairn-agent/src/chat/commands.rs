@@ -171,7 +171,7 @@ impl ChatService {
         let Some((row, thread)) = session.split(id) else {
             return Reply::error("the thread could not be loaded");
         };
-        let current = Checkpoint::new(thread.next_turn_number(), "current", thread.turns.clone());
+        let current = Checkpoint::new(thread.next_turn_number(), "current", thread.view());
         let target = match step {
             Step::Undo => thread.undo.undo(current),
             Step::Redo => thread.undo.redo(current),
@@ -183,7 +183,10 @@ impl ChatService {
             });
         };
         let before = thread.turns.len();
-        thread.turns = target.turns;
+        thread.turns = match self.sessions.turns_in(thread.id, &target.view).await {
+            Ok(turns) => turns,
+            Err(e) => return e.into(),
+        };
         thread.updated_at = self.sessions.clock().now();
         if let Err(e) = save_all(self, row, thread).await {
             return e;
@@ -215,11 +218,8 @@ impl ChatService {
             .suggest(&breakdown)
             .filter(|s| s.severity() >= CompactionStrategy::Summarize { keep_recent: 5 }.severity())
             .unwrap_or(CompactionStrategy::Summarize { keep_recent: 5 });
-        let checkpoint = Checkpoint::new(
-            thread.next_turn_number(),
-            "before /compact",
-            thread.turns.clone(),
-        );
+        let checkpoint =
+            Checkpoint::new(thread.next_turn_number(), "before /compact", thread.view());
         let now = self.sessions.clock().now();
         match compactor.compact(&mut thread.turns, strategy, now).await {
             Ok(result) if result.turns_removed == 0 => Reply::notice(
@@ -261,11 +261,7 @@ impl ChatService {
         if thread.turns.is_empty() {
             return Reply::notice("The thread is already empty.");
         }
-        let checkpoint = Checkpoint::new(
-            thread.next_turn_number(),
-            "before /clear",
-            thread.turns.clone(),
-        );
+        let checkpoint = Checkpoint::new(thread.next_turn_number(), "before /clear", thread.view());
         thread.undo.checkpoint(checkpoint.clone());
         if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
             return e.into();
@@ -288,7 +284,7 @@ enum Step {
 async fn save_all(
     service: &ChatService,
     row: &mut cairn_store::SessionRow,
-    thread: &Thread,
+    thread: &mut Thread,
 ) -> Result<(), Reply> {
     service
         .sessions

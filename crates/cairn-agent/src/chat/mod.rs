@@ -132,6 +132,9 @@ pub struct ChatSettings {
     pub runtime: RuntimeInfo,
     /// Tool time and output limits.
     pub tool_limits: ToolLimits,
+    /// How long a tool call waits for an approval answered by a later
+    /// message before it is declined (the session is locked meanwhile).
+    pub approval_timeout: std::time::Duration,
 }
 
 /// The turn running in a session, reachable without the session's lock.
@@ -300,6 +303,28 @@ impl ChatService {
         f(running.get(key))
     }
 
+    /// The title of the active thread's last turn if it was interrupted (by
+    /// a crash, a dropped client or Ctrl-C) and can be resumed, for channels
+    /// to mention when a person comes back.
+    pub async fn interrupted_turn(&self, user_id: &str, channel: &str) -> Option<String> {
+        let key = SessionKey {
+            user_id: user_id.to_string(),
+            channel: channel.to_string(),
+        };
+        let live = self.sessions.session(&key).await.ok()?;
+        let mut session = live.lock().await;
+        session.row.active_thread_id?;
+        let id = self
+            .sessions
+            .resolve_thread(&mut session, None)
+            .await
+            .ok()?;
+        let (_, thread) = session.split(id)?;
+        let last = thread.turns.last()?;
+        (last.state == crate::session::TurnState::Interrupted)
+            .then(|| crate::session::title_from(&last.user_input))
+    }
+
     /// Interrupts the turn running in a session (Ctrl-C, shutdown); returns whether one was running.
     pub fn interrupt(&self, user_id: &str, channel: &str) -> bool {
         let key = SessionKey {
@@ -317,11 +342,13 @@ impl ChatService {
 }
 
 /// Answers approvals for channels that cannot prompt: parks the request where
-/// a later approval message finds it.
+/// a later approval message finds it, for at most the approval timeout.
 struct PendingApprover<'a> {
     key: SessionKey,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
     sink: &'a dyn ChatSink,
+    cancel: CancellationToken,
+    timeout: std::time::Duration,
 }
 
 #[async_trait]
@@ -336,8 +363,17 @@ impl Approver for PendingApprover<'_> {
             }
         }
         self.sink.on_approval_needed(request);
-        // A dropped sender (turn interrupted) is a no.
-        rx.await.unwrap_or(ApprovalAnswer::No)
+        let answer = tokio::select! {
+            // A dropped sender (the turn was interrupted) is a no.
+            answer = rx => answer.unwrap_or(ApprovalAnswer::No),
+            () = self.cancel.cancelled() => ApprovalAnswer::No,
+            () = tokio::time::sleep(self.timeout) => ApprovalAnswer::Expired(self.timeout),
+        };
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(turn) = running.get_mut(&self.key) {
+            turn.pending = None;
+        }
+        answer
     }
 }
 

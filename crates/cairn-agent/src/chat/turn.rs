@@ -12,8 +12,10 @@ use crate::agent_loop::{LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
 use crate::context::Compactor;
 use crate::prompt::{PromptContext, build_system_prompt};
 use crate::runner::Approver;
+use crate::session::model::{answered, history_of, summary_of};
 use crate::session::{
-    Checkpoint, LiveSession, SessionKey, ThreadState, Turn, TurnState, TurnUsage, title_from,
+    Checkpoint, LiveSession, SessionKey, SessionManager, ThreadState, Turn, TurnState, TurnUsage,
+    title_from,
 };
 use crate::tools::ToolContext;
 
@@ -21,18 +23,25 @@ use crate::tools::ToolContext;
 struct TurnDelegate<'a> {
     sink: &'a dyn ChatSink,
     approver: &'a dyn Approver,
+    sessions: &'a SessionManager,
+    thread_id: uuid::Uuid,
+    /// Where the turn is stored.
+    position: i64,
+    /// Index in the loop's messages where this turn's messages start; moves
+    /// when an overflow compaction shrinks the history before it.
+    base: AtomicUsize,
     overflow: Option<Overflow<'a>>,
 }
 
 /// What the delegate needs to shrink the conversation when the provider
-/// reports an overflow: the thread's earlier turns (moved in for the turn's
-/// duration) and where the current turn's messages start.
+/// reports an overflow: a copy of the thread's earlier turns (the thread
+/// itself stays whole, so a dropped turn loses nothing).
 struct Overflow<'a> {
     compactor: &'a Compactor,
     clock: &'a dyn crate::tools::Clock,
     system_prompt: String,
-    turns: tokio::sync::Mutex<Vec<Turn>>,
-    base: AtomicUsize,
+    turns: tokio::sync::Mutex<Option<Vec<Turn>>>,
+    compacted: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -49,23 +58,42 @@ impl LoopDelegate for TurnDelegate<'_> {
         self.sink.on_event(event);
     }
 
+    async fn on_message(&self, index: usize, message: &ChatMessage) {
+        let Some(seq) = index.checked_sub(self.base.load(Ordering::SeqCst)) else {
+            return;
+        };
+        if let Err(e) = self
+            .sessions
+            .record_message(self.thread_id, self.position, seq, message)
+            .await
+        {
+            // The turn goes on; its end saves every message again.
+            tracing::warn!(error = %e, "recording a message of the running turn failed");
+        }
+    }
+
     async fn on_context_overflow(&self, messages: &mut Vec<ChatMessage>) -> bool {
         let Some(o) = &self.overflow else {
             return false;
         };
-        let mut turns = o.turns.lock().await;
-        let base = o.base.load(Ordering::SeqCst).min(messages.len());
+        let mut guard = o.turns.lock().await;
+        let Some(turns) = guard.as_mut() else {
+            return false;
+        };
+        let base = self.base.load(Ordering::SeqCst).min(messages.len());
         match o
             .compactor
-            .compact_for_overflow(&mut turns, &o.system_prompt, o.clock.now())
+            .compact_for_overflow(turns, &o.system_prompt, o.clock.now())
             .await
         {
             Ok(result) if result.turns_removed > 0 => {
                 let current = messages.split_off(base);
-                messages.truncate(1);
-                messages.extend(turns.iter().flat_map(|t| t.messages.iter().cloned()));
-                o.base.store(messages.len(), Ordering::SeqCst);
+                messages.clear();
+                messages.push(system_message(&o.system_prompt, turns));
+                messages.extend(history_of(turns));
+                self.base.store(messages.len(), Ordering::SeqCst);
                 messages.extend(current);
+                o.compacted.store(true, Ordering::SeqCst);
                 self.sink.on_compacted(&result);
                 true
             }
@@ -78,9 +106,27 @@ impl LoopDelegate for TurnDelegate<'_> {
     }
 }
 
+/// The system message: the prompt, and what compaction summarized of the
+/// earlier conversation (here rather than as a message, so the history
+/// still starts with the person and roles alternate for every provider).
+fn system_message(prompt: &str, turns: &[Turn]) -> ChatMessage {
+    match summary_of(turns) {
+        Some(summary) => ChatMessage::system(format!(
+            "{prompt}\n\n## Earlier in this conversation (summary)\n\n{summary}"
+        )),
+        None => ChatMessage::system(prompt),
+    }
+}
+
 impl ChatService {
     /// Runs a turn for `text` in the resolved thread, or resumes the thread's
     /// interrupted last turn when `text` is `None`.
+    ///
+    /// Cancel safety: the turn is stored (with the person's message) before
+    /// the model is called and each message is recorded as it arrives; if
+    /// this future is dropped midway, the thread in memory still holds every
+    /// earlier turn, and the next use of the thread settles the unfinished
+    /// one as interrupted (see `SessionManager::settle`).
     pub(super) async fn input(
         &self,
         key: &SessionKey,
@@ -105,29 +151,30 @@ impl ChatService {
             return Reply::error("the thread could not be loaded");
         };
 
-        // What this turn starts from: a new message, or the interrupted turn's messages.
-        let (number, user_input, started_at, prior) = match text {
+        // What this turn starts from: a new message, or the interrupted turn.
+        let mut current = match text {
             Some(text) => {
                 let number = thread.next_turn_number();
                 let description = format!("before turn {number}: {}", title_from(&text));
-                let checkpoint = Checkpoint::new(number, description, thread.turns.clone());
+                let checkpoint = Checkpoint::new(number, description, thread.view());
                 thread.undo.checkpoint(checkpoint.clone());
                 if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
                     return e.into();
                 }
-                let prior = PriorTurn::new(ChatMessage::user(text.clone()));
-                (number, text, clock.now(), prior)
+                Turn::start(number, text, clock.now())
             }
             None => match thread
                 .turns
                 .pop_if(|last| last.state == TurnState::Interrupted)
             {
-                Some(t) => (
-                    t.number,
-                    t.user_input.clone(),
-                    t.started_at,
-                    PriorTurn::from(t),
-                ),
+                Some(mut t) => {
+                    // Results that never came are answered as unfinished, not re-run.
+                    t.messages = answered(&t.messages);
+                    t.state = TurnState::Processing;
+                    t.completed_at = None;
+                    t.error = None;
+                    t
+                }
                 None => {
                     return Reply::notice("Nothing to resume: the last turn was not interrupted.");
                 }
@@ -163,17 +210,23 @@ impl ChatService {
                 Err(e) => tracing::warn!(error = %e, "compaction before the turn failed"),
             }
         }
-        let mut messages = vec![ChatMessage::system(prompt.clone())];
+        let mut messages = vec![system_message(&prompt, &thread.turns)];
         messages.extend(thread.history());
         let base = messages.len();
-        messages.extend(prior.messages.iter().cloned());
+        messages.extend(current.messages.iter().cloned());
+        let earlier = self.compactor.is_some().then(|| thread.turns.clone());
 
+        // The turn is stored, with the person's message, before the model is called.
+        let prior = PriorTurn::from(&current);
+        current.state = TurnState::Processing;
+        thread.turns.push(current);
+        let index = thread.turns.len() - 1;
         thread.state = ThreadState::Processing;
         thread.updated_at = clock.now();
         if thread.title.is_none() {
-            thread.title = Some(title_from(&user_input));
+            thread.title = Some(title_from(&thread.turns[index].user_input));
         }
-        if let Err(e) = self.sessions.save(row, thread).await {
+        if let Err(e) = self.sessions.save_turn(row, thread, index).await {
             return e.into();
         }
 
@@ -184,9 +237,9 @@ impl ChatService {
         }
 
         let cancel = CancellationToken::new();
-        self.register(key, cancel.clone());
+        let _running = self.register(key, cancel.clone());
         let ctx = ToolContext::new(&self.settings.workspace, &session_id)
-            .with_cancel(cancel)
+            .with_cancel(cancel.clone())
             .with_timezone(self.settings.timezone)
             .with_clock(Arc::clone(&clock))
             .with_limits(self.settings.tool_limits.clone());
@@ -194,37 +247,43 @@ impl ChatService {
             key: key.clone(),
             running: Arc::clone(&self.running),
             sink,
+            cancel,
+            timeout: self.settings.approval_timeout,
         };
         let overflow = self.compactor.as_deref().map(|compactor| Overflow {
             compactor,
             clock: clock.as_ref(),
             system_prompt: prompt,
-            turns: tokio::sync::Mutex::new(std::mem::take(&mut thread.turns)),
-            base: AtomicUsize::new(base),
+            turns: tokio::sync::Mutex::new(earlier),
+            compacted: std::sync::atomic::AtomicBool::new(false),
         });
         let delegate = TurnDelegate {
             sink,
             approver: sink.approver().unwrap_or(&pending),
+            sessions: &self.sessions,
+            thread_id: thread.id,
+            position: thread.turns[index].position,
+            base: AtomicUsize::new(base),
             overflow,
         };
         let outcome = agent.run(&delegate, &mut messages, &ctx).await;
-        self.unregister(key);
-        let base = match delegate.overflow {
-            Some(o) => {
-                thread.turns = o.turns.into_inner();
-                o.base.load(Ordering::SeqCst).min(messages.len())
-            }
-            None => base,
-        };
+        let base = delegate.base.load(Ordering::SeqCst).min(messages.len());
+        if let Some(o) = delegate.overflow
+            && o.compacted.load(Ordering::SeqCst)
+            && let Some(mut compacted) = o.turns.into_inner()
+        {
+            let running = thread.turns.pop();
+            compacted.extend(running);
+            thread.turns = compacted;
+        }
 
         let allowed = policy.session_allow_list(&session_id);
         if allowed != allowed_tools(&row.metadata) {
             set_allowed_tools(&mut row.metadata, allowed);
         }
+        let index = thread.turns.len() - 1;
         let turn = record(
-            number,
-            user_input,
-            started_at,
+            &thread.turns[index],
             prior,
             &messages[base..],
             &outcome,
@@ -244,8 +303,8 @@ impl ChatService {
         };
         let error = turn.error.clone();
         let state = turn.state;
-        thread.turns.push(turn);
-        if let Err(e) = self.sessions.save(row, thread).await {
+        thread.turns[index] = turn;
+        if let Err(e) = self.sessions.save_turn(row, thread, index).await {
             return e.into();
         }
         match (state, error) {
@@ -258,7 +317,8 @@ impl ChatService {
         }
     }
 
-    fn register(&self, key: &SessionKey, cancel: CancellationToken) {
+    /// Makes the turn reachable for interrupts and approvals until the guard drops.
+    fn register(&self, key: &SessionKey, cancel: CancellationToken) -> RunningGuard {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running.insert(
             key.clone(),
@@ -267,36 +327,37 @@ impl ChatService {
                 pending: None,
             },
         );
-    }
-
-    fn unregister(&self, key: &SessionKey) {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running.remove(key);
-    }
-}
-
-/// What an interrupted turn had done before it was resumed.
-struct PriorTurn {
-    messages: Vec<ChatMessage>,
-    tool_calls: Vec<crate::agent_loop::ToolCallRecord>,
-    usage: TurnUsage,
-}
-
-impl PriorTurn {
-    fn new(user: ChatMessage) -> Self {
-        Self {
-            messages: vec![user],
-            tool_calls: Vec::new(),
-            usage: TurnUsage::default(),
+        RunningGuard {
+            key: key.clone(),
+            running: Arc::clone(&self.running),
         }
     }
 }
 
-impl From<Turn> for PriorTurn {
-    fn from(turn: Turn) -> Self {
+/// Removes a turn's entry from the running table however the turn ends,
+/// including when its future is dropped.
+struct RunningGuard {
+    key: SessionKey,
+    running: Arc<std::sync::Mutex<std::collections::HashMap<SessionKey, Running>>>,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.remove(&self.key);
+    }
+}
+
+/// What a resumed turn had done before: its tool calls and usage so far.
+struct PriorTurn {
+    tool_calls: Vec<crate::agent_loop::ToolCallRecord>,
+    usage: TurnUsage,
+}
+
+impl From<&Turn> for PriorTurn {
+    fn from(turn: &Turn) -> Self {
         Self {
-            messages: turn.messages,
-            tool_calls: turn.tool_calls,
+            tool_calls: turn.tool_calls.clone(),
             usage: turn.usage,
         }
     }
@@ -304,9 +365,7 @@ impl From<Turn> for PriorTurn {
 
 /// The turn as it is kept: every message it added (prior ones included) and its outcome.
 fn record(
-    number: u32,
-    user_input: String,
-    started_at: chrono::DateTime<chrono::Utc>,
+    running: &Turn,
     prior: PriorTurn,
     messages: &[ChatMessage],
     outcome: &LoopOutcome,
@@ -330,14 +389,15 @@ fn record(
     let mut tool_calls = prior.tool_calls;
     tool_calls.extend(outcome.tool_calls.iter().cloned());
     Turn {
-        number,
+        position: running.position,
+        number: running.number,
         kind: Default::default(),
-        user_input,
+        user_input: running.user_input.clone(),
         response: (state == TurnState::Completed).then(|| outcome.text.clone()),
         messages: messages.to_vec(),
         tool_calls,
         state,
-        started_at,
+        started_at: running.started_at,
         completed_at: (state != TurnState::Interrupted).then_some(now),
         error,
         usage: TurnUsage {

@@ -7,7 +7,7 @@ use cairn_core::chat::{ChatMessage, Role};
 use serde::{Deserialize, Serialize};
 
 use super::estimate::{MESSAGE_OVERHEAD, estimate_message, estimate_text};
-use crate::session::Turn;
+use crate::session::{Turn, TurnKind};
 
 /// The context limit used when neither configuration nor provider gives one.
 pub const DEFAULT_CONTEXT_LIMIT: usize = 100_000;
@@ -198,8 +198,8 @@ impl ContextMonitor {
         if !system_prompt.is_empty() {
             breakdown.system_tokens = MESSAGE_OVERHEAD + estimate_text(system_prompt);
         }
-        for message in turns.iter().flat_map(|t| t.messages.iter()) {
-            breakdown.add(message);
+        for turn in turns {
+            each_context_message(turn, |m| breakdown.add(m));
         }
         breakdown.finish(self.limit)
     }
@@ -212,11 +212,21 @@ impl ContextMonitor {
 
 /// Estimated tokens of a thread's turns (their messages, without a system prompt).
 pub fn estimate_turns(turns: &[Turn]) -> usize {
-    turns
-        .iter()
-        .flat_map(|t| t.messages.iter())
-        .map(estimate_message)
-        .sum()
+    let mut total = 0;
+    for turn in turns {
+        each_context_message(turn, |m| total += estimate_message(m));
+    }
+    total
+}
+
+/// Calls `f` on what a turn puts in the model's context: its messages, or
+/// for a summary turn the summary (which travels in the system prompt).
+fn each_context_message(turn: &Turn, mut f: impl FnMut(&ChatMessage)) {
+    match (turn.kind, &turn.response) {
+        (TurnKind::Summary, Some(summary)) => f(&ChatMessage::system(summary.clone())),
+        (TurnKind::Summary, None) => {}
+        (TurnKind::Exchange, _) => turn.messages.iter().for_each(f),
+    }
 }
 
 #[cfg(test)]

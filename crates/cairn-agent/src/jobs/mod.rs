@@ -276,6 +276,7 @@ mod tests {
             max_parallel_jobs: 2,
             undo_depth: 20,
             session_idle: std::time::Duration::from_secs(3600),
+            approval_timeout: std::time::Duration::from_secs(120),
         };
         let config = JobsConfig::from_agent(&agent);
         assert_eq!(config.max_parallel_jobs, 2);

@@ -4,12 +4,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_store::{CheckpointRow, SessionRow, Store, StoreError, ThreadRow, ThreadSummary};
+use cairn_core::chat::ChatMessage;
+use cairn_store::{
+    CheckpointRow, SessionRow, Store, StoreError, StoredTurn, ThreadRow, ThreadSummary, TurnRange,
+};
 use chrono::{DateTime, Utc};
 use tokio::sync::{Mutex, RwLock};
 use uuid::Uuid;
 
-use super::model::{Thread, ThreadState, Turn};
+use super::model::{Thread, ThreadState, Turn, TurnState};
 use super::undo::{Checkpoint, UndoManager};
 use crate::tools::Clock;
 
@@ -216,6 +219,9 @@ impl SessionManager {
                 None => self.create_thread(session, None).await?,
             },
         };
+        if let Some((row, thread)) = session.split(id) {
+            self.settle(row, thread).await?;
+        }
         Ok(id)
     }
 
@@ -256,29 +262,142 @@ impl SessionManager {
         Ok(self.store.list_threads(session.row.id).await?)
     }
 
-    /// Saves a thread (state, title, turns) and the session's activity time.
+    /// Saves a thread (state, title, which turns it shows), stores the turns
+    /// not stored yet, and notes the session's activity time.
     pub async fn save(
         &self,
         session: &mut SessionRow,
-        thread: &Thread,
+        thread: &mut Thread,
     ) -> Result<(), SessionError> {
-        self.store.save_thread(&row_of(thread)?).await?;
+        self.write(session, thread, None).await
+    }
+
+    /// [`SessionManager::save`], also writing the turn at `index` (a turn
+    /// that started, changed or ended) with all its messages.
+    pub async fn save_turn(
+        &self,
+        session: &mut SessionRow,
+        thread: &mut Thread,
+        index: usize,
+    ) -> Result<(), SessionError> {
+        self.write(session, thread, Some(index)).await
+    }
+
+    async fn write(
+        &self,
+        session: &mut SessionRow,
+        thread: &mut Thread,
+        index: Option<usize>,
+    ) -> Result<(), SessionError> {
+        let mut changed = Vec::new();
+        for (i, turn) in thread.turns.iter_mut().enumerate() {
+            if turn.position == 0 {
+                turn.position = thread.next_position;
+                thread.next_position += 1;
+            } else if index != Some(i) {
+                continue;
+            }
+            changed.push(stored(thread.id, turn)?);
+        }
+        self.store.save_thread(&row_of(thread)?, &changed).await?;
         session.last_active_at = self.clock.now();
         self.store.update_session(session).await?;
         Ok(())
     }
 
-    /// Persists a new undo checkpoint (the redo stack is cleared with it).
+    /// Records one message of a running turn as soon as it exists, at its
+    /// final index among the turn's messages, so a crash keeps it.
+    pub async fn record_message(
+        &self,
+        thread: Uuid,
+        position: i64,
+        index: usize,
+        message: &ChatMessage,
+    ) -> Result<(), SessionError> {
+        let value = serde_json::to_value(message).map_err(|e| SessionError::Corrupt {
+            thread,
+            what: "messages",
+            message: e.to_string(),
+        })?;
+        let seq = i64::try_from(index).unwrap_or(i64::MAX);
+        Ok(self
+            .store
+            .put_turn_message(thread, position, seq, &value)
+            .await?)
+    }
+
+    /// A thread left mid-turn by a caller that went away (its future was
+    /// dropped) or by a process that died: its running turn is reloaded with
+    /// the messages recorded so far and marked interrupted, so `/resume` can
+    /// continue it. Call with the session locked: then no turn is running.
+    pub async fn settle(
+        &self,
+        session: &mut SessionRow,
+        thread: &mut Thread,
+    ) -> Result<(), SessionError> {
+        if !matches!(
+            thread.state,
+            ThreadState::Processing | ThreadState::AwaitingApproval
+        ) {
+            return Ok(());
+        }
+        thread.state = ThreadState::Interrupted;
+        let Some(index) = thread
+            .turns
+            .iter()
+            .rposition(|t| t.state == TurnState::Processing)
+        else {
+            return self.save(session, thread).await;
+        };
+        let position = thread.turns[index].position;
+        if position != 0 {
+            let range = [TurnRange {
+                first: position,
+                last: position,
+            }];
+            if let Some(stored) = self.store.load_turns(thread.id, &range).await?.pop() {
+                thread.turns[index] = turn_of(thread.id, stored)?;
+            }
+        }
+        thread.turns[index].state = TurnState::Interrupted;
+        self.save_turn(session, thread, index).await
+    }
+
+    /// The turns a checkpoint's view shows, from the store.
+    pub async fn turns_in(
+        &self,
+        thread: Uuid,
+        view: &[TurnRange],
+    ) -> Result<Vec<Turn>, SessionError> {
+        self.store
+            .load_turns(thread, view)
+            .await?
+            .into_iter()
+            .map(|t| turn_of(thread, t))
+            .collect()
+    }
+
+    /// Persists a new undo checkpoint (the redo stack is cleared with it),
+    /// then deletes the turns that only the cleared redo stack could reach:
+    /// those after every position the thread or its undo stack shows.
     pub async fn save_checkpoint(
         &self,
         thread: &Thread,
         checkpoint: &Checkpoint,
     ) -> Result<(), SessionError> {
         let row = checkpoint_row(thread.id, checkpoint)?;
-        Ok(self
-            .store
+        self.store
             .push_checkpoint(thread.id, &row, thread.undo.max())
-            .await?)
+            .await?;
+        let reachable = thread
+            .undo
+            .undo_stack()
+            .map(Checkpoint::last_position)
+            .chain(thread.turns.iter().map(|t| t.position))
+            .max()
+            .unwrap_or(0);
+        self.store.drop_turns_after(thread.id, reachable).await?;
+        Ok(())
     }
 
     /// Persists both checkpoint stacks as they are now (after undo, redo, restore).
@@ -324,8 +443,8 @@ impl SessionManager {
             what,
             message: e.to_string(),
         };
-        let turns: Vec<Turn> =
-            serde_json::from_value(row.turns.clone()).map_err(|e| corrupt("turns", e))?;
+        let turns = self.turns_in(row.id, &row.view).await?;
+        let next_position = self.store.last_turn_position(row.id).await? + 1;
         let (undo, redo) = self.store.load_checkpoints(row.id).await?;
         let decode = |rows: Vec<CheckpointRow>| {
             rows.into_iter()
@@ -335,22 +454,16 @@ impl SessionManager {
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
-        let mut state = ThreadState::parse(&row.state);
-        // A thread stored mid-turn belongs to a process that is gone.
-        if matches!(
-            state,
-            ThreadState::Processing | ThreadState::AwaitingApproval
-        ) {
-            state = ThreadState::Interrupted;
-        }
         let thread = Thread {
             id: row.id,
             session_id: row.session_id,
             external_id: row.external_id,
             title: row.title,
-            state,
+            // A thread stored mid-turn is settled (interrupted) when next used.
+            state: ThreadState::parse(&row.state),
             turns,
             undo: UndoManager::from_parts(decode(undo)?, decode(redo)?, self.max_checkpoints),
+            next_position,
             created_at: row.created_at,
             updated_at: row.updated_at,
         };
@@ -367,14 +480,52 @@ fn row_of(thread: &Thread) -> Result<ThreadRow, SessionError> {
         external_id: thread.external_id.clone(),
         title: thread.title.clone(),
         state: thread.state.as_str().to_string(),
-        turns: serde_json::to_value(&thread.turns).map_err(|e| SessionError::Corrupt {
-            thread: thread.id,
-            what: "turns",
-            message: e.to_string(),
-        })?,
+        view: thread.view(),
         created_at: thread.created_at,
         updated_at: thread.updated_at,
     })
+}
+
+/// A turn as the store keeps it: the turn without its messages, and the messages.
+fn stored(thread: Uuid, turn: &Turn) -> Result<StoredTurn, SessionError> {
+    let corrupt = |e: serde_json::Error| SessionError::Corrupt {
+        thread,
+        what: "turns",
+        message: e.to_string(),
+    };
+    let mut data = serde_json::to_value(turn).map_err(corrupt)?;
+    let messages = match data.as_object_mut().and_then(|m| m.remove("messages")) {
+        Some(serde_json::Value::Array(messages)) => messages,
+        _ => Vec::new(),
+    };
+    let state = data
+        .get("state")
+        .and_then(|s| s.as_str())
+        .unwrap_or_default()
+        .to_string();
+    Ok(StoredTurn {
+        position: turn.position,
+        number: i64::from(turn.number),
+        state,
+        started_at: turn.started_at,
+        data,
+        messages,
+    })
+}
+
+/// A stored turn read back.
+fn turn_of(thread: Uuid, stored: StoredTurn) -> Result<Turn, SessionError> {
+    let mut data = stored.data;
+    if let Some(map) = data.as_object_mut() {
+        map.insert("messages".into(), serde_json::Value::Array(stored.messages));
+    }
+    let mut turn: Turn = serde_json::from_value(data).map_err(|e| SessionError::Corrupt {
+        thread,
+        what: "turns",
+        message: format!("turn at position {}: {e}", stored.position),
+    })?;
+    turn.position = stored.position;
+    Ok(turn)
 }
 
 fn checkpoint_row(thread: Uuid, checkpoint: &Checkpoint) -> Result<CheckpointRow, SessionError> {

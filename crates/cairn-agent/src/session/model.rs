@@ -1,6 +1,6 @@
 //! Threads and turns: the state machines and the data a conversation keeps.
 
-use cairn_core::chat::ChatMessage;
+use cairn_core::chat::{ChatMessage, Role};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -90,6 +90,9 @@ pub struct TurnUsage {
 /// One exchange: the person's message, everything the agent did, and its answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
+    /// Where the turn is stored in its thread; 0 until it is first saved.
+    #[serde(skip)]
+    pub position: i64,
     /// 1-based position in the thread (kept across compaction).
     pub number: u32,
     /// Exchange or summary.
@@ -119,15 +122,36 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// A synthetic turn carrying a summary of older turns.
-    pub fn summary(number: u32, summary: &str, at: DateTime<Utc>) -> Turn {
-        let text = format!("[Summary of the earlier conversation]\n{summary}");
+    /// A turn starting now with the person's message.
+    pub fn start(number: u32, user_input: String, at: DateTime<Utc>) -> Turn {
         Turn {
+            position: 0,
+            number,
+            kind: TurnKind::Exchange,
+            messages: vec![ChatMessage::user(user_input.clone())],
+            user_input,
+            response: None,
+            tool_calls: Vec::new(),
+            state: TurnState::Processing,
+            started_at: at,
+            completed_at: None,
+            error: None,
+            usage: TurnUsage::default(),
+        }
+    }
+
+    /// A synthetic turn carrying a summary of older turns. It has no
+    /// messages: the summary goes into the system prompt (see
+    /// [`Thread::summary`]), because an assistant message at the head of the
+    /// history breaks providers that require the user to speak first.
+    pub fn summary(number: u32, summary: &str, at: DateTime<Utc>) -> Turn {
+        Turn {
+            position: 0,
             number,
             kind: TurnKind::Summary,
             user_input: String::new(),
-            response: Some(text.clone()),
-            messages: vec![ChatMessage::assistant(text)],
+            response: Some(summary.to_string()),
+            messages: Vec::new(),
             tool_calls: Vec::new(),
             state: TurnState::Completed,
             started_at: at,
@@ -155,6 +179,8 @@ pub struct Thread {
     pub turns: Vec<Turn>,
     /// Checkpoints for undo and redo.
     pub undo: UndoManager,
+    /// The position the next stored turn gets (positions are never reused).
+    pub next_position: i64,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change.
@@ -178,23 +204,93 @@ impl Thread {
             state: ThreadState::Idle,
             turns: Vec::new(),
             undo: UndoManager::new(max_checkpoints),
+            next_position: 1,
             created_at: now,
             updated_at: now,
         }
     }
 
-    /// The conversation so far, as messages for the model.
+    /// The conversation so far, as messages for the model (summaries are
+    /// not messages: see [`Thread::summary`]).
     pub fn history(&self) -> Vec<ChatMessage> {
-        self.turns
-            .iter()
-            .flat_map(|t| t.messages.iter().cloned())
-            .collect()
+        history_of(&self.turns)
+    }
+
+    /// What compaction summarized of the earlier conversation, if anything:
+    /// the system prompt carries it.
+    pub fn summary(&self) -> Option<String> {
+        summary_of(&self.turns)
     }
 
     /// The number the next turn gets.
     pub fn next_turn_number(&self) -> u32 {
         self.turns.last().map_or(1, |t| t.number + 1)
     }
+
+    /// The stored positions of the turns shown, in order.
+    pub fn view(&self) -> Vec<cairn_store::TurnRange> {
+        cairn_store::view_of(self.turns.iter().map(|t| t.position))
+    }
+}
+
+/// The messages of `turns` for the model: summary turns left out, and every
+/// tool call answered — a call whose result never came (the turn was
+/// interrupted or the process died) gets a result saying so, since providers
+/// reject a tool call without one.
+pub fn history_of(turns: &[Turn]) -> Vec<ChatMessage> {
+    let mut out = Vec::new();
+    for turn in turns.iter().filter(|t| t.kind == TurnKind::Exchange) {
+        out.extend(answered(&turn.messages));
+    }
+    out
+}
+
+/// The text of the summary turns among `turns`, oldest first.
+pub fn summary_of(turns: &[Turn]) -> Option<String> {
+    let parts: Vec<&str> = turns
+        .iter()
+        .filter(|t| t.kind == TurnKind::Summary)
+        .filter_map(|t| t.response.as_deref())
+        .map(|s| s.strip_prefix(LEGACY_SUMMARY_HEADING).unwrap_or(s))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+/// How summaries began when they were assistant messages (older threads).
+const LEGACY_SUMMARY_HEADING: &str = "[Summary of the earlier conversation]\n";
+
+/// What a tool call that never finished answers.
+pub const UNFINISHED_CALL: &str = "this tool call did not finish: the turn was interrupted before its result arrived. Call it again if it is still needed.";
+
+/// `messages` with a result added after each tool call that has none.
+pub fn answered(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    let mut open: Vec<(String, String)> = Vec::new();
+    let close = |out: &mut Vec<ChatMessage>, open: &mut Vec<(String, String)>| {
+        for (id, name) in open.drain(..) {
+            out.push(ChatMessage::tool_result(id, name, UNFINISHED_CALL));
+        }
+    };
+    for message in messages {
+        match message.role {
+            Role::Tool => {
+                if let Some(id) = &message.tool_call_id {
+                    open.retain(|(open_id, _)| open_id != id);
+                }
+            }
+            _ => close(&mut out, &mut open),
+        }
+        if message.role == Role::Assistant {
+            open = message
+                .tool_calls
+                .iter()
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect();
+        }
+        out.push(message.clone());
+    }
+    close(&mut out, &mut open);
+    out
 }
 
 /// The first line of a message, shortened, as a thread title.

@@ -1,4 +1,6 @@
-//! Undo and redo of turns, by checkpoints of the thread's turns taken before each turn.
+//! Undo and redo of turns, by checkpoints of the thread's view (which stored
+//! turns it shows) taken before each turn: a checkpoint is a short list of
+//! position ranges, never a copy of the turns.
 //!
 //! Invariant: undo and redo move one checkpoint from one stack to the other,
 //! so their total size stays constant; only a new checkpoint (which also
@@ -9,9 +11,9 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::model::Turn;
+use cairn_store::TurnRange;
 
-/// The thread's turns at one moment.
+/// The thread's view at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// Unique id (for restore).
@@ -20,19 +22,28 @@ pub struct Checkpoint {
     pub turn_number: u32,
     /// What it is, for listings ("before turn 3: …").
     pub description: String,
-    /// The turns at that moment.
-    pub turns: Vec<Turn>,
+    /// The stored turns shown at that moment.
+    pub view: Vec<TurnRange>,
 }
 
 impl Checkpoint {
-    /// A checkpoint of `turns` taken before turn `turn_number`.
-    pub fn new(turn_number: u32, description: impl Into<String>, turns: Vec<Turn>) -> Checkpoint {
+    /// A checkpoint of `view` taken before turn `turn_number`.
+    pub fn new(
+        turn_number: u32,
+        description: impl Into<String>,
+        view: Vec<TurnRange>,
+    ) -> Checkpoint {
         Checkpoint {
             id: Uuid::now_v7().to_string(),
             turn_number,
             description: description.into(),
-            turns,
+            view,
         }
+    }
+
+    /// The highest turn position the checkpoint shows (0 for none).
+    pub fn last_position(&self) -> i64 {
+        self.view.iter().map(|r| r.last).max().unwrap_or(0)
     }
 }
 

@@ -138,6 +138,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "seconds before an idle session leaves memory (it stays stored)",
     ),
     def(
+        "agent.approval_timeout_secs",
+        &["CAIRN_APPROVAL_TIMEOUT_SECS"],
+        K::UInt,
+        D::UInt(120),
+        "seconds a tool call waits for approval from a channel that cannot prompt; then it is declined",
+    ),
+    def(
         "user.id",
         &["CAIRN_USER"],
         K::Text,

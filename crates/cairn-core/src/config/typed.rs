@@ -46,6 +46,8 @@ pub struct AgentConfig {
     pub undo_depth: u32,
     /// Idle time after which a session leaves memory.
     pub session_idle: Duration,
+    /// How long a tool call waits for an approval answered by a later message.
+    pub approval_timeout: Duration,
 }
 
 /// The person cairn works for.
@@ -152,6 +154,9 @@ impl Config {
                 max_parallel_jobs: r.u32_at_least("agent.max_parallel_jobs", 1),
                 undo_depth: r.u32_at_least("agent.undo_depth", 1),
                 session_idle: Duration::from_secs(r.uint_at_least("agent.session_idle_secs", 60)),
+                approval_timeout: Duration::from_secs(
+                    r.uint_at_least("agent.approval_timeout_secs", 1),
+                ),
             },
             user: UserConfig {
                 id: r.text("user.id"),

@@ -52,6 +52,40 @@ impl Fixture {
         })
     }
 
+    /// A new, empty database of the same backend, not migrated (for
+    /// building a database as an older cairn left it).
+    pub async fn sibling(&self) -> Fixture {
+        match &self.pg {
+            None => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}/old.db", dir.path().display());
+                Fixture {
+                    store: Store::connect(&url).await.unwrap(),
+                    url,
+                    _dir: Some(dir),
+                    pg: None,
+                }
+            }
+            Some(_) => {
+                let base = std::env::var("CAIRN_TEST_POSTGRES_URL").unwrap();
+                let admin = sqlx::PgPool::connect(&base).await.unwrap();
+                let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                    .execute(&admin)
+                    .await
+                    .unwrap();
+                let sep = if base.contains('?') { '&' } else { '?' };
+                let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+                Fixture {
+                    store: Store::connect(&url).await.unwrap(),
+                    url,
+                    _dir: None,
+                    pg: Some((admin, schema)),
+                }
+            }
+        }
+    }
+
     pub async fn cleanup(self) {
         self.store.close().await;
         if let Some((admin, schema)) = self.pg {

@@ -9,6 +9,7 @@ mod routines;
 mod runs;
 mod sessions;
 mod settings;
+mod turns;
 
 macro_rules! conformance {
     ($($module:ident :: $case:ident),* $(,)?) => {
@@ -57,6 +58,10 @@ conformance!(
     sessions::threads_round_trip,
     sessions::checkpoints_push_trim_and_replace,
     sessions::deleting_a_session_removes_its_threads,
+    turns::turns_are_rows_shown_through_the_view,
+    turns::messages_of_a_running_turn_are_recorded_as_they_come,
+    turns::undone_turns_can_be_dropped,
+    turns::json_threads_are_converted_to_rows,
     jobs::job_round_trips,
     jobs::jobs_listed_recent_first_with_filters,
     jobs::start_job_only_from_pending,

@@ -5,19 +5,19 @@ use std::sync::Arc;
 use serde_json::json;
 use uuid::Uuid;
 
-use cairn_store::{CheckpointRow, Store, StoreError, ThreadRow};
+use cairn_store::{CheckpointRow, Store, StoreError, ThreadRow, TurnRange};
 
 use crate::fixture::Fixture;
 use crate::routines::at;
 
-fn thread_row(session_id: Uuid, external: Option<&str>, secs: i64) -> ThreadRow {
+pub fn thread_row(session_id: Uuid, external: Option<&str>, secs: i64) -> ThreadRow {
     ThreadRow {
         id: Uuid::now_v7(),
         session_id,
         external_id: external.map(str::to_string),
         title: None,
         state: "idle".into(),
-        turns: json!([]),
+        view: vec![],
         created_at: at(secs),
         updated_at: at(secs),
     }
@@ -99,9 +99,9 @@ pub async fn threads_round_trip(fx: &Fixture) {
     fx.store.create_thread(&t).await.unwrap();
     t.title = Some("groceries".into());
     t.state = "completed".into();
-    t.turns = json!([{"number": 1, "user_input": "milk"}]);
+    t.view = vec![TurnRange { first: 1, last: 2 }];
     t.updated_at = at(5);
-    fx.store.save_thread(&t).await.unwrap();
+    fx.store.save_thread(&t, &[]).await.unwrap();
     assert_eq!(fx.store.get_thread(t.id).await.unwrap().as_ref(), Some(&t));
     assert_eq!(
         fx.store.find_thread(s.id, "ext-1").await.unwrap().as_ref(),

@@ -140,6 +140,11 @@ async fn repl(
             service.agent().provider().model()
         );
     }
+    if let Some(interrupted) = service.interrupted_turn(&config.user.id, CHANNEL).await {
+        println!(
+            "The last turn of this thread was interrupted (\"{interrupted}\"). /resume continues it, /undo drops it."
+        );
+    }
     loop {
         let text = match reader.read("you> ").await {
             Line::Text(text) => text,
