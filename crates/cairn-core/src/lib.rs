@@ -10,6 +10,7 @@ pub mod chat;
 pub mod config;
 pub mod duration;
 pub mod job;
+pub mod notification;
 pub mod routine;
 pub mod schedule;
 pub mod submission;

@@ -1,0 +1,209 @@
+//! Notifications: what cairn tells the person, kept as a record before any
+//! delivery is tried, with the delivery's status kept apart from whatever
+//! produced it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// How urgent a notification is; channels map it to their own notion.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Can wait.
+    Low,
+    /// The usual.
+    #[default]
+    Normal,
+    /// Soon.
+    High,
+    /// Now.
+    Urgent,
+}
+
+impl Priority {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Urgent => "urgent",
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not a priority.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown priority \"{0}\"; expected low, normal, high or urgent")]
+pub struct UnknownPriority(pub String);
+
+impl FromStr for Priority {
+    type Err = UnknownPriority;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "low" => Ok(Priority::Low),
+            "normal" => Ok(Priority::Normal),
+            "high" => Ok(Priority::High),
+            "urgent" => Ok(Priority::Urgent),
+            _ => Err(UnknownPriority(s.to_string())),
+        }
+    }
+}
+
+/// Where a notification is in its delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Recorded; not yet confirmed by the receiver.
+    Pending,
+    /// The receiver confirmed it (a 2xx, an SMTP 250).
+    Delivered,
+    /// Every attempt failed; it is in the inbox with the reason.
+    Failed,
+}
+
+impl DeliveryStatus {
+    /// The lower-case name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+
+    /// Reads a stored or typed name.
+    pub fn parse(name: &str) -> Option<DeliveryStatus> {
+        match name {
+            "pending" => Some(DeliveryStatus::Pending),
+            "delivered" => Some(DeliveryStatus::Delivered),
+            "failed" => Some(DeliveryStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// What a producer asks to send.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewNotification {
+    /// Who it is for.
+    pub user_id: String,
+    /// The output channel's name; `None` means the configured default.
+    pub channel: Option<String>,
+    /// A short title.
+    pub title: String,
+    /// The text.
+    pub body: String,
+    /// How urgent.
+    #[serde(default)]
+    pub priority: Priority,
+    /// Free labels (ntfy shows them; webhooks pass them on).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Structured data for machine receivers.
+    #[serde(default)]
+    pub data: Option<serde_json::Value>,
+    /// What produced it: `routine:<run id>`, `heartbeat`, `watcher:<id>`,
+    /// `background:<task id>`, `agent`, `cli`.
+    pub source: String,
+}
+
+/// A recorded notification and its delivery state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// Unique id; every delivery carries it so receivers can drop duplicates.
+    pub id: Uuid,
+    /// Who it is for.
+    pub user_id: String,
+    /// The output channel's name (the default already applied).
+    pub channel: String,
+    /// A short title.
+    pub title: String,
+    /// The text.
+    pub body: String,
+    /// How urgent.
+    pub priority: Priority,
+    /// Free labels.
+    pub tags: Vec<String>,
+    /// Structured data.
+    pub data: Option<serde_json::Value>,
+    /// What produced it.
+    pub source: String,
+    /// When it was recorded.
+    pub created_at: DateTime<Utc>,
+    /// Delivery status.
+    pub status: DeliveryStatus,
+    /// Delivery attempts made so far.
+    pub attempts: u32,
+    /// When the next attempt is due (pending only).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// When the receiver confirmed it.
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// Why the last attempt failed, or why it went to the inbox.
+    pub last_error: Option<String>,
+    /// Whether it is in the person's inbox (its channel is the inbox, or
+    /// it could not be delivered elsewhere).
+    pub in_inbox: bool,
+    /// When the person read it in the inbox.
+    pub read_at: Option<DateTime<Utc>>,
+}
+
+/// One delivery attempt, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryAttempt {
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// When it was made.
+    pub at: DateTime<Utc>,
+    /// Whether the receiver confirmed it.
+    pub delivered: bool,
+    /// What the receiver said (status line, SMTP reply) or why it failed.
+    pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_parse_and_print() {
+        for p in [
+            Priority::Low,
+            Priority::Normal,
+            Priority::High,
+            Priority::Urgent,
+        ] {
+            assert_eq!(p.as_str().parse::<Priority>(), Ok(p));
+        }
+        assert_eq!(" HIGH ".parse::<Priority>(), Ok(Priority::High));
+        assert_eq!(
+            "loud".parse::<Priority>().unwrap_err().to_string(),
+            "unknown priority \"loud\"; expected low, normal, high or urgent"
+        );
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in [
+            DeliveryStatus::Pending,
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Failed,
+        ] {
+            assert_eq!(DeliveryStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(DeliveryStatus::parse("sent"), None);
+    }
+}
