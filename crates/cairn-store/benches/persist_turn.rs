@@ -45,7 +45,10 @@ async fn main() {
     for n in [5i64, 50, 500] {
         let url = format!("sqlite://{}/b{n}.db", dir.path().display());
         let (store, _) = Store::open(&url).await.unwrap();
-        let mut session = store.get_or_create_session("u", "c", Utc::now()).await.unwrap();
+        let mut session = store
+            .get_or_create_session("u", "c", Utc::now())
+            .await
+            .unwrap();
         let mut row = ThreadRow {
             id: Uuid::new_v4(),
             session_id: session.id,
@@ -68,21 +71,36 @@ async fn main() {
                 id: Uuid::now_v7().to_string(),
                 data: json!({"id": "c", "turn_number": position, "description": "d", "view": row.view}),
             };
-            store.push_checkpoint(row.id, &checkpoint, 20).await.unwrap();
+            store
+                .push_checkpoint(row.id, &checkpoint, 20)
+                .await
+                .unwrap();
             store.drop_turns_after(row.id, position - 1).await.unwrap();
             // Keep the thread at n turns shown, as the "before" figures did.
             row.view = view_of((position - n + 1)..=position);
-            store.save_thread(&row, &[turn(position, "processing", 1)]).await.unwrap();
+            store
+                .save_thread(&row, &[turn(position, "processing", 1)])
+                .await
+                .unwrap();
             session.last_active_at = Utc::now();
             store.update_session(&session).await.unwrap();
             let answer: Value = json!({"role": "assistant", "content": "y".repeat(600)});
-            store.put_turn_message(row.id, position, 1, &answer).await.unwrap();
-            store.save_thread(&row, &[turn(position, "completed", 2)]).await.unwrap();
+            store
+                .put_turn_message(row.id, position, 1, &answer)
+                .await
+                .unwrap();
+            store
+                .save_thread(&row, &[turn(position, "completed", 2)])
+                .await
+                .unwrap();
             store.update_session(&session).await.unwrap();
         }
         let micros = t0.elapsed().as_micros() as f64 / reps as f64;
         let bytes = (written() - w0) / reps as u64;
         out.push(json!({"turns_in_thread": n, "micros_per_turn": micros.round(), "bytes_written_per_turn": bytes}));
     }
-    println!("{}", serde_json::to_string_pretty(&json!({"persist_one_turn": out})).unwrap());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"persist_one_turn": out})).unwrap()
+    );
 }

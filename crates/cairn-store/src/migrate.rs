@@ -46,6 +46,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0004_turn_rows.sql"),
         postgres: include_str!("../migrations/0004_turn_rows.sql"),
     },
+    Migration {
+        version: 5,
+        name: "notifications",
+        sqlite: include_str!("../migrations/0005_notifications.sql"),
+        postgres: include_str!("../migrations/0005_notifications.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -5,6 +5,7 @@
 
 mod fixture;
 mod jobs;
+mod notifications;
 mod routines;
 mod runs;
 mod sessions;
@@ -62,6 +63,10 @@ conformance!(
     turns::messages_of_a_running_turn_are_recorded_as_they_come,
     turns::undone_turns_can_be_dropped,
     turns::json_threads_are_converted_to_rows,
+    notifications::notifications_round_trip_and_list,
+    notifications::a_notification_is_claimed_by_one_process,
+    notifications::attempts_are_recorded_and_a_lapsed_lease_is_reclaimed,
+    notifications::undeliverable_notifications_end_in_the_inbox,
     jobs::job_round_trips,
     jobs::jobs_listed_recent_first_with_filters,
     jobs::start_job_only_from_pending,
