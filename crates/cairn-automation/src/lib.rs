@@ -1,0 +1,14 @@
+//! cairn-automation: what cairn does on its own.
+//!
+//! For now that is telling the person things: [`notify`] keeps every
+//! notification as a record before it is a delivery, delivers pending ones
+//! through the configured output channels (webhook, Slack, Discord,
+//! Telegram, ntfy, email, log, the inbox) with retries, and puts whatever
+//! cannot be delivered in the inbox with the reason. The routine engine,
+//! watchers and the heartbeat come next and notify through it.
+//!
+//! Architecture invariant: "delivered" is recorded only when the receiver
+//! confirmed it (a 2xx, an SMTP 250); nothing that should reach the person is
+//! dropped (guide invariant 9).
+
+pub mod notify;

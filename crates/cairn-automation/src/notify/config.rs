@@ -1,0 +1,371 @@
+//! `[channels.NAME]` tables: their types and fields, `${VAR}` expansion, and
+//! errors that name the key at fault.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::channels::discord::DiscordSpec;
+use super::channels::email::EmailSpec;
+use super::channels::ntfy::NtfySpec;
+use super::channels::slack::SlackSpec;
+use super::channels::telegram::TelegramSpec;
+use super::channels::webhook::WebhookSpec;
+
+/// The channel every setup has: notifications kept in the store for the
+/// person's sessions (`cairn inbox`, `cairn chat`).
+pub const INBOX: &str = "inbox";
+
+/// One output channel's settings, by `type`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ChannelSpec {
+    /// Kept in the store for the person's sessions.
+    Inbox {},
+    /// A structured log line, nothing else.
+    Log {},
+    /// POST JSON to a URL.
+    Webhook(WebhookSpec),
+    /// A Slack incoming webhook.
+    Slack(SlackSpec),
+    /// A Discord webhook.
+    Discord(DiscordSpec),
+    /// A Telegram bot.
+    Telegram(TelegramSpec),
+    /// An ntfy topic.
+    Ntfy(NtfySpec),
+    /// SMTP.
+    Email(EmailSpec),
+}
+
+impl ChannelSpec {
+    /// The `type` name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ChannelSpec::Inbox {} => "inbox",
+            ChannelSpec::Log {} => "log",
+            ChannelSpec::Webhook(_) => "webhook",
+            ChannelSpec::Slack(_) => "slack",
+            ChannelSpec::Discord(_) => "discord",
+            ChannelSpec::Telegram(_) => "telegram",
+            ChannelSpec::Ntfy(_) => "ntfy",
+            ChannelSpec::Email(_) => "email",
+        }
+    }
+
+    /// Checks what the types cannot: URLs, addresses, non-empty fields.
+    /// Returns `(field, problem)` pairs.
+    fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let mut url = |field: &'static str, value: &str| {
+            if let Err(e) = check_url(value) {
+                out.push((field, e));
+            }
+        };
+        match self {
+            ChannelSpec::Inbox {} | ChannelSpec::Log {} => {}
+            ChannelSpec::Webhook(w) => url("url", &w.url),
+            ChannelSpec::Slack(s) => url("webhook_url", s.webhook_url.expose_secret()),
+            ChannelSpec::Discord(d) => url("webhook_url", d.webhook_url.expose_secret()),
+            ChannelSpec::Telegram(t) => {
+                url("api_url", &t.api_url);
+                if t.chat_id.trim().is_empty() {
+                    out.push(("chat_id", "must not be empty".into()));
+                }
+                if t.bot_token.expose_secret().trim().is_empty() {
+                    out.push(("bot_token", "must not be empty".into()));
+                }
+            }
+            ChannelSpec::Ntfy(n) => {
+                url("server", &n.server);
+                if n.topic.trim().is_empty() || n.topic.contains('/') {
+                    out.push(("topic", "must be a non-empty name without '/'".into()));
+                }
+            }
+            ChannelSpec::Email(e) => {
+                if e.host.trim().is_empty() {
+                    out.push(("host", "must not be empty".into()));
+                }
+                if !looks_like_address(&e.from) {
+                    out.push(("from", format!("\"{}\" is not an email address", e.from)));
+                }
+                let to = e.to.list();
+                if to.is_empty() {
+                    out.push(("to", "needs at least one address".into()));
+                }
+                for bad in to.iter().filter(|a| !looks_like_address(a)) {
+                    out.push(("to", format!("\"{bad}\" is not an email address")));
+                }
+                if e.password.is_some() && e.username.is_none() {
+                    out.push(("username", "is needed with password".into()));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn check_url(value: &str) -> Result<(), String> {
+    match reqwest::Url::parse(value) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
+        Ok(u) => Err(format!(
+            "expected an http(s) URL, got scheme \"{}\"",
+            u.scheme()
+        )),
+        Err(e) => Err(format!("not a URL: {e}")),
+    }
+}
+
+/// A plausible `local@domain` (optionally `Name <local@domain>`); the SMTP
+/// library checks the rest when the message is built.
+fn looks_like_address(text: &str) -> bool {
+    let addr = match (text.find('<'), text.rfind('>')) {
+        (Some(a), Some(b)) if a < b => &text[a + 1..b],
+        _ => text,
+    };
+    let addr = addr.trim();
+    match addr.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty() && !domain.is_empty() && !addr.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+/// A problem with one channel's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelConfigError {
+    /// The dotted key at fault: `channels.ops.to`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ChannelConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for ChannelConfigError {}
+
+/// Parses the `[channels]` table (as JSON), expanding `${VAR}` in string
+/// values from `env`. Every problem of every channel is reported.
+pub fn parse_channels(
+    table: Option<&Value>,
+    env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, ChannelSpec>, Vec<ChannelConfigError>> {
+    let mut specs = BTreeMap::new();
+    let mut errors = Vec::new();
+    let Some(table) = table else {
+        return Ok(specs);
+    };
+    let Some(entries) = table.as_object() else {
+        return Err(vec![ChannelConfigError {
+            key: "channels".into(),
+            message: "expected a table of [channels.NAME] tables".into(),
+        }]);
+    };
+    for (name, value) in entries {
+        let key = format!("channels.{name}");
+        let mut value = value.clone();
+        let before = errors.len();
+        expand_env(&mut value, &key, env, &mut errors);
+        if errors.len() > before {
+            continue;
+        }
+        if value.get("type").is_none() {
+            errors.push(ChannelConfigError {
+                key: format!("{key}.type"),
+                message:
+                    "missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email"
+                        .into(),
+            });
+            continue;
+        }
+        match serde_json::from_value::<ChannelSpec>(value) {
+            Ok(spec) => {
+                for (field, message) in spec.problems() {
+                    errors.push(ChannelConfigError {
+                        key: format!("{key}.{field}"),
+                        message,
+                    });
+                }
+                specs.insert(name.clone(), spec);
+            }
+            Err(e) => errors.push(ChannelConfigError {
+                key: field_of(&key, &e.to_string()),
+                message: e.to_string(),
+            }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(specs)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The key a serde message is about, when it names a field
+/// (`missing field `to``, `unknown field `too``).
+fn field_of(key: &str, message: &str) -> String {
+    for marker in ["missing field `", "unknown field `"] {
+        if let Some(rest) = message.split(marker).nth(1)
+            && let Some(field) = rest.split('`').next()
+        {
+            return format!("{key}.{field}");
+        }
+    }
+    key.to_string()
+}
+
+/// Replaces `${NAME}` in every string of `value` with the variable's value;
+/// an unset variable is an error naming the key and the variable.
+fn expand_env(
+    value: &mut Value,
+    key: &str,
+    env: &BTreeMap<String, String>,
+    errors: &mut Vec<ChannelConfigError>,
+) {
+    match value {
+        Value::String(s) => match expand(s, env) {
+            Ok(expanded) => *s = expanded,
+            Err(var) => errors.push(ChannelConfigError {
+                key: key.to_string(),
+                message: format!("environment variable {var} is not set"),
+            }),
+        },
+        Value::Object(map) => {
+            for (field, v) in map.iter_mut() {
+                expand_env(v, &format!("{key}.{field}"), env, errors);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter_mut().enumerate() {
+                expand_env(v, &format!("{key}[{i}]"), env, errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
+fn expand(text: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match env.get(name) {
+            Some(v) => out.push_str(v),
+            None => return Err(name.to_string()),
+        }
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn errors(table: Value, env_pairs: &[(&str, &str)]) -> Vec<String> {
+        parse_channels(Some(&table), &env(env_pairs))
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn every_type_parses_and_variables_expand() {
+        let table = json!({
+            "box": {"type": "inbox"},
+            "journal": {"type": "log"},
+            "hook": {"type": "webhook", "url": "http://127.0.0.1:9/x", "secret": "${HOOK_SECRET}",
+                     "headers": {"X-Team": "ops"}},
+            "team": {"type": "slack", "webhook_url": "https://hooks.example.org/T/B/x"},
+            "guild": {"type": "discord", "webhook_url": "https://discord.example.org/api/webhooks/1/x"},
+            "phone": {"type": "telegram", "bot_token": "${TG_TOKEN}", "chat_id": "42"},
+            "push": {"type": "ntfy", "topic": "cairn-alerts"},
+            "mail": {"type": "email", "host": "smtp.example.org", "from": "cairn <c@example.org>",
+                     "to": ["me@example.org"], "username": "c", "password": "${SMTP_PASSWORD}"},
+        });
+        let specs = parse_channels(
+            Some(&table),
+            &env(&[
+                ("HOOK_SECRET", "s3"),
+                ("TG_TOKEN", "123:abc"),
+                ("SMTP_PASSWORD", "pw"),
+            ]),
+        )
+        .unwrap();
+        let kinds: Vec<&str> = specs.values().map(ChannelSpec::kind).collect();
+        // By name: box, guild, hook, journal, mail, phone, push, team.
+        assert_eq!(
+            kinds,
+            [
+                "inbox", "discord", "webhook", "log", "email", "telegram", "ntfy", "slack"
+            ]
+        );
+        match &specs["phone"] {
+            ChannelSpec::Telegram(t) => {
+                assert_eq!(t.bot_token.expose_secret(), "123:abc");
+                assert_eq!(t.api_url, "https://api.telegram.org");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            !format!("{:?}", specs["mail"]).contains("pw"),
+            "secrets stay out of Debug"
+        );
+    }
+
+    #[test]
+    fn problems_name_the_key() {
+        let table = json!({
+            "mail": {"type": "email", "host": "smtp.example.org", "from": "c@example.org"},
+            "phone": {"type": "telegram", "bot_token": "${TG_TOKEN}", "chat_id": "42"},
+            "hook": {"type": "webhook", "url": "ftp://example.org"},
+            "typo": {"type": "webhook", "url": "http://127.0.0.1/", "secrett": "x"},
+            "what": {"url": "http://127.0.0.1/"},
+            "odd": {"type": "pager"},
+        });
+        let mut got = errors(table, &[]);
+        got.sort();
+        let expected = [
+            "channels.hook.url: expected an http(s) URL, got scheme \"ftp\"",
+            "channels.mail.to: missing field `to`",
+            "channels.odd: unknown variant `pager`, expected one of `inbox`, `log`, `webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`",
+            "channels.phone.bot_token: environment variable TG_TOKEN is not set",
+            "channels.typo.secrett: unknown field `secrett`, expected one of `url`, `headers`, `secret`",
+            "channels.what.type: missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email",
+        ];
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn expansion_leaves_other_text_alone() {
+        let e = env(&[("A", "1")]);
+        assert_eq!(expand("x${A}y${A}", &e).unwrap(), "x1y1");
+        assert_eq!(expand("no vars, $A, ${", &e).unwrap(), "no vars, $A, ${");
+        assert_eq!(expand("${B}", &e).unwrap_err(), "B");
+        assert!(looks_like_address("Cairn <c@example.org>"));
+        assert!(!looks_like_address("c at example.org"));
+    }
+}
