@@ -4,6 +4,10 @@
 pub mod channel;
 pub mod channels;
 pub mod config;
+pub mod dispatcher;
+pub mod router;
 
 pub use channel::{Channel, DeliveryError, Receipt};
 pub use config::{ChannelConfigError, ChannelSpec, INBOX, parse_channels};
+pub use dispatcher::{AttemptReport, Dispatcher, owner_id, retry_delay};
+pub use router::{ChannelSet, Notifier, NotifySettings};

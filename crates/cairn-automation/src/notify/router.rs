@@ -1,0 +1,208 @@
+//! The front door for "tell the person": every producer (routine runs, the
+//! heartbeat, watchers, background tasks, the agent, the CLI) calls
+//! [`Notifier::send`], which records the notification before anything is
+//! delivered and wakes the dispatcher.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_core::notification::{DeliveryStatus, NewNotification, Notification};
+use cairn_store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::channel::Channel;
+use super::config::INBOX;
+
+/// The output channels by name. `inbox` always exists; a name configured
+/// with `type = "inbox"` is an inbox too.
+#[derive(Clone, Default)]
+pub struct ChannelSet {
+    outputs: BTreeMap<String, Arc<dyn Channel>>,
+    inboxes: Vec<String>,
+}
+
+impl std::fmt::Debug for ChannelSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelSet")
+            .field("outputs", &self.outputs.keys().collect::<Vec<_>>())
+            .field("inboxes", &self.inboxes)
+            .finish()
+    }
+}
+
+impl ChannelSet {
+    /// Only the inbox.
+    pub fn new() -> ChannelSet {
+        ChannelSet::default()
+    }
+
+    /// Adds an output channel under `name`.
+    pub fn insert(&mut self, name: impl Into<String>, channel: Arc<dyn Channel>) {
+        self.outputs.insert(name.into(), channel);
+    }
+
+    /// Makes `name` another name of the inbox.
+    pub fn insert_inbox(&mut self, name: impl Into<String>) {
+        self.inboxes.push(name.into());
+    }
+
+    /// The output channel called `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Channel>> {
+        self.outputs.get(name)
+    }
+
+    /// Whether `name` is the inbox.
+    pub fn is_inbox(&self, name: &str) -> bool {
+        name == INBOX || self.inboxes.iter().any(|n| n == name)
+    }
+
+    /// Whether a channel called `name` exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.is_inbox(name) || self.outputs.contains_key(name)
+    }
+
+    /// Every channel name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::iter::once(INBOX.to_string())
+            .chain(self.inboxes.iter().cloned())
+            .chain(self.outputs.keys().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+/// Delivery policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifySettings {
+    /// Where notifications go when their producer names no channel.
+    pub default_channel: String,
+    /// Attempts before a notification is given up (and put in the inbox).
+    pub max_attempts: u32,
+    /// Age after which a notification is given up even with attempts left.
+    pub max_age: Duration,
+    /// Delay before the first retry; it doubles each time.
+    pub retry_base: Duration,
+    /// Longest delay between attempts.
+    pub retry_max: Duration,
+    /// How long a claimed delivery is held by one process before another
+    /// may take it over (the holder died).
+    pub lease: Duration,
+}
+
+impl Default for NotifySettings {
+    fn default() -> Self {
+        Self {
+            default_channel: INBOX.to_string(),
+            max_attempts: 8,
+            max_age: Duration::from_secs(24 * 3600),
+            retry_base: Duration::from_secs(5),
+            retry_max: Duration::from_secs(300),
+            lease: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Records notifications and wakes the dispatcher.
+#[derive(Debug, Clone)]
+pub struct Notifier {
+    store: Store,
+    channels: Arc<ChannelSet>,
+    settings: NotifySettings,
+    wake: Arc<Notify>,
+}
+
+impl Notifier {
+    /// A notifier over this store, these channels and this policy.
+    pub fn new(store: Store, channels: Arc<ChannelSet>, settings: NotifySettings) -> Notifier {
+        Notifier {
+            store,
+            channels,
+            settings,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The channels.
+    pub fn channels(&self) -> &Arc<ChannelSet> {
+        &self.channels
+    }
+
+    /// The delivery policy.
+    pub fn settings(&self) -> &NotifySettings {
+        &self.settings
+    }
+
+    /// Woken whenever a notification is recorded for delivery.
+    pub fn wake(&self) -> &Arc<Notify> {
+        &self.wake
+    }
+
+    /// Records a notification. For the inbox it is delivered by being
+    /// recorded; for an unknown channel it goes to the inbox with the reason;
+    /// otherwise it is pending and the dispatcher is woken.
+    pub async fn send(
+        &self,
+        new: NewNotification,
+        now: DateTime<Utc>,
+    ) -> Result<Notification, StoreError> {
+        let channel = new
+            .channel
+            .clone()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| self.settings.default_channel.clone());
+        let mut n = Notification {
+            id: Uuid::now_v7(),
+            user_id: new.user_id,
+            channel,
+            title: new.title,
+            body: new.body,
+            priority: new.priority,
+            tags: new.tags,
+            data: new.data,
+            source: new.source,
+            created_at: now,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: Some(now),
+            delivered_at: None,
+            last_error: None,
+            in_inbox: false,
+            read_at: None,
+        };
+        if self.channels.is_inbox(&n.channel) {
+            n.status = DeliveryStatus::Delivered;
+            n.next_attempt_at = None;
+            n.delivered_at = Some(now);
+            n.in_inbox = true;
+        } else if !self.channels.contains(&n.channel) {
+            n.status = DeliveryStatus::Failed;
+            n.next_attempt_at = None;
+            n.in_inbox = true;
+            n.last_error = Some(unknown_channel(&n.channel, &self.channels));
+            tracing::warn!(id = %n.id, channel = %n.channel, "notification for an unknown channel kept in the inbox");
+        }
+        self.store.insert_notification(&n).await?;
+        if n.status == DeliveryStatus::Pending {
+            self.wake.notify_one();
+        }
+        Ok(n)
+    }
+}
+
+/// Why a notification for `name` cannot be delivered.
+pub fn unknown_channel(name: &str, channels: &ChannelSet) -> String {
+    format!(
+        "no channel named \"{name}\" (configured: {}); kept in the inbox",
+        channels.names().join(", ")
+    )
+}

@@ -1,0 +1,361 @@
+//! The outbox and the dispatcher over the real store: records before
+//! deliveries, retries, giving up into the inbox, leases across processes.
+//! Instants are passed in, so no test waits for a retry in real time.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_automation::notify::{
+    Channel, ChannelSet, DeliveryError, Dispatcher, Notifier, NotifySettings, Receipt,
+};
+use cairn_core::notification::{DeliveryStatus, NewNotification, Notification};
+use cairn_store::Store;
+use chrono::{DateTime, TimeZone, Utc};
+use uuid::Uuid;
+
+/// A channel answering from a script (then success), counting deliveries by id.
+#[derive(Default)]
+struct Scripted {
+    script: Mutex<VecDeque<Result<(), DeliveryError>>>,
+    delivered: Mutex<HashMap<Uuid, usize>>,
+    calls: Mutex<usize>,
+}
+
+impl Scripted {
+    fn with(script: Vec<Result<(), DeliveryError>>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            script: Mutex::new(script.into()),
+            ..Default::default()
+        })
+    }
+    fn calls(&self) -> usize {
+        *self.calls.lock().unwrap()
+    }
+}
+
+#[async_trait]
+impl Channel for Scripted {
+    fn kind(&self) -> &'static str {
+        "scripted"
+    }
+    async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
+        *self.calls.lock().unwrap() += 1;
+        // Let other deliveries interleave, as real HTTP would.
+        tokio::task::yield_now().await;
+        let next = self.script.lock().unwrap().pop_front().unwrap_or(Ok(()));
+        next?;
+        *self.delivered.lock().unwrap().entry(n.id).or_default() += 1;
+        Ok(Receipt {
+            detail: "HTTP 200".into(),
+        })
+    }
+}
+
+fn t(secs: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap() + chrono::Duration::seconds(secs)
+}
+
+fn note(channel: Option<&str>) -> NewNotification {
+    NewNotification {
+        user_id: "ada".into(),
+        channel: channel.map(str::to_string),
+        title: "Deploy failed".into(),
+        body: "build 1234 is red".into(),
+        priority: Default::default(),
+        tags: vec![],
+        data: None,
+        source: "test".into(),
+    }
+}
+
+struct Setup {
+    notifier: Notifier,
+    channel: Arc<Scripted>,
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn setup(channel: Arc<Scripted>, settings: NotifySettings) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let mut channels = ChannelSet::new();
+    channels.insert("hook", channel.clone());
+    Setup {
+        notifier: Notifier::new(store, Arc::new(channels), settings),
+        channel,
+        url,
+        _dir: Some(dir),
+    }
+}
+
+fn retry_500(text: &str) -> Result<(), DeliveryError> {
+    Err(DeliveryError::Retryable(text.into()))
+}
+
+#[tokio::test]
+async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
+    let s = setup(
+        Scripted::with(vec![
+            retry_500("HTTP 500: oops"),
+            retry_500("HTTP 500: again"),
+        ]),
+        NotifySettings::default(),
+    )
+    .await;
+    let d = Dispatcher::new(s.notifier.clone(), "p1");
+    let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    assert_eq!(
+        n.status,
+        DeliveryStatus::Pending,
+        "recorded before delivery"
+    );
+    assert!(
+        s.notifier
+            .store()
+            .get_notification(n.id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let first = d.deliver_due(t(0)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let retry_at = first[0].next_attempt_at.unwrap();
+    assert!(
+        retry_at >= t(4) && retry_at <= t(6),
+        "about 5 s: {retry_at}"
+    );
+    assert!(d.deliver_due(t(3)).await.unwrap().is_empty(), "not due yet");
+    let second = d.deliver_due(t(7)).await.unwrap();
+    let retry_at = second[0].next_attempt_at.unwrap();
+    assert!(
+        retry_at >= t(7 + 8) && retry_at <= t(7 + 12),
+        "about 10 s later: {retry_at}"
+    );
+    let third = d.deliver_due(t(30)).await.unwrap();
+    assert_eq!(third[0].status, DeliveryStatus::Delivered);
+
+    let stored = s
+        .notifier
+        .store()
+        .get_notification(n.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, DeliveryStatus::Delivered);
+    assert!(!stored.in_inbox);
+    let attempts = s
+        .notifier
+        .store()
+        .notification_attempts(n.id)
+        .await
+        .unwrap();
+    let details: Vec<(&str, bool)> = attempts
+        .iter()
+        .map(|a| (a.detail.as_str(), a.delivered))
+        .collect();
+    assert_eq!(
+        details,
+        [
+            ("HTTP 500: oops", false),
+            ("HTTP 500: again", false),
+            ("HTTP 200", true)
+        ]
+    );
+    assert_eq!(s.channel.calls(), 3);
+}
+
+#[tokio::test]
+async fn a_channel_that_keeps_failing_ends_in_the_inbox_with_the_reason() {
+    let settings = NotifySettings {
+        max_attempts: 3,
+        ..Default::default()
+    };
+    let s = setup(
+        Scripted::with(vec![
+            retry_500("HTTP 503"),
+            retry_500("HTTP 503"),
+            retry_500("HTTP 503: down"),
+        ]),
+        settings,
+    )
+    .await;
+    let d = Dispatcher::new(s.notifier.clone(), "p1");
+    let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    for at in [0, 60, 600] {
+        d.deliver_due(t(at)).await.unwrap();
+    }
+    let stored = s
+        .notifier
+        .store()
+        .get_notification(n.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, DeliveryStatus::Failed);
+    assert!(stored.in_inbox);
+    assert_eq!(stored.last_error.as_deref(), Some("HTTP 503: down"));
+    assert_eq!(stored.attempts, 3);
+    let inbox = s.notifier.store().inbox("ada", false, 10).await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert!(d.deliver_due(t(10_000)).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn old_notifications_and_permanent_errors_are_given_up_at_once() {
+    let s = setup(
+        Scripted::with(vec![
+            Err(DeliveryError::Permanent("HTTP 404: no such hook".into())),
+            retry_500("HTTP 502"),
+        ]),
+        NotifySettings {
+            max_age: Duration::from_secs(3600),
+            ..Default::default()
+        },
+    )
+    .await;
+    let d = Dispatcher::new(s.notifier.clone(), "p1");
+    let wrong = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    d.deliver_due(t(0)).await.unwrap();
+    let stored = s
+        .notifier
+        .store()
+        .get_notification(wrong.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (stored.status, stored.attempts),
+        (DeliveryStatus::Failed, 1)
+    );
+    assert!(stored.in_inbox);
+
+    // Sent while the daemon was down for two hours: one try, then the inbox.
+    let stale = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    d.deliver_due(t(7200)).await.unwrap();
+    let stored = s
+        .notifier
+        .store()
+        .get_notification(stale.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (stored.status, stored.attempts),
+        (DeliveryStatus::Failed, 1)
+    );
+    assert_eq!(stored.last_error.as_deref(), Some("HTTP 502"));
+}
+
+#[tokio::test]
+async fn inbox_and_unknown_channels_need_no_delivery() {
+    let s = setup(Scripted::with(vec![]), NotifySettings::default()).await;
+    let kept = s.notifier.send(note(None), t(0)).await.unwrap();
+    assert_eq!(kept.channel, "inbox", "the default channel");
+    assert_eq!(kept.status, DeliveryStatus::Delivered);
+    let lost = s.notifier.send(note(Some("pager")), t(1)).await.unwrap();
+    assert_eq!(lost.status, DeliveryStatus::Failed);
+    assert_eq!(
+        lost.last_error.as_deref(),
+        Some("no channel named \"pager\" (configured: hook, inbox); kept in the inbox")
+    );
+    let inbox = s.notifier.store().inbox("ada", false, 10).await.unwrap();
+    assert_eq!(
+        inbox.iter().map(|n| n.id).collect::<Vec<_>>(),
+        [lost.id, kept.id]
+    );
+    let d = Dispatcher::new(s.notifier.clone(), "p1");
+    assert!(d.deliver_due(t(5)).await.unwrap().is_empty());
+    assert_eq!(s.channel.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_delivery_whose_process_died_is_taken_over_after_the_lease() {
+    let s = setup(Scripted::with(vec![]), NotifySettings::default()).await;
+    let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    // A process claimed it and died before recording anything.
+    let lease = s.notifier.settings().lease;
+    let held = s
+        .notifier
+        .store()
+        .claim_notifications("dead", t(0), lease, 10)
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    let d = Dispatcher::new(s.notifier.clone(), "alive");
+    assert!(
+        d.deliver_due(t(60)).await.unwrap().is_empty(),
+        "the lease still holds"
+    );
+    let late = t(0) + chrono::Duration::from_std(lease).unwrap() + chrono::Duration::seconds(1);
+    let reports = d.deliver_due(late).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].status, DeliveryStatus::Delivered);
+    assert_eq!(s.channel.delivered.lock().unwrap()[&n.id], 1);
+}
+
+/// Two dispatchers (two pools, as two processes would have) over one
+/// database deliver each of 200 notifications exactly once.
+async fn two_dispatchers_deliver_each_once(url: &str, store: Store) {
+    let channel = Scripted::with(vec![]);
+    let mut channels = ChannelSet::new();
+    channels.insert("hook", channel.clone());
+    let channels = Arc::new(channels);
+    let first = Notifier::new(store, Arc::clone(&channels), NotifySettings::default());
+    let (second_store, _) = Store::open(url).await.unwrap();
+    let second = Notifier::new(second_store, channels, NotifySettings::default());
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        let sender = if i % 2 == 0 { &first } else { &second };
+        ids.push(sender.send(note(Some("hook")), t(0)).await.unwrap().id);
+    }
+    let a = Dispatcher::new(first.clone(), "a");
+    let b = Dispatcher::new(second.clone(), "b");
+    let (ra, rb) = tokio::join!(a.deliver_due(t(1)), b.deliver_due(t(1)));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.len() + rb.len(), 200, "{} + {}", ra.len(), rb.len());
+    let delivered = channel.delivered.lock().unwrap().clone();
+    assert_eq!(delivered.len(), 200);
+    assert!(delivered.values().all(|&count| count == 1));
+    for id in ids {
+        let n = first.store().get_notification(id).await.unwrap().unwrap();
+        assert_eq!((n.status, n.attempts), (DeliveryStatus::Delivered, 1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_dispatchers_on_one_sqlite_file() {
+    let s = setup(Scripted::with(vec![]), NotifySettings::default()).await;
+    two_dispatchers_deliver_each_once(&s.url, s.notifier.store().clone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_dispatchers_on_one_postgres_database() {
+    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
+            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
+        );
+        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
+        return;
+    };
+    // A schema of its own, so runs never see each other's rows.
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    let schema = format!("n_{}", Uuid::new_v4().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let (store, _) = Store::open(&url).await.unwrap();
+    two_dispatchers_deliver_each_once(&url, store).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
+}
