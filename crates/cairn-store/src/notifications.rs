@@ -148,6 +148,33 @@ impl Store {
         Ok(claimed)
     }
 
+    /// Claims one pending notification by id (due or not), like
+    /// [`Store::claim_notifications`]; `None` when it is not pending or
+    /// another process holds it.
+    pub async fn claim_notification(
+        &self,
+        id: Uuid,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<Option<Notification>, StoreError> {
+        let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
+        let done = sqlx::query(
+            "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
+             AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
+        )
+        .bind(owner)
+        .bind(until)
+        .bind(id.to_string())
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.get_notification(id).await
+    }
+
     /// Records one attempt of a notification that `owner` holds, and its
     /// consequence, in one transaction. Returns `false` (and records
     /// nothing) when the lease was lost to another process meanwhile.

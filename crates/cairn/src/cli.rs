@@ -35,6 +35,75 @@ pub enum Command {
     Job(JobCommand),
     /// Today's LLM spend and limits.
     Cost,
+    /// Notifications: send a test, list them, show one with its attempts.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
+    /// What could not be delivered elsewhere, and what went to the inbox channel.
+    Inbox(InboxArgs),
+}
+
+/// `cairn notify …`
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Send a test notification through a channel now and print the outcome.
+    Test {
+        /// The channel's name, as in `[channels.NAME]` (or `inbox`).
+        channel: String,
+        /// The text to send.
+        #[arg(long, default_value = "This is a test notification from cairn.")]
+        message: String,
+    },
+    /// Recent notifications, newest first, with their delivery status.
+    List(NotifyListArgs),
+    /// One notification with every delivery attempt.
+    Show {
+        /// Its id, or the start of it.
+        id: String,
+    },
+    /// Deliver the notifications that are due now (retries included), then exit.
+    Deliver,
+}
+
+/// Arguments of `cairn notify list`.
+#[derive(Debug, Args)]
+pub struct NotifyListArgs {
+    /// Only this delivery status: pending, delivered or failed.
+    #[arg(long, value_parser = parse_delivery_status)]
+    pub status: Option<cairn_core::notification::DeliveryStatus>,
+    /// How many to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+}
+
+fn parse_delivery_status(text: &str) -> Result<cairn_core::notification::DeliveryStatus, String> {
+    cairn_core::notification::DeliveryStatus::parse(text)
+        .ok_or_else(|| format!("\"{text}\" is not a status; expected pending, delivered or failed"))
+}
+
+/// Arguments of `cairn inbox`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct InboxArgs {
+    /// Also show notifications already read.
+    #[arg(long)]
+    pub all: bool,
+    /// `read`: mark notifications read.
+    #[command(subcommand)]
+    pub command: Option<InboxCommand>,
+}
+
+/// `cairn inbox …`
+#[derive(Debug, Subcommand)]
+pub enum InboxCommand {
+    /// Mark one notification read (by id or its start), or all with --all.
+    Read {
+        /// The notification's id, or the start of it.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Mark every unread notification read.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 /// Arguments of `cairn chat`.

@@ -15,6 +15,7 @@ use cairn_agent::{
     AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry, LoopConfig,
     PolicyGate, ToolRunner,
 };
+use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, parse_channels};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
 use cairn_store::Store;
@@ -53,6 +54,55 @@ struct Fallback {
     base_url: Option<String>,
     #[serde(default)]
     api_key: Option<String>,
+}
+
+/// The notification router with the configured channels and delivery
+/// policy. Channel problems (unknown fields, an unset `${VAR}`, an email
+/// channel without `to`) are bad input naming the file, line and key.
+pub fn notifier(config: &Config, store: &Store) -> anyhow::Result<Notifier> {
+    let channels = channel_set(config)?;
+    let n = &config.notify;
+    let settings = NotifySettings {
+        default_channel: n.default_channel.clone(),
+        max_attempts: n.max_attempts,
+        max_age: n.max_age,
+        retry_base: n.retry_base,
+        retry_max: n.retry_max,
+        lease: n.lease,
+    };
+    Ok(Notifier::new(store.clone(), Arc::new(channels), settings))
+}
+
+/// The configured output channels, checked (no network), with the default
+/// channel among them.
+pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let section = config.notify.channels.as_ref();
+    let bad = |errors: Vec<cairn_automation::notify::ChannelConfigError>| {
+        let file = config
+            .settings
+            .file
+            .as_ref()
+            .map(|p| format!("{}:{}: ", p.display(), section.map_or(0, |s| s.line)))
+            .unwrap_or_default();
+        let lines: Vec<String> = errors.iter().map(|e| format!("{file}{e}")).collect();
+        anyhow::Error::from(BadInput(lines.join("\n")))
+    };
+    let specs = parse_channels(section.map(|s| &s.value), &env).map_err(bad)?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .context("cannot build the HTTP client for notifications")?;
+    let channels = ChannelSet::build(&specs, &http).map_err(bad)?;
+    let default = &config.notify.default_channel;
+    if !channels.contains(default) {
+        return Err(BadInput(format!(
+            "notify.default_channel: no channel named \"{default}\" (configured: {})",
+            channels.names().join(", ")
+        ))
+        .into());
+    }
+    Ok(channels)
 }
 
 /// What to tell a person who has not configured an LLM.

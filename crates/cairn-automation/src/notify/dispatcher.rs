@@ -82,6 +82,25 @@ impl Dispatcher {
         }
     }
 
+    /// Delivers one notification now, due or not (`cairn notify test`).
+    /// `None` when it is not pending or another process holds it.
+    pub async fn deliver_now(
+        &self,
+        id: uuid::Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<AttemptReport>, StoreError> {
+        let lease = self.notifier.settings().lease;
+        match self
+            .notifier
+            .store()
+            .claim_notification(id, &self.owner, now, lease)
+            .await?
+        {
+            Some(n) => self.attempt(n, now).await,
+            None => Ok(None),
+        }
+    }
+
     /// One attempt at a notification this dispatcher holds. `None` when
     /// nothing was recorded (the lease was lost, or the channel is unknown
     /// and the notification went to the inbox).

@@ -14,7 +14,8 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::channel::Channel;
-use super::config::INBOX;
+use super::channels;
+use super::config::{ChannelConfigError, ChannelSpec, INBOX};
 
 /// The output channels by name. `inbox` always exists; a name configured
 /// with `type = "inbox"` is an inbox too.
@@ -37,6 +38,31 @@ impl ChannelSet {
     /// Only the inbox.
     pub fn new() -> ChannelSet {
         ChannelSet::default()
+    }
+
+    /// The channels of parsed `[channels]` settings, sharing one HTTP client.
+    /// Every channel that cannot be built is reported.
+    pub fn build(
+        specs: &BTreeMap<String, ChannelSpec>,
+        http: &reqwest::Client,
+    ) -> Result<ChannelSet, Vec<ChannelConfigError>> {
+        let mut set = ChannelSet::new();
+        let mut errors = Vec::new();
+        for (name, spec) in specs {
+            match channels::build(spec, http) {
+                Ok(Some(channel)) => set.insert(name.clone(), channel),
+                Ok(None) => set.insert_inbox(name.clone()),
+                Err(message) => errors.push(ChannelConfigError {
+                    key: format!("channels.{name}"),
+                    message,
+                }),
+            }
+        }
+        if errors.is_empty() {
+            Ok(set)
+        } else {
+            Err(errors)
+        }
     }
 
     /// Adds an output channel under `name`.

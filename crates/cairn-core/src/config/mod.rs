@@ -17,7 +17,8 @@ use std::fmt;
 pub use file::{FileSettings, FileValue, Section, line_col};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
-    AgentConfig, Config, CostConfig, HeartbeatConfig, LlmConfig, RoutinesConfig, UserConfig,
+    AgentConfig, Config, CostConfig, HeartbeatConfig, LlmConfig, NotifyConfig, RoutinesConfig,
+    UserConfig,
 };
 
 /// A scalar setting value.

@@ -145,6 +145,48 @@ pub static SETTINGS: &[SettingDef] = &[
         "seconds a tool call waits for approval from a channel that cannot prompt; then it is declined",
     ),
     def(
+        "notify.default_channel",
+        &["CAIRN_NOTIFY_DEFAULT_CHANNEL"],
+        K::Text,
+        D::Text("inbox"),
+        "the output channel of notifications whose producer names none",
+    ),
+    def(
+        "notify.max_attempts",
+        &["CAIRN_NOTIFY_MAX_ATTEMPTS"],
+        K::UInt,
+        D::UInt(8),
+        "delivery attempts before a notification is kept in the inbox instead",
+    ),
+    def(
+        "notify.max_age_secs",
+        &["CAIRN_NOTIFY_MAX_AGE_SECS"],
+        K::UInt,
+        D::UInt(86_400),
+        "seconds after which an undelivered notification stops being retried (it stays in the inbox)",
+    ),
+    def(
+        "notify.retry_base_secs",
+        &["CAIRN_NOTIFY_RETRY_BASE_SECS"],
+        K::UInt,
+        D::UInt(5),
+        "seconds before the first retry of a failed delivery; doubles each time",
+    ),
+    def(
+        "notify.retry_max_secs",
+        &["CAIRN_NOTIFY_RETRY_MAX_SECS"],
+        K::UInt,
+        D::UInt(300),
+        "longest wait between delivery attempts",
+    ),
+    def(
+        "notify.lease_secs",
+        &["CAIRN_NOTIFY_LEASE_SECS"],
+        K::UInt,
+        D::UInt(120),
+        "seconds one process holds a delivery before another may take it over",
+    ),
+    def(
         "user.id",
         &["CAIRN_USER"],
         K::Text,
@@ -306,7 +348,7 @@ pub static SETTINGS: &[SettingDef] = &[
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed
 /// through whole to the crate that owns their shape, with the line they start on.
-pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools"];
+pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools", "channels"];
 
 /// Looks up a setting by its dotted key.
 pub fn find(key: &str) -> Option<&'static SettingDef> {

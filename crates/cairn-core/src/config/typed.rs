@@ -31,6 +31,27 @@ pub struct Config {
     pub cost: CostConfig,
     /// The `[tools]` table, passed whole to the agent's policy (line for errors).
     pub tools: Option<Section>,
+    /// Notification delivery.
+    pub notify: NotifyConfig,
+}
+
+/// Notification delivery settings and the output channels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotifyConfig {
+    /// Channel of notifications whose producer names none.
+    pub default_channel: String,
+    /// Attempts before giving up (the notification stays in the inbox).
+    pub max_attempts: u32,
+    /// Age after which a notification is no longer retried.
+    pub max_age: Duration,
+    /// Wait before the first retry (it doubles).
+    pub retry_base: Duration,
+    /// Longest wait between attempts.
+    pub retry_max: Duration,
+    /// How long one process holds a delivery.
+    pub lease: Duration,
+    /// The `[channels]` table, passed whole to the notification layer.
+    pub channels: Option<Section>,
 }
 
 /// The agent's identity and limits.
@@ -196,6 +217,15 @@ impl Config {
                 hourly_action_limit: r.uint_opt("cost.hourly_action_limit"),
             },
             tools: settings.sections.get("tools").cloned(),
+            notify: NotifyConfig {
+                default_channel: r.text("notify.default_channel"),
+                max_attempts: r.u32_at_least("notify.max_attempts", 1),
+                max_age: Duration::from_secs(r.uint_at_least("notify.max_age_secs", 60)),
+                retry_base: Duration::from_secs(r.uint_at_least("notify.retry_base_secs", 0)),
+                retry_max: Duration::from_secs(r.uint_at_least("notify.retry_max_secs", 1)),
+                lease: Duration::from_secs(r.uint_at_least("notify.lease_secs", 1)),
+                channels: settings.sections.get("channels").cloned(),
+            },
             settings: settings.clone(),
         };
         if r.errors.is_empty() {

@@ -59,9 +59,18 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_zone(config));
             checks.push(check_llm(config));
             checks.push(check_tools(config));
+            checks.push(check_channels(config));
         }
         None => {
-            for name in ["home", "workspace", "database", "timezone", "llm", "tools"] {
+            for name in [
+                "home",
+                "workspace",
+                "database",
+                "timezone",
+                "llm",
+                "tools",
+                "channels",
+            ] {
                 checks.push(check(
                     name,
                     Status::Warn,
@@ -223,5 +232,22 @@ fn check_tools(config: &Config) -> Check {
             .to_lowercase(),
         ),
         Err(e) => check("tools", Status::Fail, format!("{e:#}")),
+    }
+}
+
+/// The `[channels]` tables are well-formed and the default channel exists
+/// (no network: sending is `cairn notify test`).
+fn check_channels(config: &Config) -> Check {
+    match crate::wiring::channel_set(config) {
+        Ok(channels) => check(
+            "channels",
+            Status::Ok,
+            format!(
+                "{}; notifications without a channel go to {}",
+                channels.names().join(", "),
+                config.notify.default_channel
+            ),
+        ),
+        Err(e) => check("channels", Status::Fail, format!("{e:#}")),
     }
 }

@@ -5,6 +5,7 @@ mod config;
 mod cost;
 mod doctor;
 mod job;
+mod notify;
 mod schedule;
 mod version;
 
@@ -21,6 +22,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Job(command) => job::run(&command, cli.json),
         Command::Cost => cost::run(cli.json),
         Command::Chat(args) => chat::run(&args, cli.json),
+        Command::Notify(command) => notify::run(&command, cli.json),
+        Command::Inbox(args) => notify::inbox(&args, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

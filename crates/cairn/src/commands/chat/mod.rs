@@ -23,7 +23,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     super::runtime()?.block_on(async {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
-        let rt = wiring::runtime(&config, store).await?;
+        let rt = wiring::runtime(&config, store.clone()).await?;
         let service = Arc::new(wiring::chat_service(&config, &rt));
         let reader = LineReader::new(Some(config.home().join("history.txt")));
         if args.new {
@@ -46,11 +46,38 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
                 "--json needs -m: the interactive chat has no JSON form".into(),
             )
             .into()),
-            None => repl(&config, &service, reader, args).await,
+            None => repl(&config, &service, &store, reader, args).await,
         };
         finish_jobs(&rt.jobs).await;
         result
     })
+}
+
+/// Prints the inbox notifications not seen yet (then marks them read), so
+/// what cairn could not deliver elsewhere reaches the person here.
+async fn show_unread(store: &cairn_store::Store, user: &str) {
+    let unread = match store.inbox(user, false, 20).await {
+        Ok(unread) => unread,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the inbox");
+            return;
+        }
+    };
+    if unread.is_empty() {
+        return;
+    }
+    println!("[inbox] {} unread notification(s):", unread.len());
+    for n in &unread {
+        let why = n
+            .last_error
+            .as_deref()
+            .map(|e| format!(" (not delivered to {}: {e})", n.channel))
+            .unwrap_or_default();
+        println!("  • {}: {}{why}", n.title, n.body);
+        if let Err(e) = store.mark_read(user, Some(n.id), chrono::Utc::now()).await {
+            tracing::warn!(error = %e, "could not mark a notification read");
+        }
+    }
 }
 
 fn inbound(config: &Config, text: &str) -> Inbound {
@@ -122,6 +149,7 @@ async fn one_shot(
 async fn repl(
     config: &Config,
     service: &ChatService,
+    store: &cairn_store::Store,
     reader: LineReader,
     args: &ChatArgs,
 ) -> anyhow::Result<ExitCode> {
@@ -146,6 +174,7 @@ async fn repl(
         );
     }
     loop {
+        show_unread(store, &config.user.id).await;
         let text = match reader.read("you> ").await {
             Line::Text(text) => text,
             Line::Cancelled => continue,
