@@ -124,14 +124,14 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A setting's value as it may be shown: secrets hidden whole, URL passwords
-/// and secret query parameters of `database.url` hidden.
+/// A setting's value as it may be shown: secrets hidden whole, passwords and
+/// secret query parameters of URL settings (`database.url`, `llm.base_url`) hidden.
 pub(crate) fn redact_value(key: &str, value: &Value) -> Value {
     if registry::find(key).is_some_and(|def| def.secret) {
         return Value::Text("********".to_string());
     }
     match value {
-        Value::Text(text) if key == "database.url" => Value::Text(redact_url(text)),
+        Value::Text(text) if key.ends_with("url") => Value::Text(redact_url(text)),
         other => other.clone(),
     }
 }

@@ -355,4 +355,22 @@ mod tests {
             Some(Value::Text("postgres://u:****@h/db".into()))
         );
     }
+
+    #[test]
+    fn base_url_credentials_are_hidden_on_display() {
+        let s = resolve(&input(
+            None,
+            &[(
+                "CAIRN_LLM_BASE_URL",
+                "https://u:pw@llm.example/v1?api_key=k1",
+            )],
+        ))
+        .unwrap();
+        assert_eq!(
+            s.get("llm.base_url").unwrap().display_value(),
+            Some(Value::Text(
+                "https://u:****@llm.example/v1?api_key=****".into()
+            ))
+        );
+    }
 }
