@@ -54,10 +54,10 @@ fn userinfo_with_password(rest: &str) -> Option<(&str, usize)> {
     if !rest[user_end..].starts_with(':') {
         return None;
     }
-    rest.match_indices('@')
+    rest.rmatch_indices('@')
         .map(|(at, _)| at)
-        .filter(|&at| at > user_end && is_host(&rest[at + 1..]))
-        .last()
+        .take_while(|&at| at > user_end)
+        .find(|&at| is_host(&rest[at + 1..]))
         .map(|at| (&rest[..user_end], at + 1))
 }
 
