@@ -50,8 +50,6 @@ pub enum Submission {
     },
     /// List this session's threads.
     ListThreads,
-    /// Run the heartbeat check now.
-    Heartbeat,
     /// Summarize the thread so far.
     Summarize,
     /// Suggest next steps.
@@ -138,7 +136,6 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("resume", "/resume: continue an interrupted turn"),
     ("summarize", "/summarize: summarize the thread so far"),
     ("suggest", "/suggest: suggest next steps"),
-    ("heartbeat", "/heartbeat: run the heartbeat check now"),
     ("job", "/job <description>: start a background job"),
     ("status", "/status [id]: job status"),
     ("cancel", "/cancel <id>: cancel a job"),
@@ -255,7 +252,6 @@ fn command(name: &str, arg: Option<String>) -> Submission {
         ("thread", None) => needs("/thread <id> (see /threads for ids)"),
         ("interrupt" | "stop", _) => Submission::Interrupt,
         ("resume", _) => Submission::Resume,
-        ("heartbeat", _) => Submission::Heartbeat,
         ("summarize" | "summarise", _) => Submission::Summarize,
         ("suggest", _) => Submission::Suggest,
         ("quit" | "exit", _) => Submission::Quit,
@@ -396,7 +392,6 @@ mod tests {
         ));
         assert_eq!(parse("/interrupt", IDLE), Submission::Interrupt);
         assert_eq!(parse("/resume", IDLE), Submission::Resume);
-        assert_eq!(parse("/heartbeat", IDLE), Submission::Heartbeat);
         assert_eq!(parse("/summarize", IDLE), Submission::Summarize);
         assert_eq!(parse("/suggest", IDLE), Submission::Suggest);
         assert_eq!(parse("/quit", IDLE), Submission::Quit);
@@ -469,6 +464,18 @@ mod tests {
                 suggestion: None
             }
         );
+    }
+
+    #[test]
+    fn heartbeat_is_not_a_command_until_the_daemon_runs_it() {
+        assert_eq!(
+            parse("/heartbeat", IDLE),
+            Submission::UnknownCommand {
+                name: "heartbeat".into(),
+                suggestion: None
+            }
+        );
+        assert!(!help(None).contains("heartbeat"), "{}", help(None));
     }
 
     #[test]

@@ -49,7 +49,8 @@ impl SseParser {
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseOverflow> {
         let mut events = Vec::new();
         let mut rest = chunk;
-        if self.skip_lf {
+        // An empty chunk leaves a pending `\r` pending: the `\n` may come next.
+        if self.skip_lf && !rest.is_empty() {
             self.skip_lf = false;
             if let Some(stripped) = rest.strip_prefix(b"\n") {
                 rest = stripped;
@@ -187,6 +188,18 @@ mod tests {
         let bytes: Vec<&[u8]> = whole.chunks(1).collect();
         assert_eq!(parse_all(&bytes), expected);
         assert_eq!(expected[0].data, "héllo wörld");
+    }
+
+    /// Found by the `sse_decode` fuzz target: an empty chunk after a `\r`
+    /// forgot that a `\n` may still complete the line end.
+    #[test]
+    fn an_empty_chunk_between_cr_and_lf_changes_nothing() {
+        let expected = parse_all(&[b"data: a\r\ndata: b\r\n\r\n"]);
+        assert_eq!(expected.len(), 1);
+        assert_eq!(
+            parse_all(&[b"data: a\r", b"", b"\ndata: b\r\n\r\n"]),
+            expected
+        );
     }
 
     #[test]

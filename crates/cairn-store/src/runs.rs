@@ -251,28 +251,19 @@ impl Store {
 
     /// Marks `interrupted` every running run whose lease ended before `now`
     /// (its process is gone); returns their ids so they can be reported.
+    ///
+    /// One conditional `UPDATE … RETURNING` (SQLite ≥ 3.35 and PostgreSQL): the
+    /// lease is checked on the row being written, so a renewal committed while
+    /// the reaper waits for the row wins. A select-then-update-by-id lost it.
     pub async fn reap_orphans(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let rows = sqlx::query("SELECT id FROM routine_runs WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1)")
-            .bind(micros(now))
-            .fetch_all(&mut *tx)
-            .await?;
-        let ids = rows
-            .iter()
-            .map(|r| Cols(r).uuid("id"))
-            .collect::<Result<Vec<_>, _>>()?;
-        for id in &ids {
-            sqlx::query(
-                "UPDATE routine_runs SET status = 'interrupted', completed_at = $2, owner = NULL, lease_until = NULL, \
-                 result_summary = COALESCE(result_summary, 'interrupted: the process running it stopped') \
-                 WHERE id = $1 AND status = 'running'",
-            )
-            .bind(id.to_string())
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(ids)
+        let rows = sqlx::query(
+            "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, owner = NULL, lease_until = NULL, \
+             result_summary = COALESCE(result_summary, 'interrupted: the process running it stopped') \
+             WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1) RETURNING id",
+        )
+        .bind(micros(now))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|r| Cols(r).uuid("id")).collect()
     }
 }

@@ -19,7 +19,7 @@ use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, parse_chann
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
 use cairn_store::Store;
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::exit::BadInput;
@@ -52,8 +52,9 @@ struct Fallback {
     model: String,
     #[serde(default)]
     base_url: Option<String>,
+    /// A secret, so that `Debug` (and any log of this entry) never shows it.
     #[serde(default)]
-    api_key: Option<String>,
+    api_key: Option<SecretString>,
 }
 
 /// The notification router with the configured channels and delivery
@@ -163,7 +164,7 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
                 settings = settings.with_base_url(url);
             }
             if let Some(key) = f.api_key {
-                settings = settings.with_api_key(key);
+                settings.api_key = Some(key);
             }
             fallbacks.push(settings);
         }
@@ -332,4 +333,19 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
     )
     .with_compactor(Arc::new(compactor))
     .with_jobs(Arc::clone(&rt.jobs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fallback_api_key_never_shows_in_debug() {
+        let f: Fallback = serde_json::from_value(serde_json::json!({
+            "provider": "openai", "model": "m", "api_key": "sk-fallback-secret"
+        }))
+        .unwrap();
+        let debug = format!("{f:?}");
+        assert!(!debug.contains("sk-fallback-secret"), "{debug}");
+    }
 }

@@ -260,6 +260,20 @@ fn unknown_commands_never_reach_the_model() {
         .assert()
         .code(1)
         .stderr(contains("Did you mean /undo?"));
+    // No daemon runs a heartbeat yet, so there is no command promising one.
+    env.cairn()
+        .args(["chat", "-m", "/heartbeat"])
+        .assert()
+        .code(1)
+        .stderr(contains(
+            "Unknown command /heartbeat. Type /help for the list.",
+        ));
+    env.cairn()
+        .args(["chat", "-m", "/help"])
+        .assert()
+        .success()
+        .stdout(contains("/undo"))
+        .stdout(contains("heartbeat").not());
     assert!(env.server.requests().is_empty());
 }
 

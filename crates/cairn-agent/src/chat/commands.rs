@@ -38,9 +38,6 @@ impl ChatService {
             }
             Submission::ListThreads => self.list_threads(session).await,
             Submission::Compact => self.compact(session, external).await,
-            Submission::Heartbeat => Reply::notice(
-                "The heartbeat runs inside the daemon, which this build does not include yet; nothing was checked.",
-            ),
             Submission::Command(command) => self.command(session, external, command).await,
             Submission::UnknownCommand { name, suggestion } => Reply::error(match suggestion {
                 Some(s) => {

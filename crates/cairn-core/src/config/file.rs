@@ -7,6 +7,7 @@ use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::redact::{redact_json, redact_value};
 use super::registry::{self, Kind};
 use super::{ConfigError, Value};
 
@@ -20,7 +21,8 @@ pub struct FileValue {
 }
 
 /// A free-form table read from the file, kept whole for the crate that owns its shape.
-#[derive(Debug, Clone, PartialEq)]
+/// Its `Debug` output hides secret-looking fields (a fallback's `api_key`).
+#[derive(Clone, PartialEq)]
 pub struct Section {
     /// The table (or array) as JSON.
     pub value: serde_json::Value,
@@ -28,13 +30,36 @@ pub struct Section {
     pub line: usize,
 }
 
-/// Everything config.toml set.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Everything config.toml set. Its `Debug` output hides secrets.
+#[derive(Clone, Default, PartialEq)]
 pub struct FileSettings {
     /// Scalar settings by dotted key.
     pub values: BTreeMap<&'static str, FileValue>,
     /// Free-form sections by dotted key.
     pub sections: BTreeMap<&'static str, Section>,
+}
+
+impl std::fmt::Debug for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Section")
+            .field("value", &redact_json(&self.value))
+            .field("line", &self.line)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for FileSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let values: BTreeMap<_, _> = self
+            .values
+            .iter()
+            .map(|(key, fv)| (*key, (redact_value(key, &fv.value), fv.line)))
+            .collect();
+        f.debug_struct("FileSettings")
+            .field("values", &values)
+            .field("sections", &self.sections)
+            .finish()
+    }
 }
 
 /// Parses config.toml text; `path` is only used in messages.

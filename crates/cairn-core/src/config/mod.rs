@@ -8,6 +8,7 @@
 //! results in; this module only decides.
 
 mod file;
+mod redact;
 pub mod registry;
 mod resolve;
 mod typed;
@@ -15,6 +16,7 @@ mod typed;
 use std::fmt;
 
 pub use file::{FileSettings, FileValue, Section, line_col};
+pub use redact::{redact_json, redact_url};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
     AgentConfig, Config, CostConfig, HeartbeatConfig, LlmConfig, NotifyConfig, RoutinesConfig,
@@ -172,79 +174,3 @@ impl fmt::Display for ConfigErrors {
 }
 
 impl std::error::Error for ConfigErrors {}
-
-/// Hides the password of a URL such as `postgres://user:secret@host/db`.
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match (authority.rfind('@'), authority.find(':')) {
-        (Some(at), Some(colon)) if colon < at => format!(
-            "{}://{}:****{}",
-            &url[..scheme_end],
-            &authority[..colon],
-            &rest[at..]
-        ),
-        _ => url.to_string(),
-    }
-}
-
-/// A copy of a free-form table with every secret-looking field (`*key*`,
-/// `*secret*`, `*token*`, `*password*`) replaced by `********`.
-pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    match value {
-        J::Object(map) => J::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let lower = k.to_ascii_lowercase();
-                    let secret = ["key", "secret", "token", "password"]
-                        .iter()
-                        .any(|w| lower.contains(w));
-                    let shown = if secret && !v.is_object() && !v.is_null() {
-                        J::String("********".into())
-                    } else {
-                        redact_json(v)
-                    };
-                    (k.clone(), shown)
-                })
-                .collect(),
-        ),
-        J::Array(items) => J::Array(items.iter().map(redact_json).collect()),
-        other => other.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_secret_fields_in_tables() {
-        let v =
-            serde_json::json!([{"model": "m", "api_key": "sk-1", "nested": {"auth_token": "t"}}]);
-        assert_eq!(
-            redact_json(&v),
-            serde_json::json!([{"model": "m", "api_key": "********", "nested": {"auth_token": "********"}}])
-        );
-    }
-
-    #[test]
-    fn redacts_url_passwords_only() {
-        assert_eq!(
-            redact_url("postgres://cairn:hunter2@db:5432/cairn"),
-            "postgres://cairn:****@db:5432/cairn"
-        );
-        assert_eq!(
-            redact_url("postgres://cairn@db/cairn"),
-            "postgres://cairn@db/cairn"
-        );
-        assert_eq!(
-            redact_url("sqlite:///home/a/cairn.db"),
-            "sqlite:///home/a/cairn.db"
-        );
-    }
-}

@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::file::{self, Section};
+use super::redact::redact_value;
 use super::registry::{self, DefaultValue, Kind, SettingDef};
-use super::{ConfigError, ConfigErrors, Source, Value, redact_url};
+use super::{ConfigError, ConfigErrors, Source, Value};
 
-/// What the caller read from the outside world.
-#[derive(Debug, Clone, Default)]
+/// What the caller read from the outside world. Its `Debug` output shows
+/// neither the file's text nor environment values (both may hold keys).
+#[derive(Clone, Default)]
 pub struct ConfigInput {
     /// `$CAIRN_HOME`.
     pub home: PathBuf,
@@ -18,6 +20,23 @@ pub struct ConfigInput {
     pub env: BTreeMap<String, String>,
     /// The machine's IANA zone, if it could be detected.
     pub system_zone: Option<String>,
+}
+
+impl std::fmt::Debug for ConfigInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigInput")
+            .field("home", &self.home)
+            .field(
+                "file",
+                &self
+                    .file
+                    .as_ref()
+                    .map(|(path, text)| format!("{} ({} bytes)", path.display(), text.len())),
+            )
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("system_zone", &self.system_zone)
+            .finish()
+    }
 }
 
 /// One setting after resolution. Its `Debug` output hides secrets.
@@ -44,16 +63,7 @@ impl std::fmt::Debug for Resolved {
 impl Resolved {
     /// The value as it may be shown to a person: secrets and URL passwords hidden.
     pub fn display_value(&self) -> Option<Value> {
-        let value = self.value.clone()?;
-        if self.def.secret {
-            return Some(Value::Text("********".to_string()));
-        }
-        match value {
-            Value::Text(text) if self.def.key == "database.url" => {
-                Some(Value::Text(redact_url(&text)))
-            }
-            other => Some(other),
-        }
+        self.value.as_ref().map(|v| redact_value(self.def.key, v))
     }
 }
 
@@ -343,6 +353,24 @@ mod tests {
         assert_eq!(
             s.get("database.url").unwrap().display_value(),
             Some(Value::Text("postgres://u:****@h/db".into()))
+        );
+    }
+
+    #[test]
+    fn base_url_credentials_are_hidden_on_display() {
+        let s = resolve(&input(
+            None,
+            &[(
+                "CAIRN_LLM_BASE_URL",
+                "https://u:pw@llm.example/v1?api_key=k1",
+            )],
+        ))
+        .unwrap();
+        assert_eq!(
+            s.get("llm.base_url").unwrap().display_value(),
+            Some(Value::Text(
+                "https://u:****@llm.example/v1?api_key=****".into()
+            ))
         );
     }
 }

@@ -398,4 +398,28 @@ mod tests {
         assert!(!debug.contains("sk-very-secret"), "{debug}");
         assert!(!debug.contains("pw-secret"), "{debug}");
     }
+
+    #[test]
+    fn debug_output_hides_secrets_from_the_file_and_tables() {
+        let text = "[database]\nurl = \"postgres://h/d?sslmode=require&password=pw-query\"\n\
+                    [llm]\napi_key = \"sk-file-key\"\n\
+                    [[llm.fallbacks]]\nprovider = \"openai\"\nmodel = \"m\"\napi_key = \"sk-fallback-key\"\n";
+        let input = ConfigInput {
+            home: PathBuf::from("/h"),
+            file: Some((PathBuf::from("/h/config.toml"), text.to_string())),
+            env: [("ANTHROPIC_API_KEY".to_string(), "sk-env-key".to_string())].into(),
+            system_zone: None,
+        };
+        let c = Config::load(&input).unwrap();
+        let parsed = super::super::file::parse(std::path::Path::new("/h/config.toml"), text);
+        for debug in [
+            format!("{c:?}"),
+            format!("{input:?}"),
+            format!("{parsed:?}"),
+        ] {
+            for secret in ["sk-file-key", "sk-fallback-key", "sk-env-key", "pw-query"] {
+                assert!(!debug.contains(secret), "{secret} shown in {debug}");
+            }
+        }
+    }
 }

@@ -54,6 +54,7 @@ conformance!(
     runs::finish_run_once_and_failure_streak,
     runs::runs_listed_newest_first,
     runs::orphans_are_reaped_and_stop_counting,
+    runs::reaping_never_overrides_a_renewed_lease,
     sessions::concurrent_first_messages_create_one_session,
     sessions::session_updates_persist,
     sessions::threads_round_trip,

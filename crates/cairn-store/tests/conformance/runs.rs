@@ -288,3 +288,76 @@ pub async fn orphans_are_reaped_and_stop_counting(fx: &Fixture) {
             .is_empty()
     );
 }
+
+/// A lease renewed while a reaper is at work wins: the reaper must check the
+/// lease in the same statement that marks the run, not trust what it read
+/// earlier. On PostgreSQL the renewal keeps its row lock until the reaper is
+/// seen waiting on it, which forces the interleaving that used to lose the
+/// renewal; SQLite serialises writers, and the same steps check the outcome.
+pub async fn reaping_never_overrides_a_renewed_lease(fx: &Fixture) {
+    let r = routine("ada", "renewed");
+    fx.store.create_routine(&r).await.unwrap();
+    let mut run = run_for(&r, None, at(0));
+    run.owner = Some("proc-slow".into());
+    run.lease_until = Some(at(30));
+    fx.store.start_run(&run).await.unwrap();
+
+    let postgres = fx.url.starts_with("postgres");
+    let pool = sqlx::AnyPool::connect(&fx.url).await.unwrap();
+    let mut renewal = if postgres {
+        pool.begin().await
+    } else {
+        pool.begin_with("BEGIN IMMEDIATE").await
+    }
+    .unwrap();
+    sqlx::query("UPDATE routine_runs SET lease_until = $1 WHERE id = $2 AND status = 'running'")
+        .bind(at(90).timestamp_micros())
+        .bind(run.id.to_string())
+        .execute(&mut *renewal)
+        .await
+        .unwrap();
+    let renewal_pid = if postgres {
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *renewal)
+            .await
+            .unwrap();
+        Some(pid)
+    } else {
+        None
+    };
+
+    let reaper = {
+        let store = fx.store.clone();
+        tokio::spawn(async move { store.reap_orphans(at(60)).await.unwrap() })
+    };
+    if let Some(pid) = renewal_pid {
+        // Polls (no sleep) until the reaper blocks on the renewal's row lock.
+        let mut waiting = false;
+        for _ in 0..100_000 {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+            )
+            .bind(pid)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if n > 0 {
+                waiting = true;
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(waiting, "the reaper never waited on the renewal's lock");
+    }
+    renewal.commit().await.unwrap();
+
+    let reaped = reaper.await.unwrap();
+    assert!(
+        reaped.is_empty(),
+        "reaped {reaped:?} although its lease was renewed to a later time before the reap committed"
+    );
+    let got = fx.store.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(got.status, RunStatus::Running);
+    assert_eq!(got.lease_until, Some(at(90)));
+    pool.close().await;
+}
