@@ -214,6 +214,13 @@ pub trait Tool: Send + Sync {
         &[]
     }
 
+    /// True when the same call, with nothing written in between, gives the same
+    /// result, so the agent loop may reuse it later in the turn. Defaults to
+    /// read-only tools; a tool whose answer changes by itself (`time_now`) says no.
+    fn reusable(&self) -> bool {
+        self.risk() == RiskLevel::ReadOnly
+    }
+
     /// Runs the tool. Arguments are a JSON object (the runner guarantees that).
     async fn execute(
         &self,

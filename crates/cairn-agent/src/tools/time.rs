@@ -80,6 +80,11 @@ impl Tool for TimeNowTool {
         &["now", "current_time", "time", "date"]
     }
 
+    fn reusable(&self) -> bool {
+        // The time moves on: a second call must read the clock again.
+        false
+    }
+
     async fn execute(
         &self,
         args: serde_json::Value,

@@ -2,5 +2,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod fixtures;
+mod reuse;
 mod scenarios;
 mod tool_calls;
