@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use cairn_core::chat::ToolDefinition;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Workspace files that shape who the agent is, in the order they are included.
 pub const IDENTITY_FILES: &[&str] = &[
@@ -116,8 +117,12 @@ async fn identity_files(workspace: &Path) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     for name in IDENTITY_FILES {
         let path = workspace.join(name);
-        match tokio::fs::read_to_string(&path).await {
-            Ok(text) if !text.trim().is_empty() => found.push((*name, cap_chars(text.trim()))),
+        let text = match tokio::fs::File::open(&path).await {
+            Ok(file) => read_identity(file).await,
+            Err(e) => Err(e),
+        };
+        match text {
+            Ok(text) if !text.is_empty() => found.push((*name, text)),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -126,6 +131,13 @@ async fn identity_files(workspace: &Path) -> Vec<(&'static str, String)> {
         }
     }
     found
+}
+
+/// One identity file's text, trimmed and capped at [`MAX_IDENTITY_CHARS`].
+async fn read_identity<R: AsyncRead + Unpin>(mut reader: R) -> std::io::Result<String> {
+    let mut text = String::new();
+    reader.read_to_string(&mut text).await?;
+    Ok(cap_chars(text.trim()))
 }
 
 fn cap_chars(text: &str) -> String {

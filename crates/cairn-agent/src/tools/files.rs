@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::lines::{LineWindow, read_lines};
 use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
@@ -143,48 +144,24 @@ impl Tool for FileReadTool {
         }
 
         let max = self.config.max_read_bytes;
-        let mut out: Vec<u8> = Vec::new();
-        let mut line = Vec::new();
-        let mut number: u64 = 0;
-        let mut taken: u64 = 0;
-        let mut cut_at: Option<u64> = None;
-        loop {
-            line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .await
-                .map_err(|e| io_err("cannot read", &shown, e))?;
-            if n == 0 {
-                break;
-            }
-            number += 1;
-            if number < offset {
-                continue;
-            }
-            if taken >= limit {
-                break;
-            }
-            if out.len() + line.len() > max {
-                if out.is_empty() {
-                    // A single huge line: show its head rather than nothing.
-                    out.extend_from_slice(&line[..max]);
-                }
-                cut_at = Some(number);
-                break;
-            }
-            out.extend_from_slice(&line);
-            taken += 1;
-        }
-        let mut text = String::from_utf8_lossy(&out).into_owned();
+        let LineWindow {
+            bytes,
+            seen,
+            taken,
+            cut_at,
+        } = read_lines(&mut reader, offset, limit, max)
+            .await
+            .map_err(|e| io_err("cannot read", &shown, e))?;
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if let Some(next) = cut_at {
             text.push_str(&format!(
                 "\n[file_read: output cut at {max} bytes (file is {} bytes); continue with offset={next}]",
                 meta.len()
             ));
-        } else if number == 0 {
+        } else if seen == 0 {
             text = format!("[file_read: `{shown}` is empty]");
-        } else if taken == 0 && number < offset {
-            text = format!("[file_read: `{shown}` has only {number} lines]");
+        } else if taken == 0 && seen < offset {
+            text = format!("[file_read: `{shown}` has only {seen} lines]");
         }
         Ok(ToolOutput::ok(text))
     }

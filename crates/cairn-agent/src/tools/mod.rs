@@ -7,6 +7,7 @@
 
 pub mod files;
 pub mod http;
+pub mod lines;
 pub mod paths;
 pub mod registry;
 pub mod shell;
