@@ -2,9 +2,16 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
 use cairn_agent::tools::files::{FileReadTool, FileWriteTool, FilesConfig, ListDirTool};
+use cairn_agent::tools::lines::read_lines;
 use cairn_agent::tools::{Tool, ToolContext, ToolError};
 use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader, ReadBuf};
 
 struct Fixture {
     workspace: tempfile::TempDir,
@@ -247,4 +254,69 @@ async fn list_dir_shows_tree_without_following_symlinks() {
     });
     let out = capped.execute(json!({}), &f.ctx()).await.unwrap();
     assert!(out.content.contains("stopped after 2 entries"));
+}
+
+/// An `AsyncRead` that counts the bytes pulled through it.
+struct Counting<R> {
+    inner: R,
+    pulled: Arc<AtomicUsize>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counting<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.pulled
+            .fetch_add(buf.filled().len() - before, Ordering::SeqCst);
+        poll
+    }
+}
+
+#[tokio::test]
+async fn a_huge_single_line_is_read_only_up_to_the_cap() {
+    const LINE: u64 = 8 << 20;
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let source = Counting {
+        inner: tokio::io::repeat(b'a').take(LINE),
+        pulled: pulled.clone(),
+    };
+    let mut reader = BufReader::new(source);
+    let window = read_lines(&mut reader, 1, u64::MAX, 1000).await.unwrap();
+    assert_eq!(window.bytes, vec![b'a'; 1000], "the head of the line");
+    assert_eq!(window.cut_at, Some(1));
+    let pulled = pulled.load(Ordering::SeqCst);
+    assert!(
+        pulled <= 1000 + 8192,
+        "pulled {pulled} bytes of an {LINE}-byte line to return 1000"
+    );
+}
+
+#[tokio::test]
+async fn line_windows_do_not_depend_on_buffer_size() {
+    let text = b"one\ntwo\nthree\nfour\nfive";
+    // (offset, limit, max) -> (bytes, seen, taken, cut_at)
+    let cases: [((u64, u64, usize), (&str, u64, u64, Option<u64>)); 6] = [
+        (
+            (1, u64::MAX, 100),
+            ("one\ntwo\nthree\nfour\nfive", 5, 5, None),
+        ),
+        ((2, 2, 100), ("two\nthree\n", 4, 2, None)),
+        ((4, u64::MAX, 100), ("four\nfive", 5, 2, None)),
+        ((1, u64::MAX, 9), ("one\ntwo\n", 3, 2, Some(3))),
+        ((3, u64::MAX, 4), ("thre", 3, 0, Some(3))),
+        ((9, u64::MAX, 100), ("", 5, 0, None)),
+    ];
+    for capacity in [1, 2, 3, 7, 64] {
+        for ((offset, limit, max), (bytes, seen, taken, cut_at)) in cases {
+            let mut reader = BufReader::with_capacity(capacity, &text[..]);
+            let w = read_lines(&mut reader, offset, limit, max).await.unwrap();
+            let case = format!("capacity {capacity}, offset {offset}, limit {limit}, max {max}");
+            assert_eq!(String::from_utf8_lossy(&w.bytes), bytes, "{case}");
+            assert_eq!((w.seen, w.taken, w.cut_at), (seen, taken, cut_at), "{case}");
+        }
+    }
 }

@@ -18,6 +18,10 @@ pub struct LineWindow {
 
 /// Reads lines `offset..` (1-based), at most `limit` of them and `max` bytes in
 /// all. A first line longer than `max` is returned cut to its head.
+///
+/// Works on the reader's buffer chunk by chunk, never on a whole line, so a
+/// multi-gigabyte line costs at most `max` bytes of memory and of reading
+/// (plus one buffer); lines before `offset` are skipped without being kept.
 pub async fn read_lines<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     offset: u64,
@@ -25,30 +29,49 @@ pub async fn read_lines<R: AsyncBufRead + Unpin>(
     max: usize,
 ) -> std::io::Result<LineWindow> {
     let mut window = LineWindow::default();
-    let mut line = Vec::new();
+    // Where the current line starts in `window.bytes`, while one is being taken.
+    let mut line_start = 0;
+    let mut in_line = false;
     loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line).await?;
-        if n == 0 {
-            break;
-        }
-        window.seen += 1;
-        if window.seen < offset {
-            continue;
-        }
-        if window.taken >= limit {
-            break;
-        }
-        if window.bytes.len() + line.len() > max {
-            if window.bytes.is_empty() {
-                // A single huge line: show its head rather than nothing.
-                window.bytes.extend_from_slice(&line[..max]);
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            // A last line without a newline still counts as a line.
+            if in_line && window.seen >= offset {
+                window.taken += 1;
             }
-            window.cut_at = Some(window.seen);
             break;
         }
-        window.bytes.extend_from_slice(&line);
-        window.taken += 1;
+        if !in_line {
+            window.seen += 1;
+            in_line = true;
+            if window.seen >= offset && window.taken >= limit {
+                break;
+            }
+        }
+        let (len, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(newline) => (newline + 1, true),
+            None => (chunk.len(), false),
+        };
+        if window.seen >= offset {
+            if window.bytes.len() + len > max {
+                if line_start == 0 {
+                    // A first line longer than the cap: show its head rather than nothing.
+                    let room = max - window.bytes.len();
+                    window.bytes.extend_from_slice(&chunk[..room]);
+                } else {
+                    window.bytes.truncate(line_start);
+                }
+                window.cut_at = Some(window.seen);
+                break;
+            }
+            window.bytes.extend_from_slice(&chunk[..len]);
+            if ends_line {
+                window.taken += 1;
+                line_start = window.bytes.len();
+            }
+        }
+        reader.consume(len);
+        in_line = !ends_line;
     }
     Ok(window)
 }
