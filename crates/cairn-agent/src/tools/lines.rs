@@ -41,9 +41,9 @@ pub async fn read_lines<R: AsyncBufRead + Unpin>(
             }
             break;
         }
+        // A chunk that does not continue a line starts one.
         if !in_line {
             window.seen += 1;
-            in_line = true;
             if window.seen >= offset && window.taken >= limit {
                 break;
             }
