@@ -12,6 +12,7 @@ use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
 };
+use crate::runner::Authorized;
 
 /// Configuration shared by the file tools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +115,7 @@ impl Tool for FileReadTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
@@ -211,6 +213,7 @@ impl Tool for FileWriteTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let raw = req_str(&args, "path")?;
         let content = req_str(&args, "content")?;
@@ -310,6 +313,7 @@ impl Tool for ListDirTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);

@@ -21,6 +21,7 @@ use super::paths::{
 };
 use super::shell_words::{self, SplitError};
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
+use crate::runner::Authorized;
 
 /// Configuration of the `shell` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,6 +281,7 @@ impl Tool for ShellTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let command = req_str(&args, "command")?;
         let mut timeout = self.config.timeout.min(ctx.limits.timeout);
