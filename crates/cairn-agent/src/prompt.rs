@@ -62,6 +62,12 @@ pub struct RuntimeInfo {
 
 impl RuntimeInfo {
     /// Reads the host name (`HOSTNAME`, then /etc/hostname) and the OS.
+    ///
+    /// Blocking (a few bytes, once, when the binary wires the agent at start-up).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "sync start-up code; reads a few bytes once"
+    )]
     pub fn detect() -> Self {
         let host = std::env::var("HOSTNAME")
             .ok()

@@ -1,6 +1,7 @@
 //! File tools: work inside the workspace, refuse `..`, absolute and symlink escapes.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
 
 mod support;
 
@@ -308,7 +309,7 @@ async fn a_huge_single_line_is_read_only_up_to_the_cap() {
 async fn line_windows_do_not_depend_on_buffer_size() {
     let text = b"one\ntwo\nthree\nfour\nfive";
     // (offset, limit, max) -> (bytes, seen, taken, cut_at)
-    let cases: [((u64, u64, usize), (&str, u64, u64, Option<u64>)); 6] = [
+    let cases = [
         (
             (1, u64::MAX, 100),
             ("one\ntwo\nthree\nfour\nfive", 5, 5, None),

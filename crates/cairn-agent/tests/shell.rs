@@ -1,6 +1,7 @@
 //! The shell tool: allowlist, protected paths, refused syntax, timeout, output caps.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
 
 mod support;
 

@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::lines::{LineWindow, read_lines};
-use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths};
+use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths, off_runtime};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
 };
@@ -44,16 +44,20 @@ impl Default for FilesConfig {
 
 impl FilesConfig {
     /// Resolves the model's `raw` path inside the workspace or an extra root,
-    /// refusing forbidden paths; every file tool goes through here.
-    fn target(&self, ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
-        let scope = PathScope::new(
-            &ctx.workspace,
-            &self.extra_roots,
-            ForbiddenPaths::new(&self.forbidden_paths),
-        )?;
-        let path = scope.resolve(raw)?;
-        let shown = scope.display(&path);
-        Ok(Target { scope, path, shown })
+    /// refusing forbidden paths; every file tool goes through here. The
+    /// file-system walk runs off the async runtime.
+    async fn target(&self, ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
+        let workspace = ctx.workspace.clone();
+        let extra_roots = self.extra_roots.clone();
+        let forbidden = ForbiddenPaths::new(&self.forbidden_paths);
+        let raw = raw.to_string();
+        off_runtime(move || {
+            let scope = PathScope::new(&workspace, &extra_roots, forbidden)?;
+            let path = scope.resolve(&raw)?;
+            let shown = scope.display(&path);
+            Ok(Target { scope, path, shown })
+        })
+        .await
     }
 }
 
@@ -120,7 +124,7 @@ impl Tool for FileReadTool {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
-        let Target { path, shown, .. } = self.config.target(ctx, raw)?;
+        let Target { path, shown, .. } = self.config.target(ctx, raw).await?;
         let meta = tokio::fs::metadata(&path)
             .await
             .map_err(|e| io_err("cannot read", &shown, e))?;
@@ -225,14 +229,18 @@ impl Tool for FileWriteTool {
                 self.config.max_write_bytes
             )));
         }
-        let Target { scope, path, shown } = self.config.target(ctx, raw)?;
+        let Target { scope, path, shown } = self.config.target(ctx, raw).await?;
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent)
                 .await
                 .map_err(|e| io_err("cannot create directories for", &shown, e))?;
         }
         // Re-check after creating directories: a racing symlink must not redirect us.
-        if scope.resolve(raw)? != path {
+        let again = {
+            let raw = raw.to_string();
+            off_runtime(move || scope.resolve(&raw)).await?
+        };
+        if again != path {
             return Err(ToolError::NotPermitted(format!(
                 "`{raw}` changed while it was being written"
             )));
@@ -321,7 +329,7 @@ impl Tool for ListDirTool {
             scope,
             path: root,
             shown,
-        } = self.config.target(ctx, raw)?;
+        } = self.config.target(ctx, raw).await?;
         let max = self.config.max_list_entries;
         let mut lines = Vec::new();
         let mut more = false;

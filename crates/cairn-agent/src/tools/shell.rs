@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::paths::{
-    ForbiddenPaths, canonicalize_partial, default_forbidden_paths, normalize_lexically,
+    ForbiddenPaths, canonicalize_partial, default_forbidden_paths, normalize_lexically, off_runtime,
 };
 use super::shell_words::{self, SplitError};
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
@@ -288,8 +288,16 @@ impl Tool for ShellTool {
         if let Some(secs) = opt_u64(&args, "timeout_secs")? {
             timeout = timeout.min(Duration::from_secs(secs.max(1)));
         }
-        let argv = self.check(command, &ctx.workspace)?;
-        if !ctx.workspace.is_dir() {
+        // The check resolves symlinks (file-system walks): off the async runtime.
+        let argv = {
+            let (tool, command, workspace) =
+                (self.clone(), command.to_string(), ctx.workspace.clone());
+            off_runtime(move || tool.check(&command, &workspace)).await?
+        };
+        let is_dir = tokio::fs::metadata(&ctx.workspace)
+            .await
+            .is_ok_and(|m| m.is_dir());
+        if !is_dir {
             return Err(ToolError::Failed(format!(
                 "the workspace {} is not a directory",
                 ctx.workspace.display()
