@@ -7,6 +7,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, SystemClock, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AgentLoop, Approver, AutoApprove, AutonomyLevel, CostGuard, GuardedProvider, HookRegistry,
@@ -36,7 +37,12 @@ impl Tool for Echo {
     fn risk(&self) -> RiskLevel {
         RiskLevel::ReadOnly
     }
-    async fn execute(&self, args: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::ok(format!(
             "echo: {}",
             args["text"].as_str().unwrap_or_default()

@@ -10,9 +10,13 @@
 //! - [`runner`]: [`ToolRunner::run`](runner::ToolRunner::run), the single entry
 //!   point through which every tool call passes, wherever it comes from.
 //!
-//! Architecture invariant: nothing executes a tool except `ToolRunner::run`, so the
-//! policy gate and the scrubber cannot be bypassed. This crate reads no environment
+//! Architecture invariant: nothing executes a tool except the runner —
+//! `Tool::execute` takes a `runner::Authorized` proof that only the runner can make,
+//! after the policy gate — so the gate and the scrubber cannot be bypassed. This crate reads no environment
 //! variables or files for its configuration; callers pass plain config structs.
+
+// Unit tests may set up fixtures with blocking std::fs calls; library code may not.
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod agent_loop;
 pub mod chat;
@@ -38,8 +42,8 @@ pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use jobs::{JobHandle, JobScheduler, JobSpec, JobStore, JobsConfig};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};
 pub use runner::{
-    ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll, Gate, Permit, ToolResult,
-    ToolRunner, ToolStatus,
+    ApprovalAnswer, ApprovalRequest, Approver, Authorized, AutoApprove, DenyAll, Gate, Permit,
+    ToolResult, ToolRunner, ToolStatus,
 };
 pub use safety::scrub::scrub;
 pub use tools::{

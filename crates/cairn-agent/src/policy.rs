@@ -274,4 +274,26 @@ mod tests {
             PolicyDecision::Allow
         );
     }
+
+    #[test]
+    fn forget_session_prunes_only_that_sessions_entries() {
+        let g = gate(AutonomyLevel::Supervised, &[], &[], &[]);
+        g.allow_for_session("a", "shell");
+        g.allow_for_session("a", "file_write");
+        g.allow_for_session("b", "shell");
+        g.forget_session("a");
+        assert_eq!(
+            g.decide("shell", RiskLevel::Dangerous, "a"),
+            PolicyDecision::Ask
+        );
+        assert_eq!(
+            g.decide("shell", RiskLevel::Dangerous, "b"),
+            PolicyDecision::Allow
+        );
+        // The entry itself is gone, not just emptied: the table does not grow with
+        // every session ever seen.
+        assert_eq!(g.lock().keys().collect::<Vec<_>>(), ["b"]);
+        g.forget_session("never-seen");
+        assert_eq!(g.lock().len(), 1);
+    }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use cairn_core::chat::ToolDefinition;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Workspace files that shape who the agent is, in the order they are included.
 pub const IDENTITY_FILES: &[&str] = &[
@@ -61,6 +62,12 @@ pub struct RuntimeInfo {
 
 impl RuntimeInfo {
     /// Reads the host name (`HOSTNAME`, then /etc/hostname) and the OS.
+    ///
+    /// Blocking (a few bytes, once, when the binary wires the agent at start-up).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "sync start-up code; reads a few bytes once"
+    )]
     pub fn detect() -> Self {
         let host = std::env::var("HOSTNAME")
             .ok()
@@ -116,8 +123,12 @@ async fn identity_files(workspace: &Path) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     for name in IDENTITY_FILES {
         let path = workspace.join(name);
-        match tokio::fs::read_to_string(&path).await {
-            Ok(text) if !text.trim().is_empty() => found.push((*name, cap_chars(text.trim()))),
+        let text = match tokio::fs::File::open(&path).await {
+            Ok(file) => read_identity(file).await,
+            Err(e) => Err(e),
+        };
+        match text {
+            Ok(text) if !text.is_empty() => found.push((*name, text)),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -128,14 +139,45 @@ async fn identity_files(workspace: &Path) -> Vec<(&'static str, String)> {
     found
 }
 
-fn cap_chars(text: &str) -> String {
-    match text.char_indices().nth(MAX_IDENTITY_CHARS) {
-        Some((cut, _)) => format!(
-            "{}\n[… truncated: only the first {MAX_IDENTITY_CHARS} characters are included]",
-            &text[..cut]
-        ),
-        None => text.to_string(),
+/// One identity file's text, trimmed and capped at [`MAX_IDENTITY_CHARS`].
+///
+/// Reads at most the bytes that can hold the cap (four per character) and a
+/// few more to know whether the file goes on, never the whole file.
+async fn read_identity<R: AsyncRead + Unpin>(reader: R) -> std::io::Result<String> {
+    let limit = 4 * MAX_IDENTITY_CHARS + 4;
+    let mut bytes = Vec::new();
+    reader
+        .take(u64::try_from(limit).unwrap_or(u64::MAX))
+        .read_to_end(&mut bytes)
+        .await?;
+    let more = bytes.len() >= limit;
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) => text,
+        // The cap may fall inside a character: keep the complete ones before it.
+        Err(e) if more && e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(e) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+    };
+    // Trailing blanks are only known to be trailing when the whole file was read.
+    let text = if more { text.trim_start() } else { text.trim() };
+    Ok(cap_chars(text, more))
+}
+
+/// Cuts `text` to [`MAX_IDENTITY_CHARS`] with a note; `more` adds the note even
+/// when the text fits, because the file went on past what was read.
+fn cap_chars(text: &str, more: bool) -> String {
+    let cut = text
+        .char_indices()
+        .nth(MAX_IDENTITY_CHARS)
+        .map_or(text.len(), |(cut, _)| cut);
+    if cut == text.len() && !more {
+        return text.to_string();
     }
+    format!(
+        "{}\n[… truncated: only the first {MAX_IDENTITY_CHARS} characters are included]",
+        &text[..cut]
+    )
 }
 
 #[cfg(test)]
@@ -194,5 +236,56 @@ mod tests {
         let prompt = build_system_prompt(&ctx(dir.path())).await;
         assert_eq!(prompt.matches('é').count(), MAX_IDENTITY_CHARS);
         assert!(prompt.contains("truncated"));
+    }
+
+    /// An `AsyncRead` that counts the bytes pulled through it.
+    struct Counting<R> {
+        inner: R,
+        pulled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl<R: AsyncRead + Unpin> AsyncRead for Counting<R> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let before = buf.filled().len();
+            let poll = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+            let read = buf.filled().len() - before;
+            self.pulled
+                .fetch_add(read, std::sync::atomic::Ordering::SeqCst);
+            poll
+        }
+    }
+
+    #[tokio::test]
+    async fn identity_files_are_read_only_up_to_the_cap() {
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let source = Counting {
+            inner: tokio::io::repeat(b'x').take(10 << 20),
+            pulled: pulled.clone(),
+        };
+        let text = read_identity(source).await.unwrap();
+        assert_eq!(text.matches('x').count(), MAX_IDENTITY_CHARS);
+        assert!(text.contains("truncated"));
+        let pulled = pulled.load(std::sync::atomic::Ordering::SeqCst);
+        // Four bytes per character at most, and a few to see that more follows.
+        assert!(
+            pulled <= 4 * MAX_IDENTITY_CHARS + 4,
+            "pulled {pulled} bytes of a 10 MiB file to keep {MAX_IDENTITY_CHARS} characters"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_capped_read_cuts_at_a_character_boundary() {
+        // One ASCII byte, then 4-byte characters: the byte cap falls inside one.
+        let text = format!("a{}", "😀".repeat(MAX_IDENTITY_CHARS));
+        let read = read_identity(text.as_bytes()).await.unwrap();
+        let kept = read.split('\n').next().unwrap();
+        assert_eq!(kept.chars().count(), MAX_IDENTITY_CHARS);
+        assert!(read.contains("truncated"));
+        let small = read_identity("  hé  \n".as_bytes()).await.unwrap();
+        assert_eq!(small, "hé", "a file within the cap is only trimmed");
     }
 }

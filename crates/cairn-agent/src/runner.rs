@@ -6,6 +6,80 @@
 //! limit and cancellation, then scrub, cap and frame the output. Every outcome —
 //! including denial, a declined approval and an unknown tool — is a [`ToolResult`]
 //! with text for the model; nothing is dropped silently.
+//!
+//! Running a tool any other way does not compile (guide invariant 4). Calling
+//! a tool directly:
+//!
+//! ```compile_fail,E0061
+//! # async fn bypass(ctx: &cairn_agent::tools::ToolContext) {
+//! use cairn_agent::tools::{Tool, time::TimeNowTool};
+//! let _ = TimeNowTool.execute(serde_json::json!({}), ctx).await;
+//! # }
+//! ```
+//!
+//! or one taken from the registry:
+//!
+//! ```compile_fail,E0061
+//! # async fn bypass(ctx: &cairn_agent::tools::ToolContext) {
+//! use cairn_agent::tools::{ToolsConfig, builtin_registry};
+//! let registry = builtin_registry(&ToolsConfig::default()).unwrap();
+//! let shell = registry.get("shell").unwrap();
+//! let _ = shell.execute(serde_json::json!({"command": "rm -rf ~"}), ctx).await;
+//! # }
+//! ```
+//!
+//! and the proof `execute` asks for cannot be made outside this module:
+//!
+//! ```compile_fail,E0451
+//! # async fn forge(ctx: &cairn_agent::tools::ToolContext) {
+//! use cairn_agent::runner::Authorized;
+//! use cairn_agent::tools::{Tool, time::TimeNowTool};
+//! let forged = Authorized { _sealed: () };
+//! let _ = TimeNowTool.execute(serde_json::json!({}), ctx, &forged).await;
+//! # }
+//! ```
+//!
+//! Other crates (the routine engine, watchers) still implement tools, and run
+//! them through the runner like everyone else:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use cairn_agent::runner::{Authorized, AutoApprove, ToolRunner};
+//! use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+//! use cairn_agent::{PolicyGate, ToolPolicyConfig};
+//!
+//! struct Ping;
+//!
+//! #[async_trait::async_trait]
+//! impl Tool for Ping {
+//!     fn name(&self) -> &str { "ping" }
+//!     fn description(&self) -> &str { "answers pong" }
+//!     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
+//!     fn risk(&self) -> RiskLevel { RiskLevel::ReadOnly }
+//!     async fn execute(
+//!         &self,
+//!         _: serde_json::Value,
+//!         _: &ToolContext,
+//!         _: &Authorized,
+//!     ) -> Result<ToolOutput, ToolError> {
+//!         Ok(ToolOutput::ok("pong"))
+//!     }
+//! }
+//!
+//! # async fn run(ctx: &ToolContext) -> Result<(), cairn_agent::tools::RegistryError> {
+//! let mut registry = ToolRegistry::new();
+//! registry.register(Arc::new(Ping))?;
+//! let policy = PolicyGate::new(&ToolPolicyConfig::default());
+//! let runner = ToolRunner::new(Arc::new(registry), Arc::new(policy));
+//! let call = cairn_core::chat::ToolCall {
+//!     id: "1".into(),
+//!     name: "ping".into(),
+//!     arguments: serde_json::json!({}),
+//! };
+//! let result = runner.run(&call, ctx, &AutoApprove).await;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,6 +213,30 @@ impl ToolResult {
     /// The `tool` chat message answering the call.
     pub fn to_message(&self) -> ChatMessage {
         ChatMessage::tool_result(&self.call_id, &self.tool, &self.content)
+    }
+}
+
+/// Proof, handed to [`Tool::execute`], that the call passed the policy gate.
+///
+/// Its field is private and only this module makes one — in
+/// [`ToolRunner::execute`], which only takes a [`Permit`] — so other crates can
+/// implement [`Tool`] but never call it. A tool gets it by reference for the
+/// length of one call and cannot keep it.
+pub struct Authorized {
+    _sealed: (),
+}
+
+impl Authorized {
+    /// A proof for this crate's own unit tests of single tools.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Self { _sealed: () }
+    }
+}
+
+impl std::fmt::Debug for Authorized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authorized")
     }
 }
 
@@ -326,7 +424,9 @@ impl ToolRunner {
         } = permit;
         let limit = ctx.limits.timeout;
         // A panicking tool must not take the turn (or the daemon) down with it.
-        let execution = std::panic::AssertUnwindSafe(tool.execute(args, ctx)).catch_unwind();
+        let authorized = Authorized { _sealed: () };
+        let execution =
+            std::panic::AssertUnwindSafe(tool.execute(args, ctx, &authorized)).catch_unwind();
         let outcome = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => Ok(Err(ToolError::Cancelled)),

@@ -1,10 +1,21 @@
 //! File tools: work inside the workspace, refuse `..`, absolute and symlink escapes.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+
+mod support;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 
 use cairn_agent::tools::files::{FileReadTool, FileWriteTool, FilesConfig, ListDirTool};
-use cairn_agent::tools::{Tool, ToolContext, ToolError};
+use cairn_agent::tools::lines::read_lines;
+use cairn_agent::tools::{ToolContext, ToolError};
 use serde_json::json;
+use support::RunGated;
+use tokio::io::{AsyncRead, AsyncReadExt, BufReader, ReadBuf};
 
 struct Fixture {
     workspace: tempfile::TempDir,
@@ -53,12 +64,12 @@ async fn read_inside_workspace_with_paging() {
     let f = Fixture::new();
     let read = FileReadTool::new(FilesConfig::default());
     let out = read
-        .execute(json!({"path": "notes/a.txt"}), &f.ctx())
+        .run_gated(json!({"path": "notes/a.txt"}), &f.ctx())
         .await
         .unwrap();
     assert_eq!(out.content, "line1\nline2\nline3\n");
     let out = read
-        .execute(
+        .run_gated(
             json!({"path": "./notes/../notes/a.txt", "offset": 2, "limit": 1}),
             &f.ctx(),
         )
@@ -66,7 +77,7 @@ async fn read_inside_workspace_with_paging() {
         .unwrap();
     assert_eq!(out.content, "line2\n");
     let out = read
-        .execute(json!({"path": "inner.txt"}), &f.ctx())
+        .run_gated(json!({"path": "inner.txt"}), &f.ctx())
         .await
         .unwrap();
     assert!(
@@ -74,7 +85,7 @@ async fn read_inside_workspace_with_paging() {
         "symlinks that stay inside are fine"
     );
     let out = read
-        .execute(json!({"path": "notes/a.txt", "offset": 10}), &f.ctx())
+        .run_gated(json!({"path": "notes/a.txt", "offset": 10}), &f.ctx())
         .await
         .unwrap();
     assert!(out.content.contains("has only 3 lines"));
@@ -86,12 +97,12 @@ async fn read_refuses_escapes() {
     let read = FileReadTool::new(FilesConfig::default());
     let ctx = f.ctx();
     assert!(
-        not_permitted(read.execute(json!({"path": "../x"}), &ctx).await)
+        not_permitted(read.run_gated(json!({"path": "../x"}), &ctx).await)
             .contains("outside the workspace")
     );
     assert!(
         not_permitted(
-            read.execute(json!({"path": "notes/../../../etc/passwd"}), &ctx)
+            read.run_gated(json!({"path": "notes/../../../etc/passwd"}), &ctx)
                 .await
         )
         .contains("outside")
@@ -99,18 +110,18 @@ async fn read_refuses_escapes() {
     let abs = f.outside.path().join("secret.txt");
     assert!(
         not_permitted(
-            read.execute(json!({"path": abs.to_str().unwrap()}), &ctx)
+            read.run_gated(json!({"path": abs.to_str().unwrap()}), &ctx)
                 .await
         )
         .contains("outside")
     );
-    let m = not_permitted(read.execute(json!({"path": "escape.txt"}), &ctx).await);
+    let m = not_permitted(read.run_gated(json!({"path": "escape.txt"}), &ctx).await);
     assert!(m.contains("after following symlinks"), "{m}");
     not_permitted(
-        read.execute(json!({"path": "escape_dir/secret.txt"}), &ctx)
+        read.run_gated(json!({"path": "escape_dir/secret.txt"}), &ctx)
             .await,
     );
-    not_permitted(read.execute(json!({"path": "~/.bashrc"}), &ctx).await);
+    not_permitted(read.run_gated(json!({"path": "~/.bashrc"}), &ctx).await);
 }
 
 #[tokio::test]
@@ -122,7 +133,7 @@ async fn extra_roots_widen_the_scope() {
     };
     let read = FileReadTool::new(config);
     let out = read
-        .execute(json!({"path": "escape.txt"}), &f.ctx())
+        .run_gated(json!({"path": "escape.txt"}), &f.ctx())
         .await
         .unwrap();
     assert_eq!(out.content, "outside secret");
@@ -134,7 +145,10 @@ async fn forbidden_paths_apply_inside_the_workspace() {
     std::fs::create_dir(f.workspace.path().join(".ssh")).unwrap();
     std::fs::write(f.workspace.path().join(".ssh/id_rsa"), "key").unwrap();
     let read = FileReadTool::new(FilesConfig::default());
-    let m = not_permitted(read.execute(json!({"path": ".ssh/id_rsa"}), &f.ctx()).await);
+    let m = not_permitted(
+        read.run_gated(json!({"path": ".ssh/id_rsa"}), &f.ctx())
+            .await,
+    );
     assert!(m.contains("protected path"), "{m}");
 }
 
@@ -149,24 +163,24 @@ async fn read_caps_large_files_and_rejects_binary() {
         ..FilesConfig::default()
     });
     let out = read
-        .execute(json!({"path": "big.txt"}), &f.ctx())
+        .run_gated(json!({"path": "big.txt"}), &f.ctx())
         .await
         .unwrap();
     assert!(out.content.starts_with("line 0\n"));
     assert!(out.content.contains("output cut at 100 bytes"));
     assert!(out.content.contains("continue with offset="));
     let err = read
-        .execute(json!({"path": "bin.dat"}), &f.ctx())
+        .run_gated(json!({"path": "bin.dat"}), &f.ctx())
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("binary")));
     let err = read
-        .execute(json!({"path": "notes"}), &f.ctx())
+        .run_gated(json!({"path": "notes"}), &f.ctx())
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("directory")));
     let err = read
-        .execute(json!({"path": 5}), &f.ctx())
+        .run_gated(json!({"path": 5}), &f.ctx())
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("`path` must be a string")));
@@ -178,7 +192,7 @@ async fn write_inside_workspace_and_refuse_escapes() {
     let write = FileWriteTool::new(FilesConfig::default());
     let ctx = f.ctx();
     let out = write
-        .execute(
+        .run_gated(
             json!({"path": "new/dir/file.txt", "content": "hello"}),
             &ctx,
         )
@@ -186,7 +200,7 @@ async fn write_inside_workspace_and_refuse_escapes() {
         .unwrap();
     assert_eq!(out.content, "wrote 5 bytes to new/dir/file.txt");
     write
-        .execute(
+        .run_gated(
             json!({"path": "new/dir/file.txt", "content": " world", "append": true}),
             &ctx,
         )
@@ -197,17 +211,17 @@ async fn write_inside_workspace_and_refuse_escapes() {
 
     not_permitted(
         write
-            .execute(json!({"path": "../evil.txt", "content": "x"}), &ctx)
+            .run_gated(json!({"path": "../evil.txt", "content": "x"}), &ctx)
             .await,
     );
     not_permitted(
         write
-            .execute(json!({"path": "escape_dir/evil.txt", "content": "x"}), &ctx)
+            .run_gated(json!({"path": "escape_dir/evil.txt", "content": "x"}), &ctx)
             .await,
     );
     not_permitted(
         write
-            .execute(json!({"path": "escape.txt", "content": "x"}), &ctx)
+            .run_gated(json!({"path": "escape.txt", "content": "x"}), &ctx)
             .await,
     );
     assert!(!f.outside.path().join("evil.txt").exists());
@@ -221,7 +235,7 @@ async fn write_inside_workspace_and_refuse_escapes() {
         ..FilesConfig::default()
     });
     let err = small
-        .execute(json!({"path": "x.txt", "content": "toolong"}), &ctx)
+        .run_gated(json!({"path": "x.txt", "content": "toolong"}), &ctx)
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(_)));
@@ -231,20 +245,88 @@ async fn write_inside_workspace_and_refuse_escapes() {
 async fn list_dir_shows_tree_without_following_symlinks() {
     let f = Fixture::new();
     let list = ListDirTool::new(FilesConfig::default());
-    let out = list.execute(json!({}), &f.ctx()).await.unwrap();
+    let out = list.run_gated(json!({}), &f.ctx()).await.unwrap();
     assert_eq!(
         out.content,
         "escape.txt -> (symlink, not followed)\nescape_dir -> (symlink, not followed)\ninner.txt -> (symlink, not followed)\nnotes/"
     );
-    let out = list.execute(json!({"depth": 2}), &f.ctx()).await.unwrap();
+    let out = list.run_gated(json!({"depth": 2}), &f.ctx()).await.unwrap();
     assert!(out.content.contains("notes/a.txt  18 B"));
     assert!(!out.content.contains("secret"));
-    not_permitted(list.execute(json!({"path": "escape_dir"}), &f.ctx()).await);
-    not_permitted(list.execute(json!({"path": ".."}), &f.ctx()).await);
+    not_permitted(
+        list.run_gated(json!({"path": "escape_dir"}), &f.ctx())
+            .await,
+    );
+    not_permitted(list.run_gated(json!({"path": ".."}), &f.ctx()).await);
     let capped = ListDirTool::new(FilesConfig {
         max_list_entries: 2,
         ..FilesConfig::default()
     });
-    let out = capped.execute(json!({}), &f.ctx()).await.unwrap();
+    let out = capped.run_gated(json!({}), &f.ctx()).await.unwrap();
     assert!(out.content.contains("stopped after 2 entries"));
+}
+
+/// An `AsyncRead` that counts the bytes pulled through it.
+struct Counting<R> {
+    inner: R,
+    pulled: Arc<AtomicUsize>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counting<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.pulled
+            .fetch_add(buf.filled().len() - before, Ordering::SeqCst);
+        poll
+    }
+}
+
+#[tokio::test]
+async fn a_huge_single_line_is_read_only_up_to_the_cap() {
+    const LINE: u64 = 8 << 20;
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let source = Counting {
+        inner: tokio::io::repeat(b'a').take(LINE),
+        pulled: pulled.clone(),
+    };
+    let mut reader = BufReader::new(source);
+    let window = read_lines(&mut reader, 1, u64::MAX, 1000).await.unwrap();
+    assert_eq!(window.bytes, vec![b'a'; 1000], "the head of the line");
+    assert_eq!(window.cut_at, Some(1));
+    let pulled = pulled.load(Ordering::SeqCst);
+    assert!(
+        pulled <= 1000 + 8192,
+        "pulled {pulled} bytes of an {LINE}-byte line to return 1000"
+    );
+}
+
+#[tokio::test]
+async fn line_windows_do_not_depend_on_buffer_size() {
+    let text = b"one\ntwo\nthree\nfour\nfive";
+    // (offset, limit, max) -> (bytes, seen, taken, cut_at)
+    let cases = [
+        (
+            (1, u64::MAX, 100),
+            ("one\ntwo\nthree\nfour\nfive", 5, 5, None),
+        ),
+        ((2, 2, 100), ("two\nthree\n", 4, 2, None)),
+        ((4, u64::MAX, 100), ("four\nfive", 5, 2, None)),
+        ((1, u64::MAX, 9), ("one\ntwo\n", 3, 2, Some(3))),
+        ((3, u64::MAX, 4), ("thre", 3, 0, Some(3))),
+        ((9, u64::MAX, 100), ("", 5, 0, None)),
+    ];
+    for capacity in [1, 2, 3, 7, 64] {
+        for ((offset, limit, max), (bytes, seen, taken, cut_at)) in cases {
+            let mut reader = BufReader::with_capacity(capacity, &text[..]);
+            let w = read_lines(&mut reader, offset, limit, max).await.unwrap();
+            let case = format!("capacity {capacity}, offset {offset}, limit {limit}, max {max}");
+            assert_eq!(String::from_utf8_lossy(&w.bytes), bytes, "{case}");
+            assert_eq!((w.seen, w.taken, w.cut_at), (seen, taken, cut_at), "{case}");
+        }
+    }
 }

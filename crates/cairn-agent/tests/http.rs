@@ -2,11 +2,14 @@
 //! and the private-address guard.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
+mod support;
+
 use std::time::Duration;
 
 use cairn_agent::tools::http::{HttpConfig, HttpRequestTool};
-use cairn_agent::tools::{Tool, ToolContext, ToolError};
+use cairn_agent::tools::{ToolContext, ToolError};
 use serde_json::json;
+use support::RunGated;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -107,7 +110,7 @@ async fn get_returns_status_headers_and_body() {
     let base = serve().await;
     let tool = HttpRequestTool::new(local_config()).unwrap();
     let out = tool
-        .execute(json!({"url": format!("{base}/hello")}), &ctx())
+        .run_gated(json!({"url": format!("{base}/hello")}), &ctx())
         .await
         .unwrap();
     assert!(out.success);
@@ -119,7 +122,7 @@ async fn get_returns_status_headers_and_body() {
     );
     assert!(out.content.ends_with("\n\nhello from test"));
     let out = tool
-        .execute(json!({"url": format!("{base}/missing")}), &ctx())
+        .run_gated(json!({"url": format!("{base}/missing")}), &ctx())
         .await
         .unwrap();
     assert!(!out.success);
@@ -136,7 +139,7 @@ async fn post_sends_method_headers_and_json_body() {
         "headers": {"X-Test": "yes"},
         "body": {"a": 1}
     });
-    let out = tool.execute(args, &ctx()).await.unwrap();
+    let out = tool.run_gated(args, &ctx()).await.unwrap();
     assert!(
         out.content.ends_with("POST {\"a\":1} x-test: yes"),
         "{}",
@@ -153,7 +156,7 @@ async fn response_size_is_limited() {
     })
     .unwrap();
     let out = tool
-        .execute(json!({"url": format!("{base}/big")}), &ctx())
+        .run_gated(json!({"url": format!("{base}/big")}), &ctx())
         .await
         .unwrap();
     assert!(
@@ -172,7 +175,7 @@ async fn slow_server_times_out() {
     })
     .unwrap();
     let err = tool
-        .execute(json!({"url": format!("{base}/slow")}), &ctx())
+        .run_gated(json!({"url": format!("{base}/slow")}), &ctx())
         .await
         .unwrap_err();
     assert_eq!(err, ToolError::Timeout(Duration::from_millis(200)));
@@ -185,7 +188,7 @@ async fn cancellation_aborts_the_request() {
     let c = ctx();
     c.cancel.cancel();
     let err = tool
-        .execute(json!({"url": format!("{base}/slow")}), &c)
+        .run_gated(json!({"url": format!("{base}/slow")}), &c)
         .await
         .unwrap_err();
     assert_eq!(err, ToolError::Cancelled);
@@ -201,7 +204,10 @@ async fn private_addresses_are_refused_by_default() {
         "http://[::1]:9/".into(),
         "http://169.254.169.254/".into(),
     ] {
-        let err = tool.execute(json!({"url": url}), &ctx()).await.unwrap_err();
+        let err = tool
+            .run_gated(json!({"url": url}), &ctx())
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, ToolError::NotPermitted(m) if m.contains("private or local") || m.contains("is local")),
             "{url}: {err:?}"
@@ -218,7 +224,7 @@ async fn redirects_are_checked_hop_by_hop() {
     })
     .unwrap();
     let err = tool
-        .execute(json!({"url": format!("{base}/redirect")}), &ctx())
+        .run_gated(json!({"url": format!("{base}/redirect")}), &ctx())
         .await
         .unwrap_err();
     assert!(
@@ -237,14 +243,14 @@ async fn bad_arguments_are_typed_errors() {
         json!({"url": "http://127.0.0.1:1/", "headers": ["x"]}),
     ];
     for args in bad {
-        let err = tool.execute(args.clone(), &ctx()).await.unwrap_err();
+        let err = tool.run_gated(args.clone(), &ctx()).await.unwrap_err();
         assert!(
             matches!(err, ToolError::InvalidArguments(_)),
             "{args}: {err:?}"
         );
     }
     let err = tool
-        .execute(json!({"url": "ftp://example.com/x"}), &ctx())
+        .run_gated(json!({"url": "ftp://example.com/x"}), &ctx())
         .await
         .unwrap_err();
     assert!(matches!(err, ToolError::NotPermitted(m) if m.contains("scheme")));

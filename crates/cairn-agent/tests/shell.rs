@@ -1,12 +1,16 @@
 //! The shell tool: allowlist, protected paths, refused syntax, timeout, output caps.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+
+mod support;
 
 use std::time::Duration;
 
 use cairn_agent::tools::shell::{ShellConfig, ShellTool};
-use cairn_agent::tools::{Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::json;
+use support::RunGated;
 
 fn config(programs: &[&str]) -> ShellConfig {
     ShellConfig {
@@ -16,7 +20,7 @@ fn config(programs: &[&str]) -> ShellConfig {
 }
 
 async fn run(tool: &ShellTool, ctx: &ToolContext, command: &str) -> Result<ToolOutput, ToolError> {
-    tool.execute(json!({ "command": command }), ctx).await
+    tool.run_gated(json!({ "command": command }), ctx).await
 }
 
 fn refused(result: Result<ToolOutput, ToolError>) -> String {
@@ -124,7 +128,7 @@ async fn timeout_kills_the_process() {
     // The model may ask for a shorter limit, never a longer one.
     let tool = ShellTool::new(config(&["sleep"]));
     let err = tool
-        .execute(json!({"command": "sleep 5", "timeout_secs": 1}), &ctx)
+        .run_gated(json!({"command": "sleep 5", "timeout_secs": 1}), &ctx)
         .await
         .unwrap_err();
     assert_eq!(err, ToolError::Timeout(Duration::from_secs(1)));

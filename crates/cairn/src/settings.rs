@@ -24,6 +24,10 @@ pub fn config_path(home: &Path) -> PathBuf {
 }
 
 /// Everything read from outside, ready to resolve.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "start-up, before the runtime has work: reads config.toml once"
+)]
 pub fn gather_input() -> anyhow::Result<ConfigInput> {
     let home = home_dir()?;
     let path = config_path(&home);
@@ -51,6 +55,10 @@ pub fn load() -> anyhow::Result<Config> {
 }
 
 /// The machine's IANA zone: `TZ`, then /etc/timezone, then the /etc/localtime link.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "start-up, before the runtime has work: two tiny reads once"
+)]
 pub fn system_zone() -> Option<String> {
     let valid = |name: &str| {
         let name = name.trim().trim_start_matches(':');

@@ -264,7 +264,8 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     };
     let tools = tools_config(config)?;
     let agent = agent_loop(config, &providers, &tools)?;
-    std::fs::create_dir_all(&config.workspace)
+    tokio::fs::create_dir_all(&config.workspace)
+        .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
 
     let base_ctx = ToolContext::new(&config.workspace, "jobs")

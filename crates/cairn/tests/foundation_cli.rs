@@ -1,5 +1,6 @@
 //! Black-box tests of the foundation commands: doctor, config show, version, help.
 #![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
 
 use std::path::Path;
 

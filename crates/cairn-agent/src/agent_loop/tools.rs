@@ -11,22 +11,31 @@ use super::{AgentLoop, LoopDelegate, LoopEvent, ToolCallRecord, call_signature};
 use crate::hooks::HookFlow;
 use crate::runner::{Gate, Permit, ToolResult, ToolStatus};
 use crate::safety::scrub;
-use crate::tools::ToolContext;
+use crate::tools::{RiskLevel, ToolContext};
 
 /// What to do for one call of a batch.
 enum Slot {
-    /// The result is known already (refused, or reused from earlier in the turn).
+    /// The result is known already (refused, or reused from an earlier response).
     Ready { result: ToolResult, reused: bool },
-    /// Run it.
-    Run(Permit),
+    /// Run it; `keep` says whether its result may be reused later in the turn.
+    Run {
+        permit: Permit,
+        keep: Option<String>,
+    },
     /// Same call as an earlier one in this batch: copy its result.
     SameAs(usize),
 }
 
-/// The calls already made this turn, by signature, so identical calls run once.
+/// Results of earlier responses in this turn that identical calls may reuse.
+///
+/// Within one response identical calls always run once (they would run in
+/// parallel anyway). Across responses only results of reusable tools (read-only,
+/// and not e.g. `time_now`) are kept, and only until a write or dangerous call:
+/// a response that makes one forgets them all, so a `file_read` after a
+/// `file_write` reads the file again, and a retried request is sent again.
 #[derive(Default)]
 pub(super) struct TurnCalls {
-    done: HashMap<String, ToolResult>,
+    reusable: HashMap<String, ToolResult>,
 }
 
 impl TurnCalls {
@@ -40,48 +49,61 @@ impl TurnCalls {
         records: &mut Vec<ToolCallRecord>,
     ) -> Vec<ToolResult> {
         let runner = agent.runner();
+        let registry = runner.registry();
         let mut calls: Vec<ToolCall> = calls.to_vec();
-        let mut slots = Vec::with_capacity(calls.len());
-        let mut signatures = Vec::with_capacity(calls.len());
-        let mut in_batch: HashMap<String, usize> = HashMap::new();
 
-        // Phase 1, in order: hooks, de-duplication, policy and approval.
-        for (index, call) in calls.iter_mut().enumerate() {
-            if let HookFlow::Cancel(reason) = agent.hooks().before_tool_call(call).await {
-                let text = format!("refused by a hook: {reason}");
-                signatures.push(None);
+        // Hooks first, in order: they may rewrite a call, which changes what it does.
+        let mut hook_refusals = Vec::with_capacity(calls.len());
+        for call in &mut calls {
+            hook_refusals.push(match agent.hooks().before_tool_call(call).await {
+                HookFlow::Cancel(reason) => Some(format!("refused by a hook: {reason}")),
+                HookFlow::Continue => None,
+            });
+        }
+        // A write or dangerous call may change what any earlier read saw.
+        let mutates = calls.iter().zip(&hook_refusals).any(|(call, refused)| {
+            refused.is_none()
+                && registry
+                    .get(&call.name)
+                    .is_some_and(|tool| tool.risk() != RiskLevel::ReadOnly)
+        });
+        if mutates {
+            self.reusable.clear();
+        }
+
+        // Then, in order: de-duplication, policy and approval.
+        let mut slots = Vec::with_capacity(calls.len());
+        let mut in_batch: HashMap<String, usize> = HashMap::new();
+        for (index, (call, refusal)) in calls.iter().zip(hook_refusals).enumerate() {
+            if let Some(text) = refusal {
                 slots.push(Slot::Ready {
                     result: runner.refused(call, ToolStatus::Denied, &text, ctx),
                     reused: false,
                 });
                 continue;
             }
-            let name = runner
-                .registry()
-                .resolve(&call.name)
-                .unwrap_or(&call.name)
-                .to_string();
-            let signature = call_signature(&name, &call.arguments);
-            if let Some(earlier) = self.done.get(&signature) {
+            let tool = registry.get(&call.name);
+            let name = tool.as_ref().map_or(call.name.as_str(), |t| t.name());
+            let signature = call_signature(name, &call.arguments);
+            if let Some(earlier) = self.reusable.get(&signature) {
                 let mut result = earlier.clone();
                 result.call_id.clone_from(&call.id);
                 slots.push(Slot::Ready {
                     result,
                     reused: true,
                 });
-                signatures.push(None);
                 continue;
             }
             if let Some(&first) = in_batch.get(&signature) {
                 slots.push(Slot::SameAs(first));
-                signatures.push(None);
                 continue;
             }
             in_batch.insert(signature.clone(), index);
-            signatures.push(Some(signature));
+            // Results of a batch that also writes are not kept: they ran alongside the write.
+            let keep = (!mutates && tool.is_some_and(|t| t.reusable())).then_some(signature);
             slots.push(
                 match runner.authorize(call, ctx, delegate.approver()).await {
-                    Gate::Permit(permit) => Slot::Run(permit),
+                    Gate::Permit(permit) => Slot::Run { permit, keep },
                     Gate::Refused(result) => Slot::Ready {
                         result,
                         reused: false,
@@ -94,10 +116,12 @@ impl TurnCalls {
         let count = calls.len();
         let mut results: Vec<Option<(ToolResult, bool)>> = vec![None; count];
         let mut copy_of: Vec<Option<usize>> = vec![None; count];
+        let mut keep: Vec<Option<String>> = vec![None; count];
         let mut running = JoinSet::new();
         for (index, slot) in slots.into_iter().enumerate() {
             match slot {
-                Slot::Run(permit) => {
+                Slot::Run { permit, keep: key } => {
+                    keep[index] = key;
                     delegate.on_event(LoopEvent::ToolStarted {
                         call_id: calls[index].id.clone(),
                         tool: permit.tool_name().to_string(),
@@ -153,10 +177,11 @@ impl TurnCalls {
                     status: result.status,
                 });
             }
-            if let Some(signature) = &signatures[index]
-                && result.status != ToolStatus::Cancelled
+            // Only answers of a tool that ran are worth reusing, not timeouts or cancellations.
+            if let Some(signature) = keep[index].take()
+                && matches!(result.status, ToolStatus::Success | ToolStatus::Failed)
             {
-                self.done.insert(signature.clone(), result.clone());
+                self.reusable.insert(signature, result.clone());
             }
             agent.hooks().after_tool_call(call, &result).await;
             records.push(ToolCallRecord {

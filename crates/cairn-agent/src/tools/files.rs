@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths};
+use super::lines::{LineWindow, read_lines};
+use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths, off_runtime};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
 };
+use crate::runner::Authorized;
 
 /// Configuration shared by the file tools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,16 +44,20 @@ impl Default for FilesConfig {
 
 impl FilesConfig {
     /// Resolves the model's `raw` path inside the workspace or an extra root,
-    /// refusing forbidden paths; every file tool goes through here.
-    fn target(&self, ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
-        let scope = PathScope::new(
-            &ctx.workspace,
-            &self.extra_roots,
-            ForbiddenPaths::new(&self.forbidden_paths),
-        )?;
-        let path = scope.resolve(raw)?;
-        let shown = scope.display(&path);
-        Ok(Target { scope, path, shown })
+    /// refusing forbidden paths; every file tool goes through here. The
+    /// file-system walk runs off the async runtime.
+    async fn target(&self, ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
+        let workspace = ctx.workspace.clone();
+        let extra_roots = self.extra_roots.clone();
+        let forbidden = ForbiddenPaths::new(&self.forbidden_paths);
+        let raw = raw.to_string();
+        off_runtime(move || {
+            let scope = PathScope::new(&workspace, &extra_roots, forbidden)?;
+            let path = scope.resolve(&raw)?;
+            let shown = scope.display(&path);
+            Ok(Target { scope, path, shown })
+        })
+        .await
     }
 }
 
@@ -113,11 +119,12 @@ impl Tool for FileReadTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
-        let Target { path, shown, .. } = self.config.target(ctx, raw)?;
+        let Target { path, shown, .. } = self.config.target(ctx, raw).await?;
         let meta = tokio::fs::metadata(&path)
             .await
             .map_err(|e| io_err("cannot read", &shown, e))?;
@@ -143,48 +150,24 @@ impl Tool for FileReadTool {
         }
 
         let max = self.config.max_read_bytes;
-        let mut out: Vec<u8> = Vec::new();
-        let mut line = Vec::new();
-        let mut number: u64 = 0;
-        let mut taken: u64 = 0;
-        let mut cut_at: Option<u64> = None;
-        loop {
-            line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .await
-                .map_err(|e| io_err("cannot read", &shown, e))?;
-            if n == 0 {
-                break;
-            }
-            number += 1;
-            if number < offset {
-                continue;
-            }
-            if taken >= limit {
-                break;
-            }
-            if out.len() + line.len() > max {
-                if out.is_empty() {
-                    // A single huge line: show its head rather than nothing.
-                    out.extend_from_slice(&line[..max]);
-                }
-                cut_at = Some(number);
-                break;
-            }
-            out.extend_from_slice(&line);
-            taken += 1;
-        }
-        let mut text = String::from_utf8_lossy(&out).into_owned();
+        let LineWindow {
+            bytes,
+            seen,
+            taken,
+            cut_at,
+        } = read_lines(&mut reader, offset, limit, max)
+            .await
+            .map_err(|e| io_err("cannot read", &shown, e))?;
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if let Some(next) = cut_at {
             text.push_str(&format!(
                 "\n[file_read: output cut at {max} bytes (file is {} bytes); continue with offset={next}]",
                 meta.len()
             ));
-        } else if number == 0 {
+        } else if seen == 0 {
             text = format!("[file_read: `{shown}` is empty]");
-        } else if taken == 0 && number < offset {
-            text = format!("[file_read: `{shown}` has only {number} lines]");
+        } else if taken == 0 && seen < offset {
+            text = format!("[file_read: `{shown}` has only {seen} lines]");
         }
         Ok(ToolOutput::ok(text))
     }
@@ -234,6 +217,7 @@ impl Tool for FileWriteTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let raw = req_str(&args, "path")?;
         let content = req_str(&args, "content")?;
@@ -245,14 +229,18 @@ impl Tool for FileWriteTool {
                 self.config.max_write_bytes
             )));
         }
-        let Target { scope, path, shown } = self.config.target(ctx, raw)?;
+        let Target { scope, path, shown } = self.config.target(ctx, raw).await?;
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent)
                 .await
                 .map_err(|e| io_err("cannot create directories for", &shown, e))?;
         }
         // Re-check after creating directories: a racing symlink must not redirect us.
-        if scope.resolve(raw)? != path {
+        let again = {
+            let raw = raw.to_string();
+            off_runtime(move || scope.resolve(&raw)).await?
+        };
+        if again != path {
             return Err(ToolError::NotPermitted(format!(
                 "`{raw}` changed while it was being written"
             )));
@@ -333,6 +321,7 @@ impl Tool for ListDirTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
@@ -340,7 +329,7 @@ impl Tool for ListDirTool {
             scope,
             path: root,
             shown,
-        } = self.config.target(ctx, raw)?;
+        } = self.config.target(ctx, raw).await?;
         let max = self.config.max_list_entries;
         let mut lines = Vec::new();
         let mut more = false;

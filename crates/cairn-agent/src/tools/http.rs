@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, json_type, opt_str, req_str};
+use crate::runner::Authorized;
 
 /// Configuration of the `http_request` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +228,7 @@ impl Tool for HttpRequestTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         tokio::select! {
             biased;

@@ -2,11 +2,14 @@
 //! the [`ToolRegistry`], and the built-in tools.
 //!
 //! Tools never check policy themselves: [`crate::runner::ToolRunner`] does that before
-//! calling [`Tool::execute`]. Tools do enforce their own argument-level limits
-//! (command allowlist, workspace confinement, size caps), because only they know them.
+//! calling [`Tool::execute`], and only it can, because `execute` takes an
+//! [`Authorized`] proof that only the runner makes. Tools do enforce their own
+//! argument-level limits (command allowlist, workspace confinement, size caps),
+//! because only they know them.
 
 pub mod files;
 pub mod http;
+pub mod lines;
 pub mod paths;
 pub mod registry;
 pub mod shell;
@@ -22,6 +25,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+
+use crate::runner::Authorized;
 
 pub use registry::{RegistryError, ToolRegistry};
 pub use time::{Clock, FixedClock, SystemClock};
@@ -86,7 +91,7 @@ pub enum ToolError {
     #[error("not permitted: {0}")]
     NotPermitted(String),
     /// The call ran longer than its time limit and was stopped.
-    #[error("timed out after {}", cairn_core::duration::format(*.0))]
+    #[error("timed out after {}", limit_text(*.0))]
     Timeout(Duration),
     /// The call was cancelled (the turn was interrupted or the job stopped).
     #[error("cancelled")]
@@ -100,6 +105,16 @@ pub enum ToolError {
     /// Anything else that stopped the tool.
     #[error("{0}")]
     Failed(String),
+}
+
+/// A time limit as messages show it: whole seconds as config writes them
+/// (`120s`), shorter or fractional limits in milliseconds (`200ms`), never `0s`.
+fn limit_text(limit: Duration) -> String {
+    if limit.subsec_nanos() == 0 {
+        cairn_core::duration::format(limit)
+    } else {
+        format!("{}ms", limit.as_millis())
+    }
 }
 
 /// Per-call limits the runner applies to every tool.
@@ -214,11 +229,22 @@ pub trait Tool: Send + Sync {
         &[]
     }
 
+    /// True when the same call, with nothing written in between, gives the same
+    /// result, so the agent loop may reuse it later in the turn. Defaults to
+    /// read-only tools; a tool whose answer changes by itself (`time_now`) says no.
+    fn reusable(&self) -> bool {
+        self.risk() == RiskLevel::ReadOnly
+    }
+
     /// Runs the tool. Arguments are a JSON object (the runner guarantees that).
+    ///
+    /// Only [`crate::runner::ToolRunner`] can call this: `authorized` cannot be
+    /// made anywhere else, so every call has passed the policy gate.
     async fn execute(
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        authorized: &Authorized,
     ) -> Result<ToolOutput, ToolError>;
 }
 

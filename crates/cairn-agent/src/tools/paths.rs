@@ -115,8 +115,24 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
     out
 }
 
+/// Runs blocking path work (canonicalisation walks the file system) on tokio's
+/// blocking pool, so async tools never stall a runtime worker on a slow disk.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Failed(format!("the path check did not finish: {e}")))?
+}
+
 /// Canonicalises the longest existing prefix of `path` and re-appends the rest, so
 /// symlinks are resolved even for a file that does not exist yet.
+///
+/// Blocking: async code calls it through [`off_runtime`].
+#[allow(
+    clippy::disallowed_methods,
+    reason = "sync by design; the tools call it inside spawn_blocking"
+)]
 pub fn canonicalize_partial(path: &Path) -> std::io::Result<PathBuf> {
     let mut existing = path.to_path_buf();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
@@ -151,6 +167,12 @@ pub struct PathScope {
 impl PathScope {
     /// A scope of `workspace` plus `extra_roots`; roots that do not exist are skipped,
     /// but the workspace must exist.
+    ///
+    /// Blocking, like [`PathScope::resolve`]: async code calls both through [`off_runtime`].
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "sync by design; the tools call it inside spawn_blocking"
+    )]
     pub fn new(
         workspace: &Path,
         extra_roots: &[PathBuf],

@@ -242,6 +242,7 @@ impl std::fmt::Debug for ToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::Authorized;
     use crate::tools::{RiskLevel, ToolContext, ToolError, ToolOutput};
     use async_trait::async_trait;
 
@@ -268,6 +269,7 @@ mod tests {
             &self,
             _: serde_json::Value,
             _: &ToolContext,
+            _: &Authorized,
         ) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput::ok(self.0))
         }

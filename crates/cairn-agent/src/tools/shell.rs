@@ -17,10 +17,11 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::paths::{
-    ForbiddenPaths, canonicalize_partial, default_forbidden_paths, normalize_lexically,
+    ForbiddenPaths, canonicalize_partial, default_forbidden_paths, normalize_lexically, off_runtime,
 };
 use super::shell_words::{self, SplitError};
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
+use crate::runner::Authorized;
 
 /// Configuration of the `shell` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,14 +281,23 @@ impl Tool for ShellTool {
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let command = req_str(&args, "command")?;
         let mut timeout = self.config.timeout.min(ctx.limits.timeout);
         if let Some(secs) = opt_u64(&args, "timeout_secs")? {
             timeout = timeout.min(Duration::from_secs(secs.max(1)));
         }
-        let argv = self.check(command, &ctx.workspace)?;
-        if !ctx.workspace.is_dir() {
+        // The check resolves symlinks (file-system walks): off the async runtime.
+        let argv = {
+            let (tool, command, workspace) =
+                (self.clone(), command.to_string(), ctx.workspace.clone());
+            off_runtime(move || tool.check(&command, &workspace)).await?
+        };
+        let is_dir = tokio::fs::metadata(&ctx.workspace)
+            .await
+            .is_ok_and(|m| m.is_dir());
+        if !is_dir {
             return Err(ToolError::Failed(format!(
                 "the workspace {} is not a directory",
                 ctx.workspace.display()

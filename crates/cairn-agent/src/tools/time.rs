@@ -8,6 +8,7 @@ use chrono_tz::Tz;
 use serde_json::json;
 
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_str};
+use crate::runner::Authorized;
 
 /// A source of the current instant; tests use [`FixedClock`] for determinism.
 pub trait Clock: Send + Sync {
@@ -80,10 +81,16 @@ impl Tool for TimeNowTool {
         &["now", "current_time", "time", "date"]
     }
 
+    fn reusable(&self) -> bool {
+        // The time moves on: a second call must read the clock again.
+        false
+    }
+
     async fn execute(
         &self,
         args: serde_json::Value,
         ctx: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let tz = match opt_str(&args, "timezone")? {
             Some(name) => name
@@ -124,7 +131,10 @@ mod tests {
 
     #[tokio::test]
     async fn reports_time_in_context_zone() {
-        let out = TimeNowTool.execute(json!({}), &ctx()).await.unwrap();
+        let out = TimeNowTool
+            .execute(json!({}), &ctx(), &Authorized::for_tests())
+            .await
+            .unwrap();
         assert_eq!(
             out.content,
             "local: 2026-03-29 01:30:00 +01:00 (Sunday, Europe/Berlin)\nutc: 2026-03-29T00:30:00Z\nunix: 1774744200"
@@ -134,7 +144,11 @@ mod tests {
     #[tokio::test]
     async fn named_zone_overrides_and_bad_zone_is_an_error() {
         let out = TimeNowTool
-            .execute(json!({"timezone": "America/New_York"}), &ctx())
+            .execute(
+                json!({"timezone": "America/New_York"}),
+                &ctx(),
+                &Authorized::for_tests(),
+            )
             .await
             .unwrap();
         assert!(
@@ -142,7 +156,11 @@ mod tests {
                 .starts_with("local: 2026-03-28 20:30:00 -04:00 (Saturday")
         );
         let err = TimeNowTool
-            .execute(json!({"timezone": "Mars/Olympus"}), &ctx())
+            .execute(
+                json!({"timezone": "Mars/Olympus"}),
+                &ctx(),
+                &Authorized::for_tests(),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("Mars/Olympus")));

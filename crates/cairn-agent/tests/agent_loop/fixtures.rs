@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use cairn_agent::runner::Authorized;
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver};
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
@@ -49,7 +50,12 @@ impl Tool for Echo {
     fn risk(&self) -> RiskLevel {
         self.risk
     }
-    async fn execute(&self, args: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         Ok(ToolOutput::ok(format!(
             "echo: {}",
@@ -80,7 +86,12 @@ impl Tool for Rendezvous {
     fn risk(&self) -> RiskLevel {
         RiskLevel::ReadOnly
     }
-    async fn execute(&self, args: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         let n = args["n"].as_u64().unwrap_or(0);
         self.barrier.wait().await;
         // Call n waits for call n+1 to finish, so completion order is 2, 1, 0.

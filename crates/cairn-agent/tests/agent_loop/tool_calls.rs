@@ -1,5 +1,5 @@
-//! Tool calls through the loop: single, parallel, approvals, de-duplication,
-//! scrubbing, and calls recovered from text.
+//! Tool calls through the loop: single, parallel, approvals, scrubbing, and
+//! calls recovered from text (de-duplication is in `reuse.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -159,29 +159,6 @@ async fn always_adds_the_tool_to_the_session_allow_list() {
         "asked once, then allowed for the session"
     );
     assert_eq!(writer.runs(), 2);
-}
-
-#[tokio::test]
-async fn identical_calls_in_a_turn_run_once() {
-    let echo = Echo::new("echo", RiskLevel::ReadOnly);
-    let h = harness(vec![echo.clone()], AutonomyLevel::Supervised).await;
-    h.server.push(Scripted::tool_calls([
-        ("echo", json!({"text": "x", "n": {"a": 1, "b": 2}})),
-        ("ECHO", json!({"n": {"b": 2, "a": 1}, "text": "x"})),
-    ]));
-    h.server.push(Scripted::tool_call(
-        "echo",
-        json!({"text": "x", "n": {"a": 1, "b": 2}}),
-    ));
-    h.server.push(Scripted::text("done"));
-    let d = Recorder::new();
-    let (outcome, messages) = h.turn(&d, "repeat yourself").await;
-    assert_eq!(outcome.text, "done");
-    assert_eq!(echo.runs(), 1);
-    let reused: Vec<bool> = outcome.tool_calls.iter().map(|c| c.reused).collect();
-    assert_eq!(reused, [false, true, true]);
-    // Every call still got its own answer.
-    assert_eq!(messages.iter().filter(|m| m.role == Role::Tool).count(), 3);
 }
 
 #[tokio::test]

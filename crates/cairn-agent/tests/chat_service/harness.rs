@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
 use cairn_agent::prompt::RuntimeInfo;
-use cairn_agent::runner::{ApprovalRequest, Approver, AutoApprove};
+use cairn_agent::runner::{ApprovalRequest, Approver, Authorized, AutoApprove};
 use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{Clock, RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
@@ -53,7 +53,12 @@ impl Tool for Writer {
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
     }
-    async fn execute(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(ToolOutput::ok("written"))
     }

@@ -2,6 +2,7 @@
 //! sessions, interrupts, approvals by message, resume, isolation, pruning and
 //! compaction when the provider reports an overflow.
 #![allow(clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
 
 mod harness;
 mod safety;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use cairn_agent::jobs::{JobRecord, job_id_from_session};
+use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{Clock, RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AutonomyLevel, JobScheduler, JobSpec, JobStore, JobsConfig, PolicyGate, ToolPolicyConfig,
@@ -142,7 +143,12 @@ impl Tool for Gate {
     fn risk(&self) -> RiskLevel {
         RiskLevel::ReadOnly
     }
-    async fn execute(&self, args: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         let key = args["key"].as_str().unwrap().to_string();
         let mut guard = StopGuard(self, Some(key.clone()));
         let notify = self.notify(&key);
@@ -177,7 +183,12 @@ impl Tool for Batch {
     fn risk(&self) -> RiskLevel {
         RiskLevel::ReadOnly
     }
-    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         let parent = job_id_from_session(&ctx.session_id).unwrap();
         let specs = args["tasks"]
             .as_array()
@@ -212,7 +223,12 @@ impl Tool for Danger {
     fn risk(&self) -> RiskLevel {
         RiskLevel::Dangerous
     }
-    async fn execute(&self, _: Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
         panic!("a job ran a tool that needed approval");
     }
 }

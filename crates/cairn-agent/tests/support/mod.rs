@@ -6,8 +6,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::policy::{AutonomyLevel, PolicyGate, ToolPolicyConfig};
+use cairn_agent::runner::{
+    ApprovalAnswer, ApprovalRequest, Approver, Authorized, AutoApprove, ToolResult, ToolRunner,
+    ToolStatus,
+};
+use cairn_agent::tools::{
+    RiskLevel, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, ToolRegistry,
+};
 use cairn_core::chat::ToolCall;
 
 /// A tool with a fixed name and risk that returns a fixed text.
@@ -35,6 +41,7 @@ impl Tool for Fixed {
         &self,
         _: serde_json::Value,
         _: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::ok(self.text.clone()))
     }
@@ -69,6 +76,7 @@ impl Tool for Sleeper {
         &self,
         _: serde_json::Value,
         _: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         tokio::time::sleep(self.0).await;
         Ok(ToolOutput::ok("woke up"))
@@ -96,6 +104,7 @@ impl Tool for Panicker {
         &self,
         _: serde_json::Value,
         _: &ToolContext,
+        _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         panic!("boom")
     }
@@ -135,5 +144,83 @@ pub fn call(name: &str, arguments: serde_json::Value) -> ToolCall {
         id: "call_1".into(),
         name: name.into(),
         arguments,
+    }
+}
+
+/// Runs a single tool the only way a tool can run: through a [`ToolRunner`]
+/// (full autonomy, auto-approve, output uncapped), then decodes the framed result
+/// back into the tool's own outcome, so tool tests can assert on `ToolError`s.
+#[async_trait]
+pub trait RunGated {
+    /// The tool's outcome for `args`, run through the runner.
+    async fn run_gated(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+#[async_trait]
+impl<T: Tool + Clone + 'static> RunGated for T {
+    async fn run_gated(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let mut registry = ToolRegistry::new();
+        registry.register(Arc::new(self.clone())).unwrap();
+        let policy = PolicyGate::new(&ToolPolicyConfig {
+            autonomy: AutonomyLevel::Full,
+            ..ToolPolicyConfig::default()
+        });
+        let runner = ToolRunner::new(Arc::new(registry), Arc::new(policy));
+        let limits = ToolLimits {
+            max_output_chars: usize::MAX,
+            ..ctx.limits.clone()
+        };
+        let ctx = ctx.clone().with_limits(limits);
+        decode(
+            &runner
+                .run(&call(self.name(), args), &ctx, &AutoApprove)
+                .await,
+        )
+    }
+}
+
+/// The tool's outcome behind a framed [`ToolResult`]: the inverse of the
+/// runner's status mapping and of `ToolError`'s messages.
+pub fn decode(result: &ToolResult) -> Result<ToolOutput, ToolError> {
+    let framed = result.content.as_str();
+    let body = framed
+        .split_once('\n')
+        .and_then(|(_, rest)| rest.strip_suffix("\n</tool_output>"))
+        .unwrap_or_else(|| panic!("not a framed result: {framed}"))
+        .to_string();
+    let error = body.strip_prefix("error: ").unwrap_or(&body).to_string();
+    let after = |prefix: &str| error.strip_prefix(prefix).map(str::to_string);
+    match result.status {
+        ToolStatus::Success => Ok(ToolOutput::ok(body)),
+        ToolStatus::Cancelled => Err(ToolError::Cancelled),
+        ToolStatus::TimedOut => Err(ToolError::Timeout(parse_limit(
+            &after("timed out after ").unwrap_or_else(|| panic!("{error}")),
+        ))),
+        ToolStatus::InvalidArguments => Err(ToolError::InvalidArguments(
+            after("invalid arguments: ").unwrap_or_else(|| panic!("{error}")),
+        )),
+        ToolStatus::Failed if !body.starts_with("error: ") => Ok(ToolOutput::failed(body)),
+        ToolStatus::Failed => Err(after("not permitted: ")
+            .map(ToolError::NotPermitted)
+            .or_else(|| after("i/o error: ").map(ToolError::Io))
+            .or_else(|| after("http error: ").map(ToolError::Http))
+            .unwrap_or(ToolError::Failed(error))),
+        other => panic!("the runner refused the call ({other:?}): {body}"),
+    }
+}
+
+/// `200ms` or `2s`, as `ToolError::Timeout` shows a limit.
+fn parse_limit(text: &str) -> Duration {
+    match text.strip_suffix("ms") {
+        Some(ms) => Duration::from_millis(ms.parse().unwrap()),
+        None => Duration::from_secs(text.strip_suffix('s').unwrap().parse().unwrap()),
     }
 }
