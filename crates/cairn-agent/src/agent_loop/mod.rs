@@ -322,6 +322,7 @@ impl AgentLoop {
             }
 
             push(delegate, messages, response.to_message()).await;
+            let first_result = messages.len();
             let results = turn
                 .run(
                     self,
@@ -329,6 +330,7 @@ impl AgentLoop {
                     &response.tool_calls,
                     ctx,
                     &mut outcome.tool_calls,
+                    first_result,
                 )
                 .await;
             for result in &results {

@@ -47,6 +47,7 @@ impl TurnCalls {
         calls: &[ToolCall],
         ctx: &ToolContext,
         records: &mut Vec<ToolCallRecord>,
+        first_index: usize,
     ) -> Vec<ToolResult> {
         let runner = agent.runner();
         let registry = runner.registry();
@@ -142,6 +143,11 @@ impl TurnCalls {
                         tool: result.tool.clone(),
                         status: result.status,
                     });
+                    // Kept as soon as it exists (at its final place), so a
+                    // crash while slower calls still run does not lose it.
+                    delegate
+                        .on_message(first_index + index, &result.to_message())
+                        .await;
                     results[index] = Some((result, false));
                 }
                 // The runner catches tool panics; a join error means the task

@@ -64,6 +64,34 @@ impl Tool for Writer {
     }
 }
 
+/// A read-only tool that never finishes on its own (until the turn is cancelled).
+pub struct Slow;
+
+#[async_trait]
+impl Tool for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> &str {
+        "takes forever"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        ctx: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        ctx.cancel.cancelled().await;
+        Err(ToolError::Cancelled)
+    }
+}
+
 /// Records what the service tells the channel; optionally answers approvals itself.
 #[derive(Default)]
 pub struct Sink {
@@ -125,6 +153,7 @@ impl Harness {
         let writer = Arc::new(Writer(AtomicUsize::new(0)));
         let mut registry = ToolRegistry::new();
         registry.register(writer.clone()).unwrap();
+        registry.register(Arc::new(Slow)).unwrap();
         let policy = PolicyGate::new(&ToolPolicyConfig {
             autonomy: AutonomyLevel::Supervised,
             ..Default::default()

@@ -90,6 +90,36 @@ async fn a_turn_whose_caller_went_away_resumes_without_rerunning_tools() {
 }
 
 #[tokio::test]
+async fn a_tool_result_is_kept_while_slower_calls_still_run() {
+    let h = Harness::new().await;
+    h.server.push(Scripted::tool_calls([
+        ("writer", json!({"text": "x"})),
+        ("slow", json!({})),
+    ]));
+    let turn = spawn_turn(&h, "write, and wait for the slow one", approving());
+    h.wait_for_requests(1).await;
+    let mut kept = false;
+    for _ in 0..1000 {
+        let turns = h.stored_turns().await;
+        if turns.first().is_some_and(|t| t["messages"].to_string().contains("written")) {
+            kept = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(kept, "the writer's result was not stored while the slow call ran");
+    turn.abort(); // the process goes away with the slow call still running
+    let _ = turn.await;
+
+    h.server.push(Scripted::text("resumed"));
+    assert_eq!(answer(&h.say("/resume").await), "resumed");
+    assert_eq!(h.writer.0.load(Ordering::SeqCst), 1, "not run again");
+    let sent = h.sent(1);
+    assert!(sent.contains("written"), "{sent}");
+    assert!(sent.contains("did not finish"), "the slow call is answered as unfinished: {sent}");
+}
+
+#[tokio::test]
 async fn a_dropped_turn_leaves_the_whole_history_in_memory_and_in_the_store() {
     let h = Harness::new().await;
     h.server.push(Scripted::text("answer one"));
