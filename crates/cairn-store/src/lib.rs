@@ -19,6 +19,7 @@ mod jobs;
 mod migrate;
 mod routines;
 mod runs;
+mod runtime;
 mod sessions;
 mod settings;
 

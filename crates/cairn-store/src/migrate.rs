@@ -166,6 +166,7 @@ pub(crate) async fn apply(store: &Store) -> Result<MigrationReport, StoreError> 
 impl Store {
     /// Every known migration with its applied time (`None` if pending).
     pub async fn migration_status(&self) -> Result<Vec<MigrationInfo>, StoreError> {
+        self.on_runtime(async {
         let exists = match self.backend() {
             Backend::Sqlite => {
                 "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
@@ -201,6 +202,7 @@ impl Store {
                     .and_then(|(_, at)| DateTime::from_timestamp_micros(*at)),
             })
             .collect())
+        }).await
     }
 }
 

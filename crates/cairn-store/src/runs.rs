@@ -93,6 +93,7 @@ impl Store {
         run: &RoutineRun,
         next: Option<DateTime<Utc>>,
     ) -> Result<bool, StoreError> {
+        self.on_runtime(async {
         let Some(slot) = run.scheduled_for else {
             return Err(StoreError::Conflict(
                 "claim_slot needs a run with scheduled_for".to_string(),
@@ -124,11 +125,13 @@ impl Store {
             }
             Err(e) => Err(e.into()),
         }
+        }).await
     }
 
     /// Records an unscheduled run (manual, event, webhook) and counts it on its routine.
     /// A run with `scheduled_for` set whose slot is taken is a conflict.
     pub async fn start_run(&self, run: &RoutineRun) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let mut tx = self.begin_write().await?;
         let counted = sqlx::query("UPDATE routines SET last_run_at = $2, run_count = run_count + 1, updated_at = $2 WHERE id = $1")
             .bind(run.routine_id.to_string())
@@ -152,11 +155,13 @@ impl Store {
             ))),
             Err(e) => Err(e.into()),
         }
+        }).await
     }
 
     /// Ends a running run and updates its routine's failure streak.
     /// Returns `false` if the run had already ended (reaped as interrupted, say).
     pub async fn finish_run(&self, run_id: Uuid, outcome: &RunOutcome) -> Result<bool, StoreError> {
+        self.on_runtime(async {
         let mut tx = self.begin_write().await?;
         let done = sqlx::query(
             "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
@@ -190,16 +195,20 @@ impl Store {
         }
         tx.commit().await?;
         Ok(true)
+        }).await
     }
 
     /// One run by id.
     pub async fn get_run(&self, id: Uuid) -> Result<Option<RoutineRun>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM routine_runs WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(decode).transpose()
+        self.on_runtime(async {
+            let sql = format!("SELECT {COLUMNS} FROM routine_runs WHERE id = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(decode).transpose()
+        })
+        .await
     }
 
     /// The latest runs of a routine, newest first.
@@ -208,6 +217,7 @@ impl Store {
         routine_id: Uuid,
         limit: u32,
     ) -> Result<Vec<RoutineRun>, StoreError> {
+        self.on_runtime(async {
         let sql = format!(
             "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
         );
@@ -217,10 +227,12 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(decode).collect()
+        }).await
     }
 
     /// Runs of one routine (or of all, when `None`) still `running`.
     pub async fn count_running(&self, routine_id: Option<Uuid>) -> Result<u64, StoreError> {
+        self.on_runtime(async {
         let row = match routine_id {
             Some(id) => {
                 sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1")
@@ -235,23 +247,28 @@ impl Store {
             }
         };
         Cols(&row).uint("n")
+        }).await
     }
 
     /// Extends the lease of every running run held by `owner`; returns how many.
     pub async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE routine_runs SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
-        )
-        .bind(owner)
-        .bind(micros(until))
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected())
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "UPDATE routine_runs SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
+            )
+            .bind(owner)
+            .bind(micros(until))
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 
     /// Marks `interrupted` every running run whose lease ended before `now`
     /// (its process is gone); returns their ids so they can be reported.
     pub async fn reap_orphans(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        self.on_runtime(async {
         let mut tx = self.begin_write().await?;
         let rows = sqlx::query("SELECT id FROM routine_runs WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1)")
             .bind(micros(now))
@@ -274,5 +291,6 @@ impl Store {
         }
         tx.commit().await?;
         Ok(ids)
+        }).await
     }
 }

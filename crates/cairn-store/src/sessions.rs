@@ -133,6 +133,7 @@ impl Store {
         channel: &str,
         now: DateTime<Utc>,
     ) -> Result<SessionRow, StoreError> {
+        self.on_runtime(async {
         sqlx::query(
             "INSERT INTO sessions (id, user_id, channel, active_thread_id, metadata, created_at, last_active_at) \
              VALUES ($1, $2, $3, NULL, '{}', $4, $4) ON CONFLICT (user_id, channel) DO NOTHING",
@@ -151,10 +152,12 @@ impl Store {
             .fetch_one(self.pool())
             .await?;
         session(&row)
+        }).await
     }
 
     /// Saves a session's active thread, metadata and activity time.
     pub async fn update_session(&self, row: &SessionRow) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let done = sqlx::query("UPDATE sessions SET active_thread_id = $2, metadata = $3, last_active_at = $4 WHERE id = $1")
             .bind(row.id.to_string())
             .bind(row.active_thread_id.map(|t| t.to_string()))
@@ -169,47 +172,56 @@ impl Store {
             });
         }
         Ok(())
+        }).await
     }
 
     /// Every session, most recently active first.
     pub async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY last_active_at DESC");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(session).collect()
+        self.on_runtime(async {
+            let sql =
+                format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY last_active_at DESC");
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(session).collect()
+        })
+        .await
     }
 
     /// Stores a new thread; an external id already used in the session is a conflict.
     pub async fn create_thread(&self, row: &ThreadRow) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO threads ({THREAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-        );
-        let result = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(row.id.to_string())
-            .bind(row.session_id.to_string())
-            .bind(row.external_id.clone())
-            .bind(row.title.clone())
-            .bind(&row.state)
-            .bind(json(&row.turns, "turns")?)
-            .bind(micros(row.created_at))
-            .bind(micros(row.updated_at))
-            .execute(self.pool())
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
-                "session {} already has a thread {}",
-                row.session_id,
-                row.external_id.as_deref().unwrap_or_default()
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        self.on_runtime(async {
+            let sql = format!(
+                "INSERT INTO threads ({THREAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            );
+            let result = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(row.id.to_string())
+                .bind(row.session_id.to_string())
+                .bind(row.external_id.clone())
+                .bind(row.title.clone())
+                .bind(&row.state)
+                .bind(json(&row.turns, "turns")?)
+                .bind(micros(row.created_at))
+                .bind(micros(row.updated_at))
+                .execute(self.pool())
+                .await;
+            match result {
+                Ok(_) => Ok(()),
+                Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
+                    "session {} already has a thread {}",
+                    row.session_id,
+                    row.external_id.as_deref().unwrap_or_default()
+                ))),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
     }
 
     /// Saves a thread's title, state and turns.
     pub async fn save_thread(&self, row: &ThreadRow) -> Result<(), StoreError> {
-        let done = sqlx::query(
+        self.on_runtime(async {
+            let done = sqlx::query(
             "UPDATE threads SET title = $2, state = $3, turns = $4, updated_at = $5 WHERE id = $1",
         )
         .bind(row.id.to_string())
@@ -219,23 +231,28 @@ impl Store {
         .bind(micros(row.updated_at))
         .execute(self.pool())
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound {
-                what: "thread",
-                id: row.id.to_string(),
-            });
-        }
-        Ok(())
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound {
+                    what: "thread",
+                    id: row.id.to_string(),
+                });
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// One thread by id.
     pub async fn get_thread(&self, id: Uuid) -> Result<Option<ThreadRow>, StoreError> {
-        let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(thread).transpose()
+        self.on_runtime(async {
+            let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(thread).transpose()
+        })
+        .await
     }
 
     /// The thread a session knows by the channel's own id.
@@ -244,19 +261,23 @@ impl Store {
         session_id: Uuid,
         external_id: &str,
     ) -> Result<Option<ThreadRow>, StoreError> {
-        let sql = format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE session_id = $1 AND external_id = $2"
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(session_id.to_string())
-            .bind(external_id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(thread).transpose()
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {THREAD_COLUMNS} FROM threads WHERE session_id = $1 AND external_id = $2"
+            );
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(session_id.to_string())
+                .bind(external_id)
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(thread).transpose()
+        })
+        .await
     }
 
     /// A session's threads, most recently changed first.
     pub async fn list_threads(&self, session_id: Uuid) -> Result<Vec<ThreadSummary>, StoreError> {
+        self.on_runtime(async {
         let rows = sqlx::query(
             "SELECT id, external_id, title, state, updated_at FROM threads WHERE session_id = $1 ORDER BY updated_at DESC, id DESC",
         )
@@ -275,15 +296,19 @@ impl Store {
                 })
             })
             .collect()
+        }).await
     }
 
     /// Deletes a session with its threads and checkpoints; returns whether it existed.
     pub async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM sessions WHERE id = $1")
-            .bind(id.to_string())
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.on_runtime(async {
+            let done = sqlx::query("DELETE FROM sessions WHERE id = $1")
+                .bind(id.to_string())
+                .execute(self.pool())
+                .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
     }
 
     /// Records a new undo checkpoint: clears the redo stack, pushes onto the
@@ -294,6 +319,7 @@ impl Store {
         checkpoint: &CheckpointRow,
         keep: usize,
     ) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let mut tx = self.begin_write().await?;
         sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'redo'")
             .bind(thread_id.to_string())
@@ -320,6 +346,7 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(())
+        }).await
     }
 
     /// Replaces both stacks at once (after undo, redo or restore).
@@ -329,6 +356,7 @@ impl Store {
         undo: &[CheckpointRow],
         redo: &[CheckpointRow],
     ) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let mut tx = self.begin_write().await?;
         sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1")
             .bind(thread_id.to_string())
@@ -348,6 +376,7 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+        }).await
     }
 
     /// Both stacks of a thread, each in push order (oldest first).
@@ -355,6 +384,7 @@ impl Store {
         &self,
         thread_id: Uuid,
     ) -> Result<(Vec<CheckpointRow>, Vec<CheckpointRow>), StoreError> {
+        self.on_runtime(async {
         let rows = sqlx::query("SELECT stack, position, id, data FROM thread_checkpoints WHERE thread_id = $1 ORDER BY stack, position")
             .bind(thread_id.to_string())
             .fetch_all(self.pool())
@@ -378,5 +408,6 @@ impl Store {
             }
         }
         Ok((undo, redo))
+        }).await
     }
 }
