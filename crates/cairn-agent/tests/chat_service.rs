@@ -12,32 +12,18 @@ use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
 use cairn_agent::prompt::RuntimeInfo;
 use cairn_agent::runner::{ApprovalRequest, Approver, AutoApprove};
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{Clock, RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, CompactionResult, Compactor, ContextMonitor, HookRegistry,
     LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
 };
+use cairn_core::clock::{Clock, FixedClock};
 use cairn_llm::testing::{FakeLlmServer, Scripted};
 use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-
-/// A clock the test moves by hand.
-struct ManualClock(Mutex<DateTime<Utc>>);
-
-impl ManualClock {
-    fn advance(&self, by: chrono::Duration) {
-        *self.0.lock().unwrap() += by;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
 
 /// A write-risk tool that records its runs.
 struct Writer(AtomicUsize);
@@ -88,7 +74,7 @@ struct Harness {
     server: FakeLlmServer,
     service: Arc<ChatService>,
     store: Store,
-    clock: Arc<ManualClock>,
+    clock: Arc<FixedClock>,
     writer: Arc<Writer>,
     workspace: tempfile::TempDir,
     _db: tempfile::TempDir,
@@ -102,9 +88,9 @@ impl Harness {
         let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
             .await
             .unwrap();
-        let clock = Arc::new(ManualClock(Mutex::new(
+        let clock = Arc::new(FixedClock::new(
             Utc.with_ymd_and_hms(2026, 11, 21, 9, 0, 0).unwrap(),
-        )));
+        ));
         let writer = Arc::new(Writer(AtomicUsize::new(0)));
         let mut registry = ToolRegistry::new();
         registry.register(writer.clone()).unwrap();
@@ -404,7 +390,7 @@ async fn idle_sessions_are_pruned_and_reload_with_their_history() {
     h.server.push(Scripted::text("welcome back"));
     h.say("remember the word pelican").await;
     assert_eq!(h.service.sessions().prune_idle().await, 0, "not idle yet");
-    h.clock.advance(chrono::Duration::hours(2));
+    h.clock.set(h.clock.now() + chrono::Duration::hours(2));
     assert_eq!(h.service.sessions().prune_idle().await, 1);
     assert!(h.service.sessions().is_empty().await);
     assert_eq!(answer(&h.say("what was the word?").await), "welcome back");

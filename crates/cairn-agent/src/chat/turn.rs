@@ -29,7 +29,7 @@ struct TurnDelegate<'a> {
 /// duration) and where the current turn's messages start.
 struct Overflow<'a> {
     compactor: &'a Compactor,
-    clock: &'a dyn crate::tools::Clock,
+    clock: &'a dyn cairn_core::clock::Clock,
     system_prompt: String,
     turns: tokio::sync::Mutex<Vec<Turn>>,
     base: AtomicUsize,

@@ -8,6 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use cairn_core::clock::Clock;
 use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 use cairn_llm::LlmProvider;
 use chrono::{DateTime, Utc};
@@ -20,7 +21,7 @@ use super::worker::{self, JobShared, StopReason};
 use super::{JobError, JobSpec, JobStore, JobsConfig};
 use crate::hooks::HookRegistry;
 use crate::runner::{Approver, DenyAll, ToolRunner};
-use crate::tools::{Clock, ToolContext};
+use crate::tools::ToolContext;
 
 /// Everything a worker needs; shared by the scheduler's handles and tasks.
 pub(super) struct Inner {

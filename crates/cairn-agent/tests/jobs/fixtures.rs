@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use cairn_agent::jobs::{JobRecord, job_id_from_session};
-use cairn_agent::tools::{Clock, RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AutonomyLevel, JobScheduler, JobSpec, JobStore, JobsConfig, PolicyGate, ToolPolicyConfig,
     ToolRegistry, ToolRunner,
 };
 use cairn_core::chat::Role;
+use cairn_core::clock::Clock;
 use cairn_llm::testing::InstantProvider;
 use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmProvider};
 use cairn_store::Store;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use cairn_agent::JobSpec;
 use cairn_agent::JobStore;
 use cairn_agent::jobs::{CancelOutcome, JobError, JobRecord, JobState, MemoryJobStore};
-use cairn_agent::tools::FixedClock;
+use cairn_core::clock::FixedClock;
 use cairn_store::{INTERRUPTED_RUNNING, JobFilter};
 use uuid::Uuid;
 
