@@ -233,7 +233,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     })
     .await;
     let jobs = JobScheduler::builder(
-        Arc::new(store.clone()),
+        store.clone(),
         Arc::clone(&providers.main),
         Arc::clone(agent.runner()),
         base_ctx,
