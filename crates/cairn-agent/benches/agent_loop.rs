@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, SystemClock, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AgentLoop, Approver, AutoApprove, AutonomyLevel, CostGuard, GuardedProvider, HookRegistry,
     LoopConfig, LoopDelegate, LoopStatus, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
 };
 use cairn_core::chat::ChatMessage;
+use cairn_core::clock::SystemClock;
 use cairn_core::config::CostConfig;
 use cairn_llm::LlmProvider;
 use cairn_llm::testing::InstantProvider;

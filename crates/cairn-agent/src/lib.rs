@@ -39,7 +39,7 @@ pub use context::{
 };
 pub use cost_guard::{CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider};
 pub use hooks::{Hook, HookFlow, HookRegistry};
-pub use jobs::{JobHandle, JobScheduler, JobSpec, JobStore, JobsConfig};
+pub use jobs::{JobHandle, JobScheduler, JobSpec, JobsConfig};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};
 pub use runner::{
     ApprovalAnswer, ApprovalRequest, Approver, Authorized, AutoApprove, DenyAll, Gate, Permit,

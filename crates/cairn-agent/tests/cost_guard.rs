@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use cairn_agent::cost_guard::{GuardedProvider, STATE_KEY};
 use cairn_agent::runner::AutoApprove;
-use cairn_agent::tools::{Clock, FixedClock, ToolContext, ToolRegistry};
+use cairn_agent::tools::{ToolContext, ToolRegistry};
 use cairn_agent::{
     AgentLoop, Approver, CostGuard, HookRegistry, LoopConfig, LoopDelegate, LoopStatus, PolicyGate,
     ToolPolicyConfig, ToolRunner,
 };
 use cairn_core::chat::ChatMessage;
+use cairn_core::clock::{Clock, FixedClock};
 use cairn_core::config::CostConfig;
 use cairn_llm::testing::{FakeLlmServer, InstantProvider, Scripted};
 use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmErrorKind, LlmProvider, build_provider};

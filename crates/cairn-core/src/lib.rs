@@ -4,9 +4,11 @@
 //! validation, schedules (cron, human phrases, one-shots, time zones, DST),
 //! configuration resolution, and the chat message types shared by the LLM
 //! and agent layers. Callers pass in text, environment maps and instants;
-//! nothing here reads files, clocks or the network.
+//! nothing here reads files or the network, and only
+//! [`clock::SystemClock`] reads the machine's clock.
 
 pub mod chat;
+pub mod clock;
 pub mod config;
 pub mod duration;
 pub mod job;

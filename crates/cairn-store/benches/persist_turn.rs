@@ -5,6 +5,7 @@
 //! turn finished. Target: the same cost whatever the thread's length.
 //! Prints JSON. Run: `cargo bench -p cairn-store --bench persist_turn`.
 #![allow(missing_docs, clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)] // a benchmark reads /proc between timed sections
 
 use std::time::Instant;
 

@@ -9,6 +9,7 @@ use sqlx::{AnyPool, Executor};
 
 use crate::StoreError;
 use crate::migrate::{self, MigrationReport};
+use crate::runtime::{self, OnStoreRuntime};
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,8 @@ impl Backend {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
+    /// The runtime sqlx's timers and tasks run on (see [`crate::runtime`]).
+    runtime: tokio::runtime::Handle,
     backend: Backend,
     /// The URL with any password hidden, for messages.
     display_url: String,
@@ -58,6 +61,10 @@ impl Store {
             message: e.to_string(),
         };
         let (backend, url) = normalize(url)?;
+        let runtime = runtime::handle().map_err(|message| StoreError::Connect {
+            url: display_url.clone(),
+            message,
+        })?;
         let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
         let pool_options = match backend {
             Backend::Sqlite => {
@@ -78,13 +85,15 @@ impl Store {
             }
             Backend::Postgres => AnyPoolOptions::new().max_connections(10),
         };
-        let pool = pool_options
+        let connecting = pool_options
             .acquire_timeout(Duration::from_secs(15))
-            .connect_with(options)
+            .connect_with(options);
+        let pool = OnStoreRuntime::new(runtime.clone(), connecting)
             .await
             .map_err(connect_err)?;
         Ok(Store {
             pool,
+            runtime,
             backend,
             display_url,
         })
@@ -92,7 +101,7 @@ impl Store {
 
     /// Applies pending migrations; safe to call from several processes at once.
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
-        migrate::apply(self).await
+        self.on_runtime(migrate::apply(self)).await
     }
 
     /// Which database this is.
@@ -107,13 +116,20 @@ impl Store {
 
     /// Checks the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        self.on_runtime(sqlx::query("SELECT 1").execute(&self.pool))
+            .await?;
         Ok(())
     }
 
     /// Closes every connection; further calls fail.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.on_runtime(self.pool.close()).await;
+    }
+
+    /// Wraps a store call so sqlx's timers and tasks run on the store's own
+    /// runtime, in real time, whatever clock the caller runs on.
+    pub(crate) fn on_runtime<F: std::future::Future>(&self, work: F) -> OnStoreRuntime<F> {
+        OnStoreRuntime::new(self.runtime.clone(), work)
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {

@@ -101,6 +101,7 @@ fn decode(row: &AnyRow) -> Result<JobRecord, StoreError> {
 impl Store {
     /// Stores a new job; an id already used is a conflict.
     pub async fn create_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let sql = format!(
             "INSERT INTO jobs ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
              $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
@@ -140,20 +141,25 @@ impl Store {
             ))),
             Err(e) => Err(e.into()),
         }
+        }).await
     }
 
     /// One job by id.
     pub async fn get_job(&self, id: Uuid) -> Result<Option<JobRecord>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(decode).transpose()
+        self.on_runtime(async {
+            let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(decode).transpose()
+        })
+        .await
     }
 
     /// Jobs matching the filter, most recently created first.
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
+        self.on_runtime(async {
         // Absent filters bind NULL and match everything, so one query text serves all.
         let sql = format!(
             "SELECT {COLUMNS} FROM jobs \
@@ -168,6 +174,7 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(decode).collect()
+        }).await
     }
 
     /// Moves a pending job to `in_progress` under `lease_owner`'s lease.
@@ -180,23 +187,27 @@ impl Store {
         lease_until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE jobs SET state = 'in_progress', started_at = $4, last_activity_at = $4, \
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "UPDATE jobs SET state = 'in_progress', started_at = $4, last_activity_at = $4, \
              lease_owner = $2, lease_until = $3 \
              WHERE id = $1 AND state = 'pending' AND cancel_requested = 0",
-        )
-        .bind(id.to_string())
-        .bind(lease_owner)
-        .bind(micros(lease_until))
-        .bind(micros(now))
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+            )
+            .bind(id.to_string())
+            .bind(lease_owner)
+            .bind(micros(lease_until))
+            .bind(micros(now))
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
     }
 
     /// Records how an active job ended and releases its lease. Returns `false`
     /// if it had already ended (cancelled, reaped): that verdict stands.
     pub async fn finish_job(&self, id: Uuid, outcome: &JobOutcome) -> Result<bool, StoreError> {
+        self.on_runtime(async {
         outcome
             .ensure_terminal(id)
             .map_err(|e| StoreError::Conflict(e.to_string()))?;
@@ -218,6 +229,7 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(done.rows_affected() == 1)
+        }).await
     }
 
     /// Asks for a job to stop: a pending job is cancelled at once; a running
@@ -227,6 +239,7 @@ impl Store {
         id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
+        self.on_runtime(async {
         let cancelled = sqlx::query(
             "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, completed_at = $2, \
              error = 'cancelled before it started', lease_owner = NULL, lease_until = NULL \
@@ -256,10 +269,12 @@ impl Store {
                 id: id.to_string(),
             }),
         }
+        }).await
     }
 
     /// Active jobs held by `lease_owner` that someone asked to cancel.
     pub async fn cancel_requested_jobs(&self, lease_owner: &str) -> Result<Vec<Uuid>, StoreError> {
+        self.on_runtime(async {
         let sql = format!(
             "SELECT id FROM jobs WHERE lease_owner = $1 AND cancel_requested = 1 AND state IN {ACTIVE}"
         );
@@ -268,6 +283,7 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(|r| Cols(r).uuid("id")).collect()
+        }).await
     }
 
     /// Extends the lease of every active job held by `lease_owner`; returns how many.
@@ -276,19 +292,23 @@ impl Store {
         lease_owner: &str,
         until: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        let sql = format!(
-            "UPDATE jobs SET lease_until = $2 WHERE lease_owner = $1 AND state IN {ACTIVE}"
-        );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(lease_owner)
-            .bind(micros(until))
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected())
+        self.on_runtime(async {
+            let sql = format!(
+                "UPDATE jobs SET lease_until = $2 WHERE lease_owner = $1 AND state IN {ACTIVE}"
+            );
+            let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(lease_owner)
+                .bind(micros(until))
+                .execute(self.pool())
+                .await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 
     /// Records the last sign of progress of a running (or stuck) job.
     pub async fn touch_job(&self, id: Uuid, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.on_runtime(async {
         let done = sqlx::query(
             "UPDATE jobs SET last_activity_at = $2 WHERE id = $1 AND state IN ('in_progress', 'stuck')",
         )
@@ -297,6 +317,7 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
+        }).await
     }
 
     /// Marks a running job `stuck` (or a stuck one `in_progress` again when
@@ -308,27 +329,31 @@ impl Store {
         stuck: bool,
         last_activity_at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let (to, from) = if stuck {
-            ("stuck", "in_progress")
-        } else {
-            ("in_progress", "stuck")
-        };
-        let done = sqlx::query(
-            "UPDATE jobs SET state = $2, last_activity_at = $4 WHERE id = $1 AND state = $3",
-        )
-        .bind(id.to_string())
-        .bind(to)
-        .bind(from)
-        .bind(micros(last_activity_at))
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        self.on_runtime(async {
+            let (to, from) = if stuck {
+                ("stuck", "in_progress")
+            } else {
+                ("in_progress", "stuck")
+            };
+            let done = sqlx::query(
+                "UPDATE jobs SET state = $2, last_activity_at = $4 WHERE id = $1 AND state = $3",
+            )
+            .bind(id.to_string())
+            .bind(to)
+            .bind(from)
+            .bind(micros(last_activity_at))
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
     }
 
     /// Fails every active job whose lease ended before `now` (its process is
     /// gone) with an "interrupted" error; returns their ids. A job without a
     /// lease has no holder and is reaped too.
     pub async fn reap_orphan_jobs(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
+        self.on_runtime(async {
         let sql = format!(
             "SELECT id, state FROM jobs WHERE state IN {ACTIVE} AND (lease_until IS NULL OR lease_until < $1)"
         );
@@ -363,5 +388,6 @@ impl Store {
         }
         tx.commit().await?;
         Ok(reaped)
+        }).await
     }
 }

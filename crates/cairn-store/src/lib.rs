@@ -20,6 +20,7 @@ mod migrate;
 mod notifications;
 mod routines;
 mod runs;
+mod runtime;
 mod sessions;
 mod settings;
 mod turns;

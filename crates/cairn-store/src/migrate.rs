@@ -200,11 +200,12 @@ impl Store {
     /// Applies pending migrations up to version `last` only: how tests build
     /// a database as an older cairn left it, to check a conversion.
     pub async fn migrate_up_to(&self, last: i64) -> Result<MigrationReport, StoreError> {
-        apply_up_to(self, last).await
+        self.on_runtime(apply_up_to(self, last)).await
     }
 
     /// Every known migration with its applied time (`None` if pending).
     pub async fn migration_status(&self) -> Result<Vec<MigrationInfo>, StoreError> {
+        self.on_runtime(async {
         let exists = match self.backend() {
             Backend::Sqlite => {
                 "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
@@ -240,6 +241,7 @@ impl Store {
                     .and_then(|(_, at)| DateTime::from_timestamp_micros(*at)),
             })
             .collect())
+        }).await
     }
 }
 

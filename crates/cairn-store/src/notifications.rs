@@ -81,31 +81,34 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
 impl Store {
     /// Records a notification (the outbox row) before any delivery is tried.
     pub async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO notifications ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(n.id.to_string())
-            .bind(&n.user_id)
-            .bind(&n.channel)
-            .bind(&n.title)
-            .bind(&n.body)
-            .bind(n.priority.as_str())
-            .bind(json(&n.tags, "tags")?)
-            .bind(n.data.as_ref().map(|d| d.to_string()))
-            .bind(&n.source)
-            .bind(micros(n.created_at))
-            .bind(n.status.as_str())
-            .bind(i64::from(n.attempts))
-            .bind(micros_opt(n.next_attempt_at))
-            .bind(micros_opt(n.delivered_at))
-            .bind(n.last_error.clone())
-            .bind(i64::from(n.in_inbox))
-            .bind(micros_opt(n.read_at))
-            .execute(self.pool())
-            .await?;
-        Ok(())
+        self.on_runtime(async {
+            let sql = format!(
+                "INSERT INTO notifications ({COLUMNS}) VALUES \
+                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(n.id.to_string())
+                .bind(&n.user_id)
+                .bind(&n.channel)
+                .bind(&n.title)
+                .bind(&n.body)
+                .bind(n.priority.as_str())
+                .bind(json(&n.tags, "tags")?)
+                .bind(n.data.as_ref().map(|d| d.to_string()))
+                .bind(&n.source)
+                .bind(micros(n.created_at))
+                .bind(n.status.as_str())
+                .bind(i64::from(n.attempts))
+                .bind(micros_opt(n.next_attempt_at))
+                .bind(micros_opt(n.delivered_at))
+                .bind(n.last_error.clone())
+                .bind(i64::from(n.in_inbox))
+                .bind(micros_opt(n.read_at))
+                .execute(self.pool())
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Claims up to `limit` pending notifications due at `now` whose lease
@@ -118,34 +121,37 @@ impl Store {
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<Notification>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM notifications WHERE status = 'pending' AND next_attempt_at <= $1 \
-             AND (lease_until IS NULL OR lease_until < $1) ORDER BY next_attempt_at, id LIMIT $2"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(micros(now))
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await?;
-        let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
-        let mut claimed = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let n = notification(row)?;
-            let done = sqlx::query(
-                "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
-                 AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
-            )
-            .bind(owner)
-            .bind(until)
-            .bind(n.id.to_string())
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-            if done.rows_affected() == 1 {
-                claimed.push(n);
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM notifications WHERE status = 'pending' AND next_attempt_at <= $1 \
+                 AND (lease_until IS NULL OR lease_until < $1) ORDER BY next_attempt_at, id LIMIT $2"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(micros(now))
+                .bind(i64::from(limit))
+                .fetch_all(self.pool())
+                .await?;
+            let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
+            let mut claimed = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let n = notification(row)?;
+                let done = sqlx::query(
+                    "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
+                     AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
+                )
+                .bind(owner)
+                .bind(until)
+                .bind(n.id.to_string())
+                .bind(micros(now))
+                .execute(self.pool())
+                .await?;
+                if done.rows_affected() == 1 {
+                    claimed.push(n);
+                }
             }
-        }
-        Ok(claimed)
+            Ok(claimed)
+        })
+        .await
     }
 
     /// Claims one pending notification by id (due or not), like
@@ -158,21 +164,24 @@ impl Store {
         now: DateTime<Utc>,
         lease: Duration,
     ) -> Result<Option<Notification>, StoreError> {
-        let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
-        let done = sqlx::query(
-            "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
-             AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
-        )
-        .bind(owner)
-        .bind(until)
-        .bind(id.to_string())
-        .bind(micros(now))
-        .execute(self.pool())
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
-        }
-        self.get_notification(id).await
+        self.on_runtime(async {
+            let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
+            let done = sqlx::query(
+                "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
+                 AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
+            )
+            .bind(owner)
+            .bind(until)
+            .bind(id.to_string())
+            .bind(micros(now))
+            .execute(self.pool())
+            .await?;
+            if done.rows_affected() == 0 {
+                return Ok(None);
+            }
+            self.get_notification(id).await
+        })
+        .await
     }
 
     /// Records one attempt of a notification that `owner` holds, and its
@@ -185,96 +194,111 @@ impl Store {
         attempt: &DeliveryAttempt,
         outcome: &AttemptOutcome,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let (status, next_at, delivered_at, in_inbox) = match outcome {
-            AttemptOutcome::Delivered => ("delivered", None, Some(micros(attempt.at)), None),
-            AttemptOutcome::Retry { next_at } => ("pending", Some(micros(*next_at)), None, None),
-            AttemptOutcome::GiveUp => ("failed", None, None, Some(1i64)),
-        };
-        let last_error = (!attempt.delivered).then(|| attempt.detail.clone());
-        let done = sqlx::query(
-            "UPDATE notifications SET status = $1, attempts = $2, next_attempt_at = $3, \
-             delivered_at = $4, last_error = COALESCE($5, last_error), \
-             in_inbox = COALESCE($6, in_inbox), lease_owner = NULL, lease_until = NULL \
-             WHERE id = $7 AND lease_owner = $8 AND status = 'pending'",
-        )
-        .bind(status)
-        .bind(i64::from(attempt.attempt))
-        .bind(next_at)
-        .bind(delivered_at)
-        .bind(last_error)
-        .bind(in_inbox)
-        .bind(id.to_string())
-        .bind(owner)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        sqlx::query(
-            "INSERT INTO notification_attempts (notification_id, attempt, at, delivered, detail) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(id.to_string())
-        .bind(i64::from(attempt.attempt))
-        .bind(micros(attempt.at))
-        .bind(i64::from(attempt.delivered))
-        .bind(&attempt.detail)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
+        self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
+            let (status, next_at, delivered_at, in_inbox) = match outcome {
+                AttemptOutcome::Delivered => ("delivered", None, Some(micros(attempt.at)), None),
+                AttemptOutcome::Retry { next_at } => ("pending", Some(micros(*next_at)), None, None),
+                AttemptOutcome::GiveUp => ("failed", None, None, Some(1i64)),
+            };
+            let last_error = (!attempt.delivered).then(|| attempt.detail.clone());
+            let done = sqlx::query(
+                "UPDATE notifications SET status = $1, attempts = $2, next_attempt_at = $3, \
+                 delivered_at = $4, last_error = COALESCE($5, last_error), \
+                 in_inbox = COALESCE($6, in_inbox), lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $7 AND lease_owner = $8 AND status = 'pending'",
+            )
+            .bind(status)
+            .bind(i64::from(attempt.attempt))
+            .bind(next_at)
+            .bind(delivered_at)
+            .bind(last_error)
+            .bind(in_inbox)
+            .bind(id.to_string())
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO notification_attempts (notification_id, attempt, at, delivered, detail) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(id.to_string())
+            .bind(i64::from(attempt.attempt))
+            .bind(micros(attempt.at))
+            .bind(i64::from(attempt.delivered))
+            .bind(&attempt.detail)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     /// Puts a pending notification straight into the inbox as failed, with
     /// the reason (its channel does not exist, say). No attempt is recorded.
     pub async fn fail_to_inbox(&self, id: Uuid, reason: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE notifications SET status = 'failed', in_inbox = 1, last_error = $1, \
-             next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL \
-             WHERE id = $2 AND status = 'pending'",
-        )
-        .bind(reason)
-        .bind(id.to_string())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "UPDATE notifications SET status = 'failed', in_inbox = 1, last_error = $1, \
+                 next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $2 AND status = 'pending'",
+            )
+            .bind(reason)
+            .bind(id.to_string())
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
     }
 
     /// When the earliest pending notification is due (a dispatcher sleeps until then).
     pub async fn next_notification_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let row = sqlx::query(
-            "SELECT MIN(next_attempt_at) AS due FROM notifications WHERE status = 'pending'",
-        )
-        .fetch_one(self.pool())
-        .await?;
-        Cols(&row).time_opt("due")
+        self.on_runtime(async {
+            let row = sqlx::query(
+                "SELECT MIN(next_attempt_at) AS due FROM notifications WHERE status = 'pending'",
+            )
+            .fetch_one(self.pool())
+            .await?;
+            Cols(&row).time_opt("due")
+        })
+        .await
     }
 
     /// One notification by id.
     pub async fn get_notification(&self, id: Uuid) -> Result<Option<Notification>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM notifications WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(notification).transpose()
+        self.on_runtime(async {
+            let sql = format!("SELECT {COLUMNS} FROM notifications WHERE id = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(notification).transpose()
+        })
+        .await
     }
 
     /// The ids of notifications whose id starts with `prefix` (what people type).
     pub async fn notification_ids_like(&self, prefix: &str) -> Result<Vec<Uuid>, StoreError> {
-        let prefix: String = prefix
-            .chars()
-            .filter(|c| c.is_ascii_hexdigit() || *c == '-')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        let rows =
-            sqlx::query("SELECT id FROM notifications WHERE id LIKE $1 ORDER BY id LIMIT 10")
-                .bind(format!("{prefix}%"))
-                .fetch_all(self.pool())
-                .await?;
-        rows.iter().map(|r| Cols(r).uuid("id")).collect()
+        self.on_runtime(async {
+            let prefix: String = prefix
+                .chars()
+                .filter(|c| c.is_ascii_hexdigit() || *c == '-')
+                .collect::<String>()
+                .to_ascii_lowercase();
+            let rows =
+                sqlx::query("SELECT id FROM notifications WHERE id LIKE $1 ORDER BY id LIMIT 10")
+                    .bind(format!("{prefix}%"))
+                    .fetch_all(self.pool())
+                    .await?;
+            rows.iter().map(|r| Cols(r).uuid("id")).collect()
+        })
+        .await
     }
 
     /// A notification's attempts, first first.
@@ -282,24 +306,27 @@ impl Store {
         &self,
         id: Uuid,
     ) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT attempt, at, delivered, detail FROM notification_attempts \
-             WHERE notification_id = $1 ORDER BY attempt",
-        )
-        .bind(id.to_string())
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                let c = Cols(row);
-                Ok(DeliveryAttempt {
-                    attempt: u32::try_from(c.uint("attempt")?).unwrap_or(u32::MAX),
-                    at: c.time("at")?,
-                    delivered: c.boolean("delivered")?,
-                    detail: c.text("detail")?,
+        self.on_runtime(async {
+            let rows = sqlx::query(
+                "SELECT attempt, at, delivered, detail FROM notification_attempts \
+                 WHERE notification_id = $1 ORDER BY attempt",
+            )
+            .bind(id.to_string())
+            .fetch_all(self.pool())
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    let c = Cols(row);
+                    Ok(DeliveryAttempt {
+                        attempt: u32::try_from(c.uint("attempt")?).unwrap_or(u32::MAX),
+                        at: c.time("at")?,
+                        delivered: c.boolean("delivered")?,
+                        detail: c.text("detail")?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
+        .await
     }
 
     /// Notifications, newest first.
@@ -307,16 +334,19 @@ impl Store {
         &self,
         filter: &NotificationFilter,
     ) -> Result<Vec<Notification>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM notifications WHERE ($1 = '' OR status = $1) \
-             ORDER BY created_at DESC, id DESC LIMIT $2"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(filter.status.map_or("", DeliveryStatus::as_str))
-            .bind(i64::from(filter.limit.unwrap_or(50)))
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(notification).collect()
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM notifications WHERE ($1 = '' OR status = $1) \
+                 ORDER BY created_at DESC, id DESC LIMIT $2"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(filter.status.map_or("", DeliveryStatus::as_str))
+                .bind(i64::from(filter.limit.unwrap_or(50)))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(notification).collect()
+        })
+        .await
     }
 
     /// A user's inbox: unread first, then newest first; read ones only with `all`.
@@ -326,18 +356,21 @@ impl Store {
         all: bool,
         limit: u32,
     ) -> Result<Vec<Notification>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM notifications WHERE user_id = $1 AND in_inbox = 1 \
-             AND ($2 = 1 OR read_at IS NULL) \
-             ORDER BY CASE WHEN read_at IS NULL THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT $3"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(user_id)
-            .bind(i64::from(all))
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(notification).collect()
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM notifications WHERE user_id = $1 AND in_inbox = 1 \
+                 AND ($2 = 1 OR read_at IS NULL) \
+                 ORDER BY CASE WHEN read_at IS NULL THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT $3"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(user_id)
+                .bind(i64::from(all))
+                .bind(i64::from(limit))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(notification).collect()
+        })
+        .await
     }
 
     /// Marks inbox notifications read: one (`Some(id)`) or all of the user's.
@@ -348,30 +381,37 @@ impl Store {
         id: Option<Uuid>,
         now: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE notifications SET read_at = $1 WHERE user_id = $2 AND in_inbox = 1 \
-             AND read_at IS NULL AND ($3 = '' OR id = $3)",
-        )
-        .bind(micros(now))
-        .bind(user_id)
-        .bind(id.map(|i| i.to_string()).unwrap_or_default())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected())
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "UPDATE notifications SET read_at = $1 WHERE user_id = $2 AND in_inbox = 1 \
+                 AND read_at IS NULL AND ($3 = '' OR id = $3)",
+            )
+            .bind(micros(now))
+            .bind(user_id)
+            .bind(id.map(|i| i.to_string()).unwrap_or_default())
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 
     /// How many notifications are in each status (for `doctor` and status pages).
     pub async fn notification_counts(&self) -> Result<Vec<(DeliveryStatus, u64)>, StoreError> {
-        let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status")
-            .fetch_all(self.pool())
-            .await?;
-        let mut out = Vec::new();
-        for row in &rows {
-            let status: String = row.try_get("status")?;
-            if let Some(s) = DeliveryStatus::parse(&status) {
-                out.push((s, Cols(row).uint("n")?));
+        self.on_runtime(async {
+            let rows =
+                sqlx::query("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status")
+                    .fetch_all(self.pool())
+                    .await?;
+            let mut out = Vec::new();
+            for row in &rows {
+                let status: String = row.try_get("status")?;
+                if let Some(s) = DeliveryStatus::parse(&status) {
+                    out.push((s, Cols(row).uint("n")?));
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
+        .await
     }
 }

@@ -84,6 +84,7 @@ fn bind_routine<'q>(query: AnyQuery<'q>, routine: &Routine) -> Result<AnyQuery<'
 impl Store {
     /// Stores a new routine; a name already used by the same user is a conflict.
     pub async fn create_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let sql = format!(
             "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         );
@@ -97,10 +98,12 @@ impl Store {
             Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
             Err(e) => Err(e.into()),
         }
+        }).await
     }
 
     /// Replaces a routine's spec and runtime state.
     pub async fn update_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        self.on_runtime(async {
         let query = sqlx::query(
             "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
              trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
@@ -120,16 +123,20 @@ impl Store {
             Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
             Err(e) => Err(e.into()),
         }
+        }).await
     }
 
     /// The routine with this id.
     pub async fn get_routine(&self, id: Uuid) -> Result<Option<Routine>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM routines WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(decode).transpose()
+        self.on_runtime(async {
+            let sql = format!("SELECT {COLUMNS} FROM routines WHERE id = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(decode).transpose()
+        })
+        .await
     }
 
     /// The routine a user named `name`.
@@ -138,44 +145,53 @@ impl Store {
         user_id: &str,
         name: &str,
     ) -> Result<Option<Routine>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1 AND name = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(user_id)
-            .bind(name)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(decode).transpose()
+        self.on_runtime(async {
+            let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1 AND name = $2");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(user_id)
+                .bind(name)
+                .fetch_optional(self.pool())
+                .await?;
+            row.as_ref().map(decode).transpose()
+        })
+        .await
     }
 
     /// Every routine (of one user, if given), by name.
     pub async fn list_routines(&self, user_id: Option<&str>) -> Result<Vec<Routine>, StoreError> {
-        let rows = match user_id {
-            Some(user) => {
-                let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1");
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(user)
-                    .fetch_all(self.pool())
-                    .await?
-            }
-            None => {
-                let sql = format!("SELECT {COLUMNS} FROM routines");
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .fetch_all(self.pool())
-                    .await?
-            }
-        };
-        let mut routines = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-        routines.sort_by(|a, b| (&a.user_id, &a.spec.name).cmp(&(&b.user_id, &b.spec.name)));
-        Ok(routines)
+        self.on_runtime(async {
+            let rows = match user_id {
+                Some(user) => {
+                    let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1");
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .bind(user)
+                        .fetch_all(self.pool())
+                        .await?
+                }
+                None => {
+                    let sql = format!("SELECT {COLUMNS} FROM routines");
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .fetch_all(self.pool())
+                        .await?
+                }
+            };
+            let mut routines = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+            routines.sort_by(|a, b| (&a.user_id, &a.spec.name).cmp(&(&b.user_id, &b.spec.name)));
+            Ok(routines)
+        })
+        .await
     }
 
     /// Deletes a routine and its runs; returns whether it existed.
     pub async fn delete_routine(&self, id: Uuid) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM routines WHERE id = $1")
-            .bind(id.to_string())
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.on_runtime(async {
+            let done = sqlx::query("DELETE FROM routines WHERE id = $1")
+                .bind(id.to_string())
+                .execute(self.pool())
+                .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
     }
 
     /// Enables or disables a routine; returns whether it existed.
@@ -185,13 +201,17 @@ impl Store {
         enabled: bool,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
-            .bind(id.to_string())
-            .bind(i64::from(enabled))
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.on_runtime(async {
+            let done =
+                sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
+                    .bind(id.to_string())
+                    .bind(i64::from(enabled))
+                    .bind(micros(now))
+                    .execute(self.pool())
+                    .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
     }
 
     /// Enabled routines whose next slot is at or before `now`, earliest first.
@@ -200,26 +220,31 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Routine>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL \
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL \
              AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(micros(now))
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(decode).collect()
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(micros(now))
+                .bind(i64::from(limit))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(decode).collect()
+        })
+        .await
     }
 
     /// The earliest next slot of any enabled routine: when the timer must wake.
     pub async fn earliest_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.on_runtime(async {
         let row = sqlx::query(
             "SELECT MIN(next_fire_at) AS at FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL",
         )
         .fetch_one(self.pool())
         .await?;
         Cols(&row).time_opt("at")
+        }).await
     }
 
     /// Sets the next slot without running anything (after a schedule change or a missed window).
@@ -229,13 +254,16 @@ impl Store {
         next: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("UPDATE routines SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
-                .bind(id.to_string())
-                .bind(micros_opt(next))
-                .bind(micros(now))
-                .execute(self.pool())
-                .await?;
-        Ok(done.rows_affected() > 0)
+        self.on_runtime(async {
+            let done =
+                sqlx::query("UPDATE routines SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
+                    .bind(id.to_string())
+                    .bind(micros_opt(next))
+                    .bind(micros(now))
+                    .execute(self.pool())
+                    .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
     }
 }

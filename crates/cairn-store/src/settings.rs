@@ -10,18 +10,21 @@ use crate::{Store, StoreError};
 impl Store {
     /// The value stored under `key`, if any.
     pub async fn get_setting(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-        let row = sqlx::query("SELECT value FROM settings WHERE key = $1")
-            .bind(key)
-            .fetch_optional(self.pool())
-            .await?;
-        row.map(|r| {
-            let text: String = r.try_get("value")?;
-            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                what: format!("setting {key}"),
-                message: e.to_string(),
+        self.on_runtime(async {
+            let row = sqlx::query("SELECT value FROM settings WHERE key = $1")
+                .bind(key)
+                .fetch_optional(self.pool())
+                .await?;
+            row.map(|r| {
+                let text: String = r.try_get("value")?;
+                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                    what: format!("setting {key}"),
+                    message: e.to_string(),
+                })
             })
+            .transpose()
         })
-        .transpose()
+        .await
     }
 
     /// Stores `value` under `key`, replacing any previous value.
@@ -30,6 +33,7 @@ impl Store {
         key: &str,
         value: &serde_json::Value,
     ) -> Result<(), StoreError> {
+        self.on_runtime(async {
         sqlx::query(
             "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2, $3)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
@@ -40,15 +44,19 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(())
+        }).await
     }
 
     /// Removes `key`; returns whether it existed.
     pub async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM settings WHERE key = $1")
-            .bind(key)
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.on_runtime(async {
+            let done = sqlx::query("DELETE FROM settings WHERE key = $1")
+                .bind(key)
+                .execute(self.pool())
+                .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
     }
 
     /// Every key starting with `prefix`, in key order, with its value.
@@ -56,26 +64,30 @@ impl Store {
         &self,
         prefix: &str,
     ) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
-        // substr instead of LIKE so '%' and '_' in keys mean themselves.
-        let rows =
-            sqlx::query("SELECT key, value FROM settings WHERE substr(key, 1, length($1)) = $1")
-                .bind(prefix)
-                .fetch_all(self.pool())
-                .await?;
-        let mut pairs = rows
-            .iter()
-            .map(|r| {
-                let key: String = r.try_get("key")?;
-                let text: String = r.try_get("value")?;
-                let value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                    what: format!("setting {key}"),
-                    message: e.to_string(),
-                })?;
-                Ok((key, value))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        // Sorted here: PostgreSQL's ORDER BY follows the database's collation.
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(pairs)
+        self.on_runtime(async {
+            // substr instead of LIKE so '%' and '_' in keys mean themselves.
+            let rows = sqlx::query(
+                "SELECT key, value FROM settings WHERE substr(key, 1, length($1)) = $1",
+            )
+            .bind(prefix)
+            .fetch_all(self.pool())
+            .await?;
+            let mut pairs = rows
+                .iter()
+                .map(|r| {
+                    let key: String = r.try_get("key")?;
+                    let text: String = r.try_get("value")?;
+                    let value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                        what: format!("setting {key}"),
+                        message: e.to_string(),
+                    })?;
+                    Ok((key, value))
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            // Sorted here: PostgreSQL's ORDER BY follows the database's collation.
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(pairs)
+        })
+        .await
     }
 }

@@ -10,12 +10,13 @@ use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{Clock, SystemClock, ToolContext, ToolsConfig, builtin_registry};
+use cairn_agent::tools::{ToolContext, ToolsConfig, builtin_registry};
 use cairn_agent::{
     AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry, LoopConfig,
     PolicyGate, ToolRunner,
 };
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, parse_channels};
+use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
 use cairn_store::Store;
@@ -284,7 +285,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     })
     .await;
     let jobs = JobScheduler::builder(
-        Arc::new(store.clone()),
+        store.clone(),
         Arc::clone(&providers.main),
         Arc::clone(agent.runner()),
         base_ctx,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use assert_cmd::Command;
 use cairn_agent::CostGuard;
-use cairn_agent::tools::SystemClock;
+use cairn_core::clock::SystemClock;
 use cairn_core::config::CostConfig;
 use cairn_store::Store;
 use chrono::Utc;

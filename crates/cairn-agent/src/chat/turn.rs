@@ -38,7 +38,7 @@ struct TurnDelegate<'a> {
 /// itself stays whole, so a dropped turn loses nothing).
 struct Overflow<'a> {
     compactor: &'a Compactor,
-    clock: &'a dyn crate::tools::Clock,
+    clock: &'a dyn cairn_core::clock::Clock,
     system_prompt: String,
     turns: tokio::sync::Mutex<Option<Vec<Turn>>>,
     compacted: std::sync::atomic::AtomicBool,

@@ -39,7 +39,7 @@ use cairn_store::{Store, StoreError};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::tools::Clock;
+use cairn_core::clock::Clock;
 use state::{Counters, Stored, reaches_warning};
 
 pub use limit::{CostLimitError, format_dollars};

@@ -4,7 +4,7 @@ use std::time::Duration;
 use chrono::TimeZone;
 
 use super::*;
-use crate::tools::FixedClock;
+use cairn_core::clock::FixedClock;
 
 fn at(day: u32, h: u32, m: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, day, h, m, s).unwrap()

@@ -23,9 +23,7 @@
 //! is immediate.
 
 mod batch;
-mod memory;
 mod scheduler;
-mod store;
 mod upkeep;
 mod worker;
 
@@ -40,9 +38,7 @@ use crate::agent_loop::LoopConfig;
 
 pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 pub use cairn_store::JobFilter;
-pub use memory::MemoryJobStore;
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
-pub use store::JobStore;
 
 /// The session id a job's tool calls run under: `job:<id>`.
 pub fn job_session_id(id: Uuid) -> String {

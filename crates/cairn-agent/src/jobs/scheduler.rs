@@ -8,8 +8,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use cairn_core::clock::Clock;
 use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 use cairn_llm::LlmProvider;
+use cairn_store::Store;
 use chrono::{DateTime, Utc};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -17,14 +19,14 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::worker::{self, JobShared, StopReason};
-use super::{JobError, JobSpec, JobStore, JobsConfig};
+use super::{JobError, JobSpec, JobsConfig};
 use crate::hooks::HookRegistry;
 use crate::runner::{Approver, DenyAll, ToolRunner};
-use crate::tools::{Clock, ToolContext};
+use crate::tools::ToolContext;
 
 /// Everything a worker needs; shared by the scheduler's handles and tasks.
 pub(super) struct Inner {
-    pub(super) store: Arc<dyn JobStore>,
+    pub(super) store: Store,
     pub(super) provider: Arc<dyn LlmProvider>,
     pub(super) runner: Arc<ToolRunner>,
     pub(super) hooks: Arc<HookRegistry>,
@@ -155,7 +157,7 @@ impl JobHandle {
 
 /// Builds a [`JobScheduler`]; see [`JobScheduler::builder`].
 pub struct JobSchedulerBuilder {
-    store: Arc<dyn JobStore>,
+    store: Store,
     provider: Arc<dyn LlmProvider>,
     runner: Arc<ToolRunner>,
     ctx: ToolContext,
@@ -227,7 +229,7 @@ impl JobScheduler {
     /// guard in production), the tool runner (registry + policy) and the base
     /// tool context (workspace, limits, time zone, clock).
     pub fn builder(
-        store: Arc<dyn JobStore>,
+        store: Store,
         provider: Arc<dyn LlmProvider>,
         runner: Arc<ToolRunner>,
         ctx: ToolContext,
@@ -249,7 +251,7 @@ impl JobScheduler {
     }
 
     /// The store jobs are kept in.
-    pub fn store(&self) -> &Arc<dyn JobStore> {
+    pub fn store(&self) -> &Store {
         &self.inner.store
     }
 

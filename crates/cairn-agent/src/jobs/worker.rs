@@ -18,7 +18,7 @@ use super::job_session_id;
 use super::scheduler::Inner;
 use crate::agent_loop::{AgentLoop, LoopConfig, LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
 use crate::runner::{Approver, ToolStatus};
-use crate::tools::Clock;
+use cairn_core::clock::Clock;
 
 /// Appended to the system prompt of every job.
 const JOB_NOTE: &str = "You are working on a background job. Nobody is watching: you cannot ask \

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::model::{Thread, ThreadState, Turn, TurnState};
 use super::undo::{Checkpoint, UndoManager};
-use crate::tools::Clock;
+use cairn_core::clock::Clock;
 
 /// Sessions above this count in memory are worth a warning (a leak, or a flood).
 pub const SESSION_COUNT_WARNING: usize = 1_000;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cairn_core::clock::{Clock, SystemClock};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
@@ -29,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 use crate::runner::Authorized;
 
 pub use registry::{RegistryError, ToolRegistry};
-pub use time::{Clock, FixedClock, SystemClock};
 
 /// How much harm a tool can do; the policy gate decides per level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

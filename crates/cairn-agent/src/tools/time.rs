@@ -1,6 +1,4 @@
-//! The `time_now` tool and the [`Clock`] it reads time through.
-
-use std::sync::Mutex;
+//! The `time_now` tool.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -9,45 +7,6 @@ use serde_json::json;
 
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_str};
 use crate::runner::Authorized;
-
-/// A source of the current instant; tests use [`FixedClock`] for determinism.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The operating system's clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A manual clock that returns a set instant until moved.
-#[derive(Debug)]
-pub struct FixedClock(Mutex<DateTime<Utc>>);
-
-impl FixedClock {
-    /// A clock stopped at `at`.
-    pub fn new(at: DateTime<Utc>) -> Self {
-        Self(Mutex::new(at))
-    }
-
-    /// Moves the clock to `at`.
-    pub fn set(&self, at: DateTime<Utc>) {
-        // A poisoned lock still holds a valid instant; keep using it.
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
-    }
-}
-
-impl Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// `time_now`: the current date and time in the user's (or a named) time zone.
 #[derive(Debug, Clone, Copy, Default)]
@@ -119,6 +78,7 @@ fn describe(now: DateTime<Utc>, tz: Tz) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::clock::FixedClock;
     use chrono::TimeZone;
     use std::sync::Arc;
 
@@ -164,15 +124,5 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(m) if m.contains("Mars/Olympus")));
-    }
-
-    #[test]
-    fn fixed_clock_moves_when_set() {
-        let a = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let b = Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap();
-        let clock = FixedClock::new(a);
-        assert_eq!(clock.now(), a);
-        clock.set(b);
-        assert_eq!(clock.now(), b);
     }
 }

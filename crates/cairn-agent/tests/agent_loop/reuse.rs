@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use cairn_agent::tools::RiskLevel;
 use cairn_agent::tools::files::{FileReadTool, FileWriteTool, FilesConfig};
 use cairn_agent::tools::time::TimeNowTool;
-use cairn_agent::tools::{Clock, RiskLevel};
 use cairn_agent::{AutonomyLevel, LoopConfig, Tool};
 use cairn_core::chat::Role;
+use cairn_core::clock::Clock;
 use cairn_llm::testing::Scripted;
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -118,6 +119,9 @@ impl Clock for Ticking {
     fn now(&self) -> DateTime<Utc> {
         let seconds = self.0.fetch_add(1, Ordering::SeqCst);
         DateTime::from_timestamp(seconds, 0).unwrap()
+    }
+    fn sleep_until(&self, _: DateTime<Utc>) -> cairn_core::clock::Sleep<'_> {
+        Box::pin(std::future::ready(()))
     }
 }
 

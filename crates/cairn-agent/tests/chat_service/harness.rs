@@ -9,32 +9,18 @@ use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
 use cairn_agent::prompt::RuntimeInfo;
 use cairn_agent::runner::{ApprovalRequest, Approver, Authorized, AutoApprove};
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{Clock, RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, CompactionResult, Compactor, ContextMonitor, HookRegistry,
     LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
 };
+use cairn_core::clock::FixedClock;
 use cairn_llm::testing::FakeLlmServer;
 use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-
-/// A clock the test moves by hand.
-pub struct ManualClock(pub Mutex<DateTime<Utc>>);
-
-impl ManualClock {
-    pub fn advance(&self, by: chrono::Duration) {
-        *self.0.lock().unwrap() += by;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-}
 
 /// A write-risk tool that records its runs.
 pub struct Writer(pub AtomicUsize);
@@ -118,7 +104,7 @@ pub struct Harness {
     pub server: FakeLlmServer,
     pub service: Arc<ChatService>,
     pub store: Store,
-    pub clock: Arc<ManualClock>,
+    pub clock: Arc<FixedClock>,
     pub writer: Arc<Writer>,
     pub workspace: tempfile::TempDir,
     _db: tempfile::TempDir,
@@ -147,9 +133,9 @@ impl Harness {
         let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
             .await
             .unwrap();
-        let clock = Arc::new(ManualClock(Mutex::new(
+        let clock = Arc::new(FixedClock::new(
             Utc.with_ymd_and_hms(2026, 11, 21, 9, 0, 0).unwrap(),
-        )));
+        ));
         let writer = Arc::new(Writer(AtomicUsize::new(0)));
         let mut registry = ToolRegistry::new();
         registry.register(writer.clone()).unwrap();

@@ -101,13 +101,19 @@ async fn a_tool_result_is_kept_while_slower_calls_still_run() {
     let mut kept = false;
     for _ in 0..1000 {
         let turns = h.stored_turns().await;
-        if turns.first().is_some_and(|t| t["messages"].to_string().contains("written")) {
+        if turns
+            .first()
+            .is_some_and(|t| t["messages"].to_string().contains("written"))
+        {
             kept = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(kept, "the writer's result was not stored while the slow call ran");
+    assert!(
+        kept,
+        "the writer's result was not stored while the slow call ran"
+    );
     turn.abort(); // the process goes away with the slow call still running
     let _ = turn.await;
 
@@ -116,7 +122,10 @@ async fn a_tool_result_is_kept_while_slower_calls_still_run() {
     assert_eq!(h.writer.0.load(Ordering::SeqCst), 1, "not run again");
     let sent = h.sent(1);
     assert!(sent.contains("written"), "{sent}");
-    assert!(sent.contains("did not finish"), "the slow call is answered as unfinished: {sent}");
+    assert!(
+        sent.contains("did not finish"),
+        "the slow call is answered as unfinished: {sent}"
+    );
 }
 
 #[tokio::test]

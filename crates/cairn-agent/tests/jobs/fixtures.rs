@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use cairn_agent::jobs::{JobRecord, job_id_from_session};
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{Clock, RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
-    AutonomyLevel, JobScheduler, JobSpec, JobStore, JobsConfig, PolicyGate, ToolPolicyConfig,
-    ToolRegistry, ToolRunner,
+    AutonomyLevel, JobScheduler, JobSpec, JobsConfig, PolicyGate, ToolPolicyConfig, ToolRegistry,
+    ToolRunner,
 };
 use cairn_core::chat::Role;
+use cairn_core::clock::Clock;
 use cairn_llm::testing::InstantProvider;
 use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmProvider};
 use cairn_store::Store;
@@ -243,7 +244,7 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(
-        store: Arc<dyn JobStore>,
+        store: Store,
         provider: Arc<dyn LlmProvider>,
         config: JobsConfig,
         clock: Arc<dyn Clock>,
@@ -286,11 +287,12 @@ impl Harness {
     }
 }
 
-pub async fn sqlite() -> (Arc<Store>, tempfile::TempDir) {
+/// A migrated SQLite store in a temporary directory; works under paused time too.
+pub async fn sqlite() -> (Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/cairn.db", dir.path().display());
     let (store, _) = Store::open(&url).await.unwrap();
-    (Arc::new(store), dir)
+    (store, dir)
 }
 
 pub fn config(max_parallel_jobs: usize) -> JobsConfig {

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::JobSpec;
-use cairn_agent::JobStore;
-use cairn_agent::jobs::{CancelOutcome, JobError, JobRecord, JobState, MemoryJobStore};
-use cairn_agent::tools::FixedClock;
+use cairn_agent::jobs::{CancelOutcome, JobError, JobRecord, JobState};
+use cairn_core::clock::FixedClock;
 use cairn_store::{INTERRUPTED_RUNNING, JobFilter};
 use uuid::Uuid;
 
@@ -15,7 +14,7 @@ use crate::fixtures::{Harness, TaskProvider, at, config, sqlite, stored};
 
 #[tokio::test(start_paused = true)]
 async fn a_cancel_requested_from_another_process_is_noticed() {
-    let store = Arc::new(MemoryJobStore::new());
+    let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
     let mut h = Harness::new(
         store.clone(),
@@ -37,7 +36,7 @@ async fn a_cancel_requested_from_another_process_is_noticed() {
     h.scheduler.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
     let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
@@ -88,7 +87,7 @@ async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_dead_process_s_running_job_is_reaped_on_start() {
     let (store, _dir) = sqlite().await;
     let mut dead = JobRecord::new(Uuid::now_v7(), "crashed", "crashed", "ada", at(0));
@@ -121,7 +120,7 @@ async fn a_dead_process_s_running_job_is_reaped_on_start() {
     h.scheduler.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_quiet_job_is_stuck_until_it_moves_again() {
     let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
@@ -177,7 +176,7 @@ async fn a_quiet_job_is_stuck_until_it_moves_again() {
 
 #[tokio::test(start_paused = true)]
 async fn leases_are_renewed_while_jobs_run() {
-    let store = Arc::new(MemoryJobStore::new());
+    let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
     let mut h = Harness::new(
         store.clone(),
@@ -215,7 +214,7 @@ async fn leases_are_renewed_while_jobs_run() {
     h.scheduler.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn shutdown_interrupts_running_and_queued_jobs() {
     let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));

@@ -1,6 +1,7 @@
 //! The job scheduler end to end: real agent loops over a provider, tools gated
-//! by the test, persistence in SQLite (or in memory on tokio's paused clock,
-//! where SQLite's driver timers would fire early).
+//! by the test, persistence in SQLite. Tests without real HTTP run on tokio's
+//! paused clock (a store call takes no virtual time, so only the scheduler's
+//! own timers move it).
 #![allow(clippy::unwrap_used)]
 
 mod fixtures;

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::JobSpec;
-use cairn_agent::JobStore;
-use cairn_agent::jobs::{CancelOutcome, JobError, JobFilter, JobState, MemoryJobStore};
-use cairn_agent::tools::FixedClock;
+use cairn_agent::jobs::{CancelOutcome, JobError, JobFilter, JobState};
+use cairn_core::clock::FixedClock;
 use cairn_llm::build_provider;
 use cairn_llm::testing::{FakeLlmServer, InstantProvider, Scripted};
 use serde_json::json;
@@ -61,7 +60,7 @@ async fn a_job_completes_with_the_answer_and_its_usage_is_persisted() {
     assert!(sent["tools"].as_array().is_some_and(|t| !t.is_empty()));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn max_parallel_jobs_keeps_extra_jobs_pending_first_in_first_out() {
     let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
@@ -121,7 +120,7 @@ async fn max_parallel_jobs_keeps_extra_jobs_pending_first_in_first_out() {
     assert!(h.scheduler.running().is_empty() && h.scheduler.queued().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancelling_pending_and_running_jobs() {
     let (store, _dir) = sqlite().await;
     let provider = Arc::new(TaskProvider::default());
@@ -167,7 +166,7 @@ async fn cancelling_pending_and_running_jobs() {
 
 #[tokio::test(start_paused = true)]
 async fn a_job_past_its_timeout_fails_and_its_tools_stop() {
-    let store = Arc::new(MemoryJobStore::new());
+    let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
     let mut h = Harness::new(
         store.clone(),
@@ -186,12 +185,12 @@ async fn a_job_past_its_timeout_fails_and_its_tools_stop() {
     assert_eq!(h.gate.stopped(), ["slow"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn planning_asks_for_a_plan_first_and_prepends_it() {
     let provider = Arc::new(InstantProvider::new());
     provider.push_text("1. Check the logs\n2. Report");
     provider.push_text("Reported.");
-    let store = Arc::new(MemoryJobStore::new());
+    let (store, _dir) = sqlite().await;
     let h = Harness::new(
         store,
         provider.clone(),
@@ -250,7 +249,7 @@ async fn a_provider_error_fails_the_job_with_its_reason() {
     assert_eq!(stored(&store, done.id).await.error, Some(error));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_tool_needing_approval_is_refused_and_the_result_says_so() {
     let provider = Arc::new(InstantProvider::new());
     provider.push(InstantProvider::tool_call_response(
@@ -259,8 +258,9 @@ async fn a_tool_needing_approval_is_refused_and_the_result_says_so() {
         json!({}),
     ));
     provider.push_text("I could not do it.");
+    let (store, _dir) = sqlite().await;
     let h = Harness::new(
-        Arc::new(MemoryJobStore::new()),
+        store,
         provider.clone(),
         config(1),
         Arc::new(FixedClock::new(at(0))),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use cairn_agent::cost_guard::{CostGuard, CostStatus, format_dollars};
-use cairn_agent::tools::SystemClock;
+use cairn_core::clock::SystemClock;
 use cairn_core::config::Config;
 use cairn_llm::MICROS_PER_DOLLAR;
 use cairn_store::Store;
