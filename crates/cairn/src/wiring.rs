@@ -305,15 +305,13 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
 }
 
 /// Everything a chat channel needs; idle sessions are pruned every 10 minutes.
-pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
+pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
     let sessions = Arc::new(SessionManager::new(
         rt.store.clone(),
         Arc::new(SystemClock),
         config.agent.undo_depth as usize,
         config.agent.session_idle,
     ));
-    // Runs until the process ends; pruning skips a session that is busy.
-    drop(sessions.spawn_pruner(PRUNE_EVERY));
     let monitor = ContextMonitor::for_model(
         config.llm.context_limit as usize,
         rt.providers.main.context_window(),
@@ -321,20 +319,25 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> ChatService {
     let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone);
-    ChatService::new(
-        sessions,
-        rt.agent.clone(),
-        ChatSettings {
-            agent_name: config.agent.name.clone(),
-            workspace: config.workspace.clone(),
-            timezone: config.user.timezone,
-            runtime: RuntimeInfo::detect(),
-            tool_limits: rt.tools.limits.clone(),
-            approval_timeout: config.agent.approval_timeout,
-        },
-    )
-    .with_compactor(Arc::new(compactor))
-    .with_jobs(Arc::clone(&rt.jobs))
+    let service = Arc::new(
+        ChatService::new(
+            sessions,
+            rt.agent.clone(),
+            ChatSettings {
+                agent_name: config.agent.name.clone(),
+                workspace: config.workspace.clone(),
+                timezone: config.user.timezone,
+                runtime: RuntimeInfo::detect(),
+                tool_limits: rt.tools.limits.clone(),
+                approval_timeout: config.agent.approval_timeout,
+            },
+        )
+        .with_compactor(Arc::new(compactor))
+        .with_jobs(Arc::clone(&rt.jobs)),
+    );
+    // Runs until the process ends; pruning skips a session that is busy.
+    drop(service.spawn_pruner(PRUNE_EVERY));
+    service
 }
 
 #[cfg(test)]

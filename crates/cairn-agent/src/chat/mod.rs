@@ -189,6 +189,34 @@ impl ChatService {
         self
     }
 
+    /// Drops idle sessions from memory, and their "always" answers from the
+    /// policy gate (they are kept with the session and restored by its next
+    /// turn). Returns how many sessions went.
+    pub async fn prune_idle(&self) -> usize {
+        let pruned = self.sessions.prune_idle().await;
+        let policy = self.agent.runner().policy();
+        for id in &pruned {
+            policy.forget_session(&id.to_string());
+        }
+        pruned.len()
+    }
+
+    /// Prunes idle sessions every `every` until the task is aborted.
+    pub fn spawn_pruner(
+        self: &Arc<Self>,
+        every: std::time::Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let service = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                service.prune_idle().await;
+            }
+        })
+    }
+
     /// The session manager.
     pub fn sessions(&self) -> &Arc<SessionManager> {
         &self.sessions

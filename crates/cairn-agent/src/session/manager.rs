@@ -161,34 +161,28 @@ impl SessionManager {
     }
 
     /// Drops sessions idle longer than the timeout from memory (they stay in
-    /// the store). A session busy with a turn is skipped, never waited for.
-    pub async fn prune_idle(&self) -> usize {
+    /// the store) and returns their ids. A session busy with a turn is
+    /// skipped, never waited for.
+    pub async fn prune_idle(&self) -> Vec<Uuid> {
         let cutoff = self.clock.now()
             - chrono::Duration::from_std(self.idle_timeout).unwrap_or(chrono::Duration::MAX);
         let mut sessions = self.sessions.write().await;
-        let before = sessions.len();
+        let mut pruned = Vec::new();
         sessions.retain(|_, live| match live.try_lock() {
-            Ok(session) => session.row.last_active_at >= cutoff,
-            Err(_) => true,
+            Ok(session) if session.row.last_active_at < cutoff => {
+                pruned.push(session.row.id);
+                false
+            }
+            _ => true,
         });
-        let pruned = before - sessions.len();
-        if pruned > 0 {
-            tracing::info!(pruned, remaining = sessions.len(), "pruned idle sessions");
+        if !pruned.is_empty() {
+            tracing::info!(
+                pruned = pruned.len(),
+                remaining = sessions.len(),
+                "pruned idle sessions"
+            );
         }
         pruned
-    }
-
-    /// Prunes idle sessions every `every` until the task is aborted.
-    pub fn spawn_pruner(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
-        let manager = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                manager.prune_idle().await;
-            }
-        })
     }
 
     /// The thread a message goes to: the one the channel names (created on

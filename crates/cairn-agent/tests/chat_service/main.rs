@@ -200,9 +200,9 @@ async fn idle_sessions_are_pruned_and_reload_with_their_history() {
     h.server.push(Scripted::text("hi"));
     h.server.push(Scripted::text("welcome back"));
     h.say("remember the word pelican").await;
-    assert_eq!(h.service.sessions().prune_idle().await, 0, "not idle yet");
+    assert_eq!(h.service.prune_idle().await, 0, "not idle yet");
     h.clock.set(h.clock.now() + chrono::Duration::hours(2));
-    assert_eq!(h.service.sessions().prune_idle().await, 1);
+    assert_eq!(h.service.prune_idle().await, 1);
     assert!(h.service.sessions().is_empty().await);
     assert_eq!(answer(&h.say("what was the word?").await), "welcome back");
     assert!(h.sent(1).contains("pelican"));

@@ -254,3 +254,49 @@ async fn a_compacted_thread_starts_with_the_person_in_both_wire_formats() {
         assert!(messages.last().unwrap().to_string().contains("question 7"));
     }
 }
+
+#[tokio::test]
+async fn pruning_a_session_forgets_its_always_answers_until_it_comes_back() {
+    let h = Harness::new().await;
+    h.server
+        .push(Scripted::tool_call("writer", json!({"text": "x"})));
+    h.server.push(Scripted::text("written once"));
+    let sink = Arc::new(Sink::default());
+    let turn = spawn_turn(&h, "write it", Arc::clone(&sink));
+    sink.approval_needed.notified().await;
+    let reply = h
+        .service
+        .handle(
+            Harness::inbound("terminal", None, "always"),
+            &Sink::default(),
+        )
+        .await;
+    assert_eq!(notice(&reply), "Approved.");
+    assert_eq!(answer(&turn.await.unwrap()), "written once");
+    let session = h.store.list_sessions().await.unwrap()[0].id.to_string();
+    let policy = h.service.agent().runner().policy().clone();
+    assert_eq!(policy.session_allow_list(&session), ["writer"]);
+
+    use cairn_core::clock::Clock;
+    h.clock.set(h.clock.now() + chrono::Duration::hours(2));
+    assert_eq!(h.service.prune_idle().await, 1);
+    assert!(
+        policy.session_allow_list(&session).is_empty(),
+        "the gate forgets a pruned session"
+    );
+
+    // The answer is kept with the session, so it holds again when it returns.
+    h.server
+        .push(Scripted::tool_call("writer", json!({"text": "y"})));
+    h.server.push(Scripted::text("written twice"));
+    let reply = within(
+        "a turn that must not ask again",
+        h.service.handle(
+            Harness::inbound("terminal", None, "write again"),
+            sink.as_ref(),
+        ),
+    )
+    .await;
+    assert_eq!(answer(&reply), "written twice");
+    assert_eq!(h.writer.0.load(Ordering::SeqCst), 2);
+}

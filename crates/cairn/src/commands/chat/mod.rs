@@ -3,7 +3,6 @@
 mod terminal;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use cairn_agent::chat::{ChatService, Inbound, Reply};
 use cairn_core::config::Config;
@@ -24,7 +23,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
         let rt = wiring::runtime(&config, store.clone()).await?;
-        let service = Arc::new(wiring::chat_service(&config, &rt));
+        let service = wiring::chat_service(&config, &rt);
         let reader = LineReader::new(Some(config.home().join("history.txt")));
         if args.new {
             service
