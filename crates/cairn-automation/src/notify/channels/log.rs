@@ -25,8 +25,9 @@ impl Channel for Log {
             priority = %n.priority,
             source = %n.source,
             tags = ?n.tags,
-            title = %n.title,
-            body = %n.body,
+            // Debug-quoted: a line break in the text must not split the line.
+            title = ?n.title,
+            body = ?n.body,
             "notification"
         );
         Ok(Receipt {
