@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use cairn_automation::notify::channels::webhook::{Webhook, WebhookSpec};
 use serde_json::json;
 
 use crate::python::python;
@@ -103,4 +104,27 @@ async fn errors_never_show_the_url() {
             .await,
     );
     assert!(!error.contains("hush-hush-123"), "{error}");
+}
+
+#[test]
+fn debug_shows_neither_the_path_nor_the_extra_headers_nor_the_secret() {
+    let spec = WebhookSpec {
+        url: "https://hooks.example.org/path-token-1?key=query-token-2".into(),
+        headers: [(
+            "Authorization".to_string(),
+            "Token header-token-3".to_string(),
+        )]
+        .into(),
+        secret: Some("secret-token-4".into()),
+    };
+    let debug = format!("{:?}", Webhook::new(&spec, reqwest::Client::new()).unwrap());
+    assert!(debug.contains("hooks.example.org"), "{debug}");
+    for token in [
+        "path-token-1",
+        "query-token-2",
+        "header-token-3",
+        "secret-token-4",
+    ] {
+        assert!(!debug.contains(token), "{debug}");
+    }
 }

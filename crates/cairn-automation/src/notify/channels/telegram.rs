@@ -108,7 +108,7 @@ impl Telegram {
         // A 2xx is not enough: the Bot API confirms with "ok": true.
         match serde_json::from_str::<ApiAnswer>(body) {
             Ok(ApiAnswer { ok: true, .. }) => Ok(Receipt {
-                detail: format!("HTTP {} ok", answer.status.as_u16()),
+                detail: format!("HTTP {}", answer.status.as_u16()),
             }),
             Ok(ApiAnswer {
                 ok: false,

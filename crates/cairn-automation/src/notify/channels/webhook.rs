@@ -1,6 +1,7 @@
 //! `type = "webhook"`: POST the notification as JSON to a URL, optionally signed.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use async_trait::async_trait;
 use cairn_core::notification::{Notification, Priority};
@@ -46,7 +47,7 @@ struct Payload<'a> {
 }
 
 /// A webhook channel.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Webhook {
     url: String,
     /// The extra headers, checked once here rather than at each delivery.
@@ -64,8 +65,10 @@ impl Webhook {
             let header = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| format!("headers: \"{name}\" is not a valid header name"))?;
             // The value may be a credential: name the header, not the value.
-            let value = HeaderValue::from_str(value)
+            let mut value = HeaderValue::from_str(value)
                 .map_err(|_| format!("headers.{name}: not a valid header value"))?;
+            // Extra headers are often credentials: Debug shows "Sensitive".
+            value.set_sensitive(true);
             headers.insert(header, value);
         }
         Ok(Webhook {
@@ -74,6 +77,21 @@ impl Webhook {
             secret: spec.secret.clone(),
             http,
         })
+    }
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The path and query may hold a token: show where, not what.
+        let host = reqwest::Url::parse(&self.url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        f.debug_struct("Webhook")
+            .field("host", &host)
+            .field("headers", &self.headers)
+            .field("signed", &self.secret.is_some())
+            .finish_non_exhaustive()
     }
 }
 
