@@ -1,25 +1,9 @@
 #!/usr/bin/env bash
-# Creates (or reuses) the virtualenv .venv/cronsim with a pinned cronsim, the
-# reference implementation of Debian cron semantics used by the schedule
-# differential test, and prints the path of its python interpreter:
+# Kept for habit and old notes: the schedule differential test's cronsim now
+# lives in the one test virtualenv (.venv/test, see scripts/test-venv.sh).
+# Prints the path of its python interpreter:
 #
 #   export CAIRN_CRONSIM_PYTHON=$(scripts/cronsim-venv.sh)
 #   cargo test -p cairn-core --test schedule_cronsim
 set -euo pipefail
-
-CRONSIM_VERSION="2.8"
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.venv/cronsim"
-python="${PYTHON:-python3}"
-
-if [ ! -x "$venv/bin/python" ]; then
-  "$python" -m venv "$venv" >&2
-fi
-
-installed="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("cronsim"))' 2>/dev/null || true)"
-if [ "$installed" != "$CRONSIM_VERSION" ]; then
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "cronsim==$CRONSIM_VERSION" >&2
-fi
-
-echo "$venv/bin/python"
+exec "$(dirname "${BASH_SOURCE[0]}")/test-venv.sh"

@@ -91,8 +91,11 @@ pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
         anyhow::Error::from(BadInput(lines.join("\n")))
     };
     let specs = parse_channels(section.map(|s| &s.value), &env).map_err(bad)?;
+    // A receiver's redirect is reported as its answer, never followed (a
+    // followed POST can turn into a GET that "succeeds" with nothing delivered).
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("cannot build the HTTP client for notifications")?;
     let channels = ChannelSet::build(&specs, &http).map_err(bad)?;

@@ -1,7 +1,17 @@
 //! `type = "discord"`: a Discord webhook.
 
-use secrecy::SecretString;
+use async_trait::async_trait;
+use cairn_core::notification::Notification;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
+use serde_json::json;
+
+use super::http::{self, NOTIFICATION_ID_HEADER};
+use super::text::fit;
+use crate::notify::channel::{Channel, DeliveryError, Receipt};
+
+/// Discord refuses a message whose `content` is longer than this.
+pub const CONTENT_LIMIT: usize = 2_000;
 
 /// `[channels.NAME]` with `type = "discord"`.
 #[derive(Debug, Clone, Deserialize)]
@@ -9,4 +19,54 @@ use serde::Deserialize;
 pub struct DiscordSpec {
     /// The webhook URL (a secret: anyone holding it can post).
     pub webhook_url: SecretString,
+}
+
+/// A Discord webhook channel.
+#[derive(Debug, Clone)]
+pub struct Discord {
+    webhook_url: SecretString,
+    http: reqwest::Client,
+}
+
+impl Discord {
+    /// A channel for `spec`.
+    pub fn new(spec: &DiscordSpec, http: reqwest::Client) -> Self {
+        Discord {
+            webhook_url: spec.webhook_url.clone(),
+            http,
+        }
+    }
+}
+
+/// The message's `content`: the title in bold, then the body, cut with an
+/// ellipsis to [`CONTENT_LIMIT`].
+pub fn message_content(n: &Notification) -> String {
+    let title = n.title.trim();
+    let text = match (title.is_empty(), n.body.is_empty()) {
+        (true, _) => n.body.clone(),
+        (false, true) => format!("**{title}**"),
+        (false, false) => format!("**{title}**\n{}", n.body),
+    };
+    fit(&text, CONTENT_LIMIT)
+}
+
+#[async_trait]
+impl Channel for Discord {
+    fn kind(&self) -> &'static str {
+        "discord"
+    }
+
+    async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
+        // No mentions: a routine's output must not ping @everyone.
+        let request = self
+            .http
+            .post(self.webhook_url.expose_secret())
+            .header(NOTIFICATION_ID_HEADER, n.id.to_string())
+            .json(&json!({
+                "content": message_content(n),
+                "allowed_mentions": { "parse": [] },
+            }));
+        let answer = http::send(request).await?;
+        http::confirm(&answer)
+    }
 }

@@ -1,7 +1,20 @@
 //! `type = "telegram"`: the Bot API's `sendMessage`.
 
-use secrecy::SecretString;
+use std::fmt;
+
+use async_trait::async_trait;
+use cairn_core::notification::Notification;
+use reqwest::StatusCode;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
+use serde_json::json;
+
+use super::http::{self, NOTIFICATION_ID_HEADER};
+use super::text::fit;
+use crate::notify::channel::{Channel, DeliveryError, Receipt};
+
+/// Telegram refuses a message whose text is longer than this.
+pub const TEXT_LIMIT: usize = 4_096;
 
 /// `[channels.NAME]` with `type = "telegram"`.
 #[derive(Debug, Clone, Deserialize)]
@@ -18,4 +31,131 @@ pub struct TelegramSpec {
 
 fn default_api_url() -> String {
     "https://api.telegram.org".to_string()
+}
+
+/// A Telegram bot channel. The token is part of the request path, so every
+/// error is stripped of the URL and scrubbed of the token.
+#[derive(Clone)]
+pub struct Telegram {
+    bot_token: SecretString,
+    chat_id: String,
+    api_url: String,
+    http: reqwest::Client,
+}
+
+impl fmt::Debug for Telegram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telegram")
+            .field("chat_id", &self.chat_id)
+            .field("api_url", &self.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The part of the Bot API's answer that says whether it worked.
+#[derive(Deserialize)]
+struct ApiAnswer {
+    ok: bool,
+    #[serde(default)]
+    error_code: Option<u16>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl Telegram {
+    /// A channel for `spec`.
+    pub fn new(spec: &TelegramSpec, http: reqwest::Client) -> Self {
+        Telegram {
+            bot_token: spec.bot_token.clone(),
+            chat_id: spec.chat_id.clone(),
+            api_url: spec.api_url.trim_end_matches('/').to_string(),
+            http,
+        }
+    }
+
+    /// Replaces the token wherever a receiver or a library echoed it.
+    fn scrub(&self, error: DeliveryError) -> DeliveryError {
+        let token = self.bot_token.expose_secret();
+        if token.is_empty() {
+            return error;
+        }
+        match error {
+            DeliveryError::Retryable(m) => {
+                DeliveryError::Retryable(m.replace(token, "<bot token>"))
+            }
+            DeliveryError::Permanent(m) => {
+                DeliveryError::Permanent(m.replace(token, "<bot token>"))
+            }
+        }
+    }
+
+    async fn send(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
+        let url = format!(
+            "{}/bot{}/sendMessage",
+            self.api_url,
+            self.bot_token.expose_secret()
+        );
+        let request = self
+            .http
+            .post(url)
+            .header(NOTIFICATION_ID_HEADER, n.id.to_string())
+            .json(&json!({ "chat_id": self.chat_id, "text": message_text(n) }));
+        let answer = http::send(request).await?;
+        let body = answer.body.as_deref().unwrap_or("");
+        if !answer.status.is_success() {
+            return Err(http::status_error(answer.status, body));
+        }
+        // A 2xx is not enough: the Bot API confirms with "ok": true.
+        match serde_json::from_str::<ApiAnswer>(body) {
+            Ok(ApiAnswer { ok: true, .. }) => Ok(Receipt {
+                detail: format!("HTTP {}", answer.status.as_u16()),
+            }),
+            Ok(ApiAnswer {
+                ok: false,
+                error_code,
+                description,
+            }) => {
+                let message = format!(
+                    "Telegram answered HTTP {} with ok=false: {}",
+                    answer.status.as_u16(),
+                    description.as_deref().unwrap_or("no description")
+                );
+                // Its error_code is an HTTP status; without one, try again.
+                match error_code.and_then(|c| StatusCode::from_u16(c).ok()) {
+                    Some(code) if !http::is_retryable(code) => {
+                        Err(DeliveryError::Permanent(message))
+                    }
+                    _ => Err(DeliveryError::Retryable(message)),
+                }
+            }
+            Err(_) => Err(DeliveryError::Retryable(format!(
+                "HTTP {} without the Bot API's confirmation: {}",
+                answer.status.as_u16(),
+                super::text::excerpt(body)
+            ))),
+        }
+    }
+}
+
+/// The message text: the title, a blank line, the body; plain text (no
+/// `parse_mode`), so nothing needs escaping. Cut to [`TEXT_LIMIT`].
+pub fn message_text(n: &Notification) -> String {
+    let title = n.title.trim();
+    let text = match (title.is_empty(), n.body.is_empty()) {
+        (true, _) => n.body.clone(),
+        (false, true) => title.to_string(),
+        (false, false) => format!("{title}\n\n{}", n.body),
+    };
+    fit(&text, TEXT_LIMIT)
+}
+
+#[async_trait]
+impl Channel for Telegram {
+    fn kind(&self) -> &'static str {
+        "telegram"
+    }
+
+    async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
+        self.send(n).await.map_err(|e| self.scrub(e))
+    }
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Creates (or reuses) the virtualenv .venv/test holding every Python tool the
+# tests use, pinned, and prints the path of its python interpreter:
+#
+#   - cronsim: reference Debian cron semantics (schedule differential test)
+#   - aiosmtpd: a local SMTP server (email channel test)
+#
+#   export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)
+#   export CAIRN_CRONSIM_PYTHON=$CAIRN_TEST_PYTHON
+#   cargo test -p cairn-core --test schedule_cronsim
+#   cargo test -p cairn-automation --test channels
+set -euo pipefail
+
+# name==version, one per package; the venv is topped up when one differs.
+PACKAGES=(
+  "cronsim==2.8"
+  "aiosmtpd==1.4.6"
+)
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${CAIRN_TEST_VENV:-$root/.venv/test}"
+python="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv" >&2
+fi
+
+missing=()
+for spec in "${PACKAGES[@]}"; do
+  name="${spec%%==*}"
+  want="${spec##*==}"
+  have="$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)"
+  if [ "$have" != "$want" ]; then
+    missing+=("$spec")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}" >&2
+fi
+
+echo "$venv/bin/python"
