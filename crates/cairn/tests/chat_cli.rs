@@ -448,3 +448,24 @@ fn a_turn_killed_mid_flight_is_resumed_by_the_next_chat() {
     );
     assert_eq!(env.server.requests().len(), 3);
 }
+
+#[test]
+fn the_chat_shows_unread_inbox_notifications_once() {
+    let env = Env::new();
+    env.cairn()
+        .args(["notify", "test", "inbox", "--message", "water the tomatoes"])
+        .assert()
+        .success();
+    env.cairn()
+        .arg("chat")
+        .write_stdin("/quit\n")
+        .assert()
+        .success()
+        .stdout(contains("[inbox] 1 unread notification(s):").and(contains("water the tomatoes")));
+    env.cairn()
+        .arg("chat")
+        .write_stdin("/quit\n")
+        .assert()
+        .success()
+        .stdout(contains("[inbox]").not());
+}

@@ -1,0 +1,303 @@
+//! Black-box tests of `cairn notify`, `cairn inbox` and the `channels`
+//! doctor check, against a webhook receiver on 127.0.0.1.
+#![allow(clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::PredicateBooleanExt;
+use predicates::str::contains;
+use serde_json::Value;
+
+/// What the receiver does with one request.
+#[derive(Clone, Copy)]
+enum Answer {
+    Status(u16),
+    /// Holds the request until the test releases it, then answers 200.
+    Hold,
+}
+
+/// A webhook receiver: answers from a script (then 200), records requests.
+struct Receiver {
+    url: String,
+    requests: Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>,
+    release: mpsc::Sender<()>,
+}
+
+impl Receiver {
+    fn start(script: Vec<Answer>) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (release, released) = mpsc::channel::<()>();
+        let seen = Arc::clone(&requests);
+        std::thread::spawn(move || {
+            let mut script = script.into_iter();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut headers = Vec::new();
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = line.trim_end().split_once(": ") {
+                        if k.eq_ignore_ascii_case("content-length") {
+                            length = v.parse().unwrap_or(0);
+                        }
+                        headers.push((k.to_ascii_lowercase(), v.to_string()));
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                seen.lock()
+                    .unwrap()
+                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
+                let status = match script.next().unwrap_or(Answer::Status(200)) {
+                    Answer::Status(s) => s,
+                    Answer::Hold => {
+                        let _ = released.recv();
+                        200
+                    }
+                };
+                let text = if status < 300 { "ok" } else { "receiver trouble" };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        Receiver {
+            url,
+            requests,
+            release,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(h, _)| {
+                h.iter()
+                    .find(|(k, _)| k == "x-cairn-notification-id")
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
+    }
+}
+
+struct Env {
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new(config: &str) -> Env {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        Env { home }
+    }
+
+    fn with_hook(receiver: &Receiver) -> Env {
+        Env::new(&format!(
+            "[channels.hook]\ntype = \"webhook\"\nurl = \"{}\"\n",
+            receiver.url
+        ))
+    }
+
+    fn cairn(&self) -> Command {
+        let mut cmd = Command::cargo_bin("cairn").unwrap();
+        cmd.env_clear()
+            .env("CAIRN_HOME", self.home.path())
+            .env("CAIRN_TIMEZONE", "UTC");
+        cmd
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.cairn().arg("--json").args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+#[test]
+fn a_receiver_failing_twice_is_delivered_on_the_third_attempt() {
+    let receiver = Receiver::start(vec![Answer::Status(500), Answer::Status(500)]);
+    let env = Env::with_hook(&receiver);
+    env.cairn()
+        .env("CAIRN_NOTIFY_RETRY_BASE_SECS", "0")
+        .args(["notify", "test", "hook", "--message", "hello"])
+        .assert()
+        .code(1)
+        .stdout(contains("not delivered to hook: HTTP 500: receiver trouble; cairn will retry"));
+    // Retries are due at once with a zero base delay.
+    env.cairn()
+        .env("CAIRN_NOTIFY_RETRY_BASE_SECS", "0")
+        .args(["notify", "deliver"])
+        .assert()
+        .success()
+        .stdout(contains("2 attempt(s): 1 delivered"));
+    let list = env.json(&["notify", "list"]);
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(list[0]["status"], "delivered");
+    let shown = env.json(&["notify", "show", &id[..8]]);
+    let attempts: Vec<(bool, String)> = shown["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["delivered"].as_bool().unwrap(), a["detail"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (false, "HTTP 500: receiver trouble".to_string()),
+            (false, "HTTP 500: receiver trouble".to_string()),
+            (true, "HTTP 200".to_string())
+        ]
+    );
+    env.cairn()
+        .args(["notify", "show", &id])
+        .assert()
+        .success()
+        .stdout(contains("3. ").and(contains("delivered: HTTP 200")));
+    assert_eq!(receiver.ids(), vec![id.clone(), id.clone(), id]);
+}
+
+#[test]
+fn a_receiver_that_always_fails_leaves_the_notification_in_the_inbox() {
+    let receiver = Receiver::start(vec![Answer::Status(503); 10]);
+    let env = Env::with_hook(&receiver);
+    env.cairn()
+        .env("CAIRN_NOTIFY_RETRY_BASE_SECS", "0")
+        .env("CAIRN_NOTIFY_MAX_ATTEMPTS", "3")
+        .args(["notify", "test", "hook"])
+        .assert()
+        .code(1);
+    env.cairn()
+        .env("CAIRN_NOTIFY_RETRY_BASE_SECS", "0")
+        .env("CAIRN_NOTIFY_MAX_ATTEMPTS", "3")
+        .args(["notify", "deliver"])
+        .assert()
+        .success()
+        .stdout(contains("1 given up"));
+    let inbox = env.json(&["inbox"]);
+    assert_eq!(inbox[0]["status"], "failed");
+    assert_eq!(inbox[0]["last_error"], "HTTP 503: receiver trouble");
+    assert_eq!(receiver.count(), 3);
+    env.cairn()
+        .args(["inbox"])
+        .assert()
+        .success()
+        .stdout(contains("failed*").and(contains("cairn test notification")));
+    env.cairn()
+        .args(["inbox", "read", "--all"])
+        .assert()
+        .success()
+        .stdout("marked 1 notification(s) read\n");
+    env.cairn()
+        .args(["inbox"])
+        .assert()
+        .success()
+        .stdout("nothing unread in the inbox\n");
+}
+
+#[test]
+fn a_delivery_cut_short_by_sigkill_is_made_after_the_restart_exactly_once() {
+    let receiver = Receiver::start(vec![Answer::Hold]);
+    let env = Env::with_hook(&receiver);
+    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    first
+        .env_clear()
+        .env("CAIRN_HOME", env.home.path())
+        .env("CAIRN_TIMEZONE", "UTC")
+        .env("CAIRN_NOTIFY_LEASE_SECS", "1")
+        .args(["notify", "test", "hook"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = first.spawn().unwrap();
+    for _ in 0..1000 {
+        if receiver.count() == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(receiver.count(), 1, "the delivery never started");
+    child.kill().unwrap(); // SIGKILL while the receiver holds the request
+    child.wait().unwrap();
+    receiver.release.send(()).unwrap();
+    let pending = env.json(&["notify", "list"]);
+    assert_eq!(pending[0]["status"], "pending", "recorded before the delivery");
+    assert_eq!(pending[0]["attempts"], 0);
+
+    // The dead process's lease (1 s here) lapses; the next dispatcher takes over.
+    let mut delivered = false;
+    for _ in 0..100 {
+        let out = env.json(&["notify", "deliver"]);
+        if out["delivered"] == 1 {
+            delivered = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(delivered, "never delivered after the restart");
+    let id = pending[0]["id"].as_str().unwrap();
+    let shown = env.json(&["notify", "show", id]);
+    let attempts = shown["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "exactly one recorded attempt: {attempts:?}");
+    assert_eq!(attempts[0]["delivered"], true);
+    assert_eq!(receiver.ids(), vec![id.to_string(), id.to_string()], "at-least-once, same id");
+    assert_eq!(env.json(&["notify", "deliver"])["attempts"], 0);
+}
+
+#[test]
+fn bad_channel_settings_fail_doctor_naming_the_key() {
+    let env = Env::new(
+        "[channels.mail]\ntype = \"email\"\nhost = \"smtp.example.org\"\nfrom = \"c@example.org\"\n\n\
+         [channels.phone]\ntype = \"telegram\"\nbot_token = \"${TG_TOKEN}\"\nchat_id = \"42\"\n",
+    );
+    env.cairn()
+        .args(["doctor"])
+        .assert()
+        .code(1)
+        .stdout(
+            contains("channels.mail.to: missing field `to`")
+                .and(contains("channels.phone.bot_token: environment variable TG_TOKEN is not set")),
+        );
+    let env = Env::new("[notify]\ndefault_channel = \"pager\"\n");
+    env.cairn()
+        .args(["doctor"])
+        .assert()
+        .code(1)
+        .stdout(contains("notify.default_channel: no channel named \"pager\""));
+    env.cairn()
+        .env("CAIRN_NOTIFY_DEFAULT_CHANNEL", "inbox")
+        .args(["notify", "test", "nowhere"])
+        .assert()
+        .code(2)
+        .stderr(contains("no channel named \"nowhere\" (configured: inbox)"));
+}
+
+#[test]
+fn the_inbox_channel_keeps_notifications_for_the_chat() {
+    let env = Env::new("");
+    env.cairn()
+        .args(["notify", "test", "inbox", "--message", "water the tomatoes"])
+        .assert()
+        .success()
+        .stdout(contains("kept in the inbox"));
+    let inbox = env.json(&["inbox"]);
+    assert_eq!(inbox[0]["body"], "water the tomatoes");
+    assert_eq!(inbox[0]["status"], "delivered");
+}
