@@ -145,13 +145,16 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
             map.iter()
                 .map(|(k, v)| {
                     let lower = k.to_ascii_lowercase();
-                    let secret = ["key", "secret", "token", "password"]
+                    // A Slack or Discord webhook URL is itself the credential.
+                    let secret = ["key", "secret", "token", "password", "authorization", "webhook_url"]
                         .iter()
                         .any(|w| lower.contains(w));
-                    let shown = if secret && !v.is_object() && !v.is_null() {
-                        J::String("********".into())
-                    } else {
-                        redact_json(v)
+                    let shown = match v {
+                        J::Object(_) | J::Null => redact_json(v),
+                        _ if secret => J::String("********".into()),
+                        // Credentials inside other URLs (user:password@, ?token=).
+                        J::String(text) if text.contains("://") => J::String(redact_url(text)),
+                        _ => redact_json(v),
                     };
                     (k.clone(), shown)
                 })
@@ -165,6 +168,18 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn channel_credentials_are_hidden() {
+        let v = serde_json::json!({
+            "team": {"type": "slack", "webhook_url": "https://hooks.example.org/T0/B0/S3CR"},
+            "ops": {"type": "webhook", "url": "https://u:S3CR@example.org/h?token=S3CR",
+                    "headers": {"Authorization": "Bearer S3CR", "X-Team": "ops"}},
+        });
+        let shown = redact_json(&v).to_string();
+        assert!(!shown.contains("S3CR"), "{shown}");
+        assert!(shown.contains("X-Team") && shown.contains("example.org"), "{shown}");
+    }
 
     #[test]
     fn redacts_secret_fields_in_tables() {
