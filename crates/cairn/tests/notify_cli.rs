@@ -66,7 +66,11 @@ impl Receiver {
                         200
                     }
                 };
-                let text = if status < 300 { "ok" } else { "receiver trouble" };
+                let text = if status < 300 {
+                    "ok"
+                } else {
+                    "receiver trouble"
+                };
                 let _ = write!(
                     stream,
                     "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
@@ -127,7 +131,11 @@ impl Env {
 
     fn json(&self, args: &[&str]) -> Value {
         let out = self.cairn().arg("--json").args(args).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
@@ -141,7 +149,9 @@ fn a_receiver_failing_twice_is_delivered_on_the_third_attempt() {
         .args(["notify", "test", "hook", "--message", "hello"])
         .assert()
         .code(1)
-        .stdout(contains("not delivered to hook: HTTP 500: receiver trouble; cairn will retry"));
+        .stdout(contains(
+            "not delivered to hook: HTTP 500: receiver trouble; cairn will retry",
+        ));
     // Retries are due at once with a zero base delay.
     env.cairn()
         .env("CAIRN_NOTIFY_RETRY_BASE_SECS", "0")
@@ -157,7 +167,12 @@ fn a_receiver_failing_twice_is_delivered_on_the_third_attempt() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| (a["delivered"].as_bool().unwrap(), a["detail"].as_str().unwrap().to_string()))
+        .map(|a| {
+            (
+                a["delivered"].as_bool().unwrap(),
+                a["detail"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         attempts,
@@ -238,7 +253,10 @@ fn a_delivery_cut_short_by_sigkill_is_made_after_the_restart_exactly_once() {
     child.wait().unwrap();
     receiver.release.send(()).unwrap();
     let pending = env.json(&["notify", "list"]);
-    assert_eq!(pending[0]["status"], "pending", "recorded before the delivery");
+    assert_eq!(
+        pending[0]["status"], "pending",
+        "recorded before the delivery"
+    );
     assert_eq!(pending[0]["attempts"], 0);
 
     // The dead process's lease (1 s here) lapses; the next dispatcher takes over.
@@ -255,9 +273,17 @@ fn a_delivery_cut_short_by_sigkill_is_made_after_the_restart_exactly_once() {
     let id = pending[0]["id"].as_str().unwrap();
     let shown = env.json(&["notify", "show", id]);
     let attempts = shown["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 1, "exactly one recorded attempt: {attempts:?}");
+    assert_eq!(
+        attempts.len(),
+        1,
+        "exactly one recorded attempt: {attempts:?}"
+    );
     assert_eq!(attempts[0]["delivered"], true);
-    assert_eq!(receiver.ids(), vec![id.to_string(), id.to_string()], "at-least-once, same id");
+    assert_eq!(
+        receiver.ids(),
+        vec![id.to_string(), id.to_string()],
+        "at-least-once, same id"
+    );
     assert_eq!(env.json(&["notify", "deliver"])["attempts"], 0);
 }
 
@@ -267,20 +293,19 @@ fn bad_channel_settings_fail_doctor_naming_the_key() {
         "[channels.mail]\ntype = \"email\"\nhost = \"smtp.example.org\"\nfrom = \"c@example.org\"\n\n\
          [channels.phone]\ntype = \"telegram\"\nbot_token = \"${TG_TOKEN}\"\nchat_id = \"42\"\n",
     );
-    env.cairn()
-        .args(["doctor"])
-        .assert()
-        .code(1)
-        .stdout(
-            contains("channels.mail.to: missing field `to`")
-                .and(contains("channels.phone.bot_token: environment variable TG_TOKEN is not set")),
-        );
+    env.cairn().args(["doctor"]).assert().code(1).stdout(
+        contains("channels.mail.to: missing field `to`").and(contains(
+            "channels.phone.bot_token: environment variable TG_TOKEN is not set",
+        )),
+    );
     let env = Env::new("[notify]\ndefault_channel = \"pager\"\n");
     env.cairn()
         .args(["doctor"])
         .assert()
         .code(1)
-        .stdout(contains("notify.default_channel: no channel named \"pager\""));
+        .stdout(contains(
+            "notify.default_channel: no channel named \"pager\"",
+        ));
     env.cairn()
         .env("CAIRN_NOTIFY_DEFAULT_CHANNEL", "inbox")
         .args(["notify", "test", "nowhere"])

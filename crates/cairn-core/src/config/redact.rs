@@ -146,9 +146,16 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
                 .map(|(k, v)| {
                     let lower = k.to_ascii_lowercase();
                     // A Slack or Discord webhook URL is itself the credential.
-                    let secret = ["key", "secret", "token", "password", "authorization", "webhook_url"]
-                        .iter()
-                        .any(|w| lower.contains(w));
+                    let secret = [
+                        "key",
+                        "secret",
+                        "token",
+                        "password",
+                        "authorization",
+                        "webhook_url",
+                    ]
+                    .iter()
+                    .any(|w| lower.contains(w));
                     let shown = match v {
                         J::Object(_) | J::Null => redact_json(v),
                         _ if secret => J::String("********".into()),
@@ -178,7 +185,10 @@ mod tests {
         });
         let shown = redact_json(&v).to_string();
         assert!(!shown.contains("S3CR"), "{shown}");
-        assert!(shown.contains("X-Team") && shown.contains("example.org"), "{shown}");
+        assert!(
+            shown.contains("X-Team") && shown.contains("example.org"),
+            "{shown}"
+        );
     }
 
     #[test]
