@@ -359,3 +359,58 @@ async fn two_dispatchers_on_one_postgres_database() {
         .await
         .unwrap();
 }
+
+/// The dispatcher's loop on tokio's paused clock and the real store: woken
+/// by a send, asleep until the retry is due, no real waiting.
+#[tokio::test(start_paused = true)]
+async fn the_dispatcher_sleeps_until_a_retry_is_due_and_wakes_on_a_send() {
+    let s = setup(
+        Scripted::with(vec![retry_500("HTTP 500: busy")]),
+        NotifySettings::default(),
+    )
+    .await;
+    let clock = Arc::new(cairn_core::clock::ManualClock::new(t(0)));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let dispatcher = Dispatcher::new(s.notifier.clone(), "loop");
+    let running = {
+        let (clock, cancel) = (clock.clone(), cancel.clone());
+        tokio::spawn(async move {
+            dispatcher
+                .run(clock, cancel, Duration::from_secs(3600))
+                .await
+        })
+    };
+    let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    let delivered = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let stored = s
+                .notifier
+                .store()
+                .get_notification(n.id)
+                .await
+                .unwrap()
+                .unwrap();
+            if stored.status == DeliveryStatus::Delivered {
+                return stored;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("delivered within a minute of virtual time");
+    let attempts = s
+        .notifier
+        .store()
+        .notification_attempts(n.id)
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 2);
+    let gap = (attempts[1].at - attempts[0].at).num_milliseconds();
+    assert!(
+        (4_000..=6_100).contains(&gap),
+        "the retry came {gap} ms later"
+    );
+    assert_eq!(delivered.attempts, 2);
+    cancel.cancel();
+    running.await.unwrap();
+}

@@ -257,11 +257,15 @@ impl Store {
         .await
     }
 
-    /// When the earliest pending notification is due (a dispatcher sleeps until then).
+    /// When the earliest pending notification can next be attempted: its
+    /// due time, or when the lease another process holds on it lapses (a
+    /// dispatcher sleeps until then).
     pub async fn next_notification_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.on_runtime(async {
             let row = sqlx::query(
-                "SELECT MIN(next_attempt_at) AS due FROM notifications WHERE status = 'pending'",
+                "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at \
+                 THEN lease_until ELSE next_attempt_at END) AS due \
+                 FROM notifications WHERE status = 'pending'",
             )
             .fetch_one(self.pool())
             .await?;

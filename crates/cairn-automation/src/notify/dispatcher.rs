@@ -3,7 +3,11 @@
 //! a time, every attempt recorded, retries with exponential backoff and
 //! jitter, and the inbox (with the reason) when delivery is given up.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use cairn_core::clock::Clock;
+use tokio_util::sync::CancellationToken;
 
 use cairn_core::notification::{DeliveryAttempt, DeliveryStatus, Notification};
 use cairn_store::{AttemptOutcome, StoreError};
@@ -78,6 +82,39 @@ impl Dispatcher {
                     // A channel that panicked: its lease lapses and another attempt follows.
                     Err(e) => tracing::error!(error = %e, "a delivery task failed"),
                 }
+            }
+        }
+    }
+
+    /// Delivers until `cancel` fires: what is due, then sleeps until the next
+    /// notification is due, this process's notifier wakes it, or `recheck`
+    /// passes (another process's notifications cannot wake this one). Never
+    /// polls faster than that when nothing is due.
+    pub async fn run(&self, clock: Arc<dyn Clock>, cancel: CancellationToken, recheck: Duration) {
+        let recheck = chrono::Duration::from_std(recheck).unwrap_or(chrono::Duration::MAX);
+        loop {
+            let now = clock.now();
+            let wake = match self.deliver_due(now).await {
+                Ok(_) => match self.notifier.store().next_notification_due().await {
+                    Ok(Some(due)) => due.min(now + recheck),
+                    Ok(None) => now + recheck,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "notification dispatcher: cannot read the next due time");
+                        now + recheck
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "notification dispatcher: delivery round failed");
+                    now + recheck
+                }
+            };
+            if wake <= now {
+                continue;
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = self.notifier.wake().notified() => {}
+                () = clock.sleep_until(wake) => {}
             }
         }
     }
