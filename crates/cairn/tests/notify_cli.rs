@@ -21,10 +21,13 @@ enum Answer {
     Hold,
 }
 
+/// One received request: lower-cased headers and the body.
+type Request = (Vec<(String, String)>, String);
+
 /// A webhook receiver: answers from a script (then 200), records requests.
 struct Receiver {
     url: String,
-    requests: Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>,
+    requests: Arc<Mutex<Vec<Request>>>,
     release: mpsc::Sender<()>,
 }
 

@@ -3,6 +3,7 @@
 //! Telegram, ntfy) and a real SMTP server from PyPI (aiosmtpd, through
 //! `CAIRN_TEST_PYTHON`; see `scripts/test-venv.sh`). No network.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers unwrap freely
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
 
 mod discord;
 mod email;
