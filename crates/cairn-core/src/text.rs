@@ -1,4 +1,4 @@
-//! Small text helpers shared by the parsers that suggest what was meant.
+//! Small text helpers: suggestions of what was meant, and errors on one line.
 
 /// Levenshtein distance over chars, for "did you mean" hints on short names
 /// (config keys, commands, tool names); O(n·m), which is nothing at that size.
@@ -14,6 +14,22 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// An error and its causes on one line, each cause once: a library's own
+/// message alone ("error sending request") rarely says what went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

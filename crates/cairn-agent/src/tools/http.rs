@@ -191,7 +191,7 @@ impl HttpRequestTool {
         if e.is_timeout() {
             ToolError::Timeout(self.config.timeout)
         } else {
-            ToolError::Http(error_chain(e))
+            ToolError::Http(cairn_core::text::error_chain(e))
         }
     }
 }
@@ -377,21 +377,6 @@ fn is_binary(content_type: &str, body: &[u8]) -> bool {
         .iter()
         .any(|t| content_type.contains(t));
     !texty || body.iter().take(8192).any(|&b| b == 0)
-}
-
-/// The error and its sources, joined, so the model sees the real cause.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

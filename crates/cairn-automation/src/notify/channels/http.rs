@@ -1,7 +1,6 @@
 //! What the HTTP channels share: one request timeout, the id header, and
 //! the mapping of answers and transport failures to delivery outcomes.
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use reqwest::{RequestBuilder, StatusCode};
@@ -88,20 +87,9 @@ fn transport_error(error: reqwest::Error) -> DeliveryError {
     }
 }
 
-/// The error and its causes on one line: reqwest's own message alone
-/// ("error sending request") does not say what went wrong.
+/// The error and its causes on one line (the URL already stripped).
 fn describe(error: reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    cairn_core::text::error_chain(&error)
 }
 
 #[cfg(test)]
