@@ -62,7 +62,7 @@ async fn main() {
         };
         store.create_thread(&row).await.unwrap();
         let existing: Vec<StoredTurn> = (1..=n).map(|p| turn(p, "completed", 2)).collect();
-        store.save_thread(&row, &existing).await.unwrap();
+        store.save_thread(&row, &existing, &[]).await.unwrap();
 
         let reps = 20;
         let (w0, t0) = (written(), Instant::now());
@@ -80,7 +80,7 @@ async fn main() {
             // Keep the thread at n turns shown, as the "before" figures did.
             row.view = view_of((position - n + 1)..=position);
             store
-                .save_thread(&row, &[turn(position, "processing", 1)])
+                .save_thread(&row, &[turn(position, "processing", 1)], &[])
                 .await
                 .unwrap();
             session.last_active_at = Utc::now();
@@ -91,7 +91,7 @@ async fn main() {
                 .await
                 .unwrap();
             store
-                .save_thread(&row, &[turn(position, "completed", 2)])
+                .save_thread(&row, &[], &[turn(position, "completed", 2)])
                 .await
                 .unwrap();
             store.update_session(&session).await.unwrap();

@@ -222,17 +222,31 @@ impl Store {
         .await
     }
 
-    /// Saves a thread's title, state and view, and writes `turns` (new or
-    /// changed, each with all its messages), in one transaction.
+    /// Saves a thread's title, state and view, and writes turns with all
+    /// their messages, in one transaction: `inserted` are new (a position
+    /// already taken, by another process say, is a `Conflict` and nothing is
+    /// written), `replaced` are changed.
     pub async fn save_thread(
         &self,
         row: &ThreadRow,
-        turns: &[StoredTurn],
+        inserted: &[StoredTurn],
+        replaced: &[StoredTurn],
     ) -> Result<(), StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
-            for turn in turns {
-                write_turn(&mut tx, row.id, turn).await?;
+            for turn in inserted {
+                match write_turn(&mut tx, row.id, turn, true).await {
+                    Err(StoreError::Database(e)) if is_unique_violation(&e) => {
+                        return Err(StoreError::Conflict(format!(
+                            "thread {} already has a turn at position {} (written by another process)",
+                            row.id, turn.position
+                        )));
+                    }
+                    other => other?,
+                }
+            }
+            for turn in replaced {
+                write_turn(&mut tx, row.id, turn, false).await?;
             }
             let done = sqlx::query(
                 "UPDATE threads SET title = $2, state = $3, view = $4, updated_at = $5 WHERE id = $1",

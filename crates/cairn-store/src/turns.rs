@@ -87,26 +87,32 @@ fn turn(row: &AnyRow) -> Result<StoredTurn, StoreError> {
     })
 }
 
-/// Writes a turn and all its messages (replacing what the turn had).
+/// Writes a turn and all its messages: a new one (`insert`; a taken
+/// position is a unique violation), or replacing what the turn had.
 pub(crate) async fn write_turn(
     conn: &mut AnyConnection,
     thread_id: Uuid,
     turn: &StoredTurn,
+    insert: bool,
 ) -> Result<(), StoreError> {
     let thread = thread_id.to_string();
-    sqlx::query(
+    let sql = if insert {
+        "INSERT INTO thread_turns (thread_id, position, number, state, data, started_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)"
+    } else {
         "INSERT INTO thread_turns (thread_id, position, number, state, data, started_at) \
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id, position) DO UPDATE SET \
-         number = excluded.number, state = excluded.state, data = excluded.data, started_at = excluded.started_at",
-    )
-    .bind(&thread)
-    .bind(turn.position)
-    .bind(turn.number)
-    .bind(&turn.state)
-    .bind(json(&turn.data, "turn")?)
-    .bind(micros(turn.started_at))
-    .execute(&mut *conn)
-    .await?;
+         number = excluded.number, state = excluded.state, data = excluded.data, started_at = excluded.started_at"
+    };
+    sqlx::query(sql)
+        .bind(&thread)
+        .bind(turn.position)
+        .bind(turn.number)
+        .bind(&turn.state)
+        .bind(json(&turn.data, "turn")?)
+        .bind(micros(turn.started_at))
+        .execute(&mut *conn)
+        .await?;
     sqlx::query("DELETE FROM thread_messages WHERE thread_id = $1 AND position = $2")
         .bind(&thread)
         .bind(turn.position)
@@ -343,7 +349,7 @@ async fn store_json_turns(
             data,
             messages,
         };
-        write_turn(conn, thread, &stored).await?;
+        write_turn(conn, thread, &stored, true).await?;
         known.push((number, started, position));
         positions.push(position);
     }

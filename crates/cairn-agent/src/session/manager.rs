@@ -283,17 +283,36 @@ impl SessionManager {
         thread: &mut Thread,
         index: Option<usize>,
     ) -> Result<(), SessionError> {
-        let mut changed = Vec::new();
-        for (i, turn) in thread.turns.iter_mut().enumerate() {
-            if turn.position == 0 {
-                turn.position = thread.next_position;
+        // New turns get the next positions; if another process took them
+        // meanwhile (a second `cairn chat` on the same session), the insert
+        // is refused whole and the positions are taken again after its.
+        let fresh: Vec<usize> = (0..thread.turns.len())
+            .filter(|&i| thread.turns[i].position == 0)
+            .collect();
+        let mut attempt = 0;
+        loop {
+            let mut inserted = Vec::new();
+            for &i in &fresh {
+                thread.turns[i].position = thread.next_position;
                 thread.next_position += 1;
-            } else if index != Some(i) {
-                continue;
+                inserted.push(stored(thread.id, &thread.turns[i])?);
             }
-            changed.push(stored(thread.id, turn)?);
+            let replaced = match index.filter(|i| !fresh.contains(i)) {
+                Some(i) => vec![stored(thread.id, &thread.turns[i])?],
+                None => Vec::new(),
+            };
+            match self
+                .store
+                .save_thread(&row_of(thread)?, &inserted, &replaced)
+                .await
+            {
+                Err(StoreError::Conflict(_)) if attempt == 0 => {
+                    attempt += 1;
+                    thread.next_position = self.store.last_turn_position(thread.id).await? + 1;
+                }
+                other => break other?,
+            }
         }
-        self.store.save_thread(&row_of(thread)?, &changed).await?;
         session.last_active_at = self.clock.now();
         self.store.update_session(session).await?;
         Ok(())

@@ -101,7 +101,7 @@ pub async fn threads_round_trip(fx: &Fixture) {
     t.state = "completed".into();
     t.view = vec![TurnRange { first: 1, last: 2 }];
     t.updated_at = at(5);
-    fx.store.save_thread(&t, &[]).await.unwrap();
+    fx.store.save_thread(&t, &[], &[]).await.unwrap();
     assert_eq!(fx.store.get_thread(t.id).await.unwrap().as_ref(), Some(&t));
     assert_eq!(
         fx.store.find_thread(s.id, "ext-1").await.unwrap().as_ref(),

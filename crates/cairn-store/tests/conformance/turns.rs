@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use cairn_store::{StoredTurn, ThreadRow, TurnRange, view_of};
+use cairn_store::{StoreError, StoredTurn, ThreadRow, TurnRange, view_of};
 
 use crate::fixture::Fixture;
 use crate::routines::at;
@@ -38,7 +38,7 @@ pub async fn turns_are_rows_shown_through_the_view(fx: &Fixture) {
     let mut t = new_thread(fx).await;
     let turns: Vec<StoredTurn> = (1..=3).map(|p| stored(p, &format!("m{p}"))).collect();
     t.view = view_of([3, 1, 2]);
-    fx.store.save_thread(&t, &turns).await.unwrap();
+    fx.store.save_thread(&t, &turns, &[]).await.unwrap();
     assert_eq!(
         fx.store.get_thread(t.id).await.unwrap().unwrap().view,
         t.view
@@ -61,6 +61,25 @@ pub async fn turns_are_rows_shown_through_the_view(fx: &Fixture) {
         .unwrap();
     assert_eq!(hidden.len(), 1);
     assert!(fx.store.load_turns(t.id, &[]).await.unwrap().is_empty());
+
+    // A new turn at a taken position (another process wrote one) is refused
+    // whole: neither the turn nor the view changes.
+    let mut other = t.clone();
+    other.view = view_of([1, 2, 3, 4]);
+    let result = fx
+        .store
+        .save_thread(&other, &[stored(4, "fine"), stored(2, "clash")], &[])
+        .await;
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+    assert_eq!(
+        fx.store.get_thread(t.id).await.unwrap().unwrap().view,
+        t.view
+    );
+    assert_eq!(fx.store.last_turn_position(t.id).await.unwrap(), 3);
+    assert_eq!(
+        fx.store.load_turns(t.id, &view_of([2])).await.unwrap()[0].data["user_input"],
+        "m2"
+    );
 }
 
 pub async fn messages_of_a_running_turn_are_recorded_as_they_come(fx: &Fixture) {
@@ -69,7 +88,10 @@ pub async fn messages_of_a_running_turn_are_recorded_as_they_come(fx: &Fixture) 
     running.state = "processing".into();
     running.messages.truncate(1);
     t.view = view_of([1]);
-    fx.store.save_thread(&t, &[running.clone()]).await.unwrap();
+    fx.store
+        .save_thread(&t, &[running.clone()], &[])
+        .await
+        .unwrap();
 
     // An assistant message with two calls, then the second result before the first.
     let call =
@@ -105,7 +127,10 @@ pub async fn messages_of_a_running_turn_are_recorded_as_they_come(fx: &Fixture) 
         second,
         json!({"role": "assistant", "content": "ok"}),
     ];
-    fx.store.save_thread(&t, &[done.clone()]).await.unwrap();
+    fx.store
+        .save_thread(&t, &[], &[done.clone()])
+        .await
+        .unwrap();
     assert_eq!(
         fx.store.load_turns(t.id, &t.view).await.unwrap(),
         vec![done]
@@ -124,7 +149,7 @@ pub async fn undone_turns_can_be_dropped(fx: &Fixture) {
     let mut t = new_thread(fx).await;
     let turns: Vec<StoredTurn> = (1..=4).map(|p| stored(p, "x")).collect();
     t.view = view_of([1, 2]);
-    fx.store.save_thread(&t, &turns).await.unwrap();
+    fx.store.save_thread(&t, &turns, &[]).await.unwrap();
     assert_eq!(fx.store.drop_turns_after(t.id, 2).await.unwrap(), 2);
     assert_eq!(fx.store.last_turn_position(t.id).await.unwrap(), 2);
     let all = fx
