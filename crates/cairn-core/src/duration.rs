@@ -162,6 +162,18 @@ pub mod serde_compact_opt {
     }
 }
 
+/// How long ago `then` was, in its largest whole unit (`5s`, `3m`, `2h`,
+/// `4d`), for listings; a future instant reads `0s`.
+pub fn age(now: chrono::DateTime<chrono::Utc>, then: chrono::DateTime<chrono::Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +213,15 @@ mod tests {
     fn formats_whole_seconds() {
         assert_eq!(format(Duration::from_secs(3600)), "3600s");
         assert_eq!(Compact(Duration::from_secs(5)).to_string(), "5s");
+    }
+
+    #[test]
+    fn ages_use_the_largest_whole_unit() {
+        let now = chrono::DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let ago = |secs| age(now, now - chrono::Duration::seconds(secs));
+        assert_eq!(
+            [ago(5), ago(90), ago(7200), ago(200_000), ago(-3)],
+            ["5s", "1m", "2h", "2d", "0s"]
+        );
     }
 }

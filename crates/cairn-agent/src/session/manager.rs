@@ -554,11 +554,5 @@ fn checkpoint_row(thread: Uuid, checkpoint: &Checkpoint) -> Result<CheckpointRow
 
 /// When a thread last changed, for listings.
 pub fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
-    let secs = (now - then).num_seconds().max(0);
-    match secs {
-        0..60 => format!("{secs}s ago"),
-        60..3600 => format!("{}m ago", secs / 60),
-        3600..86_400 => format!("{}h ago", secs / 3600),
-        _ => format!("{}d ago", secs / 86_400),
-    }
+    format!("{} ago", cairn_core::duration::age(now, then))
 }

@@ -81,7 +81,7 @@ async fn list(store: &Store, args: &JobListArgs, as_json: bool) -> anyhow::Resul
             "{:<36}  {:<11}  {:>5}  {}",
             job.id,
             state_label(job),
-            age(now, job.created_at),
+            cairn_core::duration::age(now, job.created_at),
             job.title
         );
     }
@@ -128,23 +128,12 @@ fn state_label(job: &JobRecord) -> String {
     }
 }
 
-/// How long ago, in the largest whole unit: `42s`, `5m`, `3h`, `2d`.
-fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
-    let secs = (now - then).num_seconds().max(0);
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m", secs / 60),
-        3600..86_400 => format!("{}h", secs / 3600),
-        _ => format!("{}d", secs / 86_400),
-    }
-}
-
 fn when(at: Option<DateTime<Utc>>, zone: Tz, now: DateTime<Utc>) -> String {
     match at {
         Some(at) => format!(
             "{} ({} ago)",
             at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z"),
-            age(now, at)
+            cairn_core::duration::age(now, at)
         ),
         None => "-".to_string(),
     }
@@ -210,16 +199,6 @@ fn indent(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_use_the_largest_whole_unit() {
-        let now = DateTime::from_timestamp(1_000_000, 0).unwrap();
-        let ago = |secs| age(now, now - chrono::Duration::seconds(secs));
-        assert_eq!(
-            [ago(5), ago(90), ago(7200), ago(200_000), ago(-3)],
-            ["5s", "1m", "2h", "2d", "0s"]
-        );
-    }
 
     #[test]
     fn ids_must_be_uuids() {

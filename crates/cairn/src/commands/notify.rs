@@ -240,7 +240,7 @@ fn print_list(items: &[Notification], as_json: bool, empty: &str) -> anyhow::Res
             status,
             n.channel,
             n.attempts,
-            age(now, n.created_at),
+            cairn_core::duration::age(now, n.created_at),
             n.title
         );
     }
@@ -295,10 +295,4 @@ async fn show(store: &Store, id: Uuid, as_json: bool, zone: Tz) -> anyhow::Resul
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
-    cairn_agent::session::manager::age(now, then)
-        .trim_end_matches(" ago")
-        .to_string()
 }
