@@ -249,14 +249,21 @@ fn catch_up_max_runs_and_retention_have_defaults_and_round_trip() {
     spec.validate().unwrap();
     assert_eq!(spec.guardrails.catch_up, CatchUp::All);
     assert_eq!(
-        (spec.guardrails.catch_up_limit, spec.guardrails.max_runs, spec.guardrails.retention),
+        (
+            spec.guardrails.catch_up_limit,
+            spec.guardrails.max_runs,
+            spec.guardrails.retention
+        ),
         (3, Some(5), 20)
     );
     let json = serde_json::to_string(&spec).unwrap();
     assert_eq!(RoutineSpec::parse(&json, SpecFormat::Json).unwrap(), spec);
     let yaml = spec.to_yaml().unwrap();
     assert_eq!(RoutineSpec::parse(&yaml, SpecFormat::Yaml).unwrap(), spec);
-    assert_eq!(with_guardrails("{catch_up: skip}").guardrails.catch_up, CatchUp::Skip);
+    assert_eq!(
+        with_guardrails("{catch_up: skip}").guardrails.catch_up,
+        CatchUp::Skip
+    );
 }
 
 #[test]
@@ -274,7 +281,11 @@ fn catch_up_max_runs_and_retention_are_checked() {
     let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["guardrails.catch_up_limit", "guardrails.max_runs", "guardrails.retention"],
+        [
+            "guardrails.catch_up_limit",
+            "guardrails.max_runs",
+            "guardrails.retention"
+        ],
         "{errs}"
     );
     let err = with_guardrails("{catch_up: skip, catch_up_limit: 5}")
@@ -292,5 +303,8 @@ fn an_unknown_zone_names_the_field_and_the_value() {
     )
     .unwrap();
     let err = spec.validate().unwrap_err().to_string();
-    assert!(err.starts_with("timezone: ") && err.contains("\"Europe/Pariss\""), "{err}");
+    assert!(
+        err.starts_with("timezone: ") && err.contains("\"Europe/Pariss\""),
+        "{err}"
+    );
 }

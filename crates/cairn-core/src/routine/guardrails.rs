@@ -43,7 +43,10 @@ pub struct RoutineGuardrails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<u64>,
     /// How many of its latest runs are kept.
-    #[serde(default = "default_retention", skip_serializing_if = "is_default_retention")]
+    #[serde(
+        default = "default_retention",
+        skip_serializing_if = "is_default_retention"
+    )]
     pub retention: u32,
 }
 

@@ -48,9 +48,8 @@ fn yaml_line(text: &str, segments: &[(&str, Option<usize>)]) -> Option<usize> {
             return found;
         }
         let prefix = format!("{key}:");
-        let at = (start..end).find(|&i| {
-            indent_of(lines[i]) == child && lines[i].trim_start().starts_with(&prefix)
-        });
+        let at = (start..end)
+            .find(|&i| indent_of(lines[i]) == child && lines[i].trim_start().starts_with(&prefix));
         let Some(at) = at else { return found };
         found = Some(at + 1);
         let block_end = (at + 1..end)
