@@ -22,6 +22,10 @@ pub struct Checked {
 }
 
 /// The files `path` names: itself, or every `*.yaml|*.yml|*.json` in it, by name.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "runs before the runtime starts: reads the files a person named, once"
+)]
 fn files_of(path: &Path) -> Result<Vec<PathBuf>, BadInput> {
     let cannot = |e: std::io::Error| BadInput(format!("cannot read {}: {e}", path.display()));
     if !path.is_dir() {
@@ -72,6 +76,10 @@ pub fn schedule_of(
 }
 
 /// Reads and checks every file `path` names; all problems, or every routine.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "runs before the runtime starts: reads the files a person named, once"
+)]
 pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Checked>, BadInput> {
     let mut problems = Vec::new();
     let mut checked = Vec::new();
