@@ -1,7 +1,7 @@
 //! Routine specs: the seed's example files parse, validate and round-trip; bad specs say what and where.
 #![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
-use cairn_core::routine::{RoutineAction, RoutineSpec, SpecFormat, Trigger};
+use cairn_core::routine::{CatchUp, RoutineAction, RoutineSpec, SpecFormat, Trigger};
 use std::time::Duration;
 
 const EXAMPLES: [(&str, &str); 3] = [
@@ -221,6 +221,90 @@ fn schedules_are_checked_with_their_field_path() {
         .to_string();
     assert!(
         err.starts_with("trigger.at: ") && err.contains("type: cron"),
+        "{err}"
+    );
+}
+
+fn with_guardrails(guardrails: &str) -> RoutineSpec {
+    RoutineSpec::parse(
+        &format!(
+            "name: x\ntrigger: {{type: cron, schedule: '0 9 * * *'}}\naction: {{type: notification, message: hi}}\nguardrails: {guardrails}\n"
+        ),
+        SpecFormat::Yaml,
+    )
+    .unwrap()
+}
+
+#[test]
+fn catch_up_max_runs_and_retention_have_defaults_and_round_trip() {
+    let spec = with_guardrails("{}");
+    assert_eq!(spec.guardrails.catch_up, CatchUp::Once);
+    assert_eq!(spec.guardrails.catch_up_limit, 10);
+    assert_eq!(spec.guardrails.max_runs, None);
+    assert_eq!(spec.guardrails.retention, 200);
+    // Defaults are not written back out, so a file round-trips as written.
+    assert!(!spec.to_yaml().unwrap().contains("retention"));
+
+    let spec = with_guardrails("{catch_up: all, catch_up_limit: 3, max_runs: 5, retention: 20}");
+    spec.validate().unwrap();
+    assert_eq!(spec.guardrails.catch_up, CatchUp::All);
+    assert_eq!(
+        (
+            spec.guardrails.catch_up_limit,
+            spec.guardrails.max_runs,
+            spec.guardrails.retention
+        ),
+        (3, Some(5), 20)
+    );
+    let json = serde_json::to_string(&spec).unwrap();
+    assert_eq!(RoutineSpec::parse(&json, SpecFormat::Json).unwrap(), spec);
+    let yaml = spec.to_yaml().unwrap();
+    assert_eq!(RoutineSpec::parse(&yaml, SpecFormat::Yaml).unwrap(), spec);
+    assert_eq!(
+        with_guardrails("{catch_up: skip}").guardrails.catch_up,
+        CatchUp::Skip
+    );
+}
+
+#[test]
+fn catch_up_max_runs_and_retention_are_checked() {
+    let err = RoutineSpec::parse(
+        "name: x\ntrigger: {type: manual}\naction: {type: notification, message: hi}\nguardrails: {catch_up: sometimes}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("sometimes"), "{err}");
+
+    let errs = with_guardrails("{catch_up_limit: 0, max_runs: 0, retention: 0}")
+        .validate()
+        .unwrap_err();
+    let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "guardrails.catch_up_limit",
+            "guardrails.max_runs",
+            "guardrails.retention"
+        ],
+        "{errs}"
+    );
+    let err = with_guardrails("{catch_up: skip, catch_up_limit: 5}")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("catch_up: all"), "{err}");
+}
+
+#[test]
+fn an_unknown_zone_names_the_field_and_the_value() {
+    let spec = RoutineSpec::parse(
+        "name: x\ntimezone: Europe/Pariss\ntrigger: {type: manual}\naction: {type: notification, message: hi}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap();
+    let err = spec.validate().unwrap_err().to_string();
+    assert!(
+        err.starts_with("timezone: ") && err.contains("\"Europe/Pariss\""),
         "{err}"
     );
 }

@@ -40,6 +40,51 @@ pub enum Command {
     Notify(NotifyCommand),
     /// What could not be delivered elsewhere, and what went to the inbox channel.
     Inbox(InboxArgs),
+    /// Routine definitions: apply files, validate, list, show, enable, disable, delete.
+    #[command(subcommand)]
+    Routine(RoutineCommand),
+}
+
+/// `cairn routine …`
+#[derive(Debug, Subcommand)]
+pub enum RoutineCommand {
+    /// Create or update routines from a file or every *.yaml|*.yml|*.json in a directory.
+    Apply(RoutineFileArgs),
+    /// Check routine files without writing anything.
+    Validate(RoutineFileArgs),
+    /// Every routine: name, enabled, trigger, next fire (local time), last status.
+    List,
+    /// One routine in full, with its next 5 fire times.
+    Show {
+        /// The routine's name.
+        name: String,
+    },
+    /// Let a routine fire again.
+    Enable {
+        /// The routine's name.
+        name: String,
+    },
+    /// Stop a routine from firing (it stays stored).
+    Disable {
+        /// The routine's name.
+        name: String,
+    },
+    /// Delete a routine and its runs.
+    Delete {
+        /// The routine's name.
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// The file or directory `cairn routine apply|validate` reads.
+#[derive(Debug, Args)]
+pub struct RoutineFileArgs {
+    /// A routine file (YAML or JSON, by extension) or a directory of them.
+    #[arg(short = 'f', long = "file")]
+    pub path: std::path::PathBuf,
 }
 
 /// `cairn notify …`

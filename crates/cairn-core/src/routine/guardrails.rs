@@ -30,6 +30,73 @@ pub struct RoutineGuardrails {
         with = "serde_compact_opt"
     )]
     pub timeout: Option<Duration>,
+    /// What to do about slots missed while nothing was running (`once`, `skip`, `all`).
+    #[serde(default, skip_serializing_if = "CatchUp::is_default")]
+    pub catch_up: CatchUp,
+    /// With `catch_up: all`, at most this many missed slots are run.
+    #[serde(
+        default = "default_catch_up_limit",
+        skip_serializing_if = "is_default_catch_up_limit"
+    )]
+    pub catch_up_limit: u32,
+    /// The routine is disabled after this many runs (never when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u64>,
+    /// How many of its latest runs are kept.
+    #[serde(
+        default = "default_retention",
+        skip_serializing_if = "is_default_retention"
+    )]
+    pub retention: u32,
+}
+
+/// What a timed routine does about slots it missed (the daemon was down, the machine slept).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatchUp {
+    /// Run once for all the missed slots together.
+    #[default]
+    Once,
+    /// Run none of them; wait for the next slot.
+    Skip,
+    /// Run each missed slot, up to `catch_up_limit`.
+    All,
+}
+
+impl CatchUp {
+    fn is_default(&self) -> bool {
+        *self == CatchUp::Once
+    }
+
+    /// The name as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::Once => "once",
+            CatchUp::Skip => "skip",
+            CatchUp::All => "all",
+        }
+    }
+}
+
+/// Default bound on missed slots run with `catch_up: all`.
+pub const DEFAULT_CATCH_UP_LIMIT: u32 = 10;
+/// Default number of runs kept per routine.
+pub const DEFAULT_RETENTION: u32 = 200;
+
+fn default_catch_up_limit() -> u32 {
+    DEFAULT_CATCH_UP_LIMIT
+}
+
+fn is_default_catch_up_limit(n: &u32) -> bool {
+    *n == DEFAULT_CATCH_UP_LIMIT
+}
+
+fn default_retention() -> u32 {
+    DEFAULT_RETENTION
+}
+
+fn is_default_retention(n: &u32) -> bool {
+    *n == DEFAULT_RETENTION
 }
 
 fn default_cooldown() -> Duration {
@@ -47,6 +114,10 @@ impl Default for RoutineGuardrails {
             max_concurrent: default_max_concurrent(),
             dedup_window: None,
             timeout: None,
+            catch_up: CatchUp::Once,
+            catch_up_limit: DEFAULT_CATCH_UP_LIMIT,
+            max_runs: None,
+            retention: DEFAULT_RETENTION,
         }
     }
 }

@@ -8,6 +8,7 @@
 mod action;
 mod file;
 mod guardrails;
+mod locate;
 mod run;
 mod trigger;
 mod validate;
@@ -18,7 +19,10 @@ use uuid::Uuid;
 
 pub use action::RoutineAction;
 pub use file::{RoutineFileError, SpecFormat};
-pub use guardrails::{NotifyConfig, RoutineGuardrails};
+pub use guardrails::{
+    CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, RoutineGuardrails,
+};
+pub use locate::line_of;
 pub use run::{RoutineRun, RunStatus, UnknownStatus};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};

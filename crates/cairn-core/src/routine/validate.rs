@@ -42,6 +42,10 @@ const MAX_TOKENS: u32 = 200_000;
 const MAX_ITERATIONS: u32 = 500;
 /// Most runs of one routine at once.
 const MAX_CONCURRENT: u32 = 100;
+/// Most missed slots `catch_up: all` may run.
+const MAX_CATCH_UP_LIMIT: u32 = 1000;
+/// Most runs kept per routine.
+const MAX_RETENTION: u32 = 100_000;
 
 struct Checker {
     errors: Vec<ValidationError>,
@@ -268,6 +272,33 @@ fn check_guardrails(c: &mut Checker, spec: &RoutineSpec) {
     }
     if g.timeout == Some(Duration::ZERO) {
         c.fail("guardrails.timeout", "must be longer than 0s");
+    }
+    if g.catch_up_limit < 1 || g.catch_up_limit > MAX_CATCH_UP_LIMIT {
+        c.fail(
+            "guardrails.catch_up_limit",
+            format!("must be between 1 and {MAX_CATCH_UP_LIMIT}"),
+        );
+    } else if g.catch_up_limit != super::DEFAULT_CATCH_UP_LIMIT && g.catch_up != super::CatchUp::All
+    {
+        c.fail(
+            "guardrails.catch_up_limit",
+            format!(
+                "only applies with `catch_up: all`, not `catch_up: {}`",
+                g.catch_up.as_str()
+            ),
+        );
+    }
+    if g.max_runs == Some(0) {
+        c.fail(
+            "guardrails.max_runs",
+            "must be >= 1 (leave it out for no limit)",
+        );
+    }
+    if g.retention < 1 || g.retention > MAX_RETENTION {
+        c.fail(
+            "guardrails.retention",
+            format!("must be between 1 and {MAX_RETENTION}"),
+        );
     }
     if g.dedup_window.is_some()
         && !matches!(

@@ -6,6 +6,8 @@ mod cost;
 mod doctor;
 mod job;
 mod notify;
+mod routine;
+mod routine_files;
 mod schedule;
 mod version;
 
@@ -24,6 +26,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => chat::run(&args, cli.json),
         Command::Notify(command) => notify::run(&command, cli.json),
         Command::Inbox(args) => notify::inbox(&args, cli.json),
+        Command::Routine(command) => routine::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

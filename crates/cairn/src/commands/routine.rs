@@ -1,0 +1,337 @@
+//! `cairn routine apply|validate|list|show|enable|disable|delete`: routine
+//! definitions as the database keeps them. Works without a daemon; routines
+//! fire once `cairn daemon` runs the engine.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use cairn_core::routine::{Routine, RunStatus, Trigger};
+use cairn_core::text::edit_distance;
+use cairn_store::Store;
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use secrecy::ExposeSecret;
+
+use super::routine_files::{self, schedule_of, zone_of};
+use crate::cli::RoutineCommand;
+use crate::exit::BadInput;
+use crate::settings;
+
+/// Fire times `show` lists.
+const SHOWN_FIRE_TIMES: usize = 5;
+
+/// Who and where the commands act for.
+struct Ctx {
+    store: Store,
+    user: String,
+    zone: Tz,
+    json: bool,
+}
+
+/// Runs one `cairn routine` subcommand.
+pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    let now = Utc::now();
+    if let RoutineCommand::Validate(args) = command {
+        let checked = routine_files::check(&args.path, config.user.timezone, now)?;
+        for c in &checked {
+            println!("ok       {} ({})", c.spec.name, c.file.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Check files before opening the database: bad input never touches it.
+    let checked = match command {
+        RoutineCommand::Apply(args) => {
+            Some(routine_files::check(&args.path, config.user.timezone, now)?)
+        }
+        _ => None,
+    };
+    if let RoutineCommand::Delete { yes: false, name } = command {
+        confirm_delete(name)?;
+    }
+    super::runtime()?.block_on(async {
+        let (store, _) = Store::open(config.database_url.expose_secret())
+            .await
+            .context("cannot open the database")?;
+        let ctx = Ctx {
+            store,
+            user: config.user.id.clone(),
+            zone: config.user.timezone,
+            json: as_json,
+        };
+        let result = match command {
+            RoutineCommand::Apply(_) => apply(&ctx, checked.unwrap_or_default(), now).await,
+            RoutineCommand::List => list(&ctx).await,
+            RoutineCommand::Show { name } => show(&ctx, name, now).await,
+            RoutineCommand::Enable { name } => set_enabled(&ctx, name, true, now).await,
+            RoutineCommand::Disable { name } => set_enabled(&ctx, name, false, now).await,
+            RoutineCommand::Delete { name, .. } => delete(&ctx, name).await,
+            RoutineCommand::Validate(_) => Ok(()),
+        };
+        ctx.store.close().await;
+        result
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Without `--yes`, asks on a terminal and refuses otherwise.
+fn confirm_delete(name: &str) -> anyhow::Result<()> {
+    if !std::io::stdin().is_terminal() {
+        return Err(BadInput(format!(
+            "refusing to delete routine \"{name}\" without confirmation: pass --yes"
+        ))
+        .into());
+    }
+    print!("delete routine \"{name}\" and all its runs? [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(BadInput(format!("not deleted: routine \"{name}\"")).into())
+    }
+}
+
+async fn apply(
+    ctx: &Ctx,
+    checked: Vec<routine_files::Checked>,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let mut report = Vec::new();
+    for c in checked {
+        let name = c.spec.name.clone();
+        let outcome = match ctx.store.find_routine(&ctx.user, &name).await? {
+            None => {
+                let mut routine = Routine::new(c.spec, ctx.user.clone(), now);
+                routine.runtime.next_fire_at = c.next_fire_at;
+                ctx.store.create_routine(&routine).await?;
+                "created"
+            }
+            Some(existing) if existing.spec == c.spec => "unchanged",
+            Some(mut existing) => {
+                existing.spec = c.spec;
+                existing.runtime.next_fire_at = c.next_fire_at;
+                existing.updated_at = now;
+                ctx.store.update_routine(&existing).await?;
+                "updated"
+            }
+        };
+        report.push((outcome, name, c.file));
+    }
+    if ctx.json {
+        let out: Vec<_> = report
+            .iter()
+            .map(|(outcome, name, file)| {
+                serde_json::json!({ "name": name, "outcome": outcome, "file": file })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    for (outcome, name, file) in &report {
+        println!("{outcome:<9} {name} ({})", file.display());
+    }
+    if report.iter().all(|(outcome, _, _)| *outcome == "unchanged") {
+        println!("nothing changed");
+    }
+    Ok(())
+}
+
+/// The routine named `name`, or an error suggesting the closest name.
+async fn find(ctx: &Ctx, name: &str) -> anyhow::Result<Routine> {
+    if let Some(routine) = ctx.store.find_routine(&ctx.user, name).await? {
+        return Ok(routine);
+    }
+    let all = ctx.store.list_routines(Some(&ctx.user)).await?;
+    let closest = all
+        .iter()
+        .map(|r| (edit_distance(name, &r.spec.name), &r.spec.name))
+        .min()
+        .filter(|(d, candidate)| *d <= (candidate.len() / 3).max(2));
+    let hint = match closest {
+        Some((_, candidate)) => format!("; did you mean \"{candidate}\"?"),
+        None => "; `cairn routine list` shows them".to_string(),
+    };
+    Err(BadInput(format!("no routine named \"{name}\"{hint}")).into())
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn local(t: DateTime<Utc>, zone: Tz) -> String {
+    t.with_timezone(&zone)
+        .format("%a %Y-%m-%d %H:%M %Z")
+        .to_string()
+}
+
+/// The trigger in a few words: `cron 0 9 * * *`, `event /deploy/`, `webhook`.
+fn trigger_short(trigger: &Trigger) -> String {
+    match trigger {
+        Trigger::Cron { schedule } => format!("cron {schedule}"),
+        Trigger::Once { at } => format!("once {at}"),
+        Trigger::Event { pattern, .. } => format!("event /{pattern}/"),
+        Trigger::SystemEvent { event, .. } => format!("system_event {event}"),
+        other => other.kind().to_string(),
+    }
+}
+
+async fn last_status(ctx: &Ctx, routine: &Routine) -> anyhow::Result<Option<RunStatus>> {
+    let runs = ctx.store.list_runs(routine.id, 1).await?;
+    Ok(runs.first().map(|r| r.status))
+}
+
+async fn list(ctx: &Ctx) -> anyhow::Result<()> {
+    let routines = ctx.store.list_routines(Some(&ctx.user)).await?;
+    let mut rows = Vec::new();
+    for r in &routines {
+        rows.push((r, zone_of(&r.spec, ctx.zone), last_status(ctx, r).await?));
+    }
+    if ctx.json {
+        let out: Vec<_> = rows
+            .iter()
+            .map(|(r, zone, last)| {
+                serde_json::json!({
+                    "name": r.spec.name,
+                    "enabled": r.spec.enabled,
+                    "trigger": trigger_short(&r.spec.trigger),
+                    "timezone": zone.name(),
+                    "next_fire_at": r.runtime.next_fire_at.map(rfc3339),
+                    "next_fire_local": r.runtime.next_fire_at.map(|t| local(t, *zone)),
+                    "last_status": last.map(|s| s.to_string()),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("no routines; `cairn routine apply -f FILE` adds one");
+        return Ok(());
+    }
+    println!(
+        "{:<24}  {:<7}  {:<28}  {:<26}  LAST",
+        "NAME", "ENABLED", "TRIGGER", "NEXT FIRE"
+    );
+    for (r, zone, last) in &rows {
+        let next = match (r.spec.enabled, r.runtime.next_fire_at) {
+            (true, Some(t)) => local(t, *zone),
+            _ => "-".to_string(),
+        };
+        println!(
+            "{:<24}  {:<7}  {:<28}  {:<26}  {}",
+            r.spec.name,
+            if r.spec.enabled { "yes" } else { "no" },
+            trigger_short(&r.spec.trigger),
+            next,
+            last.map_or_else(|| "-".to_string(), |s| s.to_string())
+        );
+    }
+    Ok(())
+}
+
+/// The next fire times of a timed routine from `now`: the stored slot first.
+fn next_fire_times(routine: &Routine, user_zone: Tz, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let Some(next) = routine.runtime.next_fire_at else {
+        return Vec::new();
+    };
+    let mut times = vec![next];
+    if let Some(Ok(schedule)) = schedule_of(&routine.spec, user_zone, now)
+        && matches!(routine.spec.trigger, Trigger::Cron { .. })
+    {
+        times.extend(
+            schedule
+                .fire_times(next.max(now))
+                .take(SHOWN_FIRE_TIMES - 1),
+        );
+    }
+    times.truncate(SHOWN_FIRE_TIMES);
+    times
+}
+
+async fn show(ctx: &Ctx, name: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
+    let routine = find(ctx, name).await?;
+    let zone = zone_of(&routine.spec, ctx.zone);
+    let next = next_fire_times(&routine, ctx.zone, now);
+    let last = last_status(ctx, &routine).await?;
+    if ctx.json {
+        let out = serde_json::json!({
+            "routine": routine,
+            "timezone": zone.name(),
+            "last_status": last.map(|s| s.to_string()),
+            "next": next.iter().map(|t| rfc3339(*t)).collect::<Vec<_>>(),
+            "next_local": next.iter().map(|t| local(*t, zone)).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let rt = &routine.runtime;
+    println!("id:           {}", routine.id);
+    println!("name:         {}", routine.spec.name);
+    println!(
+        "enabled:      {}",
+        if routine.spec.enabled { "yes" } else { "no" }
+    );
+    println!("trigger:      {}", trigger_short(&routine.spec.trigger));
+    println!("timezone:     {}", zone.name());
+    println!("runs:         {}", rt.run_count);
+    println!(
+        "last run:     {}",
+        rt.last_run_at
+            .map_or_else(|| "-".into(), |t| local(t, zone))
+    );
+    println!(
+        "last status:  {}",
+        last.map_or_else(|| "-".into(), |s| s.to_string())
+    );
+    println!("created:      {}", local(routine.created_at, zone));
+    println!("next fires:");
+    if next.is_empty() {
+        println!("  (none)");
+    }
+    for t in &next {
+        println!("  {}  ({})", local(*t, zone), rfc3339(*t));
+    }
+    println!("\nspec:");
+    for line in routine.spec.to_yaml()?.lines() {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+async fn set_enabled(
+    ctx: &Ctx,
+    name: &str,
+    enabled: bool,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let routine = find(ctx, name).await?;
+    let word = if enabled { "enabled" } else { "disabled" };
+    if routine.spec.enabled == enabled {
+        println!("routine \"{name}\" was already {word}");
+        return Ok(());
+    }
+    ctx.store
+        .set_routine_enabled(routine.id, enabled, now)
+        .await?;
+    // A cron slot that passed while disabled is not owed: start from the next one.
+    if enabled
+        && matches!(routine.spec.trigger, Trigger::Cron { .. })
+        && let Some(Ok(schedule)) = schedule_of(&routine.spec, ctx.zone, now)
+    {
+        ctx.store
+            .set_next_fire_at(routine.id, schedule.next_after(now), now)
+            .await?;
+    }
+    println!("{word} routine \"{name}\"");
+    Ok(())
+}
+
+async fn delete(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
+    let routine = find(ctx, name).await?;
+    ctx.store.delete_routine(routine.id).await?;
+    println!("deleted routine \"{name}\"");
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! Reading routine files for `cairn routine apply|validate`: every problem in
+//! every file, each with its file, line, routine and field path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cairn_core::routine::{RoutineSpec, SpecFormat, Trigger, line_of};
+use cairn_core::schedule::Schedule;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use crate::exit::BadInput;
+
+/// A routine file that passed every check.
+pub struct Checked {
+    /// Where it was read from.
+    pub file: PathBuf,
+    /// The spec as written.
+    pub spec: RoutineSpec,
+    /// Its next slot, for cron and once triggers.
+    pub next_fire_at: Option<DateTime<Utc>>,
+}
+
+/// The files `path` names: itself, or every `*.yaml|*.yml|*.json` in it, by name.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "runs before the runtime starts: reads the files a person named, once"
+)]
+fn files_of(path: &Path) -> Result<Vec<PathBuf>, BadInput> {
+    let cannot = |e: std::io::Error| BadInput(format!("cannot read {}: {e}", path.display()));
+    if !path.is_dir() {
+        std::fs::metadata(path).map_err(cannot)?;
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(cannot)? {
+        let file = entry.map_err(cannot)?.path();
+        let ext = file
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        if file.is_file() && matches!(ext.as_deref(), Some("yaml" | "yml" | "json")) {
+            files.push(file);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(BadInput(format!(
+            "no *.yaml, *.yml or *.json files in {}",
+            path.display()
+        )));
+    }
+    Ok(files)
+}
+
+/// The zone a routine's schedule is read in: its own, else the user's.
+pub fn zone_of(spec: &RoutineSpec, user_zone: Tz) -> Tz {
+    spec.timezone
+        .as_deref()
+        .and_then(|z| z.parse().ok())
+        .unwrap_or(user_zone)
+}
+
+/// The parsed schedule of a cron or once trigger, relative to `now`.
+pub fn schedule_of(
+    spec: &RoutineSpec,
+    user_zone: Tz,
+    now: DateTime<Utc>,
+) -> Option<Result<Schedule, String>> {
+    let text = match &spec.trigger {
+        Trigger::Cron { schedule } => schedule,
+        Trigger::Once { at } => at,
+        _ => return None,
+    };
+    Some(Schedule::parse(text, zone_of(spec, user_zone), now).map_err(|e| e.to_string()))
+}
+
+/// Reads and checks every file `path` names; all problems, or every routine.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "runs before the runtime starts: reads the files a person named, once"
+)]
+pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Checked>, BadInput> {
+    let mut problems = Vec::new();
+    let mut checked = Vec::new();
+    for file in files_of(path)? {
+        let shown = file.display().to_string();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) => {
+                problems.push(format!("{shown}: cannot read: {e}"));
+                continue;
+            }
+        };
+        let format = SpecFormat::from_file_name(&shown);
+        let spec = match RoutineSpec::parse(&text, format) {
+            Ok(spec) => spec,
+            Err(e) => {
+                problems.push(match e.line {
+                    Some(line) => format!("{shown}:{line}: {}", e.message),
+                    None => format!("{shown}: {}", e.message),
+                });
+                continue;
+            }
+        };
+        let at = |path: &str| match line_of(&text, format, path) {
+            Some(line) => format!("{shown}:{line}"),
+            None => shown.clone(),
+        };
+        let name = &spec.name;
+        let before = problems.len();
+        if let Err(errors) = spec.validate() {
+            for e in errors.0 {
+                problems.push(format!(
+                    "{}: routine \"{name}\": {}: {}",
+                    at(&e.path),
+                    e.path,
+                    e.message
+                ));
+            }
+        }
+        if problems.len() > before {
+            continue;
+        }
+        let next_fire_at = match schedule_of(&spec, user_zone, now) {
+            None => None,
+            Some(Err(e)) => {
+                let field = match spec.trigger {
+                    Trigger::Once { .. } => "trigger.at",
+                    _ => "trigger.schedule",
+                };
+                problems.push(format!("{}: routine \"{name}\": {field}: {e}", at(field)));
+                continue;
+            }
+            Some(Ok(schedule)) => match schedule.next_after(now) {
+                Some(next) => Some(next),
+                None if matches!(spec.trigger, Trigger::Once { .. }) => {
+                    problems.push(format!(
+                        "{}: routine \"{name}\": trigger.at: the time is already past",
+                        at("trigger.at")
+                    ));
+                    continue;
+                }
+                None => None,
+            },
+        };
+        checked.push(Checked {
+            file,
+            spec,
+            next_fire_at,
+        });
+    }
+    let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
+    for c in &checked {
+        if let Some(first) = seen.insert(&c.spec.name, &c.file) {
+            problems.push(format!(
+                "{}: routine \"{}\" is also defined in {}; names must be unique",
+                c.file.display(),
+                c.spec.name,
+                first.display()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(checked)
+    } else {
+        let count = problems.len();
+        let noun = if count == 1 { "problem" } else { "problems" };
+        Err(BadInput(format!(
+            "{count} {noun}, nothing written:\n  {}",
+            problems.join("\n  ")
+        )))
+    }
+}

@@ -1,0 +1,227 @@
+//! Black-box tests of `cairn routine apply|validate|list|show|enable|disable|delete`
+//! against a temporary CAIRN_HOME.
+#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use predicates::str::contains;
+
+fn cairn(home: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("cairn").unwrap();
+    cmd.env_clear().env("CAIRN_HOME", home);
+    cmd
+}
+
+fn stdout_of(cmd: &mut Command) -> String {
+    String::from_utf8(cmd.assert().success().get_output().stdout.clone()).unwrap()
+}
+
+fn json_of(cmd: &mut Command) -> serde_json::Value {
+    let out = stdout_of(cmd);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn stderr_of_failure(cmd: &mut Command, code: i32) -> String {
+    String::from_utf8(cmd.assert().code(code).get_output().stderr.clone()).unwrap()
+}
+
+const MORNING: &str = "name: morning\ntimezone: Asia/Tokyo\ntrigger:\n  type: cron\n  schedule: \"0 9 * * *\"\naction:\n  type: notification\n  message: good morning\n";
+
+fn names(home: &Path) -> Vec<String> {
+    let list = json_of(cairn(home).args(["routine", "list", "--json"]));
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn apply_list_show_reapply_edit_disable_enable_delete() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("morning.yaml");
+    std::fs::write(&file, MORNING).unwrap();
+    let apply = || {
+        let mut cmd = cairn(home.path());
+        cmd.args(["routine", "apply", "-f"]).arg(&file);
+        cmd
+    };
+
+    assert!(stdout_of(&mut apply()).starts_with("created   morning"));
+
+    let list = json_of(cairn(home.path()).args(["routine", "list", "--json"]));
+    assert_eq!(list[0]["name"], "morning");
+    assert_eq!(list[0]["enabled"], true);
+    assert_eq!(list[0]["trigger"], "cron 0 9 * * *");
+    assert!(
+        list[0]["next_fire_local"]
+            .as_str()
+            .unwrap()
+            .ends_with("09:00 JST"),
+        "{list}"
+    );
+    assert!(stdout_of(cairn(home.path()).args(["routine", "list"])).contains("morning"));
+
+    // 09:00 in Tokyo is 00:00 UTC, on five consecutive days.
+    let show = json_of(cairn(home.path()).args(["routine", "show", "morning", "--json"]));
+    let next: Vec<&str> = show["next"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(next.len(), 5, "{show}");
+    assert!(next.iter().all(|t| t.ends_with("T00:00:00Z")), "{next:?}");
+    let days: std::collections::BTreeSet<&str> = next.iter().map(|t| &t[..10]).collect();
+    assert_eq!(days.len(), 5, "{next:?}");
+    assert_eq!(show["timezone"], "Asia/Tokyo");
+    assert!(
+        stdout_of(cairn(home.path()).args(["routine", "show", "morning"])).contains("09:00 JST")
+    );
+
+    let again = stdout_of(&mut apply());
+    assert!(
+        again.contains("unchanged morning") && again.contains("nothing changed"),
+        "{again}"
+    );
+
+    std::fs::write(&file, MORNING.replace("0 9 * * *", "30 7 * * *")).unwrap();
+    assert!(stdout_of(&mut apply()).starts_with("updated   morning"));
+    let show = json_of(cairn(home.path()).args(["routine", "show", "morning", "--json"]));
+    assert!(
+        show["next"][0].as_str().unwrap().ends_with("T22:30:00Z"),
+        "{show}"
+    );
+
+    cairn(home.path())
+        .args(["routine", "disable", "morning"])
+        .assert()
+        .success();
+    let list = json_of(cairn(home.path()).args(["routine", "list", "--json"]));
+    assert_eq!(list[0]["enabled"], false);
+    cairn(home.path())
+        .args(["routine", "enable", "morning"])
+        .assert()
+        .success();
+    let list = json_of(cairn(home.path()).args(["routine", "list", "--json"]));
+    assert_eq!(list[0]["enabled"], true);
+
+    // No terminal and no --yes: refused, still there.
+    let err = stderr_of_failure(cairn(home.path()).args(["routine", "delete", "morning"]), 2);
+    assert!(err.contains("--yes"), "{err}");
+    assert_eq!(names(home.path()), ["morning"]);
+    cairn(home.path())
+        .args(["routine", "delete", "morning", "--yes"])
+        .assert()
+        .success();
+    assert!(names(home.path()).is_empty());
+}
+
+#[test]
+fn unknown_names_suggest_the_closest() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("morning.yaml");
+    std::fs::write(&file, MORNING).unwrap();
+    cairn(home.path())
+        .args(["routine", "apply", "-f"])
+        .arg(&file)
+        .assert()
+        .success();
+    cairn(home.path())
+        .args(["routine", "show", "mornin"])
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean \"morning\"?"));
+}
+
+#[test]
+fn five_mistakes_are_all_reported_with_paths_and_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "name: \"bad name!\"\ntrigger:\n  type: cron\n  schedule: \"0 25 * * *\"\naction:\n  type: lightweight\n  prompt: \"\"\n  context_paths:\n    - ok.md\n    - /etc/passwd\nguardrails:\n  max_concurrent: 0\n",
+    )
+    .unwrap();
+    for verb in ["validate", "apply"] {
+        let err = stderr_of_failure(
+            cairn(home.path()).args(["routine", verb, "-f"]).arg(&file),
+            2,
+        );
+        for (line, path) in [
+            (1, "name"),
+            (4, "trigger.schedule"),
+            (7, "action.prompt"),
+            (10, "action.context_paths[1]"),
+            (12, "guardrails.max_concurrent"),
+        ] {
+            assert!(
+                err.contains(&format!("bad.yaml:{line}: routine \"bad name!\": {path}: ")),
+                "{path} at line {line}:\n{err}"
+            );
+        }
+        assert!(err.contains("5 problems"), "{err}");
+    }
+    assert!(names(home.path()).is_empty());
+}
+
+#[test]
+fn a_directory_with_one_bad_file_writes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("routines");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("a.yaml"), MORNING).unwrap();
+    std::fs::write(
+        dir.join("b.json"),
+        r#"{"name": "ping", "trigger": {"type": "manual"}, "action": {"type": "notification", "message": "hi"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("c.yml"),
+        MORNING
+            .replace("morning", "evening")
+            .replace("Asia/Tokyo", "Asia/Tokio"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a routine").unwrap();
+
+    let err = stderr_of_failure(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&dir),
+        2,
+    );
+    assert!(
+        err.contains("c.yml:2: routine \"evening\": timezone: ") && err.contains("\"Asia/Tokio\""),
+        "{err}"
+    );
+    assert!(names(home.path()).is_empty());
+
+    std::fs::write(dir.join("c.yml"), MORNING.replace("morning", "evening")).unwrap();
+    let out = stdout_of(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&dir),
+    );
+    assert_eq!(out.matches("created").count(), 3, "{out}");
+    assert_eq!(names(home.path()), ["evening", "morning", "ping"]);
+}
+
+#[test]
+fn an_invalid_schedule_names_the_routine_and_the_token() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("r.yaml");
+    std::fs::write(&file, MORNING.replace("0 9 * * *", "every 5 blorps")).unwrap();
+    let err = stderr_of_failure(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&file),
+        2,
+    );
+    assert!(
+        err.contains("r.yaml:5: routine \"morning\": trigger.schedule: ") && err.contains("blorps"),
+        "{err}"
+    );
+}
