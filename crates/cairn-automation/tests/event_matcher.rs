@@ -73,7 +73,12 @@ fn order_does_not_depend_on_input_order() {
 
 #[test]
 fn empty_matcher_matches_nothing() {
-    assert!(EventMatcher::build([]).unwrap().matches("c", "hi").is_empty());
+    assert!(
+        EventMatcher::build([])
+            .unwrap()
+            .matches("c", "hi")
+            .is_empty()
+    );
     assert!(EventMatcher::empty().is_empty());
 }
 
@@ -90,7 +95,9 @@ fn every_bad_pattern_is_reported_with_routine_and_pattern() {
     let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
     assert_eq!(errors[0].routine_id, Some(id(2)));
     assert!(
-        messages[0].starts_with("routine \"routine-2\": event pattern `deploy(`: invalid regular expression: "),
+        messages[0].starts_with(
+            "routine \"routine-2\": event pattern `deploy(`: invalid regular expression: "
+        ),
         "{}",
         messages[0]
     );
@@ -100,7 +107,11 @@ fn every_bad_pattern_is_reported_with_routine_and_pattern() {
         "{}",
         messages[1]
     );
-    assert!(messages[1].contains("Unicode property not found"), "{}", messages[1]);
+    assert!(
+        messages[1].contains("Unicode property not found"),
+        "{}",
+        messages[1]
+    );
     assert_eq!(errors[2].problem, PatternProblem::Empty);
     assert!(messages[2].contains("routine-4"), "{}", messages[2]);
 }
@@ -138,7 +149,10 @@ fn pattern_strategy() -> impl Strategy<Value = String> {
     prop_oneof![
         proptest::sample::select(WORDS).prop_map(str::to_string),
         proptest::sample::select(WORDS).prop_map(|w| format!(r"{w}\s+\w+")),
-        (proptest::sample::select(WORDS), proptest::sample::select(WORDS))
+        (
+            proptest::sample::select(WORDS),
+            proptest::sample::select(WORDS)
+        )
             .prop_map(|(a, b)| format!("{a}|{b}")),
         proptest::sample::select(WORDS).prop_map(|w| format!("(?i)^{w}")),
         proptest::sample::select(WORDS).prop_map(|w| format!(r"\b{w}\b")),
