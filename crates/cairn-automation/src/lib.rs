@@ -12,3 +12,4 @@
 //! dropped (guide invariant 9).
 
 pub mod notify;
+pub mod routines;
