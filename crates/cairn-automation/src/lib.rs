@@ -4,8 +4,9 @@
 //! notification as a record before it is a delivery, delivers pending ones
 //! through the configured output channels (webhook, Slack, Discord,
 //! Telegram, ntfy, email, log, the inbox) with retries, and puts whatever
-//! cannot be delivered in the inbox with the reason. The routine engine,
-//! watchers and the heartbeat come next and notify through it.
+//! cannot be delivered in the inbox with the reason. [`routines`] has the
+//! first piece of the routine engine, the event matcher; the engine itself,
+//! watchers and the heartbeat come next and notify through [`notify`].
 //!
 //! Architecture invariant: "delivered" is recorded only when the receiver
 //! confirmed it (a 2xx, an SMTP 250); nothing that should reach the person is

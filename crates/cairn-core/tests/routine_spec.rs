@@ -225,6 +225,26 @@ fn schedules_are_checked_with_their_field_path() {
     );
 }
 
+#[test]
+fn oversized_event_patterns_are_refused_at_validation() {
+    let spec = |pattern: &str| {
+        RoutineSpec::parse(
+            &format!(
+                "name: x\ntrigger: {{type: event, pattern: '{pattern}'}}\naction: {{type: notification, message: hi}}\n"
+            ),
+            SpecFormat::Yaml,
+        )
+        .unwrap()
+    };
+    assert!(spec("deploy\\s+\\w+").validate().is_ok());
+    let err = spec("(a{1000}){1000}").validate().unwrap_err().to_string();
+    assert!(
+        err.starts_with("trigger.pattern: invalid regular expression:")
+            && err.contains("size limit"),
+        "{err}"
+    );
+}
+
 fn with_guardrails(guardrails: &str) -> RoutineSpec {
     RoutineSpec::parse(
         &format!(

@@ -21,10 +21,8 @@ use cairn_core::routine::{Routine, Trigger};
 use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
 use uuid::Uuid;
 
-/// Most memory one pattern may compile to (bytes of regex program). Far
-/// above any pattern people write for chat messages (`deploy\s+\w+` is a
-/// few KiB), far below what `(a{1000}){1000}` needs.
-pub const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+/// Most memory one pattern may compile to (shared with routine validation).
+pub const PATTERN_SIZE_LIMIT: usize = cairn_core::routine::EVENT_PATTERN_SIZE_LIMIT;
 
 /// Cap on the lazy DFA's state cache of the combined set (allocated as
 /// states are built, not up front). With 10,000 patterns each DFA state is

@@ -27,6 +27,12 @@ pub use run::{RoutineRun, RunStatus, UnknownStatus};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};
 
+/// Most memory one event pattern may compile to (bytes of regex program):
+/// far above any pattern people write for chat messages (`deploy\s+\w+` is
+/// a few KiB), far below what `(a{1000}){1000}` needs. Checked when a
+/// routine is validated and again when the event matcher is built.
+pub const EVENT_PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
 /// A routine as a person writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

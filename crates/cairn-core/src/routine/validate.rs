@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::EVENT_PATTERN_SIZE_LIMIT;
 use super::{RoutineAction, RoutineSpec, Trigger};
 use crate::schedule::{self, ScheduleKind};
 
@@ -166,7 +167,10 @@ fn check_trigger(c: &mut Checker, trigger: &Trigger, zone: chrono_tz::Tz) {
             }
             if pattern.is_empty() {
                 c.fail("trigger.pattern", "must not be empty");
-            } else if let Err(err) = regex::Regex::new(pattern) {
+            } else if let Err(err) = regex::RegexBuilder::new(pattern)
+                .size_limit(EVENT_PATTERN_SIZE_LIMIT)
+                .build()
+            {
                 let detail = err
                     .to_string()
                     .lines()
