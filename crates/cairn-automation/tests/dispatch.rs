@@ -92,6 +92,16 @@ async fn setup(channel: Arc<Scripted>, settings: NotifySettings) -> Setup {
     }
 }
 
+/// The notification as the store has it now.
+async fn fetch(notifier: &Notifier, id: Uuid) -> Notification {
+    notifier
+        .store()
+        .get_notification(id)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 fn retry_500(text: &str) -> Result<(), DeliveryError> {
     Err(DeliveryError::Retryable(text.into()))
 }
@@ -139,13 +149,7 @@ async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
     let third = d.deliver_due(t(30)).await.unwrap();
     assert_eq!(third[0].status, DeliveryStatus::Delivered);
 
-    let stored = s
-        .notifier
-        .store()
-        .get_notification(n.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = fetch(&s.notifier, n.id).await;
     assert_eq!(stored.status, DeliveryStatus::Delivered);
     assert!(!stored.in_inbox);
     let attempts = s
@@ -189,13 +193,7 @@ async fn a_channel_that_keeps_failing_ends_in_the_inbox_with_the_reason() {
     for at in [0, 60, 600] {
         d.deliver_due(t(at)).await.unwrap();
     }
-    let stored = s
-        .notifier
-        .store()
-        .get_notification(n.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = fetch(&s.notifier, n.id).await;
     assert_eq!(stored.status, DeliveryStatus::Failed);
     assert!(stored.in_inbox);
     assert_eq!(stored.last_error.as_deref(), Some("HTTP 503: down"));
@@ -221,13 +219,7 @@ async fn old_notifications_and_permanent_errors_are_given_up_at_once() {
     let d = Dispatcher::new(s.notifier.clone(), "p1");
     let wrong = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
     d.deliver_due(t(0)).await.unwrap();
-    let stored = s
-        .notifier
-        .store()
-        .get_notification(wrong.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = fetch(&s.notifier, wrong.id).await;
     assert_eq!(
         (stored.status, stored.attempts),
         (DeliveryStatus::Failed, 1)
@@ -237,13 +229,7 @@ async fn old_notifications_and_permanent_errors_are_given_up_at_once() {
     // Sent while the daemon was down for two hours: one try, then the inbox.
     let stale = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
     d.deliver_due(t(7200)).await.unwrap();
-    let stored = s
-        .notifier
-        .store()
-        .get_notification(stale.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = fetch(&s.notifier, stale.id).await;
     assert_eq!(
         (stored.status, stored.attempts),
         (DeliveryStatus::Failed, 1)
@@ -383,13 +369,7 @@ async fn the_dispatcher_sleeps_until_a_retry_is_due_and_wakes_on_a_send() {
     let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
     let delivered = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let stored = s
-                .notifier
-                .store()
-                .get_notification(n.id)
-                .await
-                .unwrap()
-                .unwrap();
+            let stored = fetch(&s.notifier, n.id).await;
             if stored.status == DeliveryStatus::Delivered {
                 return stored;
             }
