@@ -30,6 +30,6 @@ pub use error::StoreError;
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
-pub use runs::RunOutcome;
+pub use runs::{Admission, Admitted, RunOutcome, SlotMove};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
 pub use turns::{StoredTurn, TurnRange, positions_of, view_of};

@@ -52,6 +52,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0005_notifications.sql"),
         postgres: include_str!("../migrations/0005_notifications.sql"),
     },
+    Migration {
+        version: 6,
+        name: "run_details",
+        sqlite: include_str!("../migrations/0006_run_details.sql"),
+        postgres: include_str!("../migrations/0006_run_details.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

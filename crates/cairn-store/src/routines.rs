@@ -81,20 +81,48 @@ fn bind_routine<'q>(query: AnyQuery<'q>, routine: &Routine) -> Result<AnyQuery<'
         .bind(json(&rt.state, "state")?))
 }
 
+/// Marks the routines as changed, for engines in other processes.
+async fn bump_version(conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.version'")
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
 impl Store {
+    /// A number that changes whenever a routine is created, changed,
+    /// enabled, disabled or deleted (by any process on the database).
+    pub async fn routines_version(&self) -> Result<i64, StoreError> {
+        self.on_runtime(async {
+            let row =
+                sqlx::query("SELECT value FROM engine_counters WHERE key = 'routines.version'")
+                    .fetch_optional(self.pool())
+                    .await?;
+            match row {
+                Some(row) => Cols(&row).int("value"),
+                None => Ok(0),
+            }
+        })
+        .await
+    }
+
     /// Stores a new routine; a name already used by the same user is a conflict.
     pub async fn create_routine(&self, routine: &Routine) -> Result<(), StoreError> {
         self.on_runtime(async {
         let sql = format!(
             "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         );
+        let mut tx = self.begin_write().await?;
         let result = bind_routine(sqlx::query(sqlx::AssertSqlSafe(sql)), routine)?
             .bind(micros(routine.created_at))
             .bind(micros(routine.updated_at))
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await;
         match result {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                bump_version(&mut tx).await?;
+                Ok(tx.commit().await?)
+            }
             Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
             Err(e) => Err(e.into()),
         }
@@ -110,16 +138,20 @@ impl Store {
              timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
              consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
         );
+        let mut tx = self.begin_write().await?;
         let result = bind_routine(query, routine)?
             .bind(micros(routine.updated_at))
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await;
         match result {
             Ok(done) if done.rows_affected() == 0 => Err(StoreError::NotFound {
                 what: "routine",
                 id: routine.id.to_string(),
             }),
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                bump_version(&mut tx).await?;
+                Ok(tx.commit().await?)
+            }
             Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
             Err(e) => Err(e.into()),
         }
@@ -185,10 +217,13 @@ impl Store {
     /// Deletes a routine and its runs; returns whether it existed.
     pub async fn delete_routine(&self, id: Uuid) -> Result<bool, StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             let done = sqlx::query("DELETE FROM routines WHERE id = $1")
                 .bind(id.to_string())
-                .execute(self.pool())
+                .execute(&mut *tx)
                 .await?;
+            bump_version(&mut tx).await?;
+            tx.commit().await?;
             Ok(done.rows_affected() > 0)
         })
         .await
@@ -202,13 +237,16 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             let done =
                 sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
                     .bind(id.to_string())
                     .bind(i64::from(enabled))
                     .bind(micros(now))
-                    .execute(self.pool())
+                    .execute(&mut *tx)
                     .await?;
+            bump_version(&mut tx).await?;
+            tx.commit().await?;
             Ok(done.rows_affected() > 0)
         })
         .await
@@ -255,13 +293,16 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             let done =
                 sqlx::query("UPDATE routines SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
                     .bind(id.to_string())
                     .bind(micros_opt(next))
                     .bind(micros(now))
-                    .execute(self.pool())
+                    .execute(&mut *tx)
                     .await?;
+            bump_version(&mut tx).await?;
+            tx.commit().await?;
             Ok(done.rows_affected() > 0)
         })
         .await

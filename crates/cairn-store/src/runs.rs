@@ -11,11 +11,12 @@ use crate::error::is_unique_violation;
 use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \
-     status, result_summary, tokens_used, job_id, owner, lease_until";
+     status, result_summary, tokens_used, job_id, owner, lease_until, notification_id, skip_reason, dedup_key";
 
 const INSERT: &str = "INSERT INTO routine_runs (id, routine_id, trigger_type, trigger_detail, scheduled_for, \
-     started_at, completed_at, status, result_summary, tokens_used, job_id, owner, lease_until) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+     started_at, completed_at, status, result_summary, tokens_used, job_id, owner, lease_until, \
+     notification_id, skip_reason, dedup_key) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,52 @@ pub struct RunOutcome {
     pub tokens_used: Option<u64>,
     /// When it ended.
     pub completed_at: DateTime<Utc>,
+    /// The notification sent about it.
+    pub notification_id: Option<Uuid>,
+    /// The routine's new JSON state, when the run replaced it.
+    pub state: Option<serde_json::Value>,
+}
+
+/// Moves a routine's scheduled slot as part of an admission (compare-and-set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotMove {
+    /// The routine's `next_fire_at` must still be this.
+    pub expected: DateTime<Utc>,
+    /// Its new `next_fire_at`.
+    pub next: Option<DateTime<Utc>>,
+    /// Disable the routine (a one-shot that has fired).
+    pub disable: bool,
+}
+
+/// The guardrails a fire must pass, checked in the transaction that records
+/// it so that they hold across processes sharing the database.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// For a scheduled fire, the slot claim; `None` for manual, event and webhook fires.
+    pub slot: Option<SlotMove>,
+    /// A refusal the engine already decided (backoff after failures).
+    pub refuse: Option<String>,
+    /// Refuse when a run with the same `dedup_key` started within this window.
+    pub dedup_window: Option<std::time::Duration>,
+    /// Refuse when a run (not skipped) started within this time.
+    pub cooldown: Option<std::time::Duration>,
+    /// Refuse when this many runs of the routine are running.
+    pub max_concurrent: Option<u32>,
+    /// Refuse when this many runs of all routines are running.
+    pub global_max: Option<u32>,
+    /// Disable the routine once it has run this many times.
+    pub max_runs: Option<u64>,
+}
+
+/// What an admission did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    /// The runs are recorded as `running` and may start.
+    Started,
+    /// The runs are recorded as `skipped`, with this reason.
+    Skipped(String),
+    /// Nothing recorded: another process took the slot, or the routine is gone.
+    Taken,
 }
 
 fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
@@ -54,6 +101,9 @@ fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
         job_id: c.uuid_opt("job_id")?,
         owner: c.text_opt("owner")?,
         lease_until: c.time_opt("lease_until")?,
+        notification_id: c.uuid_opt("notification_id")?,
+        skip_reason: c.text_opt("skip_reason")?,
+        dedup_key: c.text_opt("dedup_key")?,
     })
 }
 
@@ -76,12 +126,263 @@ async fn insert(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<(), 
         .bind(run.job_id.map(|j| j.to_string()))
         .bind(run.owner.clone())
         .bind(micros_opt(run.lease_until))
+        .bind(run.notification_id.map(|n| n.to_string()))
+        .bind(run.skip_reason.clone())
+        .bind(run.dedup_key.clone())
         .execute(conn)
         .await
         .map(|_| ())
 }
 
+fn window_start(now: DateTime<Utc>, window: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(window)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// The first guardrail that refuses `runs`, read inside the admission's transaction.
+async fn refusal(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    routine_id: &str,
+    first: &RoutineRun,
+) -> Result<Option<String>, StoreError> {
+    use cairn_core::duration::format as human;
+    if let Some(reason) = &admission.refuse {
+        return Ok(Some(reason.clone()));
+    }
+    let now = first.started_at;
+    if let (Some(window), Some(key)) = (admission.dedup_window, &first.dedup_key) {
+        let row = sqlx::query(
+            "SELECT id, started_at FROM routine_runs WHERE routine_id = $1 AND dedup_key = $2 \
+             AND status <> 'skipped' AND started_at >= $3 ORDER BY started_at DESC LIMIT 1",
+        )
+        .bind(routine_id)
+        .bind(key)
+        .bind(micros(window_start(now, window)))
+        .fetch_optional(&mut *conn)
+        .await?;
+        if let Some(row) = row {
+            let id = Cols(&row).text("id")?;
+            return Ok(Some(format!(
+                "dedup_window: the same payload fired run {id} within the last {}",
+                human(window)
+            )));
+        }
+    }
+    if let Some(cooldown) = admission.cooldown.filter(|c| !c.is_zero()) {
+        let row = sqlx::query(
+            "SELECT MAX(started_at) AS at FROM routine_runs WHERE routine_id = $1 AND status <> 'skipped'",
+        )
+        .bind(routine_id)
+        .fetch_one(&mut *conn)
+        .await?;
+        let last = Cols(&row).time_opt("at")?;
+        if let Some(last) = last.filter(|l| *l > window_start(now, cooldown)) {
+            let until = last + chrono::Duration::from_std(cooldown).unwrap_or_default();
+            return Ok(Some(format!(
+                "cooldown: it last fired at {}; {} must pass, so not before {}",
+                last.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                human(cooldown),
+                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )));
+        }
+    }
+    if let Some(max) = admission.max_concurrent {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1",
+        )
+        .bind(routine_id)
+        .fetch_one(&mut *conn)
+        .await?;
+        let n = Cols(&row).uint("n")?;
+        if n >= u64::from(max) {
+            return Ok(Some(format!(
+                "max_concurrent: {n} run(s) of this routine already running (limit {max})"
+            )));
+        }
+    }
+    if let Some(max) = admission.global_max {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
+            .fetch_one(&mut *conn)
+            .await?;
+        let n = Cols(&row).uint("n")?;
+        if n >= u64::from(max) {
+            return Ok(Some(format!(
+                "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// One admission inside an open write transaction.
+async fn admit_one(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    runs: &[RoutineRun],
+) -> Result<Admitted, StoreError> {
+    let Some(first) = runs.first() else {
+        return Ok(Admitted::Taken);
+    };
+    let routine_id = first.routine_id.to_string();
+    // The claim (or, unscheduled, a no-op write) also locks the routine's row
+    // on PostgreSQL, serialising admissions of one routine across processes.
+    let locked = match &admission.slot {
+        Some(slot) => {
+            sqlx::query(
+                "UPDATE routines SET next_fire_at = $3, \
+             enabled = CASE WHEN $4 = 1 THEN 0 ELSE enabled END \
+             WHERE id = $1 AND enabled = 1 AND next_fire_at = $2",
+            )
+            .bind(&routine_id)
+            .bind(micros(slot.expected))
+            .bind(micros_opt(slot.next))
+            .bind(i64::from(slot.disable))
+            .execute(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query("UPDATE routines SET run_count = run_count WHERE id = $1")
+                .bind(&routine_id)
+                .execute(&mut *conn)
+                .await?
+        }
+    };
+    if locked.rows_affected() == 0 {
+        return Ok(Admitted::Taken);
+    }
+    if admission.global_max.is_some() {
+        sqlx::query(
+            "UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.admission'",
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    let mut fresh = Vec::with_capacity(runs.len());
+    for run in runs {
+        if let Some(slot) = run.scheduled_for {
+            let row = sqlx::query(
+                "SELECT COUNT(*) AS n FROM routine_runs WHERE routine_id = $1 AND scheduled_for = $2",
+            )
+            .bind(&routine_id)
+            .bind(micros(slot))
+            .fetch_one(&mut *conn)
+            .await?;
+            if Cols(&row).uint("n")? > 0 {
+                continue;
+            }
+        }
+        fresh.push(run);
+    }
+    if fresh.is_empty() {
+        return Ok(Admitted::Taken);
+    }
+    if let Some(reason) = refusal(conn, admission, &routine_id, first).await? {
+        for run in fresh {
+            let mut skipped = run.clone();
+            skipped.status = RunStatus::Skipped;
+            skipped.completed_at = Some(run.started_at);
+            skipped.skip_reason = Some(reason.clone());
+            skipped.owner = None;
+            skipped.lease_until = None;
+            insert(conn, &skipped).await?;
+        }
+        return Ok(Admitted::Skipped(reason));
+    }
+    for run in &fresh {
+        insert(conn, run).await?;
+    }
+    let count = i64::try_from(fresh.len()).unwrap_or(i64::MAX);
+    let max_runs = admission
+        .max_runs
+        .map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    sqlx::query(
+        "UPDATE routines SET last_run_at = $2, run_count = run_count + $3, \
+         enabled = CASE WHEN $4 > 0 AND run_count + $3 >= $4 THEN 0 ELSE enabled END WHERE id = $1",
+    )
+    .bind(&routine_id)
+    .bind(micros(first.started_at))
+    .bind(count)
+    .bind(max_runs)
+    .execute(&mut *conn)
+    .await?;
+    Ok(Admitted::Started)
+}
+
 impl Store {
+    /// Admits fires of routines, each with its guardrails, in one transaction.
+    ///
+    /// Each entry is the admission of one routine's fire and its runs (a
+    /// scheduled fire catching up on several slots has several). A fire that
+    /// passes is recorded `running` and counted on its routine; one a
+    /// guardrail refuses is recorded `skipped` with the reason, so "why
+    /// didn't it fire?" always has an answer; one whose slot another process
+    /// took records nothing.
+    pub async fn admit_runs(
+        &self,
+        fires: &[(Admission, Vec<RoutineRun>)],
+    ) -> Result<Vec<Admitted>, StoreError> {
+        self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
+            let mut out = Vec::with_capacity(fires.len());
+            for (admission, runs) in fires {
+                out.push(admit_one(&mut tx, admission, runs).await?);
+            }
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Records that a run started a job (so it shows while the run lasts).
+    pub async fn set_run_job(&self, run_id: Uuid, job_id: Uuid) -> Result<(), StoreError> {
+        self.on_runtime(async {
+            sqlx::query("UPDATE routine_runs SET job_id = $2 WHERE id = $1")
+                .bind(run_id.to_string())
+                .bind(job_id.to_string())
+                .execute(self.pool())
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes a routine's ended runs beyond the newest `keep`; returns how many.
+    pub async fn prune_runs(&self, routine_id: Uuid, keep: u32) -> Result<u64, StoreError> {
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "DELETE FROM routine_runs WHERE routine_id = $1 AND status <> 'running' AND id NOT IN \
+                 (SELECT id FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2)",
+            )
+            .bind(routine_id.to_string())
+            .bind(i64::from(keep))
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected())
+        })
+        .await
+    }
+
+    /// When the routine's latest failed or interrupted run ended (for backoff).
+    pub async fn last_failure_at(
+        &self,
+        routine_id: Uuid,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.on_runtime(async {
+            let row = sqlx::query(
+                "SELECT MAX(completed_at) AS at FROM routine_runs WHERE routine_id = $1 \
+                 AND status IN ('failed', 'interrupted')",
+            )
+            .bind(routine_id.to_string())
+            .fetch_one(self.pool())
+            .await?;
+            Cols(&row).time_opt("at")
+        })
+        .await
+    }
+
     /// Claims the scheduled slot `run.scheduled_for` of a routine and records the run, atomically.
     ///
     /// Succeeds only if the routine is enabled and its `next_fire_at` still
@@ -167,13 +468,14 @@ impl Store {
             let mut tx = self.begin_write().await?;
             let done = sqlx::query(
                 "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
-                 owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
+                 notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
             )
             .bind(run_id.to_string())
             .bind(outcome.status.as_str())
             .bind(outcome.summary.clone())
             .bind(tokens(outcome.tokens_used))
             .bind(micros(outcome.completed_at))
+            .bind(outcome.notification_id.map(|n| n.to_string()))
             .execute(&mut *tx)
             .await?;
             if done.rows_affected() == 0 {
@@ -194,6 +496,15 @@ impl Store {
                     .bind(run_id.to_string())
                     .execute(&mut *tx)
                     .await?;
+            }
+            if let Some(state) = &outcome.state {
+                sqlx::query(
+                    "UPDATE routines SET state = $2 WHERE id = (SELECT routine_id FROM routine_runs WHERE id = $1)",
+                )
+                .bind(run_id.to_string())
+                .bind(crate::codec::json(state, "state")?)
+                .execute(&mut *tx)
+                .await?;
             }
             tx.commit().await?;
             Ok(true)
@@ -278,15 +589,29 @@ impl Store {
     /// the reaper waits for the row wins. A select-then-update-by-id lost it.
     pub async fn reap_orphans(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             let rows = sqlx::query(
                 "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, owner = NULL, lease_until = NULL, \
                  result_summary = COALESCE(result_summary, 'interrupted: the process running it stopped') \
-                 WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1) RETURNING id",
+                 WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1) RETURNING id, routine_id",
             )
             .bind(micros(now))
-            .fetch_all(self.pool())
+            .fetch_all(&mut *tx)
             .await?;
-            rows.iter().map(|r| Cols(r).uuid("id")).collect()
+            let mut ids = Vec::with_capacity(rows.len());
+            // An interrupted run counts as a failure (for backoff).
+            for row in &rows {
+                let c = Cols(row);
+                ids.push(c.uuid("id")?);
+                sqlx::query(
+                    "UPDATE routines SET consecutive_failures = consecutive_failures + 1 WHERE id = $1",
+                )
+                .bind(c.text("routine_id")?)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(ids)
         })
         .await
     }

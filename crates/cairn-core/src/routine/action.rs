@@ -26,6 +26,10 @@ pub enum RoutineAction {
         /// Upper bound on LLM/tool rounds.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_iterations: Option<u32>,
+        /// Tools the policy would ask about that this routine may run
+        /// unattended: the person approved them when they wrote the routine.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allowed_tools: Vec<String>,
     },
     /// One tool call, no LLM.
     ToolCall {
@@ -34,11 +38,17 @@ pub enum RoutineAction {
         /// The tool's arguments (an object).
         #[serde(default = "empty_object")]
         params: serde_json::Value,
+        /// As for `full_job`: the tool may run unattended even if the policy asks.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allowed_tools: Vec<String>,
     },
     /// A reminder: the message is delivered as is.
     Notification {
         /// The text delivered.
         message: String,
+        /// Its title (the routine's name when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
     },
 }
 
@@ -54,6 +64,15 @@ impl RoutineAction {
             RoutineAction::FullJob { .. } => "full_job",
             RoutineAction::ToolCall { .. } => "tool_call",
             RoutineAction::Notification { .. } => "notification",
+        }
+    }
+
+    /// Tools this routine may run without an approval prompt.
+    pub fn allowed_tools(&self) -> &[String] {
+        match self {
+            RoutineAction::FullJob { allowed_tools, .. }
+            | RoutineAction::ToolCall { allowed_tools, .. } => allowed_tools,
+            _ => &[],
         }
     }
 }

@@ -103,6 +103,12 @@ pub struct RoutineRun {
     pub tokens_used: Option<u64>,
     /// The job it started, for `full_job` actions.
     pub job_id: Option<Uuid>,
+    /// The notification the run sent (its delivery status is the notification's).
+    pub notification_id: Option<Uuid>,
+    /// Why the run was `skipped` (which guardrail held it back).
+    pub skip_reason: Option<String>,
+    /// Content hash of the fire's payload, for `dedup_window`.
+    pub dedup_key: Option<String>,
     /// Id of the process holding the run while it is `running`.
     pub owner: Option<String>,
     /// The owner must renew its hold before this instant, or the run is an orphan.

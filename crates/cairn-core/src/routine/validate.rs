@@ -236,7 +236,9 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
             title,
             description,
             max_iterations,
+            allowed_tools,
         } => {
+            check_allowed_tools(c, allowed_tools);
             c.non_empty("action.title", title);
             c.non_empty("action.description", description);
             if let Some(n) = max_iterations
@@ -248,13 +250,29 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
                 );
             }
         }
-        RoutineAction::ToolCall { tool, params } => {
+        RoutineAction::ToolCall {
+            tool,
+            params,
+            allowed_tools,
+        } => {
             c.non_empty("action.tool", tool);
+            check_allowed_tools(c, allowed_tools);
             if !params.is_object() {
                 c.fail("action.params", "must be an object of the tool's arguments");
             }
         }
-        RoutineAction::Notification { message } => c.non_empty("action.message", message),
+        RoutineAction::Notification { message, title } => {
+            c.non_empty("action.message", message);
+            if let Some(title) = title {
+                c.non_empty("action.title", title);
+            }
+        }
+    }
+}
+
+fn check_allowed_tools(c: &mut Checker, tools: &[String]) {
+    for (i, tool) in tools.iter().enumerate() {
+        c.non_empty(&format!("action.allowed_tools[{i}]"), tool);
     }
 }
 

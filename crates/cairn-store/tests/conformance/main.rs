@@ -3,6 +3,7 @@
 //! absence a failure, as in CI).
 #![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
+mod admission;
 mod fixture;
 mod jobs;
 mod notifications;
@@ -37,6 +38,17 @@ macro_rules! conformance {
 }
 
 conformance!(
+    admission::a_slot_is_admitted_once_and_moves_next_fire,
+    admission::a_one_shot_is_disabled_by_its_claim,
+    admission::catch_up_records_every_slot_of_one_claim,
+    admission::each_guardrail_refuses_with_a_recorded_reason,
+    admission::dedup_refuses_the_same_payload_within_the_window,
+    admission::max_runs_disables_the_routine,
+    admission::a_deleted_routine_admits_nothing,
+    admission::finishing_keeps_state_and_notification,
+    admission::retention_prunes_old_ended_runs,
+    admission::a_reaped_run_counts_as_a_failure,
+    admission::definition_changes_bump_the_version,
     settings::migrations_apply_once,
     settings::settings_round_trip,
     settings::settings_prefix_is_literal,

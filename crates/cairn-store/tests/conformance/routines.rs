@@ -39,6 +39,9 @@ pub fn run_for(r: &Routine, slot: Option<DateTime<Utc>>, started: DateTime<Utc>)
         job_id: None,
         owner: Some("proc-a".to_string()),
         lease_until: Some(started + Duration::seconds(60)),
+        notification_id: None,
+        skip_reason: None,
+        dedup_key: None,
     }
 }
 

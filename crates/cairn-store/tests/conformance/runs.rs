@@ -16,6 +16,8 @@ fn outcome(status: RunStatus, secs: i64) -> RunOutcome {
         summary: Some(format!("{status}")),
         tokens_used: Some(42),
         completed_at: at(secs),
+        notification_id: None,
+        state: None,
     }
 }
 

@@ -1,0 +1,369 @@
+//! Admission: the routine engine's guardrails, checked in the transaction
+//! that records the run, so they hold across processes.
+
+use std::time::Duration as StdDuration;
+
+use chrono::Duration;
+use serde_json::json;
+
+use cairn_core::routine::RunStatus;
+use cairn_store::{Admission, Admitted, RunOutcome, SlotMove};
+
+use crate::fixture::Fixture;
+use crate::routines::{at, routine, run_for};
+
+fn ended(status: RunStatus, secs: i64) -> RunOutcome {
+    RunOutcome {
+        status,
+        summary: None,
+        tokens_used: None,
+        completed_at: at(secs),
+        notification_id: None,
+        state: None,
+    }
+}
+
+async fn admit(
+    fx: &Fixture,
+    admission: Admission,
+    runs: Vec<cairn_core::routine::RoutineRun>,
+) -> Admitted {
+    fx.store
+        .admit_runs(&[(admission, runs)])
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+pub async fn a_slot_is_admitted_once_and_moves_next_fire(fx: &Fixture) {
+    let mut r = routine("ada", "tick");
+    r.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&r).await.unwrap();
+    let slot = |next| Admission {
+        slot: Some(SlotMove {
+            expected: at(60),
+            next: Some(next),
+            disable: false,
+        }),
+        ..Admission::default()
+    };
+    let first = run_for(&r, Some(at(60)), at(61));
+    assert_eq!(
+        admit(fx, slot(at(120)), vec![first.clone()]).await,
+        Admitted::Started
+    );
+    let again = run_for(&r, Some(at(60)), at(62));
+    assert_eq!(admit(fx, slot(at(120)), vec![again]).await, Admitted::Taken);
+    let stored = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(stored.runtime.next_fire_at, Some(at(120)));
+    assert_eq!(stored.runtime.run_count, 1);
+    assert_eq!(stored.runtime.last_run_at, Some(at(61)));
+    assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 1);
+}
+
+pub async fn a_one_shot_is_disabled_by_its_claim(fx: &Fixture) {
+    let mut r = routine("ada", "once");
+    r.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&r).await.unwrap();
+    let admission = Admission {
+        slot: Some(SlotMove {
+            expected: at(60),
+            next: None,
+            disable: true,
+        }),
+        ..Admission::default()
+    };
+    assert_eq!(
+        admit(fx, admission, vec![run_for(&r, Some(at(60)), at(60))]).await,
+        Admitted::Started
+    );
+    let stored = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert!(!stored.spec.enabled);
+    assert_eq!(stored.runtime.next_fire_at, None);
+    assert_eq!(fx.store.earliest_fire_at().await.unwrap(), None);
+}
+
+pub async fn catch_up_records_every_slot_of_one_claim(fx: &Fixture) {
+    let mut r = routine("ada", "all");
+    r.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&r).await.unwrap();
+    let admission = Admission {
+        slot: Some(SlotMove {
+            expected: at(60),
+            next: Some(at(600)),
+            disable: false,
+        }),
+        max_concurrent: Some(1),
+        ..Admission::default()
+    };
+    let runs = (1..=3)
+        .map(|i| run_for(&r, Some(at(60 * i)), at(500)))
+        .collect();
+    assert_eq!(admit(fx, admission, runs).await, Admitted::Started);
+    let stored = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(stored.runtime.run_count, 3);
+    let mut slots: Vec<_> = fx
+        .store
+        .list_runs(r.id, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.scheduled_for)
+        .collect();
+    slots.sort();
+    assert_eq!(slots, vec![Some(at(60)), Some(at(120)), Some(at(180))]);
+}
+
+pub async fn each_guardrail_refuses_with_a_recorded_reason(fx: &Fixture) {
+    let r = routine("ada", "guarded");
+    fx.store.create_routine(&r).await.unwrap();
+
+    // max_concurrent: one running run fills a limit of 1.
+    let running = run_for(&r, None, at(0));
+    let limit = Admission {
+        max_concurrent: Some(1),
+        ..Admission::default()
+    };
+    assert_eq!(
+        admit(fx, limit.clone(), vec![running.clone()]).await,
+        Admitted::Started
+    );
+    let refused = run_for(&r, None, at(1));
+    let Admitted::Skipped(reason) = admit(fx, limit.clone(), vec![refused.clone()]).await else {
+        panic!("a second run was admitted past max_concurrent 1");
+    };
+    assert!(reason.starts_with("max_concurrent: 1 run(s)"), "{reason}");
+    let stored = fx.store.get_run(refused.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Skipped);
+    assert_eq!(stored.skip_reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(stored.completed_at, Some(at(1)));
+    assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 1);
+
+    // The global cap counts every routine's runs.
+    let global = Admission {
+        global_max: Some(1),
+        ..Admission::default()
+    };
+    let Admitted::Skipped(reason) = admit(fx, global, vec![run_for(&r, None, at(2))]).await else {
+        panic!("admitted past the global cap");
+    };
+    assert!(
+        reason.starts_with("global limit: 1 routine runs"),
+        "{reason}"
+    );
+    assert!(
+        fx.store
+            .finish_run(running.id, &ended(RunStatus::Ok, 10))
+            .await
+            .unwrap()
+    );
+
+    // Cooldown: measured from the last run that was not skipped.
+    let cooldown = Admission {
+        cooldown: Some(StdDuration::from_secs(60)),
+        ..Admission::default()
+    };
+    let Admitted::Skipped(reason) =
+        admit(fx, cooldown.clone(), vec![run_for(&r, None, at(30))]).await
+    else {
+        panic!("admitted within the cooldown");
+    };
+    assert!(reason.starts_with("cooldown: it last fired at"), "{reason}");
+    assert!(reason.contains("not before"), "{reason}");
+    assert_eq!(
+        admit(fx, cooldown, vec![run_for(&r, None, at(61))]).await,
+        Admitted::Started
+    );
+
+    // The engine's own refusal (backoff) is recorded as given.
+    let backoff = Admission {
+        refuse: Some("backoff: 2 failures in a row".into()),
+        ..Admission::default()
+    };
+    assert_eq!(
+        admit(fx, backoff, vec![run_for(&r, None, at(70))]).await,
+        Admitted::Skipped("backoff: 2 failures in a row".into())
+    );
+}
+
+pub async fn dedup_refuses_the_same_payload_within_the_window(fx: &Fixture) {
+    let r = routine("ada", "dedup");
+    fx.store.create_routine(&r).await.unwrap();
+    let dedup = Admission {
+        dedup_window: Some(StdDuration::from_secs(600)),
+        ..Admission::default()
+    };
+    let keyed = |secs, key: &str| {
+        let mut run = run_for(&r, None, at(secs));
+        run.trigger_type = "webhook".into();
+        run.dedup_key = Some(key.to_string());
+        run
+    };
+    let first = keyed(0, "abc");
+    assert_eq!(
+        admit(fx, dedup.clone(), vec![first.clone()]).await,
+        Admitted::Started
+    );
+    let Admitted::Skipped(reason) = admit(fx, dedup.clone(), vec![keyed(100, "abc")]).await else {
+        panic!("a duplicate payload was admitted within the window");
+    };
+    assert!(reason.contains(&first.id.to_string()), "{reason}");
+    assert_eq!(
+        admit(fx, dedup.clone(), vec![keyed(101, "other")]).await,
+        Admitted::Started
+    );
+    assert_eq!(
+        admit(fx, dedup, vec![keyed(700, "abc")]).await,
+        Admitted::Started
+    );
+}
+
+pub async fn max_runs_disables_the_routine(fx: &Fixture) {
+    let r = routine("ada", "twice");
+    fx.store.create_routine(&r).await.unwrap();
+    let max = Admission {
+        max_runs: Some(2),
+        ..Admission::default()
+    };
+    assert_eq!(
+        admit(fx, max.clone(), vec![run_for(&r, None, at(0))]).await,
+        Admitted::Started
+    );
+    assert!(
+        fx.store
+            .get_routine(r.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .enabled
+    );
+    assert_eq!(
+        admit(fx, max, vec![run_for(&r, None, at(1))]).await,
+        Admitted::Started
+    );
+    assert!(
+        !fx.store
+            .get_routine(r.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .enabled
+    );
+}
+
+pub async fn a_deleted_routine_admits_nothing(fx: &Fixture) {
+    let r = routine("ada", "gone");
+    fx.store.create_routine(&r).await.unwrap();
+    assert!(fx.store.delete_routine(r.id).await.unwrap());
+    assert_eq!(
+        admit(fx, Admission::default(), vec![run_for(&r, None, at(0))]).await,
+        Admitted::Taken
+    );
+}
+
+pub async fn finishing_keeps_state_and_notification(fx: &Fixture) {
+    let r = routine("ada", "stateful");
+    fx.store.create_routine(&r).await.unwrap();
+    let run = run_for(&r, None, at(0));
+    assert_eq!(
+        admit(fx, Admission::default(), vec![run.clone()]).await,
+        Admitted::Started
+    );
+    let job = uuid::Uuid::now_v7();
+    fx.store.set_run_job(run.id, job).await.unwrap();
+    let note = uuid::Uuid::now_v7();
+    let mut outcome = ended(RunStatus::Attention, 5);
+    outcome.notification_id = Some(note);
+    outcome.state = Some(json!({"last_seen": 41}));
+    assert!(fx.store.finish_run(run.id, &outcome).await.unwrap());
+    let stored = fx.store.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(stored.job_id, Some(job));
+    assert_eq!(stored.notification_id, Some(note));
+    let routine = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(routine.runtime.state, json!({"last_seen": 41}));
+}
+
+pub async fn retention_prunes_old_ended_runs(fx: &Fixture) {
+    let r = routine("ada", "chatty");
+    fx.store.create_routine(&r).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let run = run_for(&r, None, at(i * 10));
+        assert_eq!(
+            admit(fx, Admission::default(), vec![run.clone()]).await,
+            Admitted::Started
+        );
+        if i < 4 {
+            assert!(
+                fx.store
+                    .finish_run(run.id, &ended(RunStatus::Ok, i * 10 + 1))
+                    .await
+                    .unwrap()
+            );
+        }
+        ids.push(run.id);
+    }
+    // The running one (the newest) is never pruned.
+    assert_eq!(fx.store.prune_runs(r.id, 2).await.unwrap(), 3);
+    let left: Vec<_> = fx
+        .store
+        .list_runs(r.id, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(left, vec![ids[4], ids[3]]);
+}
+
+pub async fn a_reaped_run_counts_as_a_failure(fx: &Fixture) {
+    let r = routine("ada", "crashy");
+    fx.store.create_routine(&r).await.unwrap();
+    let run = run_for(&r, None, at(0));
+    assert_eq!(
+        admit(fx, Admission::default(), vec![run.clone()]).await,
+        Admitted::Started
+    );
+    let reaped = fx
+        .store
+        .reap_orphans(at(0) + Duration::seconds(120))
+        .await
+        .unwrap();
+    assert_eq!(reaped, vec![run.id]);
+    let routine = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(routine.runtime.consecutive_failures, 1);
+    assert_eq!(fx.store.last_failure_at(r.id).await.unwrap(), Some(at(120)));
+}
+
+pub async fn definition_changes_bump_the_version(fx: &Fixture) {
+    let v0 = fx.store.routines_version().await.unwrap();
+    let mut r = routine("ada", "versioned");
+    fx.store.create_routine(&r).await.unwrap();
+    let v1 = fx.store.routines_version().await.unwrap();
+    assert!(v1 > v0);
+    r.spec.description = "changed".into();
+    fx.store.update_routine(&r).await.unwrap();
+    let v2 = fx.store.routines_version().await.unwrap();
+    assert!(v2 > v1);
+    fx.store
+        .set_routine_enabled(r.id, false, at(1))
+        .await
+        .unwrap();
+    let v3 = fx.store.routines_version().await.unwrap();
+    assert!(v3 > v2);
+    // Running it is not a definition change.
+    fx.store
+        .set_routine_enabled(r.id, true, at(2))
+        .await
+        .unwrap();
+    let v4 = fx.store.routines_version().await.unwrap();
+    assert_eq!(
+        admit(fx, Admission::default(), vec![run_for(&r, None, at(3))]).await,
+        Admitted::Started
+    );
+    assert_eq!(fx.store.routines_version().await.unwrap(), v4);
+    fx.store.delete_routine(r.id).await.unwrap();
+    assert!(fx.store.routines_version().await.unwrap() > v4);
+}
