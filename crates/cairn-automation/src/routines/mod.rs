@@ -1,4 +1,5 @@
-//! The routine engine's parts: for now the event matcher that decides which
-//! event routines an inbound chat message fires.
+//! The routine engine's parts: the action seam and the event matcher that
+//! decides which event routines an inbound chat message fires.
 
+pub mod action;
 pub mod event_matcher;
