@@ -294,7 +294,11 @@ async fn admit_one(
     for run in &fresh {
         insert(conn, run).await?;
     }
-    let count = i64::try_from(fresh.len()).unwrap_or(i64::MAX);
+    let started = fresh
+        .iter()
+        .filter(|r| r.status == RunStatus::Running)
+        .count();
+    let count = i64::try_from(started).unwrap_or(i64::MAX);
     let max_runs = admission
         .max_runs
         .map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
@@ -589,30 +593,63 @@ impl Store {
     /// the reaper waits for the row wins. A select-then-update-by-id lost it.
     pub async fn reap_orphans(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
         self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let rows = sqlx::query(
-                "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, owner = NULL, lease_until = NULL, \
-                 result_summary = COALESCE(result_summary, 'interrupted: the process running it stopped') \
-                 WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1) RETURNING id, routine_id",
+            self.interrupt(
+                "(lease_until IS NULL OR lease_until < $1)",
+                now,
+                None,
+                "interrupted: the process running it stopped",
             )
-            .bind(micros(now))
-            .fetch_all(&mut *tx)
-            .await?;
-            let mut ids = Vec::with_capacity(rows.len());
-            // An interrupted run counts as a failure (for backoff).
-            for row in &rows {
-                let c = Cols(row);
-                ids.push(c.uuid("id")?);
-                sqlx::query(
-                    "UPDATE routines SET consecutive_failures = consecutive_failures + 1 WHERE id = $1",
-                )
-                .bind(c.text("routine_id")?)
-                .execute(&mut *tx)
-                .await?;
-            }
-            tx.commit().await?;
-            Ok(ids)
+            .await
         })
         .await
+    }
+
+    /// Marks `interrupted` the running runs `owner` holds (a daemon shutting
+    /// down past its deadline), with `reason`; returns their ids.
+    pub async fn interrupt_owned(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.on_runtime(async { self.interrupt("owner = $3", now, Some(owner), reason).await })
+            .await
+    }
+
+    /// Interrupts the running runs matching `condition` (over `$1` = now and,
+    /// when given, `$3` = owner); each counts as a failure of its routine (for backoff).
+    async fn interrupt(
+        &self,
+        condition: &str,
+        now: DateTime<Utc>,
+        owner: Option<&str>,
+        reason: &str,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, owner = NULL, lease_until = NULL, \
+             result_summary = COALESCE(result_summary, $2) \
+             WHERE status = 'running' AND {condition} RETURNING id, routine_id"
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(micros(now))
+            .bind(reason);
+        if let Some(owner) = owner {
+            query = query.bind(owner);
+        }
+        let rows = query.fetch_all(&mut *tx).await?;
+        let mut ids = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let c = Cols(row);
+            ids.push(c.uuid("id")?);
+            sqlx::query(
+                "UPDATE routines SET consecutive_failures = consecutive_failures + 1 WHERE id = $1",
+            )
+            .bind(c.text("routine_id")?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(ids)
     }
 }
