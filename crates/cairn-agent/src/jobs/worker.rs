@@ -134,7 +134,7 @@ struct AllowList<'a>(&'a [String]);
 #[async_trait]
 impl Approver for AllowList<'_> {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        if self.0.iter().any(|t| *t == request.tool) {
+        if self.0.contains(&request.tool) {
             ApprovalAnswer::Yes
         } else {
             ApprovalAnswer::No

@@ -2,4 +2,5 @@
 //! decides which event routines an inbound chat message fires.
 
 pub mod action;
+pub mod actions;
 pub mod event_matcher;
