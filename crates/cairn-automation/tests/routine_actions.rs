@@ -530,3 +530,17 @@ async fn full_job_is_cancelled_with_the_run() {
         .unwrap();
     assert_eq!(job.state, cairn_agent::jobs::JobState::Cancelled);
 }
+
+#[tokio::test]
+async fn lightweight_calls_the_cheap_provider_not_the_main_one() {
+    let env = Env::new().await;
+    let main = Arc::new(InstantProvider::new());
+    let cheap = Arc::new(InstantProvider::new());
+    cheap.push_text("ROUTINE_OK");
+    let actions = env.bare().with_llm(main.clone(), cheap.clone());
+    let outcome = actions
+        .execute(env.request("{type: lightweight, prompt: p}", None).await)
+        .await;
+    assert_eq!(outcome.status, RunStatus::Ok);
+    assert_eq!((main.calls(), cheap.calls()), (0, 1));
+}
