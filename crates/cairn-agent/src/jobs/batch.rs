@@ -26,12 +26,20 @@ impl JobScheduler {
         }
         let parent_cancel = {
             let mut slots = lock(&self.inner.slots);
-            let cancel = slots.running.get_mut(&parent).map(|running| {
+            let parent_of = slots.running.get_mut(&parent).map(|running| {
                 running.lending = true;
-                running.shared.cancel.clone()
+                (
+                    running.shared.cancel.clone(),
+                    running.shared.allowed_tools.clone(),
+                )
             });
             self.inner.pump(&mut slots);
-            cancel
+            parent_of
+        };
+        // A subtask may approve what its parent may, no more and no less.
+        let (parent_cancel, parent_allowed) = match parent_cancel {
+            Some((cancel, allowed)) => (Some(cancel), allowed),
+            None => (None, None),
         };
         let mut lend = Lend {
             inner: &self.inner,
@@ -42,7 +50,10 @@ impl JobScheduler {
             return Err(JobError::NotFound(parent));
         }
         let mut handles = Vec::with_capacity(specs.len());
-        for spec in specs {
+        for mut spec in specs {
+            if parent_allowed.is_some() {
+                spec.allowed_tools.clone_from(&parent_allowed);
+            }
             match self
                 .enqueue(spec, Some(parent), parent_cancel.clone())
                 .await

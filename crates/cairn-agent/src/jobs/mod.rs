@@ -40,6 +40,17 @@ pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 pub use cairn_store::JobFilter;
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
 
+/// A tool call of a job that did not run because the policy denied it or
+/// nobody could approve it; see [`JobHandle::refused_tools`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedTool {
+    /// The canonical tool name.
+    pub tool: String,
+    /// [`ToolStatus::Declined`](crate::runner::ToolStatus::Declined) or
+    /// [`ToolStatus::Denied`](crate::runner::ToolStatus::Denied).
+    pub status: crate::runner::ToolStatus,
+}
+
 /// The session id a job's tool calls run under: `job:<id>`.
 pub fn job_session_id(id: Uuid) -> String {
     format!("job:{id}")
@@ -121,6 +132,13 @@ pub struct JobSpec {
     pub max_iterations: Option<u32>,
     /// Wall-clock limit (default: [`JobsConfig::default_timeout`]).
     pub timeout: Option<Duration>,
+    /// Answers the policy's "ask" for this job instead of the scheduler's
+    /// approver: these tools are approved, every other one is declined (a
+    /// routine's `allowed_tools`). `None`: the scheduler's approver answers.
+    /// Policy denials stand either way. Kept in memory only: a job is never
+    /// resumed after a restart (orphans are failed), so it needs no column.
+    /// Subtasks inherit their parent's list.
+    pub allowed_tools: Option<Vec<String>>,
 }
 
 /// Longest title derived from a description, in characters.
@@ -141,6 +159,7 @@ impl JobSpec {
             use_planning: false,
             max_iterations: None,
             timeout: None,
+            allowed_tools: None,
         }
     }
 
@@ -180,6 +199,17 @@ impl JobSpec {
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Approves exactly these tools when the policy asks, declining the rest
+    /// (see [`JobSpec::allowed_tools`]).
+    #[must_use]
+    pub fn with_allowed_tools<S: Into<String>>(
+        mut self,
+        tools: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.allowed_tools = Some(tools.into_iter().map(Into::into).collect());
         self
     }
 

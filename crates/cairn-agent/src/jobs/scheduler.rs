@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::worker::{self, JobShared, StopReason};
-use super::{JobError, JobSpec, JobsConfig};
+use super::{JobError, JobSpec, JobsConfig, RefusedTool};
 use crate::hooks::HookRegistry;
 use crate::runner::{Approver, DenyAll, ToolRunner};
 use crate::tools::ToolContext;
@@ -138,12 +138,29 @@ impl Inner {
 pub struct JobHandle {
     id: Uuid,
     done: watch::Receiver<Option<JobRecord>>,
+    refused: Arc<Mutex<Vec<RefusedTool>>>,
 }
 
 impl JobHandle {
+    pub(super) fn new(
+        id: Uuid,
+        done: watch::Receiver<Option<JobRecord>>,
+        refused: Arc<Mutex<Vec<RefusedTool>>>,
+    ) -> Self {
+        Self { id, done, refused }
+    }
+
     /// The job's id.
     pub fn id(&self) -> Uuid {
         self.id
+    }
+
+    /// The tool calls the job could not make (declined for want of an
+    /// approval, or denied by the policy), once each tool, in order; complete
+    /// once [`JobHandle::wait`] has returned. Not stored: only the process
+    /// that ran the job knows them.
+    pub fn refused_tools(&self) -> Vec<RefusedTool> {
+        lock(&self.refused).clone()
     }
 
     /// Waits until the job has ended and returns its final record.
@@ -316,11 +333,8 @@ impl JobScheduler {
         let cancel = parent_cancel
             .unwrap_or_else(|| inner.shutdown.clone())
             .child_token();
-        let shared = Arc::new(JobShared::new(cancel, now));
-        let handle = JobHandle {
-            id: record.id,
-            done: shared.done.subscribe(),
-        };
+        let shared = Arc::new(JobShared::new(cancel, now, spec.allowed_tools));
+        let handle = shared.handle(record.id);
         let mut slots = lock(&inner.slots);
         if inner.shutdown.is_cancelled() {
             drop(slots);
@@ -374,21 +388,21 @@ impl JobScheduler {
     /// Waits for a job to end and returns its final record (from the store if
     /// it is not held here).
     pub async fn wait(&self, id: Uuid) -> Result<JobRecord, JobError> {
-        let receiver = {
+        let handle = {
             let slots = lock(&self.inner.slots);
             slots
                 .running
                 .get(&id)
-                .map(|r| r.shared.done.subscribe())
+                .map(|r| r.shared.handle(id))
                 .or_else(|| {
                     slots.queue.iter().find_map(|w| match w {
-                        Waiter::Job(q) if q.record.id == id => Some(q.shared.done.subscribe()),
+                        Waiter::Job(q) if q.record.id == id => Some(q.shared.handle(id)),
                         _ => None,
                     })
                 })
         };
-        match receiver {
-            Some(done) => JobHandle { id, done }.wait().await,
+        match handle {
+            Some(handle) => handle.wait().await,
             None => self.get(id).await?.ok_or(JobError::NotFound(id)),
         }
     }

@@ -2,8 +2,8 @@
 //! loop under the job's time limit and cancellation token, and write back how
 //! it ended.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use cairn_core::chat::ChatMessage;
@@ -14,10 +14,10 @@ use futures::FutureExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::job_session_id;
-use super::scheduler::Inner;
+use super::scheduler::{Inner, JobHandle, lock};
+use super::{RefusedTool, job_session_id};
 use crate::agent_loop::{AgentLoop, LoopConfig, LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
-use crate::runner::{Approver, ToolStatus};
+use crate::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolStatus};
 use cairn_core::clock::Clock;
 
 /// Appended to the system prompt of every job.
@@ -51,11 +51,21 @@ pub(super) struct JobShared {
     pub stuck: AtomicBool,
     /// The final record, once the job has ended.
     pub done: watch::Sender<Option<JobRecord>>,
+    /// The spec's `allowed_tools`: `Some` replaces the scheduler's approver.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Tool calls that were declined or denied, filled when the loop ends.
+    pub refused: Arc<Mutex<Vec<RefusedTool>>>,
 }
 
 impl JobShared {
-    pub(super) fn new(cancel: CancellationToken, now: DateTime<Utc>) -> Self {
+    pub(super) fn new(
+        cancel: CancellationToken,
+        now: DateTime<Utc>,
+        allowed_tools: Option<Vec<String>>,
+    ) -> Self {
         Self {
+            allowed_tools,
+            refused: Arc::default(),
             cancel,
             stop: OnceLock::new(),
             last_activity: AtomicI64::new(now.timestamp_micros()),
@@ -64,6 +74,11 @@ impl JobShared {
             stuck: AtomicBool::new(false),
             done: watch::channel(None).0,
         }
+    }
+
+    /// A handle on this job for a waiter.
+    pub(super) fn handle(&self, id: uuid::Uuid) -> JobHandle {
+        JobHandle::new(id, self.done.subscribe(), Arc::clone(&self.refused))
     }
 
     /// Stops the job for `reason` (the first reason given is kept).
@@ -108,6 +123,21 @@ impl LoopDelegate for JobDelegate<'_> {
         self.shared.touch(self.clock.now());
         if let LoopEvent::LlmCall { iteration } = event {
             self.shared.iterations.store(iteration, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A job's own approver when its spec lists `allowed_tools`: nobody is
+/// there to ask, so the listed tools are approved and the rest declined.
+struct AllowList<'a>(&'a [String]);
+
+#[async_trait]
+impl Approver for AllowList<'_> {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        if self.0.contains(&request.tool) {
+            ApprovalAnswer::Yes
+        } else {
+            ApprovalAnswer::No
         }
     }
 }
@@ -240,8 +270,21 @@ async fn work(
         inner.hooks.clone(),
         config,
     );
+    let allowed = shared.allowed_tools.as_deref().map(|tools| {
+        // Names as written may be aliases; the approver sees canonical names.
+        let registry = inner.runner.registry();
+        let canonical: Vec<String> = tools
+            .iter()
+            .map(|t| registry.resolve(t).unwrap_or(t).to_string())
+            .collect();
+        canonical
+    });
+    let allow_list = allowed.as_deref().map(AllowList);
     let delegate = JobDelegate {
-        approver: inner.approver.as_ref(),
+        approver: match &allow_list {
+            Some(list) => list,
+            None => inner.approver.as_ref(),
+        },
         shared,
         clock: inner.clock.as_ref(),
     };
@@ -251,6 +294,19 @@ async fn work(
     ];
     let outcome = agent.run(&delegate, &mut messages, ctx).await;
     spent.add(&outcome.usage, outcome.cost_micros);
+    {
+        let mut refused = lock(&shared.refused);
+        for call in &outcome.tool_calls {
+            if matches!(call.status, ToolStatus::Declined | ToolStatus::Denied)
+                && !refused.iter().any(|r| r.tool == call.tool)
+            {
+                refused.push(RefusedTool {
+                    tool: call.tool.clone(),
+                    status: call.status,
+                });
+            }
+        }
+    }
     Ended::Loop(outcome)
 }
 

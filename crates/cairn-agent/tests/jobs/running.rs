@@ -273,3 +273,44 @@ async fn a_tool_needing_approval_is_refused_and_the_result_says_so() {
     let told = &provider.requests()[1].messages;
     assert!(told.last().unwrap().content.contains("declined"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_approves_its_allowed_tools_declines_the_rest_and_reports_them() {
+    use cairn_agent::jobs::RefusedTool;
+    use cairn_agent::runner::ToolStatus;
+    let provider = Arc::new(InstantProvider::new());
+    for _ in 0..2 {
+        provider.push(InstantProvider::tool_call_response(
+            "c1",
+            "danger",
+            json!({}),
+        ));
+        provider.push_text("finished");
+    }
+    let (store, _dir) = sqlite().await;
+    let h = Harness::new(
+        store,
+        provider.clone(),
+        config(1),
+        Arc::new(FixedClock::new(at(0))),
+    );
+
+    let spec = JobSpec::new("t", "not allowed", "ada").with_allowed_tools(["gate"]);
+    let handle = h.scheduler.submit(spec).await.unwrap();
+    handle.clone().wait().await.unwrap();
+    assert_eq!(
+        handle.refused_tools(),
+        [RefusedTool {
+            tool: "danger".into(),
+            status: ToolStatus::Declined
+        }]
+    );
+
+    // Listed: approved, so it runs (this fixture tool then crashes, which the runner catches).
+    let spec = JobSpec::new("t", "allowed", "ada").with_allowed_tools(["danger"]);
+    let handle = h.scheduler.submit(spec).await.unwrap();
+    handle.clone().wait().await.unwrap();
+    assert_eq!(handle.refused_tools(), []);
+    let told = &provider.requests()[3].messages;
+    assert!(told.last().unwrap().content.contains("crashed"), "{told:?}");
+}

@@ -1,10 +1,12 @@
 //! The routine engine: [`engine`] fires routines on time, events, webhooks
 //! and by hand, exactly once across processes, under their guardrails;
-//! [`action`] is the seam to what a routine does; [`plan`] decides catch-up;
+//! [`action`] is the seam to what a routine does and [`actions`] the real
+//! executor (LLM, tools, jobs, reminders); [`plan`] decides catch-up;
 //! [`event_matcher`] picks the event routines a chat message fires;
 //! [`events`] are cairn's own events; [`webhook`] verifies signatures.
 
 pub mod action;
+pub mod actions;
 pub mod engine;
 pub mod event_matcher;
 pub mod events;
