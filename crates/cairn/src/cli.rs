@@ -40,9 +40,12 @@ pub enum Command {
     Notify(NotifyCommand),
     /// What could not be delivered elsewhere, and what went to the inbox channel.
     Inbox(InboxArgs),
-    /// Routine definitions: apply files, validate, list, show, enable, disable, delete.
+    /// Routines: apply files, validate, list, show, enable, disable, fire, runs, delete.
     #[command(subcommand)]
     Routine(RoutineCommand),
+    /// Run cairn's always-on half in the foreground: the routine engine and
+    /// notification delivery, until SIGINT or SIGTERM.
+    Daemon,
 }
 
 /// `cairn routine …`
@@ -69,6 +72,16 @@ pub enum RoutineCommand {
         /// The routine's name.
         name: String,
     },
+    /// Fire a routine now, by hand; waits for the result unless --no-wait.
+    Fire(RoutineFireArgs),
+    /// A routine's latest runs, newest first.
+    Runs {
+        /// The routine's name.
+        name: String,
+        /// How many runs to show.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
     /// Delete a routine and its runs.
     Delete {
         /// The routine's name.
@@ -77,6 +90,22 @@ pub enum RoutineCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Arguments of `cairn routine fire`.
+#[derive(Debug, Args)]
+pub struct RoutineFireArgs {
+    /// The routine's name.
+    pub name: String,
+    /// JSON handed to the action as the trigger's payload.
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// Print the run id and return; the run goes on in the background.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// The id to give the run (used by --no-wait's background process).
+    #[arg(long, hide = true)]
+    pub run_id: Option<uuid::Uuid>,
 }
 
 /// The file or directory `cairn routine apply|validate` reads.

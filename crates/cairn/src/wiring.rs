@@ -15,7 +15,10 @@ use cairn_agent::{
     AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry, LoopConfig,
     PolicyGate, ToolRunner,
 };
-use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, parse_channels};
+use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
+use cairn_automation::routines::actions::AgentActions;
+use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_automation::routines::inbound::EventHook;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
@@ -222,19 +225,24 @@ pub fn agent_loop(
     config: &Config,
     providers: &Providers,
     tools: &ToolsConfig,
+    hooks: HookRegistry,
 ) -> anyhow::Result<AgentLoop> {
-    let registry = builtin_registry(tools).context("cannot set up the tools")?;
-    let policy = PolicyGate::new(&tools.policy);
-    let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
     Ok(AgentLoop::new(
         Arc::clone(&providers.main),
-        runner,
-        Arc::new(HookRegistry::new()),
+        tool_runner(tools)?,
+        Arc::new(hooks),
         LoopConfig {
             max_iterations: config.agent.max_iterations,
             ..LoopConfig::default()
         },
     ))
+}
+
+/// The built-in tools behind the configured policy.
+pub fn tool_runner(tools: &ToolsConfig) -> anyhow::Result<Arc<ToolRunner>> {
+    let registry = builtin_registry(tools).context("cannot set up the tools")?;
+    let policy = PolicyGate::new(&tools.policy);
+    Ok(Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy))))
 }
 
 /// The running parts shared by every front end of one process.
@@ -249,6 +257,8 @@ pub struct Runtime {
     pub agent: AgentLoop,
     /// Background jobs (started; shut it down before exit).
     pub jobs: Arc<JobScheduler>,
+    /// Offers chat messages to the event routines once an engine is attached.
+    pub events: Arc<EventHook>,
 }
 
 /// Builds and starts everything over an open store.
@@ -267,7 +277,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
     };
     let tools = tools_config(config)?;
-    let agent = agent_loop(config, &providers, &tools)?;
+    let events = EventHook::new();
+    let mut hooks = HookRegistry::new();
+    hooks.register(events.clone());
+    let agent = agent_loop(config, &providers, &tools, hooks)?;
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
@@ -304,7 +317,76 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         tools,
         agent,
         jobs: Arc::new(jobs),
+        events,
     })
+}
+
+/// What runs routines in this process: the agent runtime when an LLM is
+/// configured (`None` otherwise: routines that need one fail saying so), the
+/// notifier, and the engine over them.
+pub struct Automation {
+    /// The agent runtime, when an LLM is configured.
+    pub runtime: Option<Runtime>,
+    /// The notification router.
+    pub notifier: Notifier,
+    /// The routine engine (not yet running).
+    pub engine: RoutineEngine,
+}
+
+/// Builds [`Automation`] over an open store.
+pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automation> {
+    let notifier = notifier(config, store)?;
+    let runtime = match config.llm.provider {
+        Some(_) => Some(runtime(config, store.clone()).await?),
+        None => None,
+    };
+    let engine = routine_engine(config, store, Some(notifier.clone()), runtime.as_ref())?;
+    Ok(Automation {
+        runtime,
+        notifier,
+        engine,
+    })
+}
+
+/// The routine engine with the real executor. With a runtime, routines get
+/// the LLM, the agent's tools and the job scheduler, and chat messages reach
+/// the event routines; without one (no LLM configured) they get the tools
+/// only, and actions that need an LLM fail saying so.
+pub fn routine_engine(
+    config: &Config,
+    store: &Store,
+    notifier: Option<Notifier>,
+    rt: Option<&Runtime>,
+) -> anyhow::Result<RoutineEngine> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut actions = AgentActions::new(store.clone(), &config.workspace, Arc::clone(&clock));
+    let (runner, limits) = match rt {
+        Some(rt) => {
+            actions = actions
+                .with_llm(Arc::clone(&rt.providers.main), Arc::clone(&rt.providers.cheap))
+                .with_jobs(Arc::clone(&rt.jobs));
+            (Arc::clone(rt.agent.runner()), rt.tools.limits.clone())
+        }
+        None => {
+            let tools = tools_config(config)?;
+            (tool_runner(&tools)?, tools.limits)
+        }
+    };
+    let ctx = ToolContext::new(&config.workspace, "routines")
+        .with_timezone(config.user.timezone)
+        .with_clock(Arc::clone(&clock))
+        .with_limits(limits);
+    actions = actions.with_tools(runner, ctx);
+    let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
+    settings.max_concurrent = config.routines.max_concurrent;
+    // Changes are noticed through one counter, so reading it often is cheap;
+    // a longer configured refresh is still honoured as an upper bound.
+    settings.change_poll = config.routines.event_cache_refresh.min(Duration::from_secs(1));
+    let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
+    if let Some(rt) = rt {
+        rt.events.attach(engine.clone());
+    }
+    Ok(engine)
 }
 
 /// Everything a chat channel needs; idle sessions are pruned every 10 minutes.

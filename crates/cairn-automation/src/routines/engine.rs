@@ -322,8 +322,10 @@ impl RoutineEngine {
         }
     }
 
-    /// Waits for running runs up to the grace, then cancels and interrupts the rest.
-    async fn shutdown(&self) {
+    /// Waits for running runs up to [`EngineSettings::shutdown_grace`],
+    /// then cancels them and records them `interrupted`. [`run`](Self::run)
+    /// ends with it; a process that only fired routines calls it before exit.
+    pub async fn shutdown(&self) {
         let inner = &self.inner;
         inner.tasks.close();
         let deadline = inner.clock.now()
@@ -560,6 +562,10 @@ impl RoutineEngine {
 
     /// Offers an inbound chat message to the event routines; returns what fired.
     pub async fn offer_message(&self, channel: &str, text: &str) -> Vec<Fired> {
+        // One counter read: a routine applied a moment ago already matches.
+        if let Err(e) = self.refresh_triggered().await {
+            tracing::warn!(error = %e, "cannot refresh event routines");
+        }
         let matcher = Arc::clone(&self.inner.triggered.read().await.matcher);
         let ids = matcher.matches(channel, text);
         let mut fired = Vec::new();

@@ -10,5 +10,6 @@ pub mod actions;
 pub mod engine;
 pub mod event_matcher;
 pub mod events;
+pub mod inbound;
 pub mod plan;
 pub mod webhook;

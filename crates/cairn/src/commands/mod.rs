@@ -3,6 +3,7 @@
 mod chat;
 mod config;
 mod cost;
+mod daemon;
 mod doctor;
 mod job;
 mod notify;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Notify(command) => notify::run(&command, cli.json),
         Command::Inbox(args) => notify::inbox(&args, cli.json),
         Command::Routine(command) => routine::run(&command, cli.json),
+        Command::Daemon => daemon::run(),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use cairn_core::routine::{Routine, RunStatus, Trigger};
+use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
 use cairn_core::text::edit_distance;
 use cairn_store::Store;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -14,9 +14,9 @@ use chrono_tz::Tz;
 use secrecy::ExposeSecret;
 
 use super::routine_files::{self, schedule_of, zone_of};
-use crate::cli::RoutineCommand;
+use crate::cli::{RoutineCommand, RoutineFireArgs};
 use crate::exit::BadInput;
-use crate::settings;
+use crate::{settings, wiring};
 
 /// Fire times `show` lists.
 const SHOWN_FIRE_TIMES: usize = 5;
@@ -61,18 +61,25 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
             json: as_json,
         };
         let result = match command {
-            RoutineCommand::Apply(_) => apply(&ctx, checked.unwrap_or_default(), now).await,
-            RoutineCommand::List => list(&ctx).await,
-            RoutineCommand::Show { name } => show(&ctx, name, now).await,
-            RoutineCommand::Enable { name } => set_enabled(&ctx, name, true, now).await,
-            RoutineCommand::Disable { name } => set_enabled(&ctx, name, false, now).await,
-            RoutineCommand::Delete { name, .. } => delete(&ctx, name).await,
-            RoutineCommand::Validate(_) => Ok(()),
+            RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default(), now).await),
+            RoutineCommand::List => done(list(&ctx).await),
+            RoutineCommand::Show { name } => done(show(&ctx, name, now).await),
+            RoutineCommand::Enable { name } => done(set_enabled(&ctx, name, true, now).await),
+            RoutineCommand::Disable { name } => {
+                done(set_enabled(&ctx, name, false, now).await)
+            }
+            RoutineCommand::Delete { name, .. } => done(delete(&ctx, name).await),
+            RoutineCommand::Runs { name, limit } => runs(&ctx, name, *limit).await,
+            RoutineCommand::Fire(args) => fire(&ctx, &config, args).await,
+            RoutineCommand::Validate(_) => Ok(ExitCode::SUCCESS),
         };
         ctx.store.close().await;
         result
-    })?;
-    Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn done(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
+    result.map(|()| ExitCode::SUCCESS)
 }
 
 /// Without `--yes`, asks on a terminal and refuses otherwise.
@@ -334,4 +341,160 @@ async fn delete(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     ctx.store.delete_routine(routine.id).await?;
     println!("deleted routine \"{name}\"");
     Ok(())
+}
+
+/// One line of text: the first line, clipped.
+fn one_line(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or("");
+    match first.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &first[..i]),
+        None if text.lines().nth(1).is_some() => format!("{first} …"),
+        None => first.to_string(),
+    }
+}
+
+/// A run as `routine runs --json` and `routine fire --json` print it, with
+/// its notification's delivery status.
+async fn run_json(ctx: &Ctx, run: &RoutineRun) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(run)?;
+    let status = match run.notification_id {
+        Some(id) => ctx
+            .store
+            .get_notification(id)
+            .await?
+            .map(|n| n.status.as_str()),
+        None => None,
+    };
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("notification_status".into(), serde_json::json!(status));
+    }
+    Ok(value)
+}
+
+async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
+    let routine = find(ctx, name).await?;
+    let runs = ctx.store.list_runs(routine.id, limit).await?;
+    if ctx.json {
+        let mut out = Vec::with_capacity(runs.len());
+        for run in &runs {
+            out.push(run_json(ctx, run).await?);
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("routine \"{name}\" has not run yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let zone = zone_of(&routine.spec, ctx.zone);
+    println!(
+        "{:<25} {:<12} {:<11} {:<8} SUMMARY",
+        "STARTED", "TRIGGER", "STATUS", "TOKENS"
+    );
+    for run in &runs {
+        let summary = run
+            .skip_reason
+            .as_deref()
+            .or(run.result_summary.as_deref())
+            .unwrap_or("");
+        println!(
+            "{:<25} {:<12} {:<11} {:<8} {}",
+            local(run.started_at, zone),
+            run.trigger_type,
+            run.status.to_string(),
+            run.tokens_used.map_or_else(|| "-".into(), |t| t.to_string()),
+            one_line(summary, 100)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn fire(
+    ctx: &Ctx,
+    config: &cairn_core::config::Config,
+    args: &RoutineFireArgs,
+) -> anyhow::Result<ExitCode> {
+    let routine = find(ctx, &args.name).await?;
+    let payload = match &args.payload {
+        Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+            BadInput(format!("--payload: not valid JSON: {e}"))
+        })?),
+        None => None,
+    };
+    if !routine.spec.enabled {
+        return Err(BadInput(format!(
+            "routine \"{}\" is disabled; `cairn routine enable {}` first",
+            args.name, args.name
+        ))
+        .into());
+    }
+    if args.no_wait {
+        return fire_in_background(args, ctx.json);
+    }
+    let automation = wiring::automation(config, &ctx.store).await?;
+    let fired = automation
+        .engine
+        .fire_manual(&routine, payload, args.run_id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !ctx.json {
+        println!("run {} of \"{}\" started", fired.run_id, args.name);
+    }
+    automation.engine.shutdown().await;
+    if let Some(rt) = &automation.runtime {
+        rt.jobs.shutdown().await;
+    }
+    let run = ctx
+        .store
+        .get_run(fired.run_id)
+        .await?
+        .with_context(|| format!("run {} disappeared", fired.run_id))?;
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&run_json(ctx, &run).await?)?);
+    } else {
+        let text = run
+            .skip_reason
+            .as_deref()
+            .or(run.result_summary.as_deref())
+            .unwrap_or("");
+        println!("{}: {text}", run.status);
+        if let Some(id) = run.notification_id {
+            println!("notification {id} sent");
+        }
+    }
+    Ok(match run.status {
+        RunStatus::Ok | RunStatus::Attention => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
+}
+
+/// `--no-wait`: the run is made by a detached copy of this command given
+/// the run's id, so the id can be printed now and the run outlives us.
+fn fire_in_background(args: &RoutineFireArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let run_id = uuid::Uuid::now_v7();
+    let exe = std::env::current_exe().context("cannot find the cairn executable")?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(["routine", "fire", &args.name, "--run-id", &run_id.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if let Some(payload) = &args.payload {
+        command.args(["--payload", payload]);
+    }
+    #[cfg(unix)]
+    {
+        // Its own process group: a Ctrl-C meant for the shell does not stop it.
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    command
+        .spawn()
+        .context("cannot start the background run")?;
+    if json {
+        println!("{}", serde_json::json!({ "run_id": run_id, "routine": args.name }));
+    } else {
+        println!("run {run_id} of \"{}\" started in the background; `cairn routine runs {}` shows it", args.name, args.name);
+    }
+    Ok(ExitCode::SUCCESS)
 }

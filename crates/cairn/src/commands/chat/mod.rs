@@ -24,6 +24,13 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
         let rt = wiring::runtime(&config, store.clone()).await?;
         let service = wiring::chat_service(&config, &rt);
+        // Chat messages fire event routines; their runs happen in this process.
+        let engine = wiring::routine_engine(
+            &config,
+            &store,
+            Some(wiring::notifier(&config, &store)?),
+            Some(&rt),
+        )?;
         let reader = LineReader::new(Some(config.home().join("history.txt")));
         if args.new {
             service
@@ -48,6 +55,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
             None => repl(&config, &service, &store, reader, args).await,
         };
         finish_jobs(&rt.jobs).await;
+        engine.shutdown().await;
         result
     })
 }

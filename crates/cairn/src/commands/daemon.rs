@@ -1,0 +1,98 @@
+//! `cairn daemon`: the always-on half in the foreground. The routine engine
+//! fires routines, the dispatcher delivers notifications, idle chat sessions
+//! are pruned; SIGINT or SIGTERM stops it gracefully (running routine runs
+//! get a deadline, then are recorded `interrupted`).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use cairn_automation::notify::{Dispatcher, owner_id};
+use cairn_core::clock::{Clock, SystemClock};
+use cairn_store::Store;
+use secrecy::ExposeSecret;
+use tokio_util::sync::CancellationToken;
+
+use crate::{settings, wiring};
+
+/// How often the dispatcher re-reads the outbox when nothing woke it (a
+/// notification recorded by another process).
+const OUTBOX_RECHECK: Duration = Duration::from_secs(30);
+
+/// Runs until a stop signal.
+pub fn run() -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    super::runtime()?.block_on(async {
+        let url = config.database_url.expose_secret();
+        let (store, report) = Store::open(url)
+            .await
+            .context("cannot open the database")?;
+        if !report.applied.is_empty() {
+            tracing::info!(migrations = ?report.applied, "database migrated");
+        }
+        let automation = wiring::automation(&config, &store).await?;
+        if automation.runtime.is_none() {
+            tracing::warn!(
+                "no LLM provider is configured: lightweight and full_job routines will fail saying so; the others run"
+            );
+        }
+        // Prunes idle sessions for as long as the daemon runs.
+        let _chat = automation
+            .runtime
+            .as_ref()
+            .map(|rt| wiring::chat_service(&config, rt));
+        let cancel = CancellationToken::new();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let dispatcher = Dispatcher::new(automation.notifier.clone(), owner_id());
+        let delivering = tokio::spawn({
+            let (clock, cancel) = (Arc::clone(&clock), cancel.clone());
+            async move { dispatcher.run(clock, cancel, OUTBOX_RECHECK).await }
+        });
+        let engine = automation.engine.clone();
+        let firing = if config.routines.enabled {
+            let cancel = cancel.clone();
+            Some(tokio::spawn(async move { engine.run(cancel).await }))
+        } else {
+            tracing::warn!("routines.enabled is false: no routine will fire");
+            None
+        };
+        let routines = store.list_routines(None).await?;
+        let enabled = routines.iter().filter(|r| r.spec.enabled).count();
+        eprintln!(
+            "cairn daemon running (pid {}): {} routine(s), {enabled} enabled; database {}; stop with Ctrl-C or SIGTERM",
+            std::process::id(),
+            routines.len(),
+            cairn_core::config::redact_url(url),
+        );
+        let signal = stop_signal().await;
+        eprintln!("{signal}: stopping");
+        cancel.cancel();
+        if let Some(firing) = firing {
+            firing.await.ok();
+        }
+        delivering.await.ok();
+        if let Some(rt) = &automation.runtime {
+            rt.jobs.shutdown().await;
+        }
+        store.close().await;
+        eprintln!("cairn daemon stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Waits for SIGINT or SIGTERM; names the one that came.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    tokio::signal::ctrl_c().await.ok();
+    "SIGINT"
+}
