@@ -242,7 +242,10 @@ pub fn agent_loop(
 pub fn tool_runner(tools: &ToolsConfig) -> anyhow::Result<Arc<ToolRunner>> {
     let registry = builtin_registry(tools).context("cannot set up the tools")?;
     let policy = PolicyGate::new(&tools.policy);
-    Ok(Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy))))
+    Ok(Arc::new(ToolRunner::new(
+        Arc::new(registry),
+        Arc::new(policy),
+    )))
 }
 
 /// The running parts shared by every front end of one process.
@@ -363,7 +366,10 @@ pub fn routine_engine(
     let (runner, limits) = match rt {
         Some(rt) => {
             actions = actions
-                .with_llm(Arc::clone(&rt.providers.main), Arc::clone(&rt.providers.cheap))
+                .with_llm(
+                    Arc::clone(&rt.providers.main),
+                    Arc::clone(&rt.providers.cheap),
+                )
                 .with_jobs(Arc::clone(&rt.jobs));
             (Arc::clone(rt.agent.runner()), rt.tools.limits.clone())
         }
@@ -381,7 +387,10 @@ pub fn routine_engine(
     settings.max_concurrent = config.routines.max_concurrent;
     // Changes are noticed through one counter, so reading it often is cheap;
     // a longer configured refresh is still honoured as an upper bound.
-    settings.change_poll = config.routines.event_cache_refresh.min(Duration::from_secs(1));
+    settings.change_poll = config
+        .routines
+        .event_cache_refresh
+        .min(Duration::from_secs(1));
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
         rt.events.attach(engine.clone());

@@ -65,9 +65,7 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
             RoutineCommand::List => done(list(&ctx).await),
             RoutineCommand::Show { name } => done(show(&ctx, name, now).await),
             RoutineCommand::Enable { name } => done(set_enabled(&ctx, name, true, now).await),
-            RoutineCommand::Disable { name } => {
-                done(set_enabled(&ctx, name, false, now).await)
-            }
+            RoutineCommand::Disable { name } => done(set_enabled(&ctx, name, false, now).await),
             RoutineCommand::Delete { name, .. } => done(delete(&ctx, name).await),
             RoutineCommand::Runs { name, limit } => runs(&ctx, name, *limit).await,
             RoutineCommand::Fire(args) => fire(&ctx, &config, args).await,
@@ -402,7 +400,8 @@ async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
             local(run.started_at, zone),
             run.trigger_type,
             run.status.to_string(),
-            run.tokens_used.map_or_else(|| "-".into(), |t| t.to_string()),
+            run.tokens_used
+                .map_or_else(|| "-".into(), |t| t.to_string()),
             one_line(summary, 100)
         );
     }
@@ -416,9 +415,10 @@ async fn fire(
 ) -> anyhow::Result<ExitCode> {
     let routine = find(ctx, &args.name).await?;
     let payload = match &args.payload {
-        Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
-            BadInput(format!("--payload: not valid JSON: {e}"))
-        })?),
+        Some(text) => Some(
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| BadInput(format!("--payload: not valid JSON: {e}")))?,
+        ),
         None => None,
     };
     if !routine.spec.enabled {
@@ -450,7 +450,10 @@ async fn fire(
         .await?
         .with_context(|| format!("run {} disappeared", fired.run_id))?;
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&run_json(ctx, &run).await?)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&run_json(ctx, &run).await?)?
+        );
     } else {
         let text = run
             .skip_reason
@@ -475,7 +478,13 @@ fn fire_in_background(args: &RoutineFireArgs, json: bool) -> anyhow::Result<Exit
     let exe = std::env::current_exe().context("cannot find the cairn executable")?;
     let mut command = std::process::Command::new(exe);
     command
-        .args(["routine", "fire", &args.name, "--run-id", &run_id.to_string()])
+        .args([
+            "routine",
+            "fire",
+            &args.name,
+            "--run-id",
+            &run_id.to_string(),
+        ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -488,13 +497,17 @@ fn fire_in_background(args: &RoutineFireArgs, json: bool) -> anyhow::Result<Exit
         use std::os::unix::process::CommandExt;
         command.process_group(0);
     }
-    command
-        .spawn()
-        .context("cannot start the background run")?;
+    command.spawn().context("cannot start the background run")?;
     if json {
-        println!("{}", serde_json::json!({ "run_id": run_id, "routine": args.name }));
+        println!(
+            "{}",
+            serde_json::json!({ "run_id": run_id, "routine": args.name })
+        );
     } else {
-        println!("run {run_id} of \"{}\" started in the background; `cairn routine runs {}` shows it", args.name, args.name);
+        println!(
+            "run {run_id} of \"{}\" started in the background; `cairn routine runs {}` shows it",
+            args.name, args.name
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,239 @@
+//! Black-box tests of the routine engine through the built binary:
+//! `routine fire` against the fake LLM with a webhook receiver, and
+//! `cairn daemon` picking up a routine applied by another process.
+#![allow(clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use chrono::{DateTime, Utc};
+use predicates::str::contains;
+use serde_json::Value;
+
+mod common;
+use common::Receiver;
+
+struct Env {
+    home: tempfile::TempDir,
+    llm: Option<FakeLlmServer>,
+}
+
+impl Env {
+    fn new(config: &str, llm: bool) -> Env {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        Env {
+            home,
+            llm: llm.then(|| FakeLlmServer::start_on_thread().unwrap()),
+        }
+    }
+
+    fn env(&self, cmd: &mut std::process::Command) {
+        cmd.env_clear()
+            .env("CAIRN_HOME", self.home.path())
+            .env("CAIRN_TIMEZONE", "UTC");
+        if let Some(llm) = &self.llm {
+            cmd.env("CAIRN_LLM_PROVIDER", "openai")
+                .env("CAIRN_LLM_BASE_URL", llm.base_url_openai())
+                .env("CAIRN_LLM_MODEL", "test-model")
+                .env("CAIRN_LLM_API_KEY", "sk-test-0123456789")
+                .env("CAIRN_LLM_MAX_RETRIES", "0");
+        }
+    }
+
+    fn cairn(&self) -> Command {
+        let mut std = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+        self.env(&mut std);
+        Command::from_std(std)
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.home.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+
+    fn runs(&self, routine: &str) -> Vec<Value> {
+        let out = self
+            .cairn()
+            .args(["--json", "routine", "runs", routine])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+fn time(v: &Value) -> DateTime<Utc> {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_fired_lightweight_routine_needing_attention_reaches_the_webhook() {
+    let receiver = Receiver::start(vec![]);
+    let env = Env::new(
+        &format!(
+            "[notify]\ndefault_channel = \"hook\"\n\n[channels.hook]\ntype = \"webhook\"\nurl = \"{}\"\n",
+            receiver.url
+        ),
+        true,
+    );
+    env.llm.as_ref().unwrap().push(Scripted::text(
+        "/var is 91% full; the logs grew 4 GB overnight.",
+    ));
+    let file = env.file(
+        "disk.yaml",
+        "name: disk-check\ntrigger: {type: manual}\naction: {type: lightweight, prompt: Check the disk report., max_tokens: 200}\n",
+    );
+    env.cairn()
+        .args(["routine", "apply", "-f", &file])
+        .assert()
+        .success();
+    env.cairn()
+        .args(["routine", "fire", "disk-check"])
+        .assert()
+        .success()
+        .stdout(contains("attention: /var is 91% full"));
+    let runs = env.runs("disk-check");
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run["status"], "attention");
+    assert_eq!(run["trigger_type"], "manual");
+    assert!(run["scheduled_for"].is_null());
+    assert!(run["tokens_used"].as_u64().unwrap() > 0);
+    // One LLM call, with the routine's prompt and max_tokens.
+    let requests = env.llm.as_ref().unwrap().requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["max_tokens"], 200);
+    assert!(
+        requests[0]
+            .body
+            .to_string()
+            .contains("Check the disk report.")
+    );
+    // The receiver got the notification JSON, and the run knows its id.
+    let id = run["notification_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while receiver.count() == 0 && Instant::now() < deadline {
+        // `routine fire` recorded it; deliveries are the dispatcher's job.
+        env.cairn().args(["notify", "deliver"]).assert().success();
+    }
+    let (headers, body) = receiver.requests.lock().unwrap()[0].clone();
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["title"], "disk-check needs attention");
+    assert!(
+        body["body"]
+            .as_str()
+            .unwrap()
+            .starts_with("/var is 91% full")
+    );
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "x-cairn-notification-id" && *v == id)
+    );
+    assert_eq!(
+        env.runs("disk-check")[0]["notification_status"],
+        "delivered"
+    );
+}
+
+#[test]
+fn a_routine_without_an_llm_fails_saying_so_and_bad_fires_are_refused() {
+    let env = Env::new("", false);
+    let file = env.file(
+        "r.yaml",
+        "name: summary\ntrigger: {type: manual}\naction: {type: lightweight, prompt: Summarise.}\n",
+    );
+    env.cairn()
+        .args(["routine", "apply", "-f", &file])
+        .assert()
+        .success();
+    env.cairn()
+        .args(["routine", "fire", "summary"])
+        .assert()
+        .code(1)
+        .stdout(contains("failed: no LLM provider is configured"));
+    env.cairn()
+        .args(["routine", "fire", "sumary"])
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean \"summary\""));
+    env.cairn()
+        .args(["routine", "fire", "summary", "--payload", "{oops"])
+        .assert()
+        .code(2)
+        .stderr(contains("--payload: not valid JSON"));
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+#[test]
+fn the_daemon_fires_a_routine_applied_by_another_process_on_time() {
+    // A fresh home with nothing configured: no LLM, no channels.
+    let env = Env::new("", false);
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    env.env(&mut cmd);
+    cmd.arg("daemon")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut daemon = Daemon(cmd.spawn().unwrap());
+    // Started once the database exists and the runs table answers.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let file = env.file(
+        "soon.yaml",
+        "name: soon\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: hello}\n",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    env.cairn()
+        .args(["routine", "apply", "-f", &file])
+        .assert()
+        .success();
+    let run = loop {
+        let runs = env.runs("soon");
+        if let Some(run) = runs.into_iter().find(|r| r["status"] == "ok") {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "the routine did not fire");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let late = time(&run["started_at"]) - time(&run["scheduled_for"]);
+    assert!(
+        late < chrono::Duration::seconds(2),
+        "fired {late} after its slot"
+    );
+    // SIGTERM stops it gracefully.
+    let pid = daemon.0.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let out = std::mem::replace(
+        &mut daemon.0,
+        std::process::Command::new("true").spawn().unwrap(),
+    )
+    .wait_with_output()
+    .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
+    assert!(stderr.contains("cairn daemon stopped"), "{stderr}");
+    assert!(stderr.contains("routine fired"), "{stderr}");
+}
