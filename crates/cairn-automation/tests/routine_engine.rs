@@ -795,3 +795,77 @@ async fn two_engines_on_one_postgres_database_run_each_slot_once() {
         .await
         .unwrap();
 }
+
+/// A channel whose receiver always refuses for good.
+struct Refusing;
+
+#[async_trait]
+impl cairn_automation::notify::Channel for Refusing {
+    fn kind(&self) -> &'static str {
+        "refusing"
+    }
+    async fn deliver(
+        &self,
+        _: &cairn_core::notification::Notification,
+    ) -> Result<cairn_automation::notify::Receipt, cairn_automation::notify::DeliveryError> {
+        Err(cairn_automation::notify::DeliveryError::Permanent(
+            "HTTP 404: no such hook".into(),
+        ))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_notification_given_up_on_fires_notification_failed_routines() {
+    let s = setup(t0()).await;
+    let watcher = s
+        .routine("name: on-lost-notice\ntrigger: {type: system_event, event: notification.failed, filters: {channel: pager}}\naction: {type: notification, message: x}\nguardrails: {cooldown: 0s}\n")
+        .await;
+    let mut channels = ChannelSet::new();
+    channels.insert("pager", Arc::new(Refusing));
+    let notifier = Notifier::new(
+        s.store.clone(),
+        Arc::new(channels),
+        NotifySettings::default(),
+    );
+    let engine = RoutineEngine::new(
+        s.store.clone(),
+        s.clock.clone(),
+        s.script.clone(),
+        Some(notifier.clone()),
+        settings("a"),
+    );
+    engine.refresh_triggered().await.unwrap();
+    let cancel = CancellationToken::new();
+    let forwarding =
+        engine.forward_events(None, Some(notifier.subscribe_given_up()), cancel.clone());
+    let sent = notifier
+        .send(
+            cairn_core::notification::NewNotification {
+                user_id: "ada".into(),
+                channel: Some("pager".into()),
+                title: "t".into(),
+                body: "b".into(),
+                priority: Default::default(),
+                tags: vec![],
+                data: None,
+                source: "test".into(),
+            },
+            s.clock.now(),
+        )
+        .await
+        .unwrap();
+    let dispatcher = cairn_automation::notify::Dispatcher::new(notifier.clone(), "d");
+    dispatcher.deliver_due(s.clock.now()).await.unwrap();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        engine.idle().await;
+    }
+    cancel.cancel();
+    forwarding.await.unwrap();
+    let runs = s.runs(&watcher).await;
+    assert_eq!(statuses(&runs), [RunStatus::Ok]);
+    let calls = s.script.calls.lock().unwrap();
+    let payload = calls[0].1.payload.clone().unwrap();
+    assert_eq!(payload["fields"]["id"], sent.id.to_string());
+    assert_eq!(payload["fields"]["error"], "HTTP 404: no such hook");
+}

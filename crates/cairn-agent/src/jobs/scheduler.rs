@@ -38,6 +38,8 @@ pub(super) struct Inner {
     pub(super) slots: Mutex<Slots>,
     /// Outcomes the store could not take yet; retried with each lease renewal.
     pub(super) unfinished: Mutex<Vec<(Uuid, JobOutcome)>>,
+    /// Every job this scheduler ran to its end (for the `job.finished` event).
+    pub(super) finished: tokio::sync::broadcast::Sender<JobRecord>,
     maintenance: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -221,6 +223,7 @@ impl JobSchedulerBuilder {
                 shutdown: CancellationToken::new(),
                 slots: Mutex::new(Slots::default()),
                 unfinished: Mutex::new(Vec::new()),
+                finished: tokio::sync::broadcast::channel(64).0,
                 maintenance: Mutex::new(None),
             }),
         }
@@ -242,6 +245,11 @@ impl std::fmt::Debug for JobScheduler {
 }
 
 impl JobScheduler {
+    /// Jobs this scheduler runs to their end from now on, as they end.
+    pub fn subscribe_finished(&self) -> tokio::sync::broadcast::Receiver<JobRecord> {
+        self.inner.finished.subscribe()
+    }
+
     /// A builder over a store, the provider jobs call (wrapped by the cost
     /// guard in production), the tool runner (registry + policy) and the base
     /// tool context (workspace, limits, time zone, clock).

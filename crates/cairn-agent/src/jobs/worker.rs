@@ -430,6 +430,8 @@ async fn finish(inner: &Inner, mut record: JobRecord, outcome: JobOutcome) -> Jo
         }
     }
     record.apply_outcome(&outcome);
+    // Nobody listening is fine.
+    let _ = inner.finished.send(record.clone());
     record
 }
 

@@ -16,7 +16,7 @@ use rand::Rng;
 use tokio::task::JoinSet;
 
 use super::channel::DeliveryError;
-use super::router::{Notifier, unknown_channel};
+use super::router::{GivenUp, Notifier, unknown_channel};
 
 /// Notifications claimed per store round-trip.
 const BATCH: u32 = 16;
@@ -151,6 +151,11 @@ impl Dispatcher {
         let Some(channel) = channels.get(&n.channel).cloned() else {
             let reason = unknown_channel(&n.channel, channels);
             store.fail_to_inbox(n.id, &reason).await?;
+            self.notifier.announce_given_up(GivenUp {
+                id: n.id,
+                channel: n.channel.clone(),
+                error: reason,
+            });
             return Ok(None);
         };
         let settings = self.notifier.settings();
@@ -205,6 +210,11 @@ impl Dispatcher {
             }
             DeliveryStatus::Failed => {
                 tracing::warn!(id = %n.id, channel = %n.channel, attempt = number, error = %attempt.detail, "notification given up; kept in the inbox");
+                self.notifier.announce_given_up(GivenUp {
+                    id: n.id,
+                    channel: n.channel.clone(),
+                    error: attempt.detail.clone(),
+                });
             }
         }
         Ok(Some(AttemptReport {

@@ -140,6 +140,18 @@ pub struct Notifier {
     channels: Arc<ChannelSet>,
     settings: NotifySettings,
     wake: Arc<Notify>,
+    given_up: tokio::sync::broadcast::Sender<GivenUp>,
+}
+
+/// A notification the dispatcher gave up on (it is in the inbox with the reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenUp {
+    /// The notification.
+    pub id: Uuid,
+    /// Its channel.
+    pub channel: String,
+    /// Why it could not be delivered.
+    pub error: String,
 }
 
 impl Notifier {
@@ -150,7 +162,18 @@ impl Notifier {
             channels,
             settings,
             wake: Arc::new(Notify::new()),
+            given_up: tokio::sync::broadcast::channel(64).0,
         }
+    }
+
+    /// Notifications given up on from now on (for the `notification.failed` event).
+    pub fn subscribe_given_up(&self) -> tokio::sync::broadcast::Receiver<GivenUp> {
+        self.given_up.subscribe()
+    }
+
+    /// Announces a notification given up on (nobody listening is fine).
+    pub(crate) fn announce_given_up(&self, given_up: GivenUp) {
+        let _ = self.given_up.send(given_up);
     }
 
     /// The store.

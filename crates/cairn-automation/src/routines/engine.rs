@@ -638,6 +638,49 @@ impl RoutineEngine {
         fired
     }
 
+    /// Emits `job.finished` and `notification.failed` as they happen, until `cancel`.
+    pub fn forward_events(
+        &self,
+        mut jobs: Option<tokio::sync::broadcast::Receiver<cairn_core::job::JobRecord>>,
+        mut given_up: Option<tokio::sync::broadcast::Receiver<crate::notify::GivenUp>>,
+        cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        use tokio::sync::broadcast::error::RecvError;
+        let engine = self.clone();
+        tokio::spawn(async move {
+            async fn next<T: Clone>(
+                rx: &mut Option<tokio::sync::broadcast::Receiver<T>>,
+            ) -> Option<T> {
+                let Some(r) = rx.as_mut() else {
+                    return std::future::pending().await;
+                };
+                loop {
+                    match r.recv().await {
+                        Ok(item) => return Some(item),
+                        Err(RecvError::Lagged(n)) => {
+                            tracing::warn!(
+                                missed = n,
+                                "system events were dropped: too many at once"
+                            );
+                        }
+                        Err(RecvError::Closed) => {
+                            *rx = None;
+                            return std::future::pending().await;
+                        }
+                    }
+                }
+            }
+            loop {
+                let event = tokio::select! {
+                    () = cancel.cancelled() => return,
+                    Some(job) = next(&mut jobs) => SystemEvent::job_finished(&job),
+                    Some(n) = next(&mut given_up) => SystemEvent::notification_failed(&n),
+                };
+                engine.emit(event).await;
+            }
+        })
+    }
+
     /// The webhook routine at `path` (its `path`, else its id), if any.
     pub async fn webhook_routine(&self, path: &str) -> Option<Routine> {
         let triggered = self.inner.triggered.read().await;

@@ -45,6 +45,30 @@ impl SystemEvent {
         }
     }
 
+    /// `job.finished` for a job that ended.
+    pub fn job_finished(job: &cairn_core::job::JobRecord) -> Self {
+        Self::new(
+            JOB_FINISHED,
+            [
+                ("job_id", job.id.to_string()),
+                ("status", job.state.as_str().to_string()),
+                ("title", job.title.clone()),
+            ],
+        )
+    }
+
+    /// `notification.failed` for a notification given up on.
+    pub fn notification_failed(given_up: &crate::notify::GivenUp) -> Self {
+        Self::new(
+            NOTIFICATION_FAILED,
+            [
+                ("id", given_up.id.to_string()),
+                ("channel", given_up.channel.clone()),
+                ("error", given_up.error.clone()),
+            ],
+        )
+    }
+
     /// Whether a routine with this trigger fires on the event.
     pub fn fires(&self, trigger: &Trigger) -> bool {
         match trigger {

@@ -49,6 +49,11 @@ pub fn run() -> anyhow::Result<ExitCode> {
             let (clock, cancel) = (Arc::clone(&clock), cancel.clone());
             async move { dispatcher.run(clock, cancel, OUTBOX_RECHECK).await }
         });
+        let forwarding = automation.engine.forward_events(
+            automation.runtime.as_ref().map(|rt| rt.jobs.subscribe_finished()),
+            Some(automation.notifier.subscribe_given_up()),
+            cancel.clone(),
+        );
         let engine = automation.engine.clone();
         let firing = if config.routines.enabled {
             let cancel = cancel.clone();
@@ -72,6 +77,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
             firing.await.ok();
         }
         delivering.await.ok();
+        forwarding.await.ok();
         if let Some(rt) = &automation.runtime {
             rt.jobs.shutdown().await;
         }
