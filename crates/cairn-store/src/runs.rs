@@ -387,82 +387,52 @@ impl Store {
         .await
     }
 
-    /// Claims the scheduled slot `run.scheduled_for` of a routine and records the run, atomically.
-    ///
-    /// Succeeds only if the routine is enabled and its `next_fire_at` still
-    /// equals the slot (compare-and-set), moving it to `next`; the unique
-    /// `(routine_id, scheduled_for)` key backs this up. Returns `false` when
-    /// another process (or an earlier call) already took the slot.
+    /// Claims the scheduled slot `run.scheduled_for` of a routine and records
+    /// the run: [`Store::admit_runs`] with only the slot's compare-and-set.
+    /// Returns `false` when another process (or an earlier call) took it.
     pub async fn claim_slot(
         &self,
         run: &RoutineRun,
         next: Option<DateTime<Utc>>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let Some(slot) = run.scheduled_for else {
-                return Err(StoreError::Conflict(
-                    "claim_slot needs a run with scheduled_for".to_string(),
-                ));
-            };
-            let mut tx = self.begin_write().await?;
-            let moved = sqlx::query(
-                "UPDATE routines SET next_fire_at = $3, last_run_at = $4, run_count = run_count + 1, updated_at = $4 \
-                 WHERE id = $1 AND enabled = 1 AND next_fire_at = $2",
-            )
-            .bind(run.routine_id.to_string())
-            .bind(micros(slot))
-            .bind(micros_opt(next))
-            .bind(micros(run.started_at))
-            .execute(&mut *tx)
-            .await?;
-            if moved.rows_affected() == 0 {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            match insert(&mut tx, run).await {
-                Ok(()) => {
-                    tx.commit().await?;
-                    Ok(true)
-                }
-                Err(e) if is_unique_violation(&e) => {
-                    tx.rollback().await?;
-                    Ok(false)
-                }
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await
+        let Some(slot) = run.scheduled_for else {
+            return Err(StoreError::Conflict(
+                "claim_slot needs a run with scheduled_for".to_string(),
+            ));
+        };
+        let admission = Admission {
+            slot: Some(SlotMove {
+                expected: slot,
+                next,
+                disable: false,
+            }),
+            ..Admission::default()
+        };
+        let admitted = self.admit_runs(&[(admission, vec![run.clone()])]).await?;
+        Ok(admitted.first() == Some(&Admitted::Started))
     }
 
-    /// Records an unscheduled run (manual, event, webhook) and counts it on its routine.
-    /// A run with `scheduled_for` set whose slot is taken is a conflict.
+    /// Records an unscheduled run (manual, event, webhook) with no guardrail:
+    /// [`Store::admit_runs`] without checks. A missing routine is not found;
+    /// a run whose `scheduled_for` slot already has one is a conflict.
     pub async fn start_run(&self, run: &RoutineRun) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let counted = sqlx::query("UPDATE routines SET last_run_at = $2, run_count = run_count + 1, updated_at = $2 WHERE id = $1")
-                .bind(run.routine_id.to_string())
-                .bind(micros(run.started_at))
-                .execute(&mut *tx)
-                .await?;
-            if counted.rows_affected() == 0 {
-                return Err(StoreError::NotFound {
-                    what: "routine",
-                    id: run.routine_id.to_string(),
-                });
-            }
-            match insert(&mut tx, run).await {
-                Ok(()) => Ok(tx.commit().await?),
-                Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
-                    "routine {} already has a run for slot {}",
-                    run.routine_id,
-                    run.scheduled_for
-                        .map(|s| s.to_rfc3339())
-                        .unwrap_or_default()
-                ))),
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await
+        let admitted = self
+            .admit_runs(&[(Admission::default(), vec![run.clone()])])
+            .await?;
+        match admitted.first() {
+            Some(Admitted::Started) => Ok(()),
+            _ if run.scheduled_for.is_some() => Err(StoreError::Conflict(format!(
+                "routine {} already has a run for slot {}",
+                run.routine_id,
+                run.scheduled_for
+                    .map(|s| s.to_rfc3339())
+                    .unwrap_or_default()
+            ))),
+            _ => Err(StoreError::NotFound {
+                what: "routine",
+                id: run.routine_id.to_string(),
+            }),
+        }
     }
 
     /// Ends a running run and updates its routine's failure streak.
