@@ -366,7 +366,8 @@ impl ToolRunner {
             );
         }
 
-        match self.policy.decide(&name, tool.risk(), &ctx.session_id) {
+        let risk = tool.call_risk(&args);
+        match self.policy.decide(&name, risk, &ctx.session_id) {
             PolicyDecision::Allow => {}
             PolicyDecision::Deny { reason } => {
                 return refuse(
@@ -376,7 +377,7 @@ impl ToolRunner {
                 );
             }
             PolicyDecision::Ask => {
-                let request = approval_request(call, &name, tool.risk(), &args, ctx);
+                let request = approval_request(call, &name, risk, &args, ctx);
                 let answer = tokio::select! {
                     biased;
                     () = ctx.cancel.cancelled() => {

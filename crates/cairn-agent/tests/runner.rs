@@ -277,3 +277,62 @@ async fn output_is_scrubbed_capped_and_cannot_close_its_frame() {
     assert!(result.content.contains("output truncated: showing 1000 of"));
     assert!(result.content.len() < 1300);
 }
+
+/// Risk depends on the arguments: `{"danger": true}` is dangerous, anything else read-only.
+struct PerCall;
+
+#[async_trait::async_trait]
+impl cairn_agent::tools::Tool for PerCall {
+    fn name(&self) -> &str {
+        "per_call"
+    }
+    fn description(&self) -> &str {
+        "risk depends on the arguments"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    fn call_risk(&self, args: &serde_json::Value) -> RiskLevel {
+        if args["danger"] == json!(true) {
+            RiskLevel::Dangerous
+        } else {
+            RiskLevel::ReadOnly
+        }
+    }
+    async fn execute(
+        &self,
+        _: serde_json::Value,
+        _: &ToolContext,
+        _: &cairn_agent::runner::Authorized,
+    ) -> Result<cairn_agent::tools::ToolOutput, cairn_agent::tools::ToolError> {
+        Ok(cairn_agent::tools::ToolOutput::ok("done"))
+    }
+}
+
+#[tokio::test]
+async fn the_gate_decides_on_the_risk_of_each_call() {
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(PerCall)).unwrap();
+    let gate = PolicyGate::new(&ToolPolicyConfig::default());
+    let r = ToolRunner::new(Arc::new(registry), Arc::new(gate));
+    let yes = Scripted::new(ApprovalAnswer::Yes);
+
+    // A harmless call under supervised autonomy runs without asking...
+    let result = r
+        .run(&call("per_call", json!({"danger": false})), &ctx(), &yes)
+        .await;
+    assert_eq!(result.status, ToolStatus::Success);
+    assert_eq!(yes.asked(), 0);
+
+    // ...a dangerous one asks, and the request carries the call's risk.
+    let result = r
+        .run(&call("per_call", json!({"danger": true})), &ctx(), &yes)
+        .await;
+    assert_eq!(result.status, ToolStatus::Success);
+    assert_eq!(yes.asked(), 1);
+    let request = yes.last.lock().unwrap().clone().unwrap();
+    assert_eq!(request.risk, RiskLevel::Dangerous);
+}

@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use cairn_automation::routines::event_matcher::{EventMatcher, EventPattern};
+use cairn_automation::routines::event_matcher::{EventMatcher, EventPattern, validate_pattern};
 use criterion::{Criterion, criterion_group, criterion_main};
 use uuid::Uuid;
 
@@ -56,6 +56,15 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("build 10000 patterns", |b| {
         b.iter(|| EventMatcher::build(black_box(all.clone())).unwrap())
+    });
+    // The share of the build spent compiling each pattern alone (the check
+    // that names a bad pattern's routine).
+    group.bench_function("validate 10000 patterns one by one", |b| {
+        b.iter(|| {
+            for p in &all {
+                validate_pattern(&p.name, black_box(&p.pattern)).unwrap();
+            }
+        })
     });
     group.finish();
 

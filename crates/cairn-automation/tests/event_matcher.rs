@@ -143,7 +143,9 @@ fn validate_pattern_matches_build() {
     );
 }
 
-const WORDS: &[&str] = &["deploy", "web", "api", "é", "日本", "ok", "Fail", "x"];
+const WORDS: &[&str] = &[
+    "deploy", "web", "api", "é", "日本", "ok", "Fail", "x", "Éa", "straße", "ü",
+];
 
 fn pattern_strategy() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -156,6 +158,15 @@ fn pattern_strategy() -> impl Strategy<Value = String> {
             .prop_map(|(a, b)| format!("{a}|{b}")),
         proptest::sample::select(WORDS).prop_map(|w| format!("(?i)^{w}")),
         proptest::sample::select(WORDS).prop_map(|w| format!(r"\b{w}\b")),
+        // Unicode word boundaries: matched apart from the main set, through
+        // their literals, or in the second set when they have none.
+        proptest::sample::select(WORDS).prop_map(|w| format!(r"\b{w}\w*")),
+        proptest::sample::select(WORDS).prop_map(|w| format!(r"(?i)\b{w}\b|x{w}")),
+        proptest::sample::select(WORDS).prop_map(|w| format!(r"\B{w}")),
+        proptest::sample::select(WORDS).prop_map(|w| format!(r"\w+{w}\b")),
+        proptest::sample::select(WORDS).prop_map(|w| format!(r"\b{{start}}{w}|{w}\b{{end}}")),
+        proptest::sample::select(WORDS).prop_map(|w| format!(r"(?-u:\b){w}")),
+        Just(r"\b\w\b".to_string()),
     ]
 }
 
@@ -163,7 +174,7 @@ fn text_strategy() -> impl Strategy<Value = String> {
     proptest::collection::vec(
         prop_oneof![
             proptest::sample::select(WORDS).prop_map(str::to_string),
-            "[a-zA-Z é日]{0,4}"
+            "[a-zA-Z éÉü日ß_0-9.]{0,4}"
         ],
         0..8,
     )
@@ -193,5 +204,32 @@ proptest! {
             .map(|p| p.id)
             .collect();
         prop_assert_eq!(matcher.matches(channel, &text), want);
+    }
+}
+
+#[test]
+fn unicode_word_boundaries_on_non_ascii_text() {
+    let matcher = EventMatcher::build([
+        routine(1, None, r"\bcafé\b"),
+        routine(2, None, r"\bété"),
+        routine(3, None, r"(?i)\bÉTÉ\b"),
+        routine(4, None, r"\b\w+ße\b"),
+        routine(5, None, "plain"),
+        routine(6, Some("slack"), r"\b日本\b"),
+    ])
+    .unwrap();
+    let cases: &[(&str, &str, &[u128])] = &[
+        ("cli", "un café, merci", &[1]),
+        // é is a word character, so no boundary inside "cafés"
+        ("cli", "deux cafés", &[]),
+        ("cli", "l'été dernier", &[2, 3]),
+        ("cli", "arrêté", &[]),
+        ("cli", "die Straße ist plain", &[4, 5]),
+        ("slack", "日本 です", &[6]),
+        ("cli", "日本 です", &[]),
+    ];
+    for (channel, text, want) in cases {
+        let want: Vec<Uuid> = want.iter().map(|n| id(*n)).collect();
+        assert_eq!(matcher.matches(channel, text), want, "{channel}: {text:?}");
     }
 }

@@ -224,6 +224,16 @@ pub trait Tool: Send + Sync {
     /// How much harm the tool can do; drives the policy gate.
     fn risk(&self) -> RiskLevel;
 
+    /// The risk of one call with these arguments, which is what the policy
+    /// gate decides on. Defaults to [`Tool::risk`]; a tool whose harm depends
+    /// on its arguments (creating a routine that runs a full agent job versus
+    /// one that sends a reminder) answers per call. [`Tool::risk`] stays the
+    /// tool's general level (whether it changes anything at all).
+    fn call_risk(&self, args: &serde_json::Value) -> RiskLevel {
+        let _ = args;
+        self.risk()
+    }
+
     /// Extra names the registry should resolve to this tool.
     fn aliases(&self) -> &[&str] {
         &[]

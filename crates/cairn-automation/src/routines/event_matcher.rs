@@ -7,18 +7,25 @@
 //! routine that wants otherwise writes `(?i)` in its pattern. A pattern
 //! matches anywhere in the text unless it anchors itself (`^…$`).
 //!
-//! Speed: a message is matched by the set's lazy DFA in a few µs, except
-//! that a Unicode word boundary (`\b`) in any pattern makes that DFA give
-//! up on non-ASCII text, and the fallback takes milliseconds with thousands
-//! of patterns (see the bench; `(?-u:\b)` avoids it).
+//! Speed: the set's lazy DFA matches a message in a few µs, but a Unicode
+//! word boundary (`\b`) makes it give up on non-ASCII text, and the
+//! fallback takes milliseconds with thousands of patterns. So patterns with
+//! a Unicode word boundary are kept out of the set: each is checked alone,
+//! and only when the message contains one of the literals every match of it
+//! must start with (an Aho-Corasick scan finds those in one pass). The few
+//! such patterns with no usable literal share a second set. Results are the
+//! same as matching each pattern alone (the tests compare).
 //!
 //! The matcher is immutable: when routines change, the engine builds a new
 //! one and swaps an `Arc`, so matching never waits on a rebuild.
 
 use std::fmt;
 
+use aho_corasick::AhoCorasick;
 use cairn_core::routine::{Routine, Trigger};
-use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
+use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use regex_syntax::hir::literal::Extractor;
+use regex_syntax::hir::{Hir, HirKind, Look};
 use uuid::Uuid;
 
 /// Most memory one pattern may compile to (shared with routine validation).
@@ -104,18 +111,15 @@ pub struct PatternError {
 /// Checks one routine's event pattern the way [`EventMatcher::build`] will,
 /// so `routine apply` can refuse it before anything is written.
 pub fn validate_pattern(routine: &str, pattern: &str) -> Result<(), PatternError> {
-    check(None, routine, pattern)
+    check(None, routine, pattern).map(drop)
 }
 
-fn check(routine_id: Option<Uuid>, routine: &str, pattern: &str) -> Result<(), PatternError> {
+fn check(routine_id: Option<Uuid>, routine: &str, pattern: &str) -> Result<Regex, PatternError> {
     let problem = if pattern.is_empty() {
         PatternProblem::Empty
     } else {
-        match RegexBuilder::new(pattern)
-            .size_limit(PATTERN_SIZE_LIMIT)
-            .build()
-        {
-            Ok(_) => return Ok(()),
+        match compile(pattern) {
+            Ok(regex) => return Ok(regex),
             Err(err) => problem_of(err),
         }
     };
@@ -125,6 +129,12 @@ fn check(routine_id: Option<Uuid>, routine: &str, pattern: &str) -> Result<(), P
         pattern: pattern.to_string(),
         problem,
     })
+}
+
+fn compile(pattern: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(pattern)
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .build()
 }
 
 fn problem_of(err: regex::Error) -> PatternProblem {
@@ -142,19 +152,140 @@ fn problem_of(err: regex::Error) -> PatternProblem {
     }
 }
 
-/// All enabled event routines' patterns in one compiled set.
+/// All enabled event routines' patterns, compiled for matching in one pass.
 #[derive(Debug, Clone)]
 pub struct EventMatcher {
-    set: RegexSet,
-    /// Per set index, in the set's order (sorted by routine id).
+    /// Patterns without a Unicode word boundary: the lazy DFA handles them
+    /// on any text.
+    plain: Group,
+    /// Patterns with a Unicode word boundary and no usable literal.
+    bounded: Group,
+    /// Patterns with a Unicode word boundary, checked alone when one of
+    /// their literals occurs in the message.
+    literal: Option<Literal>,
+    /// Per global index (sorted by routine id): the routine and its channel filter.
     routines: Vec<(Uuid, Option<String>)>,
+}
+
+/// Some patterns in one set, with their global indices.
+#[derive(Debug, Clone)]
+struct Group {
+    set: RegexSet,
+    indices: Vec<usize>,
+}
+
+impl Group {
+    fn empty() -> Self {
+        Self {
+            set: RegexSet::empty(),
+            indices: Vec::new(),
+        }
+    }
+
+    fn build(patterns: &[(usize, &str)]) -> Result<Self, regex::Error> {
+        if patterns.is_empty() {
+            // A set with a size limit of 0 bytes would refuse even nothing.
+            return Ok(Self::empty());
+        }
+        let set = RegexSetBuilder::new(patterns.iter().map(|(_, p)| *p))
+            .size_limit(PATTERN_SIZE_LIMIT.saturating_mul(patterns.len()))
+            .dfa_size_limit(SET_DFA_SIZE_LIMIT)
+            .build()?;
+        Ok(Self {
+            set,
+            indices: patterns.iter().map(|(i, _)| *i).collect(),
+        })
+    }
+
+    fn matches_into(&self, text: &str, out: &mut Vec<usize>) {
+        if self.indices.is_empty() {
+            return;
+        }
+        out.extend(
+            self.set
+                .matches(text)
+                .into_iter()
+                .filter_map(|i| self.indices.get(i)),
+        );
+    }
+}
+
+/// Patterns found through their literals.
+#[derive(Debug, Clone)]
+struct Literal {
+    scanner: AhoCorasick,
+    /// Per literal: the patterns (positions in `regexes`) that start with it.
+    owners: Vec<Vec<usize>>,
+    /// Each pattern alone, with its global index.
+    regexes: Vec<(usize, Regex)>,
+}
+
+impl Literal {
+    fn matches_into(&self, text: &str, out: &mut Vec<usize>) {
+        let mut candidates: Vec<usize> = self
+            .scanner
+            .find_overlapping_iter(text)
+            .filter_map(|m| self.owners.get(m.pattern().as_usize()))
+            .flatten()
+            .copied()
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        for c in candidates {
+            if let Some((index, regex)) = self.regexes.get(c)
+                && regex.is_match(text)
+            {
+                out.push(*index);
+            }
+        }
+    }
+}
+
+/// Whether the pattern asserts a Unicode word boundary anywhere.
+fn has_unicode_boundary(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Look(look) => matches!(
+            look,
+            Look::WordUnicode
+                | Look::WordUnicodeNegate
+                | Look::WordStartUnicode
+                | Look::WordEndUnicode
+                | Look::WordStartHalfUnicode
+                | Look::WordEndHalfUnicode
+        ),
+        HirKind::Repetition(rep) => has_unicode_boundary(&rep.sub),
+        HirKind::Capture(cap) => has_unicode_boundary(&cap.sub),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(has_unicode_boundary),
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) => false,
+    }
+}
+
+/// Literals one of which starts every match of the pattern, if there is a
+/// finite set of non-empty ones (a necessary condition, never sufficient).
+fn prefix_literals(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    let seq = Extractor::new().extract(hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+        return None;
+    }
+    Some(literals.iter().map(|l| l.as_bytes().to_vec()).collect())
+}
+
+/// How a pattern is matched; `None` when it goes into the main set.
+fn literals_if_bounded(pattern: &str) -> Option<Option<Vec<Vec<u8>>>> {
+    // The pattern already compiled, so it parses; a parse failure here
+    // would only put it in the main set, which is always correct.
+    let hir = regex_syntax::parse(pattern).ok()?;
+    has_unicode_boundary(&hir).then(|| prefix_literals(&hir))
 }
 
 impl EventMatcher {
     /// A matcher that matches nothing.
     pub fn empty() -> Self {
         Self {
-            set: RegexSet::empty(),
+            plain: Group::empty(),
+            bounded: Group::empty(),
+            literal: None,
             routines: Vec::new(),
         }
     }
@@ -166,35 +297,80 @@ impl EventMatcher {
         let mut patterns: Vec<EventPattern> = patterns.into_iter().collect();
         // Sorting by id makes the result order independent of the input's.
         patterns.sort_by_key(|p| p.id);
-        // Each pattern is checked on its own first so a failure names its
+        // Each pattern is compiled on its own first so a failure names its
         // routine and one pathological pattern cannot use the others' budget.
-        let errors: Vec<PatternError> = patterns
-            .iter()
-            .filter_map(|p| check(Some(p.id), &p.name, &p.pattern).err())
-            .collect();
+        let mut errors = Vec::new();
+        let mut compiled = Vec::with_capacity(patterns.len());
+        for p in &patterns {
+            match check(Some(p.id), &p.name, &p.pattern) {
+                Ok(regex) => compiled.push(regex),
+                Err(e) => errors.push(e),
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
         if patterns.is_empty() {
-            // A set with a size limit of 0 bytes would refuse even nothing.
             return Ok(Self::empty());
         }
-        let set = RegexSetBuilder::new(patterns.iter().map(|p| p.pattern.as_str()))
-            .size_limit(PATTERN_SIZE_LIMIT.saturating_mul(patterns.len()))
-            .dfa_size_limit(SET_DFA_SIZE_LIMIT)
-            .build()
-            .map_err(|err| {
-                // Unreachable in practice (each pattern compiled alone within
-                // its share), but reported rather than assumed.
+        let mut plain = Vec::new();
+        let mut bounded = Vec::new();
+        let mut literals: std::collections::HashMap<Vec<u8>, Vec<usize>> =
+            std::collections::HashMap::new();
+        let mut regexes = Vec::new();
+        for (index, (p, regex)) in patterns.iter().zip(compiled).enumerate() {
+            match literals_if_bounded(&p.pattern) {
+                None => plain.push((index, p.pattern.as_str())),
+                Some(None) => bounded.push((index, p.pattern.as_str())),
+                Some(Some(lits)) => {
+                    let position = regexes.len();
+                    regexes.push((index, regex));
+                    for lit in lits {
+                        let owners = literals.entry(lit).or_default();
+                        if owners.last() != Some(&position) {
+                            owners.push(position);
+                        }
+                    }
+                }
+            }
+        }
+        let together = |err: regex::Error| {
+            // Unreachable in practice (each pattern compiled alone within
+            // its share), but reported rather than assumed.
+            vec![PatternError {
+                routine_id: None,
+                routine: format!("{} event routines together", patterns.len()),
+                pattern: "(all event patterns)".to_string(),
+                problem: problem_of(err),
+            }]
+        };
+        let plain = Group::build(&plain).map_err(together)?;
+        let bounded = Group::build(&bounded).map_err(together)?;
+        let literal = if regexes.is_empty() {
+            None
+        } else {
+            let (keys, owners): (Vec<Vec<u8>>, Vec<Vec<usize>>) = literals.into_iter().unzip();
+            let scanner = AhoCorasick::new(&keys).map_err(|e| {
                 vec![PatternError {
                     routine_id: None,
                     routine: format!("{} event routines together", patterns.len()),
-                    pattern: "(all event patterns)".to_string(),
-                    problem: problem_of(err),
+                    pattern: "(literals of event patterns)".to_string(),
+                    problem: PatternProblem::Syntax(e.to_string()),
                 }]
             })?;
+            Some(Literal {
+                scanner,
+                owners,
+                regexes,
+            })
+        };
         let routines = patterns.into_iter().map(|p| (p.id, p.channel)).collect();
-        Ok(EventMatcher { set, routines })
+        Ok(EventMatcher {
+            plain,
+            bounded,
+            literal,
+            routines,
+        })
     }
 
     /// How many routines the matcher holds.
@@ -212,10 +388,15 @@ impl EventMatcher {
         if self.routines.is_empty() {
             return Vec::new();
         }
-        // Set indices come out ascending, and the set is in id order.
-        let mut ids: Vec<Uuid> = self
-            .set
-            .matches(text)
+        let mut hits = Vec::new();
+        self.plain.matches_into(text, &mut hits);
+        self.bounded.matches_into(text, &mut hits);
+        if let Some(literal) = &self.literal {
+            literal.matches_into(text, &mut hits);
+        }
+        // Global indices are in id order.
+        hits.sort_unstable();
+        let mut ids: Vec<Uuid> = hits
             .into_iter()
             .filter_map(|i| self.routines.get(i))
             .filter(|(_, filter)| filter.as_deref().is_none_or(|c| c == channel))

@@ -1,15 +1,18 @@
 //! The routine engine: [`engine`] fires routines on time, events, webhooks
 //! and by hand, exactly once across processes, under their guardrails;
 //! [`action`] is the seam to what a routine does and [`actions`] the real
-//! executor (LLM, tools, jobs, reminders); [`plan`] decides catch-up;
-//! [`event_matcher`] picks the event routines a chat message fires;
-//! [`events`] are cairn's own events; [`webhook`] verifies signatures.
+//! executor (LLM, tools, jobs, reminders); [`define`] turns a spec into what
+//! the store keeps; [`plan`] decides catch-up; [`event_matcher`] picks the
+//! event routines a chat message fires; [`events`] are cairn's own events;
+//! [`webhook`] verifies signatures; [`tools`] are the agent's routine tools.
 
 pub mod action;
 pub mod actions;
+pub mod define;
 pub mod engine;
 pub mod event_matcher;
 pub mod events;
 pub mod inbound;
 pub mod plan;
+pub mod tools;
 pub mod webhook;

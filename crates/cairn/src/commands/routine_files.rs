@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cairn_core::routine::{RoutineSpec, SpecFormat, Trigger, line_of};
-use cairn_core::schedule::Schedule;
+use cairn_automation::routines::define::prepare;
+pub use cairn_automation::routines::define::{schedule_of, zone_of};
+use cairn_core::routine::{RoutineSpec, SpecFormat, line_of};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
@@ -53,28 +54,6 @@ fn files_of(path: &Path) -> Result<Vec<PathBuf>, BadInput> {
     Ok(files)
 }
 
-/// The zone a routine's schedule is read in: its own, else the user's.
-pub fn zone_of(spec: &RoutineSpec, user_zone: Tz) -> Tz {
-    spec.timezone
-        .as_deref()
-        .and_then(|z| z.parse().ok())
-        .unwrap_or(user_zone)
-}
-
-/// The parsed schedule of a cron or once trigger, relative to `now`.
-pub fn schedule_of(
-    spec: &RoutineSpec,
-    user_zone: Tz,
-    now: DateTime<Utc>,
-) -> Option<Result<Schedule, String>> {
-    let text = match &spec.trigger {
-        Trigger::Cron { schedule } => schedule,
-        Trigger::Once { at } => at,
-        _ => return None,
-    };
-    Some(Schedule::parse(text, zone_of(spec, user_zone), now).map_err(|e| e.to_string()))
-}
-
 /// Reads and checks every file `path` names; all problems, or every routine.
 #[allow(
     clippy::disallowed_methods,
@@ -107,42 +86,20 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
             Some(line) => format!("{shown}:{line}"),
             None => shown.clone(),
         };
-        let name = &spec.name;
-        let before = problems.len();
-        if let Err(errors) = spec.validate() {
-            for e in errors.0 {
-                problems.push(format!(
-                    "{}: routine \"{name}\": {}: {}",
-                    at(&e.path),
-                    e.path,
-                    e.message
-                ));
-            }
-        }
-        if problems.len() > before {
-            continue;
-        }
-        let next_fire_at = match schedule_of(&spec, user_zone, now) {
-            None => None,
-            Some(Err(e)) => {
-                let field = match spec.trigger {
-                    Trigger::Once { .. } => "trigger.at",
-                    _ => "trigger.schedule",
-                };
-                problems.push(format!("{}: routine \"{name}\": {field}: {e}", at(field)));
+        let next_fire_at = match prepare(&spec, user_zone, now) {
+            Ok(next) => next,
+            Err(found) => {
+                for p in found {
+                    problems.push(format!(
+                        "{}: routine \"{}\": {}: {}",
+                        at(&p.path),
+                        spec.name,
+                        p.path,
+                        p.message
+                    ));
+                }
                 continue;
             }
-            Some(Ok(schedule)) => match schedule.next_after(now) {
-                Some(next) => Some(next),
-                None if matches!(spec.trigger, Trigger::Once { .. }) => {
-                    problems.push(format!(
-                        "{}: routine \"{name}\": trigger.at: the time is already past",
-                        at("trigger.at")
-                    ));
-                    continue;
-                }
-                None => None,
-            },
         };
         checked.push(Checked {
             file,

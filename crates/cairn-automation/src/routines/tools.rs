@@ -1,0 +1,491 @@
+//! The agent's routine tools: `routine_create`, `routine_list`,
+//! `routine_update`, `routine_delete`, `routine_fire`, `routine_runs`.
+//!
+//! Specs are judged by [`super::define::prepare`], exactly as `cairn routine
+//! apply` judges files. Creating or changing a routine whose action is
+//! `full_job` or `tool_call` is a dangerous call (the policy gate asks under
+//! supervised autonomy): the person approves once what the routine may later
+//! do unattended. Routines that only call the model or send a notification
+//! are read-only calls for the gate: they act only inside cairn, as the
+//! agent's own replies do.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cairn_agent::runner::Authorized;
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_core::clock::Clock;
+use cairn_core::routine::{Routine, RoutineSpec, Trigger};
+use cairn_core::text::{edit_distance, error_chain};
+use cairn_store::Store;
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::define::{prepare, zone_of};
+
+/// Most runs `routine_runs` returns.
+const MAX_RUNS: u64 = 100;
+/// Runs `routine_runs` returns when the call does not say.
+const DEFAULT_RUNS: u64 = 10;
+
+/// Starts a manual run of a routine; the engine implements it.
+#[async_trait]
+pub trait RoutineFirer: Send + Sync {
+    /// Fires `routine` now with an optional payload; the id of the run it started.
+    async fn fire(&self, routine: &Routine, payload: Option<Value>) -> Result<Uuid, String>;
+}
+
+/// What every routine tool shares.
+#[derive(Clone)]
+struct Shared {
+    store: Store,
+    firer: Arc<dyn RoutineFirer>,
+    user_id: String,
+    user_zone: Tz,
+    clock: Arc<dyn Clock>,
+}
+
+impl Shared {
+    /// The user's routine named `name`, or an error suggesting the closest name.
+    async fn find(&self, name: &str) -> Result<Routine, ToolError> {
+        if let Some(routine) = self
+            .store
+            .find_routine(&self.user_id, name)
+            .await
+            .map_err(store_error)?
+        {
+            return Ok(routine);
+        }
+        let all = self
+            .store
+            .list_routines(Some(&self.user_id))
+            .await
+            .map_err(store_error)?;
+        let closest = all
+            .iter()
+            .map(|r| (edit_distance(name, &r.spec.name), &r.spec.name))
+            .min()
+            .filter(|(d, candidate)| *d <= (candidate.len() / 3).max(2));
+        let hint = match closest {
+            Some((_, candidate)) => format!("; did you mean \"{candidate}\"?"),
+            None => "; routine_list shows them".to_string(),
+        };
+        Err(ToolError::InvalidArguments(format!(
+            "no routine named \"{name}\"{hint}"
+        )))
+    }
+
+    /// The spec in `args.routine`, checked; with its next slot.
+    fn spec_of(&self, args: &Value) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ToolError> {
+        let Some(value) = args.get("routine").filter(|v| v.is_object()) else {
+            return Err(ToolError::InvalidArguments(
+                "`routine` must be an object: the routine spec (name, trigger, action, ...)".into(),
+            ));
+        };
+        let spec: RoutineSpec = serde_json::from_value(value.clone())
+            .map_err(|e| ToolError::InvalidArguments(format!("routine: {e}")))?;
+        let next = prepare(&spec, self.user_zone, self.clock.now()).map_err(|problems| {
+            let count = problems.len();
+            let noun = if count == 1 { "problem" } else { "problems" };
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            ToolError::InvalidArguments(format!(
+                "routine \"{}\": {count} {noun}, nothing written:\n{}",
+                spec.name,
+                lines.join("\n")
+            ))
+        })?;
+        Ok((spec, next))
+    }
+}
+
+fn store_error(e: cairn_store::StoreError) -> ToolError {
+    ToolError::Failed(error_chain(&e))
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn json_output(value: &Value) -> Result<ToolOutput, ToolError> {
+    serde_json::to_string_pretty(value)
+        .map(ToolOutput::ok)
+        .map_err(|e| ToolError::Failed(e.to_string()))
+}
+
+/// Whether a spec's action runs tools unattended (needs the person's approval).
+fn acts_with_tools(args: &Value) -> bool {
+    matches!(
+        args.pointer("/routine/action/type").and_then(Value::as_str),
+        Some("full_job" | "tool_call")
+    )
+}
+
+fn spec_risk(args: &Value) -> RiskLevel {
+    if acts_with_tools(args) {
+        RiskLevel::Dangerous
+    } else {
+        RiskLevel::ReadOnly
+    }
+}
+
+fn name_arg(args: &Value) -> Result<&str, ToolError> {
+    match args.get("name") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        _ => Err(ToolError::InvalidArguments(
+            "missing required string `name`".into(),
+        )),
+    }
+}
+
+fn spec_schema(what: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "routine": {
+                "type": "object",
+                "description": what,
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "enabled": {"type": "boolean"},
+                    "trigger": {"type": "object", "description": "{type: cron, schedule} | {type: once, at} | {type: event, pattern, channel?} | {type: system_event, ...} | {type: webhook, ...} | {type: manual}"},
+                    "action": {"type": "object", "description": "{type: lightweight, prompt} | {type: notification, message, title?} | {type: full_job, title, description} | {type: tool_call, tool, params}"},
+                    "guardrails": {"type": "object"},
+                    "notify": {"type": "object"},
+                    "timezone": {"type": "string"}
+                },
+                "required": ["name", "trigger", "action"]
+            }
+        },
+        "required": ["routine"],
+        "additionalProperties": false
+    })
+}
+
+fn name_schema(extra: Value) -> Value {
+    let mut properties = json!({"name": {"type": "string", "description": "the routine's name"}});
+    if let (Some(props), Value::Object(more)) = (properties.as_object_mut(), extra) {
+        props.extend(more);
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": ["name"],
+        "additionalProperties": false
+    })
+}
+
+/// The trigger in a few words: `cron 0 9 * * *`, `event /deploy/`, `webhook`.
+fn trigger_short(trigger: &Trigger) -> String {
+    match trigger {
+        Trigger::Cron { schedule } => format!("cron {schedule}"),
+        Trigger::Once { at } => format!("once {at}"),
+        Trigger::Event { pattern, .. } => format!("event /{pattern}/"),
+        other => other.kind().to_string(),
+    }
+}
+
+/// `routine_create`.
+struct CreateTool(Shared);
+
+#[async_trait]
+impl Tool for CreateTool {
+    fn name(&self) -> &str {
+        "routine_create"
+    }
+    fn description(&self) -> &str {
+        "Create a routine (a task that fires on a schedule, an event, a webhook or by hand) from its spec, \
+         the same JSON shape as a routine file. Every problem is reported with its field path."
+    }
+    fn parameters(&self) -> Value {
+        spec_schema("the new routine's spec; its name must not be taken")
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    fn call_risk(&self, args: &Value) -> RiskLevel {
+        spec_risk(args)
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let (spec, next) = s.spec_of(&args)?;
+        if s.store
+            .find_routine(&s.user_id, &spec.name)
+            .await
+            .map_err(store_error)?
+            .is_some()
+        {
+            return Err(ToolError::InvalidArguments(format!(
+                "a routine named \"{}\" already exists; routine_update replaces it",
+                spec.name
+            )));
+        }
+        let mut routine = Routine::new(spec, s.user_id.clone(), s.clock.now());
+        routine.runtime.next_fire_at = next;
+        s.store
+            .create_routine(&routine)
+            .await
+            .map_err(store_error)?;
+        json_output(&json!({
+            "created": routine.spec.name,
+            "id": routine.id,
+            "next_fire_at": next.map(rfc3339),
+        }))
+    }
+}
+
+/// `routine_update`.
+struct UpdateTool(Shared);
+
+#[async_trait]
+impl Tool for UpdateTool {
+    fn name(&self) -> &str {
+        "routine_update"
+    }
+    fn description(&self) -> &str {
+        "Replace an existing routine's spec (found by its name) with a complete new spec, \
+         the same JSON shape as routine_create; its run history and state are kept."
+    }
+    fn parameters(&self) -> Value {
+        spec_schema("the complete new spec; `name` says which routine it replaces")
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    fn call_risk(&self, args: &Value) -> RiskLevel {
+        spec_risk(args)
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let (spec, next) = s.spec_of(&args)?;
+        let mut routine = s.find(&spec.name).await?;
+        let changed = routine.spec != spec;
+        routine.spec = spec;
+        routine.runtime.next_fire_at = next;
+        routine.updated_at = s.clock.now();
+        s.store
+            .update_routine(&routine)
+            .await
+            .map_err(store_error)?;
+        json_output(&json!({
+            "updated": routine.spec.name,
+            "changed": changed,
+            "next_fire_at": next.map(rfc3339),
+        }))
+    }
+}
+
+/// `routine_delete`.
+struct DeleteTool(Shared);
+
+#[async_trait]
+impl Tool for DeleteTool {
+    fn name(&self) -> &str {
+        "routine_delete"
+    }
+    fn description(&self) -> &str {
+        "Delete a routine by name, with its run history."
+    }
+    fn parameters(&self) -> Value {
+        name_schema(json!({}))
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let routine = s.find(name_arg(&args)?).await?;
+        s.store
+            .delete_routine(routine.id)
+            .await
+            .map_err(store_error)?;
+        json_output(&json!({"deleted": routine.spec.name}))
+    }
+}
+
+/// `routine_list`.
+struct ListTool(Shared);
+
+#[async_trait]
+impl Tool for ListTool {
+    fn name(&self) -> &str {
+        "routine_list"
+    }
+    fn description(&self) -> &str {
+        "List the user's routines: name, enabled, trigger, next fire (UTC and the routine's local time), last run status."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        // Runs finish and slots advance by themselves.
+        false
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let routines = s
+            .store
+            .list_routines(Some(&s.user_id))
+            .await
+            .map_err(store_error)?;
+        let mut rows = Vec::with_capacity(routines.len());
+        for r in &routines {
+            let last = s.store.list_runs(r.id, 1).await.map_err(store_error)?;
+            let zone = zone_of(&r.spec, s.user_zone);
+            let next = r.runtime.next_fire_at.filter(|_| r.spec.enabled);
+            rows.push(json!({
+                "name": r.spec.name,
+                "enabled": r.spec.enabled,
+                "trigger": trigger_short(&r.spec.trigger),
+                "action": r.spec.action.kind(),
+                "timezone": zone.name(),
+                "next_fire_at": next.map(rfc3339),
+                "next_fire_local": next.map(|t| t.with_timezone(&zone).format("%a %Y-%m-%d %H:%M %Z").to_string()),
+                "last_status": last.first().map(|run| run.status.as_str()),
+            }));
+        }
+        json_output(&Value::Array(rows))
+    }
+}
+
+/// `routine_runs`.
+struct RunsTool(Shared);
+
+#[async_trait]
+impl Tool for RunsTool {
+    fn name(&self) -> &str {
+        "routine_runs"
+    }
+    fn description(&self) -> &str {
+        "The latest runs of a routine, newest first: status, trigger, slot, times, summary, tokens, job, skip reason."
+    }
+    fn parameters(&self) -> Value {
+        name_schema(json!({
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS, "description": "how many runs (default 10)"}
+        }))
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        // Runs are added by the engine at any time.
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => DEFAULT_RUNS,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_RUNS).contains(n))
+                .ok_or_else(|| {
+                    ToolError::InvalidArguments(format!(
+                        "`limit` must be an integer from 1 to {MAX_RUNS}"
+                    ))
+                })?,
+        };
+        let routine = s.find(name_arg(&args)?).await?;
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let runs = s
+            .store
+            .list_runs(routine.id, limit)
+            .await
+            .map_err(store_error)?;
+        let runs = serde_json::to_value(&runs).map_err(|e| ToolError::Failed(e.to_string()))?;
+        json_output(&runs)
+    }
+}
+
+/// `routine_fire`.
+struct FireTool(Shared);
+
+#[async_trait]
+impl Tool for FireTool {
+    fn name(&self) -> &str {
+        "routine_fire"
+    }
+    fn description(&self) -> &str {
+        "Run a routine now (a manual fire, which skips its cooldown), optionally with a JSON payload \
+         handed to its action; returns the run id (routine_runs shows the outcome)."
+    }
+    fn parameters(&self) -> Value {
+        name_schema(json!({
+            "payload": {"description": "any JSON value given to the action as the trigger's payload"}
+        }))
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let routine = s.find(name_arg(&args)?).await?;
+        let payload = args.get("payload").filter(|v| !v.is_null()).cloned();
+        let run_id = s.firer.fire(&routine, payload).await.map_err(|e| {
+            ToolError::Failed(format!(
+                "routine \"{}\" did not fire: {e}",
+                routine.spec.name
+            ))
+        })?;
+        json_output(&json!({"fired": routine.spec.name, "run_id": run_id}))
+    }
+}
+
+/// The six routine tools for `user_id`, for the binary to register.
+pub fn routine_tools(
+    store: Store,
+    firer: Arc<dyn RoutineFirer>,
+    user_id: impl Into<String>,
+    user_zone: Tz,
+    clock: Arc<dyn Clock>,
+) -> Vec<Arc<dyn Tool>> {
+    let shared = Shared {
+        store,
+        firer,
+        user_id: user_id.into(),
+        user_zone,
+        clock,
+    };
+    vec![
+        Arc::new(CreateTool(shared.clone())),
+        Arc::new(ListTool(shared.clone())),
+        Arc::new(UpdateTool(shared.clone())),
+        Arc::new(DeleteTool(shared.clone())),
+        Arc::new(FireTool(shared.clone())),
+        Arc::new(RunsTool(shared)),
+    ]
+}

@@ -1,0 +1,347 @@
+//! The agent's routine tools over a real SQLite store, run the only way a
+//! tool runs: through the policy gate and the runner.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use cairn_agent::policy::{PolicyGate, ToolPolicyConfig};
+use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner, ToolStatus};
+use cairn_agent::tools::{RiskLevel, ToolContext, ToolRegistry};
+use cairn_automation::routines::tools::{RoutineFirer, routine_tools};
+use cairn_core::chat::ToolCall;
+use cairn_core::clock::ManualClock;
+use cairn_core::routine::{Routine, RoutineRun, RunStatus};
+use cairn_store::Store;
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// Records fires and answers with a fixed run id.
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<(String, Option<Value>)>>,
+}
+
+#[async_trait]
+impl RoutineFirer for Recorder {
+    async fn fire(&self, routine: &Routine, payload: Option<Value>) -> Result<Uuid, String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((routine.spec.name.clone(), payload));
+        Ok(Uuid::from_u128(7))
+    }
+}
+
+/// Says yes and remembers every request.
+#[derive(Default)]
+struct Yes(Mutex<Vec<ApprovalRequest>>);
+
+#[async_trait]
+impl Approver for Yes {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        self.0.lock().unwrap().push(request.clone());
+        ApprovalAnswer::Yes
+    }
+}
+
+struct Setup {
+    store: Store,
+    runner: ToolRunner,
+    firer: Arc<Recorder>,
+    approver: Yes,
+    _dir: tempfile::TempDir,
+}
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap()
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let firer = Arc::new(Recorder::default());
+    let mut registry = ToolRegistry::new();
+    for tool in routine_tools(
+        store.clone(),
+        firer.clone(),
+        "alice",
+        chrono_tz::Europe::Paris,
+        Arc::new(ManualClock::new(now())),
+    ) {
+        registry.register(tool).unwrap();
+    }
+    // Supervised autonomy, the default: write and dangerous calls ask.
+    let gate = PolicyGate::new(&ToolPolicyConfig::default());
+    Setup {
+        store,
+        runner: ToolRunner::new(Arc::new(registry), Arc::new(gate)),
+        firer,
+        approver: Yes::default(),
+        _dir: dir,
+    }
+}
+
+impl Setup {
+    /// The call's status and the tool's text (the runner's framing removed).
+    async fn call(&self, name: &str, args: Value) -> (ToolStatus, String) {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: args,
+        };
+        let result = self
+            .runner
+            .run(&call, &ToolContext::new("/tmp", "s1"), &self.approver)
+            .await;
+        let body = result
+            .content
+            .split_once('\n')
+            .and_then(|(_, rest)| rest.strip_suffix("\n</tool_output>"))
+            .unwrap_or(&result.content)
+            .to_string();
+        (result.status, body)
+    }
+
+    async fn ok(&self, name: &str, args: Value) -> Value {
+        let (status, body) = self.call(name, args).await;
+        assert_eq!(status, ToolStatus::Success, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    fn asked(&self) -> Vec<(String, RiskLevel)> {
+        self.approver
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (r.tool.clone(), r.risk))
+            .collect()
+    }
+}
+
+fn reminder(name: &str, schedule: &str) -> Value {
+    json!({"routine": {
+        "name": name,
+        "trigger": {"type": "cron", "schedule": schedule},
+        "action": {"type": "notification", "message": "stand up"}
+    }})
+}
+
+#[tokio::test]
+async fn create_stores_the_routine_with_its_next_slot_without_asking() {
+    let s = setup().await;
+    let out = s
+        .ok("routine_create", reminder("standup", "0 9 * * *"))
+        .await;
+    // 09:00 in Paris (the user's zone) on the next day is 08:00 UTC.
+    assert_eq!(out["created"], "standup");
+    assert_eq!(out["next_fire_at"], "2026-03-02T08:00:00Z");
+    let stored = s
+        .store
+        .find_routine("alice", "standup")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.runtime.next_fire_at,
+        Some(Utc.with_ymd_and_hms(2026, 3, 2, 8, 0, 0).unwrap())
+    );
+    assert!(s.asked().is_empty(), "a reminder needs no approval");
+
+    // The name is taken now.
+    let (status, body) = s
+        .call("routine_create", reminder("standup", "0 10 * * *"))
+        .await;
+    assert_eq!(status, ToolStatus::InvalidArguments, "{body}");
+    assert!(body.contains("already exists"), "{body}");
+}
+
+#[tokio::test]
+async fn full_job_and_tool_call_routines_ask_for_approval() {
+    let s = setup().await;
+    let job = json!({"routine": {
+        "name": "triage",
+        "trigger": {"type": "manual"},
+        "action": {"type": "full_job", "title": "triage", "description": "triage the inbox"}
+    }});
+    s.ok("routine_create", job.clone()).await;
+    let tool = json!({"routine": {
+        "name": "triage",
+        "trigger": {"type": "manual"},
+        "action": {"type": "tool_call", "tool": "shell", "params": {"command": "ls"}}
+    }});
+    s.ok("routine_update", tool).await;
+    assert_eq!(
+        s.asked(),
+        vec![
+            ("routine_create".to_string(), RiskLevel::Dangerous),
+            ("routine_update".to_string(), RiskLevel::Dangerous)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn every_problem_is_listed_with_its_path_and_nothing_is_written() {
+    let s = setup().await;
+    let bad = json!({"routine": {
+        "name": "bad name!",
+        "trigger": {"type": "cron", "schedule": "0 9 * * *"},
+        "action": {"type": "lightweight", "prompt": ""},
+        "guardrails": {"max_concurrent": 0}
+    }});
+    let (status, body) = s.call("routine_create", bad).await;
+    assert_eq!(status, ToolStatus::InvalidArguments, "{body}");
+    for path in ["name:", "action.prompt:", "guardrails.max_concurrent:"] {
+        assert!(body.contains(path), "{path} missing from {body}");
+    }
+    assert!(body.contains("nothing written"), "{body}");
+
+    let (status, body) = s
+        .call("routine_create", reminder("late", "every tuesdy"))
+        .await;
+    assert_eq!(status, ToolStatus::InvalidArguments);
+    assert!(body.contains("trigger.schedule:"), "{body}");
+
+    let past = json!({"routine": {
+        "name": "past",
+        "trigger": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+        "action": {"type": "notification", "message": "hi"}
+    }});
+    let (_, body) = s.call("routine_create", past).await;
+    assert!(
+        body.contains("trigger.at: ") && body.contains("not in the future"),
+        "{body}"
+    );
+
+    let regex = json!({"routine": {
+        "name": "rx",
+        "trigger": {"type": "event", "pattern": "deploy("},
+        "action": {"type": "notification", "message": "hi"}
+    }});
+    let (_, body) = s.call("routine_create", regex).await;
+    assert!(
+        body.contains("trigger.pattern") && body.contains("deploy("),
+        "{body}"
+    );
+
+    assert!(
+        s.store
+            .list_routines(Some("alice"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn update_replaces_by_name_and_recomputes_the_slot() {
+    let s = setup().await;
+    s.ok("routine_create", reminder("standup", "0 9 * * *"))
+        .await;
+    let out = s
+        .ok("routine_update", reminder("standup", "30 7 * * *"))
+        .await;
+    assert_eq!(out["changed"], true);
+    assert_eq!(out["next_fire_at"], "2026-03-02T06:30:00Z");
+    let stored = s
+        .store
+        .find_routine("alice", "standup")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.runtime.next_fire_at,
+        Some(Utc.with_ymd_and_hms(2026, 3, 2, 6, 30, 0).unwrap())
+    );
+
+    let (status, body) = s
+        .call("routine_update", reminder("stanup", "0 9 * * *"))
+        .await;
+    assert_eq!(status, ToolStatus::InvalidArguments);
+    assert!(body.contains("did you mean \"standup\"?"), "{body}");
+}
+
+#[tokio::test]
+async fn list_runs_fire_and_delete() {
+    let s = setup().await;
+    s.ok("routine_create", reminder("standup", "0 9 * * *"))
+        .await;
+    let routine = s
+        .store
+        .find_routine("alice", "standup")
+        .await
+        .unwrap()
+        .unwrap();
+    for minute in 0..3 {
+        let at = now() + chrono::Duration::minutes(minute);
+        let run = RoutineRun {
+            id: Uuid::now_v7(),
+            routine_id: routine.id,
+            trigger_type: "manual".into(),
+            trigger_detail: None,
+            scheduled_for: None,
+            started_at: at,
+            completed_at: Some(at),
+            status: if minute == 2 {
+                RunStatus::Attention
+            } else {
+                RunStatus::Ok
+            },
+            result_summary: Some(format!("run {minute}")),
+            tokens_used: None,
+            job_id: None,
+            notification_id: None,
+            skip_reason: None,
+            dedup_key: None,
+            owner: None,
+            lease_until: None,
+        };
+        s.store.start_run(&run).await.unwrap();
+    }
+
+    let list = s.ok("routine_list", json!({})).await;
+    assert_eq!(list[0]["name"], "standup");
+    assert_eq!(list[0]["enabled"], true);
+    assert_eq!(list[0]["trigger"], "cron 0 9 * * *");
+    assert_eq!(list[0]["next_fire_at"], "2026-03-02T08:00:00Z");
+    assert_eq!(list[0]["next_fire_local"], "Mon 2026-03-02 09:00 CET");
+    assert_eq!(list[0]["last_status"], "attention");
+
+    let runs = s
+        .ok("routine_runs", json!({"name": "standup", "limit": 2}))
+        .await;
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["result_summary"], "run 2", "newest first");
+    assert_eq!(runs[0]["status"], "attention");
+    assert!(runs[0].get("scheduled_for").is_some() && runs[0].get("skip_reason").is_some());
+
+    let fired = s
+        .ok(
+            "routine_fire",
+            json!({"name": "standup", "payload": {"x": 1}}),
+        )
+        .await;
+    assert_eq!(fired["run_id"], Uuid::from_u128(7).to_string());
+    assert_eq!(
+        *s.firer.calls.lock().unwrap(),
+        vec![("standup".to_string(), Some(json!({"x": 1})))]
+    );
+
+    let (status, body) = s.call("routine_fire", json!({"name": "standpu"})).await;
+    assert_eq!(status, ToolStatus::InvalidArguments);
+    assert!(body.contains("did you mean \"standup\"?"), "{body}");
+
+    s.ok("routine_delete", json!({"name": "standup"})).await;
+    assert!(
+        s.store
+            .find_routine("alice", "standup")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(s.ok("routine_list", json!({})).await, json!([]));
+}
