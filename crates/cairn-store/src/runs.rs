@@ -7,7 +7,6 @@ use uuid::Uuid;
 use cairn_core::routine::{RoutineRun, RunStatus};
 
 use crate::codec::{Cols, micros, micros_opt};
-use crate::error::is_unique_violation;
 use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \

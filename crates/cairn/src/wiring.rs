@@ -10,7 +10,7 @@ use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{ToolContext, ToolsConfig, builtin_registry};
+use cairn_agent::tools::{Tool, ToolContext, ToolsConfig, builtin_registry};
 use cairn_agent::{
     AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry, LoopConfig,
     PolicyGate, ToolRunner,
@@ -18,7 +18,8 @@ use cairn_agent::{
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
-use cairn_automation::routines::inbound::EventHook;
+use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
@@ -226,10 +227,11 @@ pub fn agent_loop(
     providers: &Providers,
     tools: &ToolsConfig,
     hooks: HookRegistry,
+    extra_tools: Vec<Arc<dyn Tool>>,
 ) -> anyhow::Result<AgentLoop> {
     Ok(AgentLoop::new(
         Arc::clone(&providers.main),
-        tool_runner(tools)?,
+        tool_runner(tools, extra_tools)?,
         Arc::new(hooks),
         LoopConfig {
             max_iterations: config.agent.max_iterations,
@@ -238,9 +240,17 @@ pub fn agent_loop(
     ))
 }
 
-/// The built-in tools behind the configured policy.
-pub fn tool_runner(tools: &ToolsConfig) -> anyhow::Result<Arc<ToolRunner>> {
-    let registry = builtin_registry(tools).context("cannot set up the tools")?;
+/// The built-in tools and `extra` (automation's) behind the configured policy.
+pub fn tool_runner(
+    tools: &ToolsConfig,
+    extra: Vec<Arc<dyn Tool>>,
+) -> anyhow::Result<Arc<ToolRunner>> {
+    let mut registry = builtin_registry(tools).context("cannot set up the tools")?;
+    for tool in extra {
+        registry
+            .register(tool)
+            .context("cannot register the routine tools")?;
+    }
     let policy = PolicyGate::new(&tools.policy);
     Ok(Arc::new(ToolRunner::new(
         Arc::new(registry),
@@ -260,8 +270,9 @@ pub struct Runtime {
     pub agent: AgentLoop,
     /// Background jobs (started; shut it down before exit).
     pub jobs: Arc<JobScheduler>,
-    /// Offers chat messages to the event routines once an engine is attached.
-    pub events: Arc<EventHook>,
+    /// Reaches the routine engine once attached: chat messages fire event
+    /// routines, the `routine_fire` tool fires routines.
+    pub link: Arc<EngineLink>,
 }
 
 /// Builds and starts everything over an open store.
@@ -280,10 +291,17 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
     };
     let tools = tools_config(config)?;
-    let events = EventHook::new();
+    let link = EngineLink::new();
     let mut hooks = HookRegistry::new();
-    hooks.register(events.clone());
-    let agent = agent_loop(config, &providers, &tools, hooks)?;
+    hooks.register(link.clone());
+    let routine_tools = routine_tools(
+        store.clone(),
+        link.clone(),
+        config.user.id.clone(),
+        config.user.timezone,
+        Arc::clone(&clock),
+    );
+    let agent = agent_loop(config, &providers, &tools, hooks, routine_tools)?;
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
@@ -320,7 +338,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         tools,
         agent,
         jobs: Arc::new(jobs),
-        events,
+        link,
     })
 }
 
@@ -374,8 +392,9 @@ pub fn routine_engine(
             (Arc::clone(rt.agent.runner()), rt.tools.limits.clone())
         }
         None => {
+            // No agent runs here (no LLM), so no routine tools are needed.
             let tools = tools_config(config)?;
-            (tool_runner(&tools)?, tools.limits)
+            (tool_runner(&tools, Vec::new())?, tools.limits)
         }
     };
     let ctx = ToolContext::new(&config.workspace, "routines")
@@ -393,7 +412,7 @@ pub fn routine_engine(
         .min(Duration::from_secs(1));
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
-        rt.events.attach(engine.clone());
+        rt.link.attach(engine.clone());
     }
     Ok(engine)
 }

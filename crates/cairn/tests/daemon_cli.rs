@@ -237,3 +237,68 @@ fn the_daemon_fires_a_routine_applied_by_another_process_on_time() {
     assert!(stderr.contains("cairn daemon stopped"), "{stderr}");
     assert!(stderr.contains("routine fired"), "{stderr}");
 }
+
+#[test]
+fn a_chat_message_fires_an_event_routine_and_is_still_answered() {
+    let env = Env::new("", true);
+    let file = env.file(
+        "deploys.yaml",
+        "name: deploys\ntrigger: {type: event, pattern: 'deploy \\w+'}\naction: {type: notification, message: a deploy was mentioned}\n",
+    );
+    env.cairn()
+        .args(["routine", "apply", "-f", &file])
+        .assert()
+        .success();
+    env.llm.as_ref().unwrap().push(Scripted::text("Noted."));
+    env.cairn()
+        .args(["chat", "-m", "please deploy api tonight"])
+        .assert()
+        .success()
+        .stdout(contains("Noted."));
+    let runs = env.runs("deploys");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["trigger_type"], "event");
+    assert_eq!(runs[0]["status"], "ok");
+    assert!(
+        runs[0]["trigger_detail"]
+            .as_str()
+            .unwrap()
+            .contains("please deploy api tonight")
+    );
+    // A message that does not match fires nothing.
+    env.llm.as_ref().unwrap().push(Scripted::text("Sure."));
+    env.cairn().args(["chat", "-m", "hello"]).assert().success();
+    assert_eq!(env.runs("deploys").len(), 1);
+}
+
+#[test]
+fn the_agent_creates_and_fires_a_routine_with_its_tools() {
+    let env = Env::new("", true);
+    let llm = env.llm.as_ref().unwrap();
+    llm.push(Scripted::tool_call(
+        "routine_create",
+        serde_json::json!({"routine": {
+            "name": "stretch",
+            "trigger": {"type": "manual"},
+            "action": {"type": "notification", "message": "time to stretch"}
+        }}),
+    ));
+    llm.push(Scripted::tool_call(
+        "routine_fire",
+        serde_json::json!({"name": "stretch"}),
+    ));
+    llm.push(Scripted::text("Created and fired."));
+    env.cairn()
+        .args(["chat", "--yes", "-m", "remind me to stretch, and do it now"])
+        .assert()
+        .success()
+        .stdout(contains("Created and fired."));
+    let runs = env.runs("stretch");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["status"], "ok");
+    assert_eq!(runs[0]["trigger_type"], "manual");
+    // Every tool result went back to the model; none was an error.
+    let requests = llm.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(!last.contains("not running in this process"), "{last}");
+}

@@ -560,6 +560,19 @@ impl RoutineEngine {
         self.fire_unscheduled(routine, run, fire, false, 0).await
     }
 
+    /// [`offer_message`](Self::offer_message) in a task of this engine, so
+    /// the chat's answer does not wait and [`shutdown`](Self::shutdown)
+    /// still waits for the fires.
+    pub fn offer_in_background(&self, channel: &str, text: &str) {
+        let (engine, channel, text) = (self.clone(), channel.to_string(), text.to_string());
+        self.inner.tasks.spawn(async move {
+            let fired = engine.offer_message(&channel, &text).await;
+            if !fired.is_empty() {
+                tracing::info!(routines = fired.len(), "chat message fired event routines");
+            }
+        });
+    }
+
     /// Offers an inbound chat message to the event routines; returns what fired.
     pub async fn offer_message(&self, channel: &str, text: &str) -> Vec<Fired> {
         // One counter read: a routine applied a moment ago already matches.

@@ -12,7 +12,7 @@ pub mod define;
 pub mod engine;
 pub mod event_matcher;
 pub mod events;
-pub mod inbound;
+pub mod link;
 pub mod plan;
 pub mod tools;
 pub mod webhook;
