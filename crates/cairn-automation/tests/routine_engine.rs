@@ -869,3 +869,27 @@ async fn a_notification_given_up_on_fires_notification_failed_routines() {
     assert_eq!(payload["fields"]["id"], sent.id.to_string());
     assert_eq!(payload["fields"]["error"], "HTTP 404: no such hook");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_longer_than_its_lease_keeps_it_and_is_not_reaped() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: slow-backup\ntrigger: {type: manual}\naction: {type: notification, message: x}\n")
+        .await;
+    let mut short = settings("cli");
+    short.lease = Duration::from_secs(60);
+    // Fired by a process that runs no engine loop (`routine fire`, a chat).
+    let firing = s.engine_with(short.clone());
+    firing.fire_manual(&r, None, None).await.unwrap();
+    // A daemon beside it reaps orphans every 20 s.
+    short.owner = "daemon".into();
+    let daemon = s.engine_with(short);
+    let (cancel, handle) = s.spawn(&daemon);
+    tokio::time::sleep(Duration::from_secs(5 * 60)).await;
+    assert_eq!(statuses(&s.runs(&r).await), [RunStatus::Running]);
+    s.script.gate.as_ref().unwrap().add_permits(1);
+    firing.idle().await;
+    cancel.cancel();
+    handle.await.unwrap();
+    assert_eq!(statuses(&s.runs(&r).await), [RunStatus::Ok]);
+}

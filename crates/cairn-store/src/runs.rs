@@ -539,6 +539,25 @@ impl Store {
         .await
     }
 
+    /// Extends one running run's lease; `false` if it is no longer running.
+    pub async fn renew_run_lease(
+        &self,
+        run_id: Uuid,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "UPDATE routine_runs SET lease_until = $2 WHERE id = $1 AND status = 'running'",
+            )
+            .bind(run_id.to_string())
+            .bind(micros(until))
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
+    }
+
     /// Extends the lease of every running run held by `owner`; returns how many.
     pub async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<u64, StoreError> {
         self.on_runtime(async {

@@ -280,12 +280,13 @@ impl RoutineEngine {
     }
 
     /// The loop beside the timer: the change counter every `change_poll`,
-    /// lease renewal and orphan reaping every third of the lease.
+    /// orphan reaping every third of the lease. (Each run renews its own
+    /// lease, so runs made by `routine fire` or a chat are covered too.)
     async fn upkeep(&self, cancel: CancellationToken) {
         let s = &self.inner.settings;
-        let lease_every = (s.lease / 3).max(Duration::from_millis(100));
+        let reap_every = (s.lease / 3).max(Duration::from_millis(100));
         let poll = s.change_poll.max(Duration::from_millis(10));
-        let mut last_lease = self.inner.clock.now();
+        let mut last_reap = self.inner.clock.now();
         loop {
             let now = self.inner.clock.now();
             let at = now + chrono::Duration::from_std(poll).unwrap_or_default();
@@ -299,12 +300,8 @@ impl RoutineEngine {
                 Err(e) => tracing::warn!(error = %e, "routine engine: cannot read routine changes"),
             }
             let now = self.inner.clock.now();
-            if (now - last_lease).to_std().unwrap_or_default() >= lease_every {
-                last_lease = now;
-                let until = now + chrono::Duration::from_std(s.lease).unwrap_or_default();
-                if let Err(e) = self.inner.store.renew_leases(&s.owner, until).await {
-                    tracing::warn!(error = %e, "routine engine: cannot renew run leases");
-                }
+            if (now - last_reap).to_std().unwrap_or_default() >= reap_every {
+                last_reap = now;
                 match self.inner.store.reap_orphans(now).await {
                     Ok(ids) if !ids.is_empty() => {
                         tracing::warn!(
@@ -318,6 +315,22 @@ impl RoutineEngine {
                         tracing::warn!(error = %e, "routine engine: cannot reap orphaned runs")
                     }
                 }
+            }
+        }
+    }
+
+    /// Renews `run_id`'s lease every third of the lease, for as long as it is awaited.
+    async fn keep_lease(&self, run_id: Uuid) -> std::convert::Infallible {
+        let lease = self.inner.settings.lease;
+        let every = chrono::Duration::from_std((lease / 3).max(Duration::from_millis(100)))
+            .unwrap_or_default();
+        loop {
+            let at = self.inner.clock.now() + every;
+            self.inner.clock.sleep_until(at).await;
+            let until =
+                self.inner.clock.now() + chrono::Duration::from_std(lease).unwrap_or_default();
+            if let Err(e) = self.inner.store.renew_run_lease(run_id, until).await {
+                tracing::warn!(run = %run_id, error = %e, "cannot renew a routine run's lease");
             }
         }
     }
@@ -445,11 +458,20 @@ impl RoutineEngine {
     ) -> Result<(Admission, Vec<RoutineRun>, SlotPlan), StoreError> {
         let inner = &self.inner;
         let g = &routine.spec.guardrails;
+        let mut broken = None;
         let schedule = match &routine.spec.trigger {
             Trigger::Cron { schedule } => {
                 let zone = zone_of(routine, inner.settings.user_zone);
                 // Anchored at the slot, an interval continues its grid.
-                Schedule::parse(schedule, zone, slot).ok()
+                match Schedule::parse(schedule, zone, slot) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        broken = Some(format!(
+                            "the schedule no longer parses, so the routine stops: {e}"
+                        ));
+                        None
+                    }
+                }
             }
             _ => None,
         };
@@ -489,7 +511,10 @@ impl RoutineEngine {
             run.lease_until = None;
             runs.insert(0, run);
         }
-        if routine.runtime.consecutive_failures > 0 {
+        if let Some(reason) = broken {
+            // Recorded once, with no next slot: it does not spin.
+            admission.refuse = Some(reason);
+        } else if routine.runtime.consecutive_failures > 0 {
             let n = routine.runtime.consecutive_failures;
             let wait = BACKOFF[(n as usize - 1).min(BACKOFF.len() - 1)];
             if let Some(last) = inner.store.last_failure_at(routine.id).await? {
@@ -842,7 +867,13 @@ impl RoutineEngine {
             fire,
             cancel: cancel.clone(),
         };
-        let action = inner.executor.execute(request);
+        let executed = inner.executor.execute(request);
+        let action = async {
+            tokio::select! {
+                outcome = executed => outcome,
+                never = self.keep_lease(run.id) => match never {},
+            }
+        };
         let mut outcome = match routine.spec.guardrails.timeout {
             Some(limit) => {
                 let deadline =
