@@ -16,6 +16,17 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// The candidate closest to `name`, if close enough to be what was meant
+/// (at most a third of its length, or 2, edits away).
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
 /// An error and its causes on one line, each cause once: a library's own
 /// message alone ("error sending request") rarely says what went wrong.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
@@ -43,5 +54,7 @@ mod tests {
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("file_raed", "file_read"), 2);
         assert_eq!(edit_distance("é", "e"), 1);
+        assert_eq!(closest("sumary", ["summary", "disk"]), Some("summary"));
+        assert_eq!(closest("zzzzzz", ["summary", "disk"]), None);
     }
 }

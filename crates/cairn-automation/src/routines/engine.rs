@@ -570,19 +570,14 @@ impl RoutineEngine {
         if !routine.spec.enabled {
             return Err(FireError::Disabled(routine.spec.name.clone()));
         }
-        let now = self.inner.clock.now();
-        let mut run = self.new_run(routine, "manual", None, now);
-        if let Some(id) = run_id {
-            run.id = id;
-        }
-        run.trigger_detail = Some("fired by hand".to_string());
-        let fire = FireContext {
-            trigger_type: "manual".into(),
-            detail: run.trigger_detail.clone(),
+        let fire = Unscheduled {
+            trigger_type: "manual",
+            detail: "fired by hand".to_string(),
             payload,
-            scheduled_for: None,
+            cooled: false,
+            depth: 0,
         };
-        self.fire_unscheduled(routine, run, fire, false, 0).await
+        self.fire_unscheduled(routine, fire, run_id).await
     }
 
     /// [`offer_message`](Self::offer_message) in a task of this engine, so
@@ -616,17 +611,14 @@ impl RoutineEngine {
                     continue;
                 }
             };
-            let now = self.inner.clock.now();
-            let payload = serde_json::json!({ "channel": channel, "text": text });
-            let mut run = self.new_run(&routine, "event", None, now);
-            run.trigger_detail = Some(format!("message on {channel}: {}", clip(text, 200)));
-            let fire = FireContext {
-                trigger_type: "event".into(),
-                detail: run.trigger_detail.clone(),
-                payload: Some(payload),
-                scheduled_for: None,
+            let fire = Unscheduled {
+                trigger_type: "event",
+                detail: format!("message on {channel}: {}", clip(text, 200)),
+                payload: Some(serde_json::json!({ "channel": channel, "text": text })),
+                cooled: true,
+                depth: 0,
             };
-            match self.fire_unscheduled(&routine, run, fire, true, 0).await {
+            match self.fire_unscheduled(&routine, fire, None).await {
                 Ok(f) => fired.push(f),
                 Err(e) => {
                     tracing::warn!(routine = %routine.spec.name, error = %e, "event fire failed")
@@ -654,19 +646,14 @@ impl RoutineEngine {
             .collect();
         let mut fired = Vec::new();
         for routine in routines {
-            let now = self.inner.clock.now();
-            let mut run = self.new_run(&routine, "system_event", None, now);
-            run.trigger_detail = Some(event.name.clone());
-            let fire = FireContext {
-                trigger_type: "system_event".into(),
-                detail: run.trigger_detail.clone(),
+            let fire = Unscheduled {
+                trigger_type: "system_event",
+                detail: event.name.clone(),
                 payload: Some(event.payload()),
-                scheduled_for: None,
+                cooled: true,
+                depth: event.depth + 1,
             };
-            match self
-                .fire_unscheduled(&routine, run, fire, true, event.depth + 1)
-                .await
-            {
+            match self.fire_unscheduled(&routine, fire, None).await {
                 Ok(f) => fired.push(f),
                 Err(e) => {
                     tracing::warn!(routine = %routine.spec.name, error = %e, "system event fire failed")
@@ -768,28 +755,41 @@ impl RoutineEngine {
         let payload = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_else(|_| {
             serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
         });
-        let now = self.inner.clock.now();
-        let mut run = self.new_run(&routine, "webhook", None, now);
-        run.trigger_detail = Some(format!("webhook {path} ({} bytes)", body.len()));
-        let fire = FireContext {
-            trigger_type: "webhook".into(),
-            detail: run.trigger_detail.clone(),
+        let fire = Unscheduled {
+            trigger_type: "webhook",
+            detail: format!("webhook {path} ({} bytes)", body.len()),
             payload: Some(payload),
-            scheduled_for: None,
+            cooled: true,
+            depth: 0,
         };
-        Ok(self.fire_unscheduled(&routine, run, fire, true, 0).await?)
+        Ok(self.fire_unscheduled(&routine, fire, None).await?)
     }
 
-    /// Admits and starts an unscheduled fire. `cooled` applies the cooldown
-    /// and dedup (event, system event, webhook; not manual fires).
+    /// Admits and starts an unscheduled fire (`run_id` chooses the run's id).
     async fn fire_unscheduled(
         &self,
         routine: &Routine,
-        mut run: RoutineRun,
-        fire: FireContext,
-        cooled: bool,
-        depth: u32,
+        unscheduled: Unscheduled,
+        run_id: Option<Uuid>,
     ) -> Result<Fired, FireError> {
+        let Unscheduled {
+            trigger_type,
+            detail,
+            payload,
+            cooled,
+            depth,
+        } = unscheduled;
+        let mut run = self.new_run(routine, trigger_type, None, self.inner.clock.now());
+        if let Some(id) = run_id {
+            run.id = id;
+        }
+        run.trigger_detail = Some(detail);
+        let fire = FireContext {
+            trigger_type: trigger_type.to_string(),
+            detail: run.trigger_detail.clone(),
+            payload,
+            scheduled_for: None,
+        };
         let g = &routine.spec.guardrails;
         if cooled && g.dedup_window.is_some() {
             run.dedup_key = fire.payload.as_ref().map(dedup_key);
@@ -1045,6 +1045,20 @@ impl RoutineEngine {
         };
         Ok(true)
     }
+}
+
+/// A fire that is not a scheduled slot.
+struct Unscheduled {
+    /// `manual`, `event`, `system_event` or `webhook`.
+    trigger_type: &'static str,
+    /// The run's trigger detail.
+    detail: String,
+    /// What the action is handed.
+    payload: Option<serde_json::Value>,
+    /// Whether cooldown and dedup apply (not to manual fires).
+    cooled: bool,
+    /// Links of system-event firings that led here.
+    depth: u32,
 }
 
 /// Why a webhook fire failed.

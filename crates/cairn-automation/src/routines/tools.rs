@@ -16,7 +16,7 @@ use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_core::clock::Clock;
 use cairn_core::routine::{Routine, RoutineSpec, Trigger};
-use cairn_core::text::{edit_distance, error_chain};
+use cairn_core::text::{closest, error_chain};
 use cairn_store::Store;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
@@ -63,13 +63,8 @@ impl Shared {
             .list_routines(Some(&self.user_id))
             .await
             .map_err(store_error)?;
-        let closest = all
-            .iter()
-            .map(|r| (edit_distance(name, &r.spec.name), &r.spec.name))
-            .min()
-            .filter(|(d, candidate)| *d <= (candidate.len() / 3).max(2));
-        let hint = match closest {
-            Some((_, candidate)) => format!("; did you mean \"{candidate}\"?"),
+        let hint = match closest(name, all.iter().map(|r| r.spec.name.as_str())) {
+            Some(candidate) => format!("; did you mean \"{candidate}\"?"),
             None => "; routine_list shows them".to_string(),
         };
         Err(ToolError::InvalidArguments(format!(

@@ -96,7 +96,6 @@ const fn secret(key: &'static str, env: &'static [&'static str], help: &'static 
     }
 }
 
-use crate::text::edit_distance;
 use DefaultValue as D;
 use Kind as K;
 
@@ -357,14 +356,13 @@ pub fn find(key: &str) -> Option<&'static SettingDef> {
 
 /// The known key closest to `key`, for "did you mean" hints.
 pub fn closest(key: &str) -> Option<&'static str> {
-    SETTINGS
-        .iter()
-        .map(|d| d.key)
-        .chain(SECTIONS.iter().copied())
-        .map(|k| (edit_distance(k, key), k))
-        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
+    crate::text::closest(
+        key,
+        SETTINGS
+            .iter()
+            .map(|d| d.key)
+            .chain(SECTIONS.iter().copied()),
+    )
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
-use cairn_core::text::edit_distance;
+use cairn_core::text::closest;
 use cairn_store::Store;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
@@ -150,13 +150,8 @@ async fn find(ctx: &Ctx, name: &str) -> anyhow::Result<Routine> {
         return Ok(routine);
     }
     let all = ctx.store.list_routines(Some(&ctx.user)).await?;
-    let closest = all
-        .iter()
-        .map(|r| (edit_distance(name, &r.spec.name), &r.spec.name))
-        .min()
-        .filter(|(d, candidate)| *d <= (candidate.len() / 3).max(2));
-    let hint = match closest {
-        Some((_, candidate)) => format!("; did you mean \"{candidate}\"?"),
+    let hint = match closest(name, all.iter().map(|r| r.spec.name.as_str())) {
+        Some(candidate) => format!("; did you mean \"{candidate}\"?"),
         None => "; `cairn routine list` shows them".to_string(),
     };
     Err(BadInput(format!("no routine named \"{name}\"{hint}")).into())
