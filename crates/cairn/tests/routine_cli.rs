@@ -225,3 +225,26 @@ fn an_invalid_schedule_names_the_routine_and_the_token() {
         "{err}"
     );
 }
+
+#[test]
+fn an_invalid_event_pattern_names_the_routine_and_the_pattern() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("ev.yaml");
+    std::fs::write(
+        &file,
+        "name: deploys\ntrigger:\n  type: event\n  pattern: \"deploy (api\"\naction: {type: notification, message: x}\n",
+    )
+    .unwrap();
+    let err = stderr_of_failure(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&file),
+        2,
+    );
+    assert!(
+        err.contains("ev.yaml:4: routine \"deploys\": trigger.pattern: ")
+            && err.contains("deploy (api"),
+        "{err}"
+    );
+    assert!(names(home.path()).is_empty());
+}
