@@ -26,11 +26,14 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+/// When a run's action began, and its slot.
+type Began = HashMap<Uuid, (DateTime<Utc>, Option<DateTime<Utc>>)>;
+
 /// The real executor, noting when each action actually began (the run's
 /// recorded `started_at` is the engine's round time, taken before the claim).
 struct Stamped {
     real: AgentActions,
-    began: Mutex<HashMap<Uuid, (DateTime<Utc>, Option<DateTime<Utc>>)>>,
+    began: Mutex<Began>,
 }
 
 #[async_trait]
@@ -311,6 +314,7 @@ async fn bench() {
     let timer = Instant::now();
     probe.tick(clock.now()).await.unwrap();
     let first_tick_ms = timer.elapsed().as_secs_f64() * 1000.0;
+    let rss_mb_before_cache = rss_mb();
     let timer = Instant::now();
     probe.refresh_triggered().await.unwrap();
     let refresh_ms = timer.elapsed().as_secs_f64() * 1000.0;
@@ -352,6 +356,7 @@ async fn bench() {
         "same_second": report(&same),
         "rss_mb_start": rss_mb_start,
         "rss_mb_idle": rss_mb_idle,
+        "rss_mb_before_cache_load": rss_mb_before_cache,
         "engine_start": {
             "first_tick_ms": (first_tick_ms * 10.0).round() / 10.0,
             "routine_cache_load_ms": refresh_ms.round(),
