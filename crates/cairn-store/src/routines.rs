@@ -214,6 +214,23 @@ impl Store {
         .await
     }
 
+    /// The enabled routines fired by something other than time (event,
+    /// system event, webhook): what an engine keeps in memory, without
+    /// loading the timed ones.
+    pub async fn list_triggered_routines(&self) -> Result<Vec<Routine>, StoreError> {
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM routines WHERE enabled = 1 \
+                 AND trigger_type IN ('event', 'system_event', 'webhook')"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(decode).collect()
+        })
+        .await
+    }
+
     /// Deletes a routine and its runs; returns whether it existed.
     pub async fn delete_routine(&self, id: Uuid) -> Result<bool, StoreError> {
         self.on_runtime(async {

@@ -15,7 +15,20 @@ const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_f
 const INSERT: &str = "INSERT INTO routine_runs (id, routine_id, trigger_type, trigger_detail, scheduled_for, \
      started_at, completed_at, status, result_summary, tokens_used, job_id, owner, lease_until, \
      notification_id, skip_reason, dedup_key) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+     ON CONFLICT DO NOTHING";
+
+/// Deletes a routine's (`$1`) ended runs beyond its newest `$2`.
+const PRUNE: &str = "DELETE FROM routine_runs WHERE routine_id = $1 AND status <> 'running' AND id NOT IN \
+     (SELECT id FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2)";
+
+async fn routine_id_of(conn: &mut sqlx::AnyConnection, run_id: Uuid) -> Result<String, StoreError> {
+    let row = sqlx::query("SELECT routine_id FROM routine_runs WHERE id = $1")
+        .bind(run_id.to_string())
+        .fetch_one(conn)
+        .await?;
+    Cols(&row).text("routine_id")
+}
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +45,9 @@ pub struct RunOutcome {
     pub notification_id: Option<Uuid>,
     /// The routine's new JSON state, when the run replaced it.
     pub state: Option<serde_json::Value>,
+    /// Keep only this many of the routine's latest runs (pruned in the same
+    /// transaction, so a run costs one write transaction to end).
+    pub retain: Option<u32>,
 }
 
 /// Moves a routine's scheduled slot as part of an admission (compare-and-set).
@@ -110,7 +126,8 @@ fn tokens(n: Option<u64>) -> Option<i64> {
     n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-async fn insert(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<(), sqlx::Error> {
+/// Inserts a run; 0 rows when its slot already has one (the unique key).
+async fn insert(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<u64, sqlx::Error> {
     sqlx::query(INSERT)
         .bind(run.id.to_string())
         .bind(run.routine_id.to_string())
@@ -130,7 +147,7 @@ async fn insert(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<(), 
         .bind(run.dedup_key.clone())
         .execute(conn)
         .await
-        .map(|_| ())
+        .map(|done| done.rows_affected())
 }
 
 fn window_start(now: DateTime<Utc>, window: std::time::Duration) -> DateTime<Utc> {
@@ -140,12 +157,15 @@ fn window_start(now: DateTime<Utc>, window: std::time::Duration) -> DateTime<Utc
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-/// The first guardrail that refuses `runs`, read inside the admission's transaction.
+/// The first guardrail that refuses `runs`, read inside the admission's
+/// transaction; `running_total` is the batch's count of running runs of all
+/// routines (read once, kept up to date as the batch admits).
 async fn refusal(
     conn: &mut sqlx::AnyConnection,
     admission: &Admission,
     routine_id: &str,
     first: &RoutineRun,
+    running_total: Option<u64>,
 ) -> Result<Option<String>, StoreError> {
     use cairn_core::duration::format as human;
     if let Some(reason) = &admission.refuse {
@@ -202,25 +222,29 @@ async fn refusal(
             )));
         }
     }
-    if let Some(max) = admission.global_max {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
-            .fetch_one(&mut *conn)
-            .await?;
-        let n = Cols(&row).uint("n")?;
-        if n >= u64::from(max) {
-            return Ok(Some(format!(
-                "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
-            )));
-        }
+    if let (Some(max), Some(n)) = (admission.global_max, running_total)
+        && n >= u64::from(max)
+    {
+        return Ok(Some(format!(
+            "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
+        )));
     }
     Ok(None)
 }
 
-/// One admission inside an open write transaction.
+/// Records a run unless its slot already has one; whether it was recorded.
+async fn insert_new(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<bool, StoreError> {
+    Ok(insert(conn, run).await? > 0)
+}
+
+/// One admission inside an open write transaction. `running_total` is
+/// shared by the batch: read once under the global cap's lock, then kept
+/// up to date here, so a batch does not count every running run per routine.
 async fn admit_one(
     conn: &mut sqlx::AnyConnection,
     admission: &Admission,
     runs: &[RoutineRun],
+    running_total: &mut Option<u64>,
 ) -> Result<Admitted, StoreError> {
     let Some(first) = runs.first() else {
         return Ok(Admitted::Taken);
@@ -252,51 +276,50 @@ async fn admit_one(
     if locked.rows_affected() == 0 {
         return Ok(Admitted::Taken);
     }
-    if admission.global_max.is_some() {
+    if admission.global_max.is_some() && running_total.is_none() {
+        // Locking the counter row first serialises capped admissions across
+        // processes on PostgreSQL (SQLite's write lock already does).
         sqlx::query(
             "UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.admission'",
         )
         .execute(&mut *conn)
         .await?;
-    }
-    let mut fresh = Vec::with_capacity(runs.len());
-    for run in runs {
-        if let Some(slot) = run.scheduled_for {
-            let row = sqlx::query(
-                "SELECT COUNT(*) AS n FROM routine_runs WHERE routine_id = $1 AND scheduled_for = $2",
-            )
-            .bind(&routine_id)
-            .bind(micros(slot))
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
             .fetch_one(&mut *conn)
             .await?;
-            if Cols(&row).uint("n")? > 0 {
-                continue;
-            }
-        }
-        fresh.push(run);
+        *running_total = Some(Cols(&row).uint("n")?);
     }
-    if fresh.is_empty() {
-        return Ok(Admitted::Taken);
-    }
-    if let Some(reason) = refusal(conn, admission, &routine_id, first).await? {
-        for run in fresh {
+    if let Some(reason) = refusal(conn, admission, &routine_id, first, *running_total).await? {
+        let mut recorded = false;
+        for run in runs {
             let mut skipped = run.clone();
             skipped.status = RunStatus::Skipped;
             skipped.completed_at = Some(run.started_at);
             skipped.skip_reason = Some(reason.clone());
             skipped.owner = None;
             skipped.lease_until = None;
-            insert(conn, &skipped).await?;
+            recorded |= insert_new(conn, &skipped).await?;
         }
-        return Ok(Admitted::Skipped(reason));
+        return Ok(if recorded {
+            Admitted::Skipped(reason)
+        } else {
+            Admitted::Taken
+        });
     }
-    for run in &fresh {
-        insert(conn, run).await?;
+    let (mut recorded, mut started) = (false, 0u64);
+    for run in runs {
+        // A slot that already has its run (the unique key) is left as it is.
+        if insert_new(conn, run).await? {
+            recorded = true;
+            started += u64::from(run.status == RunStatus::Running);
+        }
     }
-    let started = fresh
-        .iter()
-        .filter(|r| r.status == RunStatus::Running)
-        .count();
+    if !recorded {
+        return Ok(Admitted::Taken);
+    }
+    if let Some(total) = running_total.as_mut() {
+        *total += started;
+    }
     let count = i64::try_from(started).unwrap_or(i64::MAX);
     let max_runs = admission
         .max_runs
@@ -330,8 +353,9 @@ impl Store {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
             let mut out = Vec::with_capacity(fires.len());
+            let mut running_total = None;
             for (admission, runs) in fires {
-                out.push(admit_one(&mut tx, admission, runs).await?);
+                out.push(admit_one(&mut tx, admission, runs, &mut running_total).await?);
             }
             tx.commit().await?;
             Ok(out)
@@ -355,14 +379,11 @@ impl Store {
     /// Deletes a routine's ended runs beyond the newest `keep`; returns how many.
     pub async fn prune_runs(&self, routine_id: Uuid, keep: u32) -> Result<u64, StoreError> {
         self.on_runtime(async {
-            let done = sqlx::query(
-                "DELETE FROM routine_runs WHERE routine_id = $1 AND status <> 'running' AND id NOT IN \
-                 (SELECT id FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2)",
-            )
-            .bind(routine_id.to_string())
-            .bind(i64::from(keep))
-            .execute(self.pool())
-            .await?;
+            let done = sqlx::query(PRUNE)
+                .bind(routine_id.to_string())
+                .bind(i64::from(keep))
+                .execute(self.pool())
+                .await?;
             Ok(done.rows_affected())
         })
         .await
@@ -467,6 +488,13 @@ impl Store {
                 );
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(run_id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(keep) = outcome.retain {
+                sqlx::query(PRUNE)
+                    .bind(routine_id_of(&mut tx, run_id).await?)
+                    .bind(i64::from(keep))
                     .execute(&mut *tx)
                     .await?;
             }

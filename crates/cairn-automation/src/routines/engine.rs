@@ -906,6 +906,7 @@ impl RoutineEngine {
             completed_at: now,
             notification_id,
             state: outcome.state.clone(),
+            retain: Some(routine.spec.guardrails.retention),
         };
         match inner.store.finish_run(run.id, &record).await {
             Ok(true) => {}
@@ -922,13 +923,6 @@ impl RoutineEngine {
             status = %outcome.status,
             "routine run finished"
         );
-        if let Err(e) = inner
-            .store
-            .prune_runs(routine.id, routine.spec.guardrails.retention)
-            .await
-        {
-            tracing::warn!(routine = %routine.spec.name, error = %e, "cannot prune old runs");
-        }
         let mut event = SystemEvent::new(
             events::ROUTINE_FINISHED,
             [
@@ -1019,7 +1013,7 @@ impl RoutineEngine {
         if self.inner.triggered.read().await.version == Some(version) {
             return Ok(false);
         }
-        let routines = self.inner.store.list_routines(None).await?;
+        let routines = self.inner.store.list_triggered_routines().await?;
         let patterns: Vec<EventPattern> = routines
             .iter()
             .filter_map(EventPattern::from_routine)

@@ -20,6 +20,7 @@ fn ended(status: RunStatus, secs: i64) -> RunOutcome {
         completed_at: at(secs),
         notification_id: None,
         state: None,
+        retain: None,
     }
 }
 
@@ -366,4 +367,51 @@ pub async fn definition_changes_bump_the_version(fx: &Fixture) {
     assert_eq!(fx.store.routines_version().await.unwrap(), v4);
     fx.store.delete_routine(r.id).await.unwrap();
     assert!(fx.store.routines_version().await.unwrap() > v4);
+}
+
+pub async fn finishing_with_retain_prunes_in_the_same_write(fx: &Fixture) {
+    let r = routine("ada", "pruned");
+    fx.store.create_routine(&r).await.unwrap();
+    let mut last = None;
+    for i in 0..4 {
+        let run = run_for(&r, None, at(i * 10));
+        assert_eq!(
+            admit(fx, Admission::default(), vec![run.clone()]).await,
+            Admitted::Started
+        );
+        let mut outcome = ended(RunStatus::Ok, i * 10 + 1);
+        outcome.retain = Some(2);
+        assert!(fx.store.finish_run(run.id, &outcome).await.unwrap());
+        last = Some(run.id);
+    }
+    let left = fx.store.list_runs(r.id, 10).await.unwrap();
+    assert_eq!(left.len(), 2);
+    assert_eq!(left[0].id, last.unwrap());
+}
+
+pub async fn only_triggered_routines_are_listed_for_the_engine(fx: &Fixture) {
+    let timed = routine("ada", "timed");
+    fx.store.create_routine(&timed).await.unwrap();
+    let mut hook = routine("ada", "hook");
+    hook.spec.trigger = cairn_core::routine::Trigger::Webhook {
+        path: None,
+        secret: None,
+    };
+    fx.store.create_routine(&hook).await.unwrap();
+    let mut off = routine("ada", "off-hook");
+    off.spec.trigger = cairn_core::routine::Trigger::Webhook {
+        path: None,
+        secret: None,
+    };
+    off.spec.enabled = false;
+    fx.store.create_routine(&off).await.unwrap();
+    let listed: Vec<_> = fx
+        .store
+        .list_triggered_routines()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.spec.name)
+        .collect();
+    assert_eq!(listed, ["hook"]);
 }

@@ -49,6 +49,8 @@ conformance!(
     admission::retention_prunes_old_ended_runs,
     admission::a_reaped_run_counts_as_a_failure,
     admission::definition_changes_bump_the_version,
+    admission::finishing_with_retain_prunes_in_the_same_write,
+    admission::only_triggered_routines_are_listed_for_the_engine,
     settings::migrations_apply_once,
     settings::settings_round_trip,
     settings::settings_prefix_is_literal,

@@ -18,6 +18,7 @@ fn outcome(status: RunStatus, secs: i64) -> RunOutcome {
         completed_at: at(secs),
         notification_id: None,
         state: None,
+        retain: None,
     }
 }
 
