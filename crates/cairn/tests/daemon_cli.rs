@@ -302,3 +302,50 @@ fn the_agent_creates_and_fires_a_routine_with_its_tools() {
     let last = requests.last().unwrap().body.to_string();
     assert!(!last.contains("not running in this process"), "{last}");
 }
+
+#[test]
+fn fire_no_wait_prints_the_run_id_and_the_run_happens_in_the_background() {
+    let env = Env::new("", false);
+    let file = env.file(
+        "ping.yaml",
+        "name: ping\ntrigger: {type: manual}\naction: {type: notification, message: pong}\n",
+    );
+    env.cairn()
+        .args(["routine", "apply", "-f", &file])
+        .assert()
+        .success();
+    let out = env
+        .cairn()
+        .args([
+            "--json",
+            "routine",
+            "fire",
+            "ping",
+            "--no-wait",
+            "--payload",
+            "{\"n\":1}",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = printed["run_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let runs = env.runs("ping");
+        if let Some(run) = runs.iter().find(|r| r["id"] == id.as_str()) {
+            if run["status"] == "ok" {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {id} did not finish: {runs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
