@@ -337,10 +337,11 @@ fn fire_no_wait_prints_the_run_id_and_the_run_happens_in_the_background() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let runs = env.runs("ping");
-        if let Some(run) = runs.iter().find(|r| r["id"] == id.as_str()) {
-            if run["status"] == "ok" {
-                break;
-            }
+        if runs
+            .iter()
+            .any(|r| r["id"] == id.as_str() && r["status"] == "ok")
+        {
+            break;
         }
         assert!(
             Instant::now() < deadline,
