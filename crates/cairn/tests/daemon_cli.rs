@@ -50,10 +50,15 @@ impl Env {
         Command::from_std(std)
     }
 
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.home.path().join(name);
+    /// Writes a routine file into the home and applies it.
+    fn apply(&self, file: &str, text: &str) {
+        let path = self.home.path().join(file);
         std::fs::write(&path, text).unwrap();
-        path.display().to_string()
+        self.cairn()
+            .args(["routine", "apply", "-f"])
+            .arg(&path)
+            .assert()
+            .success();
     }
 
     fn runs(&self, routine: &str) -> Vec<Value> {
@@ -92,14 +97,7 @@ fn a_fired_lightweight_routine_needing_attention_reaches_the_webhook() {
     env.llm.as_ref().unwrap().push(Scripted::text(
         "/var is 91% full; the logs grew 4 GB overnight.",
     ));
-    let file = env.file(
-        "disk.yaml",
-        "name: disk-check\ntrigger: {type: manual}\naction: {type: lightweight, prompt: Check the disk report., max_tokens: 200}\n",
-    );
-    env.cairn()
-        .args(["routine", "apply", "-f", &file])
-        .assert()
-        .success();
+    env.apply("disk.yaml", "name: disk-check\ntrigger: {type: manual}\naction: {type: lightweight, prompt: Check the disk report., max_tokens: 200}\n");
     env.cairn()
         .args(["routine", "fire", "disk-check"])
         .assert()
@@ -152,14 +150,10 @@ fn a_fired_lightweight_routine_needing_attention_reaches_the_webhook() {
 #[test]
 fn a_routine_without_an_llm_fails_saying_so_and_bad_fires_are_refused() {
     let env = Env::new("", false);
-    let file = env.file(
+    env.apply(
         "r.yaml",
         "name: summary\ntrigger: {type: manual}\naction: {type: lightweight, prompt: Summarise.}\n",
     );
-    env.cairn()
-        .args(["routine", "apply", "-f", &file])
-        .assert()
-        .success();
     env.cairn()
         .args(["routine", "fire", "summary"])
         .assert()
@@ -197,15 +191,8 @@ fn the_daemon_fires_a_routine_applied_by_another_process_on_time() {
     let mut daemon = Daemon(cmd.spawn().unwrap());
     // Started once the database exists and the runs table answers.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let file = env.file(
-        "soon.yaml",
-        "name: soon\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: hello}\n",
-    );
     std::thread::sleep(Duration::from_millis(500));
-    env.cairn()
-        .args(["routine", "apply", "-f", &file])
-        .assert()
-        .success();
+    env.apply("soon.yaml", "name: soon\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: hello}\n");
     let run = loop {
         let runs = env.runs("soon");
         if let Some(run) = runs.into_iter().find(|r| r["status"] == "ok") {
@@ -241,14 +228,7 @@ fn the_daemon_fires_a_routine_applied_by_another_process_on_time() {
 #[test]
 fn a_chat_message_fires_an_event_routine_and_is_still_answered() {
     let env = Env::new("", true);
-    let file = env.file(
-        "deploys.yaml",
-        "name: deploys\ntrigger: {type: event, pattern: 'deploy \\w+'}\naction: {type: notification, message: a deploy was mentioned}\n",
-    );
-    env.cairn()
-        .args(["routine", "apply", "-f", &file])
-        .assert()
-        .success();
+    env.apply("deploys.yaml", "name: deploys\ntrigger: {type: event, pattern: 'deploy \\w+'}\naction: {type: notification, message: a deploy was mentioned}\n");
     env.llm.as_ref().unwrap().push(Scripted::text("Noted."));
     env.cairn()
         .args(["chat", "-m", "please deploy api tonight"])
@@ -306,14 +286,10 @@ fn the_agent_creates_and_fires_a_routine_with_its_tools() {
 #[test]
 fn fire_no_wait_prints_the_run_id_and_the_run_happens_in_the_background() {
     let env = Env::new("", false);
-    let file = env.file(
+    env.apply(
         "ping.yaml",
         "name: ping\ntrigger: {type: manual}\naction: {type: notification, message: pong}\n",
     );
-    env.cairn()
-        .args(["routine", "apply", "-f", &file])
-        .assert()
-        .success();
     let out = env
         .cairn()
         .args([

@@ -1,0 +1,194 @@
+//! Carrying out an admitted run: the action under its timeout with the
+//! lease kept, the notification, the record, the `routine.finished` event.
+
+use super::*;
+
+impl RoutineEngine {
+    /// Renews `run_id`'s lease every third of the lease, for as long as it is awaited.
+    async fn keep_lease(&self, run_id: Uuid) -> std::convert::Infallible {
+        let lease = self.inner.settings.lease;
+        let every = chrono::Duration::from_std((lease / 3).max(Duration::from_millis(100)))
+            .unwrap_or_default();
+        loop {
+            let at = self.inner.clock.now() + every;
+            self.inner.clock.sleep_until(at).await;
+            let until =
+                self.inner.clock.now() + chrono::Duration::from_std(lease).unwrap_or_default();
+            if let Err(e) = self.inner.store.renew_run_lease(run_id, until).await {
+                tracing::warn!(run = %run_id, error = %e, "cannot renew a routine run's lease");
+            }
+        }
+    }
+
+    /// Carries out an admitted run: the action under the timeout, the
+    /// notification, the record, the `routine.finished` event, retention.
+    ///
+    /// Boxed, because it can fire system-event routines whose runs execute
+    /// the same way: the future's type would otherwise contain itself.
+    pub(super) fn execute(
+        &self,
+        routine: Routine,
+        run: RoutineRun,
+        fire: FireContext,
+        depth: u32,
+        note: Option<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
+        let engine = self.clone();
+        Box::pin(async move { engine.execute_now(routine, run, fire, depth, note).await })
+    }
+
+    async fn execute_now(
+        &self,
+        routine: Routine,
+        run: RoutineRun,
+        fire: FireContext,
+        depth: u32,
+        note: Option<String>,
+    ) {
+        let inner = &self.inner;
+        let cancel = inner.stop_runs.child_token();
+        let request = ActionRequest {
+            routine: routine.clone(),
+            run_id: run.id,
+            fire,
+            cancel: cancel.clone(),
+        };
+        let executed = inner.executor.execute(request);
+        let action = async {
+            tokio::select! {
+                outcome = executed => outcome,
+                never = self.keep_lease(run.id) => match never {},
+            }
+        };
+        let mut outcome = match routine.spec.guardrails.timeout {
+            Some(limit) => {
+                let deadline =
+                    inner.clock.now() + chrono::Duration::from_std(limit).unwrap_or_default();
+                tokio::select! {
+                    outcome = action => outcome,
+                    () = inner.clock.sleep_until(deadline) => {
+                        cancel.cancel();
+                        ActionOutcome::failed(format!(
+                            "timed out after {}",
+                            cairn_core::duration::format(limit)
+                        ))
+                    }
+                }
+            }
+            None => action.await,
+        };
+        if let Some(note) = note {
+            outcome.summary = Some(match outcome.summary.take() {
+                Some(s) => format!("{note}\n{s}"),
+                None => note,
+            });
+        }
+        let notification_id = self.notify(&routine, &run, &outcome).await;
+        let now = inner.clock.now();
+        let record = RunOutcome {
+            status: outcome.status,
+            summary: outcome.summary.clone(),
+            tokens_used: outcome.tokens_used,
+            completed_at: now,
+            notification_id,
+            state: outcome.state.clone(),
+            retain: Some(routine.spec.guardrails.retention),
+        };
+        match inner.store.finish_run(run.id, &record).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(routine = %routine.spec.name, run = %run.id, "run had already been marked interrupted; its late outcome was not recorded")
+            }
+            Err(e) => {
+                tracing::error!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot record the run's outcome")
+            }
+        }
+        tracing::info!(
+            routine = %routine.spec.name,
+            run = %run.id,
+            status = %outcome.status,
+            "routine run finished"
+        );
+        let mut event = SystemEvent::new(
+            events::ROUTINE_FINISHED,
+            [
+                ("routine", routine.spec.name.clone()),
+                ("status", outcome.status.to_string()),
+                ("run_id", run.id.to_string()),
+            ],
+        );
+        event.depth = depth;
+        if !inner.triggered.read().await.system.is_empty() {
+            self.emit(event).await;
+        }
+    }
+
+    /// Sends what the run's outcome and the routine's notify settings call for.
+    async fn notify(
+        &self,
+        routine: &Routine,
+        run: &RoutineRun,
+        outcome: &ActionOutcome,
+    ) -> Option<Uuid> {
+        let notifier = self.inner.notifier.as_ref()?;
+        let n = &routine.spec.notify;
+        let name = &routine.spec.name;
+        let (title, body, priority) = match &outcome.notice {
+            Some(notice) => (
+                notice.title.clone().unwrap_or_else(|| name.clone()),
+                notice.body.clone(),
+                Priority::Normal,
+            ),
+            None => {
+                let wanted = match outcome.status {
+                    RunStatus::Attention => n.on_attention,
+                    RunStatus::Failed => n.on_failure,
+                    RunStatus::Ok => n.on_success,
+                    _ => false,
+                };
+                if !wanted {
+                    return None;
+                }
+                let title = match outcome.status {
+                    RunStatus::Failed => format!("{name} failed"),
+                    RunStatus::Attention => format!("{name} needs attention"),
+                    _ => format!("{name}: nothing to report"),
+                };
+                let priority = if outcome.status == RunStatus::Failed {
+                    Priority::High
+                } else {
+                    Priority::Normal
+                };
+                let body = outcome
+                    .summary
+                    .clone()
+                    .unwrap_or_else(|| format!("run {} ended {}", run.id, outcome.status));
+                (title, body, priority)
+            }
+        };
+        let new = NewNotification {
+            user_id: n.user.clone().unwrap_or_else(|| routine.user_id.clone()),
+            channel: n.channel.clone(),
+            title,
+            body,
+            priority,
+            tags: vec!["routine".into(), outcome.status.to_string()],
+            data: Some(serde_json::json!({
+                "routine": name,
+                "routine_id": routine.id,
+                "run_id": run.id,
+                "status": outcome.status,
+                "trigger": run.trigger_type,
+                "scheduled_for": run.scheduled_for,
+            })),
+            source: format!("routine:{}", run.id),
+        };
+        match notifier.send(new, self.inner.clock.now()).await {
+            Ok(sent) => Some(sent.id),
+            Err(e) => {
+                tracing::error!(routine = %name, error = %e, "cannot record the run's notification");
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Fires that are not scheduled slots: by hand, chat messages, cairn's
+//! own events, signed webhooks.
+
+use super::*;
+
+impl RoutineEngine {
+    /// Fires a routine now, outside its schedule: `routine fire`, the API, a
+    /// tool. Cooldown does not apply; concurrency limits do. `run_id`
+    /// chooses the run's id (a caller that printed it already).
+    pub async fn fire_manual(
+        &self,
+        routine: &Routine,
+        payload: Option<serde_json::Value>,
+        run_id: Option<Uuid>,
+    ) -> Result<Fired, FireError> {
+        if !routine.spec.enabled {
+            return Err(FireError::Disabled(routine.spec.name.clone()));
+        }
+        let fire = Unscheduled {
+            trigger_type: "manual",
+            detail: "fired by hand".to_string(),
+            payload,
+            cooled: false,
+            depth: 0,
+        };
+        self.fire_unscheduled(routine, fire, run_id).await
+    }
+
+    /// [`offer_message`](Self::offer_message) in a task of this engine, so
+    /// the chat's answer does not wait and [`shutdown`](Self::shutdown)
+    /// still waits for the fires.
+    pub fn offer_in_background(&self, channel: &str, text: &str) {
+        let (engine, channel, text) = (self.clone(), channel.to_string(), text.to_string());
+        self.inner.tasks.spawn(async move {
+            let fired = engine.offer_message(&channel, &text).await;
+            if !fired.is_empty() {
+                tracing::info!(routines = fired.len(), "chat message fired event routines");
+            }
+        });
+    }
+
+    /// Offers an inbound chat message to the event routines; returns what fired.
+    pub async fn offer_message(&self, channel: &str, text: &str) -> Vec<Fired> {
+        // One counter read: a routine applied a moment ago already matches.
+        if let Err(e) = self.refresh_triggered().await {
+            tracing::warn!(error = %e, "cannot refresh event routines");
+        }
+        let matcher = Arc::clone(&self.inner.triggered.read().await.matcher);
+        let ids = matcher.matches(channel, text);
+        let mut fired = Vec::new();
+        for id in ids {
+            let routine = match self.inner.store.get_routine(id).await {
+                Ok(Some(r)) if r.spec.enabled => r,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "event routine lookup failed");
+                    continue;
+                }
+            };
+            let fire = Unscheduled {
+                trigger_type: "event",
+                detail: format!("message on {channel}: {}", clip(text, 200)),
+                payload: Some(serde_json::json!({ "channel": channel, "text": text })),
+                cooled: true,
+                depth: 0,
+            };
+            match self.fire_unscheduled(&routine, fire, None).await {
+                Ok(f) => fired.push(f),
+                Err(e) => {
+                    tracing::warn!(routine = %routine.spec.name, error = %e, "event fire failed")
+                }
+            }
+        }
+        fired
+    }
+
+    /// Announces a system event to the `system_event` routines; returns what fired.
+    pub async fn emit(&self, event: SystemEvent) -> Vec<Fired> {
+        if event.depth > MAX_EVENT_DEPTH {
+            tracing::warn!(event = %event.name, depth = event.depth, "system event chain cut: routines may be firing each other");
+            return Vec::new();
+        }
+        let routines: Vec<Routine> = self
+            .inner
+            .triggered
+            .read()
+            .await
+            .system
+            .iter()
+            .filter(|r| r.spec.enabled && event.fires(&r.spec.trigger))
+            .cloned()
+            .collect();
+        let mut fired = Vec::new();
+        for routine in routines {
+            let fire = Unscheduled {
+                trigger_type: "system_event",
+                detail: event.name.clone(),
+                payload: Some(event.payload()),
+                cooled: true,
+                depth: event.depth + 1,
+            };
+            match self.fire_unscheduled(&routine, fire, None).await {
+                Ok(f) => fired.push(f),
+                Err(e) => {
+                    tracing::warn!(routine = %routine.spec.name, error = %e, "system event fire failed")
+                }
+            }
+        }
+        fired
+    }
+
+    /// Emits `job.finished` and `notification.failed` as they happen, until `cancel`.
+    pub fn forward_events(
+        &self,
+        mut jobs: Option<tokio::sync::broadcast::Receiver<cairn_core::job::JobRecord>>,
+        mut given_up: Option<tokio::sync::broadcast::Receiver<crate::notify::GivenUp>>,
+        cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        use tokio::sync::broadcast::error::RecvError;
+        let engine = self.clone();
+        tokio::spawn(async move {
+            async fn next<T: Clone>(
+                rx: &mut Option<tokio::sync::broadcast::Receiver<T>>,
+            ) -> Option<T> {
+                let Some(r) = rx.as_mut() else {
+                    return std::future::pending().await;
+                };
+                loop {
+                    match r.recv().await {
+                        Ok(item) => return Some(item),
+                        Err(RecvError::Lagged(n)) => {
+                            tracing::warn!(
+                                missed = n,
+                                "system events were dropped: too many at once"
+                            );
+                        }
+                        Err(RecvError::Closed) => {
+                            *rx = None;
+                            return std::future::pending().await;
+                        }
+                    }
+                }
+            }
+            loop {
+                let event = tokio::select! {
+                    () = cancel.cancelled() => return,
+                    Some(job) = next(&mut jobs) => SystemEvent::job_finished(&job),
+                    Some(n) = next(&mut given_up) => SystemEvent::notification_failed(&n),
+                };
+                engine.emit(event).await;
+            }
+        })
+    }
+
+    /// The webhook routine at `path` (its `path`, else its id), if any.
+    pub async fn webhook_routine(&self, path: &str) -> Option<Routine> {
+        let triggered = self.inner.triggered.read().await;
+        triggered
+            .webhooks
+            .iter()
+            .find(|r| match &r.spec.trigger {
+                Trigger::Webhook { path: Some(p), .. } => {
+                    p.trim_matches('/') == path.trim_matches('/')
+                }
+                _ => false,
+            })
+            .or_else(|| triggered.webhooks.iter().find(|r| r.id.to_string() == path))
+            .cloned()
+    }
+
+    /// Fires the webhook routine at `path` with `body`. A routine with a
+    /// secret needs `signature` (the `X-Signature-256` header) to match;
+    /// one without needs the caller to have checked a bearer token
+    /// (`bearer_ok`).
+    pub async fn fire_webhook(
+        &self,
+        path: &str,
+        body: &[u8],
+        signature: Option<&str>,
+        bearer_ok: bool,
+    ) -> Result<Fired, WebhookFireError> {
+        self.refresh_triggered().await.map_err(FireError::from)?;
+        let routine = self
+            .webhook_routine(path)
+            .await
+            .ok_or_else(|| WebhookError::Unknown(path.to_string()))?;
+        if !routine.spec.enabled {
+            return Err(WebhookError::Disabled(routine.spec.name.clone()).into());
+        }
+        match &routine.spec.trigger {
+            Trigger::Webhook {
+                secret: Some(secret),
+                ..
+            } => {
+                let secret = webhook::resolve_secret(&routine.spec.name, secret, &self.inner.env)?;
+                webhook::verify(&secret, body, signature)?;
+            }
+            _ if bearer_ok => {}
+            _ => return Err(WebhookError::MissingSignature.into()),
+        }
+        let payload = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
+        });
+        let fire = Unscheduled {
+            trigger_type: "webhook",
+            detail: format!("webhook {path} ({} bytes)", body.len()),
+            payload: Some(payload),
+            cooled: true,
+            depth: 0,
+        };
+        Ok(self.fire_unscheduled(&routine, fire, None).await?)
+    }
+
+    /// Admits and starts an unscheduled fire (`run_id` chooses the run's id).
+    async fn fire_unscheduled(
+        &self,
+        routine: &Routine,
+        unscheduled: Unscheduled,
+        run_id: Option<Uuid>,
+    ) -> Result<Fired, FireError> {
+        let Unscheduled {
+            trigger_type,
+            detail,
+            payload,
+            cooled,
+            depth,
+        } = unscheduled;
+        let mut run = self.new_run(routine, trigger_type, None, self.inner.clock.now());
+        if let Some(id) = run_id {
+            run.id = id;
+        }
+        run.trigger_detail = Some(detail);
+        let fire = FireContext {
+            trigger_type: trigger_type.to_string(),
+            detail: run.trigger_detail.clone(),
+            payload,
+            scheduled_for: None,
+        };
+        let g = &routine.spec.guardrails;
+        if cooled && g.dedup_window.is_some() {
+            run.dedup_key = fire.payload.as_ref().map(dedup_key);
+        }
+        let admission = Admission {
+            dedup_window: if cooled { g.dedup_window } else { None },
+            cooldown: if cooled { Some(g.cooldown) } else { None },
+            max_concurrent: Some(g.max_concurrent),
+            global_max: Some(self.inner.settings.max_concurrent),
+            max_runs: g.max_runs,
+            ..Admission::default()
+        };
+        let admitted = self
+            .inner
+            .store
+            .admit_runs(&[(admission, vec![run.clone()])])
+            .await?
+            .pop()
+            .unwrap_or(Admitted::Taken);
+        match &admitted {
+            Admitted::Started => {
+                tracing::info!(routine = %routine.spec.name, trigger = %run.trigger_type, "routine fired");
+                let engine = self.clone();
+                let routine_owned = routine.clone();
+                let run_owned = run.clone();
+                self.inner.tasks.spawn(async move {
+                    engine
+                        .execute(routine_owned, run_owned, fire, depth, None)
+                        .await;
+                });
+            }
+            Admitted::Skipped(reason) => {
+                tracing::info!(routine = %routine.spec.name, %reason, "routine fire skipped");
+            }
+            Admitted::Taken => return Err(FireError::Gone(routine.spec.name.clone())),
+        }
+        Ok(Fired {
+            routine_id: routine.id,
+            routine: routine.spec.name.clone(),
+            run_id: run.id,
+            admitted,
+        })
+    }
+}
+
+/// A fire that is not a scheduled slot.
+struct Unscheduled {
+    /// `manual`, `event`, `system_event` or `webhook`.
+    trigger_type: &'static str,
+    /// The run's trigger detail.
+    detail: String,
+    /// What the action is handed.
+    payload: Option<serde_json::Value>,
+    /// Whether cooldown and dedup apply (not to manual fires).
+    cooled: bool,
+    /// Links of system-event firings that led here.
+    depth: u32,
+}
+
+/// Why a webhook fire failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookFireError {
+    /// Verification failed (unknown routine, signature).
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// Recording failed.
+    #[error(transparent)]
+    Fire(#[from] FireError),
+}

@@ -1,0 +1,435 @@
+//! The routine engine: fires routines exactly when they should, exactly once
+//! across processes, under their guardrails, and records every run.
+//!
+//! - **Time**: one timer sleeps until the earliest `next_fire_at` of any
+//!   enabled routine (the store's index), then claims every due slot in one
+//!   transaction. No fixed polling of the routines table: a second loop only
+//!   reads one counter (`Store::routines_version`) every
+//!   [`EngineSettings::change_poll`], so a routine changed by the CLI, a tool
+//!   or another process is live within that time.
+//! - **Exactly once**: a slot is taken by the store's compare-and-set on
+//!   `next_fire_at` together with the unique `(routine, scheduled_for)` key,
+//!   so of several engines on one database one runs each slot. Guardrails
+//!   are checked in the same transaction ([`cairn_store::Admission`]).
+//! - **Crash safety**: runs carry this engine's lease, renewed while it lives;
+//!   a run whose engine died is reaped as `interrupted` by any engine.
+//! - **Every refusal is a run**: a fire a guardrail holds back is recorded
+//!   `skipped` with the reason.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_core::clock::Clock;
+use cairn_core::notification::{NewNotification, Priority};
+use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
+use cairn_core::schedule::Schedule;
+use cairn_store::{Admission, Admitted, RunOutcome, SlotMove, Store, StoreError};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, RwLock};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext};
+use super::event_matcher::{EventMatcher, EventPattern};
+use super::events::{self, MAX_EVENT_DEPTH, SystemEvent};
+use super::plan::{SlotPlan, plan};
+use super::webhook::{self, WebhookError};
+use crate::notify::Notifier;
+
+mod execute;
+mod fire;
+mod timed;
+
+pub use fire::WebhookFireError;
+/// Waits after consecutive failures before the next scheduled fire is
+/// attempted: 30 s, 1 min, 5 min, 15 min, then 60 min.
+pub const BACKOFF: [Duration; 5] = [
+    Duration::from_secs(30),
+    Duration::from_secs(60),
+    Duration::from_secs(300),
+    Duration::from_secs(900),
+    Duration::from_secs(3600),
+];
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// This engine's id in run leases (unique per process).
+    pub owner: String,
+    /// How long a run's lease lasts; renewed every third of it.
+    pub lease: Duration,
+    /// Runs of all routines at once (`routines.max_concurrent`).
+    pub max_concurrent: u32,
+    /// The user's zone, for routines without their own.
+    pub user_zone: Tz,
+    /// How often the routines' change counter is read.
+    pub change_poll: Duration,
+    /// Due routines claimed per transaction.
+    pub batch: u32,
+    /// A slot later than this counts as missed (for `catch_up`).
+    pub late_grace: Duration,
+    /// At shutdown, how long running runs may take before they are interrupted.
+    pub shutdown_grace: Duration,
+}
+
+impl EngineSettings {
+    /// Defaults for an engine identified by `owner`.
+    pub fn new(owner: impl Into<String>, user_zone: Tz) -> Self {
+        Self {
+            owner: owner.into(),
+            lease: Duration::from_secs(60),
+            max_concurrent: 10,
+            user_zone,
+            change_poll: Duration::from_secs(1),
+            batch: 500,
+            late_grace: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What became of a fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// The routine.
+    pub routine_id: Uuid,
+    /// Its name.
+    pub routine: String,
+    /// The run recorded for it (running, or skipped with the reason).
+    pub run_id: Uuid,
+    /// `Started`, or `Skipped` with the guardrail's reason.
+    pub admitted: Admitted,
+}
+
+/// Why a fire could not even be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum FireError {
+    /// The routine is disabled.
+    #[error("routine \"{0}\" is disabled; enable it first")]
+    Disabled(String),
+    /// The routine was deleted meanwhile.
+    #[error("routine \"{0}\" no longer exists")]
+    Gone(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What one timer round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Runs started.
+    pub started: usize,
+    /// Runs recorded as skipped.
+    pub skipped: usize,
+    /// Slots another engine had taken first.
+    pub taken: usize,
+    /// Orphaned runs reaped.
+    pub reaped: usize,
+}
+
+/// The routines fired by something other than time, cached per change.
+#[derive(Default)]
+struct Triggered {
+    version: Option<i64>,
+    matcher: Arc<EventMatcher>,
+    system: Vec<Routine>,
+    webhooks: Vec<Routine>,
+}
+
+struct Inner {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    executor: Arc<dyn ActionExecutor>,
+    notifier: Option<Notifier>,
+    settings: EngineSettings,
+    env: BTreeMap<String, String>,
+    wake: Notify,
+    triggered: RwLock<Triggered>,
+    tasks: TaskTracker,
+    stop_runs: CancellationToken,
+}
+
+/// The engine; cheap to clone (all clones are one engine).
+#[derive(Clone)]
+pub struct RoutineEngine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RoutineEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoutineEngine")
+            .field("owner", &self.inner.settings.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The content hash `dedup_window` compares.
+pub fn dedup_key(payload: &serde_json::Value) -> String {
+    let digest = Sha256::digest(payload.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+impl RoutineEngine {
+    /// An engine over `store`; `notifier` tells the person about runs (none: runs are only recorded).
+    pub fn new(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        executor: Arc<dyn ActionExecutor>,
+        notifier: Option<Notifier>,
+        settings: EngineSettings,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                executor,
+                notifier,
+                settings,
+                env: std::env::vars().collect(),
+                wake: Notify::new(),
+                triggered: RwLock::new(Triggered::default()),
+                tasks: TaskTracker::new(),
+                stop_runs: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Replaces the environment webhook secrets (`${VAR}`) are read from.
+    pub fn with_env(self, env: BTreeMap<String, String>) -> Self {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.env = env;
+                Self {
+                    inner: Arc::new(inner),
+                }
+            }
+            Err(inner) => Self { inner },
+        }
+    }
+
+    /// The store it runs on.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &EngineSettings {
+        &self.inner.settings
+    }
+
+    /// Wakes the timer (a routine was changed in this process).
+    pub fn poke(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Runs until `cancel`: reaps what a previous process left running,
+    /// announces `daemon.started`, then fires routines as they come due.
+    /// On cancel, running runs get [`EngineSettings::shutdown_grace`], then
+    /// are cancelled and recorded `interrupted`.
+    pub async fn run(&self, cancel: CancellationToken) {
+        if let Err(e) = self.refresh_triggered().await {
+            tracing::warn!(error = %e, "routine engine: cannot load event routines");
+        }
+        let owner = self.inner.settings.owner.clone();
+        self.emit(SystemEvent::new(events::DAEMON_STARTED, [("owner", owner)]))
+            .await;
+        // Dropped with this future (an aborted daemon), the upkeep stops too.
+        let upkeep = AbortOnDrop(tokio::spawn({
+            let engine = self.clone();
+            let cancel = cancel.clone();
+            async move { engine.upkeep(cancel).await }
+        }));
+        loop {
+            let now = self.inner.clock.now();
+            let mut full = false;
+            match self.tick(now).await {
+                Ok(report) => {
+                    full = report.started + report.skipped + report.taken
+                        >= self.inner.settings.batch as usize
+                }
+                Err(e) => tracing::warn!(error = %e, "routine engine: round failed"),
+            }
+            if full {
+                continue;
+            }
+            let next = match self.inner.store.earliest_fire_at().await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(error = %e, "routine engine: cannot read the next slot");
+                    Some(now + chrono::Duration::seconds(5))
+                }
+            };
+            let sleep = async {
+                match next {
+                    Some(at) => self.inner.clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = self.inner.wake.notified() => {}
+                () = sleep => {}
+            }
+        }
+        drop(upkeep);
+        self.shutdown().await;
+    }
+
+    /// The loop beside the timer: the change counter every `change_poll`,
+    /// orphan reaping every third of the lease. (Each run renews its own
+    /// lease, so runs made by `routine fire` or a chat are covered too.)
+    async fn upkeep(&self, cancel: CancellationToken) {
+        let s = &self.inner.settings;
+        let reap_every = (s.lease / 3).max(Duration::from_millis(100));
+        let poll = s.change_poll.max(Duration::from_millis(10));
+        let mut last_reap = self.inner.clock.now();
+        loop {
+            let now = self.inner.clock.now();
+            let at = now + chrono::Duration::from_std(poll).unwrap_or_default();
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = self.inner.clock.sleep_until(at) => {}
+            }
+            match self.refresh_triggered().await {
+                Ok(true) => self.poke(),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "routine engine: cannot read routine changes"),
+            }
+            let now = self.inner.clock.now();
+            if (now - last_reap).to_std().unwrap_or_default() >= reap_every {
+                last_reap = now;
+                match self.inner.store.reap_orphans(now).await {
+                    Ok(ids) if !ids.is_empty() => {
+                        tracing::warn!(
+                            runs = ids.len(),
+                            "routine runs whose process stopped marked interrupted"
+                        );
+                        self.poke();
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "routine engine: cannot reap orphaned runs")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for running runs up to [`EngineSettings::shutdown_grace`],
+    /// then cancels them and records them `interrupted`. [`run`](Self::run)
+    /// ends with it; a process that only fired routines calls it before exit.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.tasks.close();
+        let deadline = inner.clock.now()
+            + chrono::Duration::from_std(inner.settings.shutdown_grace).unwrap_or_default();
+        tokio::select! {
+            () = inner.tasks.wait() => return,
+            () = inner.clock.sleep_until(deadline) => {}
+        }
+        let grace = cairn_core::duration::format(inner.settings.shutdown_grace);
+        let reason =
+            format!("interrupted: the daemon stopped and the run did not finish within {grace}");
+        match inner
+            .store
+            .interrupt_owned(&inner.settings.owner, inner.clock.now(), &reason)
+            .await
+        {
+            Ok(ids) if !ids.is_empty() => {
+                tracing::warn!(runs = ids.len(), "routine runs interrupted by shutdown")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot record interrupted routine runs"),
+        }
+        inner.stop_runs.cancel();
+        // The actions see the cancel; their late outcomes are refused by the store.
+        let brief = inner.clock.now() + chrono::Duration::seconds(2);
+        tokio::select! {
+            () = inner.tasks.wait() => {}
+            () = inner.clock.sleep_until(brief) => {}
+        }
+    }
+
+    /// Waits until every run this engine started has ended (tests, `routine fire`).
+    pub async fn idle(&self) {
+        // A tracker's wait needs it closed; reopen it for later runs.
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        self.inner.tasks.reopen();
+    }
+
+    /// Reloads the event, system-event and webhook routines if the
+    /// routines changed; returns whether they had.
+    pub async fn refresh_triggered(&self) -> Result<bool, StoreError> {
+        let version = self.inner.store.routines_version().await?;
+        if self.inner.triggered.read().await.version == Some(version) {
+            return Ok(false);
+        }
+        let routines = self.inner.store.list_triggered_routines().await?;
+        let patterns: Vec<EventPattern> = routines
+            .iter()
+            .filter_map(EventPattern::from_routine)
+            .collect();
+        // Compiling thousands of patterns takes a while: off the async threads.
+        let matcher = tokio::task::spawn_blocking(move || build_matcher(patterns))
+            .await
+            .unwrap_or_else(|_| EventMatcher::empty());
+        let pick = |kind: fn(&Trigger) -> bool| -> Vec<Routine> {
+            routines
+                .iter()
+                .filter(|r| r.spec.enabled && kind(&r.spec.trigger))
+                .cloned()
+                .collect()
+        };
+        let system = pick(|t| matches!(t, Trigger::SystemEvent { .. }));
+        let webhooks = pick(|t| matches!(t, Trigger::Webhook { .. }));
+        *self.inner.triggered.write().await = Triggered {
+            version: Some(version),
+            matcher: Arc::new(matcher),
+            system,
+            webhooks,
+        };
+        Ok(true)
+    }
+}
+
+/// The matcher over the patterns that compile; a bad stored pattern (which
+/// `routine apply` refuses) is logged and left out rather than silencing all.
+fn build_matcher(patterns: Vec<EventPattern>) -> EventMatcher {
+    match EventMatcher::build(patterns.clone()) {
+        Ok(m) => m,
+        Err(errors) => {
+            let bad: Vec<Option<Uuid>> = errors.iter().map(|e| e.routine_id).collect();
+            for e in &errors {
+                tracing::error!(error = %e, "event routine left out of matching");
+            }
+            EventMatcher::build(patterns.into_iter().filter(|p| !bad.contains(&Some(p.id))))
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}

@@ -1,0 +1,220 @@
+//! Guardrails that refuse with a recorded reason, timeouts, backoff,
+//! leases and shutdown.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn cooldown_refuses_an_event_fire_with_the_reason() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: deploys\ntrigger: {type: event, pattern: 'deploy \\w+'}\naction: {type: notification, message: seen}\nguardrails: {cooldown: 5m}\n")
+        .await;
+    let engine = s.engine("a");
+    engine.refresh_triggered().await.unwrap();
+    assert!(
+        engine
+            .offer_message("terminal", "nothing here")
+            .await
+            .is_empty()
+    );
+    let first = engine.offer_message("terminal", "deploy api").await;
+    assert_eq!(first[0].admitted, Admitted::Started);
+    engine.idle().await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let second = engine.offer_message("terminal", "deploy web").await;
+    let Admitted::Skipped(reason) = &second[0].admitted else {
+        panic!("fired within the cooldown")
+    };
+    assert!(reason.starts_with("cooldown:"), "{reason}");
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(
+        engine.offer_message("terminal", "deploy db").await[0].admitted,
+        Admitted::Started
+    );
+    engine.idle().await;
+    let runs = s.runs(&r).await;
+    assert_eq!(
+        statuses(&runs),
+        [RunStatus::Ok, RunStatus::Skipped, RunStatus::Ok]
+    );
+    assert_eq!(runs[1].skip_reason.as_deref(), Some(reason.as_str()));
+    // The payload reached the action.
+    let calls = s.script.calls.lock().unwrap();
+    assert_eq!(calls[0].1.payload.as_ref().unwrap()["text"], "deploy api");
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_concurrent_refuses_a_second_run_while_one_runs() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: slow-report\ntrigger: {type: manual}\naction: {type: notification, message: x}\n")
+        .await;
+    let engine = s.engine("a");
+    let first = engine.fire_manual(&r, None, None).await.unwrap();
+    assert_eq!(first.admitted, Admitted::Started);
+    let second = engine.fire_manual(&r, None, None).await.unwrap();
+    let Admitted::Skipped(reason) = &second.admitted else {
+        panic!("ran twice at once")
+    };
+    assert!(reason.starts_with("max_concurrent: 1 run(s)"), "{reason}");
+    s.script.gate.as_ref().unwrap().add_permits(1);
+    engine.idle().await;
+    assert_eq!(
+        engine.fire_manual(&r, None, None).await.unwrap().admitted,
+        Admitted::Started
+    );
+    s.script.gate.as_ref().unwrap().add_permits(1);
+    engine.idle().await;
+    assert_eq!(
+        statuses(&s.runs(&r).await),
+        [RunStatus::Ok, RunStatus::Skipped, RunStatus::Ok]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dedup_refuses_the_same_webhook_body_within_the_window() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: hook\ntrigger: {type: webhook, path: deploys, secret: s3cret}\naction: {type: notification, message: x}\nguardrails: {dedup_window: 10m, cooldown: 0s, max_concurrent: 5}\n")
+        .await;
+    let engine = s.engine("a");
+    let body = br#"{"ref":"main"}"#;
+    let sig = cairn_automation::notify::channels::webhook::signature("s3cret", body);
+    let first = engine
+        .fire_webhook("deploys", body, Some(&sig), false)
+        .await
+        .unwrap();
+    assert_eq!(first.admitted, Admitted::Started);
+    let dup = engine
+        .fire_webhook("deploys", body, Some(&sig), false)
+        .await
+        .unwrap();
+    let Admitted::Skipped(reason) = &dup.admitted else {
+        panic!("a duplicate fired")
+    };
+    assert!(reason.starts_with("dedup_window:"), "{reason}");
+    let other = br#"{"ref":"dev"}"#;
+    let sig2 = cairn_automation::notify::channels::webhook::signature("s3cret", other);
+    assert_eq!(
+        engine
+            .fire_webhook("deploys", other, Some(&sig2), false)
+            .await
+            .unwrap()
+            .admitted,
+        Admitted::Started
+    );
+    // Wrong or missing signatures fire nothing.
+    assert!(
+        engine
+            .fire_webhook("deploys", other, Some(&sig), false)
+            .await
+            .is_err()
+    );
+    assert!(
+        engine
+            .fire_webhook("deploys", other, None, true)
+            .await
+            .is_err()
+    );
+    assert!(
+        engine
+            .fire_webhook("nope", other, Some(&sig2), false)
+            .await
+            .is_err()
+    );
+    engine.idle().await;
+    assert_eq!(statuses(&s.runs(&r).await).len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_past_its_timeout_fails_saying_so() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: slow-check\ntrigger: {type: manual}\naction: {type: notification, message: x}\nguardrails: {timeout: 30s}\n")
+        .await;
+    let engine = s.engine("a");
+    engine.fire_manual(&r, None, None).await.unwrap();
+    engine.idle().await;
+    let runs = s.runs(&r).await;
+    assert_eq!(statuses(&runs), [RunStatus::Failed]);
+    assert_eq!(
+        runs[0].result_summary.as_deref(),
+        Some("timed out after 30s")
+    );
+    assert_eq!(
+        runs[0].completed_at.unwrap() - runs[0].started_at,
+        chrono::Duration::seconds(30)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn consecutive_failures_back_off_before_the_next_scheduled_fire() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: fail-probe\ntrigger: {type: cron, schedule: '* * * * *'}\naction: {type: notification, message: x}\n")
+        .await;
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    tokio::time::sleep(Duration::from_secs(10 * 60 + 30)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let runs = s.runs(&r).await;
+    use RunStatus::{Failed as F, Skipped as S};
+    // Failures at :01 and :02 (30 s and 1 min waits pass by the next slot),
+    // :03 (the 1 min wait ends exactly then), then 5 min: :04-:07 skipped, :08 runs.
+    assert_eq!(statuses(&runs), [F, F, F, S, S, S, S, F, S, S]);
+    let reason = runs[3].skip_reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with(
+            "backoff: 3 failure(s) in a row; no scheduled fire before 2026-03-07T12:08:00Z"
+        ),
+        "{reason}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_gives_running_runs_a_deadline_then_interrupts_them() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: slow-export\ntrigger: {type: manual}\naction: {type: notification, message: x}\n")
+        .await;
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    engine.fire_manual(&r, None, None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let runs = s.runs(&r).await;
+    assert_eq!(statuses(&runs), [RunStatus::Interrupted]);
+    assert!(
+        runs[0]
+            .result_summary
+            .as_deref()
+            .unwrap()
+            .contains("did not finish within 10s")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_longer_than_its_lease_keeps_it_and_is_not_reaped() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: slow-backup\ntrigger: {type: manual}\naction: {type: notification, message: x}\n")
+        .await;
+    let mut short = settings("cli");
+    short.lease = Duration::from_secs(60);
+    // Fired by a process that runs no engine loop (`routine fire`, a chat).
+    let firing = s.engine_with(short.clone());
+    firing.fire_manual(&r, None, None).await.unwrap();
+    // A daemon beside it reaps orphans every 20 s.
+    short.owner = "daemon".into();
+    let daemon = s.engine_with(short);
+    let (cancel, handle) = s.spawn(&daemon);
+    tokio::time::sleep(Duration::from_secs(5 * 60)).await;
+    assert_eq!(statuses(&s.runs(&r).await), [RunStatus::Running]);
+    s.script.gate.as_ref().unwrap().add_permits(1);
+    firing.idle().await;
+    cancel.cancel();
+    handle.await.unwrap();
+    assert_eq!(statuses(&s.runs(&r).await), [RunStatus::Ok]);
+}

@@ -1,0 +1,184 @@
+//! The routine engine over the real store, on tokio's paused clock: days of
+//! schedules run in milliseconds and no test waits for a slot in real time.
+//! Actions are scripted here (the real executors have their own tests); the
+//! engine's part is when, how often, under which guardrails, and the record.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings};
+use cairn_automation::routines::action::{
+    ActionExecutor, ActionOutcome, ActionRequest, FireContext, Notice,
+};
+use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_automation::routines::events::MAX_EVENT_DEPTH;
+use cairn_core::clock::{Clock, ManualClock};
+use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, RunStatus, SpecFormat, Trigger};
+use cairn_core::schedule::Schedule;
+use cairn_store::{Admitted, Store};
+use chrono::{DateTime, TimeZone, Utc};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+mod events;
+mod guardrails;
+mod schedules;
+mod two_engines;
+
+/// How a scripted routine behaves, by routine name prefix.
+#[derive(Default)]
+struct Script {
+    /// Calls seen: routine name and fire context.
+    calls: Mutex<Vec<(String, FireContext)>>,
+    /// Routines named `slow*` wait for a permit (or their cancel token).
+    gate: Option<Arc<Semaphore>>,
+}
+
+#[async_trait]
+impl ActionExecutor for Script {
+    async fn execute(&self, request: ActionRequest) -> ActionOutcome {
+        let name = request.routine.spec.name.clone();
+        self.calls
+            .lock()
+            .unwrap()
+            .push((name.clone(), request.fire.clone()));
+        if name.starts_with("slow") {
+            let gate = self.gate.clone().unwrap();
+            tokio::select! {
+                permit = gate.acquire() => drop(permit),
+                () = request.cancel.cancelled() => return ActionOutcome::failed("cancelled"),
+            }
+        }
+        if name.starts_with("fail") {
+            return ActionOutcome::failed("the check broke");
+        }
+        if name.starts_with("alert") {
+            return ActionOutcome::new(RunStatus::Attention, "disk 91% full");
+        }
+        if name.starts_with("remind") {
+            let mut o = ActionOutcome::new(RunStatus::Ok, "stand up");
+            o.notice = Some(Notice {
+                title: Some("Reminder".into()),
+                body: "stand up".into(),
+            });
+            return o;
+        }
+        ActionOutcome::new(RunStatus::Ok, "ROUTINE_OK")
+    }
+}
+
+impl Script {
+    fn count(&self, name: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == name)
+            .count()
+    }
+}
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 7, 12, 0, 0).unwrap()
+}
+
+struct Setup {
+    store: Store,
+    url: String,
+    clock: Arc<ManualClock>,
+    script: Arc<Script>,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup(start: DateTime<Utc>) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    Setup {
+        store,
+        url,
+        clock: Arc::new(ManualClock::new(start)),
+        script: Arc::new(Script {
+            gate: Some(Arc::new(Semaphore::new(0))),
+            ..Script::default()
+        }),
+        _dir: dir,
+    }
+}
+
+fn settings(owner: &str) -> EngineSettings {
+    let mut s = EngineSettings::new(owner, chrono_tz::UTC);
+    // Upkeep rarely, so paused time does not crawl through it second by second.
+    s.change_poll = Duration::from_secs(3600);
+    s.lease = Duration::from_secs(3600);
+    s.max_concurrent = 1000;
+    s
+}
+
+impl Setup {
+    fn engine(&self, owner: &str) -> RoutineEngine {
+        self.engine_with(settings(owner))
+    }
+
+    fn engine_with(&self, settings: EngineSettings) -> RoutineEngine {
+        let notifier = Notifier::new(
+            self.store.clone(),
+            Arc::new(ChannelSet::new()),
+            NotifySettings::default(),
+        );
+        RoutineEngine::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.script.clone(),
+            Some(notifier),
+            settings,
+        )
+    }
+
+    /// Stores a routine from YAML, with its first slot computed from the clock.
+    async fn routine(&self, yaml: &str) -> Routine {
+        let spec = RoutineSpec::parse(yaml, SpecFormat::Yaml).unwrap();
+        spec.validate().unwrap();
+        let now = self.clock.now();
+        let mut r = Routine::new(spec, "ada", now);
+        let zone = r
+            .spec
+            .timezone
+            .as_deref()
+            .map(|z| z.parse().unwrap())
+            .unwrap_or(chrono_tz::UTC);
+        r.runtime.next_fire_at = match &r.spec.trigger {
+            Trigger::Cron { schedule } | Trigger::Once { at: schedule } => {
+                Schedule::parse(schedule, zone, now)
+                    .unwrap()
+                    .next_after(now)
+            }
+            _ => None,
+        };
+        self.store.create_routine(&r).await.unwrap();
+        r
+    }
+
+    async fn runs(&self, r: &Routine) -> Vec<RoutineRun> {
+        let mut runs = self.store.list_runs(r.id, 10_000).await.unwrap();
+        runs.sort_by_key(|r| (r.scheduled_for, r.started_at));
+        runs
+    }
+
+    fn spawn(&self, engine: &RoutineEngine) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let cancel = CancellationToken::new();
+        let handle = tokio::spawn({
+            let engine = engine.clone();
+            let cancel = cancel.clone();
+            async move { engine.run(cancel).await }
+        });
+        (cancel, handle)
+    }
+}
+
+fn statuses(runs: &[RoutineRun]) -> Vec<RunStatus> {
+    runs.iter().map(|r| r.status).collect()
+}

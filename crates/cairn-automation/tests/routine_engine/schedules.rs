@@ -1,0 +1,245 @@
+//! When slots fire: DST, catch-up after downtime, one-shots, restarts,
+//! routines added by another process.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn cron_fires_at_the_right_instants_across_a_dst_change() {
+    let s = setup(t0()).await;
+    // 02:30 does not exist in New York on 8 March 2026: it fires at 03:00 EDT.
+    let r = s
+        .routine("name: nightly\ntrigger: {type: cron, schedule: '30 2 * * *'}\naction: {type: notification, message: hi}\ntimezone: America/New_York\n")
+        .await;
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    tokio::time::sleep(Duration::from_secs(3 * 86_400)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let runs = s.runs(&r).await;
+    let slots: Vec<_> = runs
+        .iter()
+        .map(|r| r.scheduled_for.unwrap().to_rfc3339())
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            "2026-03-08T07:00:00+00:00",
+            "2026-03-09T06:30:00+00:00",
+            "2026-03-10T06:30:00+00:00"
+        ]
+    );
+    for run in &runs {
+        assert_eq!(
+            run.started_at,
+            run.scheduled_for.unwrap(),
+            "no lateness on a paused clock"
+        );
+        assert_eq!(run.status, RunStatus::Ok);
+    }
+}
+
+/// The daemon was down from 03:00 to 08:30: an hourly routine missed six slots.
+async fn after_downtime(policy: &str) -> (Setup, Routine, RoutineEngine) {
+    let s = setup(t0()).await;
+    let yaml = format!(
+        "name: hourly\ntrigger: {{type: cron, schedule: '0 * * * *'}}\naction: {{type: notification, message: hi}}\nguardrails: {{catch_up: {policy}{}}}\n",
+        if policy == "all" {
+            ", catch_up_limit: 3"
+        } else {
+            ""
+        }
+    );
+    let r = s.routine(&yaml).await;
+    let mut stored = s.store.get_routine(r.id).await.unwrap().unwrap();
+    stored.runtime.next_fire_at = Some(Utc.with_ymd_and_hms(2026, 3, 8, 3, 0, 0).unwrap());
+    s.store.update_routine(&stored).await.unwrap();
+    s.clock
+        .set(Utc.with_ymd_and_hms(2026, 3, 8, 8, 30, 0).unwrap());
+    let engine = s.engine("a");
+    engine.tick(s.clock.now()).await.unwrap();
+    engine.idle().await;
+    (s, r, engine)
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_once_runs_the_latest_missed_slot_once() {
+    let (s, r, _) = after_downtime("once").await;
+    let runs = s.runs(&r).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].scheduled_for,
+        Some(Utc.with_ymd_and_hms(2026, 3, 8, 8, 0, 0).unwrap())
+    );
+    assert!(
+        runs[0]
+            .result_summary
+            .as_deref()
+            .unwrap()
+            .contains("6 slot(s) were missed"),
+        "{:?}",
+        runs[0].result_summary
+    );
+    let next = s
+        .store
+        .get_routine(r.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .runtime
+        .next_fire_at;
+    assert_eq!(
+        next,
+        Some(Utc.with_ymd_and_hms(2026, 3, 8, 9, 0, 0).unwrap())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_skip_records_one_skipped_run_saying_how_many() {
+    let (s, r, _) = after_downtime("skip").await;
+    let runs = s.runs(&r).await;
+    assert_eq!(statuses(&runs), [RunStatus::Skipped]);
+    let reason = runs[0].skip_reason.as_deref().unwrap();
+    assert!(reason.starts_with("6 slot(s) were missed"), "{reason}");
+    assert_eq!(s.script.count("hourly"), 0);
+    let next = s
+        .store
+        .get_routine(r.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .runtime
+        .next_fire_at;
+    assert_eq!(
+        next,
+        Some(Utc.with_ymd_and_hms(2026, 3, 8, 9, 0, 0).unwrap())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_all_runs_each_missed_slot_up_to_the_bound() {
+    let (s, r, _) = after_downtime("all").await;
+    let runs = s.runs(&r).await;
+    let hours: Vec<_> = runs
+        .iter()
+        .map(|r| r.scheduled_for.unwrap().format("%H:%M").to_string())
+        .collect();
+    assert_eq!(hours, ["06:00", "07:00", "08:00"]);
+    assert_eq!(statuses(&runs), [RunStatus::Ok; 3]);
+    assert_eq!(s.script.count("hourly"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_fires_once_and_never_again_after_a_restart() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: remind-tea\ntrigger: {type: once, at: 'in 20m'}\naction: {type: notification, message: tea, title: Tea}\n")
+        .await;
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    assert_eq!(s.runs(&r).await.len(), 1);
+    let stored = s.store.get_routine(r.id).await.unwrap().unwrap();
+    assert!(!stored.spec.enabled);
+    assert_eq!(stored.runtime.next_fire_at, None);
+
+    // A new process on the same database: nothing fires again.
+    let again = s.engine("b");
+    let (cancel, handle) = s.spawn(&again);
+    tokio::time::sleep(Duration::from_secs(86_400)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    assert_eq!(s.runs(&r).await.len(), 1);
+    assert_eq!(s.script.count("remind-tea"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: sync\ntrigger: {type: cron, schedule: '*/10 * * * *'}\naction: {type: notification, message: x}\n")
+        .await;
+    // What a process killed during the 12:10 run leaves behind: the slot
+    // claimed, the run `running` under a lease nobody renews.
+    let slot = t0() + chrono::Duration::minutes(10);
+    s.clock.set(slot);
+    let mut dead = settings("dead");
+    dead.lease = Duration::from_secs(60);
+    let run = RoutineRun {
+        id: uuid::Uuid::now_v7(),
+        routine_id: r.id,
+        trigger_type: "cron".into(),
+        trigger_detail: None,
+        scheduled_for: Some(slot),
+        started_at: slot,
+        completed_at: None,
+        status: RunStatus::Running,
+        result_summary: None,
+        tokens_used: None,
+        job_id: None,
+        owner: Some("dead".into()),
+        lease_until: Some(slot + chrono::Duration::seconds(60)),
+        notification_id: None,
+        skip_reason: None,
+        dedup_key: None,
+    };
+    let claim = cairn_store::Admission {
+        slot: Some(cairn_store::SlotMove {
+            expected: slot,
+            next: Some(slot + chrono::Duration::minutes(10)),
+            disable: false,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.store.admit_runs(&[(claim, vec![run])]).await.unwrap(),
+        [Admitted::Started]
+    );
+    s.clock.set(slot + chrono::Duration::minutes(2));
+
+    let restarted = s.engine("second");
+    let (cancel, handle) = s.spawn(&restarted);
+    tokio::time::sleep(Duration::from_secs(10 * 60)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let runs = s.runs(&r).await;
+    assert_eq!(statuses(&runs), [RunStatus::Interrupted, RunStatus::Ok]);
+    assert_eq!(
+        runs[0].result_summary.as_deref(),
+        Some("interrupted: the process running it stopped")
+    );
+    assert_eq!(
+        runs[1].scheduled_for,
+        Some(t0() + chrono::Duration::minutes(20))
+    );
+    // The interruption counted as a failure; the success reset the streak.
+    let stored = s.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(stored.runtime.consecutive_failures, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_routine_added_by_another_process_is_live_within_two_seconds() {
+    let s = setup(t0()).await;
+    let mut fast = settings("a");
+    fast.change_poll = Duration::from_secs(1);
+    let engine = s.engine_with(fast);
+    let (cancel, handle) = s.spawn(&engine);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Another process (its own connection pool) adds a routine due in 3 s.
+    let (other, _) = Store::open(&s.url).await.unwrap();
+    let spec = RoutineSpec::parse("name: later\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: x}\n", SpecFormat::Yaml).unwrap();
+    let mut r = Routine::new(spec, "ada", s.clock.now());
+    r.runtime.next_fire_at = Some(s.clock.now() + chrono::Duration::seconds(3));
+    other.create_routine(&r).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let runs = s.runs(&r).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].started_at,
+        runs[0].scheduled_for.unwrap(),
+        "fired on its slot"
+    );
+}

@@ -1,0 +1,105 @@
+//! Several engines on one database: each slot runs once.
+
+use super::*;
+
+/// Two engines (own connection pools, one database), 200 routines due
+/// every second for 30 s; the first stops half-way.
+async fn two_engines_share_the_slots(url: &str) {
+    let (store_a, _) = Store::open(url).await.unwrap();
+    let (store_b, _) = Store::open(url).await.unwrap();
+    let start = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
+    let clock = Arc::new(ManualClock::new(start));
+    let script = Arc::new(Script::default());
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        let spec = RoutineSpec::parse(
+            &format!("name: r{i}\ntrigger: {{type: cron, schedule: 'every 1s'}}\naction: {{type: notification, message: x}}\n"),
+            SpecFormat::Yaml,
+        )
+        .unwrap();
+        let mut r = Routine::new(spec, "ada", start);
+        r.runtime.next_fire_at = Some(start + chrono::Duration::seconds(1));
+        store_a.create_routine(&r).await.unwrap();
+        ids.push(r.id);
+    }
+    let engine = |store: &Store, owner: &str| {
+        RoutineEngine::new(
+            store.clone(),
+            clock.clone(),
+            script.clone(),
+            None,
+            settings(owner),
+        )
+    };
+    let (a, b) = (engine(&store_a, "a"), engine(&store_b, "b"));
+    let spawn = |e: &RoutineEngine| {
+        let cancel = CancellationToken::new();
+        let e = e.clone();
+        let c = cancel.clone();
+        (cancel, tokio::spawn(async move { e.run(c).await }))
+    };
+    let (stop_a, run_a) = spawn(&a);
+    let (stop_b, run_b) = spawn(&b);
+    tokio::time::sleep(Duration::from_millis(15_500)).await;
+    stop_a.cancel();
+    run_a.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(15_000)).await;
+    stop_b.cancel();
+    run_b.await.unwrap();
+
+    let mut per_slot: HashMap<(uuid::Uuid, i64), usize> = HashMap::new();
+    for id in &ids {
+        for run in store_a.list_runs(*id, 1000).await.unwrap() {
+            assert_eq!(run.status, RunStatus::Ok, "{run:?}");
+            *per_slot
+                .entry((*id, run.scheduled_for.unwrap().timestamp()))
+                .or_default() += 1;
+        }
+    }
+    assert!(per_slot.values().all(|n| *n == 1), "a slot ran twice");
+    // Every slot from 1 s to 30 s has its run, including those after A stopped.
+    assert_eq!(per_slot.len(), 200 * 30);
+    for id in &ids {
+        for sec in 1..=30 {
+            let slot = (start + chrono::Duration::seconds(sec)).timestamp();
+            assert!(
+                per_slot.contains_key(&(*id, slot)),
+                "slot {sec} of {id} has no run"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true, flavor = "current_thread")]
+async fn two_engines_on_one_sqlite_file_run_each_slot_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+    two_engines_share_the_slots(&url).await;
+}
+
+// The admin pool runs on real time (sqlx's timers); only the engines' part is paused.
+#[tokio::test(flavor = "current_thread")]
+async fn two_engines_on_one_postgres_database_run_each_slot_once() {
+    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
+            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
+        );
+        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
+        return;
+    };
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    let schema = format!("e_{}", uuid::Uuid::new_v4().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    tokio::time::pause();
+    two_engines_share_the_slots(&format!("{base}{sep}options=-csearch_path%3D{schema}")).await;
+    tokio::time::resume();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
+}
