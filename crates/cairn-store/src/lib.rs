@@ -15,6 +15,7 @@
 mod codec;
 mod connect;
 mod error;
+mod gateway;
 mod jobs;
 mod migrate;
 mod notifications;
@@ -27,6 +28,7 @@ mod turns;
 
 pub use connect::{Backend, Store};
 pub use error::StoreError;
+pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};

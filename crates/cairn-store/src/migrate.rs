@@ -58,6 +58,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0006_run_details.sql"),
         postgres: include_str!("../migrations/0006_run_details.sql"),
     },
+    Migration {
+        version: 7,
+        name: "gateway",
+        sqlite: include_str!("../migrations/0007_gateway.sql"),
+        postgres: include_str!("../migrations/0007_gateway.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -23,6 +23,8 @@ pub struct Config {
     pub database_url: SecretString,
     /// Routine engine settings.
     pub routines: RoutinesConfig,
+    /// The HTTP/WebSocket gateway.
+    pub gateway: GatewayConfig,
     /// Heartbeat settings.
     pub heartbeat: HeartbeatConfig,
     /// LLM provider settings.
@@ -89,6 +91,29 @@ pub struct RoutinesConfig {
     pub max_concurrent: u32,
     /// How often event patterns are reloaded from the store.
     pub event_cache_refresh: Duration,
+}
+
+/// The HTTP/WebSocket gateway's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// Whether `cairn daemon` serves it.
+    pub enabled: bool,
+    /// Address to bind.
+    pub host: String,
+    /// Port to listen on.
+    pub port: u16,
+    /// Whether a non-loopback address may be bound.
+    pub allow_public_bind: bool,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// Time limit of ordinary requests (streams and agent turns are exempt).
+    pub request_timeout: Duration,
+    /// Whether `/metrics` is served without a token.
+    pub metrics_public: bool,
+    /// Whether `X-Forwarded-For` names the client.
+    pub trust_forwarded_for: bool,
+    /// Lifetime of paired tokens; `None` means they never expire.
+    pub token_ttl: Option<Duration>,
 }
 
 /// Heartbeat settings.
@@ -191,6 +216,29 @@ impl Config {
                 event_cache_refresh: Duration::from_secs(
                     r.uint_at_least("routines.event_cache_refresh_secs", 1),
                 ),
+            },
+            gateway: GatewayConfig {
+                enabled: r.bool("gateway.enabled"),
+                host: r.text("gateway.host"),
+                port: {
+                    let port = r.uint_at_least("gateway.port", 1);
+                    u16::try_from(port).unwrap_or_else(|_| {
+                        r.bad("gateway.port", format!("{port} is not a port (1-65535)"));
+                        0
+                    })
+                },
+                allow_public_bind: r.bool("gateway.allow_public_bind"),
+                body_limit: usize::try_from(r.uint_at_least("gateway.body_limit_bytes", 1024))
+                    .unwrap_or(usize::MAX),
+                request_timeout: Duration::from_secs(
+                    r.uint_at_least("gateway.request_timeout_secs", 1),
+                ),
+                metrics_public: r.bool("gateway.metrics_public"),
+                trust_forwarded_for: r.bool("gateway.trust_forwarded_for"),
+                token_ttl: match r.uint_at_least("gateway.token_ttl_secs", 0) {
+                    0 => None,
+                    secs => Some(Duration::from_secs(secs)),
+                },
             },
             heartbeat: HeartbeatConfig {
                 enabled: r.bool("heartbeat.enabled"),

@@ -5,6 +5,7 @@
 
 mod admission;
 mod fixture;
+mod gateway;
 mod jobs;
 mod notifications;
 mod routines;
@@ -51,6 +52,9 @@ conformance!(
     admission::definition_changes_bump_the_version,
     admission::finishing_with_retain_prunes_in_the_same_write,
     admission::only_triggered_routines_are_listed_for_the_engine,
+    gateway::tokens_authenticate_until_revoked_or_expired,
+    gateway::a_pairing_code_buys_one_token,
+    gateway::idempotency_keys_replay_the_first_response,
     settings::migrations_apply_once,
     settings::settings_round_trip,
     settings::settings_prefix_is_literal,
