@@ -43,9 +43,17 @@ pub enum Command {
     /// Routines: apply files, validate, list, show, enable, disable, fire, runs, delete.
     #[command(subcommand)]
     Routine(RoutineCommand),
-    /// Run cairn's always-on half in the foreground: the routine engine and
-    /// notification delivery, until SIGINT or SIGTERM.
-    Daemon,
+    /// Run cairn's always-on half in the foreground: the routine engine,
+    /// notification delivery and the gateway, until SIGINT or SIGTERM.
+    Daemon(DaemonArgs),
+}
+
+/// `cairn daemon` options.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// The gateway's port (overrides gateway.port and CAIRN_GATEWAY_PORT).
+    #[arg(long)]
+    pub port: Option<u16>,
 }
 
 /// `cairn routine …`

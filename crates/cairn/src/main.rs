@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // The daemon logs each fire and delivery; one-shot commands only warn.
     let default = match cli.command {
-        cli::Command::Daemon => "info,sqlx=warn",
+        cli::Command::Daemon(_) => "info,sqlx=warn",
         _ => "warn",
     };
     init_logging(default);

@@ -34,7 +34,9 @@ impl Env {
     fn env(&self, cmd: &mut std::process::Command) {
         cmd.env_clear()
             .env("CAIRN_HOME", self.home.path())
-            .env("CAIRN_TIMEZONE", "UTC");
+            .env("CAIRN_TIMEZONE", "UTC")
+            // Tests run side by side: each daemon's gateway takes a free port.
+            .env("CAIRN_GATEWAY_PORT", "0");
         if let Some(llm) = &self.llm {
             cmd.env("CAIRN_LLM_PROVIDER", "openai")
                 .env("CAIRN_LLM_BASE_URL", llm.base_url_openai())
@@ -223,6 +225,10 @@ fn the_daemon_fires_a_routine_applied_by_another_process_on_time() {
     assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
     assert!(stderr.contains("cairn daemon stopped"), "{stderr}");
     assert!(stderr.contains("routine fired"), "{stderr}");
+    assert!(
+        stderr.contains("gateway listening on http://127.0.0.1:"),
+        "{stderr}"
+    );
 }
 
 #[test]

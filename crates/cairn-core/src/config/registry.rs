@@ -256,7 +256,7 @@ pub static SETTINGS: &[SettingDef] = &[
         &["CAIRN_GATEWAY_PORT"],
         K::UInt,
         D::UInt(42700),
-        "port the gateway listens on",
+        "port the gateway listens on (0: any free port, printed at start)",
     ),
     def(
         "gateway.allow_public_bind",

@@ -221,9 +221,12 @@ impl Config {
                 enabled: r.bool("gateway.enabled"),
                 host: r.text("gateway.host"),
                 port: {
-                    let port = r.uint_at_least("gateway.port", 1);
+                    let port = r.uint_at_least("gateway.port", 0);
                     u16::try_from(port).unwrap_or_else(|_| {
-                        r.bad("gateway.port", format!("{port} is not a port (1-65535)"));
+                        r.bad(
+                            "gateway.port",
+                            format!("{port} is not a port (0-65535; 0 picks a free one)"),
+                        );
                         0
                     })
                 },

@@ -1,7 +1,8 @@
 //! `cairn daemon`: the always-on half in the foreground. The routine engine
-//! fires routines, the dispatcher delivers notifications, idle chat sessions
-//! are pruned; SIGINT or SIGTERM stops it gracefully (running routine runs
-//! get a deadline, then are recorded `interrupted`).
+//! fires routines, the dispatcher delivers notifications, the gateway serves
+//! the HTTP API, idle chat sessions are pruned; SIGINT or SIGTERM stops it
+//! gracefully (running routine runs get a deadline, then are recorded
+//! `interrupted`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,20 +11,41 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_automation::notify::{Dispatcher, owner_id};
 use cairn_core::clock::{Clock, SystemClock};
+use cairn_gateway::{ComponentState, Components, Gateway};
 use cairn_store::Store;
 use secrecy::ExposeSecret;
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::DaemonArgs;
+use crate::exit::BadInput;
 use crate::{settings, wiring};
+
+/// Component names, as `/readyz` and `/api/status` show them.
+const ENGINE: &str = "routine_engine";
+const DISPATCHER: &str = "notification_dispatcher";
+const GATEWAY: &str = "gateway";
 
 /// How often the dispatcher re-reads the outbox when nothing woke it (a
 /// notification recorded by another process).
 const OUTBOX_RECHECK: Duration = Duration::from_secs(30);
 
 /// Runs until a stop signal.
-pub fn run() -> anyhow::Result<ExitCode> {
-    let config = settings::load()?;
+pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
+    let mut config = settings::load()?;
+    if let Some(port) = args.port {
+        config.gateway.port = port;
+    }
     super::runtime()?.block_on(async {
+        // Bound first: a taken port is reported before anything starts.
+        let listener = if config.gateway.enabled {
+            Some(
+                cairn_gateway::bind(&config.gateway)
+                    .await
+                    .map_err(|e| BadInput(e.to_string()))?,
+            )
+        } else {
+            None
+        };
         let url = config.database_url.expose_secret();
         let (store, report) = Store::open(url)
             .await
@@ -38,12 +60,13 @@ pub fn run() -> anyhow::Result<ExitCode> {
             );
         }
         // Prunes idle sessions for as long as the daemon runs.
-        let _chat = automation
+        let chat = automation
             .runtime
             .as_ref()
             .map(|rt| wiring::chat_service(&config, rt));
         let cancel = CancellationToken::new();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let components = Arc::new(Components::new());
         let dispatcher = Dispatcher::new(automation.notifier.clone(), owner_id());
         let delivering = tokio::spawn({
             let (clock, cancel) = (Arc::clone(&clock), cancel.clone());
@@ -57,10 +80,47 @@ pub fn run() -> anyhow::Result<ExitCode> {
         let engine = automation.engine.clone();
         let firing = if config.routines.enabled {
             let cancel = cancel.clone();
+            components.set(ENGINE, ComponentState::Running, clock.now(), None);
             Some(tokio::spawn(async move { engine.run(cancel).await }))
         } else {
             tracing::warn!("routines.enabled is false: no routine will fire");
+            components.set(ENGINE, ComponentState::Disabled, clock.now(), None);
             None
+        };
+        components.set(DISPATCHER, ComponentState::Running, clock.now(), None);
+        let serving = match listener {
+            Some(listener) => {
+                let addr = listener.local_addr().context("the gateway's address")?;
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(%addr, "the gateway is reachable from other machines (gateway.allow_public_bind)");
+                }
+                let mut gateway = Gateway::new(
+                    store.clone(),
+                    Arc::clone(&clock),
+                    config.gateway.clone(),
+                    config.user.id.clone(),
+                )
+                .with_engine(automation.engine.clone())
+                .with_notifier(automation.notifier.clone())
+                .with_components(Arc::clone(&components))
+                .with_shutdown(cancel.clone());
+                if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
+                    gateway = gateway
+                        .with_chat(Arc::clone(chat), rt.providers.main.model())
+                        .with_jobs(Arc::clone(&rt.jobs));
+                }
+                let app = cairn_gateway::router(Arc::new(gateway));
+                components.set(GATEWAY, ComponentState::Running, clock.now(), None);
+                eprintln!("gateway listening on http://{addr}");
+                let cancel = cancel.clone();
+                Some(tokio::spawn(async move {
+                    cairn_gateway::serve(listener, app, cancel).await
+                }))
+            }
+            None => {
+                components.set(GATEWAY, ComponentState::Disabled, clock.now(), None);
+                None
+            }
         };
         let routines = store.list_routines(None).await?;
         let enabled = routines.iter().filter(|r| r.spec.enabled).count();
@@ -78,6 +138,13 @@ pub fn run() -> anyhow::Result<ExitCode> {
         }
         delivering.await.ok();
         forwarding.await.ok();
+        if let Some(serving) = serving {
+            match serving.await {
+                Ok(Err(e)) => tracing::error!(error = %e, "the gateway stopped with an error"),
+                Err(e) => tracing::error!(error = %e, "the gateway task failed"),
+                Ok(Ok(())) => {}
+            }
+        }
         if let Some(rt) = &automation.runtime {
             rt.jobs.shutdown().await;
         }

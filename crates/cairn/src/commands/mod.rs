@@ -28,7 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Notify(command) => notify::run(&command, cli.json),
         Command::Inbox(args) => notify::inbox(&args, cli.json),
         Command::Routine(command) => routine::run(&command, cli.json),
-        Command::Daemon => daemon::run(),
+        Command::Daemon(args) => daemon::run(&args),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

@@ -1,0 +1,69 @@
+//! Request-body extractors whose rejections are [`ApiError`]s (axum's own
+//! answer in plain text), with the configured body limit named on 413.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A JSON body (any content type is refused but `application/json`).
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+/// The raw body, for endpoints that verify a signature over its bytes.
+#[derive(Debug, Clone)]
+pub struct ApiBytes(pub Bytes);
+
+fn too_large_or(status: StatusCode, state: &AppState, other: ApiError) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large(state.settings().body_limit)
+    } else {
+        other
+    }
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(ApiJson(value)),
+            Err(rejection) => Err(json_rejection(&rejection, state)),
+        }
+    }
+}
+
+fn json_rejection(rejection: &JsonRejection, state: &AppState) -> ApiError {
+    let status = rejection.status();
+    let message = rejection.body_text();
+    let other = match rejection {
+        JsonRejection::JsonDataError(_) => ApiError::unprocessable(message),
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "expected Content-Type: application/json",
+        ),
+        _ => ApiError::bad_request(message),
+    };
+    too_large_or(status, state, other)
+}
+
+impl FromRequest<AppState> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        match Bytes::from_request(req, state).await {
+            Ok(bytes) => Ok(ApiBytes(bytes)),
+            Err(rejection) => Err(bytes_rejection(&rejection, state)),
+        }
+    }
+}
+
+fn bytes_rejection(rejection: &BytesRejection, state: &AppState) -> ApiError {
+    let other = ApiError::bad_request(rejection.body_text());
+    too_large_or(rejection.status(), state, other)
+}

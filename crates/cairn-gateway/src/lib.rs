@@ -1,0 +1,24 @@
+//! The gateway: how every other program and device reaches cairn. An axum
+//! server inside `cairn daemon` that serves the HTTP API (pairing, tokens,
+//! webhooks, REST), WebSocket chat, SSE events and an OpenAI-compatible API,
+//! all described by a generated OpenAPI document.
+//!
+//! Architecture invariant: handlers hold no business logic of their own;
+//! they authenticate, translate HTTP to calls on the store, the chat service,
+//! the routine engine or the notifier, and translate the answer back. Every
+//! error leaves as `{"error":{"code":…,"message":…}}` without internal
+//! paths or secrets.
+
+pub mod auth;
+pub mod client;
+pub mod error;
+pub mod extract;
+pub mod routes;
+pub mod server;
+pub mod state;
+pub mod status;
+
+pub use error::ApiError;
+pub use server::{BindError, bind, router, serve};
+pub use state::{AppState, Gateway};
+pub use status::{ComponentState, Components};

@@ -1,0 +1,186 @@
+//! What every handler can reach: the store, the clock, the settings and the
+//! running parts of the daemon it was given.
+
+use std::sync::Arc;
+
+use cairn_agent::chat::ChatService;
+use cairn_agent::jobs::JobScheduler;
+use cairn_automation::notify::Notifier;
+use cairn_automation::routines::engine::RoutineEngine;
+use cairn_core::clock::Clock;
+use cairn_core::config::GatewayConfig;
+use cairn_store::Store;
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApiError;
+use crate::status::Components;
+
+/// The gateway's parts. Build with [`Gateway::new`] and the `with_*`
+/// methods, then hand it to [`crate::router`] as an [`AppState`].
+pub struct Gateway {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    settings: GatewayConfig,
+    user_id: String,
+    chat: Option<Arc<ChatService>>,
+    engine: Option<RoutineEngine>,
+    notifier: Option<Notifier>,
+    jobs: Option<Arc<JobScheduler>>,
+    model: Option<String>,
+    components: Arc<Components>,
+    started_at: DateTime<Utc>,
+    shutdown: CancellationToken,
+}
+
+/// The state axum hands every handler.
+pub type AppState = Arc<Gateway>;
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("settings", &self.settings)
+            .field("user_id", &self.user_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway over `store` for the person `user_id`; the other parts are
+    /// optional, and an endpoint that needs a missing one answers 503.
+    pub fn new(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        settings: GatewayConfig,
+        user_id: impl Into<String>,
+    ) -> Self {
+        let started_at = clock.now();
+        Self {
+            store,
+            clock,
+            settings,
+            user_id: user_id.into(),
+            chat: None,
+            engine: None,
+            notifier: None,
+            jobs: None,
+            model: None,
+            components: Arc::new(Components::new()),
+            started_at,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Runs agent turns (webhook, WebSocket, OpenAI API) on `chat`, whose
+    /// agent answers as `model`.
+    #[must_use]
+    pub fn with_chat(mut self, chat: Arc<ChatService>, model: impl Into<String>) -> Self {
+        self.chat = Some(chat);
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Fires routines (routine webhooks, `/api/routines/{id}/fire`) on `engine`.
+    #[must_use]
+    pub fn with_engine(mut self, engine: RoutineEngine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// Sends and lists notifications through `notifier`.
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
+
+    /// Lists and cancels jobs on `jobs`.
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: Arc<JobScheduler>) -> Self {
+        self.jobs = Some(jobs);
+        self
+    }
+
+    /// Reports the health the daemon records in `components`.
+    #[must_use]
+    pub fn with_components(mut self, components: Arc<Components>) -> Self {
+        self.components = components;
+        self
+    }
+
+    /// Ends streams (WebSocket, SSE) when `token` is cancelled, so a
+    /// graceful shutdown is not held open by a connected client.
+    #[must_use]
+    pub fn with_shutdown(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+
+    /// The database.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The `[gateway]` settings.
+    pub fn settings(&self) -> &GatewayConfig {
+        &self.settings
+    }
+
+    /// The person this daemon works for.
+    pub fn user_id(&self) -> &str {
+        &self.user_id
+    }
+
+    /// The chat service, or 503 when no LLM is configured.
+    pub fn chat(&self) -> Result<&Arc<ChatService>, ApiError> {
+        self.chat.as_ref().ok_or_else(|| {
+            ApiError::unavailable("no LLM provider is configured, so the agent cannot answer")
+        })
+    }
+
+    /// The model the agent answers with, when there is an agent.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// The routine engine, or 503 when this gateway runs without one.
+    pub fn engine(&self) -> Result<&RoutineEngine, ApiError> {
+        self.engine
+            .as_ref()
+            .ok_or_else(|| ApiError::unavailable("the routine engine is not running here"))
+    }
+
+    /// The notifier, or 503.
+    pub fn notifier(&self) -> Result<&Notifier, ApiError> {
+        self.notifier
+            .as_ref()
+            .ok_or_else(|| ApiError::unavailable("notifications are not set up here"))
+    }
+
+    /// The job scheduler, or 503 when no LLM is configured.
+    pub fn jobs(&self) -> Result<&Arc<JobScheduler>, ApiError> {
+        self.jobs
+            .as_ref()
+            .ok_or_else(|| ApiError::unavailable("no LLM provider is configured, so no jobs run"))
+    }
+
+    /// The daemon's components.
+    pub fn components(&self) -> &Arc<Components> {
+        &self.components
+    }
+
+    /// When this gateway was built.
+    pub fn started_at(&self) -> DateTime<Utc> {
+        self.started_at
+    }
+
+    /// Cancelled when the daemon stops.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+}

@@ -1,0 +1,245 @@
+//! A real gateway on 127.0.0.1 for tests: a SQLite store in a temporary
+//! directory, the fake LLM server behind the chat service, the routine
+//! engine with the real actions, and a bearer token.
+#![allow(dead_code)] // each test binary uses part of the harness
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::runner::Authorized;
+use cairn_agent::session::SessionManager;
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::{
+    AgentLoop, AutonomyLevel, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry,
+    ToolRunner,
+};
+use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings};
+use cairn_automation::routines::actions::AgentActions;
+use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_core::clock::{Clock, SystemClock};
+use cairn_core::config::GatewayConfig;
+use cairn_gateway::{Gateway, auth};
+use cairn_llm::testing::FakeLlmServer;
+use cairn_llm::{LlmProvider, build_provider};
+use cairn_store::{NewApiToken, Store};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// A write-risk tool that counts its runs: under supervised autonomy every
+/// call to it asks for approval.
+pub struct Writer(pub AtomicUsize);
+
+#[async_trait]
+impl Tool for Writer {
+    fn name(&self) -> &str {
+        "writer"
+    }
+    fn description(&self) -> &str {
+        "writes something"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::ok("written"))
+    }
+}
+
+/// Settings for tests: loopback, a free port, the defaults otherwise.
+pub fn settings() -> GatewayConfig {
+    GatewayConfig {
+        enabled: true,
+        host: "127.0.0.1".into(),
+        port: 0,
+        allow_public_bind: false,
+        body_limit: 64 * 1024,
+        request_timeout: Duration::from_secs(30),
+        metrics_public: false,
+        trust_forwarded_for: false,
+        token_ttl: Some(Duration::from_secs(30 * 24 * 3600)),
+    }
+}
+
+/// A running gateway and what it runs on.
+pub struct TestGateway {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// A valid bearer token.
+    pub token: String,
+    pub store: Store,
+    pub llm: FakeLlmServer,
+    pub engine: RoutineEngine,
+    pub notifier: Notifier,
+    pub chat: Arc<ChatService>,
+    pub writer: Arc<Writer>,
+    pub http: reqwest::Client,
+    pub shutdown: CancellationToken,
+    pub server: tokio::task::JoinHandle<std::io::Result<()>>,
+    pub workspace: tempfile::TempDir,
+    _db: tempfile::TempDir,
+}
+
+impl TestGateway {
+    /// Starts one with the test settings.
+    pub async fn start() -> TestGateway {
+        Self::start_with(settings(), |g| g).await
+    }
+
+    /// Starts one with `settings`, letting `customize` add to the gateway.
+    pub async fn start_with(
+        settings: GatewayConfig,
+        customize: impl FnOnce(Gateway) -> Gateway,
+    ) -> TestGateway {
+        let llm = FakeLlmServer::start().await.unwrap();
+        let provider: Arc<dyn LlmProvider> = build_provider(&llm.openai_settings()).unwrap();
+        let db = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
+            .await
+            .unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let workspace = tempfile::tempdir().unwrap();
+
+        let writer = Arc::new(Writer(AtomicUsize::new(0)));
+        let mut registry = ToolRegistry::new();
+        registry.register(writer.clone()).unwrap();
+        let policy = PolicyGate::new(&ToolPolicyConfig {
+            autonomy: AutonomyLevel::Supervised,
+            ..Default::default()
+        });
+        let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
+        let agent = AgentLoop::new(
+            provider.clone(),
+            runner.clone(),
+            Arc::new(HookRegistry::new()),
+            LoopConfig::default(),
+        );
+        let sessions = Arc::new(SessionManager::new(
+            store.clone(),
+            clock.clone(),
+            20,
+            Duration::from_secs(3600),
+        ));
+        let chat = Arc::new(ChatService::new(
+            sessions,
+            agent,
+            ChatSettings {
+                agent_name: "test".into(),
+                workspace: workspace.path().to_path_buf(),
+                timezone: chrono_tz::UTC,
+                runtime: RuntimeInfo {
+                    host: "h".into(),
+                    os: "o".into(),
+                },
+                tool_limits: Default::default(),
+                approval_timeout: Duration::from_secs(120),
+            },
+        ));
+
+        let notifier = Notifier::new(
+            store.clone(),
+            Arc::new(ChannelSet::new()),
+            NotifySettings::default(),
+        );
+        let ctx = ToolContext::new(workspace.path(), "routines").with_clock(clock.clone());
+        let actions = AgentActions::new(store.clone(), workspace.path(), clock.clone())
+            .with_llm(provider.clone(), provider)
+            .with_tools(runner, ctx);
+        let engine = RoutineEngine::new(
+            store.clone(),
+            clock.clone(),
+            Arc::new(actions),
+            Some(notifier.clone()),
+            EngineSettings::new("test-gateway", chrono_tz::UTC),
+        );
+
+        let token = auth::new_token();
+        store
+            .create_api_token(
+                &NewApiToken {
+                    name: "test".into(),
+                    token_hash: auth::hash_secret(&token),
+                    origin: "cli".into(),
+                    expires_at: None,
+                },
+                clock.now(),
+            )
+            .await
+            .unwrap();
+
+        let shutdown = CancellationToken::new();
+        let listener = cairn_gateway::bind(&settings).await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let gateway = Gateway::new(store.clone(), clock, settings, "ada")
+            .with_chat(chat.clone(), "fake-model")
+            .with_engine(engine.clone())
+            .with_notifier(notifier.clone())
+            .with_shutdown(shutdown.clone());
+        let app = cairn_gateway::router(Arc::new(customize(gateway)));
+        let server = tokio::spawn(cairn_gateway::serve(listener, app, shutdown.clone()));
+        TestGateway {
+            base,
+            token,
+            store,
+            llm,
+            engine,
+            notifier,
+            chat,
+            writer,
+            http: reqwest::Client::new(),
+            shutdown,
+            server,
+            workspace,
+            _db: db,
+        }
+    }
+
+    /// `base` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A GET with the bearer token.
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(self.url(path)).bearer_auth(&self.token)
+    }
+
+    /// A POST with the bearer token.
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(self.url(path)).bearer_auth(&self.token)
+    }
+
+    /// Stops the server and waits for it (graceful shutdown must end).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.server)
+            .await
+            .expect("graceful shutdown ended")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// The `error.code` of an error answer, checking its shape.
+pub async fn error_code(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    let code = body["error"]["code"]
+        .as_str()
+        .expect("error.code")
+        .to_string();
+    assert!(body["error"]["message"].is_string(), "{body}");
+    (status, code)
+}
