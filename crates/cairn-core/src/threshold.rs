@@ -37,7 +37,8 @@ pub const MAX_LEN: usize = 1024;
 pub const MAX_DEPTH: usize = 64;
 
 /// What an operand position accepts, for error messages.
-const EXPECTED_VALUE: &str = "a value (result…, a number, a quoted string, null, true, false), not or (";
+const EXPECTED_VALUE: &str =
+    "a value (result…, a number, a quoted string, null, true, false), not or (";
 const EXPECTED_AFTER: &str = "and, or, ) or the end";
 
 /// Why a threshold expression could not be parsed or evaluated.

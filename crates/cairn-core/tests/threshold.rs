@@ -110,9 +110,18 @@ fn normalized_form() {
     let norm = |s: &str| threshold::parse(s).unwrap().to_string();
     assert_eq!(norm("result.a>1"), "result.a > 1");
     assert_eq!(norm("'x'=='y'"), "\"x\" == \"y\"");
-    assert_eq!(norm("(result.a or result.b) and result.c"), "(result.a or result.b) and result.c");
-    assert_eq!(norm("(result.a and result.b) or result.c"), "result.a and result.b or result.c");
-    assert_eq!(norm("result.a or (result.b or result.c)"), "result.a or (result.b or result.c)");
+    assert_eq!(
+        norm("(result.a or result.b) and result.c"),
+        "(result.a or result.b) and result.c"
+    );
+    assert_eq!(
+        norm("(result.a and result.b) or result.c"),
+        "result.a and result.b or result.c"
+    );
+    assert_eq!(
+        norm("result.a or (result.b or result.c)"),
+        "result.a or (result.b or result.c)"
+    );
     assert_eq!(norm("not (result.a)"), "not result.a");
     assert_eq!(norm("result.v == 'it\\'s'"), "result.v == \"it's\"");
 }
@@ -120,32 +129,68 @@ fn normalized_form() {
 #[test]
 fn rejected_expressions_name_the_token_and_position() {
     let cases: &[(&str, &str)] = &[
-        ("", "empty expression; expected e.g. result.status_code != 200"),
+        (
+            "",
+            "empty expression; expected e.g. result.status_code != 200",
+        ),
         ("   ", "empty expression"),
         (
             "result.count >",
             "unexpected end of expression at 15; expected a value",
         ),
-        ("result.count > > 5", "unexpected \">\" at 16; expected a value"),
+        (
+            "result.count > > 5",
+            "unexpected \">\" at 16; expected a value",
+        ),
         ("result.a == 'open", "unterminated string starting at 13"),
         ("result.a == \"x\\\"", "unterminated string starting at 13"),
         ("result.a > 1 AND result.b", "unknown word \"AND\" at 14"),
         ("status == 1", "unknown word \"status\" at 1"),
         ("results.a == 1", "unknown word \"results.a\" at 1"),
-        ("result..a == 1", "unexpected \"result..a\" at 1; expected a path"),
-        ("result.a. == 1", "unexpected \"result.a.\" at 1; expected a path"),
+        (
+            "result..a == 1",
+            "unexpected \"result..a\" at 1; expected a path",
+        ),
+        (
+            "result.a. == 1",
+            "unexpected \"result.a.\" at 1; expected a path",
+        ),
         ("result.a = 1", "unexpected \"=\" at 10; expected =="),
         ("!result.a", "unexpected \"!\" at 1; expected !="),
-        ("result.a == 1 == 2", "unexpected \"==\" at 15; expected and, or, ) or the end (comparisons do not chain)"),
-        ("(result.a", "unexpected end of expression at 10; expected and, or or )"),
-        ("result.a)", "unexpected \")\" at 9; expected and, or, ) or the end"),
-        ("result.a and", "unexpected end of expression at 13; expected a value"),
+        (
+            "result.a == 1 == 2",
+            "unexpected \"==\" at 15; expected and, or, ) or the end (comparisons do not chain)",
+        ),
+        (
+            "(result.a",
+            "unexpected end of expression at 10; expected and, or or )",
+        ),
+        (
+            "result.a)",
+            "unexpected \")\" at 9; expected and, or, ) or the end",
+        ),
+        (
+            "result.a and",
+            "unexpected end of expression at 13; expected a value",
+        ),
         ("and result.a", "unexpected \"and\" at 1; expected a value"),
-        ("5", "unexpected end of expression at 2; expected a comparison"),
-        ("'yes' and result.a", "unexpected \"and\" at 7; expected a comparison"),
+        (
+            "5",
+            "unexpected end of expression at 2; expected a comparison",
+        ),
+        (
+            "'yes' and result.a",
+            "unexpected \"and\" at 7; expected a comparison",
+        ),
         ("null", "expected a comparison"),
-        ("result.a == 1 result.b", "unexpected \"result.b\" at 15; expected and, or, ) or the end"),
-        ("result.a == 1e999", "number \"1e999\" at 13 is out of range"),
+        (
+            "result.a == 1 result.b",
+            "unexpected \"result.b\" at 15; expected and, or, ) or the end",
+        ),
+        (
+            "result.a == 1e999",
+            "number \"1e999\" at 13 is out of range",
+        ),
         ("result.a == 1 ; drop", "unexpected \";\" at 15"),
         ("result.a == $x", "unexpected \"$\" at 13"),
         ("result.a == - 1", "unexpected \"-\" at 13"),
@@ -156,7 +201,10 @@ fn rejected_expressions_name_the_token_and_position() {
     ];
     for (src, expected) in cases {
         let err = threshold::parse(src).unwrap_err().to_string();
-        assert!(err.contains(expected), "{src:?}: got {err:?}, want {expected:?}");
+        assert!(
+            err.contains(expected),
+            "{src:?}: got {err:?}, want {expected:?}"
+        );
     }
 }
 
@@ -196,10 +244,22 @@ fn type_mismatches_are_errors_not_false() {
             "result.status > 100",
             "type mismatch in result.status > 100: \">\" compares two numbers or two strings, but result.status is a string and the other side is a number",
         ),
-        ("result.count < \"9\"", "but result.count is a number and the other side is a string"),
-        ("result.nope >= 1", "but result.nope is null and the other side is a number"),
-        ("result.ok <= 1", "but result.ok is a bool and the other side is a number"),
-        ("result.items > result.count", "but result.items is an array and the other side is a number"),
+        (
+            "result.count < \"9\"",
+            "but result.count is a number and the other side is a string",
+        ),
+        (
+            "result.nope >= 1",
+            "but result.nope is null and the other side is a number",
+        ),
+        (
+            "result.ok <= 1",
+            "but result.ok is a bool and the other side is a number",
+        ),
+        (
+            "result.items > result.count",
+            "but result.items is an array and the other side is a number",
+        ),
         ("1 > 'a'", "type mismatch in 1 > \"a\""),
         ("true > false", "is a bool and the other side is a bool"),
         ("result.data < result.data", "is an object"),
@@ -207,7 +267,10 @@ fn type_mismatches_are_errors_not_false() {
     for (src, expected) in cases {
         let expr = threshold::parse(src).unwrap();
         let err = expr.eval(&value).unwrap_err().to_string();
-        assert!(err.contains(expected), "{src}: got {err:?}, want {expected:?}");
+        assert!(
+            err.contains(expected),
+            "{src}: got {err:?}, want {expected:?}"
+        );
     }
     let err = threshold::parse("result.count > 'x'")
         .unwrap()
@@ -224,13 +287,34 @@ fn type_mismatches_are_errors_not_false() {
         }
     );
     // A bare path used as a test must hold a bool.
-    for (src, found) in [("result.count", "a number"), ("result.nope", "null"), ("not result.status", "a string")] {
-        let err = threshold::parse(src).unwrap().eval(&value).unwrap_err().to_string();
-        assert!(err.contains(&format!("is {found}, not true or false")), "{src}: {err}");
+    for (src, found) in [
+        ("result.count", "a number"),
+        ("result.nope", "null"),
+        ("not result.status", "a string"),
+    ] {
+        let err = threshold::parse(src)
+            .unwrap()
+            .eval(&value)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("is {found}, not true or false")),
+            "{src}: {err}"
+        );
     }
     // Short-circuit: the right side is not evaluated when the left decides.
-    assert!(threshold::parse("result.ok or result.status > 1").unwrap().eval(&value).unwrap());
-    assert!(threshold::parse("result.ok and result.status > 1").unwrap().eval(&value).is_err());
+    assert!(
+        threshold::parse("result.ok or result.status > 1")
+            .unwrap()
+            .eval(&value)
+            .unwrap()
+    );
+    assert!(
+        threshold::parse("result.ok and result.status > 1")
+            .unwrap()
+            .eval(&value)
+            .is_err()
+    );
 }
 
 fn arb_path() -> impl Strategy<Value = Path> {
