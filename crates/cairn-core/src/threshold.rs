@@ -22,7 +22,8 @@
 //! Semantics: a missing path is `null`; `==`/`!=` compare any JSON values,
 //! numbers by value (`200 == 200.0`); ordering needs two numbers or two
 //! strings, anything else is [`ThresholdError::TypeMismatch`], never a silent
-//! `false`. Inputs are capped at [`MAX_LEN`] bytes and [`MAX_DEPTH`] nested
+//! `false`. Inputs (and their normalized form, so that it always parses back)
+//! are capped at [`MAX_LEN`] bytes and [`MAX_DEPTH`] nested
 //! `(`/`not`, so no input can exhaust the stack. Nothing is ever evaluated
 //! as code.
 
@@ -51,6 +52,18 @@ pub enum ThresholdError {
     #[error("expression is {len} bytes; the limit is {max}")]
     TooLong {
         /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The normalized form ([`Expr`]'s `Display`) is longer than [`MAX_LEN`]
+    /// bytes: refused so that every accepted expression's normalized text
+    /// parses back (found by fuzzing).
+    #[error(
+        "expression is {len} bytes once normalized (spaces around operators, escaped strings); the limit is {max}"
+    )]
+    NormalizedTooLong {
+        /// The normalized length in bytes.
         len: usize,
         /// The limit.
         max: usize,
@@ -292,10 +305,14 @@ pub fn parse(src: &str) -> Result<Expr, ThresholdError> {
         depth: 0,
     };
     let expr = parser.or()?;
-    match parser.peek() {
-        Tok::End => Ok(expr),
-        _ => Err(parser.unexpected(EXPECTED_AFTER)),
+    if *parser.peek() != Tok::End {
+        return Err(parser.unexpected(EXPECTED_AFTER));
     }
+    let len = expr.to_string().len();
+    if len > MAX_LEN {
+        return Err(ThresholdError::NormalizedTooLong { len, max: MAX_LEN });
+    }
+    Ok(expr)
 }
 
 impl Expr {

@@ -230,6 +230,23 @@ fn limits_keep_the_stack_safe() {
         threshold::parse(&long).unwrap_err().to_string(),
         "expression is 1114 bytes; the limit is 1024"
     );
+    // Found by fuzzing: an input under the limit whose normalized form is over
+    // it (escaped newlines) printed text that did not parse back. Refused now.
+    let newlines = format!("result.a=='{}'", "\n".repeat(1000));
+    assert!(newlines.len() <= threshold::MAX_LEN);
+    assert_eq!(
+        threshold::parse(&newlines).unwrap_err(),
+        ThresholdError::NormalizedTooLong {
+            len: 2014,
+            max: 1024
+        }
+    );
+    let spaced = format!("{}result.a>1", "result.a>1and ".repeat(72));
+    assert!(spaced.len() <= threshold::MAX_LEN);
+    assert!(matches!(
+        threshold::parse(&spaced),
+        Err(ThresholdError::NormalizedTooLong { .. })
+    ));
     // The longest chain the length allows still parses and evaluates.
     let chain = vec!["true"; 110].join(" and ");
     let expr = threshold::parse(&chain).unwrap();

@@ -11,10 +11,10 @@
 //!   `every mon,wed,fri`, `every month on the 1st`, `on the 1st of every
 //!   month`, `tous les jours`, `chaque lundi`, `en semaine`,
 //!   `du lundi au vendredi`, `le week-end`, `le 1er de chaque mois`;
-//! - every N days at a time: `every other day`, `every 3 days at 9am`,
-//!   `un jour sur deux`, `tous les deux jours à 8h` — an interval of N days
-//!   whose first fire is the next occurrence of the time (midnight if none
-//!   is given); being elapsed time, its local hour moves with a DST change;
+//! - every N calendar days at a time: `every other day`, `every 3 days at 9am`,
+//!   `un jour sur deux`, `tous les deux jours à 8h`, from the next occurrence
+//!   of the time (midnight if none is given) or `from <YYYY-MM-DD>`; calendar
+//!   days, so the local time holds across DST changes;
 //! - one-shots: `in 5m`, `dans 30 minutes`, `today`, `tomorrow`, `demain`,
 //!   `next friday`, `friday`, `vendredi prochain`, or a bare `at 14:30` (next occurrence).
 //!
@@ -32,10 +32,10 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Utc};
 use chrono_tz::Tz;
 
-use super::calendar::weekday;
+use super::calendar::{civil_from_days, days_from_civil, weekday};
 use super::cron::Cron;
 use super::error::ScheduleError;
 use super::once::{at_local, local_day, parse_iso};
@@ -162,7 +162,8 @@ fn phrase(t: &mut Tokens<'_>, zone: Tz, now: DateTime<Utc>) -> Result<Rule, Sche
                 once_on(expr, zone, now, &day, single(expr, &tods, ONE_SHOT)?).map(Rule::Once)
             }
             Some(Lead::EveryDays(n)) => {
-                every_days(expr, zone, now, n, single(expr, &tods, EVERY_DAYS)?)
+                let tod = single(expr, &tods, EVERY_DAYS)?;
+                every_days(t, zone, now, n, tod)
             }
             _ => {
                 t.rewind(start);
@@ -189,7 +190,7 @@ fn phrase(t: &mut Tokens<'_>, zone: Tz, now: DateTime<Utc>) -> Result<Rule, Sche
             } else {
                 MIDNIGHT
             };
-            every_days(expr, zone, now, n, tod)
+            every_days(t, zone, now, n, tod)
         }
         Some(Lead::Interval(secs)) => {
             let every = interval(expr, secs)?;
@@ -289,25 +290,85 @@ fn single(expr: &str, tods: &[TimeOfDay], what: &'static str) -> Result<TimeOfDa
     }
 }
 
-/// Every `n` days at `tod`: an interval whose first fire is the next `tod`
-/// (today if still ahead, else tomorrow). It counts elapsed time, so across a
-/// DST change the local hour moves by the change, as every interval does.
+/// Every `n` calendar days at `tod`, from `from <date>` when given, else from
+/// the next `tod` (today if still ahead, else tomorrow). Calendar days, not
+/// 24-hour periods, so the local time holds across DST changes.
 fn every_days(
-    expr: &str,
+    t: &mut Tokens<'_>,
     zone: Tz,
     now: DateTime<Utc>,
     n: u64,
     tod: TimeOfDay,
 ) -> Result<Rule, ScheduleError> {
-    let every = interval(expr, n.saturating_mul(86_400))?;
-    let first = next_occurrence(expr, zone, now, tod)?;
-    // The anchor itself does not fire: put it one period before the first fire.
-    let anchor = i64::try_from(every.as_secs())
+    let expr = t.expr();
+    let first = if t.eat(&["from", "depuis"]) {
+        date(t)?
+    } else {
+        let today = local_day(zone, now);
+        if at_local(expr, zone, today, tod.seconds())? > now {
+            today
+        } else {
+            today + 1
+        }
+    };
+    day_step(expr, n, tod, first)
+}
+
+/// Builds the rule of [`every_days`], checking the step and the date's range.
+fn day_step(expr: &str, n: u64, tod: TimeOfDay, first: i64) -> Result<Rule, ScheduleError> {
+    interval(expr, n.saturating_mul(86_400))?;
+    let every = u32::try_from(n).map_err(|_| too_large(expr))?;
+    let (y, m, d) = civil_from_days(first);
+    let first = i32::try_from(y)
         .ok()
-        .and_then(|secs| first.timestamp().checked_sub(secs))
-        .and_then(|s| DateTime::from_timestamp(s, 0))
+        .filter(|y| (1..=9999).contains(y))
+        .and_then(|y| NaiveDate::from_ymd_opt(y, m, d))
+        .ok_or(ScheduleError::TooLarge {
+            expr: expr.to_string(),
+            what: "the date",
+            limit: "years 1 to 9999 are supported",
+        })?;
+    let at = NaiveTime::from_num_seconds_from_midnight_opt(tod.seconds(), 0)
         .ok_or_else(|| too_large(expr))?;
-    Ok(Rule::Interval { every, anchor })
+    Ok(Rule::EveryDays { every, at, first })
+}
+
+/// A local date `YYYY-MM-DD`, as days since 1970-01-01.
+fn date(t: &mut Tokens<'_>) -> Result<i64, ScheduleError> {
+    const EXPECTED: &str = "a date such as 2026-03-09";
+    let parsed = t
+        .peek()
+        .filter(|w| w.len() == 10)
+        .and_then(|w| NaiveDate::parse_from_str(w, "%Y-%m-%d").ok());
+    match parsed {
+        Some(day) => {
+            t.next();
+            Ok(days_from_civil(
+                i64::from(day.year()),
+                day.month(),
+                day.day(),
+            ))
+        }
+        None => Err(t.unexpected(EXPECTED)),
+    }
+}
+
+/// Parses the rest of a normalized day step, `<n> days at <HH:MM:SS> from <YYYY-MM-DD>` (after `every `).
+pub(crate) fn parse_day_step(expr: &str, rest: &str) -> Result<Rule, ScheduleError> {
+    let mut t = Tokens::new(rest);
+    let parse = |t: &mut Tokens<'_>| {
+        let secs = t.duration()?;
+        if secs % 86_400 != 0 {
+            return Err(t.unexpected("a whole number of days"));
+        }
+        t.expect(&["at"], "at <HH:MM:SS>")?;
+        let tod = t.time_of_day()?;
+        t.expect(&["from"], "from <YYYY-MM-DD>")?;
+        let first = date(t)?;
+        t.finish()?;
+        day_step(expr, secs / 86_400, tod, first)
+    };
+    parse(&mut t).map_err(|e| reword(e, expr))
 }
 
 fn hhmm(tod: &TimeOfDay) -> String {

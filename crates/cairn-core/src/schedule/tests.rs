@@ -359,6 +359,10 @@ fn normalized_text_round_trips() {
         "in 20m",
         "tomorrow at 9am",
         "2026-12-25T08:00",
+        "every other day at 9am",
+        "every 3 days at 02:30 from 2026-03-01",
+        "at 9am and 5pm on weekdays",
+        "le 1er de chaque mois à 9h",
     ];
     for zone in [New_York, Paris, chrono_tz::Australia::Lord_Howe] {
         for expr in exprs {
@@ -513,13 +517,13 @@ fn reminder_phrases_in_english_and_french() {
         (
             "every other day",
             ny,
-            "every 172800s from 2026-03-08T04:00:00Z",
+            "every 2 days at 00:00:00 from 2026-03-10",
             &["2026-03-10T04:00:00Z", "2026-03-12T04:00:00Z"],
         ),
         (
             "every other day at 9am",
             ny,
-            "every 172800s from 2026-03-07T13:00:00Z",
+            "every 2 days at 09:00:00 from 2026-03-09",
             &[
                 "2026-03-09T13:00:00Z",
                 "2026-03-11T13:00:00Z",
@@ -529,7 +533,7 @@ fn reminder_phrases_in_english_and_french() {
         (
             "every 3 days at 7pm",
             ny,
-            "every 259200s from 2026-03-06T23:00:00Z",
+            "every 3 days at 19:00:00 from 2026-03-09",
             &["2026-03-09T23:00:00Z", "2026-03-12T23:00:00Z"],
         ),
         (
@@ -628,19 +632,19 @@ fn reminder_phrases_in_english_and_french() {
         (
             "un jour sur deux",
             Paris,
-            "every 172800s from 2026-03-07T23:00:00Z",
+            "every 2 days at 00:00:00 from 2026-03-10",
             &["2026-03-09T23:00:00Z", "2026-03-11T23:00:00Z"],
         ),
         (
             "un jour sur deux à 8h",
             Paris,
-            "every 172800s from 2026-03-08T07:00:00Z",
+            "every 2 days at 08:00:00 from 2026-03-10",
             &["2026-03-10T07:00:00Z", "2026-03-12T07:00:00Z"],
         ),
         (
             "tous les deux jours à 20h",
             Paris,
-            "every 172800s from 2026-03-07T19:00:00Z",
+            "every 2 days at 20:00:00 from 2026-03-09",
             &["2026-03-09T19:00:00Z", "2026-03-11T19:00:00Z"],
         ),
         (
@@ -680,9 +684,15 @@ fn reminder_phrases_in_english_and_french() {
 }
 
 #[test]
-fn every_other_day_counts_elapsed_days() {
-    // First fire at the next 9:00 (today once it has passed is tomorrow), then every 48 h.
+fn every_other_day_counts_calendar_days() {
+    // First fire at the next 9:00 (today's has passed, so tomorrow), then every other day.
     let s = parsed("every other day at 9am", New_York, "2026-03-09T14:00:00Z");
+    assert_eq!(s.kind(), ScheduleKind::Interval);
+    assert_eq!(s.normalized(), "every 2 days at 09:00:00 from 2026-03-10");
+    assert_eq!(
+        s.describe(),
+        "every 2 days at 09:00, from 2026-03-10 (America/New_York)"
+    );
     assert_eq!(
         next(
             "every other day at 9am",
@@ -692,13 +702,70 @@ fn every_other_day_counts_elapsed_days() {
         ),
         ["2026-03-10T13:00:00Z", "2026-03-12T13:00:00Z"]
     );
-    assert_eq!(s.kind(), ScheduleKind::Interval);
-    // An interval counts elapsed time: across Paris's DST change (29 March) the
-    // local hour moves from 9:00 to 10:00, as for every interval.
+    // Calendar days, not 48 hours: 9:00 stays 9:00 across Paris's DST change (29 March)
+    // and New York's (1 November).
     assert_eq!(
-        next("un jour sur deux à 9h", Paris, "2026-03-27T00:00:00Z", 2),
-        ["2026-03-27T08:00:00Z", "2026-03-29T08:00:00Z"]
+        next("un jour sur deux à 9h", Paris, "2026-03-27T00:00:00Z", 3),
+        [
+            "2026-03-27T08:00:00Z",
+            "2026-03-29T07:00:00Z",
+            "2026-03-31T07:00:00Z"
+        ]
     );
+    assert_eq!(
+        next(
+            "every other day at 9am",
+            New_York,
+            "2026-10-30T00:00:00Z",
+            3
+        ),
+        [
+            "2026-10-30T13:00:00Z",
+            "2026-11-01T14:00:00Z",
+            "2026-11-03T14:00:00Z"
+        ]
+    );
+    // A time skipped by spring-forward fires at the end of the gap, like cron.
+    assert_eq!(
+        next(
+            "every other day at 2:30",
+            New_York,
+            "2026-03-05T12:00:00Z",
+            3
+        ),
+        [
+            "2026-03-06T07:30:00Z",
+            "2026-03-08T07:00:00Z",
+            "2026-03-10T06:30:00Z"
+        ]
+    );
+    // An explicit start date, and the normalized text parses back with or without a "now".
+    let s = parsed("every 3 days at 7pm from 2026-04-01", Paris, NOW);
+    assert_eq!(s.normalized(), "every 3 days at 19:00:00 from 2026-04-01");
+    assert_eq!(
+        next("every 3 days at 7pm from 2026-04-01", Paris, NOW, 2),
+        ["2026-04-01T17:00:00Z", "2026-04-04T17:00:00Z"]
+    );
+    let text = s.normalized();
+    assert_eq!(Schedule::from_normalized(&text, Paris).unwrap(), s);
+    assert_eq!(parsed(&text, Paris, "2030-01-01T00:00:00Z"), s);
+    // Restarted later, the phase is kept: 2026-04-01 + 3k days.
+    assert_eq!(
+        s.next_after(t("2026-05-01T00:00:00Z")).map(rfc).unwrap(),
+        "2026-05-01T17:00:00Z"
+    );
+    assert_eq!(
+        s.next_after(t("2026-05-01T17:00:00Z")).map(rfc).unwrap(),
+        "2026-05-04T17:00:00Z"
+    );
+    // Plain "every 2 days" is still elapsed time from now.
+    assert_eq!(
+        parsed("every 2 days", Paris, NOW).normalized(),
+        "every 172800s from 2026-03-09T10:17:00Z"
+    );
+    assert!(err("every 2 days at 9am from 2026-02-30", Paris, NOW).contains("expected a date"));
+    assert!(Schedule::from_normalized("every 36h at 09:00:00 from 2026-03-10", Paris).is_err());
+    assert!(Schedule::from_normalized("every 0 days at 09:00:00 from 2026-03-10", Paris).is_err());
 }
 
 #[test]
