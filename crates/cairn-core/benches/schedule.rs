@@ -49,6 +49,16 @@ fn next_after(c: &mut Criterion) {
             "every 90 minutes",
             "Europe/Paris",
         ),
+        (
+            "human every day at 9am and 5pm",
+            "every day at 9am and 5pm",
+            "America/New_York",
+        ),
+        (
+            "human every other day at 9am",
+            "every other day at 9am",
+            "Europe/Paris",
+        ),
     ];
     let instants = instants();
     let mut group = c.benchmark_group("next_after");
@@ -73,6 +83,7 @@ fn parse(c: &mut Criterion) {
         "0 9 * * MON-FRI",
         "every weekday at 9am",
         "in 2 hours and 15 minutes",
+        "tous les jours à 9h et 17h",
     ] {
         group.bench_function(expr, |b| {
             b.iter(|| Schedule::parse(black_box(expr), zone, now))

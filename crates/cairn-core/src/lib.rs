@@ -2,7 +2,8 @@
 //!
 //! Everything here is deterministic and free of I/O: routines and their
 //! validation, schedules (cron, human phrases, one-shots, time zones, DST),
-//! configuration resolution, and the chat message types shared by the LLM
+//! configuration resolution, threshold expressions over JSON results,
+//! and the chat message types shared by the LLM
 //! and agent layers. Callers pass in text, environment maps and instants;
 //! nothing here reads files or the network, and only
 //! [`clock::SystemClock`] reads the machine's clock.
@@ -17,3 +18,4 @@ pub mod routine;
 pub mod schedule;
 pub mod submission;
 pub mod text;
+pub mod threshold;

@@ -216,6 +216,74 @@ proptest! {
         prop_assert_eq!(back, s);
     }
 
+    /// Several times a day are one cron rule exactly when they form a grid
+    /// (every listed minute of every listed hour); otherwise they are refused.
+    #[test]
+    fn several_times_a_day_fire_exactly_at_those_times(
+        times in prop::collection::btree_set((0u32..24, prop::sample::select(vec![0u32, 15, 30, 45])), 1..5),
+        day in 19_000i64..21_000,
+    ) {
+        let list: Vec<String> = times.iter().map(|(h, m)| format!("{h:02}:{m:02}")).collect();
+        let text = format!("every day at {}", list.join(" and "));
+        let hours: std::collections::BTreeSet<u32> = times.iter().map(|t| t.0).collect();
+        let minutes: std::collections::BTreeSet<u32> = times.iter().map(|t| t.1).collect();
+        let grid = hours.len() * minutes.len() == times.len();
+        let midnight = DateTime::from_timestamp(day * 86_400, 0).unwrap();
+        match Schedule::parse(&text, chrono_tz::UTC, midnight) {
+            Ok(s) => {
+                prop_assert!(grid, "{text} accepted though not a grid");
+                let before = midnight - chrono::Duration::seconds(1);
+                let fired: std::collections::BTreeSet<(u32, u32)> = s
+                    .fire_times(before)
+                    .take_while(|t| *t < midnight + chrono::Duration::days(1))
+                    .map(|t| (chrono::Timelike::hour(&t), chrono::Timelike::minute(&t)))
+                    .collect();
+                prop_assert_eq!(&fired, &times, "{}", text);
+            }
+            Err(e) => {
+                prop_assert!(!grid, "{text} refused: {e}");
+                prop_assert!(e.to_string().contains("one schedule cannot fire at exactly"), "{e}");
+            }
+        }
+    }
+
+    /// `every N days at HH:MM` fires at that local time (or the end of a DST gap
+    /// that swallowed it), N local days apart, first within a day of `now`.
+    #[test]
+    fn every_n_days_keeps_the_local_time(
+        n in 2u32..10,
+        hour in 0u32..24,
+        minute in prop::sample::select(vec![0u32, 15, 30, 45]),
+        (zone, now) in zone_and_start(),
+    ) {
+        use chrono::{Datelike, NaiveTime, TimeZone};
+        let text = format!("every {n} days at {hour:02}:{minute:02}");
+        let s = Schedule::parse(&text, zone, now).unwrap();
+        let back = Schedule::from_normalized(&s.normalized(), zone).unwrap();
+        prop_assert_eq!(&back, &s);
+        let wanted = NaiveTime::from_hms_opt(hour, minute, 0).unwrap();
+        let times: Vec<_> = s.fire_times(now).take(6).collect();
+        prop_assert!(times[0] > now);
+        prop_assert!(times[0] <= now + chrono::Duration::hours(50), "{text}: first fire {} too late", times[0]);
+        let mut last_date = None;
+        for t in &times {
+            let local = t.with_timezone(&zone);
+            let date = local.date_naive();
+            if local.time() != wanted {
+                // Only a spring-forward gap may move it, to the end of the gap.
+                prop_assert!(
+                    zone.from_local_datetime(&date.and_time(wanted)).earliest().is_none(),
+                    "{text} in {zone}: fired at {local}"
+                );
+            }
+            if let Some(prev) = last_date {
+                let gap = date.num_days_from_ce() - chrono::NaiveDate::num_days_from_ce(&prev);
+                prop_assert_eq!(gap, n as i32, "{} in {}", text, zone);
+            }
+            last_date = Some(date);
+        }
+    }
+
     #[test]
     fn arbitrary_text_never_panics(text in ".{0,60}", (zone, now) in zone_and_start()) {
         let _ = Schedule::parse(&text, zone, now);
@@ -311,4 +379,19 @@ const VOCABULARY: &[&str] = &[
     "*",
     "*/5",
     "@daily",
+    "other",
+    "of",
+    "each",
+    "un",
+    "jour",
+    "sur",
+    "deux",
+    "de",
+    "et",
+    "dernier",
+    "1h30",
+    "h",
+    "15",
+    "9:15",
+    "2026-03-10",
 ];

@@ -40,6 +40,23 @@ pub(crate) fn describe(schedule: &Schedule) -> String {
         Rule::Interval { every, anchor } => {
             format!("{} (from {})", every_text(*every), rfc3339(*anchor))
         }
+        Rule::EveryDays { every, at, first } => {
+            let days = if *every == 1 {
+                "every day".to_string()
+            } else {
+                format!("every {every} days")
+            };
+            format!(
+                "{days} at {}, from {} ({})",
+                at.format(if at.second() == 0 {
+                    "%H:%M"
+                } else {
+                    "%H:%M:%S"
+                }),
+                first.format("%Y-%m-%d"),
+                zone.name()
+            )
+        }
         Rule::Once(at) => {
             let local = at.with_timezone(&zone);
             let format = if local.second() == 0 {

@@ -150,6 +150,40 @@ pub enum ScheduleError {
         /// What would have been accepted here.
         expected: String,
     },
+    /// The start of a phrase was understood, the rest was not: nothing is guessed.
+    #[error(
+        "\"{expr}\": understood \"{understood}\"; could not understand \"{rest}\" (at word {word}); expected {expected}"
+    )]
+    NotUnderstood {
+        /// The whole expression.
+        expr: String,
+        /// The words read before the problem, as written.
+        understood: String,
+        /// The words from the problem on, as written.
+        rest: String,
+        /// 1-based number of the first word not understood.
+        word: usize,
+        /// What would have been accepted there.
+        expected: String,
+    },
+    /// Several times of day that one cron rule cannot express together.
+    #[error(
+        "\"{expr}\": one schedule cannot fire at exactly {times}: cron would fire at every listed minute of every listed hour; use one schedule per time, or times that share their minutes (such as 9:00 and 17:00)"
+    )]
+    TimesNotAGrid {
+        /// The whole expression.
+        expr: String,
+        /// The times as HH:MM, joined with "and".
+        times: String,
+    },
+    /// Several times of day given where only one fits (a one-shot, every other day).
+    #[error("\"{expr}\": {what} takes one time of day; use one schedule per time")]
+    OneTimeOnly {
+        /// The whole expression.
+        expr: String,
+        /// What kind of schedule it is, e.g. "a one-shot".
+        what: &'static str,
+    },
     /// The phrase stopped before it was complete.
     #[error("\"{expr}\": ends too early; expected {expected}")]
     Incomplete {

@@ -39,7 +39,7 @@ mod zone;
 use std::fmt;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, SecondsFormat, Timelike, Utc};
 use chrono_tz::Tz;
 
 pub use cron::Cron;
@@ -54,7 +54,8 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(100 * 365 * 86_400);
 pub enum ScheduleKind {
     /// A recurring cron expression (human calendar phrases become cron too).
     Cron,
-    /// A fixed interval of elapsed time from an anchor instant.
+    /// A fixed interval: elapsed time from an anchor instant, or whole
+    /// calendar days at a local time ([`Rule::EveryDays`]).
     Interval,
     /// A single instant.
     Once,
@@ -91,6 +92,17 @@ pub enum Rule {
     },
     /// Fires once at this instant (whole seconds).
     Once(DateTime<Utc>),
+    /// Fires every `every` calendar days at a local time of day, starting on
+    /// `first` (`every other day at 9am`). Unlike an interval it keeps the
+    /// wall-clock time across DST changes (resolved like a fixed cron time).
+    EveryDays {
+        /// The step in calendar days, at least 1.
+        every: u32,
+        /// The local time of day, whole seconds.
+        at: NaiveTime,
+        /// The local date of the first fire.
+        first: NaiveDate,
+    },
 }
 
 /// A rule plus the IANA time zone it is read in.
@@ -188,9 +200,13 @@ impl Schedule {
             return Err(ScheduleError::Empty);
         }
         let rule = if let Some(rest) = text.strip_prefix("every ") {
-            let (every, anchor) = human::parse_anchored_interval(text, rest)?;
-            check_range(text, anchor)?;
-            Rule::Interval { every, anchor }
+            if rest.contains(" at ") {
+                human::parse_day_step(text, rest)?
+            } else {
+                let (every, anchor) = human::parse_anchored_interval(text, rest)?;
+                check_range(text, anchor)?;
+                Rule::Interval { every, anchor }
+            }
         } else if looks_like_iso(text) {
             Rule::Once(once::parse_iso(text, zone)?)
         } else {
@@ -247,7 +263,7 @@ impl Schedule {
     pub fn kind(&self) -> ScheduleKind {
         match self.rule {
             Rule::Cron(_) => ScheduleKind::Cron,
-            Rule::Interval { .. } => ScheduleKind::Interval,
+            Rule::Interval { .. } | Rule::EveryDays { .. } => ScheduleKind::Interval,
             Rule::Once(_) => ScheduleKind::Once,
         }
     }
@@ -271,6 +287,14 @@ impl Schedule {
                 format!("every {}s from {}", every.as_secs(), rfc3339(*anchor))
             }
             Rule::Once(at) => rfc3339(*at),
+            Rule::EveryDays { every, at, first } => {
+                let unit = if *every == 1 { "day" } else { "days" };
+                format!(
+                    "every {every} {unit} at {} from {}",
+                    at.format("%H:%M:%S"),
+                    first.format("%Y-%m-%d")
+                )
+            }
         }
     }
 
@@ -303,8 +327,36 @@ impl Schedule {
             Rule::Once(at) => {
                 return (*at > after).then_some(*at);
             }
+            Rule::EveryDays { every, at, first } => {
+                self.next_day_step(from, i64::from(*every), *at, *first)?
+            }
         };
         DateTime::from_timestamp(next, 0)
+    }
+
+    /// The first fire of a day step strictly after `from` (Unix seconds).
+    fn next_day_step(&self, from: i64, every: i64, at: NaiveTime, first: NaiveDate) -> Option<i64> {
+        let from = from.max(zone::MIN_INSTANT - 1);
+        if from >= zone::MAX_INSTANT {
+            return None;
+        }
+        let step = every.max(1);
+        let first_day =
+            calendar::days_from_civil(i64::from(first.year()), first.month(), first.day());
+        let tod = i64::from(at.num_seconds_from_midnight());
+        // A day early: a fall-back can put the previous local date's time after `from`.
+        let from_day = (from + zone::offset_at(self.zone, from)).div_euclid(86_400) - 1;
+        let start = from_day.max(first_day);
+        let mut day = first_day + (start - first_day + step - 1).div_euclid(step) * step;
+        // At most a few steps: each candidate day is at or after `from`'s local date.
+        for _ in 0..4 {
+            let t = zone::resolve_local(self.zone, day * 86_400 + tod);
+            if t > from {
+                return (t <= zone::MAX_INSTANT).then_some(t);
+            }
+            day += step;
+        }
+        None
     }
 
     /// The fire times strictly after `after`, in order.

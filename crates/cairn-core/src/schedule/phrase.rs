@@ -28,6 +28,8 @@ impl TimeOfDay {
 pub(crate) struct Tokens<'a> {
     expr: &'a str,
     words: Vec<String>,
+    /// For each token, the index of the whitespace-separated word of `expr` it came from.
+    word_of: Vec<usize>,
     pos: usize,
 }
 
@@ -36,20 +38,24 @@ impl<'a> Tokens<'a> {
     pub(crate) fn new(expr: &'a str) -> Tokens<'a> {
         let lowered = expr.to_lowercase().replace(['’', '‘'], "'");
         let mut words = Vec::new();
-        for raw in lowered.split_whitespace() {
+        let mut word_of = Vec::new();
+        for (index, raw) in lowered.split_whitespace().enumerate() {
             let mut parts = raw.split(',').peekable();
             while let Some(part) = parts.next() {
                 if !part.is_empty() {
                     words.push(part.to_string());
+                    word_of.push(index);
                 }
                 if parts.peek().is_some() {
                     words.push(",".to_string());
+                    word_of.push(index);
                 }
             }
         }
         Tokens {
             expr,
             words,
+            word_of,
             pos: 0,
         }
     }
@@ -123,7 +129,20 @@ impl<'a> Tokens<'a> {
     }
 
     /// An error naming the current token (or the end of input) and what was expected.
+    /// Once a whole word has been read, the error says what was understood
+    /// (the words before the offending one) and what was not (the rest).
     pub(crate) fn unexpected(&self, expected: &str) -> ScheduleError {
+        let word = self.word_of.get(self.pos).copied().unwrap_or(0);
+        if self.peek().is_some() && word > 0 {
+            let raw: Vec<&str> = self.expr.split_whitespace().collect();
+            return ScheduleError::NotUnderstood {
+                expr: self.expr.to_string(),
+                understood: raw[..word.min(raw.len())].join(" "),
+                rest: raw[word.min(raw.len())..].join(" "),
+                word: word + 1,
+                expected: expected.to_string(),
+            };
+        }
         match self.peek() {
             Some(token) => ScheduleError::Unexpected {
                 expr: self.expr.to_string(),
@@ -271,7 +290,15 @@ impl<'a> Tokens<'a> {
                 self.unit_amount(n)?
             } else if word.bytes().all(|b| b.is_ascii_digit()) {
                 let n = word.parse::<u64>().map_err(|_| self.too_large())?;
-                self.unit_amount(n)?
+                let amount = self.unit_amount(n)?;
+                // French "2 h 15": minutes after hours may go without their unit.
+                if self.words.get(self.pos - 1).and_then(|u| unit_seconds(u)) == Some(3600) {
+                    amount + self.bare_minutes()
+                } else {
+                    amount
+                }
+            } else if let Some(secs) = hours_minutes(&word) {
+                secs
             } else if word.starts_with(|c: char| c.is_ascii_digit()) {
                 match duration::parse(&word) {
                     Ok(d) => d.as_secs(),
@@ -301,6 +328,22 @@ impl<'a> Tokens<'a> {
                 return Err(self.unexpected(EXPECTED));
             }
             return Ok(total);
+        }
+    }
+
+    /// A bare `15` after `2 h` (not followed by a unit of its own) is minutes; 0 when absent.
+    fn bare_minutes(&mut self) -> u64 {
+        let minutes = self
+            .peek()
+            .filter(|w| (1..=2).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|w| w.parse::<u64>().ok())
+            .filter(|m| *m < 60);
+        match minutes {
+            Some(m) if self.peek2().and_then(unit_seconds).is_none() => {
+                self.pos += 1;
+                m * 60
+            }
+            _ => 0,
         }
     }
 
@@ -369,6 +412,21 @@ fn split_digits(word: &str) -> (&str, &str) {
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(word.len());
     word.split_at(end)
+}
+
+/// French `1h30` (hours, then minutes without a unit) in seconds.
+fn hours_minutes(word: &str) -> Option<u64> {
+    let (hours, rest) = split_digits(word);
+    let minutes = rest.strip_prefix('h')?;
+    if hours.is_empty() || minutes.len() != 2 || !minutes.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let minutes: u64 = minutes.parse().ok().filter(|m| *m < 60)?;
+    hours
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(3600)?
+        .checked_add(minutes * 60)
 }
 
 /// `a`, `an`, `one`, `un`, `une` as a count of one.
@@ -454,7 +512,10 @@ mod tests {
         assert!(err("9:75").contains("minute 75 out of range 0-59"));
         assert!(err("9:5").contains("unexpected \"9:5\""));
         assert!(err("9xm").contains("unexpected \"9xm\""));
-        assert!(err("9 o'clock").contains("unexpected \"o'clock\""));
+        assert!(
+            err("9 o'clock")
+                .contains("understood \"9\"; could not understand \"o'clock\" (at word 2)")
+        );
     }
 
     fn dur(text: &str) -> Result<u64, ScheduleError> {
@@ -495,6 +556,15 @@ mod tests {
         );
         assert!(dur("5m and soon").is_err());
         assert!(dur("99999999999999999999 s").is_err());
+        // French: minutes after hours without their unit.
+        assert_eq!(dur("1h30").unwrap(), 5400);
+        assert_eq!(dur("2 h 15").unwrap(), 8100);
+        assert_eq!(dur("2 h 15 min").unwrap(), 8100);
+        assert_eq!(dur("1 heure 5").unwrap(), 3900);
+        assert_eq!(dur("10h05").unwrap(), 36_300);
+        assert!(dur("1h75").is_err());
+        assert!(dur("2 h 75").is_err());
+        assert!(dur("2 min 15").is_err(), "only hours take bare minutes");
     }
 
     #[test]
