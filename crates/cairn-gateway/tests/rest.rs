@@ -467,6 +467,87 @@ async fn jobs_are_503_without_a_scheduler() {
 }
 
 #[tokio::test]
+async fn jobs_are_listed_read_and_cancelled() {
+    let jobs = support::jobs::Jobs::new().await;
+    let mut scheduler = None;
+    let gw = TestGateway::start_with(support::settings(), |g| {
+        let (g, s) = jobs.attach(g);
+        scheduler = Some(s);
+        g
+    })
+    .await;
+    let scheduler = scheduler.unwrap();
+    jobs.llm.push(Scripted::text("the summary"));
+    let done = scheduler
+        .submit(cairn_agent::JobSpec::new(
+            "summarise",
+            "summarise the inbox",
+            "ada",
+        ))
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+
+    let (status, list) = json_of(gw.get("/api/jobs").send().await.unwrap()).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list[0]["id"], done.id.to_string());
+    assert_eq!(list[0]["state"], "completed");
+    assert_eq!(list[0]["result"], "the summary");
+    let (_, none) = json_of(gw.get("/api/jobs?state=failed").send().await.unwrap()).await;
+    assert_eq!(none, json!([]));
+    let (status, one) = json_of(
+        gw.get(&format!("/api/jobs/{}", done.id))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, one["title"].as_str()), (200, Some("summarise")));
+
+    // A running job is asked to stop; an ended one is left as it is.
+    jobs.llm
+        .push(Scripted::text("late").with_delay(Duration::from_secs(30)));
+    let running = scheduler
+        .submit(cairn_agent::JobSpec::new("slow", "take your time", "ada"))
+        .await
+        .unwrap();
+    let (status, cancelled) = json_of(
+        gw.post(&format!("/api/jobs/{}/cancel", running.id()))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert!(
+        ["requested", "cancelled"].contains(&cancelled["outcome"].as_str().unwrap()),
+        "{cancelled}"
+    );
+    let ended = running.wait().await.unwrap();
+    assert_eq!(ended.state.as_str(), "cancelled");
+    let (_, again) = json_of(
+        gw.post(&format!("/api/jobs/{}/cancel", done.id))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(again["outcome"], "already_ended");
+    assert_eq!(again["state"], "completed");
+
+    for path in [
+        format!("/api/jobs/{}", uuid::Uuid::nil()),
+        "/api/jobs/not-a-uuid".to_string(),
+    ] {
+        let (status, code) = error_code(gw.get(&path).send().await.unwrap()).await;
+        assert_eq!((status, code.as_str()), (404, "not_found"), "{path}");
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn status_reports_version_database_components_and_counts() {
     let components = std::sync::Arc::new(cairn_gateway::Components::new());
     components.set(

@@ -191,9 +191,18 @@ fn poke(state: &Gateway) {
 /// A routine spec, the same JSON shape as a routine file (documentation of
 /// the body; the server reads it as the routine files are read).
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "name": "morning-brief",
+    "description": "what is on today",
+    "trigger": {"type": "cron", "schedule": "0 8 * * 1-5"},
+    "action": {"type": "lightweight", "prompt": "Summarise my day"},
+    "guardrails": {"cooldown": "5m", "max_concurrent": 1},
+    "timezone": "Europe/Paris"
+}))]
 #[allow(dead_code, reason = "describes the body in the OpenAPI document only")]
 pub struct RoutineSpecBody {
     /// Unique name: letters, digits, `-`, `_`, `.`; starts with a letter or digit.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 64)]
     name: String,
     /// What it is for.
     #[serde(default)]
@@ -366,7 +375,7 @@ async fn create_routine(
 
 /// One routine.
 #[utoipa::path(get, path = "/api/routines/{id}", tag = "routines", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The routine's id, or its name")),
+    params(("id" = String, Path, description = "The routine's id, or its name", example = "morning-brief")),
     responses(
         (status = 200, description = "The routine", body = RoutineView),
         (status = 401, description = "No valid token", body = ErrorBody),
@@ -383,7 +392,7 @@ async fn get_routine(
 /// Replaces a routine's spec (its history and state are kept; a new name
 /// renames it).
 #[utoipa::path(put, path = "/api/routines/{id}", tag = "routines", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The routine's id, or its name")),
+    params(("id" = String, Path, description = "The routine's id, or its name", example = "morning-brief")),
     request_body = RoutineSpecBody,
     responses(
         (status = 200, description = "Replaced", body = RoutineView),
@@ -422,7 +431,7 @@ async fn replace_routine(
 
 /// Deletes a routine with its run history.
 #[utoipa::path(delete, path = "/api/routines/{id}", tag = "routines", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The routine's id, or its name")),
+    params(("id" = String, Path, description = "The routine's id, or its name", example = "morning-brief")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 401, description = "No valid token", body = ErrorBody),
@@ -458,7 +467,7 @@ pub struct FireAccepted {
 /// concurrency limit does). The optional JSON body is handed to the action
 /// as the trigger's payload.
 #[utoipa::path(post, path = "/api/routines/{id}/fire", tag = "routines", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The routine's id, or its name")),
+    params(("id" = String, Path, description = "The routine's id, or its name", example = "morning-brief")),
     request_body(content = Option<Object>, description = "Optional payload for the action", content_type = "application/json"),
     responses(
         (status = 202, description = "Started", body = FireAccepted),
@@ -570,7 +579,7 @@ impl From<RoutineRun> for RunView {
 
 /// A routine's latest runs, newest first.
 #[utoipa::path(get, path = "/api/routines/{id}/runs", tag = "routines", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The routine's id, or its name"), RunsQuery),
+    params(("id" = String, Path, description = "The routine's id, or its name", example = "morning-brief"), RunsQuery),
     responses(
         (status = 200, description = "Its runs, newest first", body = [RunView]),
         (status = 400, description = "A bad `limit`", body = ErrorBody),
