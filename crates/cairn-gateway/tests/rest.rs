@@ -208,6 +208,23 @@ async fn an_invalid_routine_is_422_with_every_problem_and_its_path() {
         "trigger.at"
     );
 
+    // NUL characters are refused wherever they are (PostgreSQL cannot store them).
+    let mut spec = reminder("nul");
+    spec["description"] = json!("a\u{0}b");
+    spec["action"]["message"] = json!("\u{0}");
+    let (status, body) = json_of(gw.post("/api/routines").json(&spec).send().await.unwrap()).await;
+    assert_eq!(status, 422, "{body}");
+    let mut paths: Vec<&str> = body["error"]["details"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["path"].as_str().unwrap())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["action.message", "description"], "{body}");
+    let (status, _) = error_code(gw.get("/api/routines/a%00b").send().await.unwrap()).await;
+    assert_eq!(status, 404);
+
     // Nothing was written; a replace is judged the same way.
     assert!(gw.store.list_routines(None).await.unwrap().is_empty());
     gw.post("/api/routines")

@@ -136,6 +136,12 @@ async fn view_of(state: &Gateway, routine: &Routine) -> Result<RoutineView, ApiE
 
 /// The person's routine `key` names (its id, else its name), or 404.
 async fn resolve(state: &Gateway, key: &str) -> Result<Routine, ApiError> {
+    // No name holds a NUL, and PostgreSQL refuses one in a query parameter.
+    if key.contains('\0') {
+        return Err(ApiError::not_found(
+            "no routine has a NUL character in its name",
+        ));
+    }
     if let Ok(id) = Uuid::parse_str(key)
         && let Some(routine) = state.store().get_routine(id).await?
         && routine.user_id == state.user_id()
@@ -166,8 +172,56 @@ fn invalid(problems: &[Problem]) -> ApiError {
     .with_details(json!({ "problems": listed }))
 }
 
+/// The paths of every string (or key) in `value` holding a NUL character.
+fn nul_paths(value: &Value, path: &str, out: &mut Vec<String>) {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => out.push(path.to_string()),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                nul_paths(item, &join(&i.to_string()), out);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                if key.contains('\0') {
+                    out.push(join(key));
+                }
+                nul_paths(item, &join(key), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// 422 when `value` holds a NUL character anywhere: no field means one,
+/// and PostgreSQL cannot store one in text, so it is refused up front the
+/// same way on every backend.
+fn refuse_nul(value: &Value) -> Result<(), ApiError> {
+    let mut paths = Vec::new();
+    nul_paths(value, "", &mut paths);
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let problems: Vec<Problem> = paths
+        .into_iter()
+        .map(|path| Problem {
+            path,
+            message: "must not contain a NUL character (U+0000)".to_string(),
+        })
+        .collect();
+    Err(invalid(&problems))
+}
+
 /// The spec in `body`, checked as of now, with its next slot.
 fn spec_of(state: &Gateway, body: Value) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ApiError> {
+    refuse_nul(&body)?;
     // The shape is judged first (serde stops at its first problem); the
     // path it reports is the same dotted path the field checks use.
     let spec: RoutineSpec = serde_path_to_error::deserialize(body).map_err(|e| {
@@ -475,6 +529,7 @@ pub struct FireAccepted {
         (status = 401, description = "No valid token", body = ErrorBody),
         (status = 404, description = "No such routine", body = ErrorBody),
         (status = 409, description = "Refused: disabled, or a guardrail held it back (the message says which; `error.details.run_id` is the skipped run)", body = ErrorBody),
+        (status = 422, description = "The payload holds a NUL character", body = ErrorBody),
         (status = 503, description = "No routine engine runs here", body = ErrorBody)))]
 async fn fire_routine(
     _: Authed,
@@ -488,6 +543,7 @@ async fn fire_routine(
     } else {
         let value: Value = serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("the payload is not JSON: {e}")))?;
+        refuse_nul(&value)?;
         Some(value).filter(|v| !v.is_null())
     };
     let routine = resolve(&state, &id).await?;
