@@ -81,7 +81,7 @@ async fn a_routine_round_trips_through_create_read_replace_delete() {
     assert_eq!((status, code.as_str()), (409, "conflict"));
 
     let (_, list) = json_of(gw.get("/api/routines").send().await.unwrap()).await;
-    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list[0]["id"], id.as_str());
     assert_eq!(list[0]["enabled"], true);
     assert_eq!(list[0]["last_status"], Value::Null);
@@ -98,6 +98,24 @@ async fn a_routine_round_trips_through_create_read_replace_delete() {
         assert_eq!(status, 200, "{one}");
         assert_eq!(one["spec"]["action"]["message"], "morning");
     }
+
+    // Renaming onto another routine's name is a conflict.
+    gw.post("/api/routines")
+        .json(&reminder("other"))
+        .send()
+        .await
+        .unwrap();
+    let (status, code) = error_code(
+        gw.http
+            .put(gw.url("/api/routines/daily"))
+            .bearer_auth(&gw.token)
+            .json(&reminder("other"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (409, "conflict"));
 
     // Replace, renaming it: the id stays.
     let mut spec = reminder("renamed");
