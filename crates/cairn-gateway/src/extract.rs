@@ -1,10 +1,11 @@
-//! Request-body extractors whose rejections are [`ApiError`]s (axum's own
+//! Request extractors whose rejections are [`ApiError`]s (axum's own
 //! answer in plain text), with the configured body limit named on 413.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -66,4 +67,20 @@ impl FromRequest<AppState> for ApiBytes {
 fn bytes_rejection(rejection: &BytesRejection, state: &AppState) -> ApiError {
     let other = ApiError::bad_request(rejection.body_text());
     too_large_or(rejection.status(), state, other)
+}
+
+/// A query string (`?limit=10`), whose rejection is a 400 [`ApiError`]
+/// naming the parameter (axum's own answer is plain text).
+#[derive(Debug, Clone)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequestParts<AppState> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(ApiError::bad_request(rejection.body_text())),
+        }
+    }
 }

@@ -527,7 +527,9 @@ fn stored(thread: Uuid, turn: &Turn) -> Result<StoredTurn, SessionError> {
 }
 
 /// A stored turn read back.
-fn turn_of(thread: Uuid, stored: StoredTurn) -> Result<Turn, SessionError> {
+/// A stored turn as the agent's [`Turn`] (its messages put back in), for
+/// readers of history outside a live session (the gateway's thread API).
+pub fn turn_of(thread: Uuid, stored: StoredTurn) -> Result<Turn, SessionError> {
     let mut data = stored.data;
     if let Some(map) = data.as_object_mut() {
         map.insert("messages".into(), serde_json::Value::Array(stored.messages));

@@ -8,6 +8,6 @@ pub mod manager;
 pub mod model;
 pub mod undo;
 
-pub use manager::{LiveSession, SessionError, SessionKey, SessionManager};
+pub use manager::{LiveSession, SessionError, SessionKey, SessionManager, turn_of};
 pub use model::{Thread, ThreadState, Turn, TurnKind, TurnState, TurnUsage, title_from};
 pub use undo::{Checkpoint, UndoManager};

@@ -9,6 +9,11 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::state::AppState;
 
 pub mod health;
+pub mod jobs;
+pub mod notifications;
+pub mod routines;
+pub mod sessions;
+pub mod status;
 
 /// The document's fixed parts; paths are added by the routers.
 #[derive(OpenApi)]
@@ -37,7 +42,13 @@ impl Modify for BearerAuth {
 
 /// Endpoints that answer promptly: they run under the request time limit.
 pub fn ordinary() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(health::routes())
+    OpenApiRouter::new()
+        .merge(health::routes())
+        .merge(routines::routes())
+        .merge(notifications::routes())
+        .merge(sessions::routes())
+        .merge(jobs::routes())
+        .merge(status::routes())
 }
 
 /// Streams and agent turns: no request time limit (they end on their own,

@@ -3,6 +3,8 @@
 //! engine with the real actions, and a bearer token.
 #![allow(dead_code)] // each test binary uses part of the harness
 
+pub mod jobs;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
