@@ -4,17 +4,20 @@
 #
 #   - cronsim: reference Debian cron semantics (schedule differential test)
 #   - aiosmtpd: a local SMTP server (email channel test)
+#   - openai: the official client, against the gateway's OpenAI-compatible API
 #
 #   export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)
 #   export CAIRN_CRONSIM_PYTHON=$CAIRN_TEST_PYTHON
 #   cargo test -p cairn-core --test schedule_cronsim
 #   cargo test -p cairn-automation --test channels
+#   cargo test -p cairn-gateway --test openai
 set -euo pipefail
 
 # name==version, one per package; the venv is topped up when one differs.
 PACKAGES=(
   "cronsim==2.8"
   "aiosmtpd==1.4.6"
+  "openai==3.51.0"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
