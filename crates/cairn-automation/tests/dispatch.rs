@@ -126,7 +126,7 @@ async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
     );
     assert_eq!(
         activity.try_recv().unwrap(),
-        cairn_automation::notify::Activity::Recorded(n.clone())
+        cairn_automation::notify::Activity::Recorded(Box::new(n.clone()))
     );
     assert!(
         s.notifier

@@ -342,8 +342,16 @@ mod tests {
         assert_eq!(ids, vec![4, 5]);
         let none = bus.subscribe(Some(5));
         assert!(!none.lost && none.events.is_empty());
-        let wire: Value = serde_json::from_str(&bus.publish("y", json!({"a": 1})).to_json()).unwrap();
-        assert_eq!((wire["id"].as_u64(), wire["type"].as_str(), wire["a"].as_i64()), (Some(6), Some("y"), Some(1)));
+        let wire: Value =
+            serde_json::from_str(&bus.publish("y", json!({"a": 1})).to_json()).unwrap();
+        assert_eq!(
+            (
+                wire["id"].as_u64(),
+                wire["type"].as_str(),
+                wire["a"].as_i64()
+            ),
+            (Some(6), Some("y"), Some(1))
+        );
         assert!(wire["at"].is_string());
     }
 

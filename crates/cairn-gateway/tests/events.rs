@@ -113,7 +113,10 @@ async fn a_reconnect_with_last_event_id_gets_exactly_the_later_events_then_live_
     let mut fresh = open(&gw, None).await;
     bus.publish("test.other", Value::Null);
     let e = fresh.next().await.unwrap();
-    assert_eq!((e.data["id"].as_u64(), e.data["type"].as_str()), (Some(7), Some("test.other")));
+    assert_eq!(
+        (e.data["id"].as_u64(), e.data["type"].as_str()),
+        (Some(7), Some("test.other"))
+    );
     gw.stop().await;
 }
 
@@ -148,8 +151,7 @@ async fn an_id_older_than_the_buffer_starts_with_events_lost() {
 #[tokio::test]
 async fn events_need_a_token_and_end_at_shutdown() {
     let (gw, bus) = with_bus().await;
-    let (status, code) =
-        error_code(gw.http.get(gw.url("/api/events")).send().await.unwrap()).await;
+    let (status, code) = error_code(gw.http.get(gw.url("/api/events")).send().await.unwrap()).await;
     assert_eq!((status, code.as_str()), (401, "unauthorized"));
 
     let mut events = open(&gw, None).await;
@@ -200,6 +202,9 @@ async fn notifications_reach_the_stream_through_the_feeds() {
     assert_eq!(e.data["type"], "notification.recorded");
     assert_eq!(e.data["notification_id"], sent.id.to_string());
     assert_eq!(e.data["title"], "Backup done");
-    assert_eq!(e.data["status"], "delivered", "the inbox delivers by recording");
+    assert_eq!(
+        e.data["status"], "delivered",
+        "the inbox delivers by recording"
+    );
     gw.stop().await;
 }

@@ -50,7 +50,10 @@ async fn a_completion_answers_with_the_agent_and_reports_usage() {
     assert_eq!(body["choices"][0]["message"]["role"], "assistant");
     assert_eq!(body["choices"][0]["message"]["content"], "Paris.");
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
-    assert_eq!(body["usage"], json!({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}));
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15})
+    );
 
     // The model saw the agent's system prompt with the client's instructions, then the question.
     let sent = gw.llm.last_request().unwrap().body;
@@ -58,7 +61,10 @@ async fn a_completion_answers_with_the_agent_and_reports_usage() {
     let system = messages[0]["content"].as_str().unwrap();
     assert_eq!(messages[0]["role"], "system");
     assert!(system.contains("Answer in one word."), "{system}");
-    assert!(system.len() > "Answer in one word.".len() + 50, "the agent's own prompt comes first");
+    assert!(
+        system.len() > "Answer in one word.".len() + 50,
+        "the agent's own prompt comes first"
+    );
     assert_eq!(messages.last().unwrap()["content"], "Capital of France?");
     gw.stop().await;
 }
@@ -66,8 +72,11 @@ async fn a_completion_answers_with_the_agent_and_reports_usage() {
 #[tokio::test]
 async fn a_streamed_completion_sends_chunks_then_usage_then_done() {
     let gw = TestGateway::start().await;
-    gw.llm
-        .push(Scripted::text("one two three").with_usage(7, 4).with_chunk_bytes(4));
+    gw.llm.push(
+        Scripted::text("one two three")
+            .with_usage(7, 4)
+            .with_chunk_bytes(4),
+    );
     let response = gw
         .post("/v1/chat/completions")
         .json(&json!({
@@ -92,7 +101,11 @@ async fn a_streamed_completion_sends_chunks_then_usage_then_done() {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let text: String = chunks
         .iter()
@@ -137,7 +150,12 @@ async fn unknown_models_and_unsupported_requests_are_refused_in_openais_shape() 
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "model_not_found");
     assert_eq!(body["error"]["type"], "invalid_request_error");
-    assert!(body["error"]["message"].as_str().unwrap().contains("fake-model"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fake-model")
+    );
 
     for request in [
         json!({"model": "cairn", "messages": [{"role": "user", "content": "hi"}],
@@ -148,7 +166,12 @@ async fn unknown_models_and_unsupported_requests_are_refused_in_openais_shape() 
         json!({"model": "cairn", "messages": [{"role": "user",
                "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
     ] {
-        let response = gw.post("/v1/chat/completions").json(&request).send().await.unwrap();
+        let response = gw
+            .post("/v1/chat/completions")
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 400, "{request}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
@@ -179,8 +202,15 @@ async fn tools_that_would_ask_are_declined_and_provider_errors_are_502() {
         .json()
         .await
         .unwrap();
-    assert_eq!(body["choices"][0]["message"]["content"], "I could not write.");
-    assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0, "nobody could approve it");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "I could not write."
+    );
+    assert_eq!(
+        gw.writer.0.load(Ordering::SeqCst),
+        0,
+        "nobody could approve it"
+    );
 
     gw.llm.push(Scripted::auth_error());
     let response = gw
@@ -198,7 +228,14 @@ async fn tools_that_would_ask_are_declined_and_provider_errors_are_502() {
 #[tokio::test]
 async fn models_lists_the_agents_model_and_the_alias() {
     let gw = TestGateway::start().await;
-    let body: Value = gw.get("/v1/models").send().await.unwrap().json().await.unwrap();
+    let body: Value = gw
+        .get("/v1/models")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["object"], "list");
     let ids: Vec<&str> = body["data"]
         .as_array()
@@ -256,13 +293,19 @@ async fn the_official_python_client_works() {
             !required,
             "CAIRN_REQUIRE_PYTHON=1 but CAIRN_TEST_PYTHON is not set; run: export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)"
         );
-        eprintln!("skipped: CAIRN_TEST_PYTHON is not set (export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh))");
+        eprintln!(
+            "skipped: CAIRN_TEST_PYTHON is not set (export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh))"
+        );
         return;
     };
     let gw = TestGateway::start().await;
-    gw.llm.push(Scripted::text("hello from cairn").with_usage(10, 5));
     gw.llm
-        .push(Scripted::text("streamed words here").with_usage(8, 3).with_chunk_bytes(6));
+        .push(Scripted::text("hello from cairn").with_usage(10, 5));
+    gw.llm.push(
+        Scripted::text("streamed words here")
+            .with_usage(8, 3)
+            .with_chunk_bytes(6),
+    );
     let output = tokio::process::Command::new(&python)
         .arg("-c")
         .arg(CLIENT_SCRIPT)
@@ -283,7 +326,10 @@ async fn the_official_python_client_works() {
         out["whole"],
         json!({"content": "hello from cairn", "total_tokens": 15, "finish_reason": "stop"})
     );
-    assert_eq!(out["stream"], json!({"content": "streamed words here", "total_tokens": 11}));
+    assert_eq!(
+        out["stream"],
+        json!({"content": "streamed words here", "total_tokens": 11})
+    );
     assert_eq!(out["models"], json!(["cairn", "fake-model"]));
     assert_eq!(out["not_found"], "NotFoundError");
     gw.stop().await;

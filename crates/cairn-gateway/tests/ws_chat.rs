@@ -121,33 +121,68 @@ async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
     .await;
     let frames = until(&mut socket, "done").await;
     let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
-    assert_eq!((result["tool"].as_str(), result["status"].as_str()), (Some("writer"), Some("success")));
+    assert_eq!(
+        (result["tool"].as_str(), result["status"].as_str()),
+        (Some("writer"), Some("success"))
+    );
     assert_eq!(frames.last().unwrap()["response"], "written it");
     assert_eq!(gw.writer.0.load(Ordering::SeqCst), 1);
-    assert!(asked.iter().any(|f| f["type"] == "tool_call") || frames.iter().any(|f| f["type"] == "tool_call"));
+    assert!(
+        asked.iter().any(|f| f["type"] == "tool_call")
+            || frames.iter().any(|f| f["type"] == "tool_call")
+    );
 
     // The tool calls went to the event bus with their channel.
     let replay = events.subscribe(Some(0));
     let kinds: Vec<&str> = replay.events.iter().map(|e| e.kind.as_str()).collect();
-    assert!(kinds.contains(&"tool.started") && kinds.contains(&"tool.finished"), "{kinds:?}");
-    let finished = replay.events.iter().find(|e| e.kind == "tool.finished").unwrap();
-    assert!(finished.data["channel"].as_str().unwrap().starts_with("ws:"));
+    assert!(
+        kinds.contains(&"tool.started") && kinds.contains(&"tool.finished"),
+        "{kinds:?}"
+    );
+    let finished = replay
+        .events
+        .iter()
+        .find(|e| e.kind == "tool.finished")
+        .unwrap();
+    assert!(
+        finished.data["channel"]
+            .as_str()
+            .unwrap()
+            .starts_with("ws:")
+    );
 
     // Deny.
-    gw.llm.push(Scripted::tool_call("writer", json!({"again": true})));
+    gw.llm
+        .push(Scripted::tool_call("writer", json!({"again": true})));
     gw.llm.push(Scripted::text("as you wish"));
-    send(&mut socket, json!({"type": "message", "content": "write again"})).await;
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "write again"}),
+    )
+    .await;
     let asked = until(&mut socket, "approval_request").await;
     let id = asked.last().unwrap()["id"].as_str().unwrap().to_string();
-    send(&mut socket, json!({"type": "approval", "id": id, "decision": "deny"})).await;
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "deny"}),
+    )
+    .await;
     let frames = until(&mut socket, "done").await;
     let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
     assert_eq!(result["status"], "declined");
     assert_eq!(frames.last().unwrap()["response"], "as you wish");
-    assert_eq!(gw.writer.0.load(Ordering::SeqCst), 1, "the denied call did not run");
+    assert_eq!(
+        gw.writer.0.load(Ordering::SeqCst),
+        1,
+        "the denied call did not run"
+    );
 
     // Answering it again is an error frame, and the connection stays open.
-    send(&mut socket, json!({"type": "approval", "id": id, "decision": "approve"})).await;
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "approve"}),
+    )
+    .await;
     assert_eq!(next_frame(&mut socket).await["type"], "error");
     gw.stop().await;
 }
@@ -174,14 +209,18 @@ async fn an_unanswered_approval_is_declined_after_the_timeout() {
 async fn the_token_may_come_as_a_subprotocol_which_is_echoed() {
     let gw = TestGateway::start().await;
     let protocol = format!("bearer.{}", gw.token);
-    let mut request = ws_url(&gw, "?conversation=kitchen-1").into_client_request().unwrap();
+    let mut request = ws_url(&gw, "?conversation=kitchen-1")
+        .into_client_request()
+        .unwrap();
     request.headers_mut().insert(
         "Sec-WebSocket-Protocol",
         HeaderValue::from_str(&protocol).unwrap(),
     );
     let (mut socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
     assert_eq!(
-        response.headers()["sec-websocket-protocol"].to_str().unwrap(),
+        response.headers()["sec-websocket-protocol"]
+            .to_str()
+            .unwrap(),
         protocol
     );
     let ready = next_frame(&mut socket).await;
@@ -210,10 +249,7 @@ async fn the_token_may_come_as_a_subprotocol_which_is_echoed() {
 async fn bad_frames_are_answered_with_errors_and_the_connection_stays_open() {
     let gw = TestGateway::start().await;
     let mut socket = connect(&gw).await;
-    socket
-        .send(Message::Text("not json".into()))
-        .await
-        .unwrap();
+    socket.send(Message::Text("not json".into())).await.unwrap();
     let error = next_frame(&mut socket).await;
     assert_eq!(error["type"], "error");
     assert!(error["message"].as_str().unwrap().contains("bad frame"));
@@ -223,11 +259,21 @@ async fn bad_frames_are_answered_with_errors_and_the_connection_stays_open() {
     // An agent error is an error frame too.
     gw.llm.push(Scripted::auth_error());
     send(&mut socket, json!({"type": "message", "content": "hi"})).await;
-    assert_eq!(until(&mut socket, "error").await.last().unwrap()["type"], "error");
+    assert_eq!(
+        until(&mut socket, "error").await.last().unwrap()["type"],
+        "error"
+    );
 
     gw.llm.push(Scripted::text("still here"));
-    send(&mut socket, json!({"type": "message", "content": "hi again"})).await;
-    assert_eq!(until(&mut socket, "done").await.last().unwrap()["response"], "still here");
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "hi again"}),
+    )
+    .await;
+    assert_eq!(
+        until(&mut socket, "done").await.last().unwrap()["response"],
+        "still here"
+    );
     gw.stop().await;
 }
 
@@ -280,5 +326,40 @@ async fn notifications_for_the_person_arrive_and_shutdown_closes_the_socket() {
     .await
     .unwrap();
     assert!(closed);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_message_interrupts_a_turn_waiting_for_approval() {
+    let gw = TestGateway::start().await;
+    let mut socket = connect(&gw).await;
+    gw.llm.push(Scripted::tool_call("writer", json!({})));
+    gw.llm.push(Scripted::text("second answer"));
+    send(&mut socket, json!({"type": "message", "content": "write"})).await;
+    let asked = until(&mut socket, "approval_request").await;
+    let id = asked.last().unwrap()["id"].as_str().unwrap().to_string();
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "never mind"}),
+    )
+    .await;
+    let mut answers = Vec::new();
+    while !answers.iter().any(|r| r == "second answer") {
+        let frames = until(&mut socket, "done").await;
+        answers.push(
+            frames.last().unwrap()["response"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    // The interrupted request is gone: answering it now is an error.
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "approve"}),
+    )
+    .await;
+    assert_eq!(next_frame(&mut socket).await["type"], "error");
+    assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0);
     gw.stop().await;
 }

@@ -149,8 +149,9 @@ pub struct Notifier {
 /// [`Notifier::subscribe_given_up`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activity {
-    /// Recorded (for the inbox or an unknown channel, already in its final state).
-    Recorded(Notification),
+    /// Recorded (for the inbox or an unknown channel, already in its final
+    /// state). Boxed: a notification is much larger than the other variant.
+    Recorded(Box<Notification>),
     /// A channel accepted it.
     Delivered {
         /// The notification.
@@ -272,7 +273,7 @@ impl Notifier {
         if n.status == DeliveryStatus::Pending {
             self.wake.notify_one();
         }
-        self.announce(Activity::Recorded(n.clone()));
+        self.announce(Activity::Recorded(Box::new(n.clone())));
         Ok(n)
     }
 }

@@ -336,7 +336,9 @@ async fn complete(state: AppState, request: CompletionRequest) -> Result<Respons
             session: id.clone(),
         };
         let outcome = chat.agent().run(&delegate, &mut messages, &ctx).await;
-        failure(&outcome.status).map_or(Ok(()), Err)?;
+        if let Some(error) = failure(&outcome.status) {
+            return Err(error);
+        }
         let completion = Completion {
             id,
             object: "chat.completion".into(),
@@ -389,8 +391,9 @@ fn translate(messages: &[InMessage]) -> Result<(String, Vec<ChatMessage>), OpenA
     let mut instructions = Vec::new();
     let mut conversation = Vec::new();
     for (i, m) in messages.iter().enumerate() {
-        let text = text_of(&m.content)
-            .ok_or_else(|| OpenAiError::invalid(format!("messages[{i}].content: only text is supported")))?;
+        let text = text_of(&m.content).ok_or_else(|| {
+            OpenAiError::invalid(format!("messages[{i}].content: only text is supported"))
+        })?;
         match m.role.as_str() {
             "system" | "developer" => instructions.push(text),
             "user" => conversation.push(ChatMessage::user(text)),
@@ -406,7 +409,9 @@ fn translate(messages: &[InMessage]) -> Result<(String, Vec<ChatMessage>), OpenA
         .iter()
         .any(|m| m.role == cairn_core::chat::Role::User)
     {
-        return Err(OpenAiError::invalid("messages: at least one user message is needed"));
+        return Err(OpenAiError::invalid(
+            "messages: at least one user message is needed",
+        ));
     }
     Ok((instructions.join("\n\n"), conversation))
 }
@@ -577,8 +582,9 @@ impl Pump {
     fn finish(&mut self, outcome: &LoopOutcome) {
         self.ended = true;
         if let Some(error) = failure(&outcome.status) {
-            self.queue
-                .push_back(Queued::Ready(SseEvent::default().data(error.body().to_string())));
+            self.queue.push_back(Queued::Ready(
+                SseEvent::default().data(error.body().to_string()),
+            ));
             return;
         }
         if !self.streamed && !outcome.text.is_empty() {
@@ -588,7 +594,9 @@ impl Pump {
         let stop = self.chunk.delta(json!({}), Some("stop"));
         self.queue.push_back(Queued::Ready(stop));
         if self.chunk.include_usage {
-            let usage = self.chunk.chunk(json!([]), Some(CompletionUsage::from(outcome)));
+            let usage = self
+                .chunk
+                .chunk(json!([]), Some(CompletionUsage::from(outcome)));
             self.queue.push_back(Queued::Ready(usage));
         }
         self.queue
@@ -627,8 +635,9 @@ fn stream_of(pump: Pump) -> impl Stream<Item = Result<SseEvent, Infallible>> {
                         message: "the turn ended unexpectedly".into(),
                     };
                     pump.ended = true;
-                    pump.queue
-                        .push_back(Queued::Ready(SseEvent::default().data(error.body().to_string())));
+                    pump.queue.push_back(Queued::Ready(
+                        SseEvent::default().data(error.body().to_string()),
+                    ));
                 }
             }
         }

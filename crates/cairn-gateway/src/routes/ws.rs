@@ -224,6 +224,9 @@ impl Approver for Sink {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), tx);
+        // Removed however this ends, also when the turn is interrupted and
+        // this future dropped, so a late answer is told nothing waits.
+        let _waiting = Waiting(&self.pending, id.clone());
         self.send(json!({
             "type": "approval_request", "id": id, "call_id": request.call_id,
             "tool": request.tool, "risk": request.risk, "arguments": request.arguments,
@@ -234,10 +237,6 @@ impl Approver for Sink {
             answer = rx => answer.unwrap_or(ApprovalAnswer::No),
             () = tokio::time::sleep(self.timeout) => ApprovalAnswer::Expired(self.timeout),
         };
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
         if matches!(answer, ApprovalAnswer::No | ApprovalAnswer::Expired(_)) {
             // The loop reports only calls that run; say here that this one will not.
             let declined = LoopEvent::ToolFinished {
@@ -248,6 +247,18 @@ impl Approver for Sink {
             self.on_event(declined);
         }
         answer
+    }
+}
+
+/// Takes an approval request off the waiting list when dropped.
+struct Waiting<'a>(&'a Pending, String);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.1);
     }
 }
 
@@ -369,9 +380,13 @@ fn reply_frame(reply: Reply) -> Value {
             "type": "done", "response": report.response, "usage": report.usage,
             "thread_id": report.thread_id, "turn": report.turn, "tool_calls": report.tool_calls,
         }),
-        Reply::Notice { text } => json!({"type": "done", "response": text, "usage": null, "notice": true}),
+        Reply::Notice { text } => {
+            json!({"type": "done", "response": text, "usage": null, "notice": true})
+        }
         Reply::Error { text } => error_frame(&text),
         Reply::Dropped { reason } => error_frame(&format!("the message was dropped: {reason}")),
-        Reply::Quit => json!({"type": "done", "response": "Goodbye.", "usage": null, "notice": true}),
+        Reply::Quit => {
+            json!({"type": "done", "response": "Goodbye.", "usage": null, "notice": true})
+        }
     }
 }
