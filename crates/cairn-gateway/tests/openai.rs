@@ -245,6 +245,26 @@ async fn models_lists_the_agents_model_and_the_alias() {
         .collect();
     assert_eq!(ids, vec!["fake-model", "cairn"]);
     assert_eq!(body["data"][0]["object"], "model");
+
+    // The streams and this API are in the OpenAPI document, with their security.
+    let doc: Value = gw
+        .http
+        .get(gw.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for (path, method) in [
+        ("/v1/chat/completions", "post"),
+        ("/v1/models", "get"),
+        ("/api/events", "get"),
+        ("/ws/chat", "get"),
+    ] {
+        let op = &doc["paths"][path][method];
+        assert!(op["security"][0]["bearer"].is_array(), "{path}: {op}");
+    }
     gw.stop().await;
 }
 

@@ -2,6 +2,9 @@
 //! carries its id; a client reconnecting with `Last-Event-ID` first gets
 //! the buffered events after it (or `events.lost` when some are gone), then
 //! live ones. Keep-alive comments every 15 s; the stream ends at shutdown.
+//!
+//! Events carry no SSE `event:` name, so a browser's `EventSource.onmessage`
+//! sees them all; the kind is the `type` field of the JSON data.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -66,7 +69,6 @@ struct Pump {
 fn sse(event: &Event) -> SseEvent {
     SseEvent::default()
         .id(event.id.to_string())
-        .event(event.kind.clone())
         .data(event.to_json())
 }
 
@@ -74,9 +76,7 @@ fn sse(event: &Event) -> SseEvent {
 /// `Last-Event-ID` stays where it was.
 fn lost(message: &str) -> SseEvent {
     let body = json!({"type": EVENTS_LOST, "message": message});
-    SseEvent::default()
-        .event(EVENTS_LOST)
-        .data(body.to_string())
+    SseEvent::default().data(body.to_string())
 }
 
 /// The replay, then live events, until `stop`.
