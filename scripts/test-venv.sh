@@ -6,12 +6,14 @@
 #   - aiosmtpd: a local SMTP server (email channel test)
 #   - openapi-spec-validator: checks the gateway's OpenAPI document
 #   - schemathesis: property-based fuzzing of the gateway's API from that document
+#   - openai: the official client, against the gateway's OpenAI-compatible API
 #
 #   export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)
 #   export CAIRN_CRONSIM_PYTHON=$CAIRN_TEST_PYTHON
 #   cargo test -p cairn-core --test schedule_cronsim
 #   cargo test -p cairn-automation --test channels
 #   cargo test -p cairn-gateway --test openapi
+#   cargo test -p cairn-gateway --test openai
 set -euo pipefail
 
 # name==version, one per package; the venv is topped up when one differs.
@@ -20,6 +22,7 @@ PACKAGES=(
   "aiosmtpd==1.4.6"
   "openapi-spec-validator==0.9.0"
   "schemathesis==4.32.5"
+  "openai==3.51.0"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -117,11 +117,16 @@ async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
     )
     .await;
     let d = Dispatcher::new(s.notifier.clone(), "p1");
+    let mut activity = s.notifier.subscribe_activity();
     let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
     assert_eq!(
         n.status,
         DeliveryStatus::Pending,
         "recorded before delivery"
+    );
+    assert_eq!(
+        activity.try_recv().unwrap(),
+        cairn_automation::notify::Activity::Recorded(Box::new(n.clone()))
     );
     assert!(
         s.notifier
@@ -148,6 +153,14 @@ async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
     );
     let third = d.deliver_due(t(30)).await.unwrap();
     assert_eq!(third[0].status, DeliveryStatus::Delivered);
+    assert_eq!(
+        activity.try_recv().unwrap(),
+        cairn_automation::notify::Activity::Delivered {
+            id: n.id,
+            channel: "hook".into()
+        },
+        "failed attempts are not announced, the delivery is"
+    );
 
     let stored = fetch(&s.notifier, n.id).await;
     assert_eq!(stored.status, DeliveryStatus::Delivered);

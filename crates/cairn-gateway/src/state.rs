@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
+use crate::events::{EventBus, Sources};
 use crate::status::Components;
 
 /// The gateway's parts. Build with [`Gateway::new`] and the `with_*`
@@ -31,7 +32,14 @@ pub struct Gateway {
     components: Arc<Components>,
     started_at: DateTime<Utc>,
     shutdown: CancellationToken,
+    // Streams (events, WebSocket chat, OpenAI API).
+    events: Arc<EventBus>,
+    approval_timeout: std::time::Duration,
 }
+
+/// How long an approval asked over the WebSocket waits before the call is
+/// declined.
+pub const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The state axum hands every handler.
 pub type AppState = Arc<Gateway>;
@@ -55,6 +63,7 @@ impl Gateway {
         user_id: impl Into<String>,
     ) -> Self {
         let started_at = clock.now();
+        let events = Arc::new(EventBus::new(Arc::clone(&clock)));
         Self {
             store,
             clock,
@@ -68,6 +77,8 @@ impl Gateway {
             components: Arc::new(Components::new()),
             started_at,
             shutdown: CancellationToken::new(),
+            events,
+            approval_timeout: APPROVAL_TIMEOUT,
         }
     }
 
@@ -114,6 +125,42 @@ impl Gateway {
     pub fn with_shutdown(mut self, token: CancellationToken) -> Self {
         self.shutdown = token;
         self
+    }
+
+    /// Publishes on `events` (the daemon's one bus) instead of a bus of its own.
+    #[must_use]
+    pub fn with_events(mut self, events: Arc<EventBus>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// How long a WebSocket approval request waits before the call is
+    /// declined ([`APPROVAL_TIMEOUT`] unless changed, for tests).
+    #[must_use]
+    pub fn with_approval_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    /// Forwards what the engine, the notifier and the job scheduler report
+    /// into the event bus until shutdown.
+    pub fn spawn_event_feeds(&self) -> tokio::task::JoinHandle<()> {
+        let sources = Sources {
+            engine: self.engine.clone(),
+            notifier: self.notifier.clone(),
+            jobs: self.jobs.clone(),
+        };
+        self.events.feed(sources, self.shutdown.clone())
+    }
+
+    /// The event bus.
+    pub fn events(&self) -> &Arc<EventBus> {
+        &self.events
+    }
+
+    /// How long a WebSocket approval request waits for an answer.
+    pub fn approval_timeout(&self) -> std::time::Duration {
+        self.approval_timeout
     }
 
     /// The database.

@@ -222,6 +222,11 @@ impl ChatService {
         &self.sessions
     }
 
+    /// The fixed facts it was built with (workspace, zone, approval timeout).
+    pub fn settings(&self) -> &ChatSettings {
+        &self.settings
+    }
+
     /// The agent loop.
     pub fn agent(&self) -> &AgentLoop {
         &self.agent

@@ -232,6 +232,17 @@ impl JobSpec {
     }
 }
 
+/// A sign of progress of a running job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobProgress {
+    /// The job.
+    pub job_id: Uuid,
+    /// Model calls so far.
+    pub iterations: u32,
+    /// What just happened (`model call 2`, `running shell`, …).
+    pub step: String,
+}
+
 /// A running job that has shown no activity for too long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StuckJob {

@@ -40,6 +40,8 @@ pub(super) struct Inner {
     pub(super) unfinished: Mutex<Vec<(Uuid, JobOutcome)>>,
     /// Every job this scheduler ran to its end (for the `job.finished` event).
     pub(super) finished: tokio::sync::broadcast::Sender<JobRecord>,
+    /// Signs of progress of running jobs (for the gateway's event stream).
+    pub(super) progress: tokio::sync::broadcast::Sender<super::JobProgress>,
     maintenance: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -224,6 +226,7 @@ impl JobSchedulerBuilder {
                 slots: Mutex::new(Slots::default()),
                 unfinished: Mutex::new(Vec::new()),
                 finished: tokio::sync::broadcast::channel(64).0,
+                progress: tokio::sync::broadcast::channel(256).0,
                 maintenance: Mutex::new(None),
             }),
         }
@@ -248,6 +251,12 @@ impl JobScheduler {
     /// Jobs this scheduler runs to their end from now on, as they end.
     pub fn subscribe_finished(&self) -> tokio::sync::broadcast::Receiver<JobRecord> {
         self.inner.finished.subscribe()
+    }
+
+    /// Progress of running jobs from now on: each model call and tool call.
+    /// A slow receiver misses some (they are signs of life, not a record).
+    pub fn subscribe_progress(&self) -> tokio::sync::broadcast::Receiver<super::JobProgress> {
+        self.inner.progress.subscribe()
     }
 
     /// A builder over a store, the provider jobs call (wrapped by the cost

@@ -108,6 +108,8 @@ impl JobShared {
 /// The loop's view of a job: answers approvals with the scheduler's approver
 /// and turns every event into a sign of activity.
 struct JobDelegate<'a> {
+    job_id: uuid::Uuid,
+    progress: &'a tokio::sync::broadcast::Sender<super::JobProgress>,
     approver: &'a dyn Approver,
     shared: &'a JobShared,
     clock: &'a dyn Clock,
@@ -123,6 +125,22 @@ impl LoopDelegate for JobDelegate<'_> {
         self.shared.touch(self.clock.now());
         if let LoopEvent::LlmCall { iteration } = event {
             self.shared.iterations.store(iteration, Ordering::Relaxed);
+        }
+        let step = match event {
+            LoopEvent::LlmCall { iteration } => Some(format!("model call {iteration}")),
+            LoopEvent::ToolStarted { tool, .. } => Some(format!("running {tool}")),
+            LoopEvent::ToolFinished { tool, status, .. } => {
+                Some(format!("{tool} ended: {}", status.as_str()))
+            }
+            _ => None,
+        };
+        if let Some(step) = step {
+            // Nobody listening is fine.
+            let _ = self.progress.send(super::JobProgress {
+                job_id: self.job_id,
+                iterations: self.shared.iterations.load(Ordering::Relaxed),
+                step,
+            });
         }
     }
 }
@@ -281,6 +299,8 @@ async fn work(
     });
     let allow_list = allowed.as_deref().map(AllowList);
     let delegate = JobDelegate {
+        job_id: record.id,
+        progress: &inner.progress,
         approver: match &allow_list {
             Some(list) => list,
             None => inner.approver.as_ref(),

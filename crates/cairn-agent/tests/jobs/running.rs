@@ -26,10 +26,16 @@ async fn a_job_completes_with_the_answer_and_its_usage_is_persisted() {
         config(5),
         Arc::new(FixedClock::new(at(0))),
     );
+    let mut progress = h.scheduler.subscribe_progress();
     let handle = h.submit("What is six times seven?").await;
     let done = handle.wait().await.unwrap();
 
     assert_eq!(done.state, JobState::Completed);
+    let step = progress.try_recv().unwrap();
+    assert_eq!(
+        (step.job_id, step.iterations, step.step.as_str()),
+        (done.id, 1, "model call 1")
+    );
     assert_eq!(done.result.as_deref(), Some("The answer is 42."));
     assert_eq!(
         (done.iterations, done.input_tokens, done.output_tokens),

@@ -16,7 +16,7 @@ use rand::Rng;
 use tokio::task::JoinSet;
 
 use super::channel::DeliveryError;
-use super::router::{GivenUp, Notifier, unknown_channel};
+use super::router::{Activity, GivenUp, Notifier, unknown_channel};
 
 /// Notifications claimed per store round-trip.
 const BATCH: u32 = 16;
@@ -204,6 +204,10 @@ impl Dispatcher {
         match status {
             DeliveryStatus::Delivered => {
                 tracing::info!(id = %n.id, channel = %n.channel, attempt = number, "notification delivered");
+                self.notifier.announce(Activity::Delivered {
+                    id: n.id,
+                    channel: n.channel.clone(),
+                });
             }
             DeliveryStatus::Pending => {
                 tracing::warn!(id = %n.id, channel = %n.channel, attempt = number, error = %attempt.detail, "notification delivery failed; will retry");

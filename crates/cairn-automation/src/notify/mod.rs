@@ -10,4 +10,4 @@ pub mod router;
 pub use channel::{Channel, DeliveryError, Receipt};
 pub use config::{ChannelConfigError, ChannelSpec, INBOX, parse_channels};
 pub use dispatcher::{AttemptReport, Dispatcher, owner_id, retry_delay};
-pub use router::{ChannelSet, GivenUp, Notifier, NotifySettings};
+pub use router::{Activity, ChannelSet, GivenUp, Notifier, NotifySettings};

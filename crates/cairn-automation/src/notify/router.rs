@@ -141,6 +141,24 @@ pub struct Notifier {
     settings: NotifySettings,
     wake: Arc<Notify>,
     given_up: tokio::sync::broadcast::Sender<GivenUp>,
+    activity: tokio::sync::broadcast::Sender<Activity>,
+}
+
+/// A notification was recorded or delivered, for live observers (the
+/// gateway's event stream); give-ups come through
+/// [`Notifier::subscribe_given_up`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Activity {
+    /// Recorded (for the inbox or an unknown channel, already in its final
+    /// state). Boxed: a notification is much larger than the other variant.
+    Recorded(Box<Notification>),
+    /// A channel accepted it.
+    Delivered {
+        /// The notification.
+        id: Uuid,
+        /// Its channel.
+        channel: String,
+    },
 }
 
 /// A notification the dispatcher gave up on (it is in the inbox with the reason).
@@ -163,12 +181,23 @@ impl Notifier {
             settings,
             wake: Arc::new(Notify::new()),
             given_up: tokio::sync::broadcast::channel(64).0,
+            activity: tokio::sync::broadcast::channel(256).0,
         }
     }
 
     /// Notifications given up on from now on (for the `notification.failed` event).
     pub fn subscribe_given_up(&self) -> tokio::sync::broadcast::Receiver<GivenUp> {
         self.given_up.subscribe()
+    }
+
+    /// Notifications recorded and delivered from now on.
+    pub fn subscribe_activity(&self) -> tokio::sync::broadcast::Receiver<Activity> {
+        self.activity.subscribe()
+    }
+
+    /// Announces a recorded or delivered notification (nobody listening is fine).
+    pub(crate) fn announce(&self, activity: Activity) {
+        let _ = self.activity.send(activity);
     }
 
     /// Announces a notification given up on (nobody listening is fine).
@@ -244,6 +273,7 @@ impl Notifier {
         if n.status == DeliveryStatus::Pending {
             self.wake.notify_one();
         }
+        self.announce(Activity::Recorded(Box::new(n.clone())));
         Ok(n)
     }
 }

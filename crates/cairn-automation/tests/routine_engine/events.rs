@@ -159,3 +159,36 @@ async fn a_notification_given_up_on_fires_notification_failed_routines() {
     assert_eq!(payload["fields"]["id"], sent.id.to_string());
     assert_eq!(payload["fields"]["error"], "HTTP 404: no such hook");
 }
+
+#[tokio::test(start_paused = true)]
+async fn subscribers_see_each_run_start_and_finish() {
+    use cairn_automation::routines::engine::RunEvent;
+    let s = setup(t0()).await;
+    let remind = s
+        .routine("name: remind-tea\ntrigger: {type: manual}\naction: {type: notification, message: tea}\n")
+        .await;
+    let engine = s.engine("a");
+    let mut runs = engine.subscribe_runs();
+    let fired = engine.fire_manual(&remind, None, None).await.unwrap();
+    engine.idle().await;
+    assert_eq!(
+        runs.recv().await.unwrap(),
+        RunEvent::Started {
+            routine: "remind-tea".into(),
+            run_id: fired.run_id,
+            trigger: "manual".into(),
+        }
+    );
+    match runs.recv().await.unwrap() {
+        RunEvent::Finished {
+            routine,
+            run_id,
+            status,
+            ..
+        } => assert_eq!(
+            (routine.as_str(), run_id, status),
+            ("remind-tea", fired.run_id, s.runs(&remind).await[0].status)
+        ),
+        other => panic!("expected Finished, got {other:?}"),
+    }
+}

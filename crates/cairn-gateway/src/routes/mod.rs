@@ -8,12 +8,15 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
 
+pub mod events;
 pub mod health;
 pub mod jobs;
 pub mod notifications;
+pub mod openai;
 pub mod routines;
 pub mod sessions;
 pub mod status;
+pub mod ws;
 
 /// The document's fixed parts; paths are added by the routers.
 #[derive(OpenApi)]
@@ -55,4 +58,7 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
 /// or when the client or the daemon goes).
 pub fn long() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .merge(events::routes())
+        .merge(ws::routes())
+        .merge(openai::routes())
 }

@@ -109,7 +109,10 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
                         .with_chat(Arc::clone(chat), rt.providers.main.model())
                         .with_jobs(Arc::clone(&rt.jobs));
                 }
-                let app = cairn_gateway::router(Arc::new(gateway));
+                let gateway = Arc::new(gateway);
+                // Routine runs, jobs and notifications flow into /api/events.
+                gateway.spawn_event_feeds();
+                let app = cairn_gateway::router(gateway);
                 components.set(GATEWAY, ComponentState::Running, clock.now(), None);
                 eprintln!("gateway listening on http://{addr}");
                 let cancel = cancel.clone();

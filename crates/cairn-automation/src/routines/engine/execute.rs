@@ -46,6 +46,12 @@ impl RoutineEngine {
         note: Option<String>,
     ) {
         let inner = &self.inner;
+        // No receivers is not an error: nobody is watching.
+        let _ = inner.runs.send(RunEvent::Started {
+            routine: routine.spec.name.clone(),
+            run_id: run.id,
+            trigger: run.trigger_type.clone(),
+        });
         let cancel = inner.stop_runs.child_token();
         let request = ActionRequest {
             routine: routine.clone(),
@@ -109,6 +115,12 @@ impl RoutineEngine {
             status = %outcome.status,
             "routine run finished"
         );
+        let _ = inner.runs.send(RunEvent::Finished {
+            routine: routine.spec.name.clone(),
+            run_id: run.id,
+            status: outcome.status,
+            summary: outcome.summary.clone(),
+        });
         let mut event = SystemEvent::new(
             events::ROUTINE_FINISHED,
             [

@@ -152,6 +152,33 @@ struct Inner {
     triggered: RwLock<Triggered>,
     tasks: TaskTracker,
     stop_runs: CancellationToken,
+    runs: tokio::sync::broadcast::Sender<RunEvent>,
+}
+
+/// A run started or finished, for live observers (the gateway's event
+/// stream). Observers that fall behind miss events; the store keeps the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEvent {
+    /// An admitted run began executing.
+    Started {
+        /// The routine's name.
+        routine: String,
+        /// The run.
+        run_id: Uuid,
+        /// What fired it (`cron`, `webhook`, `manual`, …).
+        trigger: String,
+    },
+    /// A run ended.
+    Finished {
+        /// The routine's name.
+        routine: String,
+        /// The run.
+        run_id: Uuid,
+        /// How it ended.
+        status: RunStatus,
+        /// The outcome's summary.
+        summary: Option<String>,
+    },
 }
 
 /// The engine; cheap to clone (all clones are one engine).
@@ -199,8 +226,14 @@ impl RoutineEngine {
                 triggered: RwLock::new(Triggered::default()),
                 tasks: TaskTracker::new(),
                 stop_runs: CancellationToken::new(),
+                runs: tokio::sync::broadcast::channel(256).0,
             }),
         }
+    }
+
+    /// Live starts and ends of runs, from now on.
+    pub fn subscribe_runs(&self) -> tokio::sync::broadcast::Receiver<RunEvent> {
+        self.inner.runs.subscribe()
     }
 
     /// Replaces the environment webhook secrets (`${VAR}`) are read from.

@@ -1,0 +1,392 @@
+//! `GET /ws/chat`: chat with the agent over a WebSocket.
+//!
+//! The token comes in `Authorization: Bearer …` or, for browsers (which
+//! cannot set headers on a WebSocket), as the subprotocol `bearer.<token>`,
+//! which the server echoes so the browser accepts the connection.
+//!
+//! Each connection is its own chat session: channel `ws:<conversation>`,
+//! where the conversation is the `conversation` query parameter (to come
+//! back to one after a reconnect) or a fresh id, announced in the first
+//! frame (`ready`). Sessions are keyed by channel, so two open connections
+//! never interrupt each other's turns; a connection that sends a message
+//! while its own turn runs interrupts that turn, as every channel does.
+//!
+//! Client frames: `{"type":"message","content":…}` and
+//! `{"type":"approval","id":…,"decision":"approve|deny|always"}`. Server
+//! frames: `ready`, `chunk` (streamed text), `tool_call`, `tool_result`,
+//! `approval_request` (with the id to answer), `notification` (the person's
+//! notifications as they are recorded), `done` (the full response and
+//! usage) and `error` (a bad frame or a failed turn; the connection stays
+//! open). The server pings every 30 s; an approval not answered within the
+//! gateway's approval timeout (120 s) is declined. The connection closes
+//! when the daemon stops.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use cairn_agent::agent_loop::LoopEvent;
+use cairn_agent::chat::{ChatSink, Inbound, Reply};
+use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolStatus};
+use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth;
+use crate::error::{ApiError, ErrorBody};
+use crate::events::{EventBus, NOTIFICATION_RECORDED};
+use crate::state::AppState;
+
+/// How often the server pings an open connection.
+pub const PING_EVERY: Duration = Duration::from_secs(30);
+
+/// Subprotocol prefix carrying the token.
+const BEARER_PROTOCOL: &str = "bearer.";
+
+/// The routes of this module.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(chat_socket))
+}
+
+/// Query parameters of `/ws/chat`.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ChatQuery {
+    /// Continue this conversation (letters, digits, `-`, `_`; at most 64);
+    /// without it the connection starts a new one.
+    pub conversation: Option<String>,
+}
+
+/// A frame from the client.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ClientFrame {
+    Message { content: String },
+    Approval { id: String, decision: Decision },
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Decision {
+    Approve,
+    Deny,
+    Always,
+}
+
+/// Chat with the agent over a WebSocket (see the module documentation for
+/// the frames). The token may also come as the subprotocol `bearer.<token>`.
+#[utoipa::path(get, path = "/ws/chat", tag = "chat",
+    params(ChatQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "Not a WebSocket handshake, or a bad conversation id", body = ErrorBody),
+        (status = 401, description = "Missing or bad token", body = ErrorBody),
+        (status = 503, description = "No LLM is configured", body = ErrorBody)),
+    security(("bearer" = [])))]
+async fn chat_socket(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    match accept(state, headers, query, upgrade).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn accept(
+    state: AppState,
+    headers: HeaderMap,
+    query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let (token, protocol) = token_of(&headers).ok_or_else(|| {
+        ApiError::unauthorized(
+            "missing bearer token: send Authorization: Bearer <token> or the subprotocol bearer.<token>",
+        )
+    })?;
+    auth::authenticate(&state, &token).await?;
+    state.chat()?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let conversation = match query.conversation {
+        Some(id) if valid_conversation(&id) => id,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "conversation must be 1 to 64 letters, digits, '-' or '_'",
+            ));
+        }
+        None => uuid::Uuid::new_v4().simple().to_string(),
+    };
+    let mut upgrade = upgrade.map_err(|e| {
+        ApiError::bad_request(format!("expected a WebSocket handshake: {}", e.body_text()))
+    })?;
+    if let Some(protocol) = protocol {
+        upgrade = upgrade.protocols([protocol]);
+    }
+    Ok(upgrade.on_upgrade(move |socket| serve(socket, state, conversation)))
+}
+
+fn valid_conversation(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The token, and the subprotocol to echo when it came as one.
+fn token_of(headers: &HeaderMap) -> Option<(String, Option<String>)> {
+    if let Some(value) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        && let Some((scheme, token)) = value.split_once(' ')
+        && scheme.eq_ignore_ascii_case("bearer")
+        && !token.trim().is_empty()
+    {
+        return Some((token.trim().to_string(), None));
+    }
+    headers
+        .get_all(axum::http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .find_map(|p| {
+            p.strip_prefix(BEARER_PROTOCOL)
+                .filter(|t| !t.is_empty())
+                .map(|t| (t.to_string(), Some(p.to_string())))
+        })
+}
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<ApprovalAnswer>>>>;
+
+/// The connection seen from a chat turn: frames out, approvals asked.
+struct Sink {
+    out: mpsc::UnboundedSender<Value>,
+    pending: Pending,
+    timeout: Duration,
+    events: Arc<EventBus>,
+    channel: String,
+    conversation: String,
+}
+
+impl Sink {
+    fn send(&self, frame: Value) {
+        // The connection may be gone; the turn finishes regardless.
+        let _ = self.out.send(frame);
+    }
+}
+
+impl ChatSink for Sink {
+    fn on_event(&self, event: LoopEvent) {
+        self.events
+            .publish_tool(&event, &self.channel, &self.conversation);
+        match event {
+            LoopEvent::TextDelta(text) => self.send(json!({"type": "chunk", "content": text})),
+            LoopEvent::ToolStarted { call_id, tool } => {
+                self.send(json!({"type": "tool_call", "call_id": call_id, "tool": tool}));
+            }
+            LoopEvent::ToolFinished {
+                call_id,
+                tool,
+                status,
+            } => self.send(json!({
+                "type": "tool_result", "call_id": call_id, "tool": tool, "status": status.as_str(),
+            })),
+            _ => {}
+        }
+    }
+
+    fn streaming(&self) -> bool {
+        true
+    }
+
+    fn approver(&self) -> Option<&dyn Approver> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Approver for Sink {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), tx);
+        // Removed however this ends, also when the turn is interrupted and
+        // this future dropped, so a late answer is told nothing waits.
+        let _waiting = Waiting(&self.pending, id.clone());
+        self.send(json!({
+            "type": "approval_request", "id": id, "call_id": request.call_id,
+            "tool": request.tool, "risk": request.risk, "arguments": request.arguments,
+            "summary": request.summary, "timeout_secs": self.timeout.as_secs(),
+        }));
+        let answer = tokio::select! {
+            // A dropped sender (the connection went) is a no.
+            answer = rx => answer.unwrap_or(ApprovalAnswer::No),
+            () = tokio::time::sleep(self.timeout) => ApprovalAnswer::Expired(self.timeout),
+        };
+        if matches!(answer, ApprovalAnswer::No | ApprovalAnswer::Expired(_)) {
+            // The loop reports only calls that run; say here that this one will not.
+            let declined = LoopEvent::ToolFinished {
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                status: ToolStatus::Declined,
+            };
+            self.on_event(declined);
+        }
+        answer
+    }
+}
+
+/// Takes an approval request off the waiting list when dropped.
+struct Waiting<'a>(&'a Pending, String);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.1);
+    }
+}
+
+/// Runs one connection until the client leaves or the daemon stops.
+async fn serve(socket: WebSocket, state: AppState, conversation: String) {
+    let Ok(chat) = state.chat().cloned() else {
+        return;
+    };
+    let (mut socket_tx, mut socket_rx) = socket.split();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
+    let pending: Pending = Arc::default();
+    let channel = format!("ws:{conversation}");
+    let sink = Arc::new(Sink {
+        out: out.clone(),
+        pending: Arc::clone(&pending),
+        timeout: state.approval_timeout(),
+        events: Arc::clone(state.events()),
+        channel: channel.clone(),
+        conversation: conversation.clone(),
+    });
+    let mut bus = state.events().subscribe(None).live;
+    let mut turns = JoinSet::new();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    let _ = out.send(json!({"type": "ready", "conversation": conversation, "channel": channel}));
+    loop {
+        tokio::select! {
+            () = state.shutdown().cancelled() => {
+                let close = CloseFrame { code: 1001, reason: "the daemon is stopping".into() };
+                let _ = socket_tx.send(Message::Close(Some(close))).await;
+                break;
+            }
+            frame = socket_rx.next() => match frame {
+                Some(Ok(Message::Text(text))) => {
+                    match serde_json::from_str::<ClientFrame>(text.as_str()) {
+                        Ok(ClientFrame::Message { content }) => {
+                            let inbound = Inbound {
+                                user_id: state.user_id().to_string(),
+                                channel: channel.clone(),
+                                thread: None,
+                                text: content,
+                            };
+                            let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
+                            turns.spawn(async move {
+                                let reply = chat.handle(inbound, sink.as_ref()).await;
+                                sink.send(reply_frame(reply));
+                            });
+                        }
+                        Ok(ClientFrame::Approval { id, decision }) => {
+                            let waiting = pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                            match waiting {
+                                Some(reply_to) => {
+                                    let _ = reply_to.send(match decision {
+                                        Decision::Approve => ApprovalAnswer::Yes,
+                                        Decision::Deny => ApprovalAnswer::No,
+                                        Decision::Always => ApprovalAnswer::Always,
+                                    });
+                                }
+                                None => {
+                                    let _ = out.send(error_frame(&format!(
+                                        "no approval request {id} is waiting (answered, expired or unknown)"
+                                    )));
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            let _ = out.send(error_frame(&format!(
+                                "bad frame: {e}; expected {{\"type\":\"message\",\"content\":…}} or {{\"type\":\"approval\",\"id\":…,\"decision\":\"approve|deny|always\"}}"
+                            )));
+                        }
+                    }
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    let _ = out.send(error_frame("binary frames are not understood; send JSON text frames"));
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+            },
+            Some(frame) = out_rx.recv() => {
+                if socket_tx.send(Message::Text(frame.to_string().into())).await.is_err() {
+                    break;
+                }
+            }
+            _ = ping.tick() => {
+                if socket_tx.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
+            received = bus.recv() => match received {
+                Ok(event) if event.kind == NOTIFICATION_RECORDED
+                    && event.data.get("user_id").and_then(Value::as_str) == Some(state.user_id()) => {
+                    let mut frame = event.data.clone();
+                    frame.remove("user_id");
+                    frame.insert("type".into(), "notification".into());
+                    frame.insert("event_id".into(), event.id.into());
+                    frame.insert("at".into(), json!(event.at));
+                    let _ = out.send(Value::Object(frame));
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    bus = state.events().subscribe(None).live;
+                }
+            },
+            Some(_) = turns.join_next() => {}
+        }
+    }
+    // A turn whose client left stops; the chat service keeps what it did.
+    turns.abort_all();
+}
+
+fn error_frame(message: &str) -> Value {
+    json!({"type": "error", "message": message})
+}
+
+/// The frame that ends a message's handling.
+fn reply_frame(reply: Reply) -> Value {
+    match reply {
+        Reply::Answer(report) => json!({
+            "type": "done", "response": report.response, "usage": report.usage,
+            "thread_id": report.thread_id, "turn": report.turn, "tool_calls": report.tool_calls,
+        }),
+        Reply::Notice { text } => {
+            json!({"type": "done", "response": text, "usage": null, "notice": true})
+        }
+        Reply::Error { text } => error_frame(&text),
+        Reply::Dropped { reason } => error_frame(&format!("the message was dropped: {reason}")),
+        Reply::Quit => {
+            json!({"type": "done", "response": "Goodbye.", "usage": null, "notice": true})
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! `GET /ws/chat`: authentication (header or subprotocol), streamed
+//! answers, the approval round-trip (approve, deny, timeout), bad frames
+//! that leave the connection open, notifications, and shutdown.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use cairn_core::clock::SystemClock;
+use cairn_core::notification::{NewNotification, Priority};
+use cairn_gateway::events::{EventBus, Sources};
+use cairn_llm::testing::Scripted;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use support::{TestGateway, settings};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+fn ws_url(gw: &TestGateway, query: &str) -> String {
+    format!("{}/ws/chat{query}", gw.base.replacen("http://", "ws://", 1))
+}
+
+async fn connect(gw: &TestGateway) -> Socket {
+    let mut request = ws_url(gw, "").into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Authorization",
+        HeaderValue::from_str(&format!("Bearer {}", gw.token)).unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let ready = next_frame(&mut socket).await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    assert!(ready["channel"].as_str().unwrap().starts_with("ws:"));
+    socket
+}
+
+/// The next JSON frame (pings skipped).
+async fn next_frame(socket: &mut Socket) -> Value {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("a frame within 10 s")
+            .expect("the connection is open")
+            .unwrap();
+        if let Message::Text(text) = message {
+            return serde_json::from_str(text.as_str()).unwrap();
+        }
+    }
+}
+
+/// Frames until one of type `kind`, returning all of them.
+async fn until(socket: &mut Socket, kind: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let frame = next_frame(socket).await;
+        let done = frame["type"] == kind;
+        seen.push(frame);
+        if done {
+            return seen;
+        }
+    }
+}
+
+async fn send(socket: &mut Socket, frame: Value) {
+    socket
+        .send(Message::Text(frame.to_string().into()))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_message_streams_chunks_and_ends_with_done_and_usage() {
+    let gw = TestGateway::start().await;
+    gw.llm
+        .push(Scripted::text("hello from the agent").with_chunk_bytes(5));
+    let mut socket = connect(&gw).await;
+    send(&mut socket, json!({"type": "message", "content": "hi"})).await;
+    let frames = until(&mut socket, "done").await;
+    let streamed: String = frames
+        .iter()
+        .filter(|f| f["type"] == "chunk")
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, "hello from the agent");
+    let done = frames.last().unwrap();
+    assert_eq!(done["response"], "hello from the agent");
+    assert_eq!(done["usage"]["input_tokens"], 10);
+    assert_eq!(done["usage"]["output_tokens"], 5);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
+    let events = Arc::new(EventBus::new(Arc::new(SystemClock)));
+    let gw = TestGateway::start_with(settings(), {
+        let events = events.clone();
+        move |g| g.with_events(events)
+    })
+    .await;
+    let mut socket = connect(&gw).await;
+
+    // Approve.
+    gw.llm.push(Scripted::tool_call("writer", json!({})));
+    gw.llm.push(Scripted::text("written it"));
+    send(&mut socket, json!({"type": "message", "content": "write"})).await;
+    let asked = until(&mut socket, "approval_request").await;
+    let request = asked.last().unwrap();
+    assert_eq!(request["tool"], "writer");
+    assert_eq!(request["timeout_secs"], 120);
+    let id = request["id"].as_str().unwrap().to_string();
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "approve"}),
+    )
+    .await;
+    let frames = until(&mut socket, "done").await;
+    let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
+    assert_eq!(
+        (result["tool"].as_str(), result["status"].as_str()),
+        (Some("writer"), Some("success"))
+    );
+    assert_eq!(frames.last().unwrap()["response"], "written it");
+    assert_eq!(gw.writer.0.load(Ordering::SeqCst), 1);
+    assert!(
+        asked.iter().any(|f| f["type"] == "tool_call")
+            || frames.iter().any(|f| f["type"] == "tool_call")
+    );
+
+    // The tool calls went to the event bus with their channel.
+    let replay = events.subscribe(Some(0));
+    let kinds: Vec<&str> = replay.events.iter().map(|e| e.kind.as_str()).collect();
+    assert!(
+        kinds.contains(&"tool.started") && kinds.contains(&"tool.finished"),
+        "{kinds:?}"
+    );
+    let finished = replay
+        .events
+        .iter()
+        .find(|e| e.kind == "tool.finished")
+        .unwrap();
+    assert!(
+        finished.data["channel"]
+            .as_str()
+            .unwrap()
+            .starts_with("ws:")
+    );
+
+    // Deny.
+    gw.llm
+        .push(Scripted::tool_call("writer", json!({"again": true})));
+    gw.llm.push(Scripted::text("as you wish"));
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "write again"}),
+    )
+    .await;
+    let asked = until(&mut socket, "approval_request").await;
+    let id = asked.last().unwrap()["id"].as_str().unwrap().to_string();
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "deny"}),
+    )
+    .await;
+    let frames = until(&mut socket, "done").await;
+    let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
+    assert_eq!(result["status"], "declined");
+    assert_eq!(frames.last().unwrap()["response"], "as you wish");
+    assert_eq!(
+        gw.writer.0.load(Ordering::SeqCst),
+        1,
+        "the denied call did not run"
+    );
+
+    // Answering it again is an error frame, and the connection stays open.
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "approve"}),
+    )
+    .await;
+    assert_eq!(next_frame(&mut socket).await["type"], "error");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_declined_after_the_timeout() {
+    let gw = TestGateway::start_with(settings(), |g| {
+        g.with_approval_timeout(Duration::from_millis(200))
+    })
+    .await;
+    let mut socket = connect(&gw).await;
+    gw.llm.push(Scripted::tool_call("writer", json!({})));
+    gw.llm.push(Scripted::text("nobody answered"));
+    send(&mut socket, json!({"type": "message", "content": "write"})).await;
+    let frames = until(&mut socket, "done").await;
+    assert!(frames.iter().any(|f| f["type"] == "approval_request"));
+    let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
+    assert_eq!(result["status"], "declined");
+    assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_token_may_come_as_a_subprotocol_which_is_echoed() {
+    let gw = TestGateway::start().await;
+    let protocol = format!("bearer.{}", gw.token);
+    let mut request = ws_url(&gw, "?conversation=kitchen-1")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_str(&protocol).unwrap(),
+    );
+    let (mut socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(
+        response.headers()["sec-websocket-protocol"]
+            .to_str()
+            .unwrap(),
+        protocol
+    );
+    let ready = next_frame(&mut socket).await;
+    assert_eq!(ready["conversation"], "kitchen-1");
+    assert_eq!(ready["channel"], "ws:kitchen-1");
+
+    // A wrong token, or none, is refused before the upgrade.
+    for header in [Some("bearer.cairn_wrong"), None] {
+        let mut request = ws_url(&gw, "").into_client_request().unwrap();
+        if let Some(h) = header {
+            request
+                .headers_mut()
+                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static(h));
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                assert_eq!(response.status(), 401)
+            }
+            other => panic!("expected 401, got {other:?}"),
+        }
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn bad_frames_are_answered_with_errors_and_the_connection_stays_open() {
+    let gw = TestGateway::start().await;
+    let mut socket = connect(&gw).await;
+    socket.send(Message::Text("not json".into())).await.unwrap();
+    let error = next_frame(&mut socket).await;
+    assert_eq!(error["type"], "error");
+    assert!(error["message"].as_str().unwrap().contains("bad frame"));
+    send(&mut socket, json!({"type": "dance"})).await;
+    assert_eq!(next_frame(&mut socket).await["type"], "error");
+
+    // An agent error is an error frame too.
+    gw.llm.push(Scripted::auth_error());
+    send(&mut socket, json!({"type": "message", "content": "hi"})).await;
+    assert_eq!(
+        until(&mut socket, "error").await.last().unwrap()["type"],
+        "error"
+    );
+
+    gw.llm.push(Scripted::text("still here"));
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "hi again"}),
+    )
+    .await;
+    assert_eq!(
+        until(&mut socket, "done").await.last().unwrap()["response"],
+        "still here"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn notifications_for_the_person_arrive_and_shutdown_closes_the_socket() {
+    let bus = Arc::new(EventBus::new(Arc::new(SystemClock)));
+    let gw = TestGateway::start_with(settings(), {
+        let bus = bus.clone();
+        move |g| g.with_events(bus)
+    })
+    .await;
+    bus.feed(
+        Sources {
+            notifier: Some(gw.notifier.clone()),
+            ..Default::default()
+        },
+        gw.shutdown.clone(),
+    );
+    let mut socket = connect(&gw).await;
+    gw.notifier
+        .send(
+            NewNotification {
+                user_id: "ada".into(),
+                channel: None,
+                title: "Laundry".into(),
+                body: "the machine is done".into(),
+                priority: Priority::High,
+                tags: vec![],
+                data: None,
+                source: "test".into(),
+            },
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    let frame = next_frame(&mut socket).await;
+    assert_eq!(frame["type"], "notification");
+    assert_eq!(frame["title"], "Laundry");
+    assert_eq!(frame["priority"], "high");
+
+    gw.shutdown.cancel();
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return true,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(closed);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_message_interrupts_a_turn_waiting_for_approval() {
+    let gw = TestGateway::start().await;
+    let mut socket = connect(&gw).await;
+    gw.llm.push(Scripted::tool_call("writer", json!({})));
+    gw.llm.push(Scripted::text("second answer"));
+    send(&mut socket, json!({"type": "message", "content": "write"})).await;
+    let asked = until(&mut socket, "approval_request").await;
+    let id = asked.last().unwrap()["id"].as_str().unwrap().to_string();
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "never mind"}),
+    )
+    .await;
+    let mut answers = Vec::new();
+    while !answers.iter().any(|r| r == "second answer") {
+        let frames = until(&mut socket, "done").await;
+        answers.push(
+            frames.last().unwrap()["response"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    // The interrupted request is gone: answering it now is an error.
+    send(
+        &mut socket,
+        json!({"type": "approval", "id": id, "decision": "approve"}),
+    )
+    .await;
+    assert_eq!(next_frame(&mut socket).await["type"], "error");
+    assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0);
+    gw.stop().await;
+}
