@@ -13,6 +13,8 @@ pub mod auth;
 pub mod client;
 pub mod error;
 pub mod extract;
+pub mod limits;
+pub mod metrics;
 pub mod routes;
 pub mod server;
 pub mod state;

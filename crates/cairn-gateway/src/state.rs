@@ -31,6 +31,9 @@ pub struct Gateway {
     components: Arc<Components>,
     started_at: DateTime<Utc>,
     shutdown: CancellationToken,
+    // Auth and webhooks (pairing lockout, rate limits, idempotency pruning).
+    limits: crate::limits::Limits,
+    last_idempotency_prune: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 /// The state axum hands every handler.
@@ -68,6 +71,8 @@ impl Gateway {
             components: Arc::new(Components::new()),
             started_at,
             shutdown: CancellationToken::new(),
+            limits: crate::limits::Limits::new(),
+            last_idempotency_prune: std::sync::Mutex::new(None),
         }
     }
 
@@ -182,5 +187,24 @@ impl Gateway {
     /// Cancelled when the daemon stops.
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
+    }
+
+    /// Per-client rate limits and the pairing lockout.
+    pub fn limits(&self) -> &crate::limits::Limits {
+        &self.limits
+    }
+
+    /// Whether idempotency keys are due a prune (at most once a minute);
+    /// answering `true` marks them pruned now.
+    pub fn idempotency_prune_due(&self, now: DateTime<Utc>) -> bool {
+        let mut last = self
+            .last_idempotency_prune
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| now - t < chrono::Duration::minutes(1)) {
+            return false;
+        }
+        *last = Some(now);
+        true
     }
 }

@@ -9,6 +9,10 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::state::AppState;
 
 pub mod health;
+pub mod hooks;
+pub mod metrics;
+pub mod pair;
+pub mod webhook;
 
 /// The document's fixed parts; paths are added by the routers.
 #[derive(OpenApi)]
@@ -37,11 +41,15 @@ impl Modify for BearerAuth {
 
 /// Endpoints that answer promptly: they run under the request time limit.
 pub fn ordinary() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(health::routes())
+    OpenApiRouter::new()
+        .merge(health::routes())
+        .merge(pair::routes())
+        .merge(hooks::routes())
+        .merge(metrics::routes())
 }
 
 /// Streams and agent turns: no request time limit (they end on their own,
 /// or when the client or the daemon goes).
 pub fn long() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    OpenApiRouter::new().merge(webhook::routes())
 }
