@@ -7,7 +7,12 @@ mod support;
 use cairn_automation::notify::channels::webhook::signature;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::routine::{Routine, RoutineSpec, SpecFormat};
+use std::sync::Arc;
+
+use cairn_agent::cost_guard::{CostGuard, GuardedProvider};
+use cairn_core::config::CostConfig;
 use cairn_llm::testing::Scripted;
+use cairn_llm::{ChatMessage, ChatRequest, LlmProvider, build_provider};
 use serde_json::json;
 use support::{TestGateway, settings};
 
@@ -43,8 +48,11 @@ async fn metrics_need_a_token_unless_public() {
 async fn traffic_shows_up_in_the_series() {
     let gw = TestGateway::start().await;
     gw.http.get(gw.url("/healthz")).send().await.unwrap();
-    // An agent turn: an LLM call.
-    gw.llm.push(Scripted::text("hi"));
+    // An agent turn with a tool call (denied: nobody approves on a webhook).
+    gw.llm.push_all([
+        Scripted::text_with_tool_calls("", [("writer", json!({}))]),
+        Scripted::text("hi"),
+    ]);
     let turn = gw
         .post("/webhook")
         .json(&json!({"message": "hello"}))
@@ -70,6 +78,26 @@ async fn traffic_shows_up_in_the_series() {
         .unwrap();
     assert_eq!(fired.status(), 202);
     gw.engine.idle().await;
+    // The daemon's LLM calls go through the cost guard, which counts them.
+    let guard = CostGuard::load(
+        gw.store.clone(),
+        &CostConfig {
+            daily_budget_cents: None,
+            hourly_action_limit: None,
+        },
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap();
+    let guarded = GuardedProvider::new(
+        build_provider(&gw.llm.openai_settings()).unwrap(),
+        Arc::new(guard),
+    );
+    gw.llm.push(Scripted::text("counted"));
+    guarded
+        .complete(&ChatRequest::new(vec![ChatMessage::user("x")]))
+        .await
+        .unwrap();
 
     let response = gw.get("/metrics").send().await.unwrap();
     assert_eq!(response.status(), 200);
@@ -89,6 +117,8 @@ async fn traffic_shows_up_in_the_series() {
         "cairn_notifications_total",
         "cairn_llm_calls_total",
         "cairn_llm_tokens_total",
+        "cairn_llm_cost_microdollars_total",
+        r#"cairn_tool_calls_total{tool="writer""#,
     ] {
         assert!(text.contains(series), "{series} missing from:\n{text}");
     }

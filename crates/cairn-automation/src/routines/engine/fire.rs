@@ -257,6 +257,7 @@ impl RoutineEngine {
             .unwrap_or(Admitted::Taken);
         match &admitted {
             Admitted::Started => {
+                metrics::counter!("cairn_routine_fires_total", "status" => "started").increment(1);
                 tracing::info!(routine = %routine.spec.name, trigger = %run.trigger_type, "routine fired");
                 let engine = self.clone();
                 let routine_owned = routine.clone();
@@ -268,6 +269,7 @@ impl RoutineEngine {
                 });
             }
             Admitted::Skipped(reason) => {
+                metrics::counter!("cairn_routine_fires_total", "status" => "skipped").increment(1);
                 tracing::info!(routine = %routine.spec.name, %reason, "routine fire skipped");
             }
             Admitted::Taken => return Err(FireError::Gone(routine.spec.name.clone())),
