@@ -195,3 +195,36 @@ async fn the_document_names_the_hook_path() {
     }
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn concurrent_duplicates_start_exactly_one_run() {
+    // Simultaneous fires are admitted together in one transaction; the
+    // guardrails must still see each other's runs.
+    let gw = TestGateway::start().await;
+    let r = routine(
+        &gw,
+        "name: burst\ntrigger: {type: webhook, path: burst, secret: k}\naction: {type: notification, message: x}\nguardrails: {dedup_window: 10m, cooldown: 0s, max_concurrent: 100}\n",
+    )
+    .await;
+    let body: &'static [u8] = br#"{"same":true}"#;
+    let sends = (0..24).map(|_| signed(&gw, "/hooks/routine/burst", "k", body).send());
+    let statuses: Vec<u16> = futures::future::join_all(sends)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 202).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        23,
+        "{statuses:?}"
+    );
+    gw.engine.idle().await;
+    let runs = gw.store.list_runs(r.id, 100).await.unwrap();
+    assert_eq!(runs.len(), 24);
+    gw.stop().await;
+}

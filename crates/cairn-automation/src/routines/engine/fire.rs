@@ -250,11 +250,9 @@ impl RoutineEngine {
         };
         let admitted = self
             .inner
-            .store
-            .admit_runs(&[(admission, vec![run.clone()])])
-            .await?
-            .pop()
-            .unwrap_or(Admitted::Taken);
+            .admissions
+            .admit(&self.inner.store, admission, vec![run.clone()])
+            .await?;
         match &admitted {
             Admitted::Started => {
                 metrics::counter!("cairn_routine_fires_total", "status" => "started").increment(1);

@@ -40,6 +40,7 @@ use super::plan::{SlotPlan, plan};
 use super::webhook::{self, WebhookError};
 use crate::notify::Notifier;
 
+mod admit;
 mod execute;
 mod fire;
 mod timed;
@@ -152,6 +153,7 @@ struct Inner {
     triggered: RwLock<Triggered>,
     tasks: TaskTracker,
     stop_runs: CancellationToken,
+    admissions: admit::AdmitQueue,
 }
 
 /// The engine; cheap to clone (all clones are one engine).
@@ -199,6 +201,7 @@ impl RoutineEngine {
                 triggered: RwLock::new(Triggered::default()),
                 tasks: TaskTracker::new(),
                 stop_runs: CancellationToken::new(),
+                admissions: admit::AdmitQueue::default(),
             }),
         }
     }
