@@ -65,11 +65,22 @@ async fn fire_routine_hook(
 ) -> Result<Response, ApiError> {
     let engine = state.engine()?;
     let bearer_ok = bearer_ok(&state, ip, &headers).await?;
-    let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-    match engine
-        .fire_webhook(&path, &body, signature, bearer_ok)
+    let signature = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // In a task of its own: a client hanging up mid-request must not leave
+    // a run admitted but never started.
+    let engine = engine.clone();
+    let fire = tokio::spawn(async move {
+        engine
+            .fire_webhook(&path, &body, signature.as_deref(), bearer_ok)
+            .await
+    });
+    let fired = fire
         .await
-    {
+        .map_err(|e| ApiError::internal("the webhook fire failed", &e))?;
+    match fired {
         Ok(fired) => match fired.admitted {
             Admitted::Started => Ok((
                 StatusCode::ACCEPTED,
