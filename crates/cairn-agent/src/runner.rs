@@ -507,6 +507,14 @@ fn finish(
         ctx.limits.max_output_chars,
     );
     let duration = started.elapsed();
+    // A name the model made up is not a tool: one label for all of them.
+    let label = if status == ToolStatus::UnknownTool {
+        "unknown".to_string()
+    } else {
+        tool.clone()
+    };
+    metrics::counter!("cairn_tool_calls_total", "tool" => label, "outcome" => status.as_str())
+        .increment(1);
     tracing::debug!(
         tool = %tool,
         call_id = %call_id,

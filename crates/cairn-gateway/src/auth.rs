@@ -11,6 +11,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::client::ClientIp;
 use crate::error::ApiError;
 use crate::state::{AppState, Gateway};
 
@@ -46,7 +47,12 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The token of an `Authorization: Bearer …` header, if there is one.
 pub fn bearer_of(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    bearer_in(&parts.headers)
+}
+
+/// The token of an `Authorization: Bearer …` header among `headers`.
+pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -77,13 +83,73 @@ impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Some(token) = bearer_of(parts) else {
-            return Err(ApiError::unauthorized(
-                "missing bearer token: send Authorization: Bearer <token> (from POST /pair or `cairn token create`)",
-            ));
+        // Served without connect info (a router driven in-process), there is
+        // no client to limit; the check itself still applies.
+        let known = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .is_some();
+        let ip = if known {
+            ClientIp::from_request_parts(parts, state)
+                .await
+                .ok()
+                .map(|ClientIp(ip)| ip)
+        } else {
+            None
         };
-        authenticate(state, token).await.map(Authed)
+        // A client that keeps failing is refused before any lookup.
+        if let Some(ip) = ip {
+            state.limits().auth_allowed(ip)?;
+        }
+        let found = match bearer_of(parts) {
+            Some(token) => authenticate(state, token).await,
+            None => Err(ApiError::unauthorized(
+                "missing bearer token: send Authorization: Bearer <token> (from POST /pair or `cairn token create`)",
+            )),
+        };
+        if found
+            .as_ref()
+            .is_err_and(|e| e.status == axum::http::StatusCode::UNAUTHORIZED)
+            && let Some(ip) = ip
+        {
+            state.limits().auth_failed(ip);
+        }
+        found.map(Authed)
     }
+}
+
+/// How long a pairing code stays valid. Long enough to walk to the other
+/// device and type it in; short enough that a code read off a screen or a
+/// log is soon useless, and that guessing (6 digits, with the per-client
+/// lockout) has little time to succeed.
+pub const PAIRING_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// A fresh 6-digit pairing code from the CSPRNG (`rand`'s thread generator
+/// is a ChaCha-based CSPRNG seeded from the OS).
+pub fn new_pairing_code() -> String {
+    use rand::Rng;
+    format!("{:06}", rand::rng().random_range(0..1_000_000u32))
+}
+
+/// Makes a pairing code, records its hash (valid for [`PAIRING_CODE_TTL`])
+/// and returns the code to show. Any gateway on the same database accepts it.
+pub async fn issue_pairing_code(
+    store: &cairn_store::Store,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, cairn_store::StoreError> {
+    let code = new_pairing_code();
+    let ttl = chrono::Duration::from_std(PAIRING_CODE_TTL).unwrap_or(chrono::Duration::minutes(15));
+    store
+        .create_pairing_code(&hash_secret(&code), now, now + ttl)
+        .await?;
+    Ok(code)
+}
+
+/// The name of a token bought by pairing: `paired-YYYYMMDD-HHMMSS-xxxx`.
+pub fn paired_token_name(now: chrono::DateTime<chrono::Utc>) -> String {
+    let mut suffix = [0u8; 2];
+    rand::rng().fill_bytes(&mut suffix);
+    format!("paired-{}-{}", now.format("%Y%m%d-%H%M%S"), hex(&suffix))
 }
 
 #[cfg(test)]
@@ -101,5 +167,22 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(secrets_equal(b"x", b"x") && !secrets_equal(b"x", b"y"));
+    }
+
+    #[test]
+    fn pairing_codes_are_six_digits_and_names_are_dated() {
+        let code = new_pairing_code();
+        assert!(
+            code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()),
+            "{code}"
+        );
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let name = paired_token_name(now);
+        assert!(
+            name.starts_with("paired-20260102-030405-") && name.len() == 27,
+            "{name}"
+        );
     }
 }

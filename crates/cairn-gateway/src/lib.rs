@@ -14,6 +14,8 @@ pub mod client;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod limits;
+pub mod metrics;
 pub mod routes;
 pub mod server;
 pub mod state;

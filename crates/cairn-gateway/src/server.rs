@@ -85,6 +85,7 @@ pub async fn bind(settings: &GatewayConfig) -> Result<TcpListener, BindError> {
 /// limit (not on streams or agent turns) and JSON answers for unknown
 /// routes; `/api/openapi.json` describes them all.
 pub fn router(state: AppState) -> Router {
+    crate::metrics::install();
     let (ordinary, mut doc) = OpenApiRouter::with_openapi(routes::ApiDoc::openapi())
         .merge(routes::ordinary())
         .split_for_parts();
@@ -110,6 +111,7 @@ pub fn router(state: AppState) -> Router {
                 "this endpoint does not take that method",
             )
         })
+        .layer(middleware::from_fn(crate::metrics::track))
         .layer(DefaultBodyLimit::max(state.settings().body_limit))
         .with_state(state)
 }

@@ -35,6 +35,9 @@ pub struct Gateway {
     // Streams (events, WebSocket chat, OpenAI API).
     events: Arc<EventBus>,
     approval_timeout: std::time::Duration,
+    // Auth and webhooks (pairing lockout, rate limits, idempotency pruning).
+    limits: crate::limits::Limits,
+    last_idempotency_prune: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 /// How long an approval asked over the WebSocket waits before the call is
@@ -79,6 +82,8 @@ impl Gateway {
             shutdown: CancellationToken::new(),
             events,
             approval_timeout: APPROVAL_TIMEOUT,
+            limits: crate::limits::Limits::new(),
+            last_idempotency_prune: std::sync::Mutex::new(None),
         }
     }
 
@@ -229,5 +234,24 @@ impl Gateway {
     /// Cancelled when the daemon stops.
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
+    }
+
+    /// Per-client rate limits and the pairing lockout.
+    pub fn limits(&self) -> &crate::limits::Limits {
+        &self.limits
+    }
+
+    /// Whether idempotency keys are due a prune (at most once a minute);
+    /// answering `true` marks them pruned now.
+    pub fn idempotency_prune_due(&self, now: DateTime<Utc>) -> bool {
+        let mut last = self
+            .last_idempotency_prune
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| now - t < chrono::Duration::minutes(1)) {
+            return false;
+        }
+        *last = Some(now);
+        true
     }
 }

@@ -46,6 +46,33 @@ pub enum Command {
     /// Run cairn's always-on half in the foreground: the routine engine,
     /// notification delivery and the gateway, until SIGINT or SIGTERM.
     Daemon(DaemonArgs),
+    /// Print a fresh one-time pairing code for the gateway's POST /pair
+    /// (valid 15 minutes; any daemon on this database accepts it).
+    Pair,
+    /// API tokens for the gateway: create, list, revoke.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// `cairn token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token and print it once, alone on stdout.
+    Create {
+        /// Its name (unique among live tokens; `cairn token revoke NAME`).
+        #[arg(long)]
+        name: String,
+        /// How long it works (e.g. 30d, 12h); without it, until revoked.
+        #[arg(long)]
+        ttl: Option<String>,
+    },
+    /// Every token: name, origin, created, expires, last used, revoked.
+    List,
+    /// Stop a token from working.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
 }
 
 /// `cairn daemon` options.

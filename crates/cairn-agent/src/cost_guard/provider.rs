@@ -37,6 +37,22 @@ impl GuardedProvider {
     }
 }
 
+/// Counts a call (and, when it answered, its tokens and cost) in the
+/// process's metrics; a no-op until the gateway installs a recorder.
+fn observe(model: &str, response: Option<&ChatResponse>) {
+    let outcome = if response.is_some() { "ok" } else { "error" };
+    metrics::counter!("cairn_llm_calls_total", "model" => model.to_string(), "outcome" => outcome)
+        .increment(1);
+    if let Some(r) = response {
+        metrics::counter!("cairn_llm_tokens_total", "model" => model.to_string(), "kind" => "input")
+            .increment(r.usage.input_tokens);
+        metrics::counter!("cairn_llm_tokens_total", "model" => model.to_string(), "kind" => "output")
+            .increment(r.usage.output_tokens);
+        metrics::counter!("cairn_llm_cost_microdollars_total", "model" => model.to_string())
+            .increment(r.cost_micros);
+    }
+}
+
 #[async_trait]
 impl LlmProvider for GuardedProvider {
     fn name(&self) -> &str {
@@ -54,6 +70,7 @@ impl LlmProvider for GuardedProvider {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.guard.admit()?;
         let result = self.inner.complete(request).await;
+        observe(self.inner.model(), result.as_ref().ok());
         let cost = result.as_ref().map_or(0, |response| response.cost_micros);
         self.guard.record(cost).await;
         result
@@ -64,6 +81,7 @@ impl LlmProvider for GuardedProvider {
         let stream = match self.inner.stream(request).await {
             Ok(stream) => stream,
             Err(error) => {
+                observe(self.inner.model(), None);
                 self.guard.record(0).await;
                 return Err(error);
             }
@@ -76,6 +94,7 @@ impl LlmProvider for GuardedProvider {
             let guard = Arc::clone(&guard);
             async move {
                 if let Ok(StreamEvent::Done(response)) = &event {
+                    observe(&response.model, Some(response));
                     guard.record(response.cost_micros).await;
                 }
                 event

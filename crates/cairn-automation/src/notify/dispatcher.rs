@@ -201,6 +201,13 @@ impl Dispatcher {
             AttemptOutcome::Retry { next_at } => (DeliveryStatus::Pending, Some(next_at)),
             AttemptOutcome::GiveUp => (DeliveryStatus::Failed, None),
         };
+        let outcome = match status {
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Pending => "retry",
+            DeliveryStatus::Failed => "failed",
+        };
+        metrics::counter!("cairn_notifications_total", "channel" => n.channel.clone(), "outcome" => outcome)
+            .increment(1);
         match status {
             DeliveryStatus::Delivered => {
                 tracing::info!(id = %n.id, channel = %n.channel, attempt = number, "notification delivered");

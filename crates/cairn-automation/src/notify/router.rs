@@ -270,6 +270,14 @@ impl Notifier {
             tracing::warn!(id = %n.id, channel = %n.channel, "notification for an unknown channel kept in the inbox");
         }
         self.store.insert_notification(&n).await?;
+        // Channel names come from the configuration, so the label stays small.
+        let (channel, outcome) = match n.status {
+            DeliveryStatus::Delivered => (n.channel.clone(), "inbox"),
+            DeliveryStatus::Failed => ("unknown".to_string(), "unknown_channel"),
+            DeliveryStatus::Pending => (n.channel.clone(), "queued"),
+        };
+        metrics::counter!("cairn_notifications_total", "channel" => channel, "outcome" => outcome)
+            .increment(1);
         if n.status == DeliveryStatus::Pending {
             self.wake.notify_one();
         }

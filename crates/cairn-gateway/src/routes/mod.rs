@@ -10,12 +10,16 @@ use crate::state::AppState;
 
 pub mod events;
 pub mod health;
+pub mod hooks;
 pub mod jobs;
+pub mod metrics;
 pub mod notifications;
 pub mod openai;
+pub mod pair;
 pub mod routines;
 pub mod sessions;
 pub mod status;
+pub mod webhook;
 pub mod ws;
 
 /// The document's fixed parts; paths are added by the routers.
@@ -52,6 +56,9 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
         .merge(sessions::routes())
         .merge(jobs::routes())
         .merge(status::routes())
+        .merge(pair::routes())
+        .merge(hooks::routes())
+        .merge(metrics::routes())
 }
 
 /// Streams and agent turns: no request time limit (they end on their own,
@@ -61,4 +68,5 @@ pub fn long() -> OpenApiRouter<AppState> {
         .merge(events::routes())
         .merge(ws::routes())
         .merge(openai::routes())
+        .merge(webhook::routes())
 }

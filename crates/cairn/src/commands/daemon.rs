@@ -115,6 +115,10 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
                 let app = cairn_gateway::router(gateway);
                 components.set(GATEWAY, ComponentState::Running, clock.now(), None);
                 eprintln!("gateway listening on http://{addr}");
+                match cairn_gateway::auth::issue_pairing_code(&store, clock.now()).await {
+                    Ok(code) => eprintln!("{}", super::token::pairing_line(&code)),
+                    Err(e) => tracing::warn!(error = %e, "cannot record a pairing code"),
+                }
                 let cancel = cancel.clone();
                 Some(tokio::spawn(async move {
                     cairn_gateway::serve(listener, app, cancel).await

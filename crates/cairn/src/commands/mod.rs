@@ -10,6 +10,7 @@ mod notify;
 mod routine;
 mod routine_files;
 mod schedule;
+mod token;
 mod version;
 
 use std::process::ExitCode;
@@ -29,6 +30,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inbox(args) => notify::inbox(&args, cli.json),
         Command::Routine(command) => routine::run(&command, cli.json),
         Command::Daemon(args) => daemon::run(&args),
+        Command::Pair => token::pair(),
+        Command::Token(command) => token::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

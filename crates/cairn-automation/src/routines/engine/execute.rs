@@ -109,6 +109,8 @@ impl RoutineEngine {
                 tracing::error!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot record the run's outcome")
             }
         }
+        metrics::counter!("cairn_routine_runs_finished_total", "status" => outcome.status.as_str())
+            .increment(1);
         tracing::info!(
             routine = %routine.spec.name,
             run = %run.id,

@@ -250,13 +250,12 @@ impl RoutineEngine {
         };
         let admitted = self
             .inner
-            .store
-            .admit_runs(&[(admission, vec![run.clone()])])
-            .await?
-            .pop()
-            .unwrap_or(Admitted::Taken);
+            .admissions
+            .admit(&self.inner.store, admission, vec![run.clone()])
+            .await?;
         match &admitted {
             Admitted::Started => {
+                metrics::counter!("cairn_routine_fires_total", "status" => "started").increment(1);
                 tracing::info!(routine = %routine.spec.name, trigger = %run.trigger_type, "routine fired");
                 let engine = self.clone();
                 let routine_owned = routine.clone();
@@ -268,6 +267,7 @@ impl RoutineEngine {
                 });
             }
             Admitted::Skipped(reason) => {
+                metrics::counter!("cairn_routine_fires_total", "status" => "skipped").increment(1);
                 tracing::info!(routine = %routine.spec.name, %reason, "routine fire skipped");
             }
             Admitted::Taken => return Err(FireError::Gone(routine.spec.name.clone())),

@@ -40,6 +40,7 @@ use super::plan::{SlotPlan, plan};
 use super::webhook::{self, WebhookError};
 use crate::notify::Notifier;
 
+mod admit;
 mod execute;
 mod fire;
 mod timed;
@@ -152,6 +153,7 @@ struct Inner {
     triggered: RwLock<Triggered>,
     tasks: TaskTracker,
     stop_runs: CancellationToken,
+    admissions: admit::AdmitQueue,
     runs: tokio::sync::broadcast::Sender<RunEvent>,
 }
 
@@ -226,6 +228,7 @@ impl RoutineEngine {
                 triggered: RwLock::new(Triggered::default()),
                 tasks: TaskTracker::new(),
                 stop_runs: CancellationToken::new(),
+                admissions: admit::AdmitQueue::default(),
                 runs: tokio::sync::broadcast::channel(256).0,
             }),
         }

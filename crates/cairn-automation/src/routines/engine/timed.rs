@@ -41,6 +41,11 @@ impl RoutineEngine {
                         .filter(|r| r.status == RunStatus::Skipped)
                         .count();
                     for run in &runs {
+                        let lateness = run.started_at - run.scheduled_for.unwrap_or(run.started_at);
+                        metrics::counter!("cairn_routine_fires_total", "status" => if run.status == RunStatus::Running { "started" } else { run.status.as_str() })
+                            .increment(1);
+                        metrics::histogram!("cairn_routine_fire_lateness_seconds")
+                            .record(lateness.num_milliseconds().max(0) as f64 / 1000.0);
                         tracing::info!(
                             routine = %routine.spec.name,
                             slot = %run.scheduled_for.map(rfc3339).unwrap_or_default(),
@@ -67,6 +72,8 @@ impl RoutineEngine {
                 }
                 Admitted::Skipped(reason) => {
                     report.skipped += runs.len();
+                    metrics::counter!("cairn_routine_fires_total", "status" => "skipped")
+                        .increment(runs.len() as u64);
                     tracing::info!(routine = %routine.spec.name, %reason, "routine slot skipped");
                 }
                 Admitted::Taken => report.taken += 1,

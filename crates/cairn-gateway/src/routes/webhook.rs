@@ -1,0 +1,198 @@
+//! `POST /webhook`: one agent turn for a message from another program, on
+//! the same chat service as the terminal (channel `webhook`). An
+//! `X-Idempotency-Key` is claimed in the database for 24 h: a repeat gets
+//! the first response again instead of a second turn.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use cairn_agent::chat::{ChatSink, Inbound, Reply};
+use cairn_agent::runner::{Approver, DenyAll};
+use cairn_store::IdempotencyClaim;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth::Authed;
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// The header naming a request's idempotency key.
+pub const IDEMPOTENCY_HEADER: &str = "x-idempotency-key";
+/// Set (to `true`) on an answer replayed from an earlier request.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+/// The scope of webhook keys in the store.
+const SCOPE: &str = "webhook";
+/// How long a key is remembered.
+const KEY_TTL_HOURS: i64 = 24;
+/// Longest key accepted.
+const MAX_KEY_LEN: usize = 200;
+
+/// The routes of this module.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(webhook))
+}
+
+/// A message for the agent.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct WebhookRequest {
+    /// What to tell the agent.
+    pub message: String,
+}
+
+/// The agent's answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WebhookResponse {
+    /// The answer's text.
+    pub response: String,
+    /// The model that answered.
+    pub model: String,
+}
+
+/// Nobody is there to approve a risky tool call, so "ask" means "no".
+struct WebhookSink;
+
+impl ChatSink for WebhookSink {
+    fn approver(&self) -> Option<&dyn Approver> {
+        Some(&DenyAll)
+    }
+}
+
+/// Runs one agent turn on the message.
+#[utoipa::path(post, path = "/webhook", tag = "chat",
+    security(("bearer" = [])),
+    params(("X-Idempotency-Key" = Option<String>, Header,
+        description = "Repeats with the same key within 24 h get the first response (header Idempotent-Replayed: true)")),
+    request_body = WebhookRequest,
+    responses(
+        (status = 200, description = "The agent's answer", body = WebhookResponse),
+        (status = 400, description = "Malformed request or key", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 409, description = "A request with this key is still running", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "The message was refused", body = ErrorBody),
+        (status = 429, description = "Too many failed authentications", body = ErrorBody),
+        (status = 502, description = "The agent could not answer", body = ErrorBody),
+        (status = 503, description = "No LLM is configured", body = ErrorBody)))]
+async fn webhook(
+    State(state): State<AppState>,
+    _auth: Authed,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<WebhookRequest>,
+) -> Result<Response, ApiError> {
+    state.chat()?;
+    let key = match headers.get(IDEMPOTENCY_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .map(str::trim)
+                .filter(|k| !k.is_empty() && k.len() <= MAX_KEY_LEN)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "X-Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
+                    ))
+                })?
+                .to_string(),
+        ),
+    };
+    let Some(key) = key else {
+        return run_turn(&state, request.message)
+            .await
+            .map(|body| Json(body).into_response());
+    };
+    let store = state.store();
+    let now = state.clock().now();
+    let ttl = chrono::Duration::hours(KEY_TTL_HOURS);
+    if state.idempotency_prune_due(now)
+        && let Err(e) = store.prune_idempotency_keys(now - ttl).await
+    {
+        tracing::warn!(error = %e, "cannot prune idempotency keys");
+    }
+    match store.claim_idempotency_key(SCOPE, &key, now, ttl).await? {
+        IdempotencyClaim::Done(stored) => {
+            let mut response = (StatusCode::OK, Json(stored)).into_response();
+            response
+                .headers_mut()
+                .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+            Ok(response)
+        }
+        IdempotencyClaim::InFlight => Err(ApiError::conflict(
+            "a request with this X-Idempotency-Key is still running; retry when it has finished",
+        )),
+        IdempotencyClaim::Claimed => {
+            // The turn runs in its own task so that a client hanging up does
+            // not leave the key claimed with no one to complete it.
+            let task_state = Arc::clone(&state);
+            let task = tokio::spawn(async move {
+                let state = task_state;
+                let result = run_turn(&state, request.message).await;
+                let store = state.store();
+                match &result {
+                    Ok(body) => {
+                        let stored = serde_json::to_value(body).unwrap_or_default();
+                        if let Err(e) = store.complete_idempotency_key(SCOPE, &key, &stored).await {
+                            tracing::warn!(error = %e, "cannot store a webhook's response");
+                            let _ = store.release_idempotency_key(SCOPE, &key).await;
+                        }
+                    }
+                    Err(_) => {
+                        if let Err(e) = store.release_idempotency_key(SCOPE, &key).await {
+                            tracing::warn!(error = %e, "cannot release a webhook's idempotency key");
+                        }
+                    }
+                }
+                result
+            });
+            match task.await {
+                Ok(result) => result.map(|body| Json(body).into_response()),
+                Err(e) => Err(ApiError::internal("the agent turn failed", &e)),
+            }
+        }
+    }
+}
+
+/// One turn through the chat service, its reply mapped to an answer.
+/// Agent errors are logged, not echoed: their text may name files or hosts.
+async fn run_turn(state: &AppState, message: String) -> Result<WebhookResponse, ApiError> {
+    let chat = state.chat()?;
+    let inbound = Inbound {
+        user_id: state.user_id().to_string(),
+        channel: "webhook".into(),
+        thread: None,
+        text: message,
+    };
+    let model = state.model().unwrap_or_default().to_string();
+    match chat.handle(inbound, &WebhookSink).await {
+        Reply::Answer(report) => Ok(WebhookResponse {
+            response: report.response,
+            model,
+        }),
+        // A command's output (`/threads`, say) is the answer to that message.
+        Reply::Notice { text } => Ok(WebhookResponse {
+            response: text,
+            model,
+        }),
+        Reply::Error { text } => {
+            tracing::warn!(error = %text, "webhook turn failed");
+            Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "agent_failed",
+                "the agent could not answer; the daemon's log has the details",
+            ))
+        }
+        Reply::Dropped { reason } => {
+            tracing::info!(%reason, "a hook dropped a webhook message");
+            Err(ApiError::unprocessable("a hook refused the message"))
+        }
+        Reply::Quit => Err(ApiError::unprocessable(
+            "a webhook has no conversation to leave",
+        )),
+    }
+}
