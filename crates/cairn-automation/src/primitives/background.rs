@@ -151,13 +151,32 @@ impl BackgroundTasks {
         Ok(reaped)
     }
 
-    /// Cancels this process's running tasks (recorded as cancelled) and
-    /// stops the lease renewal.
+    /// Stops this process's running tasks at exit: each is recorded failed
+    /// ([`cairn_store::TASK_INTERRUPTED`]), so its conversation is told on
+    /// its next turn rather than losing it, then its call is stopped; the
+    /// lease renewal ends.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        let ids: Vec<String> = self.lock().keys().cloned().collect();
-        for id in ids {
-            let _ = self.cancel(&id).await;
+        let live: Vec<(String, CancellationToken)> = self
+            .lock()
+            .iter()
+            .map(|(id, l)| (id.clone(), l.cancel.clone()))
+            .collect();
+        for (id, token) in live {
+            if let Err(e) = self
+                .store
+                .finish_background_task(
+                    &id,
+                    TaskStatus::Failed,
+                    None,
+                    Some(cairn_store::TASK_INTERRUPTED),
+                    self.clock.now(),
+                )
+                .await
+            {
+                tracing::warn!(task = %id, error = %e, "could not record an interrupted background task");
+            }
+            token.cancel();
         }
     }
 
@@ -561,7 +580,7 @@ impl Tool for WaitTool {
         "background_wait"
     }
     fn description(&self) -> &str {
-        "Wait for a background task to end (timeout seconds: default 60, max 3600)."
+        "Wait for a background task to end (timeout in s, default 60, max 3600)."
     }
     fn parameters(&self) -> Value {
         task_id_schema(json!({"timeout": {"type": "number"}}))
