@@ -505,7 +505,7 @@ impl ToolRunner {
             args,
             started,
         } = permit;
-        let limit = ctx.limits.timeout;
+        let limit = tool.time_limit(&args).unwrap_or(ctx.limits.timeout);
         // A panicking tool must not take the turn (or the daemon) down with it.
         let authorized = Authorized { _sealed: () };
         let execution =

@@ -613,3 +613,25 @@ async fn send_notification_falls_back_to_the_inbox_and_says_so() {
     assert_eq!(status, ToolStatus::InvalidArguments);
     let _ = &fx.notifier;
 }
+
+#[tokio::test(start_paused = true)]
+async fn background_wait_defaults_to_60_s_and_outlives_the_call_limit() {
+    let fx = Fx::new().await;
+    let (_, run) = fx.call("background_run", json!({"name": "gate"})).await;
+    let id = run["task_id"].as_str().unwrap().to_string();
+    let start = tokio::time::Instant::now();
+    let (status, out) = fx.call("background_wait", json!({"task_id": id})).await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["status"], "running");
+    assert_eq!(start.elapsed().as_secs(), 60);
+    // A long wait outlives the runner's usual 120 s limit; here it ends when
+    // the task reaches its own one-hour limit and fails as timed out.
+    let start = tokio::time::Instant::now();
+    let (status, out) = fx
+        .call("background_wait", json!({"task_id": id, "timeout": 99999}))
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(start.elapsed().as_secs(), 3600 - 60);
+    assert_eq!(out["status"], "failed", "{out}");
+    assert_eq!(out["result"]["status"], "timed_out", "{out}");
+}

@@ -254,6 +254,14 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// A time limit of its own for this call, replacing the context's
+    /// (`background_wait` waits up to an hour by design). `None` keeps
+    /// [`ToolLimits::timeout`].
+    fn time_limit(&self, args: &serde_json::Value) -> Option<Duration> {
+        let _ = args;
+        None
+    }
+
     /// Extra names the registry should resolve to this tool.
     fn aliases(&self) -> &[&str] {
         &[]

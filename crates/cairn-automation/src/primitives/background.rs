@@ -585,6 +585,10 @@ impl Tool for WaitTool {
     fn parameters(&self) -> Value {
         task_id_schema(json!({"timeout": {"type": "number"}}))
     }
+    /// Longer than the longest wait, so the wait itself decides when to stop.
+    fn time_limit(&self, _: &Value) -> Option<Duration> {
+        Some(WAIT_MAX + Duration::from_secs(5))
+    }
     fn risk(&self) -> RiskLevel {
         RiskLevel::ReadOnly
     }
@@ -612,8 +616,6 @@ impl Tool for WaitTool {
             },
         };
         self.0.find(id, ctx).await?;
-        // The wait must end before the call's own time limit does.
-        let timeout = timeout.min(ctx.limits.timeout.saturating_sub(Duration::from_secs(1)));
         self.0.wait(id, timeout).await;
         let task = self.0.find(id, ctx).await?;
         json_output(&result_view(
