@@ -200,6 +200,21 @@ impl Drop for Running<'_> {
     }
 }
 
+/// Approves, recording which tools it was asked about.
+#[derive(Default)]
+struct Recording(std::sync::Mutex<Vec<String>>);
+
+#[async_trait]
+impl cairn_agent::runner::Approver for Recording {
+    async fn approve(
+        &self,
+        request: &cairn_agent::runner::ApprovalRequest,
+    ) -> cairn_agent::runner::ApprovalAnswer {
+        self.0.lock().unwrap().push(request.tool.clone());
+        AutoApprove.approve(request).await
+    }
+}
+
 struct Fx {
     store: Store,
     runner: Arc<ToolRunner>,
@@ -503,13 +518,15 @@ async fn the_launched_call_is_gated_in_the_launching_turn() {
             .unwrap()
             .is_empty()
     );
-    // Approved at launch: it runs unattended.
+    // Approved at launch (the person is asked about `writer` itself): it runs unattended.
     let call = ToolCall {
         id: "a".into(),
         name: "background_run".into(),
         arguments: json!({"name": "writer"}),
     };
-    let result = fx.runner.run(&call, &fx.ctx(), &AutoApprove).await;
+    let asked = Recording::default();
+    let result = fx.runner.run(&call, &fx.ctx(), &asked).await;
+    assert_eq!(asked.0.lock().unwrap().as_slice(), ["writer"]);
     assert_eq!(result.status, ToolStatus::Success);
     let id = body(&result.content)["task_id"]
         .as_str()
