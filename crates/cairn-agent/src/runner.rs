@@ -278,6 +278,19 @@ pub enum Gate {
     Refused(ToolResult),
 }
 
+/// What the gate would decide about a call ([`ToolRunner::check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// It would run (canonical name).
+    Allowed(String),
+    /// The person would be asked (canonical name).
+    NeedsApproval(String),
+    /// The policy refuses it (canonical name, reason).
+    Denied(String, String),
+    /// No tool has that name; the text lists the available ones.
+    Unknown(String),
+}
+
 /// Runs tool calls through the registry, the policy gate and the safety layer.
 #[derive(Clone)]
 pub struct ToolRunner {
@@ -366,42 +379,44 @@ impl ToolRunner {
             );
         }
 
-        let risk = tool.call_risk(&args);
-        match self.policy.decide(&name, risk, &ctx.session_id) {
-            PolicyDecision::Allow => {}
-            PolicyDecision::Deny { reason } => {
+        if let Err((status, text)) = self
+            .gate(call, &name, tool.as_ref(), &args, ctx, approver)
+            .await
+        {
+            return refuse(name, status, text);
+        }
+        // A call the tool will make later on the caller's behalf is judged now,
+        // in this turn, with this approver.
+        if let Some((inner_name, inner_args)) = tool.delegated_call(&args) {
+            let Some(inner) = self.registry.get(&inner_name) else {
                 return refuse(
                     name,
-                    ToolStatus::Denied,
-                    format!("denied by policy: {reason}"),
+                    ToolStatus::UnknownTool,
+                    self.unknown_tool_text(&inner_name),
                 );
-            }
-            PolicyDecision::Ask => {
-                let request = approval_request(call, &name, risk, &args, ctx);
-                let answer = tokio::select! {
-                    biased;
-                    () = ctx.cancel.cancelled() => {
-                        return refuse(name, ToolStatus::Cancelled, "cancelled while waiting for approval".into());
-                    }
-                    answer = approver.approve(&request) => answer,
-                };
-                match answer {
-                    ApprovalAnswer::Yes => {}
-                    ApprovalAnswer::Always => self.policy.allow_for_session(&ctx.session_id, &name),
-                    ApprovalAnswer::No => {
-                        let text = format!(
-                            "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
-                        );
-                        return refuse(name, ToolStatus::Declined, text);
-                    }
-                    ApprovalAnswer::Expired(waited) => {
-                        let text = format!(
-                            "`{name}` was not run: nobody answered the approval request within {}; ask the user whether to run it",
-                            cairn_core::duration::format(waited)
-                        );
-                        return refuse(name, ToolStatus::Declined, text);
-                    }
-                }
+            };
+            let inner_args = match inner_args {
+                serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
+                v => v,
+            };
+            let inner_name = inner.name().to_string();
+            let inner_call = ToolCall {
+                id: call.id.clone(),
+                name: inner_name.clone(),
+                arguments: inner_args.clone(),
+            };
+            if let Err((status, text)) = self
+                .gate(
+                    &inner_call,
+                    &inner_name,
+                    inner.as_ref(),
+                    &inner_args,
+                    ctx,
+                    approver,
+                )
+                .await
+            {
+                return refuse(name, status, format!("`{inner_name}`: {text}"));
             }
         }
         Gate::Permit(Permit {
@@ -411,6 +426,73 @@ impl ToolRunner {
             args,
             started,
         })
+    }
+
+    /// The policy's verdict on one call of `tool` (canonical `name`),
+    /// asking `approver` when the policy says so; `Err` says why it may not run.
+    async fn gate(
+        &self,
+        call: &ToolCall,
+        name: &str,
+        tool: &dyn Tool,
+        args: &serde_json::Value,
+        ctx: &ToolContext,
+        approver: &dyn Approver,
+    ) -> Result<(), (ToolStatus, String)> {
+        let risk = tool.call_risk(args);
+        match self.policy.decide(name, risk, &ctx.session_id) {
+            PolicyDecision::Allow => Ok(()),
+            PolicyDecision::Deny { reason } => {
+                Err((ToolStatus::Denied, format!("denied by policy: {reason}")))
+            }
+            PolicyDecision::Ask => {
+                let request = approval_request(call, name, risk, args, ctx);
+                let answer = tokio::select! {
+                    biased;
+                    () = ctx.cancel.cancelled() => {
+                        return Err((ToolStatus::Cancelled, "cancelled while waiting for approval".into()));
+                    }
+                    answer = approver.approve(&request) => answer,
+                };
+                match answer {
+                    ApprovalAnswer::Yes => Ok(()),
+                    ApprovalAnswer::Always => {
+                        self.policy.allow_for_session(&ctx.session_id, name);
+                        Ok(())
+                    }
+                    ApprovalAnswer::No => Err((
+                        ToolStatus::Declined,
+                        format!(
+                            "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
+                        ),
+                    )),
+                    ApprovalAnswer::Expired(waited) => Err((
+                        ToolStatus::Declined,
+                        format!(
+                            "`{name}` was not run: nobody answered the approval request within {}; ask the user whether to run it",
+                            cairn_core::duration::format(waited)
+                        ),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// What the gate would decide about a call, without asking anyone:
+    /// `run_parallel` runs the allowed actions and reports the others.
+    pub fn check(&self, name: &str, args: &serde_json::Value, session_id: &str) -> Check {
+        let Some(tool) = self.registry.get(name) else {
+            return Check::Unknown(self.unknown_tool_text(name));
+        };
+        let canonical = tool.name().to_string();
+        match self
+            .policy
+            .decide(&canonical, tool.call_risk(args), session_id)
+        {
+            PolicyDecision::Allow => Check::Allowed(canonical),
+            PolicyDecision::Ask => Check::NeedsApproval(canonical),
+            PolicyDecision::Deny { reason } => Check::Denied(canonical, reason),
+        }
     }
 
     /// Runs a permitted call under its time limit and cancellation, then
@@ -423,7 +505,7 @@ impl ToolRunner {
             args,
             started,
         } = permit;
-        let limit = ctx.limits.timeout;
+        let limit = tool.time_limit(&args).unwrap_or(ctx.limits.timeout);
         // A panicking tool must not take the turn (or the daemon) down with it.
         let authorized = Authorized { _sealed: () };
         let execution =

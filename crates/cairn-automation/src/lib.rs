@@ -8,9 +8,13 @@
 //! first piece of the routine engine, the event matcher; the engine itself,
 //! watchers and the heartbeat come next and notify through [`notify`].
 //!
+//! [`primitives`] are the agent's execution primitives (`run_parallel`,
+//! background tasks, `send_notification`).
+//!
 //! Architecture invariant: "delivered" is recorded only when the receiver
 //! confirmed it (a 2xx, an SMTP 250); nothing that should reach the person is
 //! dropped (guide invariant 9).
 
 pub mod notify;
+pub mod primitives;
 pub mod routines;

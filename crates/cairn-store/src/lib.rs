@@ -12,6 +12,7 @@
 //! uniqueness rules (one run per scheduled slot) that keep the engine honest
 //! across processes.
 
+mod background;
 mod codec;
 mod connect;
 mod error;
@@ -26,6 +27,7 @@ mod sessions;
 mod settings;
 mod turns;
 
+pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store};
 pub use error::StoreError;
 pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};

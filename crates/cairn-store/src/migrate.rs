@@ -64,6 +64,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0007_gateway.sql"),
         postgres: include_str!("../migrations/0007_gateway.sql"),
     },
+    Migration {
+        version: 8,
+        name: "background_tasks",
+        sqlite: include_str!("../migrations/0008_background_tasks.sql"),
+        postgres: include_str!("../migrations/0008_background_tasks.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -16,6 +16,10 @@ use cairn_agent::{
     PolicyGate, ToolRunner,
 };
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
+use cairn_automation::primitives::RunnerLink;
+use cairn_automation::primitives::background::BackgroundTasks;
+use cairn_automation::primitives::parallel::RunParallelTool;
+use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
 use cairn_automation::routines::link::EngineLink;
@@ -249,7 +253,7 @@ pub fn tool_runner(
     for tool in extra {
         registry
             .register(tool)
-            .context("cannot register the routine tools")?;
+            .context("cannot register the automation tools")?;
     }
     let policy = PolicyGate::new(&tools.policy);
     Ok(Arc::new(ToolRunner::new(
@@ -273,6 +277,8 @@ pub struct Runtime {
     /// Reaches the routine engine once attached: chat messages fire event
     /// routines, the `routine_fire` tool fires routines.
     pub link: Arc<EngineLink>,
+    /// This process's background tasks (`background_run`); started.
+    pub background: Arc<BackgroundTasks>,
 }
 
 /// Builds and starts everything over an open store.
@@ -294,14 +300,37 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let link = EngineLink::new();
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
-    let routine_tools = routine_tools(
+    let mut extra = routine_tools(
         store.clone(),
         link.clone(),
         config.user.id.clone(),
         config.user.timezone,
         Arc::clone(&clock),
     );
-    let agent = agent_loop(config, &providers, &tools, hooks, routine_tools)?;
+    // The execution primitives run other tools through the runner, which
+    // holds them: they reach it through a link attached once it is built.
+    let runner_link = RunnerLink::new();
+    let background = BackgroundTasks::new(
+        store.clone(),
+        Arc::clone(&runner_link),
+        Arc::clone(&clock),
+        owner_id(),
+    );
+    extra.push(Arc::new(RunParallelTool::new(Arc::clone(&runner_link))));
+    extra.extend(background.tools());
+    extra.push(Arc::new(SendNotificationTool::new(
+        notifier(config, &store)?,
+        config.user.id.clone(),
+    )));
+    let agent = agent_loop(config, &providers, &tools, hooks, extra)?;
+    runner_link.attach(agent.runner());
+    let reaped = background
+        .start()
+        .await
+        .context("cannot reap the background tasks of stopped processes")?;
+    if !reaped.is_empty() {
+        tracing::info!(tasks = ?reaped, "background tasks of a stopped process marked failed (interrupted)");
+    }
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
@@ -339,6 +368,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         agent,
         jobs: Arc::new(jobs),
         link,
+        background,
     })
 }
 

@@ -469,3 +469,36 @@ fn the_chat_shows_unread_inbox_notifications_once() {
         .success()
         .stdout(contains("[inbox]").not());
 }
+
+#[test]
+fn piped_chat_reacts_to_a_finished_background_task_without_another_line() {
+    let env = Env::new();
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[tools.shell]\nallowed_programs = [\"sleep\"]\n",
+    )
+    .unwrap();
+    env.server.push(Scripted::tool_call(
+        "background_run",
+        json!({"name": "shell", "params": {"command": "sleep 1"}}),
+    ));
+    env.server
+        .push(Scripted::text("Started it in the background."));
+    env.server.push(Scripted::text("The sleep has finished."));
+    env.cairn()
+        .args(["chat", "--yes"])
+        .write_stdin("sleep for a second in the background\n")
+        .assert()
+        .success()
+        .stdout(contains("Started it in the background.").and(contains("The sleep has finished.")));
+    // The reaction came from a turn of its own, fed with the notice.
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 3);
+    let notice = text_of(&env.sent(2));
+    assert!(notice.contains("automatic notice from cairn"), "{notice}");
+    assert!(
+        notice.contains("[BACKGROUND TASK COMPLETED] task_id=bg-"),
+        "{notice}"
+    );
+    assert!(notice.contains("tool=shell"), "{notice}");
+}

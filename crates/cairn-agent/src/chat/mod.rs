@@ -9,6 +9,7 @@
 
 mod commands;
 mod jobs;
+pub mod notices;
 mod turn;
 
 use std::collections::HashMap;
@@ -291,6 +292,84 @@ impl ChatService {
         };
         self.input(&key, &mut session, inbound.thread.as_deref(), input, sink)
             .await
+    }
+
+    /// The stored id of the person's session on `channel`, unless a turn
+    /// holds it (that turn announces finished tasks itself).
+    async fn idle_session_id(&self, key: &SessionKey) -> Option<String> {
+        let live = self.sessions.session(key).await.ok()?;
+        let session = live.try_lock().ok()?;
+        Some(session.row.id.to_string())
+    }
+
+    /// Whether finished background tasks of the person's idle session on
+    /// `channel` wait to be announced: one cheap read, for polling.
+    pub async fn notices_waiting(&self, user_id: &str, channel: &str) -> bool {
+        let key = SessionKey {
+            user_id: user_id.to_string(),
+            channel: channel.to_string(),
+        };
+        let Some(id) = self.idle_session_id(&key).await else {
+            return false;
+        };
+        self.sessions
+            .store()
+            .has_undelivered_tasks(&id)
+            .await
+            .unwrap_or(false)
+    }
+
+    /// How many background tasks of the person's session on `channel` still run.
+    pub async fn background_running(&self, user_id: &str, channel: &str) -> usize {
+        let key = SessionKey {
+            user_id: user_id.to_string(),
+            channel: channel.to_string(),
+        };
+        let Some(id) = self.idle_session_id(&key).await else {
+            return 0;
+        };
+        match self.sessions.store().list_background_tasks(&id).await {
+            Ok(tasks) => tasks
+                .iter()
+                .filter(|t| t.status == cairn_store::TaskStatus::Running)
+                .count(),
+            Err(_) => 0,
+        }
+    }
+
+    /// Runs a turn of its own for the finished background tasks of the
+    /// person's idle session on `channel`, so the agent reacts without the
+    /// person typing. The notices are the turn's input, marked as an
+    /// automatic notice rather than the person's words. `None` when nothing
+    /// waits or a turn is running (that turn announces them before its next
+    /// model call).
+    pub async fn deliver_notices(
+        &self,
+        user_id: &str,
+        channel: &str,
+        sink: &dyn ChatSink,
+    ) -> Option<Reply> {
+        let key = SessionKey {
+            user_id: user_id.to_string(),
+            channel: channel.to_string(),
+        };
+        let live = self.sessions.session(&key).await.ok()?;
+        let mut session = live.try_lock().ok()?;
+        let id = session.row.id.to_string();
+        let now = self.sessions.clock().now();
+        let tasks = match self.sessions.store().take_undelivered_tasks(&id, now).await {
+            Ok(tasks) if !tasks.is_empty() => tasks,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take finished background tasks");
+                return None;
+            }
+        };
+        let text = format!(
+            "(automatic notice from cairn, not a message from the person)\n{}",
+            notices::notices_text(&tasks)
+        );
+        Some(self.input(&key, &mut session, None, Some(text), sink).await)
     }
 
     /// Handles a message that arrives while a turn runs in the session:

@@ -24,6 +24,9 @@ struct TurnDelegate<'a> {
     sink: &'a dyn ChatSink,
     approver: &'a dyn Approver,
     sessions: &'a SessionManager,
+    /// The session, whose finished background tasks are announced before each model call.
+    session_id: &'a str,
+    clock: &'a dyn cairn_core::clock::Clock,
     thread_id: uuid::Uuid,
     /// Where the turn is stored.
     position: i64,
@@ -70,6 +73,36 @@ impl LoopDelegate for TurnDelegate<'_> {
             // The turn goes on; its end saves every message again.
             tracing::warn!(error = %e, "recording a message of the running turn failed");
         }
+    }
+
+    /// Appends the notices of this session's background tasks that finished
+    /// since the last look. Taking them marks them delivered in the same
+    /// statement, so none is injected twice; a failed read leaves them in
+    /// the store for the next call.
+    async fn before_llm(&self, messages: &mut Vec<ChatMessage>) {
+        let store = self.sessions.store();
+        match store.has_undelivered_tasks(self.session_id).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for finished background tasks");
+                return;
+            }
+        }
+        let tasks = match store
+            .take_undelivered_tasks(self.session_id, self.clock.now())
+            .await
+        {
+            Ok(tasks) if !tasks.is_empty() => tasks,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take finished background tasks");
+                return;
+            }
+        };
+        let message = ChatMessage::system(super::notices::notices_text(&tasks));
+        messages.push(message.clone());
+        self.on_message(messages.len() - 1, &message).await;
     }
 
     async fn on_context_overflow(&self, messages: &mut Vec<ChatMessage>) -> bool {
@@ -239,6 +272,7 @@ impl ChatService {
         let cancel = CancellationToken::new();
         let _running = self.register(key, cancel.clone());
         let ctx = ToolContext::new(&self.settings.workspace, &session_id)
+            .with_thread(thread.id.to_string())
             .with_cancel(cancel.clone())
             .with_timezone(self.settings.timezone)
             .with_clock(Arc::clone(&clock))
@@ -261,6 +295,8 @@ impl ChatService {
             sink,
             approver: sink.approver().unwrap_or(&pending),
             sessions: &self.sessions,
+            session_id: &session_id,
+            clock: clock.as_ref(),
             thread_id: thread.id,
             position: thread.turns[index].position,
             base: AtomicUsize::new(base),

@@ -144,6 +144,9 @@ pub struct ToolContext {
     pub workspace: PathBuf,
     /// The session on whose behalf the call runs (keys the session allow-list).
     pub session_id: String,
+    /// The conversation thread of the call, when it comes from a chat turn
+    /// (background tasks record it with the session).
+    pub thread_id: Option<String>,
     /// Cancelled when the turn, job or routine run is stopped.
     pub cancel: CancellationToken,
     /// Time and size limits of the call.
@@ -160,6 +163,7 @@ impl ToolContext {
         Self {
             workspace: workspace.into(),
             session_id: session_id.into(),
+            thread_id: None,
             cancel: CancellationToken::new(),
             limits: ToolLimits::default(),
             timezone: Tz::UTC,
@@ -176,6 +180,12 @@ impl ToolContext {
     /// Replaces the time zone.
     pub fn with_timezone(mut self, timezone: Tz) -> Self {
         self.timezone = timezone;
+        self
+    }
+
+    /// Sets the conversation thread.
+    pub fn with_thread(mut self, thread_id: impl Into<String>) -> Self {
+        self.thread_id = Some(thread_id.into());
         self
     }
 
@@ -232,6 +242,24 @@ pub trait Tool: Send + Sync {
     fn call_risk(&self, args: &serde_json::Value) -> RiskLevel {
         let _ = args;
         self.risk()
+    }
+
+    /// A call this tool will make on the caller's behalf after it returns
+    /// (`background_run` launching a tool): `(name, arguments)`. The runner
+    /// passes that call through the policy gate too, at once and with the
+    /// same approver, so a tool that would ask is asked about in the turn
+    /// that launches it, and a denied one is never launched.
+    fn delegated_call(&self, args: &serde_json::Value) -> Option<(String, serde_json::Value)> {
+        let _ = args;
+        None
+    }
+
+    /// A time limit of its own for this call, replacing the context's
+    /// (`background_wait` waits up to an hour by design). `None` keeps
+    /// [`ToolLimits::timeout`].
+    fn time_limit(&self, args: &serde_json::Value) -> Option<Duration> {
+        let _ = args;
+        None
     }
 
     /// Extra names the registry should resolve to this tool.

@@ -154,6 +154,7 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(rt) = &automation.runtime {
             rt.jobs.shutdown().await;
+            rt.background.shutdown().await;
         }
         store.close().await;
         eprintln!("cairn daemon stopped");

@@ -438,6 +438,7 @@ async fn fire(
     automation.engine.shutdown().await;
     if let Some(rt) = &automation.runtime {
         rt.jobs.shutdown().await;
+        rt.background.shutdown().await;
     }
     let run = ctx
         .store

@@ -17,6 +17,10 @@ use terminal::{ApprovalMode, Line, LineReader, TerminalSink};
 /// The channel name of the terminal.
 const CHANNEL: &str = "terminal";
 
+/// How often the REPL looks for finished background tasks while it waits
+/// for a line (one cheap indexed read).
+const NOTICE_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Runs the chat REPL, or answers one message with `-m`.
 pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
@@ -55,6 +59,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
             None => repl(&config, &service, &store, reader, args).await,
         };
         finish_jobs(&rt.jobs).await;
+        rt.background.shutdown().await;
         engine.shutdown().await;
         result
     })
@@ -180,39 +185,94 @@ async fn repl(
             "The last turn of this thread was interrupted (\"{interrupted}\"). /resume continues it, /undo drops it."
         );
     }
+    // Turns started by a finished background task: no one is at the prompt
+    // to answer an approval (the line reader is busy waiting), so they decline.
+    let notice_sink = TerminalSink::new(reader.clone(), ApprovalMode::Decline, true, true);
     loop {
         show_unread(store, &config.user.id).await;
-        let text = match reader.read("you> ").await {
+        // The read is kept across polls: its blocking thread keeps waiting
+        // for the line while finished tasks get turns of their own.
+        let read = reader.read("you> ");
+        tokio::pin!(read);
+        let line = loop {
+            tokio::select! {
+                line = &mut read => break line,
+                () = tokio::time::sleep(NOTICE_POLL) => {
+                    if service.notices_waiting(&config.user.id, CHANNEL).await
+                        && let Some(reply) = service.deliver_notices(&config.user.id, CHANNEL, &notice_sink).await
+                    {
+                        show(reply, &notice_sink);
+                    }
+                }
+            }
+        };
+        let text = match line {
             Line::Text(text) => text,
             Line::Cancelled => continue,
-            Line::End => break,
+            Line::End => {
+                await_background(config, service, &notice_sink).await;
+                break;
+            }
         };
         if text.trim().is_empty() {
             continue;
         }
-        match handle(config, service, &sink, &text).await {
-            Reply::Answer(report) => {
-                if sink.take_streamed() {
-                    println!();
-                } else {
-                    println!("{}", report.response);
-                }
-            }
-            Reply::Notice { text } => {
-                sink.take_streamed();
-                println!("{text}");
-            }
-            Reply::Error { text } => {
-                if sink.take_streamed() {
-                    println!();
-                }
-                eprintln!("error: {text}");
-            }
-            Reply::Dropped { reason } => eprintln!("(message dropped: {reason})"),
-            Reply::Quit => break,
+        if show(handle(config, service, &sink, &text).await, &sink) {
+            break;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a reply; `true` when the chat should end.
+fn show(reply: Reply, sink: &TerminalSink) -> bool {
+    match reply {
+        Reply::Answer(report) => {
+            if sink.take_streamed() {
+                println!();
+            } else {
+                println!("{}", report.response);
+            }
+        }
+        Reply::Notice { text } => {
+            sink.take_streamed();
+            println!("{text}");
+        }
+        Reply::Error { text } => {
+            if sink.take_streamed() {
+                println!();
+            }
+            eprintln!("error: {text}");
+        }
+        Reply::Dropped { reason } => eprintln!("(message dropped: {reason})"),
+        Reply::Quit => return true,
+    }
+    false
+}
+
+/// At the end of input, waits for this conversation's background tasks and
+/// lets the agent react to each, so piped input does not lose them; Ctrl-C
+/// stops waiting (they are then reported as interrupted next time).
+async fn await_background(config: &Config, service: &ChatService, sink: &TerminalSink) {
+    let user = &config.user.id;
+    let wait = async {
+        loop {
+            if let Some(reply) = service.deliver_notices(user, CHANNEL, sink).await {
+                show(reply, sink);
+                continue;
+            }
+            if service.background_running(user, CHANNEL).await == 0
+                && !service.notices_waiting(user, CHANNEL).await
+            {
+                return;
+            }
+            tokio::time::sleep(NOTICE_POLL).await;
+        }
+    };
+    tokio::select! {
+        () = wait => {}
+        _ = tokio::signal::ctrl_c() => eprintln!("stopped waiting for background tasks"),
+    }
 }
 
 /// Lets jobs started from this chat finish before the process ends (they
