@@ -71,6 +71,20 @@ async fn without_a_key_every_message_runs_and_a_bearer_is_needed() {
     )
     .await;
     assert_eq!(status, 422);
+    // A blank message is refused before any turn (found by schemathesis: it was a 502).
+    let requests = gw.llm.requests().len();
+    for blank in ["", "  \n"] {
+        let (status, code) = error_code(
+            gw.post("/webhook")
+                .json(&json!({"message": blank}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!((status, code.as_str()), (422, "invalid"));
+    }
+    assert_eq!(gw.llm.requests().len(), requests);
     gw.stop().await;
 }
 

@@ -41,7 +41,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// A message for the agent.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct WebhookRequest {
-    /// What to tell the agent.
+    /// What to tell the agent (not blank).
+    #[schema(min_length = 1)]
     pub message: String,
 }
 
@@ -86,6 +87,9 @@ async fn webhook(
     ApiJson(request): ApiJson<WebhookRequest>,
 ) -> Result<Response, ApiError> {
     state.chat()?;
+    if request.message.trim().is_empty() {
+        return Err(ApiError::unprocessable("message is empty"));
+    }
     let key = match headers.get(IDEMPOTENCY_HEADER) {
         None => None,
         Some(value) => Some(

@@ -60,6 +60,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Query parameters of `/ws/chat`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ChatQuery {
     /// Continue this conversation (letters, digits, `-`, `_`; at most 64);
     /// without it the connection starts a new one.
