@@ -78,9 +78,11 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
     })
 }
 
-/// Rows per multi-row `INSERT` (17 parameters each: well under both
-/// backends' limits on bound parameters).
-const INSERT_CHUNK: usize = 64;
+/// Rows per multi-row `INSERT` (17 parameters each). Small on purpose:
+/// binding looks each parameter's name up in a list as long as the
+/// statement's (quadratic per statement on SQLite), and few distinct row
+/// counts keep the prepared-statement cache warm.
+const INSERT_CHUNK: usize = 16;
 
 /// Records notifications, a multi-row `INSERT` per chunk (one statement,
 /// so one round-trip to SQLite's worker thread, for a whole batch).
