@@ -672,7 +672,7 @@ impl Store {
                 .collect();
             crate::notifications::insert_notifications(&mut tx, &notes).await?;
             let mut ended = Vec::with_capacity(batch.len());
-            // Per routine, in order of first appearance: streak, state, retention.
+            // Per routine: streak, state, retention.
             let mut routines: Vec<(Uuid, Streak, Option<&serde_json::Value>, Option<u32>)> =
                 Vec::new();
             for f in batch {
@@ -710,6 +710,9 @@ impl Store {
                     entry.3 = o.retain;
                 }
             }
+            // In id order, so two processes' batches lock routine rows in
+            // the same order on PostgreSQL (no deadlock between them).
+            routines.sort_by_key(|r| r.0);
             for (routine_id, streak, state, retain) in routines {
                 let id = routine_id.to_string();
                 match streak {
