@@ -475,6 +475,87 @@ async fn admit_one(
     Ok(Admitted::Started)
 }
 
+/// Rows per multi-row run-ending `UPDATE` (7 parameters each; kept small
+/// for the same reason as notification inserts).
+const END_CHUNK: usize = 16;
+
+/// Ends the batch's runs that are still running; per entry, whether it was.
+/// One `UPDATE … FROM (VALUES …) RETURNING` per chunk (SQLite ≥ 3.35 and
+/// PostgreSQL both name the values' columns `column1`, `column2`, …); a
+/// batch naming a run twice is ended row by row, in order, instead.
+async fn end_runs(
+    conn: &mut sqlx::AnyConnection,
+    batch: &[FinishRun],
+) -> Result<Vec<bool>, StoreError> {
+    let mut ids: Vec<Uuid> = batch.iter().map(|f| f.run_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() < batch.len() {
+        let mut ended = Vec::with_capacity(batch.len());
+        for f in batch {
+            let o = &f.outcome;
+            let done = sqlx::query(
+                "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
+                 notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
+            )
+            .bind(f.run_id.to_string())
+            .bind(o.status.as_str())
+            .bind(o.summary.clone())
+            .bind(tokens(o.tokens_used))
+            .bind(micros(o.completed_at))
+            .bind(o.notification_id.map(|n| n.to_string()))
+            .execute(&mut *conn)
+            .await?;
+            ended.push(done.rows_affected() > 0);
+        }
+        return Ok(ended);
+    }
+    let mut done = std::collections::HashSet::with_capacity(batch.len());
+    for chunk in batch.chunks(END_CHUNK) {
+        let mut values = String::new();
+        for i in 0..chunk.len() {
+            let b = i * 6;
+            if i > 0 {
+                values.push_str(", ");
+            }
+            values.push_str(&format!(
+                "(${}, ${}, ${}, ${}, ${}, ${})",
+                b + 1,
+                b + 2,
+                b + 3,
+                b + 4,
+                b + 5,
+                b + 6
+            ));
+        }
+        let sql = format!(
+            "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
+             tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
+             owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
+             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running' \
+             RETURNING routine_runs.id AS id"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for f in chunk {
+            let o = &f.outcome;
+            q = q
+                .bind(f.run_id.to_string())
+                .bind(o.status.as_str())
+                .bind(o.summary.clone())
+                .bind(tokens(o.tokens_used))
+                .bind(micros(o.completed_at))
+                .bind(o.notification_id.map(|n| n.to_string()));
+        }
+        for row in q.fetch_all(&mut *conn).await? {
+            done.insert(Cols(&row).text("id")?);
+        }
+    }
+    Ok(batch
+        .iter()
+        .map(|f| done.contains(&f.run_id.to_string()))
+        .collect())
+}
+
 impl Store {
     /// Admits fires of routines, each with its guardrails, in one transaction.
     ///
@@ -671,29 +752,15 @@ impl Store {
                 .filter_map(|f| f.notification.clone())
                 .collect();
             crate::notifications::insert_notifications(&mut tx, &notes).await?;
-            let mut ended = Vec::with_capacity(batch.len());
+            let ended = end_runs(&mut tx, batch).await?;
             // Per routine: streak, state, retention.
             let mut routines: Vec<(Uuid, Streak, Option<&serde_json::Value>, Option<u32>)> =
                 Vec::new();
-            for f in batch {
-                let o = &f.outcome;
-                let done = sqlx::query(
-                    "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
-                     notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
-                )
-                .bind(f.run_id.to_string())
-                .bind(o.status.as_str())
-                .bind(o.summary.clone())
-                .bind(tokens(o.tokens_used))
-                .bind(micros(o.completed_at))
-                .bind(o.notification_id.map(|n| n.to_string()))
-                .execute(&mut *tx)
-                .await?;
-                let was_running = done.rows_affected() > 0;
-                ended.push(was_running);
+            for (f, was_running) in batch.iter().zip(&ended) {
                 if !was_running {
                     continue;
                 }
+                let o = &f.outcome;
                 let at = match routines.iter().position(|r| r.0 == f.routine_id) {
                     Some(i) => i,
                     None => {

@@ -543,4 +543,19 @@ pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
     let late = fx.store.get_run(b_runs[0].id).await.unwrap().unwrap();
     assert_eq!(late.status, RunStatus::Failed);
     assert_eq!(late.notification_id, None);
+    // A run named twice in one batch ends once, the first time.
+    let (twice, fire) = start(&a, 40);
+    fx.store.admit_runs(&[fire]).await.unwrap();
+    let again = vec![
+        finish(&twice, RunStatus::Ok, 41, None),
+        finish(&twice, RunStatus::Failed, 42, None),
+    ];
+    assert_eq!(
+        fx.store.finish_runs(&again).await.unwrap(),
+        vec![true, false]
+    );
+    let stored = fx.store.get_run(twice.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Ok);
+    let flaky = fx.store.get_routine(a.id).await.unwrap().unwrap();
+    assert_eq!(flaky.runtime.consecutive_failures, 0);
 }
