@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -39,6 +40,8 @@ pub struct Store {
     backend: Backend,
     /// The URL with any password hidden, for messages.
     display_url: String,
+    /// This process's SQLite writers, one at a time (see [`Store::begin_write`]).
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// How long a writer waits for SQLite's lock before giving up.
@@ -96,6 +99,7 @@ impl Store {
             runtime,
             backend,
             display_url,
+            writer: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
@@ -139,13 +143,60 @@ impl Store {
     /// Starts a write transaction. SQLite takes the write lock up front
     /// (`BEGIN IMMEDIATE`) so that two writers queue on the busy timeout
     /// instead of failing when a read transaction tries to upgrade.
-    pub(crate) async fn begin_write(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+    ///
+    /// On SQLite this process's writers also queue on an in-process lock
+    /// first: SQLite's busy handler waits by sleeping (growing to 100 ms),
+    /// so two of our own transactions contending for the file lock (group
+    /// commits of admissions and of run ends) would idle the loser for far
+    /// longer than the winner holds the lock. Other processes still queue
+    /// on the busy timeout.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
         Ok(match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
+            Backend::Sqlite => {
+                let guard = Arc::clone(&self.writer).lock_owned().await;
+                WriteTx {
+                    tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+                    _writer: Some(guard),
+                }
+            }
+            Backend::Postgres => WriteTx {
+                tx: self.pool.begin().await?,
+                _writer: None,
+            },
         })
+    }
+}
+
+/// A write transaction, holding this process's SQLite writer lock while it lasts.
+pub(crate) struct WriteTx {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    /// Released after the commit or rollback (or the drop) of `tx`.
+    _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    /// Commits.
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+
+    /// Rolls back.
+    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.tx.rollback().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+
+    fn deref(&self) -> &sqlx::AnyConnection {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.tx
     }
 }
 

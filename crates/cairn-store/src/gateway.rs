@@ -319,7 +319,7 @@ impl Store {
 }
 
 async fn insert_token(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut sqlx::AnyConnection,
     token: &NewApiToken,
     now: DateTime<Utc>,
 ) -> Result<ApiToken, StoreError> {
@@ -343,7 +343,7 @@ async fn insert_token(
     .bind(&row.origin)
     .bind(micros(now))
     .bind(micros_opt(row.expires_at))
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await;
     match inserted {
         Ok(_) => Ok(row),

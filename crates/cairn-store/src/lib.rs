@@ -34,6 +34,6 @@ pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
-pub use runs::{Admission, Admitted, RunOutcome, SlotMove};
+pub use runs::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
 pub use turns::{StoredTurn, TurnRange, positions_of, view_of};

@@ -78,24 +78,46 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
     })
 }
 
-impl Store {
-    /// Records a notification (the outbox row) before any delivery is tried.
-    pub async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "INSERT INTO notifications ({COLUMNS}) VALUES \
-                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(sql))
+/// Rows per multi-row `INSERT` (17 parameters each). Small on purpose:
+/// binding looks each parameter's name up in a list as long as the
+/// statement's (quadratic per statement on SQLite), and few distinct row
+/// counts keep the prepared-statement cache warm.
+const INSERT_CHUNK: usize = 16;
+
+/// Records notifications, a multi-row `INSERT` per chunk (one statement,
+/// so one round-trip to SQLite's worker thread, for a whole batch).
+pub(crate) async fn insert_notifications(
+    conn: &mut sqlx::AnyConnection,
+    all: &[Notification],
+) -> Result<(), StoreError> {
+    for chunk in all.chunks(INSERT_CHUNK) {
+        let mut sql = format!("INSERT INTO notifications ({COLUMNS}) VALUES ");
+        for i in 0..chunk.len() {
+            let b = i * 17;
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            for c in 1..=17 {
+                if c > 1 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("${}", b + c));
+            }
+            sql.push(')');
+        }
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for n in chunk {
+            q = q
                 .bind(n.id.to_string())
-                .bind(&n.user_id)
-                .bind(&n.channel)
-                .bind(&n.title)
-                .bind(&n.body)
+                .bind(n.user_id.clone())
+                .bind(n.channel.clone())
+                .bind(n.title.clone())
+                .bind(n.body.clone())
                 .bind(n.priority.as_str())
                 .bind(json(&n.tags, "tags")?)
                 .bind(n.data.as_ref().map(|d| d.to_string()))
-                .bind(&n.source)
+                .bind(n.source.clone())
                 .bind(micros(n.created_at))
                 .bind(n.status.as_str())
                 .bind(i64::from(n.attempts))
@@ -103,10 +125,19 @@ impl Store {
                 .bind(micros_opt(n.delivered_at))
                 .bind(n.last_error.clone())
                 .bind(i64::from(n.in_inbox))
-                .bind(micros_opt(n.read_at))
-                .execute(self.pool())
-                .await?;
-            Ok(())
+                .bind(micros_opt(n.read_at));
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Records a notification (the outbox row) before any delivery is tried.
+    pub async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
+        self.on_runtime(async {
+            let mut conn = self.pool().acquire().await?;
+            insert_notifications(&mut conn, std::slice::from_ref(n)).await
         })
         .await
     }

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
+use cairn_core::notification::Notification;
 use cairn_core::routine::{RoutineRun, RunStatus};
 
 use crate::codec::{Cols, micros, micros_opt};
@@ -48,6 +49,43 @@ pub struct RunOutcome {
     /// Keep only this many of the routine's latest runs (pruned in the same
     /// transaction, so a run costs one write transaction to end).
     pub retain: Option<u32>,
+}
+
+/// One run to end in [`Store::finish_runs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishRun {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its routine.
+    pub routine_id: Uuid,
+    /// How it ended (`notification_id` names `notification`, if any).
+    pub outcome: RunOutcome,
+    /// The notification about it, recorded in the same transaction.
+    pub notification: Option<Notification>,
+}
+
+/// A routine's failure streak after some runs ended, relative to before.
+#[derive(Debug, Clone, Copy)]
+enum Streak {
+    /// Unchanged (no run that counts).
+    Keep,
+    /// This many more failures.
+    Add(i64),
+    /// Reset by a success, then this many failures.
+    Set(i64),
+}
+
+impl Streak {
+    /// The streak after a further run ending `status`.
+    fn then(self, status: RunStatus) -> Streak {
+        match (status, self) {
+            (RunStatus::Failed, Streak::Keep) => Streak::Add(1),
+            (RunStatus::Failed, Streak::Add(n)) => Streak::Add(n + 1),
+            (RunStatus::Failed, Streak::Set(n)) => Streak::Set(n + 1),
+            (RunStatus::Ok | RunStatus::Attention, _) => Streak::Set(0),
+            (_, s) => s,
+        }
+    }
 }
 
 /// Moves a routine's scheduled slot as part of an admission (compare-and-set).
@@ -166,6 +204,7 @@ async fn refusal(
     routine_id: &str,
     first: &RoutineRun,
     running_total: Option<u64>,
+    running_here: &mut Option<u64>,
 ) -> Result<Option<String>, StoreError> {
     use cairn_core::duration::format as human;
     if let Some(reason) = &admission.refuse {
@@ -209,13 +248,20 @@ async fn refusal(
         }
     }
     if let Some(max) = admission.max_concurrent {
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1",
-        )
-        .bind(routine_id)
-        .fetch_one(&mut *conn)
-        .await?;
-        let n = Cols(&row).uint("n")?;
+        let n = match *running_here {
+            Some(n) => n,
+            None => {
+                let row = sqlx::query(
+                    "SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1",
+                )
+                .bind(routine_id)
+                .fetch_one(&mut *conn)
+                .await?;
+                let n = Cols(&row).uint("n")?;
+                *running_here = Some(n);
+                n
+            }
+        };
         if n >= u64::from(max) {
             return Ok(Some(format!(
                 "max_concurrent: {n} run(s) of this routine already running (limit {max})"
@@ -237,14 +283,82 @@ async fn insert_new(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<
     Ok(insert(conn, run).await? > 0)
 }
 
-/// One admission inside an open write transaction. `running_total` is
-/// shared by the batch: read once under the global cap's lock, then kept
-/// up to date here, so a batch does not count every running run per routine.
+/// What one admission transaction knows so far, so that a batch reads and
+/// writes per routine once rather than per fire. Valid because the
+/// transaction holds the locks: SQLite's write lock, and on PostgreSQL the
+/// routine's row (locked by its first admission) and the global counter row.
+#[derive(Default)]
+struct BatchState {
+    /// Running runs of all routines (read once under the global cap's lock).
+    running_total: Option<u64>,
+    /// Per routine id, in order of first appearance.
+    routines: Vec<(String, RoutineState)>,
+}
+
+#[derive(Default)]
+struct RoutineState {
+    /// Its row is locked by this transaction (and it exists).
+    locked: bool,
+    /// Its running runs, once counted.
+    running: Option<u64>,
+    /// Runs started and the latest `last_run_at`, not yet written.
+    unwritten: Option<(i64, DateTime<Utc>)>,
+}
+
+impl BatchState {
+    fn routine(&mut self, id: &str) -> &mut RoutineState {
+        let at = match self.routines.iter().position(|(r, _)| r == id) {
+            Some(at) => at,
+            None => {
+                self.routines
+                    .push((id.to_string(), RoutineState::default()));
+                self.routines.len() - 1
+            }
+        };
+        &mut self.routines[at].1
+    }
+}
+
+/// Writes a routine's started runs and last fire time.
+async fn count_started(
+    conn: &mut sqlx::AnyConnection,
+    routine_id: &str,
+    started: i64,
+    last_run_at: DateTime<Utc>,
+    max_runs: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE routines SET last_run_at = $2, run_count = run_count + $3, \
+         enabled = CASE WHEN $4 > 0 AND run_count + $3 >= $4 THEN 0 ELSE enabled END WHERE id = $1",
+    )
+    .bind(routine_id)
+    .bind(micros(last_run_at))
+    .bind(started)
+    .bind(max_runs)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes what the batch deferred for one routine (see [`admit_one`]).
+async fn flush_routine(
+    conn: &mut sqlx::AnyConnection,
+    routine_id: &str,
+    state: &mut RoutineState,
+) -> Result<(), StoreError> {
+    if let Some((started, at)) = state.unwritten.take() {
+        count_started(conn, routine_id, started, at, 0).await?;
+    }
+    Ok(())
+}
+
+/// One admission inside an open write transaction. Fires are evaluated in
+/// order; what the batch already read or locked is kept in `batch`.
 async fn admit_one(
     conn: &mut sqlx::AnyConnection,
     admission: &Admission,
     runs: &[RoutineRun],
-    running_total: &mut Option<u64>,
+    batch: &mut BatchState,
 ) -> Result<Admitted, StoreError> {
     let Some(first) = runs.first() else {
         return Ok(Admitted::Taken);
@@ -252,6 +366,8 @@ async fn admit_one(
     let routine_id = first.routine_id.to_string();
     // The claim (or, unscheduled, a no-op write) also locks the routine's row
     // on PostgreSQL, serialising admissions of one routine across processes.
+    // An unscheduled fire of a routine this transaction already locked needs
+    // no second write: the row cannot have gone meanwhile.
     let locked = match &admission.slot {
         Some(slot) => {
             sqlx::query(
@@ -265,18 +381,24 @@ async fn admit_one(
             .bind(i64::from(slot.disable))
             .execute(&mut *conn)
             .await?
+            .rows_affected()
+                > 0
         }
+        None if batch.routine(&routine_id).locked => true,
         None => {
             sqlx::query("UPDATE routines SET run_count = run_count WHERE id = $1")
                 .bind(&routine_id)
                 .execute(&mut *conn)
                 .await?
+                .rows_affected()
+                > 0
         }
     };
-    if locked.rows_affected() == 0 {
+    if !locked {
         return Ok(Admitted::Taken);
     }
-    if admission.global_max.is_some() && running_total.is_none() {
+    batch.routine(&routine_id).locked = true;
+    if admission.global_max.is_some() && batch.running_total.is_none() {
         // Locking the counter row first serialises capped admissions across
         // processes on PostgreSQL (SQLite's write lock already does).
         sqlx::query(
@@ -287,9 +409,21 @@ async fn admit_one(
         let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
             .fetch_one(&mut *conn)
             .await?;
-        *running_total = Some(Cols(&row).uint("n")?);
+        batch.running_total = Some(Cols(&row).uint("n")?);
     }
-    if let Some(reason) = refusal(conn, admission, &routine_id, first, *running_total).await? {
+    let running_total = batch.running_total;
+    let mut running_here = batch.routine(&routine_id).running;
+    let refused = refusal(
+        conn,
+        admission,
+        &routine_id,
+        first,
+        running_total,
+        &mut running_here,
+    )
+    .await?;
+    batch.routine(&routine_id).running = running_here;
+    if let Some(reason) = refused {
         let mut recorded = false;
         for run in runs {
             let mut skipped = run.clone();
@@ -317,24 +451,109 @@ async fn admit_one(
     if !recorded {
         return Ok(Admitted::Taken);
     }
-    if let Some(total) = running_total.as_mut() {
+    if let Some(total) = batch.running_total.as_mut() {
         *total += started;
     }
+    let state = batch.routine(&routine_id);
+    if let Some(n) = state.running.as_mut() {
+        *n += started;
+    }
     let count = i64::try_from(started).unwrap_or(i64::MAX);
-    let max_runs = admission
-        .max_runs
-        .map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
-    sqlx::query(
-        "UPDATE routines SET last_run_at = $2, run_count = run_count + $3, \
-         enabled = CASE WHEN $4 > 0 AND run_count + $3 >= $4 THEN 0 ELSE enabled END WHERE id = $1",
-    )
-    .bind(&routine_id)
-    .bind(micros(first.started_at))
-    .bind(count)
-    .bind(max_runs)
-    .execute(&mut *conn)
-    .await?;
+    match admission.max_runs {
+        // Without a run limit nothing in the batch reads the counter: one
+        // write per routine at the end of the batch.
+        None if admission.slot.is_none() => {
+            let (n, _) = state.unwritten.unwrap_or((0, first.started_at));
+            state.unwritten = Some((n + count, first.started_at));
+        }
+        max_runs => {
+            flush_routine(conn, &routine_id, state).await?;
+            let max_runs = max_runs.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
+            count_started(conn, &routine_id, count, first.started_at, max_runs).await?;
+        }
+    }
     Ok(Admitted::Started)
+}
+
+/// Rows per multi-row run-ending `UPDATE` (7 parameters each; kept small
+/// for the same reason as notification inserts).
+const END_CHUNK: usize = 16;
+
+/// Ends the batch's runs that are still running; per entry, whether it was.
+/// One `UPDATE … FROM (VALUES …) RETURNING` per chunk (SQLite ≥ 3.35 and
+/// PostgreSQL both name the values' columns `column1`, `column2`, …); a
+/// batch naming a run twice is ended row by row, in order, instead.
+async fn end_runs(
+    conn: &mut sqlx::AnyConnection,
+    batch: &[FinishRun],
+) -> Result<Vec<bool>, StoreError> {
+    let mut ids: Vec<Uuid> = batch.iter().map(|f| f.run_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() < batch.len() {
+        let mut ended = Vec::with_capacity(batch.len());
+        for f in batch {
+            let o = &f.outcome;
+            let done = sqlx::query(
+                "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
+                 notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
+            )
+            .bind(f.run_id.to_string())
+            .bind(o.status.as_str())
+            .bind(o.summary.clone())
+            .bind(tokens(o.tokens_used))
+            .bind(micros(o.completed_at))
+            .bind(o.notification_id.map(|n| n.to_string()))
+            .execute(&mut *conn)
+            .await?;
+            ended.push(done.rows_affected() > 0);
+        }
+        return Ok(ended);
+    }
+    let mut done = std::collections::HashSet::with_capacity(batch.len());
+    for chunk in batch.chunks(END_CHUNK) {
+        let mut values = String::new();
+        for i in 0..chunk.len() {
+            let b = i * 6;
+            if i > 0 {
+                values.push_str(", ");
+            }
+            values.push_str(&format!(
+                "(${}, ${}, ${}, ${}, ${}, ${})",
+                b + 1,
+                b + 2,
+                b + 3,
+                b + 4,
+                b + 5,
+                b + 6
+            ));
+        }
+        let sql = format!(
+            "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
+             tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
+             owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
+             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running' \
+             RETURNING routine_runs.id AS id"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for f in chunk {
+            let o = &f.outcome;
+            q = q
+                .bind(f.run_id.to_string())
+                .bind(o.status.as_str())
+                .bind(o.summary.clone())
+                .bind(tokens(o.tokens_used))
+                .bind(micros(o.completed_at))
+                .bind(o.notification_id.map(|n| n.to_string()));
+        }
+        for row in q.fetch_all(&mut *conn).await? {
+            done.insert(Cols(&row).text("id")?);
+        }
+    }
+    Ok(batch
+        .iter()
+        .map(|f| done.contains(&f.run_id.to_string()))
+        .collect())
 }
 
 impl Store {
@@ -353,9 +572,12 @@ impl Store {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
             let mut out = Vec::with_capacity(fires.len());
-            let mut running_total = None;
+            let mut batch = BatchState::default();
             for (admission, runs) in fires {
-                out.push(admit_one(&mut tx, admission, runs, &mut running_total).await?);
+                out.push(admit_one(&mut tx, admission, runs, &mut batch).await?);
+            }
+            for (routine_id, state) in &mut batch.routines {
+                flush_routine(&mut tx, routine_id, state).await?;
             }
             tx.commit().await?;
             Ok(out)
@@ -509,6 +731,91 @@ impl Store {
             }
             tx.commit().await?;
             Ok(true)
+        })
+        .await
+    }
+
+    /// Ends several running runs in one transaction, each with the
+    /// notification sent about it (recorded in the same transaction, whether
+    /// or not its run was still running, so it is never lost). Returns, per
+    /// entry, whether its run was still running (as [`Store::finish_run`]).
+    ///
+    /// Failure streaks, state and retention are applied once per routine
+    /// for the batch, with the same result as ending the runs one by one in
+    /// order; a routine's runs beyond its retention are pruned after the
+    /// batch rather than after each run.
+    pub async fn finish_runs(&self, batch: &[FinishRun]) -> Result<Vec<bool>, StoreError> {
+        self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
+            let notes: Vec<Notification> = batch
+                .iter()
+                .filter_map(|f| f.notification.clone())
+                .collect();
+            crate::notifications::insert_notifications(&mut tx, &notes).await?;
+            let ended = end_runs(&mut tx, batch).await?;
+            // Per routine: streak, state, retention.
+            let mut routines: Vec<(Uuid, Streak, Option<&serde_json::Value>, Option<u32>)> =
+                Vec::new();
+            for (f, was_running) in batch.iter().zip(&ended) {
+                if !was_running {
+                    continue;
+                }
+                let o = &f.outcome;
+                let at = match routines.iter().position(|r| r.0 == f.routine_id) {
+                    Some(i) => i,
+                    None => {
+                        routines.push((f.routine_id, Streak::Keep, None, None));
+                        routines.len() - 1
+                    }
+                };
+                let entry = &mut routines[at];
+                entry.1 = entry.1.then(o.status);
+                if let Some(state) = &o.state {
+                    entry.2 = Some(state);
+                }
+                if o.retain.is_some() {
+                    entry.3 = o.retain;
+                }
+            }
+            // In id order, so two processes' batches lock routine rows in
+            // the same order on PostgreSQL (no deadlock between them).
+            routines.sort_by_key(|r| r.0);
+            for (routine_id, streak, state, retain) in routines {
+                let id = routine_id.to_string();
+                match streak {
+                    Streak::Keep | Streak::Add(0) => {}
+                    Streak::Add(n) => {
+                        sqlx::query("UPDATE routines SET consecutive_failures = consecutive_failures + $2 WHERE id = $1")
+                            .bind(&id)
+                            .bind(n)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    Streak::Set(n) => {
+                        sqlx::query("UPDATE routines SET consecutive_failures = $2 WHERE id = $1")
+                            .bind(&id)
+                            .bind(n)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+                if let Some(state) = state {
+                    sqlx::query("UPDATE routines SET state = $2 WHERE id = $1")
+                        .bind(&id)
+                        .bind(crate::codec::json(state, "state")?)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(keep) = retain {
+                    sqlx::query(PRUNE)
+                        .bind(&id)
+                        .bind(i64::from(keep))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(ended)
         })
         .await
     }

@@ -233,6 +233,16 @@ impl Notifier {
         new: NewNotification,
         now: DateTime<Utc>,
     ) -> Result<Notification, StoreError> {
+        let n = self.prepare(new, now);
+        self.store.insert_notification(&n).await?;
+        self.recorded(&n);
+        Ok(n)
+    }
+
+    /// The notification [`send`](Self::send) would record, for a caller
+    /// that records it in a transaction of its own (a routine run's end);
+    /// once committed, that caller hands it to [`recorded`](Self::recorded).
+    pub fn prepare(&self, new: NewNotification, now: DateTime<Utc>) -> Notification {
         let channel = new
             .channel
             .clone()
@@ -269,7 +279,12 @@ impl Notifier {
             n.last_error = Some(unknown_channel(&n.channel, &self.channels));
             tracing::warn!(id = %n.id, channel = %n.channel, "notification for an unknown channel kept in the inbox");
         }
-        self.store.insert_notification(&n).await?;
+        n
+    }
+
+    /// After a notification is committed: counts it, wakes the dispatcher
+    /// when it is pending, and announces it.
+    pub fn recorded(&self, n: &Notification) {
         // Channel names come from the configuration, so the label stays small.
         let (channel, outcome) = match n.status {
             DeliveryStatus::Delivered => (n.channel.clone(), "inbox"),
@@ -282,7 +297,6 @@ impl Notifier {
             self.wake.notify_one();
         }
         self.announce(Activity::Recorded(Box::new(n.clone())));
-        Ok(n)
     }
 }
 

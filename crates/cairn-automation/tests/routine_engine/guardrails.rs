@@ -218,3 +218,32 @@ async fn a_run_longer_than_its_lease_keeps_it_and_is_not_reaped() {
     handle.await.unwrap();
     assert_eq!(statuses(&s.runs(&r).await), [RunStatus::Ok]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn runs_ending_together_each_keep_their_notification() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: remind-all\ntrigger: {type: manual}\naction: {type: notification, message: x}\nguardrails: {max_concurrent: 100, retention: 500}\n")
+        .await;
+    let engine = s.engine("a");
+    let fires: Vec<_> = (0..40)
+        .map(|_| engine.fire_manual(&r, None, None))
+        .collect();
+    for fired in futures::future::join_all(fires).await {
+        assert_eq!(fired.unwrap().admitted, Admitted::Started);
+    }
+    engine.idle().await;
+    let runs = s.runs(&r).await;
+    assert_eq!(runs.len(), 40);
+    for run in &runs {
+        assert_eq!(run.status, RunStatus::Ok);
+        // Recorded in the run's own end transaction, named by the run.
+        let id = run.notification_id.expect("a notification per run");
+        let n = s.store.get_notification(id).await.unwrap().unwrap();
+        assert_eq!(n.source, format!("routine:{}", run.id));
+        assert_eq!(n.title, "Reminder");
+    }
+    let stored = s.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(stored.runtime.run_count, 40);
+    assert_eq!(stored.runtime.consecutive_failures, 0);
+}

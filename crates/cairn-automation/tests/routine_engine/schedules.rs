@@ -243,3 +243,27 @@ async fn a_routine_added_by_another_process_is_live_within_two_seconds() {
         "fired on its slot"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_change_a_webhook_noticed_first_still_wakes_the_timer() {
+    let s = setup(t0()).await;
+    let mut fast = settings("a");
+    fast.change_poll = Duration::from_secs(1);
+    let engine = s.engine_with(fast);
+    let (cancel, handle) = s.spawn(&engine);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (other, _) = Store::open(&s.url).await.unwrap();
+    let spec = RoutineSpec::parse("name: later\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: x}\n", SpecFormat::Yaml).unwrap();
+    let mut r = Routine::new(spec, "ada", s.clock.now());
+    r.runtime.next_fire_at = Some(s.clock.now() + chrono::Duration::seconds(3));
+    other.create_routine(&r).await.unwrap();
+    // A webhook (or chat message) reloads the cache before the change poll
+    // runs: the poll must still wake the timer for the new slot.
+    assert!(engine.refresh_triggered().await.unwrap());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let runs = s.runs(&r).await;
+    assert_eq!(runs.len(), 1, "the new routine fired");
+    assert_eq!(runs[0].started_at, runs[0].scheduled_for.unwrap());
+}

@@ -7,7 +7,7 @@ use chrono::Duration;
 use serde_json::json;
 
 use cairn_core::routine::RunStatus;
-use cairn_store::{Admission, Admitted, RunOutcome, SlotMove};
+use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 
 use crate::fixture::Fixture;
 use crate::routines::{at, routine, run_for};
@@ -414,4 +414,148 @@ pub async fn only_triggered_routines_are_listed_for_the_engine(fx: &Fixture) {
         .map(|r| r.spec.name)
         .collect();
     assert_eq!(listed, ["hook"]);
+}
+
+pub async fn a_batch_admits_in_order_with_per_routine_limits(fx: &Fixture) {
+    let a = routine("ada", "busy");
+    let b = routine("ada", "other");
+    fx.store.create_routine(&a).await.unwrap();
+    fx.store.create_routine(&b).await.unwrap();
+    let capped = Admission {
+        max_concurrent: Some(2),
+        global_max: Some(3),
+        ..Admission::default()
+    };
+    let fires = vec![
+        (capped.clone(), vec![run_for(&a, None, at(1))]),
+        (capped.clone(), vec![run_for(&b, None, at(2))]),
+        (capped.clone(), vec![run_for(&a, None, at(3))]),
+        // The routine's own limit: two of `busy` run already.
+        (capped.clone(), vec![run_for(&a, None, at(4))]),
+        // The global one: three run in all.
+        (capped.clone(), vec![run_for(&b, None, at(5))]),
+    ];
+    let admitted = fx.store.admit_runs(&fires).await.unwrap();
+    assert_eq!(
+        admitted[..3],
+        [Admitted::Started, Admitted::Started, Admitted::Started]
+    );
+    assert!(matches!(&admitted[3], Admitted::Skipped(r) if r.starts_with("max_concurrent")));
+    assert!(matches!(&admitted[4], Admitted::Skipped(r) if r.starts_with("global limit")));
+    // Counters written once per routine at the end hold every started run.
+    let busy = fx.store.get_routine(a.id).await.unwrap().unwrap();
+    assert_eq!(busy.runtime.run_count, 2);
+    assert_eq!(busy.runtime.last_run_at, Some(at(3)));
+    let other = fx.store.get_routine(b.id).await.unwrap().unwrap();
+    assert_eq!(other.runtime.run_count, 1);
+    assert_eq!(other.runtime.last_run_at, Some(at(2)));
+    // A later batch counts the runs the earlier one left running.
+    let again = fx
+        .store
+        .admit_runs(&[(capped, vec![run_for(&a, None, at(6))])])
+        .await
+        .unwrap();
+    assert!(matches!(&again[0], Admitted::Skipped(r) if r.starts_with("max_concurrent")));
+}
+
+pub async fn a_batch_with_a_run_limit_disables_in_order(fx: &Fixture) {
+    let r = routine("ada", "limited");
+    fx.store.create_routine(&r).await.unwrap();
+    let unlimited = Admission::default();
+    let limited = Admission {
+        max_runs: Some(2),
+        ..Admission::default()
+    };
+    let fires = vec![
+        (unlimited, vec![run_for(&r, None, at(1))]),
+        (limited, vec![run_for(&r, None, at(2))]),
+    ];
+    let admitted = fx.store.admit_runs(&fires).await.unwrap();
+    assert_eq!(admitted, vec![Admitted::Started, Admitted::Started]);
+    let stored = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(stored.runtime.run_count, 2);
+    assert_eq!(stored.runtime.last_run_at, Some(at(2)));
+    assert!(!stored.spec.enabled, "the second run reached max_runs");
+}
+
+pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
+    let a = routine("ada", "flaky");
+    let b = routine("ada", "broken");
+    fx.store.create_routine(&a).await.unwrap();
+    fx.store.create_routine(&b).await.unwrap();
+    let start = |r: &cairn_core::routine::Routine, secs| {
+        let run = run_for(r, None, at(secs));
+        (run.clone(), (Admission::default(), vec![run]))
+    };
+    let (a_runs, mut fires): (Vec<_>, Vec<_>) = (0..4).map(|i| start(&a, i)).unzip();
+    let (b_runs, b_fires): (Vec<_>, Vec<_>) = (10..13).map(|i| start(&b, i)).unzip();
+    fires.extend(b_fires);
+    fx.store.admit_runs(&fires).await.unwrap();
+    // `broken` already failed once; one of its runs was reaped meanwhile.
+    assert!(
+        fx.store
+            .finish_run(b_runs[0].id, &ended(RunStatus::Failed, 20))
+            .await
+            .unwrap()
+    );
+    let finish = |run: &cairn_core::routine::RoutineRun, status, secs, state| {
+        let note = crate::notifications::pending(secs, "inbox");
+        let mut outcome = ended(status, secs);
+        outcome.notification_id = Some(note.id);
+        outcome.state = state;
+        outcome.retain = Some(3);
+        FinishRun {
+            run_id: run.id,
+            routine_id: run.routine_id,
+            outcome,
+            notification: Some(note),
+        }
+    };
+    let batch = vec![
+        finish(&a_runs[0], RunStatus::Failed, 30, Some(json!({"n": 1}))),
+        finish(&b_runs[1], RunStatus::Failed, 31, None),
+        finish(&a_runs[1], RunStatus::Ok, 32, Some(json!({"n": 2}))),
+        finish(&a_runs[2], RunStatus::Failed, 33, None),
+        finish(&b_runs[0], RunStatus::Ok, 34, None),
+        finish(&a_runs[3], RunStatus::Failed, 35, None),
+        finish(&b_runs[2], RunStatus::Failed, 36, None),
+    ];
+    let ended_now = fx.store.finish_runs(&batch).await.unwrap();
+    assert_eq!(ended_now, vec![true, true, true, true, false, true, true]);
+    // Every notification is recorded, the late run's too.
+    for f in &batch {
+        let id = f.notification.as_ref().unwrap().id;
+        assert!(fx.store.get_notification(id).await.unwrap().is_some());
+    }
+    let flaky = fx.store.get_routine(a.id).await.unwrap().unwrap();
+    assert_eq!(
+        flaky.runtime.consecutive_failures, 2,
+        "reset by the Ok, then two"
+    );
+    assert_eq!(flaky.runtime.state, json!({"n": 2}));
+    let broken = fx.store.get_routine(b.id).await.unwrap().unwrap();
+    assert_eq!(
+        broken.runtime.consecutive_failures, 3,
+        "the late Ok did not count"
+    );
+    // Retention applies once the batch has ended its runs.
+    assert_eq!(fx.store.list_runs(a.id, 10).await.unwrap().len(), 3);
+    let late = fx.store.get_run(b_runs[0].id).await.unwrap().unwrap();
+    assert_eq!(late.status, RunStatus::Failed);
+    assert_eq!(late.notification_id, None);
+    // A run named twice in one batch ends once, the first time.
+    let (twice, fire) = start(&a, 40);
+    fx.store.admit_runs(&[fire]).await.unwrap();
+    let again = vec![
+        finish(&twice, RunStatus::Ok, 41, None),
+        finish(&twice, RunStatus::Failed, 42, None),
+    ];
+    assert_eq!(
+        fx.store.finish_runs(&again).await.unwrap(),
+        vec![true, false]
+    );
+    let stored = fx.store.get_run(twice.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Ok);
+    let flaky = fx.store.get_routine(a.id).await.unwrap().unwrap();
+    assert_eq!(flaky.runtime.consecutive_failures, 0);
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::fixture::Fixture;
 use crate::routines::at;
 
-fn pending(secs: i64, channel: &str) -> Notification {
+pub fn pending(secs: i64, channel: &str) -> Notification {
     Notification {
         id: Uuid::new_v4(),
         user_id: "ada".into(),

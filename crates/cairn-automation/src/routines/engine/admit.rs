@@ -1,60 +1,70 @@
-//! Group commit for unscheduled fires: fires that arrive while another
-//! admission transaction runs are admitted together in the next one.
+//! Group commit: writes that arrive while another transaction of their
+//! kind runs are committed together in the next one. Admissions of
+//! unscheduled fires and the ends of runs go through it.
 //!
-//! Each fire is still checked against its guardrails one after another
-//! inside that transaction (`Store::admit_runs` evaluates them in order, so
-//! a later fire sees the runs recorded by an earlier one: dedup, cooldown
-//! and concurrency hold exactly as with one transaction per fire), and a
-//! caller hears its answer only after the commit, so a fire acknowledged
-//! has its run recorded. Under load this turns one write transaction per
-//! webhook into one per burst.
+//! Each admission is still checked against its guardrails one after
+//! another inside that transaction (`Store::admit_runs` evaluates them in
+//! order, so a later fire sees the runs recorded by an earlier one: dedup,
+//! cooldown and concurrency hold exactly as with one transaction per fire),
+//! and a caller hears its answer only after the commit, so a fire
+//! acknowledged has its run recorded. Under load this turns one write
+//! transaction per webhook into one per burst.
 
+use std::future::Future;
 use std::sync::Mutex;
 
 use cairn_core::routine::RoutineRun;
-use cairn_store::{Admission, Admitted, Store, StoreError};
+use cairn_store::{Admission, Admitted, FinishRun, Store, StoreError};
 use tokio::sync::oneshot;
 
-/// Fires admitted per transaction at most (keeps one transaction short).
+/// Entries committed per transaction at most (keeps one transaction short).
 const MAX_BATCH: usize = 256;
 
-/// A fire waiting for its admission; `None` means "the batch failed,
-/// admit yourself" so every caller gets its own precise error.
-type Waiting = (
-    Admission,
-    Vec<RoutineRun>,
-    oneshot::Sender<Option<Admitted>>,
-);
+/// An entry waiting for its commit; `None` means "the batch failed,
+/// commit yourself" so every caller gets its own precise error.
+type Waiting<I, O> = (I, oneshot::Sender<Option<O>>);
 
-/// The queue and the right to run the next admission transaction.
-#[derive(Default)]
-pub(super) struct AdmitQueue {
-    pending: Mutex<Vec<Waiting>>,
+/// The queue and the right to run the next transaction.
+pub(super) struct GroupCommit<I, O> {
+    pending: Mutex<Vec<Waiting<I, O>>>,
     leader: tokio::sync::Mutex<()>,
 }
 
-impl AdmitQueue {
-    /// Admits one fire, batched with whatever else is waiting.
-    pub(super) async fn admit(
-        &self,
-        store: &Store,
-        admission: Admission,
-        runs: Vec<RoutineRun>,
-    ) -> Result<Admitted, StoreError> {
+impl<I, O> Default for GroupCommit<I, O> {
+    fn default() -> Self {
+        Self {
+            pending: Mutex::new(Vec::new()),
+            leader: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+impl<I, O> GroupCommit<I, O>
+where
+    I: Clone + Send + 'static,
+    O: Send + 'static,
+{
+    /// Commits `item`, batched with whatever else is waiting. `commit`
+    /// writes a batch in one transaction and answers each entry in order.
+    pub(super) async fn submit<F, Fut>(&self, item: I, commit: F) -> Result<O, StoreError>
+    where
+        F: Fn(Vec<I>) -> Fut,
+        Fut: Future<Output = Result<Vec<O>, StoreError>> + Send + 'static,
+    {
         let (tx, mut rx) = oneshot::channel();
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((admission.clone(), runs.clone(), tx));
+            .push((item.clone(), tx));
         loop {
             let leader = self.leader.lock().await;
-            // A previous leader may have admitted us while we waited.
+            // A previous leader may have committed us while we waited.
             match rx.try_recv() {
-                Ok(Some(admitted)) => return Ok(admitted),
+                Ok(Some(done)) => return Ok(done),
                 Ok(None) | Err(oneshot::error::TryRecvError::Closed) => break,
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            let batch: Vec<Waiting> = {
+            let batch: Vec<Waiting<I, O>> = {
                 let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                 let take = pending.len().min(MAX_BATCH);
                 pending.drain(..take).collect()
@@ -63,28 +73,26 @@ impl AdmitQueue {
                 // A leader's task holds ours and will answer.
                 drop(leader);
                 match rx.await {
-                    Ok(Some(admitted)) => return Ok(admitted),
+                    Ok(Some(done)) => return Ok(done),
                     _ => break,
                 }
             }
             // In a task of its own: a leader whose caller goes away (an HTTP
             // client hanging up) must still commit or fail the whole batch
             // and answer everyone in it.
-            let store = store.clone();
+            let (items, replies): (Vec<I>, Vec<_>) = batch.into_iter().unzip();
+            let size = items.len();
+            let writing = commit(items);
             let batch_done = tokio::spawn(async move {
-                let fires: Vec<(Admission, Vec<RoutineRun>)> = batch
-                    .iter()
-                    .map(|(a, r, _)| (a.clone(), r.clone()))
-                    .collect();
-                match store.admit_runs(&fires).await {
+                match writing.await {
                     Ok(results) => {
-                        for ((_, _, reply), admitted) in batch.into_iter().zip(results) {
-                            let _ = reply.send(Some(admitted));
+                        for (reply, done) in replies.into_iter().zip(results) {
+                            let _ = reply.send(Some(done));
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, fires = batch.len(), "a batched admission failed; admitting one by one");
-                        for (_, _, reply) in batch {
+                        tracing::warn!(error = %e, entries = size, "a batched commit failed; committing one by one");
+                        for reply in replies {
                             let _ = reply.send(None);
                         }
                     }
@@ -94,16 +102,49 @@ impl AdmitQueue {
             drop(leader);
             if let Ok(answer) = rx.try_recv() {
                 match answer {
-                    Some(admitted) => return Ok(admitted),
+                    Some(done) => return Ok(done),
                     None => break,
                 }
             }
         }
         // The batch failed (or its leader went away): on our own, with our own error.
-        Ok(store
-            .admit_runs(&[(admission, runs)])
+        commit(vec![item])
             .await?
             .pop()
-            .unwrap_or(Admitted::Taken))
+            .ok_or_else(|| StoreError::Conflict("a commit answered nothing".to_string()))
+    }
+}
+
+/// Admissions of unscheduled fires.
+pub(super) type AdmitQueue = GroupCommit<(Admission, Vec<RoutineRun>), Admitted>;
+
+impl AdmitQueue {
+    /// Admits one fire, batched with whatever else is waiting.
+    pub(super) async fn admit(
+        &self,
+        store: &Store,
+        admission: Admission,
+        runs: Vec<RoutineRun>,
+    ) -> Result<Admitted, StoreError> {
+        self.submit((admission, runs), |fires| {
+            let store = store.clone();
+            async move { store.admit_runs(&fires).await }
+        })
+        .await
+    }
+}
+
+/// Ends of runs, each with its notification.
+pub(super) type FinishQueue = GroupCommit<FinishRun, bool>;
+
+impl FinishQueue {
+    /// Ends one run (and records its notification), batched with whatever
+    /// else is waiting; whether the run was still running.
+    pub(super) async fn finish(&self, store: &Store, run: FinishRun) -> Result<bool, StoreError> {
+        self.submit(run, |batch| {
+            let store = store.clone();
+            async move { store.finish_runs(&batch).await }
+        })
+        .await
     }
 }

@@ -89,18 +89,40 @@ impl RoutineEngine {
                 None => note,
             });
         }
-        let notification_id = self.notify(&routine, &run, &outcome).await;
+        let notification = self.notice(&routine, &run, &outcome);
         let now = inner.clock.now();
         let record = RunOutcome {
             status: outcome.status,
             summary: outcome.summary.clone(),
             tokens_used: outcome.tokens_used,
             completed_at: now,
-            notification_id,
+            notification_id: notification.as_ref().map(|n| n.id),
             state: outcome.state.clone(),
             retain: Some(routine.spec.guardrails.retention),
         };
-        match inner.store.finish_run(run.id, &record).await {
+        // The notification and the run's end in one transaction, shared with
+        // the other runs ending meanwhile (group commit).
+        let finish = FinishRun {
+            run_id: run.id,
+            routine_id: routine.id,
+            outcome: record.clone(),
+            notification: notification.clone(),
+        };
+        let finished = match inner.finishes.finish(&inner.store, finish).await {
+            Ok(finished) => {
+                if let (Some(n), Some(notifier)) = (&notification, &inner.notifier) {
+                    notifier.recorded(n);
+                }
+                Ok(finished)
+            }
+            Err(e) => {
+                // Keep the notification apart from a run end that cannot be recorded.
+                tracing::warn!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot end the run with its notification; recording them apart");
+                self.finish_apart(&routine, run.id, record, notification)
+                    .await
+            }
+        };
+        match finished {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(routine = %routine.spec.name, run = %run.id, "run had already been marked interrupted; its late outcome was not recorded")
@@ -137,13 +159,36 @@ impl RoutineEngine {
         }
     }
 
-    /// Sends what the run's outcome and the routine's notify settings call for.
-    async fn notify(
+    /// Records the notification (if any) and then the run's end, each on
+    /// its own: the fallback when they cannot be recorded together.
+    async fn finish_apart(
+        &self,
+        routine: &Routine,
+        run_id: Uuid,
+        mut record: RunOutcome,
+        notification: Option<Notification>,
+    ) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        if let (Some(n), Some(notifier)) = (notification, &inner.notifier) {
+            match inner.store.insert_notification(&n).await {
+                Ok(()) => notifier.recorded(&n),
+                Err(e) => {
+                    tracing::error!(routine = %routine.spec.name, error = %e, "cannot record the run's notification");
+                    record.notification_id = None;
+                }
+            }
+        }
+        inner.store.finish_run(run_id, &record).await
+    }
+
+    /// The notification the run's outcome and the routine's notify settings
+    /// call for, not yet recorded.
+    fn notice(
         &self,
         routine: &Routine,
         run: &RoutineRun,
         outcome: &ActionOutcome,
-    ) -> Option<Uuid> {
+    ) -> Option<Notification> {
         let notifier = self.inner.notifier.as_ref()?;
         let n = &routine.spec.notify;
         let name = &routine.spec.name;
@@ -197,12 +242,6 @@ impl RoutineEngine {
             })),
             source: format!("routine:{}", run.id),
         };
-        match notifier.send(new, self.inner.clock.now()).await {
-            Ok(sent) => Some(sent.id),
-            Err(e) => {
-                tracing::error!(routine = %name, error = %e, "cannot record the run's notification");
-                None
-            }
-        }
+        Some(notifier.prepare(new, self.inner.clock.now()))
     }
 }

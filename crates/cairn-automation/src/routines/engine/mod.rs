@@ -18,13 +18,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cairn_core::clock::Clock;
-use cairn_core::notification::{NewNotification, Priority};
+use cairn_core::notification::{NewNotification, Notification, Priority};
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
 use cairn_core::schedule::Schedule;
-use cairn_store::{Admission, Admitted, RunOutcome, SlotMove, Store, StoreError};
+use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove, Store, StoreError};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
@@ -154,6 +155,13 @@ struct Inner {
     tasks: TaskTracker,
     stop_runs: CancellationToken,
     admissions: admit::AdmitQueue,
+    finishes: admit::FinishQueue,
+    /// Serialises reads of the change counter (see `refresh_triggered`).
+    refresh_gate: tokio::sync::Mutex<()>,
+    /// Counter reads started so far, numbered from 1.
+    refresh_started: AtomicU64,
+    /// The number of the latest counter read that completed.
+    refresh_served: AtomicU64,
     runs: tokio::sync::broadcast::Sender<RunEvent>,
 }
 
@@ -229,6 +237,10 @@ impl RoutineEngine {
                 tasks: TaskTracker::new(),
                 stop_runs: CancellationToken::new(),
                 admissions: admit::AdmitQueue::default(),
+                finishes: admit::FinishQueue::default(),
+                refresh_gate: tokio::sync::Mutex::new(()),
+                refresh_started: AtomicU64::new(0),
+                refresh_served: AtomicU64::new(0),
                 runs: tokio::sync::broadcast::channel(256).0,
             }),
         }
@@ -328,6 +340,7 @@ impl RoutineEngine {
         let reap_every = (s.lease / 3).max(Duration::from_millis(100));
         let poll = s.change_poll.max(Duration::from_millis(10));
         let mut last_reap = self.inner.clock.now();
+        let mut polled = self.inner.triggered.read().await.version;
         loop {
             let now = self.inner.clock.now();
             let at = now + chrono::Duration::from_std(poll).unwrap_or_default();
@@ -335,9 +348,14 @@ impl RoutineEngine {
                 () = cancel.cancelled() => return,
                 () = self.inner.clock.sleep_until(at) => {}
             }
-            match self.refresh_triggered().await {
-                Ok(true) => self.poke(),
-                Ok(false) => {}
+            // Its own read, compared with its own last: a webhook's refresh
+            // may have reloaded the cache, but the timer still needs the poke.
+            match self.reload_triggered().await {
+                Ok((version, _)) if Some(version) != polled => {
+                    polled = Some(version);
+                    self.poke();
+                }
+                Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "routine engine: cannot read routine changes"),
             }
             let now = self.inner.clock.now();
@@ -404,11 +422,47 @@ impl RoutineEngine {
     }
 
     /// Reloads the event, system-event and webhook routines if the
-    /// routines changed; returns whether they had.
+    /// routines changed; returns whether they had (`false` also when a
+    /// concurrent caller's read served this one).
+    ///
+    /// Callers arriving together share one read of the change counter: a
+    /// read that started after this call began sees every change committed
+    /// before it, so it answers for this call as well as its own. Under a
+    /// burst of webhooks that is one statement per read's round-trip
+    /// instead of one per request, and a routine changed a moment before
+    /// still counts.
     pub async fn refresh_triggered(&self) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let arrived = inner.refresh_started.load(Ordering::SeqCst);
+        if inner.refresh_served.load(Ordering::SeqCst) > arrived {
+            return Ok(false);
+        }
+        let _gate = inner.refresh_gate.lock().await;
+        if inner.refresh_served.load(Ordering::SeqCst) > arrived {
+            return Ok(false);
+        }
+        let read = inner.refresh_started.fetch_add(1, Ordering::SeqCst) + 1;
+        let (_, changed) = self.reload_unshared().await?;
+        inner.refresh_served.fetch_max(read, Ordering::SeqCst);
+        Ok(changed)
+    }
+
+    /// Reads the change counter (not shared) and reloads on a change:
+    /// the counter and whether the cache changed.
+    async fn reload_triggered(&self) -> Result<(i64, bool), StoreError> {
+        let inner = &self.inner;
+        let _gate = inner.refresh_gate.lock().await;
+        let read = inner.refresh_started.fetch_add(1, Ordering::SeqCst) + 1;
+        let done = self.reload_unshared().await?;
+        inner.refresh_served.fetch_max(read, Ordering::SeqCst);
+        Ok(done)
+    }
+
+    /// The read and reload itself; the caller holds `refresh_gate`.
+    async fn reload_unshared(&self) -> Result<(i64, bool), StoreError> {
         let version = self.inner.store.routines_version().await?;
         if self.inner.triggered.read().await.version == Some(version) {
-            return Ok(false);
+            return Ok((version, false));
         }
         let routines = self.inner.store.list_triggered_routines().await?;
         let patterns: Vec<EventPattern> = routines
@@ -434,7 +488,7 @@ impl RoutineEngine {
             system,
             webhooks,
         };
-        Ok(true)
+        Ok((version, true))
     }
 }
 
