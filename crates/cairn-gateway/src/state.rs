@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cairn_agent::chat::ChatService;
 use cairn_agent::jobs::JobScheduler;
 use cairn_automation::notify::Notifier;
+use cairn_automation::primitives::background::BackgroundTasks;
 use cairn_automation::routines::engine::RoutineEngine;
 use cairn_core::clock::Clock;
 use cairn_core::config::GatewayConfig;
@@ -28,6 +29,7 @@ pub struct Gateway {
     engine: Option<RoutineEngine>,
     notifier: Option<Notifier>,
     jobs: Option<Arc<JobScheduler>>,
+    background: Option<Arc<BackgroundTasks>>,
     model: Option<String>,
     components: Arc<Components>,
     started_at: DateTime<Utc>,
@@ -76,6 +78,7 @@ impl Gateway {
             engine: None,
             notifier: None,
             jobs: None,
+            background: None,
             model: None,
             components: Arc::new(Components::new()),
             started_at,
@@ -108,6 +111,20 @@ impl Gateway {
     pub fn with_notifier(mut self, notifier: Notifier) -> Self {
         self.notifier = Some(notifier);
         self
+    }
+
+    /// Cancels this process's background tasks through `tasks`.
+    #[must_use]
+    pub fn with_background(mut self, tasks: Arc<BackgroundTasks>) -> Self {
+        self.background = Some(tasks);
+        self
+    }
+
+    /// This process's background tasks, or 503 when no LLM is configured.
+    pub fn background(&self) -> Result<&Arc<BackgroundTasks>, ApiError> {
+        self.background.as_ref().ok_or_else(|| {
+            ApiError::unavailable("no LLM provider is configured, so no background tasks run here")
+        })
     }
 
     /// Lists and cancels jobs on `jobs`.

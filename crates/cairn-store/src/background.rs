@@ -199,6 +199,24 @@ impl Store {
         .await
     }
 
+    /// The latest `limit` tasks of every session, newest first.
+    pub async fn recent_background_tasks(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<BackgroundTask>, StoreError> {
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM background_tasks ORDER BY started_at DESC, id DESC LIMIT $1"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(i64::from(limit))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(decode).collect()
+        })
+        .await
+    }
+
     /// A session's tasks, oldest first.
     pub async fn list_background_tasks(
         &self,

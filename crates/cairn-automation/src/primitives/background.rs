@@ -307,7 +307,7 @@ impl BackgroundTasks {
     /// Cancels a running task of this process: recorded first (so its end is
     /// not reported as a failure), then its call is cancelled. `false` when it
     /// was not running here.
-    async fn cancel(&self, id: &str) -> Result<bool, ToolError> {
+    pub async fn cancel(&self, id: &str) -> Result<bool, cairn_store::StoreError> {
         let token = self.lock().get(id).map(|l| l.cancel.clone());
         let Some(token) = token else {
             return Ok(false);
@@ -315,8 +315,7 @@ impl BackgroundTasks {
         let recorded = self
             .store
             .finish_background_task(id, TaskStatus::Cancelled, None, None, self.clock.now())
-            .await
-            .map_err(store_error)?;
+            .await?;
         token.cancel();
         Ok(recorded)
     }
@@ -505,7 +504,7 @@ impl Tool for CancelTool {
                 "note": format!("the task is already {}", task.status.as_str()),
             }));
         }
-        let cancelled = self.0.cancel(&task.id).await?;
+        let cancelled = self.0.cancel(&task.id).await.map_err(store_error)?;
         let mut view = json!({"task_id": task.id, "cancelled": cancelled});
         if !cancelled && let Some(map) = view.as_object_mut() {
             map.insert(

@@ -8,6 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
 
+pub mod background;
 pub mod events;
 pub mod health;
 pub mod hooks;
@@ -55,6 +56,7 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
         .merge(notifications::routes())
         .merge(sessions::routes())
         .merge(jobs::routes())
+        .merge(background::routes())
         .merge(status::routes())
         .merge(pair::routes())
         .merge(hooks::routes())

@@ -145,3 +145,22 @@ pub async fn background_tasks_of_a_dead_process_are_reaped_as_interrupted(fx: &F
         TaskStatus::Running
     );
 }
+
+pub async fn recent_background_tasks_span_sessions_newest_first(fx: &Fixture) {
+    let s = &fx.store;
+    for (i, session) in ["s1", "s2", "s1"].iter().enumerate() {
+        let id = format!("bg-0000000{i}");
+        s.create_background_task(&task(&id, session, t0() + Duration::seconds(i as i64)))
+            .await
+            .unwrap();
+    }
+    let ids = |tasks: Vec<BackgroundTask>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s.recent_background_tasks(10).await.unwrap()),
+        ["bg-00000002", "bg-00000001", "bg-00000000"]
+    );
+    assert_eq!(
+        ids(s.recent_background_tasks(2).await.unwrap()),
+        ["bg-00000002", "bg-00000001"]
+    );
+}

@@ -42,6 +42,7 @@ macro_rules! conformance {
 conformance!(
     background::background_tasks_finish_once_and_deliver_once,
     background::background_tasks_of_a_dead_process_are_reaped_as_interrupted,
+    background::recent_background_tasks_span_sessions_newest_first,
     admission::a_slot_is_admitted_once_and_moves_next_fire,
     admission::a_one_shot_is_disabled_by_its_claim,
     admission::catch_up_records_every_slot_of_one_claim,

@@ -107,7 +107,8 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
                 if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
                     gateway = gateway
                         .with_chat(Arc::clone(chat), rt.providers.main.model())
-                        .with_jobs(Arc::clone(&rt.jobs));
+                        .with_jobs(Arc::clone(&rt.jobs))
+                        .with_background(Arc::clone(&rt.background));
                 }
                 let gateway = Arc::new(gateway);
                 // Routine runs, jobs and notifications flow into /api/events.
