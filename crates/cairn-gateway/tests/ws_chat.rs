@@ -363,3 +363,73 @@ async fn a_new_message_interrupts_a_turn_waiting_for_approval() {
     assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_finished_background_task_brings_the_agents_reaction_unasked() {
+    let gw = TestGateway::start().await;
+    gw.llm.push(Scripted::text("started it"));
+    let mut socket = connect(&gw).await;
+    send(
+        &mut socket,
+        json!({"type": "message", "content": "download it in the background"}),
+    )
+    .await;
+    until(&mut socket, "done").await;
+    // The conversation's session, and a task of it that has just completed.
+    let session = gw
+        .store
+        .list_sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.channel.starts_with("ws:"))
+        .unwrap();
+    let now = chrono::Utc::now();
+    gw.store
+        .create_background_task(&cairn_store::BackgroundTask {
+            id: "bg-0000abcd".into(),
+            owner: "some-proc".into(),
+            lease_until: Some(now + chrono::Duration::seconds(60)),
+            session_id: session.id.to_string(),
+            thread_id: None,
+            tool: "http_get".into(),
+            params: json!({}),
+            status: cairn_store::TaskStatus::Running,
+            result: None,
+            error: None,
+            started_at: now,
+            finished_at: None,
+            delivered_at: None,
+        })
+        .await
+        .unwrap();
+    gw.store
+        .finish_background_task(
+            "bg-0000abcd",
+            cairn_store::TaskStatus::Completed,
+            Some(&json!({"success": true, "data": "12 MB saved"})),
+            None,
+            now,
+        )
+        .await
+        .unwrap();
+    gw.llm.push(Scripted::text("Your download is complete."));
+    // No message from the client: the agent's reaction arrives on its own.
+    let frames = until(&mut socket, "done").await;
+    let done = frames.last().unwrap();
+    assert_eq!(done["response"], "Your download is complete.", "{frames:?}");
+    assert_eq!(done["automatic"], true);
+    let asked = gw.llm.last_request().unwrap().body.to_string();
+    assert!(
+        asked.contains("[BACKGROUND TASK COMPLETED] task_id=bg-0000abcd"),
+        "{asked}"
+    );
+    // Delivered once: no second automatic turn.
+    assert!(
+        !gw.store
+            .has_undelivered_tasks(&session.id.to_string())
+            .await
+            .unwrap()
+    );
+    gw.stop().await;
+}

@@ -19,7 +19,9 @@
 //! usage) and `error` (a bad frame or a failed turn; the connection stays
 //! open). The server pings every 30 s; an approval not answered within the
 //! gateway's approval timeout (120 s) is declined. The connection closes
-//! when the daemon stops.
+//! when the daemon stops. When a background task of the conversation ends
+//! while no turn runs, the agent reacts on its own: that turn's frames end
+//! with a `done` marked `"automatic": true`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +51,10 @@ use crate::state::AppState;
 
 /// How often the server pings an open connection.
 pub const PING_EVERY: Duration = Duration::from_secs(30);
+
+/// How often an idle connection looks for finished background tasks of its
+/// conversation (one cheap read), so the agent's reaction arrives unasked.
+const NOTICE_POLL: Duration = Duration::from_millis(500);
 
 /// Subprotocol prefix carrying the token.
 const BEARER_PROTOCOL: &str = "bearer.";
@@ -284,6 +290,8 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
     let mut turns = JoinSet::new();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
+    let mut notices = tokio::time::interval(NOTICE_POLL);
+    notices.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let _ = out.send(json!({"type": "ready", "conversation": conversation, "channel": channel}));
     loop {
         tokio::select! {
@@ -363,6 +371,24 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                     bus = state.events().subscribe(None).live;
                 }
             },
+            _ = notices.tick(), if turns.is_empty() => {
+                // A running turn announces finished tasks before its next
+                // model call; an idle conversation gets a turn of its own.
+                if chat.notices_waiting(state.user_id(), &channel).await {
+                    let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
+                    let user = state.user_id().to_string();
+                    let channel = channel.clone();
+                    turns.spawn(async move {
+                        if let Some(reply) = chat.deliver_notices(&user, &channel, sink.as_ref()).await {
+                            let mut frame = reply_frame(reply);
+                            if let Some(map) = frame.as_object_mut() {
+                                map.insert("automatic".into(), true.into());
+                            }
+                            sink.send(frame);
+                        }
+                    });
+                }
+            }
             Some(_) = turns.join_next() => {}
         }
     }
