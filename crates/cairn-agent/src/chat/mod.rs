@@ -294,10 +294,12 @@ impl ChatService {
             .await
     }
 
-    /// The stored id of the person's session on `channel`, unless a turn
-    /// holds it (that turn announces finished tasks itself).
+    /// The stored id of the person's session on `channel` if it is in
+    /// memory, unless a turn holds it (that turn announces finished tasks
+    /// itself). Polling never loads or creates a session: an unloaded one
+    /// gets its notices at its next turn.
     async fn idle_session_id(&self, key: &SessionKey) -> Option<String> {
-        let live = self.sessions.session(key).await.ok()?;
+        let live = self.sessions.loaded(key).await?;
         let session = live.try_lock().ok()?;
         Some(session.row.id.to_string())
     }
