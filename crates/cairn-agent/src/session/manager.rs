@@ -120,16 +120,16 @@ impl SessionManager {
         &self.clock
     }
 
-    /// The session for `key`, loaded or created. Concurrent first messages
-    /// get the same session: a read lock for the common case, then a write
-    /// lock with a second look before creating (and the store's unique key
-    /// makes it one row even across processes).
     /// The session for `key` if it is in memory; never loads or creates one
     /// (for pollers, which must not keep idle sessions alive or add rows).
     pub async fn loaded(&self, key: &SessionKey) -> Option<Arc<Mutex<LiveSession>>> {
         self.sessions.read().await.get(key).map(Arc::clone)
     }
 
+    /// The session for `key`, loaded or created. Concurrent first messages
+    /// get the same session: a read lock for the common case, then a write
+    /// lock with a second look before creating (and the store's unique key
+    /// makes it one row even across processes).
     pub async fn session(&self, key: &SessionKey) -> Result<Arc<Mutex<LiveSession>>, SessionError> {
         if let Some(found) = self.sessions.read().await.get(key) {
             return Ok(Arc::clone(found));
