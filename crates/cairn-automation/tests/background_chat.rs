@@ -300,3 +300,49 @@ async fn a_notice_for_an_idle_session_waits_and_gets_a_turn_of_its_own() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_notification_addressed_to_the_conversation_reaches_it_once() {
+    use cairn_automation::notify::{ChannelSet, Notifier};
+    use cairn_core::notification::{NewNotification, conversation_channel};
+    let fx = Fx::new().await;
+    fx.server.push(Scripted::text("hello"));
+    fx.say("hi").await;
+    let session = fx.store.list_sessions().await.unwrap()[0].id.to_string();
+    let notifier = Notifier::new(
+        fx.store.clone(),
+        Arc::new(ChannelSet::new()),
+        Default::default(),
+    );
+    let new = NewNotification {
+        user_id: "ada".into(),
+        channel: Some(conversation_channel(&session)),
+        title: "[REMINDER] check the deploy".into(),
+        body: "You asked me to remind you.".into(),
+        priority: Default::default(),
+        tags: vec![],
+        data: None,
+        source: "routine:r".into(),
+    };
+    let n = notifier.send(new, Utc::now()).await.unwrap();
+    assert!(
+        n.in_inbox,
+        "waits in the inbox until the conversation takes it"
+    );
+    assert!(fx.service.notices_waiting("ada", "terminal").await);
+
+    fx.server.push(Scripted::text("Time to check the deploy."));
+    let reply = fx
+        .service
+        .deliver_notices("ada", "terminal", &Sink)
+        .await
+        .unwrap();
+    assert_eq!(answer(&reply), "Time to check the deploy.");
+    let sent = fx.sent(1);
+    assert!(
+        sent.contains(r"[REMINDER] check the deploy\nYou asked me to remind you."),
+        "{sent}"
+    );
+    assert!(!fx.service.notices_waiting("ada", "terminal").await);
+    assert!(fx.store.inbox("ada", false, 10).await.unwrap().is_empty());
+}

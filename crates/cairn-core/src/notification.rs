@@ -161,6 +161,42 @@ pub struct Notification {
     pub read_at: Option<DateTime<Utc>>,
 }
 
+/// The prefix of a channel that is a conversation: `conversation:<session id>`.
+/// Such a notification waits unread in the inbox until that conversation
+/// takes it (before its next model call, or as a turn of its own when the
+/// person is there), so a reminder given while the person is away is kept.
+pub const CONVERSATION_PREFIX: &str = "conversation:";
+
+/// The channel that delivers into the conversation of session `session_id`.
+pub fn conversation_channel(session_id: &str) -> String {
+    format!("{CONVERSATION_PREFIX}{session_id}")
+}
+
+/// The session a conversation channel names; `None` for any other channel.
+pub fn conversation_session(channel: &str) -> Option<&str> {
+    channel
+        .strip_prefix(CONVERSATION_PREFIX)
+        .filter(|id| !id.trim().is_empty())
+}
+
+impl Notification {
+    /// The text a conversation reads: a title that already carries its own
+    /// bracketed header (`[WATCHER UPDATE] …`, `[REMINDER] …`) is kept as
+    /// the first line; any other gets `[NOTIFICATION]` before it.
+    pub fn conversation_text(&self) -> String {
+        let head = if self.title.starts_with('[') {
+            self.title.clone()
+        } else {
+            format!("[NOTIFICATION] {}", self.title)
+        };
+        if self.body.trim().is_empty() {
+            head
+        } else {
+            format!("{head}\n{}", self.body)
+        }
+    }
+}
+
 /// One delivery attempt, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeliveryAttempt {
@@ -177,6 +213,14 @@ pub struct DeliveryAttempt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conversation_channels_name_their_session() {
+        assert_eq!(conversation_channel("s-1"), "conversation:s-1");
+        assert_eq!(conversation_session("conversation:s-1"), Some("s-1"));
+        assert_eq!(conversation_session("conversation: "), None);
+        assert_eq!(conversation_session("inbox"), None);
+    }
 
     #[test]
     fn priorities_parse_and_print() {

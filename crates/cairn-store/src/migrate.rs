@@ -70,6 +70,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0008_background_tasks.sql"),
         postgres: include_str!("../migrations/0008_background_tasks.sql"),
     },
+    Migration {
+        version: 9,
+        name: "conversation_notices",
+        sqlite: include_str!("../migrations/0009_conversation_notices.sql"),
+        postgres: include_str!("../migrations/0009_conversation_notices.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -431,6 +431,51 @@ impl Store {
         .await
     }
 
+    /// Whether unread notifications wait for the conversation of session
+    /// `session_id` (channel `conversation:<id>`): one cheap read, for polling.
+    pub async fn has_conversation_notices(&self, session_id: &str) -> Result<bool, StoreError> {
+        self.on_runtime(async {
+            let row = sqlx::query(
+                "SELECT id FROM notifications WHERE channel = $1 AND read_at IS NULL LIMIT 1",
+            )
+            .bind(cairn_core::notification::conversation_channel(session_id))
+            .fetch_optional(self.pool())
+            .await?;
+            Ok(row.is_some())
+        })
+        .await
+    }
+
+    /// Takes the unread notifications of session `session_id`'s conversation
+    /// and marks them read at `now` in the same statement, so that two
+    /// readers never both get one; oldest first.
+    pub async fn take_conversation_notices(
+        &self,
+        session_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Notification>, StoreError> {
+        self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
+            let sql = format!(
+                "UPDATE notifications SET read_at = $2 WHERE channel = $1 AND read_at IS NULL \
+                 RETURNING {COLUMNS}"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(cairn_core::notification::conversation_channel(session_id))
+                .bind(micros(now))
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            let mut all = rows
+                .iter()
+                .map(notification)
+                .collect::<Result<Vec<_>, _>>()?;
+            all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+            Ok(all)
+        })
+        .await
+    }
+
     /// How many notifications are in each status (for `doctor` and status pages).
     pub async fn notification_counts(&self) -> Result<Vec<(DeliveryStatus, u64)>, StoreError> {
         self.on_runtime(async {

@@ -304,8 +304,9 @@ impl ChatService {
         Some(session.row.id.to_string())
     }
 
-    /// Whether finished background tasks of the person's idle session on
-    /// `channel` wait to be announced: one cheap read, for polling.
+    /// Whether notices (finished background tasks, notifications addressed to
+    /// the conversation) wait for the person's idle session on `channel`:
+    /// cheap reads, for polling.
     pub async fn notices_waiting(&self, user_id: &str, channel: &str) -> bool {
         let key = SessionKey {
             user_id: user_id.to_string(),
@@ -314,9 +315,7 @@ impl ChatService {
         let Some(id) = self.idle_session_id(&key).await else {
             return false;
         };
-        self.sessions
-            .store()
-            .has_undelivered_tasks(&id)
+        notices::waiting(self.sessions.store(), &id)
             .await
             .unwrap_or(false)
     }
@@ -339,8 +338,8 @@ impl ChatService {
         }
     }
 
-    /// Runs a turn of its own for the finished background tasks of the
-    /// person's idle session on `channel`, so the agent reacts without the
+    /// Runs a turn of its own for the notices waiting for the person's idle
+    /// session on `channel`, so the agent reacts without the
     /// person typing. The notices are the turn's input, marked as an
     /// automatic notice rather than the person's words. `None` when nothing
     /// waits or a turn is running (that turn announces them before its next
@@ -359,18 +358,16 @@ impl ChatService {
         let mut session = live.try_lock().ok()?;
         let id = session.row.id.to_string();
         let now = self.sessions.clock().now();
-        let tasks = match self.sessions.store().take_undelivered_tasks(&id, now).await {
-            Ok(tasks) if !tasks.is_empty() => tasks,
-            Ok(_) => return None,
+        let notices = match notices::take(self.sessions.store(), &id, now).await {
+            Ok(Some(text)) => text,
+            Ok(None) => return None,
             Err(e) => {
-                tracing::warn!(error = %e, "could not take finished background tasks");
+                tracing::warn!(error = %e, "could not take notices for the conversation");
                 return None;
             }
         };
-        let text = format!(
-            "(automatic notice from cairn, not a message from the person)\n{}",
-            notices::notices_text(&tasks)
-        );
+        let text =
+            format!("(automatic notice from cairn, not a message from the person)\n{notices}");
         Some(self.input(&key, &mut session, None, Some(text), sink).await)
     }
 

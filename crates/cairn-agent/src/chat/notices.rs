@@ -1,12 +1,17 @@
-//! Notices of finished background tasks, in the execution-primitives format,
-//! and their delivery to the conversation that launched them.
+//! Notices for a conversation: finished background tasks (in the
+//! execution-primitives format) and notifications addressed to it (channel
+//! `conversation:<session id>`: reminders, watcher updates, routines
+//! scheduled from the chat).
 //!
-//! A notice is taken from the store and marked delivered in one statement
-//! ([`cairn_store::Store::take_undelivered_tasks`]), so it reaches the
+//! A notice is taken from the store and marked delivered (or read) in one
+//! statement ([`cairn_store::Store::take_undelivered_tasks`],
+//! [`cairn_store::Store::take_conversation_notices`]), so it reaches the
 //! conversation once: before the next model call of a running turn, or as a
-//! turn of its own when the session is idle (`cairn chat` polls for them).
+//! turn of its own when the session is idle (`cairn chat` and the WebSocket
+//! poll for them). Until then a notification waits unread in the inbox.
 
-use cairn_store::{BackgroundTask, TaskStatus};
+use cairn_store::{BackgroundTask, Store, StoreError, TaskStatus};
+use chrono::{DateTime, Utc};
 
 /// Most characters of a result a notice carries; `background_result` has the rest.
 pub const NOTICE_RESULT_CHARS: usize = 2_000;
@@ -71,6 +76,33 @@ pub fn notices_text(tasks: &[BackgroundTask]) -> String {
         .map(task_notice)
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// Whether anything waits for session `session_id`'s conversation: two cheap reads.
+pub async fn waiting(store: &Store, session_id: &str) -> Result<bool, StoreError> {
+    Ok(store.has_undelivered_tasks(session_id).await?
+        || store.has_conversation_notices(session_id).await?)
+}
+
+/// Takes everything waiting for session `session_id`'s conversation, as one
+/// text (tasks first, then notifications, each oldest first); `None` when
+/// nothing waits. What was taken before a failed read is still returned, so
+/// nothing taken is lost.
+pub async fn take(
+    store: &Store,
+    session_id: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, StoreError> {
+    let tasks = store.take_undelivered_tasks(session_id, now).await?;
+    let mut blocks: Vec<String> = tasks.iter().map(task_notice).collect();
+    match store.take_conversation_notices(session_id, now).await {
+        Ok(notes) => blocks.extend(notes.iter().map(|n| n.conversation_text())),
+        Err(e) if !blocks.is_empty() => {
+            tracing::warn!(error = %e, "could not take the conversation's notifications; they wait for the next look");
+        }
+        Err(e) => return Err(e),
+    }
+    Ok((!blocks.is_empty()).then(|| blocks.join("\n\n")))
 }
 
 #[cfg(test)]

@@ -75,32 +75,29 @@ impl LoopDelegate for TurnDelegate<'_> {
         }
     }
 
-    /// Appends the notices of this session's background tasks that finished
-    /// since the last look. Taking them marks them delivered in the same
-    /// statement, so none is injected twice; a failed read leaves them in
-    /// the store for the next call.
+    /// Appends what waits for this conversation (finished background tasks,
+    /// notifications addressed to it). Taking them marks them delivered in
+    /// the same statement, so none is injected twice; a failed read leaves
+    /// them in the store for the next call.
     async fn before_llm(&self, messages: &mut Vec<ChatMessage>) {
         let store = self.sessions.store();
-        match store.has_undelivered_tasks(self.session_id).await {
+        match super::notices::waiting(store, self.session_id).await {
             Ok(true) => {}
             Ok(false) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "could not look for finished background tasks");
+                tracing::warn!(error = %e, "could not look for notices for the conversation");
                 return;
             }
         }
-        let tasks = match store
-            .take_undelivered_tasks(self.session_id, self.clock.now())
-            .await
-        {
-            Ok(tasks) if !tasks.is_empty() => tasks,
-            Ok(_) => return,
+        let text = match super::notices::take(store, self.session_id, self.clock.now()).await {
+            Ok(Some(text)) => text,
+            Ok(None) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "could not take finished background tasks");
+                tracing::warn!(error = %e, "could not take notices for the conversation");
                 return;
             }
         };
-        let message = ChatMessage::system(super::notices::notices_text(&tasks));
+        let message = ChatMessage::system(text);
         messages.push(message.clone());
         self.on_message(messages.len() - 1, &message).await;
     }

@@ -80,9 +80,13 @@ impl ChannelSet {
         self.outputs.get(name)
     }
 
-    /// Whether `name` is the inbox.
+    /// Whether `name` is the inbox. A conversation channel
+    /// (`conversation:<session id>`) is too: its notifications wait unread in
+    /// the inbox until that conversation takes them.
     pub fn is_inbox(&self, name: &str) -> bool {
-        name == INBOX || self.inboxes.iter().any(|n| n == name)
+        name == INBOX
+            || self.inboxes.iter().any(|n| n == name)
+            || cairn_core::notification::conversation_session(name).is_some()
     }
 
     /// Whether a channel called `name` exists.

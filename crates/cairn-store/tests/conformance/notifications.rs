@@ -276,3 +276,56 @@ pub async fn undeliverable_notifications_end_in_the_inbox(fx: &Fixture) {
     let counts = fx.store.notification_counts().await.unwrap();
     assert!(counts.contains(&(DeliveryStatus::Failed, 2)), "{counts:?}");
 }
+
+pub async fn a_conversation_takes_its_notices_once(fx: &Fixture) {
+    let waiting = |secs: i64, session: &str| {
+        let mut n = pending(
+            secs,
+            &cairn_core::notification::conversation_channel(session),
+        );
+        n.status = DeliveryStatus::Delivered;
+        n.in_inbox = true;
+        n.next_attempt_at = None;
+        n
+    };
+    let later = waiting(3, "s1");
+    let first = waiting(1, "s1");
+    let other = waiting(2, "s2");
+    for n in [&later, &first, &other] {
+        fx.store.insert_notification(n).await.unwrap();
+    }
+    assert!(fx.store.has_conversation_notices("s1").await.unwrap());
+    assert!(!fx.store.has_conversation_notices("s3").await.unwrap());
+    // Until the conversation takes them they wait unread in the inbox.
+    assert_eq!(fx.store.inbox("ada", false, 10).await.unwrap().len(), 3);
+
+    let taken = fx
+        .store
+        .take_conversation_notices("s1", at(9))
+        .await
+        .unwrap();
+    assert_eq!(
+        taken.iter().map(|n| n.id).collect::<Vec<_>>(),
+        [first.id, later.id],
+        "oldest first"
+    );
+    assert!(taken.iter().all(|n| n.read_at == Some(at(9))));
+    assert!(
+        fx.store
+            .take_conversation_notices("s1", at(10))
+            .await
+            .unwrap()
+            .is_empty(),
+        "taken once"
+    );
+    assert!(!fx.store.has_conversation_notices("s1").await.unwrap());
+    let unread = fx.store.inbox("ada", false, 10).await.unwrap();
+    assert_eq!(unread.iter().map(|n| n.id).collect::<Vec<_>>(), [other.id]);
+
+    // Read in the inbox first: the conversation no longer gets it.
+    fx.store
+        .mark_read("ada", Some(other.id), at(11))
+        .await
+        .unwrap();
+    assert!(!fx.store.has_conversation_notices("s2").await.unwrap());
+}
