@@ -19,6 +19,7 @@ use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, p
 use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
 use cairn_automation::primitives::parallel::RunParallelTool;
+use cairn_automation::primitives::schedule::schedule_tools;
 use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
@@ -318,8 +319,17 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(&runner_link))));
     extra.extend(background.tools());
+    let notifier = notifier(config, &store)?;
+    extra.extend(schedule_tools(
+        store.clone(),
+        Arc::clone(&runner_link),
+        Arc::clone(notifier.channels()),
+        config.user.id.clone(),
+        config.user.timezone,
+        Arc::clone(&clock),
+    ));
     extra.push(Arc::new(SendNotificationTool::new(
-        notifier(config, &store)?,
+        notifier,
         config.user.id.clone(),
     )));
     let agent = agent_loop(config, &providers, &tools, hooks, extra)?;

@@ -4,7 +4,10 @@
 //! - [`background`]: `background_run` and friends, calls that outlive the
 //!   turn, recorded in the store and announced to the conversation when
 //!   they end (see `cairn_agent::chat::notices`);
-//! - [`send`]: `send_notification` through the notification router.
+//! - [`send`]: `send_notification` through the notification router;
+//! - [`schedule`]: `schedule_once`, `schedule_cron`, `remember` and their
+//!   management, each job a routine whose result comes back into the
+//!   conversation that asked.
 //!
 //! Every call they make goes through the [`ToolRunner`] like any other: the
 //! registry holds these tools and the runner holds the registry, so they
@@ -12,6 +15,7 @@
 
 pub mod background;
 pub mod parallel;
+pub mod schedule;
 pub mod send;
 
 use std::sync::{Arc, OnceLock, Weak};

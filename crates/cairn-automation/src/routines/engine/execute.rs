@@ -211,7 +211,12 @@ impl RoutineEngine {
                 let title = match outcome.status {
                     RunStatus::Failed => format!("{name} failed"),
                     RunStatus::Attention => format!("{name} needs attention"),
-                    _ => format!("{name}: nothing to report"),
+                    _ => match &routine.spec.action {
+                        cairn_core::routine::RoutineAction::ToolCall { tool, .. } => {
+                            format!("{name}: {tool} ran")
+                        }
+                        _ => format!("{name}: nothing to report"),
+                    },
                 };
                 let priority = if outcome.status == RunStatus::Failed {
                     Priority::High

@@ -1,0 +1,899 @@
+//! The scheduling primitives: `schedule_once`, `schedule_cron`,
+//! `schedule_cancel`, `schedule_list`, `schedule_status` and `remember`.
+//!
+//! Each scheduled job is a routine (named `schedule-<job id>` or
+//! `remind-<job id>`), so it has the engine's slots, exactly-once firing
+//! across instances, run history and crash safety, and `cairn routine list`
+//! shows it. A one-shot time is resolved when the job is created and stored
+//! as an instant, so a restart never moves it.
+//!
+//! **Output.** By default the result goes back into the conversation that
+//! asked (channel `conversation:<session id>`): it waits unread in the inbox
+//! until that conversation takes it, before its next model call or as a turn
+//! of its own when the person is there. `output_channel` names a configured
+//! channel instead; an unknown name is refused when the job is created (the
+//! error lists the channels), and a channel that keeps failing at delivery
+//! ends in the inbox, as every notification does.
+//!
+//! **Actions.** `notification` (the default) delivers its text as is;
+//! `tool_call` runs one tool unattended (the tool is checked against the
+//! policy now: a denied or unknown tool is refused, and one the policy asks
+//! about makes this call ask, so the person approves what will run later);
+//! `llm_prompt` into the conversation is delivered there as a prompt the
+//! agent acts on with the whole conversation and its tools, and to another
+//! channel it is one model call whose reply is sent.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cairn_agent::runner::{Authorized, Check};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_core::clock::Clock;
+use cairn_core::notification::conversation_channel;
+use cairn_core::routine::{NotifyConfig, Routine, RoutineAction, RoutineSpec, Trigger};
+use cairn_core::schedule::{Schedule, ScheduleKind};
+use cairn_core::text::error_chain;
+use cairn_store::Store;
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use serde_json::{Value, json};
+
+use super::{RunnerLink, json_output, string_arg};
+use crate::notify::ChannelSet;
+use crate::routines::define::prepare;
+
+/// Name prefix of jobs made by `schedule_once` and `schedule_cron`.
+pub const SCHEDULE_PREFIX: &str = "schedule-";
+/// Name prefix of jobs made by `remember`.
+pub const REMIND_PREFIX: &str = "remind-";
+/// Longest label kept (longer `what`s are cut for the label, kept whole in the text).
+const LABEL_CHARS: usize = 80;
+/// Runs `schedule_status` shows.
+const STATUS_RUNS: u32 = 5;
+
+/// What every scheduling tool shares.
+#[derive(Clone)]
+struct Shared {
+    store: Store,
+    link: Arc<RunnerLink>,
+    channels: Arc<ChannelSet>,
+    user_id: String,
+    user_zone: Tz,
+    clock: Arc<dyn Clock>,
+}
+
+/// The six scheduling tools for `user_id`, for the binary to register.
+/// `channels` are the configured output channels (to check `output_channel`).
+pub fn schedule_tools(
+    store: Store,
+    link: Arc<RunnerLink>,
+    channels: Arc<ChannelSet>,
+    user_id: impl Into<String>,
+    user_zone: Tz,
+    clock: Arc<dyn Clock>,
+) -> Vec<Arc<dyn Tool>> {
+    let shared = Shared {
+        store,
+        link,
+        channels,
+        user_id: user_id.into(),
+        user_zone,
+        clock,
+    };
+    vec![
+        Arc::new(OnceTool(shared.clone())),
+        Arc::new(CronTool(shared.clone())),
+        Arc::new(RememberTool(shared.clone())),
+        Arc::new(CancelTool(shared.clone())),
+        Arc::new(ListTool(shared.clone())),
+        Arc::new(StatusTool(shared)),
+    ]
+}
+
+/// What a job does when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ActionType {
+    Notification,
+    ToolCall,
+    LlmPrompt,
+}
+
+impl ActionType {
+    fn parse(args: &Value, key: &str, allowed: &[ActionType]) -> Result<ActionType, ToolError> {
+        let found = match args.get(key).and_then(Value::as_str) {
+            None => ActionType::Notification,
+            Some("notification") => ActionType::Notification,
+            Some("tool_call") => ActionType::ToolCall,
+            Some("llm_prompt") => ActionType::LlmPrompt,
+            Some(other) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`{key}` \"{other}\" is not one of {}",
+                    names(allowed)
+                )));
+            }
+        };
+        if allowed.contains(&found) {
+            Ok(found)
+        } else {
+            Err(ToolError::InvalidArguments(format!(
+                "`{key}` \"{}\" is not one of {}",
+                found.as_str(),
+                names(allowed)
+            )))
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            ActionType::Notification => "notification",
+            ActionType::ToolCall => "tool_call",
+            ActionType::LlmPrompt => "llm_prompt",
+        }
+    }
+}
+
+fn names(types: &[ActionType]) -> String {
+    types
+        .iter()
+        .map(|t| t.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const ALL_ACTIONS: &[ActionType] = &[
+    ActionType::Notification,
+    ActionType::ToolCall,
+    ActionType::LlmPrompt,
+];
+
+/// What a job does: its type and its text or its tool call.
+struct What {
+    action_type: ActionType,
+    text: Option<String>,
+    tool: Option<(String, Value)>,
+}
+
+impl What {
+    /// The text a label is made from when none is given.
+    fn gist(&self) -> String {
+        self.text
+            .clone()
+            .or_else(|| self.tool.as_ref().map(|(t, _)| t.clone()))
+            .unwrap_or_default()
+    }
+}
+
+/// A job about to be created, from a tool call's arguments.
+struct Draft {
+    prefix: &'static str,
+    label: String,
+    what: What,
+    output_channel: Option<String>,
+    trigger: Trigger,
+    schedule_type: &'static str,
+    max_runs: Option<u64>,
+}
+
+fn optional_string(args: &Value, key: &str) -> Result<Option<String>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+        Some(_) => Err(ToolError::InvalidArguments(format!(
+            "`{key}` must be a string"
+        ))),
+    }
+}
+
+fn short(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    if line.chars().count() > LABEL_CHARS {
+        let cut: String = line.chars().take(LABEL_CHARS - 1).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn store_error(e: cairn_store::StoreError) -> ToolError {
+    ToolError::Failed(error_chain(&e))
+}
+
+impl Shared {
+    fn parse_when(&self, when: &str) -> Result<Schedule, ToolError> {
+        Schedule::parse(when, self.user_zone, self.clock.now())
+            .map_err(|e| ToolError::InvalidArguments(format!("`when`: {e}")))
+    }
+
+    /// The action part of a draft from `action_type`, `tool_name`, `tool_params`, `prompt`.
+    fn action_of(
+        &self,
+        args: &Value,
+        ctx: &ToolContext,
+        prompt_key: &str,
+    ) -> Result<What, ToolError> {
+        let action_type = ActionType::parse(args, "action_type", ALL_ACTIONS)?;
+        match action_type {
+            ActionType::ToolCall => {
+                let tool = string_arg(args, "tool_name")?.trim().to_string();
+                let params = match args.get("tool_params") {
+                    None | Some(Value::Null) => json!({}),
+                    Some(v @ Value::Object(_)) => v.clone(),
+                    Some(_) => {
+                        return Err(ToolError::InvalidArguments(
+                            "`tool_params` must be an object".into(),
+                        ));
+                    }
+                };
+                let canonical = self.check_tool(&tool, &params, ctx)?;
+                Ok(What {
+                    action_type,
+                    text: None,
+                    tool: Some((canonical, params)),
+                })
+            }
+            _ => Ok(What {
+                action_type,
+                text: Some(string_arg(args, prompt_key)?.trim().to_string()),
+                tool: None,
+            }),
+        }
+    }
+
+    /// The tool's canonical name when the policy lets it run (now, or once
+    /// approved by the person through this call's own approval).
+    fn check_tool(
+        &self,
+        tool: &str,
+        params: &Value,
+        ctx: &ToolContext,
+    ) -> Result<String, ToolError> {
+        if super::is_primitive(tool) || is_scheduling(tool) {
+            return Err(ToolError::InvalidArguments(format!(
+                "`{tool}` cannot be scheduled: it only works inside a conversation's turn"
+            )));
+        }
+        let runner = self.link.get()?;
+        match runner.check(tool, params, &ctx.session_id) {
+            Check::Allowed(name) | Check::NeedsApproval(name) => Ok(name),
+            Check::Denied(name, reason) => Err(ToolError::InvalidArguments(format!(
+                "`{name}` cannot be scheduled: denied by policy: {reason}"
+            ))),
+            Check::Unknown(text) => Err(ToolError::InvalidArguments(text)),
+        }
+    }
+
+    fn output_of(&self, args: &Value) -> Result<Option<String>, ToolError> {
+        let Some(name) = optional_string(args, "output_channel")? else {
+            return Ok(None);
+        };
+        // The seed's name for "back into the conversation".
+        if name == "llm_notification" || name == "conversation" {
+            return Ok(None);
+        }
+        if self.channels.contains(&name) {
+            Ok(Some(name))
+        } else {
+            Err(ToolError::InvalidArguments(format!(
+                "no output channel named \"{name}\"; configured: {} (leave output_channel out to answer in this conversation)",
+                self.channels.names().join(", ")
+            )))
+        }
+    }
+
+    /// Creates the routine for `draft`, started from the conversation of `ctx`.
+    async fn create(&self, draft: Draft, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let job_id = job_id();
+        let to_conversation = draft.output_channel.is_none();
+        let channel = draft
+            .output_channel
+            .clone()
+            .unwrap_or_else(|| conversation_channel(&ctx.session_id));
+        let title = |tag: &str| format!("[{tag}] {}", draft.label);
+        let (action, on_success) = match (draft.what.action_type, &draft.what.tool, &draft.what.text) {
+            (ActionType::ToolCall, Some((tool, params)), _) => (
+                RoutineAction::ToolCall {
+                    tool: tool.clone(),
+                    params: params.clone(),
+                    allowed_tools: vec![tool.clone()],
+                },
+                true,
+            ),
+            (ActionType::LlmPrompt, _, Some(prompt)) if !to_conversation => (
+                RoutineAction::Lightweight {
+                    prompt: prompt.clone(),
+                    context_paths: Vec::new(),
+                    max_tokens: None,
+                },
+                false,
+            ),
+            (ActionType::LlmPrompt, _, Some(prompt)) => (
+                RoutineAction::Notification {
+                    message: prompt.clone(),
+                    title: Some(title("SCHEDULED PROMPT")),
+                },
+                false,
+            ),
+            (_, _, Some(text)) => (
+                RoutineAction::Notification {
+                    message: text.clone(),
+                    title: Some(if draft.prefix == REMIND_PREFIX {
+                        title("REMINDER")
+                    } else {
+                        title("SCHEDULED")
+                    }),
+                },
+                false,
+            ),
+            _ => {
+                return Err(ToolError::Failed(
+                    "the job has neither a text nor a tool to run".into(),
+                ));
+            }
+        };
+        let mut spec = RoutineSpec {
+            name: format!("{}{job_id}", draft.prefix),
+            description: draft.label.clone(),
+            enabled: true,
+            trigger: draft.trigger.clone(),
+            action,
+            guardrails: Default::default(),
+            notify: NotifyConfig {
+                channel: Some(channel.clone()),
+                user: None,
+                on_attention: true,
+                on_failure: true,
+                on_success,
+            },
+            timezone: None,
+        };
+        // A job fires when it is due, however close to the previous fire.
+        spec.guardrails.cooldown = std::time::Duration::ZERO;
+        spec.guardrails.max_runs = draft.max_runs;
+        let now = self.clock.now();
+        let next = prepare(&spec, self.user_zone, now).map_err(|problems| {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            ToolError::InvalidArguments(lines.join("; "))
+        })?;
+        let mut routine = Routine::new(spec, self.user_id.clone(), now);
+        routine.runtime.next_fire_at = next;
+        self.store
+            .create_routine(&routine)
+            .await
+            .map_err(store_error)?;
+        let mut view = json!({
+            "job_id": job_id,
+            "schedule_type": draft.schedule_type,
+            "action_type": draft.what.action_type.as_str(),
+            "label": draft.label,
+            "output_channel": if to_conversation { "conversation".to_string() } else { channel },
+            "status": "active",
+            "routine": routine.spec.name,
+        });
+        if let Trigger::Cron { schedule } = &draft.trigger {
+            view["schedule"] = json!(schedule);
+            view["next_run_at"] = json!(next.map(rfc3339));
+        } else {
+            view["run_at"] = json!(next.map(rfc3339));
+        }
+        if let Some((tool, _)) = &draft.what.tool {
+            view["tool_name"] = json!(tool);
+        }
+        if let Some(max) = draft.max_runs {
+            view["max_runs"] = json!(max);
+        }
+        Ok(view)
+    }
+
+    /// The job named by `args.job_id` (a routine of either prefix).
+    async fn find(&self, args: &Value) -> Result<Routine, ToolError> {
+        let id = string_arg(args, "job_id")?.trim();
+        let id = id
+            .strip_prefix(SCHEDULE_PREFIX)
+            .or_else(|| id.strip_prefix(REMIND_PREFIX))
+            .unwrap_or(id);
+        for prefix in [SCHEDULE_PREFIX, REMIND_PREFIX] {
+            if let Some(r) = self
+                .store
+                .find_routine(&self.user_id, &format!("{prefix}{id}"))
+                .await
+                .map_err(store_error)?
+            {
+                return Ok(r);
+            }
+        }
+        Err(ToolError::InvalidArguments(format!(
+            "no scheduled job \"{id}\"; schedule_list shows them"
+        )))
+    }
+
+    async fn jobs(&self) -> Result<Vec<Routine>, ToolError> {
+        let all = self
+            .store
+            .list_routines(Some(&self.user_id))
+            .await
+            .map_err(store_error)?;
+        Ok(all.into_iter().filter(is_job).collect())
+    }
+}
+
+fn is_scheduling(name: &str) -> bool {
+    name.starts_with("schedule_") || name == "remember"
+}
+
+fn is_job(r: &Routine) -> bool {
+    r.spec.name.starts_with(SCHEDULE_PREFIX) || r.spec.name.starts_with(REMIND_PREFIX)
+}
+
+fn job_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
+}
+
+fn job_id_of(r: &Routine) -> &str {
+    r.spec
+        .name
+        .strip_prefix(SCHEDULE_PREFIX)
+        .or_else(|| r.spec.name.strip_prefix(REMIND_PREFIX))
+        .unwrap_or(&r.spec.name)
+}
+
+/// `active`, `paused`, `completed` (a one-shot that fired, or `max_runs`
+/// reached) or `failed` (stopped after a failed run).
+fn job_status(r: &Routine) -> &'static str {
+    if r.spec.enabled {
+        return "active";
+    }
+    let once = matches!(r.spec.trigger, Trigger::Once { .. });
+    let spent = r
+        .spec
+        .guardrails
+        .max_runs
+        .is_some_and(|max| r.runtime.run_count >= max);
+    if r.runtime.consecutive_failures > 0 && (once || spent) {
+        "failed"
+    } else if r.runtime.run_count > 0 && (once || spent) {
+        "completed"
+    } else {
+        "paused"
+    }
+}
+
+fn job_view(r: &Routine) -> Value {
+    let (schedule_type, when) = match &r.spec.trigger {
+        Trigger::Once { at } => ("once", at.clone()),
+        Trigger::Cron { schedule } => ("cron", schedule.clone()),
+        other => (other.kind(), String::new()),
+    };
+    let channel = r.spec.notify.channel.clone().unwrap_or_default();
+    let output = if cairn_core::notification::conversation_session(&channel).is_some() {
+        "conversation".to_string()
+    } else {
+        channel
+    };
+    json!({
+        "job_id": job_id_of(r),
+        "schedule_type": schedule_type,
+        "when": when,
+        "label": r.spec.description,
+        "action_type": match &r.spec.action {
+            RoutineAction::ToolCall { .. } => "tool_call",
+            RoutineAction::Lightweight { .. } => "llm_prompt",
+            RoutineAction::Notification { title, .. }
+                if title.as_deref().is_some_and(|t| t.starts_with("[SCHEDULED PROMPT]")) => "llm_prompt",
+            _ => "notification",
+        },
+        "status": job_status(r),
+        "run_count": r.runtime.run_count,
+        "next_run_at": r.runtime.next_fire_at.map(rfc3339),
+        "last_run_at": r.runtime.last_run_at.map(rfc3339),
+        "max_runs": r.spec.guardrails.max_runs,
+        "output_channel": output,
+        "routine": r.spec.name,
+    })
+}
+
+/// Whether a draft acts with a tool: the call is then a dangerous one, so
+/// the person approves once what will run unattended later.
+fn tool_risk(args: &Value) -> RiskLevel {
+    if args.get("action_type").and_then(Value::as_str) == Some("tool_call") {
+        RiskLevel::Dangerous
+    } else {
+        RiskLevel::ReadOnly
+    }
+}
+
+fn max_runs_of(args: &Value) -> Result<Option<u64>, ToolError> {
+    match args.get("max_runs") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(0) => Ok(None),
+            Some(n) => Ok(Some(n)),
+            None => Err(ToolError::InvalidArguments(
+                "`max_runs` must be a whole number (0 = unlimited)".into(),
+            )),
+        },
+    }
+}
+
+fn job_schema(when_key: &str, when_what: &str, extra: Value) -> Value {
+    let mut properties = json!({
+        when_key: {"type": "string", "description": when_what},
+        "action_type": {"enum": ["notification", "tool_call", "llm_prompt"]},
+        "prompt": {"type": "string", "description": "text of a notification or llm_prompt"},
+        "tool_name": {"type": "string"},
+        "tool_params": {"type": "object"},
+        "label": {"type": "string"},
+        "output_channel": {"type": "string", "description": "a configured channel; default: this conversation"}
+    });
+    if let (Some(props), Value::Object(more)) = (properties.as_object_mut(), extra) {
+        props.extend(more);
+    }
+    json!({"type": "object", "properties": properties, "required": [when_key]})
+}
+
+fn label_of(args: &Value, fallback: &str) -> Result<String, ToolError> {
+    Ok(optional_string(args, "label")?.unwrap_or_else(|| short(fallback)))
+}
+
+/// `schedule_once`.
+struct OnceTool(Shared);
+
+#[async_trait]
+impl Tool for OnceTool {
+    fn name(&self) -> &str {
+        "schedule_once"
+    }
+    fn description(&self) -> &str {
+        "Do something once later (`when`: \"in 10m\", \"tomorrow at 9am\", \"demain à 9h\", ISO time); result back here by default."
+    }
+    fn parameters(&self) -> Value {
+        job_schema("when", "a one-shot time", json!({}))
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn call_risk(&self, args: &Value) -> RiskLevel {
+        tool_risk(args)
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let when = string_arg(&args, "when")?;
+        let schedule = s.parse_when(when)?;
+        if schedule.kind() != ScheduleKind::Once {
+            return Err(ToolError::InvalidArguments(format!(
+                "`when` \"{when}\" repeats ({}); use schedule_cron for recurring jobs",
+                schedule.describe()
+            )));
+        }
+        let at = schedule
+            .next_after(s.clock.now() - chrono::Duration::seconds(1))
+            .ok_or_else(|| {
+                ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
+            })?;
+        let what = s.action_of(&args, ctx, "prompt")?;
+        let draft = Draft {
+            prefix: SCHEDULE_PREFIX,
+            label: label_of(&args, &what.gist())?,
+            what,
+            output_channel: s.output_of(&args)?,
+            trigger: Trigger::Once { at: rfc3339(at) },
+            schedule_type: "once",
+            max_runs: None,
+        };
+        json_output(&s.create(draft, ctx).await?)
+    }
+}
+
+/// `schedule_cron`.
+struct CronTool(Shared);
+
+#[async_trait]
+impl Tool for CronTool {
+    fn name(&self) -> &str {
+        "schedule_cron"
+    }
+    fn description(&self) -> &str {
+        "Do something on a recurring schedule (5-field cron or \"every weekday at 9am\"); max_runs 0 = unlimited."
+    }
+    fn parameters(&self) -> Value {
+        job_schema(
+            "cron",
+            "cron expression or recurring phrase",
+            json!({"max_runs": {"type": "integer", "minimum": 0}}),
+        )
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn call_risk(&self, args: &Value) -> RiskLevel {
+        tool_risk(args)
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let cron = string_arg(&args, "cron")?.trim();
+        let schedule = s.parse_when(cron)?;
+        if schedule.kind() == ScheduleKind::Once {
+            return Err(ToolError::InvalidArguments(format!(
+                "`cron` \"{cron}\" happens once ({}); use schedule_once or remember",
+                rfc3339(
+                    schedule
+                        .next_after(s.clock.now())
+                        .unwrap_or_else(|| s.clock.now())
+                )
+            )));
+        }
+        let what = s.action_of(&args, ctx, "prompt")?;
+        let draft = Draft {
+            prefix: SCHEDULE_PREFIX,
+            label: label_of(&args, &what.gist())?,
+            what,
+            output_channel: s.output_of(&args)?,
+            trigger: Trigger::Cron {
+                schedule: cron.to_string(),
+            },
+            schedule_type: "cron",
+            max_runs: max_runs_of(&args)?,
+        };
+        json_output(&s.create(draft, ctx).await?)
+    }
+}
+
+/// `remember`.
+struct RememberTool(Shared);
+
+#[async_trait]
+impl Tool for RememberTool {
+    fn name(&self) -> &str {
+        "remember"
+    }
+    fn description(&self) -> &str {
+        "Remind the person (or yourself, action=llm_prompt) of `what` at `when` (\"in 2h\", \"tomorrow at 9am\", \"every monday at 10\")."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "what": {"type": "string"},
+                "when": {"type": "string"},
+                "action": {"enum": ["notification", "llm_prompt"]}
+            },
+            "required": ["what", "when"]
+        })
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let what = string_arg(&args, "what")?.trim().to_string();
+        let when = string_arg(&args, "when")?.trim();
+        let action_type = ActionType::parse(
+            &args,
+            "action",
+            &[ActionType::Notification, ActionType::LlmPrompt],
+        )?;
+        let schedule = s.parse_when(when)?;
+        let (trigger, schedule_type) = if schedule.kind() == ScheduleKind::Once {
+            let at = schedule
+                .next_after(s.clock.now() - chrono::Duration::seconds(1))
+                .ok_or_else(|| {
+                    ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
+                })?;
+            (Trigger::Once { at: rfc3339(at) }, "once")
+        } else {
+            (
+                Trigger::Cron {
+                    schedule: when.to_string(),
+                },
+                "cron",
+            )
+        };
+        let draft = Draft {
+            prefix: REMIND_PREFIX,
+            label: short(&what),
+            what: What {
+                action_type,
+                text: Some(what),
+                tool: None,
+            },
+            output_channel: None,
+            trigger,
+            schedule_type,
+            max_runs: None,
+        };
+        json_output(&s.create(draft, ctx).await?)
+    }
+}
+
+/// `schedule_cancel`.
+struct CancelTool(Shared);
+
+#[async_trait]
+impl Tool for CancelTool {
+    fn name(&self) -> &str {
+        "schedule_cancel"
+    }
+    fn description(&self) -> &str {
+        "Cancel a scheduled job or reminder (removes it and its history)."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"job_id": {"type": "string"}}, "required": ["job_id"]})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let job = s.find(&args).await?;
+        let previous = job_status(&job);
+        s.store.delete_routine(job.id).await.map_err(store_error)?;
+        json_output(&json!({
+            "job_id": job_id_of(&job),
+            "label": job.spec.description,
+            "status": "cancelled",
+            "previous_status": previous,
+        }))
+    }
+}
+
+/// `schedule_list`.
+struct ListTool(Shared);
+
+#[async_trait]
+impl Tool for ListTool {
+    fn name(&self) -> &str {
+        "schedule_list"
+    }
+    fn description(&self) -> &str {
+        "List scheduled jobs and reminders, optionally by status."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"status": {"enum": ["active", "paused", "completed", "failed"]}}})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let wanted = optional_string(&args, "status")?;
+        let jobs = s.jobs().await?;
+        let count = |status: &str| jobs.iter().filter(|r| job_status(r) == status).count();
+        let (active, completed) = (count("active"), count("completed"));
+        let total = jobs.len();
+        let mut shown: Vec<&Routine> = jobs
+            .iter()
+            .filter(|r| wanted.as_deref().is_none_or(|w| job_status(r) == w))
+            .collect();
+        // Active first, soonest first; then the rest, newest first.
+        shown.sort_by(|a, b| {
+            (job_status(a) != "active")
+                .cmp(&(job_status(b) != "active"))
+                .then(a.runtime.next_fire_at.cmp(&b.runtime.next_fire_at))
+                .then(b.created_at.cmp(&a.created_at))
+        });
+        json_output(&json!({
+            "jobs": shown.into_iter().map(job_view).collect::<Vec<_>>(),
+            "total": total,
+            "active": active,
+            "completed": completed,
+        }))
+    }
+}
+
+/// `schedule_status`.
+struct StatusTool(Shared);
+
+#[async_trait]
+impl Tool for StatusTool {
+    fn name(&self) -> &str {
+        "schedule_status"
+    }
+    fn description(&self) -> &str {
+        "Details and recent runs of one scheduled job."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"job_id": {"type": "string"}}, "required": ["job_id"]})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let s = &self.0;
+        let job = s.find(&args).await?;
+        let runs = s
+            .store
+            .list_runs(job.id, STATUS_RUNS)
+            .await
+            .map_err(store_error)?;
+        let mut view = job_view(&job);
+        view["runs"] = runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "run_id": r.id,
+                    "status": r.status,
+                    "started_at": rfc3339(r.started_at),
+                    "summary": r.result_summary.as_deref().or(r.skip_reason.as_deref()),
+                })
+            })
+            .collect();
+        view["last_status"] = json!(runs.first().map(|r| r.status));
+        json_output(&view)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn labels_are_one_short_line() {
+        assert_eq!(short("check the deploy\nand more"), "check the deploy");
+        let long = "x".repeat(200);
+        assert_eq!(short(&long).chars().count(), LABEL_CHARS);
+        assert!(short(&long).ends_with('…'));
+    }
+
+    #[test]
+    fn action_types_are_checked_against_what_the_tool_allows() {
+        let only = [ActionType::Notification, ActionType::LlmPrompt];
+        assert_eq!(
+            ActionType::parse(&json!({}), "action", &only).unwrap(),
+            ActionType::Notification
+        );
+        let err = ActionType::parse(&json!({"action": "tool_call"}), "action", &only).unwrap_err();
+        assert!(
+            err.to_string().contains("notification, llm_prompt"),
+            "{err}"
+        );
+        let err = ActionType::parse(&json!({"action": "email"}), "action", &only).unwrap_err();
+        assert!(err.to_string().contains("\"email\""), "{err}");
+    }
+}

@@ -1,0 +1,452 @@
+//! The scheduling primitives through the real runner, the real routine
+//! engine and a SQLite store, on a manual clock: `remember` delivers once at
+//! its time, also across a restart; one-shot and recurring phrases; a
+//! scheduled tool call; the output channel; cancel, list and status.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cairn_agent::runner::{Authorized, AutoApprove, DenyAll, ToolStatus};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
+use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings};
+use cairn_automation::primitives::RunnerLink;
+use cairn_automation::primitives::schedule::schedule_tools;
+use cairn_automation::routines::actions::AgentActions;
+use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_core::chat::ToolCall;
+use cairn_core::clock::{Clock, FixedClock};
+use cairn_core::routine::RunStatus;
+use cairn_store::Store;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+
+const SESSION: &str = "session-1";
+
+struct Echo;
+
+#[async_trait]
+impl Tool for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn description(&self) -> &str {
+        "echoes"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::ok(format!(
+            "echo: {}",
+            args["text"].as_str().unwrap_or_default()
+        )))
+    }
+}
+
+struct Forbidden;
+
+#[async_trait]
+impl Tool for Forbidden {
+    fn name(&self) -> &str {
+        "forbidden"
+    }
+    fn description(&self) -> &str {
+        "denied"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::ok("ran"))
+    }
+}
+
+fn t0() -> DateTime<Utc> {
+    // A Monday.
+    Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap()
+}
+
+/// One process: the tools, the runner and an engine over the store at `url`.
+struct Process {
+    store: Store,
+    runner: Arc<ToolRunner>,
+    engine: RoutineEngine,
+}
+
+struct Fx {
+    url: String,
+    clock: Arc<FixedClock>,
+    _dir: tempfile::TempDir,
+}
+
+impl Fx {
+    fn new() -> Fx {
+        let dir = tempfile::tempdir().unwrap();
+        Fx {
+            url: format!("sqlite://{}/cairn.db", dir.path().display()),
+            clock: Arc::new(FixedClock::new(t0())),
+            _dir: dir,
+        }
+    }
+
+    /// Starts a process (again, after a "restart") over the same database.
+    async fn start(&self, owner: &str) -> Process {
+        let (store, _) = Store::open(&self.url).await.unwrap();
+        let clock: Arc<dyn Clock> = self.clock.clone();
+        let mut channels = ChannelSet::new();
+        channels.insert_inbox("desk");
+        let channels = Arc::new(channels);
+        let link = RunnerLink::new();
+        let mut registry = ToolRegistry::new();
+        registry.register(Arc::new(Echo)).unwrap();
+        registry.register(Arc::new(Forbidden)).unwrap();
+        for tool in schedule_tools(
+            store.clone(),
+            Arc::clone(&link),
+            Arc::clone(&channels),
+            "ada",
+            chrono_tz::Europe::Paris,
+            Arc::clone(&clock),
+        ) {
+            registry.register(tool).unwrap();
+        }
+        let policy = PolicyGate::new(&ToolPolicyConfig {
+            autonomy: AutonomyLevel::Supervised,
+            deny: vec!["forbidden".into()],
+            ..Default::default()
+        });
+        let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
+        link.attach(&runner);
+        let actions = AgentActions::new(store.clone(), std::env::temp_dir(), Arc::clone(&clock))
+            .with_tools(
+                Arc::clone(&runner),
+                ToolContext::new(std::env::temp_dir(), "routines").with_clock(Arc::clone(&clock)),
+            );
+        let notifier = Notifier::new(store.clone(), channels, NotifySettings::default());
+        let mut settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
+        settings.change_poll = std::time::Duration::from_secs(3600);
+        let engine = RoutineEngine::new(
+            store.clone(),
+            clock,
+            Arc::new(actions),
+            Some(notifier),
+            settings,
+        );
+        Process {
+            store,
+            runner,
+            engine,
+        }
+    }
+
+    /// Moves the clock to `at` and lets `p`'s engine fire what is due.
+    async fn at(&self, p: &Process, at: DateTime<Utc>) {
+        self.clock.set(at);
+        p.engine.tick(at).await.unwrap();
+        p.engine.idle().await;
+    }
+}
+
+impl Process {
+    /// A call the person approves when asked.
+    async fn call(&self, name: &str, args: Value) -> (ToolStatus, Value) {
+        self.call_with(name, args, &AutoApprove).await
+    }
+
+    async fn call_with(
+        &self,
+        name: &str,
+        args: Value,
+        approver: &dyn cairn_agent::runner::Approver,
+    ) -> (ToolStatus, Value) {
+        // The scheduling tools read time from the clock they were built with.
+        let ctx = ToolContext::new(std::env::temp_dir(), SESSION);
+        let call = ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments: args,
+        };
+        let result = self.runner.run(&call, &ctx, approver).await;
+        (result.status, body(&result.content))
+    }
+
+    /// What the conversation gets next (and marks it taken).
+    async fn conversation(&self, now: DateTime<Utc>) -> Vec<String> {
+        self.store
+            .take_conversation_notices(SESSION, now)
+            .await
+            .unwrap()
+            .iter()
+            .map(|n| n.conversation_text())
+            .collect()
+    }
+}
+
+/// The JSON inside the runner's frame (or the text as a string).
+fn body(content: &str) -> Value {
+    let start = content.find('{');
+    let end = content.rfind('}');
+    match (start, end) {
+        (Some(s), Some(e)) if e > s => {
+            serde_json::from_str(&content[s..=e]).unwrap_or(json!(content))
+        }
+        _ => json!(content),
+    }
+}
+
+#[tokio::test]
+async fn remember_in_10m_is_delivered_at_10_minutes_once_across_a_restart() {
+    let fx = Fx::new();
+    let first = fx.start("proc-a").await;
+    let (status, out) = first
+        .call(
+            "remember",
+            json!({"what": "check the deploy", "when": "in 10m"}),
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["schedule_type"], "once");
+    assert_eq!(out["run_at"], "2026-11-23T12:10:00Z");
+    assert_eq!(out["output_channel"], "conversation");
+    assert!(out["routine"].as_str().unwrap().starts_with("remind-"));
+
+    fx.at(&first, t0() + Duration::minutes(9)).await;
+    assert!(
+        first.conversation(fx.clock.now()).await.is_empty(),
+        "not yet"
+    );
+    drop(first);
+
+    // The process stops and another starts on the same database.
+    let second = fx.start("proc-b").await;
+    fx.at(&second, t0() + Duration::minutes(10)).await;
+    fx.at(&second, t0() + Duration::minutes(30)).await;
+    fx.at(&second, t0() + Duration::hours(5)).await;
+
+    // While the person is away it waits, unread, in the inbox.
+    let inbox = second.store.inbox("ada", false, 10).await.unwrap();
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+    assert_eq!(inbox[0].title, "[REMINDER] check the deploy");
+    assert_eq!(inbox[0].created_at, t0() + Duration::minutes(10));
+
+    let notices = second.conversation(fx.clock.now()).await;
+    assert_eq!(notices, ["[REMINDER] check the deploy\ncheck the deploy"]);
+    assert!(second.conversation(fx.clock.now()).await.is_empty(), "once");
+    let routines = second.store.list_routines(Some("ada")).await.unwrap();
+    let runs = second.store.list_runs(routines[0].id, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Ok);
+    assert!(
+        !routines[0].spec.enabled,
+        "a one-shot is done after its fire"
+    );
+}
+
+#[tokio::test]
+async fn phrases_in_english_and_french_become_once_or_recurring_jobs() {
+    let fx = Fx::new();
+    let p = fx.start("proc-a").await;
+    // Europe/Paris is UTC+1 in November.
+    for (when, tool, expected) in [
+        ("tomorrow at 9am", "remember", "2026-11-24T08:00:00Z"),
+        ("demain à 9h", "remember", "2026-11-24T08:00:00Z"),
+        ("dans 1h30", "remember", "2026-11-23T13:30:00Z"),
+        ("next monday at 10", "remember", "2026-11-30T09:00:00Z"),
+        (
+            "2026-12-01T09:00:00Z",
+            "schedule_once",
+            "2026-12-01T09:00:00Z",
+        ),
+    ] {
+        let (status, out) = p
+            .call(tool, json!({"what": "x", "prompt": "x", "when": when}))
+            .await;
+        assert_eq!(status, ToolStatus::Success, "{when}: {out}");
+        assert_eq!(out["schedule_type"], "once", "{when}");
+        assert_eq!(out["run_at"], expected, "{when}");
+    }
+    for (when, next) in [
+        ("at 9am and 5pm", "2026-11-23T16:00:00Z"),
+        ("every other day", "2026-11-23T23:00:00Z"),
+        ("on the 1st of every month", "2026-11-30T23:00:00Z"),
+        ("tous les jours à 9h", "2026-11-24T08:00:00Z"),
+        ("0 9 * * 1-5", "2026-11-24T08:00:00Z"),
+    ] {
+        let (status, out) = p
+            .call("schedule_cron", json!({"cron": when, "prompt": "tick"}))
+            .await;
+        assert_eq!(status, ToolStatus::Success, "{when}: {out}");
+        assert_eq!(out["schedule_type"], "cron", "{when}");
+        assert_eq!(out["next_run_at"], next, "{when}");
+    }
+    // Understood in part: the error says what was and was not understood.
+    let (status, out) = p
+        .call("remember", json!({"what": "x", "when": "tomorrow morning"}))
+        .await;
+    assert_eq!(status, ToolStatus::InvalidArguments);
+    let text = out.to_string();
+    assert!(text.contains("understood \\\"tomorrow\\\""), "{text}");
+    assert!(text.contains("\\\"morning\\\""), "{text}");
+    // The wrong tool for the phrase says which one to use.
+    let (_, out) = p
+        .call(
+            "schedule_once",
+            json!({"when": "every day at 9am", "prompt": "x"}),
+        )
+        .await;
+    assert!(out.to_string().contains("schedule_cron"), "{out}");
+    let (_, out) = p
+        .call("schedule_cron", json!({"cron": "in 5m", "prompt": "x"}))
+        .await;
+    assert!(out.to_string().contains("schedule_once"), "{out}");
+    // Every job is a routine.
+    let listed = p.store.list_routines(Some("ada")).await.unwrap();
+    assert_eq!(listed.len(), 10);
+}
+
+#[tokio::test]
+async fn a_scheduled_tool_call_runs_unattended_and_reports_back_here() {
+    let fx = Fx::new();
+    let p = fx.start("proc-a").await;
+    // What will run unattended is approved now, by the person, or not at all.
+    let (status, _) = p
+        .call_with(
+            "schedule_once",
+            json!({"when": "in 1h", "action_type": "tool_call", "tool_name": "echo"}),
+            &DenyAll,
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Declined);
+    assert!(p.store.list_routines(Some("ada")).await.unwrap().is_empty());
+    let (status, out) = p
+        .call(
+            "schedule_cron",
+            json!({"cron": "every 5 minutes", "action_type": "tool_call", "tool_name": "echo",
+                   "tool_params": {"text": "pong"}, "label": "ping", "max_runs": 2}),
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["tool_name"], "echo");
+    assert_eq!(out["max_runs"], 2);
+    let job = out["job_id"].as_str().unwrap().to_string();
+    for minutes in [5, 10, 15, 20] {
+        fx.at(&p, t0() + Duration::minutes(minutes)).await;
+    }
+    let notices = p.conversation(fx.clock.now()).await;
+    assert_eq!(notices.len(), 2, "max_runs = 2: {notices:?}");
+    assert!(notices[0].contains("echo: pong"), "{notices:?}");
+    let (_, status) = p.call("schedule_status", json!({"job_id": job})).await;
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(status["run_count"], 2);
+    assert_eq!(status["runs"].as_array().unwrap().len(), 2);
+
+    // A denied tool or an unknown one cannot be scheduled.
+    let (s, out) = p
+        .call(
+            "schedule_once",
+            json!({"when": "in 1h", "action_type": "tool_call", "tool_name": "forbidden"}),
+        )
+        .await;
+    assert_eq!(s, ToolStatus::InvalidArguments);
+    assert!(out.to_string().contains("denied by policy"), "{out}");
+    let (s, out) = p
+        .call(
+            "schedule_once",
+            json!({"when": "in 1h", "action_type": "tool_call", "tool_name": "ech"}),
+        )
+        .await;
+    assert_eq!(s, ToolStatus::InvalidArguments);
+    assert!(
+        out.to_string().contains("echo"),
+        "suggests the closest: {out}"
+    );
+}
+
+#[tokio::test]
+async fn an_output_channel_sends_there_and_an_unknown_one_is_refused() {
+    let fx = Fx::new();
+    let p = fx.start("proc-a").await;
+    let (status, out) = p
+        .call(
+            "schedule_once",
+            json!({"when": "in 1m", "prompt": "stand up", "output_channel": "desk"}),
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["output_channel"], "desk");
+    fx.at(&p, t0() + Duration::minutes(1)).await;
+    assert!(p.conversation(fx.clock.now()).await.is_empty());
+    let inbox = p.store.inbox("ada", false, 10).await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].channel, "desk");
+
+    let (status, out) = p
+        .call(
+            "schedule_once",
+            json!({"when": "in 1m", "prompt": "x", "output_channel": "slak"}),
+        )
+        .await;
+    assert_eq!(status, ToolStatus::InvalidArguments);
+    assert!(out.to_string().contains("no output channel named"), "{out}");
+    assert!(
+        out.to_string().contains("desk"),
+        "lists the channels: {out}"
+    );
+}
+
+#[tokio::test]
+async fn jobs_are_listed_by_status_and_cancelled() {
+    let fx = Fx::new();
+    let p = fx.start("proc-a").await;
+    let (_, soon) = p
+        .call("remember", json!({"what": "tea", "when": "in 5m"}))
+        .await;
+    let (_, later) = p
+        .call(
+            "remember",
+            json!({"what": "call mum", "when": "every sunday at 6pm"}),
+        )
+        .await;
+    fx.at(&p, t0() + Duration::minutes(5)).await;
+    let (_, list) = p.call("schedule_list", json!({})).await;
+    assert_eq!(list["total"], 2, "{list}");
+    assert_eq!(list["active"], 1);
+    assert_eq!(list["completed"], 1);
+    assert_eq!(list["jobs"][0]["job_id"], later["job_id"], "active first");
+    let (_, done) = p
+        .call("schedule_list", json!({"status": "completed"}))
+        .await;
+    assert_eq!(done["jobs"][0]["job_id"], soon["job_id"]);
+    assert_eq!(done["jobs"][0]["run_count"], 1);
+
+    let (status, out) = p
+        .call("schedule_cancel", json!({"job_id": later["job_id"]}))
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["status"], "cancelled");
+    let (status, out) = p
+        .call("schedule_status", json!({"job_id": later["job_id"]}))
+        .await;
+    assert_eq!(status, ToolStatus::InvalidArguments);
+    assert!(out.to_string().contains("no scheduled job"), "{out}");
+    let (_, list) = p.call("schedule_list", json!({})).await;
+    assert_eq!(list["total"], 1);
+}
