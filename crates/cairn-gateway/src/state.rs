@@ -37,6 +37,7 @@ pub struct Gateway {
     // Streams (events, WebSocket chat, OpenAI API).
     events: Arc<EventBus>,
     approval_timeout: std::time::Duration,
+    ws_ping: std::time::Duration,
     // Auth and webhooks (pairing lockout, rate limits, idempotency pruning).
     limits: crate::limits::Limits,
     last_idempotency_prune: std::sync::Mutex<Option<DateTime<Utc>>>,
@@ -85,6 +86,7 @@ impl Gateway {
             shutdown: CancellationToken::new(),
             events,
             approval_timeout: APPROVAL_TIMEOUT,
+            ws_ping: crate::routes::ws::PING_EVERY,
             limits: crate::limits::Limits::new(),
             last_idempotency_prune: std::sync::Mutex::new(None),
         }
@@ -164,6 +166,14 @@ impl Gateway {
         self
     }
 
+    /// How often a WebSocket connection is pinged ([`crate::routes::ws::PING_EVERY`]
+    /// unless changed, for tests); a client silent for two intervals is dropped.
+    #[must_use]
+    pub fn with_ws_ping(mut self, every: std::time::Duration) -> Self {
+        self.ws_ping = every;
+        self
+    }
+
     /// Forwards what the engine, the notifier and the job scheduler report
     /// into the event bus until shutdown.
     pub fn spawn_event_feeds(&self) -> tokio::task::JoinHandle<()> {
@@ -183,6 +193,11 @@ impl Gateway {
     /// How long a WebSocket approval request waits for an answer.
     pub fn approval_timeout(&self) -> std::time::Duration {
         self.approval_timeout
+    }
+
+    /// How often a WebSocket connection is pinged.
+    pub fn ws_ping(&self) -> std::time::Duration {
+        self.ws_ping
     }
 
     /// The database.

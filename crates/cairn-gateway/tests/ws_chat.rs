@@ -433,3 +433,42 @@ async fn a_finished_background_task_brings_the_agents_reaction_unasked() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_answers_no_ping_is_dropped_and_one_that_does_stays() {
+    let gw =
+        TestGateway::start_with(settings(), |g| g.with_ws_ping(Duration::from_millis(150))).await;
+    let mut silent = connect(&gw).await;
+    let mut alive = connect(&gw).await;
+    // `alive` reads (so its client answers pings) while `silent` reads nothing.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1_200);
+    while let Ok(Some(message)) = tokio::time::timeout_at(deadline, alive.next()).await {
+        assert!(
+            !matches!(message, Ok(Message::Close(_))),
+            "a client answering pings is kept: {message:?}"
+        );
+    }
+    // The server closed it. Reading now, the client may first fail to
+    // answer a queued ping on the closed socket, so a close frame is not
+    // always read; when it is, it says why.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match silent.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| f.reason.to_string()),
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the silent connection is closed by the server");
+    if let Some(reason) = ended {
+        assert_eq!(reason, "no answer to pings");
+    }
+
+    gw.llm.push(Scripted::text("still here"));
+    send(&mut alive, json!({"type": "message", "content": "hi"})).await;
+    let frames = until(&mut alive, "done").await;
+    assert_eq!(frames.last().unwrap()["response"], "still here");
+    gw.stop().await;
+}

@@ -294,47 +294,48 @@ impl Shared {
             .clone()
             .unwrap_or_else(|| conversation_channel(&ctx.session_id));
         let title = |tag: &str| format!("[{tag}] {}", draft.label);
-        let (action, on_success) = match (draft.what.action_type, &draft.what.tool, &draft.what.text) {
-            (ActionType::ToolCall, Some((tool, params)), _) => (
-                RoutineAction::ToolCall {
-                    tool: tool.clone(),
-                    params: params.clone(),
-                    allowed_tools: vec![tool.clone()],
-                },
-                true,
-            ),
-            (ActionType::LlmPrompt, _, Some(prompt)) if !to_conversation => (
-                RoutineAction::Lightweight {
-                    prompt: prompt.clone(),
-                    context_paths: Vec::new(),
-                    max_tokens: None,
-                },
-                false,
-            ),
-            (ActionType::LlmPrompt, _, Some(prompt)) => (
-                RoutineAction::Notification {
-                    message: prompt.clone(),
-                    title: Some(title("SCHEDULED PROMPT")),
-                },
-                false,
-            ),
-            (_, _, Some(text)) => (
-                RoutineAction::Notification {
-                    message: text.clone(),
-                    title: Some(if draft.prefix == REMIND_PREFIX {
-                        title("REMINDER")
-                    } else {
-                        title("SCHEDULED")
-                    }),
-                },
-                false,
-            ),
-            _ => {
-                return Err(ToolError::Failed(
-                    "the job has neither a text nor a tool to run".into(),
-                ));
-            }
-        };
+        let (action, on_success) =
+            match (draft.what.action_type, &draft.what.tool, &draft.what.text) {
+                (ActionType::ToolCall, Some((tool, params)), _) => (
+                    RoutineAction::ToolCall {
+                        tool: tool.clone(),
+                        params: params.clone(),
+                        allowed_tools: vec![tool.clone()],
+                    },
+                    true,
+                ),
+                (ActionType::LlmPrompt, _, Some(prompt)) if !to_conversation => (
+                    RoutineAction::Lightweight {
+                        prompt: prompt.clone(),
+                        context_paths: Vec::new(),
+                        max_tokens: None,
+                    },
+                    false,
+                ),
+                (ActionType::LlmPrompt, _, Some(prompt)) => (
+                    RoutineAction::Notification {
+                        message: prompt.clone(),
+                        title: Some(title("SCHEDULED PROMPT")),
+                    },
+                    false,
+                ),
+                (_, _, Some(text)) => (
+                    RoutineAction::Notification {
+                        message: text.clone(),
+                        title: Some(if draft.prefix == REMIND_PREFIX {
+                            title("REMINDER")
+                        } else {
+                            title("SCHEDULED")
+                        }),
+                    },
+                    false,
+                ),
+                _ => {
+                    return Err(ToolError::Failed(
+                        "the job has neither a text nor a tool to run".into(),
+                    ));
+                }
+            };
         let mut spec = RoutineSpec {
             name: format!("{}{job_id}", draft.prefix),
             description: draft.label.clone(),

@@ -17,7 +17,8 @@
 //! `approval_request` (with the id to answer), `notification` (the person's
 //! notifications as they are recorded), `done` (the full response and
 //! usage) and `error` (a bad frame or a failed turn; the connection stays
-//! open). The server pings every 30 s; an approval not answered within the
+//! open). The server pings every 30 s and closes a connection that sent
+//! nothing (not even a pong) for two intervals; an approval not answered within the
 //! gateway's approval timeout (120 s) is declined. The connection closes
 //! when the daemon stops. When a background task of the conversation ends
 //! while no turn runs, the agent reacts on its own: that turn's frames end
@@ -288,8 +289,11 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
     });
     let mut bus = state.events().subscribe(None).live;
     let mut turns = JoinSet::new();
-    let mut ping = tokio::time::interval(PING_EVERY);
+    let ping_every = state.ws_ping();
+    let mut ping = tokio::time::interval(ping_every);
     ping.tick().await;
+    // Any frame from the client (a pong included) shows it is still there.
+    let mut last_heard = tokio::time::Instant::now();
     let mut notices = tokio::time::interval(NOTICE_POLL);
     notices.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let _ = out.send(json!({"type": "ready", "conversation": conversation, "channel": channel}));
@@ -300,7 +304,11 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                 let _ = socket_tx.send(Message::Close(Some(close))).await;
                 break;
             }
-            frame = socket_rx.next() => match frame {
+            frame = socket_rx.next() => {
+                if let Some(Ok(_)) = &frame {
+                    last_heard = tokio::time::Instant::now();
+                }
+                match frame {
                 Some(Ok(Message::Text(text))) => {
                     match serde_json::from_str::<ClientFrame>(text.as_str()) {
                         Ok(ClientFrame::Message { content }) => {
@@ -345,13 +353,22 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break,
-            },
+                }
+            }
             Some(frame) = out_rx.recv() => {
                 if socket_tx.send(Message::Text(frame.to_string().into())).await.is_err() {
                     break;
                 }
             }
             _ = ping.tick() => {
+                if last_heard.elapsed() > ping_every * 2 {
+                    // A vanished client (its TCP connection never closed):
+                    // free its task instead of polling for it for months.
+                    tracing::info!(%conversation, "closing a WebSocket that answered no ping");
+                    let close = CloseFrame { code: 1011, reason: "no answer to pings".into() };
+                    let _ = tokio::time::timeout(ping_every, socket_tx.send(Message::Close(Some(close)))).await;
+                    break;
+                }
                 if socket_tx.send(Message::Ping(Default::default())).await.is_err() {
                     break;
                 }
