@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use cairn_core::chat::ToolDefinition;
+
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -45,8 +46,12 @@ pub struct PromptContext {
     pub now: DateTime<Utc>,
     /// The model in use.
     pub model: String,
-    /// The tools offered.
+    /// Every tool the agent may call.
     pub tools: Vec<ToolDefinition>,
+    /// Lines naming the tools whose schemas load on demand
+    /// ([`crate::tools::ToolRegistry::on_demand_listing`]); empty when every
+    /// schema is sent, and then every tool is listed with its description.
+    pub more_tools: Vec<String>,
     /// Host name and operating system.
     pub runtime: RuntimeInfo,
 }
@@ -95,9 +100,19 @@ pub async fn build_system_prompt(ctx: &PromptContext) -> String {
     }
     if !ctx.tools.is_empty() {
         out.push_str("\n## Tools\n\nCall tools through the tool-calling interface; you may call several at once when they are independent.\n");
-        for tool in &ctx.tools {
-            let first_line = tool.description.lines().next().unwrap_or_default();
-            out.push_str(&format!("- {}: {first_line}\n", tool.name));
+        if !ctx.more_tools.is_empty() {
+            // Most schemas are not sent (see tools::offer): the core tools
+            // carry their own, the others are named here in a few words.
+            out.push_str("More tools (call tool_schema with their names to load them first):\n");
+            for line in &ctx.more_tools {
+                out.push_str(line);
+                out.push('\n');
+            }
+        } else {
+            for tool in &ctx.tools {
+                let first_line = tool.description.lines().next().unwrap_or_default();
+                out.push_str(&format!("- {}: {first_line}\n", tool.name));
+            }
         }
     }
     out.push_str(&format!("\n## Safety\n\n{SAFETY_RULES}\n"));
@@ -192,6 +207,7 @@ mod tests {
             timezone: chrono_tz::Europe::Paris,
             now: Utc.with_ymd_and_hms(2026, 3, 9, 13, 0, 0).unwrap(),
             model: "test-model".into(),
+            more_tools: Vec::new(),
             tools: vec![ToolDefinition {
                 name: "shell".into(),
                 description: "Runs a command.\nMore detail.".into(),

@@ -256,6 +256,10 @@ pub fn tool_runner(
             .register(tool)
             .context("cannot register the automation tools")?;
     }
+    // Requests carry the built-ins' schemas; the others load on demand.
+    registry
+        .enable_schema_tool()
+        .context("cannot register tool_schema")?;
     let policy = PolicyGate::new(&tools.policy);
     Ok(Arc::new(ToolRunner::new(
         Arc::new(registry),
@@ -357,6 +361,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         now: clock.now(),
         model: providers.main.model().to_string(),
         tools: agent.runner().registry().definitions(),
+        more_tools: agent.runner().registry().on_demand_listing(),
         runtime: RuntimeInfo::detect(),
     })
     .await;

@@ -502,3 +502,71 @@ fn piped_chat_reacts_to_a_finished_background_task_without_another_line() {
     );
     assert!(notice.contains("tool=shell"), "{notice}");
 }
+
+/// GUIDE's budget: the first request for a one-line message, with every tool
+/// registered, is at most 6 KB of JSON. Schemas beyond the core tools are
+/// listed by name and loaded on demand with `tool_schema`.
+#[test]
+fn the_first_request_for_hi_fits_in_6_kb_with_every_tool() {
+    let env = Env::new();
+    env.server.push(Scripted::text("Hello."));
+    env.cairn().args(["chat", "-m", "hi"]).assert().success();
+    let request = &env.server.requests()[0].body;
+    let body = serde_json::to_string(request).unwrap();
+    let schemas = request["tools"].as_array().unwrap().len();
+    eprintln!(
+        "first request: {} bytes, {schemas} tool schemas",
+        body.len()
+    );
+    assert!(body.len() <= 6 * 1024, "{} bytes: {body}", body.len());
+    // The tools without a schema are still named, by family.
+    let system = request["messages"][0]["content"].as_str().unwrap();
+    for listed in [
+        "remember, schedule_{cancel,cron,list,once,status}: ",
+        "background_{cancel,list,result,run,status,wait}: ",
+        "routine_{create,delete,fire,list,runs,update}: ",
+        "- send_notification: ",
+    ] {
+        assert!(
+            system.contains(listed),
+            "every tool is named: {listed}\n{system}"
+        );
+    }
+}
+
+#[test]
+fn a_schema_loaded_with_tool_schema_is_offered_from_then_on() {
+    let env = Env::new();
+    env.server.push_all([
+        Scripted::tool_call("tool_schema", json!({"names": ["remember", "nope"]})),
+        Scripted::text("Loaded."),
+    ]);
+    env.cairn()
+        .args(["chat", "-m", "remind me"])
+        .assert()
+        .success();
+    let requests = env.server.requests();
+    let offered = |n: usize| -> Vec<String> {
+        requests[n].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!offered(0).contains(&"remember".to_string()));
+    assert!(
+        offered(1).contains(&"remember".to_string()),
+        "{:?}",
+        offered(1)
+    );
+    let result = text_of(&env.sent(1));
+    assert!(
+        result.contains("\\\"when\\\""),
+        "the schema came back: {result}"
+    );
+    assert!(
+        result.contains("nope"),
+        "unknown names are reported: {result}"
+    );
+}

@@ -354,7 +354,7 @@ impl AgentLoop {
             delegate.before_llm(messages).await;
             let mut request = ChatRequest {
                 messages: messages.clone(),
-                tools: self.runner.registry().definitions(),
+                tools: self.runner.registry().offered(messages),
                 model: self.config.model.clone(),
                 temperature: self.config.temperature,
                 max_tokens: self.config.max_tokens,

@@ -226,6 +226,7 @@ impl ChatService {
                 .clone()
                 .unwrap_or_else(|| agent.provider().model().to_string()),
             tools: agent.runner().registry().definitions(),
+            more_tools: agent.runner().registry().on_demand_listing(),
             runtime: self.settings.runtime.clone(),
         })
         .await;

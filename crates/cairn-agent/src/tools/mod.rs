@@ -10,6 +10,7 @@
 pub mod files;
 pub mod http;
 pub mod lines;
+pub mod offer;
 pub mod paths;
 pub mod registry;
 pub mod shell;
@@ -267,6 +268,14 @@ pub trait Tool: Send + Sync {
         &[]
     }
 
+    /// What this tool's family is for, in a few words, when it belongs to one
+    /// (`background_*`: "run tool calls in the background…"). When schemas
+    /// load on demand, the prompt names a family's tools on one line with
+    /// this text instead of a line per tool ([`offer`]).
+    fn family(&self) -> Option<&str> {
+        None
+    }
+
     /// True when the same call, with nothing written in between, gives the same
     /// result, so the agent loop may reuse it later in the turn. Defaults to
     /// read-only tools; a tool whose answer changes by itself (`time_now`) says no.
@@ -305,13 +314,14 @@ pub struct ToolsConfig {
 /// A registry holding every built-in tool, configured from `config`.
 pub fn builtin_registry(config: &ToolsConfig) -> Result<ToolRegistry, RegistryError> {
     let mut registry = ToolRegistry::new();
-    registry.register(Arc::new(shell::ShellTool::new(config.shell.clone())))?;
-    registry.register(Arc::new(files::FileReadTool::new(config.files.clone())))?;
-    registry.register(Arc::new(files::FileWriteTool::new(config.files.clone())))?;
-    registry.register(Arc::new(files::ListDirTool::new(config.files.clone())))?;
+    registry.register_core(Arc::new(shell::ShellTool::new(config.shell.clone())))?;
+    registry.register_core(Arc::new(files::FileReadTool::new(config.files.clone())))?;
+    registry.register_core(Arc::new(files::FileWriteTool::new(config.files.clone())))?;
+    registry.register_core(Arc::new(files::ListDirTool::new(config.files.clone())))?;
     let http = http::HttpRequestTool::new(config.http.clone())
         .map_err(|e| RegistryError::Init(format!("http_request: {e}")))?;
-    registry.register(Arc::new(http))?;
+    registry.register_core(Arc::new(http))?;
+    // Not core: the system prompt already carries the date and time.
     registry.register(Arc::new(time::TimeNowTool))?;
     Ok(registry)
 }

@@ -73,6 +73,9 @@ pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Explicit aliases (from registration), normalised alias -> canonical name.
     aliases: HashMap<String, String>,
+    /// Tools whose schema every request carries once the schema tool is on
+    /// (see [`super::offer`]).
+    core: std::collections::BTreeSet<String>,
 }
 
 /// Lower-cases and maps `-`, space and `.` to `_`, so `Read-File` finds `read_file`.
@@ -124,6 +127,64 @@ impl ToolRegistry {
         }
         self.tools.insert(name, tool);
         Ok(())
+    }
+
+    /// Adds a tool whose schema every request carries (see [`Self::offered`]).
+    pub fn register_core(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let name = tool.name().to_string();
+        self.register(tool)?;
+        self.core.insert(name);
+        Ok(())
+    }
+
+    /// Registers `tool_schema` over every tool registered so far (call it
+    /// last): from then on requests carry only the core tools' schemas and
+    /// those the conversation loaded or used ([`super::offer`]).
+    pub fn enable_schema_tool(&mut self) -> Result<(), RegistryError> {
+        let definitions = self
+            .definitions()
+            .into_iter()
+            .map(|d| (d.name.clone(), d))
+            .collect();
+        self.register(Arc::new(super::offer::SchemaTool { definitions }))
+    }
+
+    /// The core tools' names.
+    pub(super) fn core_names(&self) -> impl Iterator<Item = &str> {
+        self.core.iter().map(String::as_str)
+    }
+
+    /// The tools every request carries when the schema tool is on (the core
+    /// ones and `tool_schema`); empty when every schema is sent.
+    pub fn always_offered(&self) -> Vec<String> {
+        if !self.tools.contains_key(super::offer::SCHEMA_TOOL) {
+            return Vec::new();
+        }
+        self.core
+            .iter()
+            .cloned()
+            .chain([super::offer::SCHEMA_TOOL.to_string()])
+            .collect()
+    }
+
+    /// The prompt's lines naming the tools whose schemas load on demand
+    /// (see [`super::offer`]); empty when every schema is sent.
+    pub fn on_demand_listing(&self) -> Vec<String> {
+        if self.tools.contains_key(super::offer::SCHEMA_TOOL) {
+            super::offer::listing(self)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The definitions a model request carries after `messages`: all of
+    /// them, unless the schema tool is on ([`super::offer`]).
+    pub fn offered(&self, messages: &[cairn_core::chat::ChatMessage]) -> Vec<ToolDefinition> {
+        if self.tools.contains_key(super::offer::SCHEMA_TOOL) {
+            super::offer::offered(self, messages)
+        } else {
+            self.definitions()
+        }
     }
 
     /// Adds an alias for a registered tool.

@@ -34,6 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RunnerLink, is_primitive, json_output, string_arg};
 
+/// The one line naming these tools when schemas load on demand.
+const BACKGROUND_FAMILY: &str = "run tool calls in the background; you are told when they end";
+
 /// How long a process's claim on its running tasks lasts without renewal.
 pub const LEASE: Duration = Duration::from_secs(60);
 /// How often the claim is renewed (and dead processes' tasks reaped).
@@ -350,6 +353,9 @@ impl Tool for RunTool {
     fn name(&self) -> &str {
         "background_run"
     }
+    fn family(&self) -> Option<&str> {
+        Some(BACKGROUND_FAMILY)
+    }
     fn description(&self) -> &str {
         "Run a tool call in the background; returns a task_id at once. You are notified when it ends."
     }
@@ -408,6 +414,9 @@ impl Tool for StatusTool {
     fn name(&self) -> &str {
         "background_status"
     }
+    fn family(&self) -> Option<&str> {
+        Some(BACKGROUND_FAMILY)
+    }
     fn description(&self) -> &str {
         "Status of a background task."
     }
@@ -448,6 +457,9 @@ impl Tool for ResultTool {
     fn name(&self) -> &str {
         "background_result"
     }
+    fn family(&self) -> Option<&str> {
+        Some(BACKGROUND_FAMILY)
+    }
     fn description(&self) -> &str {
         "Full result of a background task."
     }
@@ -481,6 +493,9 @@ struct CancelTool(Arc<BackgroundTasks>);
 impl Tool for CancelTool {
     fn name(&self) -> &str {
         "background_cancel"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(BACKGROUND_FAMILY)
     }
     fn description(&self) -> &str {
         "Cancel a running background task."
@@ -523,6 +538,9 @@ struct ListTool(Arc<BackgroundTasks>);
 impl Tool for ListTool {
     fn name(&self) -> &str {
         "background_list"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(BACKGROUND_FAMILY)
     }
     fn description(&self) -> &str {
         "List this conversation's background tasks."
@@ -577,6 +595,9 @@ struct WaitTool(Arc<BackgroundTasks>);
 impl Tool for WaitTool {
     fn name(&self) -> &str {
         "background_wait"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(BACKGROUND_FAMILY)
     }
     fn description(&self) -> &str {
         "Wait for a background task to end (timeout in s, default 60, max 3600)."

@@ -42,6 +42,10 @@ use super::{RunnerLink, json_output, string_arg};
 use crate::notify::ChannelSet;
 use crate::routines::define::prepare;
 
+/// The one line naming these tools when schemas load on demand.
+const SCHEDULE_FAMILY: &str =
+    "do something later or on a schedule, or remind the person; the result comes back here";
+
 /// Name prefix of jobs made by `schedule_once` and `schedule_cron`.
 pub const SCHEDULE_PREFIX: &str = "schedule-";
 /// Name prefix of jobs made by `remember`.
@@ -548,6 +552,9 @@ impl Tool for OnceTool {
     fn name(&self) -> &str {
         "schedule_once"
     }
+    fn family(&self) -> Option<&str> {
+        Some(SCHEDULE_FAMILY)
+    }
     fn description(&self) -> &str {
         "Do something once later (`when`: \"in 10m\", \"tomorrow at 9am\", \"demain à 9h\", ISO time); result back here by default."
     }
@@ -604,6 +611,9 @@ struct CronTool(Shared);
 impl Tool for CronTool {
     fn name(&self) -> &str {
         "schedule_cron"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(SCHEDULE_FAMILY)
     }
     fn description(&self) -> &str {
         "Do something on a recurring schedule (5-field cron or \"every weekday at 9am\"); max_runs 0 = unlimited."
@@ -666,6 +676,9 @@ struct RememberTool(Shared);
 impl Tool for RememberTool {
     fn name(&self) -> &str {
         "remember"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(SCHEDULE_FAMILY)
     }
     fn description(&self) -> &str {
         "Remind the person (or yourself, action=llm_prompt) of `what` at `when` (\"in 2h\", \"tomorrow at 9am\", \"every monday at 10\")."
@@ -742,6 +755,9 @@ impl Tool for CancelTool {
     fn name(&self) -> &str {
         "schedule_cancel"
     }
+    fn family(&self) -> Option<&str> {
+        Some(SCHEDULE_FAMILY)
+    }
     fn description(&self) -> &str {
         "Cancel a scheduled job or reminder (removes it and its history)."
     }
@@ -780,6 +796,9 @@ struct ListTool(Shared);
 impl Tool for ListTool {
     fn name(&self) -> &str {
         "schedule_list"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(SCHEDULE_FAMILY)
     }
     fn description(&self) -> &str {
         "List scheduled jobs and reminders, optionally by status."
@@ -829,6 +848,9 @@ struct StatusTool(Shared);
 impl Tool for StatusTool {
     fn name(&self) -> &str {
         "schedule_status"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(SCHEDULE_FAMILY)
     }
     fn description(&self) -> &str {
         "Details and recent runs of one scheduled job."

@@ -25,6 +25,9 @@ use uuid::Uuid;
 
 use super::define::{prepare, zone_of};
 
+/// The one line naming these tools when schemas load on demand.
+const ROUTINE_FAMILY: &str = "routines: tasks fired by a schedule, an event, a webhook or by hand";
+
 /// Most runs `routine_runs` returns.
 const MAX_RUNS: u64 = 100;
 /// Runs `routine_runs` returns when the call does not say.
@@ -190,6 +193,9 @@ impl Tool for CreateTool {
     fn name(&self) -> &str {
         "routine_create"
     }
+    fn family(&self) -> Option<&str> {
+        Some(ROUTINE_FAMILY)
+    }
     fn description(&self) -> &str {
         "Create a routine (a task that fires on a schedule, an event, a webhook or by hand) from its spec, \
          the same JSON shape as a routine file. Every problem is reported with its field path."
@@ -244,6 +250,9 @@ impl Tool for UpdateTool {
     fn name(&self) -> &str {
         "routine_update"
     }
+    fn family(&self) -> Option<&str> {
+        Some(ROUTINE_FAMILY)
+    }
     fn description(&self) -> &str {
         "Replace an existing routine's spec (found by its name) with a complete new spec, \
          the same JSON shape as routine_create; its run history and state are kept."
@@ -290,6 +299,9 @@ impl Tool for DeleteTool {
     fn name(&self) -> &str {
         "routine_delete"
     }
+    fn family(&self) -> Option<&str> {
+        Some(ROUTINE_FAMILY)
+    }
     fn description(&self) -> &str {
         "Delete a routine by name, with its run history."
     }
@@ -322,6 +334,9 @@ struct ListTool(Shared);
 impl Tool for ListTool {
     fn name(&self) -> &str {
         "routine_list"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(ROUTINE_FAMILY)
     }
     fn description(&self) -> &str {
         "List the user's routines: name, enabled, trigger, next fire (UTC and the routine's local time), last run status."
@@ -376,6 +391,9 @@ impl Tool for RunsTool {
     fn name(&self) -> &str {
         "routine_runs"
     }
+    fn family(&self) -> Option<&str> {
+        Some(ROUTINE_FAMILY)
+    }
     fn description(&self) -> &str {
         "The latest runs of a routine, newest first: status, trigger, slot, times, summary, tokens, job, skip reason."
     }
@@ -428,6 +446,9 @@ struct FireTool(Shared);
 impl Tool for FireTool {
     fn name(&self) -> &str {
         "routine_fire"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(ROUTINE_FAMILY)
     }
     fn description(&self) -> &str {
         "Run a routine now (a manual fire, which skips its cooldown), optionally with a JSON payload \

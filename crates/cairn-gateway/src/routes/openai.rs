@@ -452,6 +452,7 @@ async fn system_prompt(
             .clone()
             .unwrap_or_else(|| agent.provider().model().to_string()),
         tools: agent.runner().registry().definitions(),
+        more_tools: agent.runner().registry().on_demand_listing(),
         runtime: settings.runtime.clone(),
     })
     .await;

@@ -1,0 +1,224 @@
+//! Which tool schemas a model request carries.
+//!
+//! Every schema in every request costs tokens on every call: with forty tools
+//! the first request for "hi" would be 15 KB. A registry with the schema tool
+//! ([`ToolRegistry::enable_schema_tool`]) sends only its core tools' schemas
+//! (the built-ins most turns need), `tool_schema`, and the schemas of tools the
+//! conversation has already loaded or called; the system prompt names every
+//! other tool with a short line. The model loads what it needs with
+//! `tool_schema`, and from then on those tools are offered like core ones.
+//! Calling a tool is unaffected: the runner and its policy gate judge every
+//! call, offered or not.
+//!
+//! A registry without the schema tool offers everything (tests, small sets).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_trait::async_trait;
+use cairn_core::chat::{ChatMessage, ToolDefinition};
+use serde_json::{Value, json};
+
+use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use crate::runner::Authorized;
+
+/// The name of the tool that loads schemas.
+pub const SCHEMA_TOOL: &str = "tool_schema";
+
+/// Most characters of a tool's line in the prompt when its schema is not sent.
+pub const SUMMARY_CHARS: usize = 64;
+
+/// The tools a request offers: core ones, the schema tool, and those the
+/// conversation loaded (named in a `tool_schema` call) or called.
+pub(super) fn offered(registry: &ToolRegistry, messages: &[ChatMessage]) -> Vec<ToolDefinition> {
+    let mut wanted: BTreeSet<String> = registry.core_names().map(str::to_string).collect();
+    wanted.insert(SCHEMA_TOOL.to_string());
+    for call in messages.iter().flat_map(|m| &m.tool_calls) {
+        if let Some(name) = registry.resolve(&call.name) {
+            wanted.insert(name.to_string());
+        }
+        if registry.resolve(&call.name) == Some(SCHEMA_TOOL) {
+            for name in requested(&call.arguments) {
+                if let Some(name) = registry.resolve(&name) {
+                    wanted.insert(name.to_string());
+                }
+            }
+        }
+    }
+    registry
+        .definitions()
+        .into_iter()
+        .filter(|d| wanted.contains(&d.name))
+        .collect()
+}
+
+/// The prompt's lines naming the tools whose schemas are not sent: one per
+/// family (members brace-grouped by prefix) and one per other tool, with a
+/// [`summary`] of its description.
+pub(super) fn listing(registry: &ToolRegistry) -> Vec<String> {
+    let always: BTreeSet<String> = registry.always_offered().into_iter().collect();
+    let mut families: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for tool in registry.list() {
+        let name = tool.name().to_string();
+        if always.contains(&name) {
+            continue;
+        }
+        match tool.family() {
+            Some(text) => families.entry(text.to_string()).or_default().push(name),
+            None => lines.push(format!("- {name}: {}", summary(tool.description()))),
+        }
+    }
+    for (text, names) in families {
+        lines.push(format!("- {}: {text}", grouped(&names)));
+    }
+    lines.sort();
+    lines
+}
+
+/// `a_x, a_y, b` as `a_{x,y}, b`: names sharing the part before their first
+/// `_` are braced together.
+fn grouped(names: &[String]) -> String {
+    let mut by_prefix: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for name in names {
+        let (prefix, rest) = name.split_once('_').unwrap_or((name, ""));
+        by_prefix.entry(prefix).or_default().push(rest);
+    }
+    by_prefix
+        .into_iter()
+        .map(|(prefix, rests)| match rests.as_slice() {
+            [""] => prefix.to_string(),
+            [one] => format!("{prefix}_{one}"),
+            many => format!("{prefix}_{{{}}}", many.join(",")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first sentence of a description, at most [`SUMMARY_CHARS`], cut at a word.
+pub fn summary(description: &str) -> String {
+    let line = description.lines().next().unwrap_or_default().trim();
+    let sentence = match line.find(". ") {
+        Some(end) => &line[..end],
+        None => line.trim_end_matches('.'),
+    };
+    if sentence.chars().count() <= SUMMARY_CHARS {
+        return sentence.to_string();
+    }
+    let cut: String = sentence.chars().take(SUMMARY_CHARS - 1).collect();
+    let at_word = cut.rfind(' ').map_or(cut.as_str(), |i| &cut[..i]);
+    format!("{}…", at_word.trim_end_matches([',', ';', ':']))
+}
+
+/// Tool names in a `tool_schema` call's arguments (`names`, or one `name`).
+fn requested(args: &Value) -> Vec<String> {
+    let mut names: Vec<String> = args
+        .get("names")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(one) = args.get("name").and_then(Value::as_str) {
+        names.push(one.to_string());
+    }
+    names
+}
+
+/// `tool_schema`: the full descriptions and parameters of named tools.
+pub(super) struct SchemaTool {
+    /// Every other tool's definition, by canonical name, as registered.
+    pub(super) definitions: BTreeMap<String, ToolDefinition>,
+}
+
+#[async_trait]
+impl Tool for SchemaTool {
+    fn name(&self) -> &str {
+        SCHEMA_TOOL
+    }
+    fn description(&self) -> &str {
+        "Load the parameters of tools listed without a schema; then call them."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+            "required": ["names"]
+        })
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let names = requested(&args);
+        if names.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "`names` must list at least one tool name".into(),
+            ));
+        }
+        let mut found = Vec::new();
+        let mut unknown = Vec::new();
+        for name in names {
+            match self
+                .definitions
+                .get(&super::registry::normalize_name(&name))
+            {
+                Some(d) => found.push(json!({
+                    "name": d.name,
+                    "description": d.description,
+                    "parameters": d.parameters,
+                })),
+                None => unknown.push(name),
+            }
+        }
+        let mut out = json!({"tools": found});
+        if !unknown.is_empty() {
+            out["unknown"] = json!(unknown);
+        }
+        serde_json::to_string(&out)
+            .map(ToolOutput::ok)
+            .map_err(|e| ToolError::Failed(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn summaries_keep_the_first_sentence_and_cut_at_a_word() {
+        assert_eq!(summary("Read a file. Long files are cut."), "Read a file");
+        assert_eq!(summary("Status of a task."), "Status of a task");
+        let long = "Run a tool call in the background and tell the conversation when it ends, whatever happens";
+        let s = summary(long);
+        assert!(s.chars().count() <= SUMMARY_CHARS, "{s}");
+        assert!(s.ends_with('…'), "{s}");
+        assert!(long.starts_with(s.trim_end_matches('…')), "{s}");
+    }
+
+    #[test]
+    fn families_are_brace_grouped_by_prefix() {
+        let names: Vec<String> = ["remember", "schedule_cron", "schedule_once", "watch_start"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            grouped(&names),
+            "remember, schedule_{cron,once}, watch_start"
+        );
+    }
+
+    #[test]
+    fn names_come_as_a_list_or_one_name() {
+        assert_eq!(requested(&json!({"names": ["a", 3, "b"]})), ["a", "b"]);
+        assert_eq!(requested(&json!({"name": "c"})), ["c"]);
+        assert!(requested(&json!({})).is_empty());
+    }
+}
