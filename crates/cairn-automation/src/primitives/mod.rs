@@ -4,7 +4,9 @@
 //! - [`background`]: `background_run` and friends, calls that outlive the
 //!   turn, recorded in the store and announced to the conversation when
 //!   they end (see `cairn_agent::chat::notices`);
-//! - [`send`]: `send_notification` through the notification router.
+//! - [`send`]: `send_notification` through the notification router;
+//! - [`watch`]: watchers (`watch_start` and friends), routines that call a
+//!   tool on an interval and tell the agent only what matters.
 //!
 //! Every call they make goes through the [`ToolRunner`] like any other: the
 //! registry holds these tools and the runner holds the registry, so they
@@ -13,6 +15,7 @@
 pub mod background;
 pub mod parallel;
 pub mod send;
+pub mod watch;
 
 use std::sync::{Arc, OnceLock, Weak};
 
