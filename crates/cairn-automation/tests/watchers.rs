@@ -534,3 +534,107 @@ async fn llm_calls_over_1000_stable_checks() {
         [1, 0, 1000]
     );
 }
+
+mod chat {
+    //! The whole path: the agent starts a watcher in a conversation, the
+    //! engine checks, and the `[WATCHER UPDATE]` reaches that conversation's
+    //! next model call.
+    use super::*;
+    use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
+    use cairn_agent::prompt::RuntimeInfo;
+    use cairn_agent::runner::{Approver, AutoApprove};
+    use cairn_agent::session::SessionManager;
+    use cairn_agent::{AgentLoop, HookRegistry, LoopConfig};
+    use cairn_llm::testing::{FakeLlmServer, Scripted};
+    use cairn_llm::{LlmProvider, build_provider};
+
+    struct Sink;
+
+    impl ChatSink for Sink {
+        fn approver(&self) -> Option<&dyn Approver> {
+            Some(&AutoApprove)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_watcher_update_reaches_the_conversation_that_started_it() {
+        let server = FakeLlmServer::start().await.unwrap();
+        let provider: Arc<dyn LlmProvider> = build_provider(&server.openai_settings()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", dir.path().display()))
+            .await
+            .unwrap();
+        let clock = Arc::new(FixedClock::new(t0()));
+        let (engine, _watchers, runner) = process(
+            &store,
+            clock.clone(),
+            Arc::new(|_| ok(json!({"status": "deploying"}))),
+            Arc::new(AtomicU64::new(0)),
+            dir.path(),
+        );
+        let agent = AgentLoop::new(
+            provider,
+            Arc::clone(&runner),
+            Arc::new(HookRegistry::new()),
+            LoopConfig::default(),
+        );
+        let sessions = Arc::new(SessionManager::new(
+            store.clone(),
+            clock.clone(),
+            20,
+            Duration::from_secs(3600),
+        ));
+        let service = ChatService::new(
+            sessions,
+            agent,
+            ChatSettings {
+                agent_name: "test".into(),
+                workspace: dir.path().to_path_buf(),
+                timezone: chrono_tz::UTC,
+                runtime: RuntimeInfo {
+                    host: "h".into(),
+                    os: "o".into(),
+                },
+                tool_limits: Default::default(),
+                approval_timeout: Duration::from_secs(60),
+            },
+        );
+        let say = |text: &str| {
+            let inbound = Inbound {
+                user_id: "ada".into(),
+                channel: "terminal".into(),
+                thread: None,
+                text: text.into(),
+            };
+            let service = &service;
+            async move { service.handle(inbound, &Sink).await }
+        };
+        server.push_all([
+            Scripted::tool_call(
+                "watch_start",
+                json!({"name": "probe", "interval": 5, "label": "deploy"}),
+            ),
+            Scripted::text("I'll tell you when the deploy changes."),
+        ]);
+        assert!(matches!(say("watch the deploy").await, Reply::Answer(_)));
+        // The first check sets the baseline, which is told (on_change).
+        clock.set(t0() + chrono::Duration::seconds(5));
+        engine.tick(clock.now()).await.unwrap();
+        engine.idle().await;
+        server.push(Scripted::text("The deploy is still deploying."));
+        say("anything new?").await;
+        let requests = server.requests();
+        let last = serde_json::to_string(&requests.last().unwrap().body["messages"]).unwrap();
+        assert!(
+            last.contains("[WATCHER UPDATE] watcher_id="),
+            "{last}"
+        );
+        assert!(last.contains("label=\\\"deploy\\\", tool=probe"), "{last}");
+        assert!(
+            last.contains("Check #1 (interval: 5s, 1 notification(s) so far, strategy: on_change)"),
+            "{last}"
+        );
+        // The check itself made no model call: two turns, three requests.
+        assert_eq!(requests.len(), 3);
+    }
+}
