@@ -74,6 +74,12 @@ impl WatchRequest {
     /// Reads `watch_start`'s arguments (`name`, `params`, `interval`,
     /// `label`, `notify_when`, `notify_config`, `output_channel`).
     pub fn from_args(args: &Value) -> Result<WatchRequest, WatchError> {
+        // Stored as text: PostgreSQL refuses NUL in text columns.
+        if args.to_string().contains("\\u0000") {
+            return Err(WatchError::Invalid(
+                "the arguments hold a NUL character".into(),
+            ));
+        }
         let tool = string_arg(args, "name")
             .map_err(|_| WatchError::Invalid("missing required string `name` (the tool)".into()))?
             .to_string();
