@@ -180,5 +180,16 @@ async fn without_its_own_service_the_gateway_asks_the_chat_agents_policy() {
         .await
         .unwrap();
     assert_eq!(error_code(response).await, (422, "not_watchable".to_string()));
+    let doc: Value = gw
+        .get("/api/openapi.json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for path in ["/api/watchers", "/api/watchers/{id}", "/api/watchers/{id}/pause", "/api/watchers/{id}/resume"] {
+        assert!(doc["paths"][path].is_object(), "{path} is documented");
+    }
     gw.stop().await;
 }
