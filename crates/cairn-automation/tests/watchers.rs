@@ -55,7 +55,9 @@ impl Tool for Probe {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        (self.script)(n).map(ToolOutput::ok).map_err(ToolError::Failed)
+        (self.script)(n)
+            .map(ToolOutput::ok)
+            .map_err(ToolError::Failed)
     }
 }
 
@@ -115,7 +117,9 @@ fn process(
     let link = RunnerLink::new();
     let watchers = Watchers::new(store.clone(), clock.clone(), "ada", Arc::clone(&link));
     let mut registry = ToolRegistry::new();
-    registry.register(Arc::new(Probe { script, calls })).unwrap();
+    registry
+        .register(Arc::new(Probe { script, calls }))
+        .unwrap();
     registry.register(Arc::new(Danger)).unwrap();
     for tool in watchers.tools() {
         registry.register(tool).unwrap();
@@ -293,10 +297,7 @@ async fn on_error_tells_errors_and_recoveries_only() {
     assert_eq!(
         heads,
         [
-            (
-                "#11".to_string(),
-                "Error: Connection refused".to_string()
-            ),
+            ("#11".to_string(), "Error: Connection refused".to_string()),
             ("#16".into(), "Result: {\"status_code\":200}".into()),
             ("#26".into(), "Error: Connection refused".into()),
             ("#27".into(), "Result: {\"status_code\":200}".into()),
@@ -333,7 +334,9 @@ async fn on_threshold_tells_when_true_and_a_type_mismatch_once() {
         .collect();
     assert_eq!(checks, ["#2", "#4", "#7", "#9"]);
     assert!(
-        told[1].body.contains("Error: cannot evaluate `result.count > 100`"),
+        told[1]
+            .body
+            .contains("Error: cannot evaluate `result.count > 100`"),
         "{}",
         told[1].body
     );
@@ -476,9 +479,7 @@ async fn the_tools_speak_the_seed_shapes() {
         let runner = Arc::clone(&fx._runner);
         let ctx = ctx.clone();
         async move {
-            let r = runner
-                .run(&call, &ctx, &cairn_agent::runner::DenyAll)
-                .await;
+            let r = runner.run(&call, &ctx, &cairn_agent::runner::DenyAll).await;
             let text = cairn_automation::routines::watch::unframe(&r.content).to_string();
             serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text))
         }
@@ -625,10 +626,7 @@ mod chat {
         say("anything new?").await;
         let requests = server.requests();
         let last = serde_json::to_string(&requests.last().unwrap().body["messages"]).unwrap();
-        assert!(
-            last.contains("[WATCHER UPDATE] watcher_id="),
-            "{last}"
-        );
+        assert!(last.contains("[WATCHER UPDATE] watcher_id="), "{last}");
         assert!(last.contains("label=\\\"deploy\\\", tool=probe"), "{last}");
         assert!(
             last.contains("Check #1 (interval: 5s, 1 notification(s) so far, strategy: on_change)"),

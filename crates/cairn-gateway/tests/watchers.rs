@@ -95,7 +95,14 @@ async fn watchers_are_created_listed_shown_paused_resumed_and_deleted() {
     assert_eq!(routine["action"], "watch");
     assert_eq!(routine["trigger"], "cron every 60s");
 
-    let list: Value = gw.get("/api/watchers").send().await.unwrap().json().await.unwrap();
+    let list: Value = gw
+        .get("/api/watchers")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["watcher_id"], id.as_str());
 
@@ -164,7 +171,14 @@ async fn what_needs_approval_or_is_malformed_is_refused() {
         let response = gw.post("/api/watchers").json(&body).send().await.unwrap();
         assert_eq!(error_code(response).await.0, 422, "{body}");
     }
-    let list: Value = gw.get("/api/watchers").send().await.unwrap().json().await.unwrap();
+    let list: Value = gw
+        .get("/api/watchers")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(list, json!([]));
     gw.stop().await;
 }
@@ -179,7 +193,10 @@ async fn without_its_own_service_the_gateway_asks_the_chat_agents_policy() {
         .send()
         .await
         .unwrap();
-    assert_eq!(error_code(response).await, (422, "not_watchable".to_string()));
+    assert_eq!(
+        error_code(response).await,
+        (422, "not_watchable".to_string())
+    );
     let doc: Value = gw
         .get("/api/openapi.json")
         .send()
@@ -188,7 +205,12 @@ async fn without_its_own_service_the_gateway_asks_the_chat_agents_policy() {
         .json()
         .await
         .unwrap();
-    for path in ["/api/watchers", "/api/watchers/{id}", "/api/watchers/{id}/pause", "/api/watchers/{id}/resume"] {
+    for path in [
+        "/api/watchers",
+        "/api/watchers/{id}",
+        "/api/watchers/{id}/pause",
+        "/api/watchers/{id}/resume",
+    ] {
         assert!(doc["paths"][path].is_object(), "{path} is documented");
     }
     gw.stop().await;

@@ -666,7 +666,8 @@ impl Tool for IdTool {
             Op::Status => {
                 let v = w.get(id).await?;
                 let recent = w.history(id, 5).await?;
-                let mut value = serde_json::to_value(&v).map_err(|e| ToolError::Failed(e.to_string()))?;
+                let mut value =
+                    serde_json::to_value(&v).map_err(|e| ToolError::Failed(e.to_string()))?;
                 if let Some(map) = value.as_object_mut() {
                     map.insert(
                         "last_result".into(),

@@ -136,7 +136,8 @@ fn cap(text: &str, limit: usize) -> String {
 pub fn decide(spec: &WatchSpec<'_>, state: &Value, seen: &Observation) -> Decision {
     let mut st: Map<String, Value> = state.as_object().cloned().unwrap_or_default();
     let n = |st: &Map<String, Value>, k: &str| st.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let flag = |st: &Map<String, Value>, k: &str| st.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let flag =
+        |st: &Map<String, Value>, k: &str| st.get(k).and_then(Value::as_bool).unwrap_or(false);
     let check = n(&st, "checks") + 1;
     st.insert("checks".into(), json!(check));
     let line = if seen.ok {
@@ -153,9 +154,11 @@ pub fn decide(spec: &WatchSpec<'_>, state: &Value, seen: &Observation) -> Decisi
             changed.then_some(line)
         }
         WatchStrategy::OnError => {
-            let was = flag(&st, "erroring");
-            st.insert("erroring".into(), json!(!seen.ok));
-            (was != !seen.ok).then_some(line)
+            let was_erroring = flag(&st, "erroring");
+            let erroring = !seen.ok;
+            st.insert("erroring".into(), json!(erroring));
+            // A change of state either way: the first error, or the recovery.
+            (was_erroring != erroring).then_some(line)
         }
         WatchStrategy::OnThreshold => {
             let expression = spec
@@ -168,7 +171,10 @@ pub fn decide(spec: &WatchSpec<'_>, state: &Value, seen: &Observation) -> Decisi
                     .and_then(|e| e.eval(&as_json(&seen.text)))
                     .map_err(|e| e.to_string())
             } else {
-                Err(format!("the check failed: {}", cap(&seen.text, RESULT_CHARS)))
+                Err(format!(
+                    "the check failed: {}",
+                    cap(&seen.text, RESULT_CHARS)
+                ))
             };
             match verdict {
                 Ok(hit) => {
@@ -393,7 +399,10 @@ mod tests {
 
     #[test]
     fn frames_come_off() {
-        assert_eq!(unframe("<tool_output name=\"x\">\n{\"a\":1}\n</tool_output>"), "{\"a\":1}");
+        assert_eq!(
+            unframe("<tool_output name=\"x\">\n{\"a\":1}\n</tool_output>"),
+            "{\"a\":1}"
+        );
         assert_eq!(
             unframe("<tool_output name=\"x\" status=\"failed\">\nboom\n</tool_output>"),
             "boom"

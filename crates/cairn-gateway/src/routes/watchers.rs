@@ -152,7 +152,9 @@ pub struct WatcherDetail {
 fn api_error(e: WatchError) -> ApiError {
     match e {
         WatchError::Invalid(m) => ApiError::unprocessable(m),
-        WatchError::Refused(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "not_watchable", m),
+        WatchError::Refused(m) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "not_watchable", m)
+        }
         WatchError::NotFound(_) => ApiError::not_found(e.to_string()),
         WatchError::Unavailable(m) => ApiError::unavailable(m),
         WatchError::Store(s) => ApiError::from(s),
