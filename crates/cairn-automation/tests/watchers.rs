@@ -113,6 +113,7 @@ fn process(
     script: Script,
     calls: Arc<AtomicU64>,
     workspace: &std::path::Path,
+    deny: &[&str],
 ) -> (RoutineEngine, Arc<Watchers>, Arc<ToolRunner>) {
     let link = RunnerLink::new();
     let watchers = Watchers::new(store.clone(), clock.clone(), "ada", Arc::clone(&link));
@@ -126,7 +127,7 @@ fn process(
     }
     let policy = PolicyGate::new(&ToolPolicyConfig {
         autonomy: AutonomyLevel::Supervised,
-        deny: vec!["forbidden".into()],
+        deny: deny.iter().map(|d| d.to_string()).collect(),
         ..Default::default()
     });
     let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
@@ -165,6 +166,7 @@ impl Fx {
             script.clone(),
             calls.clone(),
             dir.path(),
+            &[],
         );
         Fx {
             store,
@@ -188,6 +190,7 @@ impl Fx {
             self.script.clone(),
             self.calls.clone(),
             self.dir.path(),
+            &[],
         );
         self.store = store;
         self.engine = engine;
@@ -467,6 +470,33 @@ async fn tools_needing_approval_or_denied_cannot_be_watched() {
 }
 
 #[tokio::test]
+async fn a_tool_denied_after_the_start_is_not_run_and_the_check_says_why() {
+    let mut fx = Fx::new(|_| ok(json!({"up": true}))).await;
+    fx.start(WatchStrategy::OnError, json!({})).await;
+    fx.checks(2).await;
+    // The next process's policy denies the tool: each check asks again.
+    let (store, _) = Store::open(&fx.url).await.unwrap();
+    let (engine, watchers, runner) = process(
+        &store,
+        fx.clock.clone(),
+        fx.script.clone(),
+        fx.calls.clone(),
+        fx.dir.path(),
+        &["probe"],
+    );
+    (fx.store, fx.engine, fx.watchers, fx._runner) = (store, engine, watchers, runner);
+    fx.checks(3).await;
+    assert_eq!(fx.calls.load(Ordering::SeqCst), 2, "not run once denied");
+    let told = fx.taken().await;
+    assert_eq!(told.len(), 1, "the first error only");
+    assert!(
+        told[0].body.contains("Error: `probe` is denied by policy"),
+        "{}",
+        told[0].body
+    );
+}
+
+#[tokio::test]
 async fn the_tools_speak_the_seed_shapes() {
     let fx = Fx::new(|_| ok(json!({"up": true}))).await;
     let ctx = ToolContext::new(fx.dir.path(), SESSION);
@@ -572,6 +602,7 @@ mod chat {
             Arc::new(|_| ok(json!({"status": "deploying"}))),
             Arc::new(AtomicU64::new(0)),
             dir.path(),
+            &[],
         );
         let agent = AgentLoop::new(
             provider,
