@@ -6,7 +6,9 @@ use std::sync::Arc;
 use cairn_agent::chat::ChatService;
 use cairn_agent::jobs::JobScheduler;
 use cairn_automation::notify::Notifier;
+use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
+use cairn_automation::primitives::watch::Watchers;
 use cairn_automation::routines::engine::RoutineEngine;
 use cairn_core::clock::Clock;
 use cairn_core::config::GatewayConfig;
@@ -41,6 +43,8 @@ pub struct Gateway {
     // Auth and webhooks (pairing lockout, rate limits, idempotency pruning).
     limits: crate::limits::Limits,
     last_idempotency_prune: std::sync::Mutex<Option<DateTime<Utc>>>,
+    // Watchers (`/api/watchers`); built from the chat's tool runner when not given.
+    watchers: Option<Arc<Watchers>>,
 }
 
 /// How long an approval asked over the WebSocket waits before the call is
@@ -89,6 +93,7 @@ impl Gateway {
             ws_ping: crate::routes::ws::PING_EVERY,
             limits: crate::limits::Limits::new(),
             last_idempotency_prune: std::sync::Mutex::new(None),
+            watchers: None,
         }
     }
 
@@ -256,6 +261,33 @@ impl Gateway {
     /// The daemon's components.
     pub fn components(&self) -> &Arc<Components> {
         &self.components
+    }
+
+    /// Manages watchers through `watchers` instead of a service over the
+    /// chat's tool runner (tests give one with their own tools).
+    #[must_use]
+    pub fn with_watchers(mut self, watchers: Arc<Watchers>) -> Self {
+        self.watchers = Some(watchers);
+        self
+    }
+
+    /// The person's watchers: the given service, else one over the store
+    /// that asks the chat agent's policy (without an agent it can list,
+    /// show, pause, resume and delete, but not create).
+    pub fn watchers(&self) -> Arc<Watchers> {
+        if let Some(w) = &self.watchers {
+            return Arc::clone(w);
+        }
+        let link = RunnerLink::new();
+        if let Some(chat) = &self.chat {
+            link.attach(chat.agent().runner());
+        }
+        Watchers::new(
+            self.store.clone(),
+            Arc::clone(&self.clock),
+            self.user_id.clone(),
+            link,
+        )
     }
 
     /// When this gateway was built.

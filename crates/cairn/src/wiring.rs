@@ -21,6 +21,7 @@ use cairn_automation::primitives::background::BackgroundTasks;
 use cairn_automation::primitives::parallel::RunParallelTool;
 use cairn_automation::primitives::schedule::schedule_tools;
 use cairn_automation::primitives::send::SendNotificationTool;
+use cairn_automation::primitives::watch::Watchers;
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
 use cairn_automation::routines::link::EngineLink;
@@ -336,6 +337,16 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         notifier,
         config.user.id.clone(),
     )));
+    // Watchers are routines: the engine runs their checks.
+    extra.extend(
+        Watchers::new(
+            store.clone(),
+            Arc::clone(&clock),
+            config.user.id.clone(),
+            Arc::clone(&runner_link),
+        )
+        .tools(),
+    );
     let agent = agent_loop(config, &providers, &tools, hooks, extra)?;
     runner_link.attach(agent.runner());
     let reaped = background

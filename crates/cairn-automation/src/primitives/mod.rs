@@ -7,7 +7,9 @@
 //! - [`send`]: `send_notification` through the notification router;
 //! - [`schedule`]: `schedule_once`, `schedule_cron`, `remember` and their
 //!   management, each job a routine whose result comes back into the
-//!   conversation that asked.
+//!   conversation that asked;
+//! - [`watch`]: watchers (`watch_start` and friends), routines that call a
+//!   tool on an interval and tell the agent only what matters.
 //!
 //! Every call they make goes through the [`ToolRunner`] like any other: the
 //! registry holds these tools and the runner holds the registry, so they
@@ -17,6 +19,7 @@ pub mod background;
 pub mod parallel;
 pub mod schedule;
 pub mod send;
+pub mod watch;
 
 use std::sync::{Arc, OnceLock, Weak};
 

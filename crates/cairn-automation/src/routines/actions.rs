@@ -13,6 +13,7 @@
 //! - `tool_call`: one call through [`ToolRunner::run`] under session
 //!   `routine:{name}`; success is `ok` with the (capped) output.
 //! - `notification`: `ok`, with the message as a [`Notice`].
+//! - `watch`: a watcher's check (see [`super::watch`]).
 //!
 //! **Unattended approvals.** Nobody answers an approval during a run: a tool
 //! the policy asks about runs only if the action lists it in `allowed_tools`;
@@ -429,6 +430,12 @@ impl ActionExecutor for AgentActions {
                 });
                 outcome
             }
+            RoutineAction::Watch { tool, .. } => match &self.tools {
+                Some((runner, base)) => super::watch::check(runner, base, &request).await,
+                None => ActionOutcome::failed(format!(
+                    "no tools are configured; this watcher cannot check `{tool}`"
+                )),
+            },
         }
     }
 }

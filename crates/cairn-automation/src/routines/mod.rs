@@ -15,4 +15,5 @@ pub mod events;
 pub mod link;
 pub mod plan;
 pub mod tools;
+pub mod watch;
 pub mod webhook;

@@ -50,7 +50,80 @@ pub enum RoutineAction {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
     },
+    /// A watcher's check: one tool call, no LLM; the strategy decides from
+    /// the routine's JSON state whether the result is worth telling.
+    Watch {
+        /// The tool called at each check.
+        tool: String,
+        /// Its arguments (an object).
+        #[serde(default = "empty_object")]
+        params: serde_json::Value,
+        /// When a check is worth a notification.
+        #[serde(default)]
+        notify_when: WatchStrategy,
+        /// The strategy's settings (`expression`, `batch_size`).
+        #[serde(default = "empty_object")]
+        notify_config: serde_json::Value,
+        /// What the watcher is for, in the person's words.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        label: String,
+    },
 }
+
+/// When a watcher's check reaches the agent (the execution-primitives seed's strategies).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchStrategy {
+    /// The first check (the baseline), then each check whose result differs from the previous.
+    #[default]
+    OnChange,
+    /// The first failing check of a run of failures, and the first success after them.
+    OnError,
+    /// Each check whose result makes `notify_config.expression` true.
+    OnThreshold,
+    /// Every `notify_config.batch_size` checks, with the batch.
+    Summary,
+    /// Every check.
+    Always,
+}
+
+impl WatchStrategy {
+    /// Every strategy, for listings and parsing.
+    pub const ALL: [WatchStrategy; 5] = [
+        WatchStrategy::OnChange,
+        WatchStrategy::OnError,
+        WatchStrategy::OnThreshold,
+        WatchStrategy::Summary,
+        WatchStrategy::Always,
+    ];
+
+    /// The name as written (`on_change`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchStrategy::OnChange => "on_change",
+            WatchStrategy::OnError => "on_error",
+            WatchStrategy::OnThreshold => "on_threshold",
+            WatchStrategy::Summary => "summary",
+            WatchStrategy::Always => "always",
+        }
+    }
+
+    /// The strategy named `name`, if any.
+    pub fn parse(name: &str) -> Option<WatchStrategy> {
+        WatchStrategy::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for WatchStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Checks a summary watcher keeps together when `batch_size` is not given.
+pub const DEFAULT_BATCH_SIZE: u64 = 10;
+/// Largest `batch_size` (the history ring holds 100 checks).
+pub const MAX_BATCH_SIZE: u64 = 100;
 
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())
@@ -64,6 +137,7 @@ impl RoutineAction {
             RoutineAction::FullJob { .. } => "full_job",
             RoutineAction::ToolCall { .. } => "tool_call",
             RoutineAction::Notification { .. } => "notification",
+            RoutineAction::Watch { .. } => "watch",
         }
     }
 

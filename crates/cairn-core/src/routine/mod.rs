@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub use action::RoutineAction;
+pub use action::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, RoutineAction, WatchStrategy};
 pub use file::{RoutineFileError, SpecFormat};
 pub use guardrails::{
     CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, RoutineGuardrails,

@@ -267,6 +267,56 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
                 c.non_empty("action.title", title);
             }
         }
+        RoutineAction::Watch {
+            tool,
+            params,
+            notify_when,
+            notify_config,
+            ..
+        } => check_watch(c, tool, params, *notify_when, notify_config),
+    }
+}
+
+fn check_watch(
+    c: &mut Checker,
+    tool: &str,
+    params: &serde_json::Value,
+    strategy: super::WatchStrategy,
+    config: &serde_json::Value,
+) {
+    c.non_empty("action.tool", tool);
+    if !params.is_object() {
+        c.fail("action.params", "must be an object of the tool's arguments");
+    }
+    if !config.is_object() {
+        c.fail("action.notify_config", "must be an object");
+        return;
+    }
+    match strategy {
+        super::WatchStrategy::OnThreshold => match config.get("expression") {
+            Some(serde_json::Value::String(expr)) => {
+                if let Err(e) = crate::threshold::parse(expr) {
+                    c.fail("action.notify_config.expression", e.to_string());
+                }
+            }
+            _ => c.fail(
+                "action.notify_config.expression",
+                "on_threshold needs an expression such as `result.status_code != 200`",
+            ),
+        },
+        super::WatchStrategy::Summary => {
+            if let Some(n) = config.get("batch_size")
+                && !n
+                    .as_u64()
+                    .is_some_and(|n| (1..=super::MAX_BATCH_SIZE).contains(&n))
+            {
+                c.fail(
+                    "action.notify_config.batch_size",
+                    format!("must be a whole number from 1 to {}", super::MAX_BATCH_SIZE),
+                );
+            }
+        }
+        _ => {}
     }
 }
 

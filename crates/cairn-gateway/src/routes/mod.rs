@@ -20,6 +20,7 @@ pub mod pair;
 pub mod routines;
 pub mod sessions;
 pub mod status;
+pub mod watchers;
 pub mod webhook;
 pub mod ws;
 
@@ -28,7 +29,7 @@ pub mod ws;
 #[openapi(
     info(
         title = "cairn gateway",
-        description = "The HTTP API of a cairn daemon: pairing, webhooks, routines, notifications, sessions, jobs, events and an OpenAI-compatible chat API."
+        description = "The HTTP API of a cairn daemon: pairing, webhooks, routines, notifications, sessions, jobs, watchers, events and an OpenAI-compatible chat API."
     ),
     modifiers(&BearerAuth),
     components(schemas(crate::error::ErrorBody))
@@ -57,6 +58,7 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
         .merge(sessions::routes())
         .merge(jobs::routes())
         .merge(background::routes())
+        .merge(watchers::routes())
         .merge(status::routes())
         .merge(pair::routes())
         .merge(hooks::routes())

@@ -1,0 +1,787 @@
+//! Watchers: `watch_start`, `watch_stop`, `watch_pause`, `watch_resume`,
+//! `watch_status`, `watch_list`, `watch_history`, and [`Watchers`], the
+//! service behind them and `/api/watchers`.
+//!
+//! A watcher is a routine on the routine engine, not a loop beside it:
+//! named `watch-<watcher_id>`, triggered `every Ns` (5-3600 s), with
+//! `max_concurrent: 1`, `catch_up: skip` and `retention: 100` (its run
+//! history is the 100-entry ring `watch_history` reads), and a `watch`
+//! action (see [`crate::routines::watch`]). So it gets slots, exactly-once
+//! across engines, crash safety and persistence from the engine; pausing
+//! disables the routine (the engine skips it, counts and history stay).
+//! Its escalations go to `conversation:<session that started it>`, or to
+//! the `output_channel` given.
+//!
+//! A tool the policy would ask about, or denies, cannot be watched: a
+//! watcher runs unattended. The policy is asked without asking the person
+//! ([`ToolRunner::check`]), here and again at every check.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agent::runner::{Authorized, Check};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_core::clock::Clock;
+use cairn_core::notification::conversation_channel;
+use cairn_core::routine::{
+    CatchUp, NotifyConfig, Routine, RoutineAction, RoutineGuardrails, RoutineSpec, RunStatus,
+    Trigger, WatchStrategy,
+};
+use cairn_core::text::error_chain;
+use cairn_store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{RunnerLink, is_primitive, json_output, string_arg};
+use crate::routines::define::prepare;
+use crate::routines::watch::{
+    check_session, interval_of, interval_schedule, parse_summary, routine_name, watcher_id,
+};
+
+/// The one line naming these tools when schemas load on demand.
+const WATCH_FAMILY: &str =
+    "watch a tool's result on an interval; you are told only when it matters";
+
+/// Shortest interval between checks, in seconds.
+pub const MIN_INTERVAL: u64 = 5;
+/// Longest interval between checks, in seconds.
+pub const MAX_INTERVAL: u64 = 3600;
+/// Interval when none is given, in seconds.
+pub const DEFAULT_INTERVAL: u64 = 30;
+/// Checks a watcher's history keeps.
+pub const HISTORY: u32 = 100;
+/// Entries `watch_history` gives when the call does not say.
+pub const DEFAULT_HISTORY: u32 = 10;
+
+/// What a new watcher watches and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchRequest {
+    /// The tool called at each check.
+    pub tool: String,
+    /// Its arguments.
+    pub params: Value,
+    /// Seconds between checks.
+    pub interval: u64,
+    /// What it is for.
+    pub label: String,
+    /// When a check is told.
+    pub notify_when: WatchStrategy,
+    /// The strategy's settings.
+    pub notify_config: Value,
+    /// Where escalations go instead of the conversation.
+    pub output_channel: Option<String>,
+}
+
+impl WatchRequest {
+    /// Reads `watch_start`'s arguments (`name`, `params`, `interval`,
+    /// `label`, `notify_when`, `notify_config`, `output_channel`).
+    pub fn from_args(args: &Value) -> Result<WatchRequest, WatchError> {
+        // Stored as text: PostgreSQL refuses NUL in text columns.
+        if args.to_string().contains("\\u0000") {
+            return Err(WatchError::Invalid(
+                "the arguments hold a NUL character".into(),
+            ));
+        }
+        let tool = string_arg(args, "name")
+            .map_err(|_| WatchError::Invalid("missing required string `name` (the tool)".into()))?
+            .to_string();
+        let params = object_or_empty(args.get("params"), "params")?;
+        let interval = match args.get("interval") {
+            None | Some(Value::Null) => DEFAULT_INTERVAL,
+            Some(v) => interval_secs(v.as_f64())?,
+        };
+        let label = match args.get("label") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(WatchError::Invalid("`label` must be a string".into())),
+        };
+        let notify_when = match args.get("notify_when") {
+            None | Some(Value::Null) => WatchStrategy::default(),
+            Some(Value::String(s)) => strategy(s)?,
+            Some(_) => return Err(WatchError::Invalid("`notify_when` must be a string".into())),
+        };
+        let notify_config = object_or_empty(args.get("notify_config"), "notify_config")?;
+        let output_channel = match args.get("output_channel") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+            Some(_) => {
+                return Err(WatchError::Invalid(
+                    "`output_channel` must be a non-empty string".into(),
+                ));
+            }
+        };
+        Ok(WatchRequest {
+            tool,
+            params,
+            interval,
+            label,
+            notify_when,
+            notify_config,
+            output_channel,
+        })
+    }
+}
+
+/// The strategy named `name`, or an error listing the five.
+pub fn strategy(name: &str) -> Result<WatchStrategy, WatchError> {
+    WatchStrategy::parse(name).ok_or_else(|| {
+        WatchError::Invalid(format!(
+            "unknown notify_when \"{name}\"; expected on_change, on_error, on_threshold, summary or always"
+        ))
+    })
+}
+
+/// A number of seconds from 5 to 3600 (fractions rounded to whole seconds).
+pub fn interval_secs(value: Option<f64>) -> Result<u64, WatchError> {
+    match value {
+        Some(v) if v.is_finite() && (MIN_INTERVAL as f64..=MAX_INTERVAL as f64).contains(&v) => {
+            Ok(v.round() as u64)
+        }
+        _ => Err(interval_error()),
+    }
+}
+
+fn interval_error() -> WatchError {
+    WatchError::Invalid(format!(
+        "`interval` must be a number of seconds from {MIN_INTERVAL} to {MAX_INTERVAL}"
+    ))
+}
+
+fn object_or_empty(value: Option<&Value>, key: &str) -> Result<Value, WatchError> {
+    match value {
+        None | Some(Value::Null) => Ok(json!({})),
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(_) => Err(WatchError::Invalid(format!("`{key}` must be an object"))),
+    }
+}
+
+/// Why a watcher operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The request is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such watcher.
+    #[error("no watcher with id \"{0}\"; watch_list shows them")]
+    NotFound(String),
+    /// The policy does not let the tool run unattended.
+    #[error("{0}")]
+    Refused(String),
+    /// What the operation needs is not there (no tool runner).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The store failed.
+    #[error("{}", error_chain(.0))]
+    Store(#[from] StoreError),
+}
+
+impl From<WatchError> for ToolError {
+    fn from(e: WatchError) -> ToolError {
+        match e {
+            WatchError::Invalid(_) | WatchError::NotFound(_) | WatchError::Refused(_) => {
+                ToolError::InvalidArguments(e.to_string())
+            }
+            WatchError::Unavailable(_) | WatchError::Store(_) => ToolError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// A watcher as listed and shown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WatcherView {
+    /// Its id (12 hex digits).
+    pub watcher_id: String,
+    /// The watched tool.
+    pub tool_name: String,
+    /// Its arguments.
+    pub params: Value,
+    /// What it is for.
+    pub label: String,
+    /// `running` or `paused`.
+    pub status: String,
+    /// Seconds between checks.
+    pub interval: u64,
+    /// The strategy.
+    pub notify_when: String,
+    /// The strategy's settings.
+    pub notify_config: Value,
+    /// Where escalations go (`conversation:<session>` or a channel).
+    pub output_channel: Option<String>,
+    /// Checks so far.
+    pub check_count: u64,
+    /// Notifications so far.
+    pub notification_count: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last checked.
+    pub last_check_at: Option<DateTime<Utc>>,
+    /// When it checks next (none while paused).
+    pub next_check_at: Option<DateTime<Utc>>,
+    /// The routine behind it.
+    pub routine: String,
+}
+
+/// One check, from the history ring.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryEntry {
+    /// The check's number.
+    pub check: u64,
+    /// When it ran.
+    pub at: DateTime<Utc>,
+    /// `ok` or `error`.
+    pub status: String,
+    /// Whether it was told.
+    pub notified: bool,
+    /// The result, or the error (capped).
+    pub result: String,
+}
+
+/// The watchers of one person, over the store; the tools and the gateway use it.
+pub struct Watchers {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    user_id: String,
+    link: Arc<RunnerLink>,
+}
+
+impl std::fmt::Debug for Watchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchers")
+            .field("user_id", &self.user_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn state_u64(routine: &Routine, key: &str) -> u64 {
+    routine
+        .runtime
+        .state
+        .get(key)
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+fn view(routine: &Routine) -> Option<WatcherView> {
+    let id = watcher_id(routine)?.to_string();
+    let RoutineAction::Watch {
+        tool,
+        params,
+        notify_when,
+        notify_config,
+        label,
+    } = &routine.spec.action
+    else {
+        return None;
+    };
+    Some(WatcherView {
+        watcher_id: id,
+        tool_name: tool.clone(),
+        params: params.clone(),
+        label: label.clone(),
+        status: if routine.spec.enabled {
+            "running"
+        } else {
+            "paused"
+        }
+        .to_string(),
+        interval: interval_of(routine).unwrap_or(0),
+        notify_when: notify_when.to_string(),
+        notify_config: notify_config.clone(),
+        output_channel: routine.spec.notify.channel.clone(),
+        check_count: state_u64(routine, "checks"),
+        notification_count: state_u64(routine, "notifications"),
+        created_at: routine.created_at,
+        last_check_at: routine.runtime.last_run_at,
+        next_check_at: routine
+            .runtime
+            .next_fire_at
+            .filter(|_| routine.spec.enabled),
+        routine: routine.spec.name.clone(),
+    })
+}
+
+impl Watchers {
+    /// The watchers of `user_id`; the policy is reached through `link`.
+    pub fn new(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        user_id: impl Into<String>,
+        link: Arc<RunnerLink>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            user_id: user_id.into(),
+            link,
+        })
+    }
+
+    /// The seven tools.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        vec![
+            Arc::new(StartTool(Arc::clone(self))),
+            Arc::new(IdTool::new(self, Op::Stop)),
+            Arc::new(IdTool::new(self, Op::Pause)),
+            Arc::new(IdTool::new(self, Op::Resume)),
+            Arc::new(IdTool::new(self, Op::Status)),
+            Arc::new(ListTool(Arc::clone(self))),
+            Arc::new(HistoryTool(Arc::clone(self))),
+        ]
+    }
+
+    /// Starts a watcher; escalations go to `request.output_channel`, else to
+    /// the conversation of `session_id`, else to the person's default channel.
+    pub async fn start(
+        &self,
+        request: WatchRequest,
+        session_id: Option<&str>,
+    ) -> Result<WatcherView, WatchError> {
+        if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&request.interval) {
+            return Err(interval_error());
+        }
+        let runner = self.link.get().map_err(|_| {
+            WatchError::Unavailable("no tool runner here, so no watcher can start".into())
+        })?;
+        let hex = uuid::Uuid::new_v4().simple().to_string();
+        let id = hex[..12].to_string();
+        let name = routine_name(&id);
+        let canonical = match runner.check(&request.tool, &request.params, &check_session(&name)) {
+            Check::Allowed(canonical) => canonical,
+            Check::NeedsApproval(canonical) => {
+                return Err(WatchError::Refused(format!(
+                    "`{canonical}` needs the person's approval, so it cannot be watched: a \
+                     watcher runs unattended"
+                )));
+            }
+            Check::Denied(canonical, reason) => {
+                return Err(WatchError::Refused(format!(
+                    "`{canonical}` is denied by policy, so it cannot be watched: {reason}"
+                )));
+            }
+            Check::Unknown(text) => return Err(WatchError::Invalid(text)),
+        };
+        if is_primitive(&canonical) || canonical.starts_with("watch_") {
+            return Err(WatchError::Invalid(format!(
+                "`{canonical}` cannot be watched"
+            )));
+        }
+        let channel = request
+            .output_channel
+            .clone()
+            .or_else(|| session_id.map(conversation_channel));
+        let spec = RoutineSpec {
+            name,
+            description: if request.label.is_empty() {
+                format!("watcher on {canonical}")
+            } else {
+                format!("watcher: {}", request.label)
+            },
+            enabled: true,
+            trigger: Trigger::Cron {
+                schedule: interval_schedule(request.interval),
+            },
+            action: RoutineAction::Watch {
+                tool: canonical,
+                params: request.params,
+                notify_when: request.notify_when,
+                notify_config: request.notify_config,
+                label: request.label,
+            },
+            guardrails: RoutineGuardrails {
+                cooldown: Duration::ZERO,
+                max_concurrent: 1,
+                catch_up: CatchUp::Skip,
+                retention: HISTORY,
+                ..RoutineGuardrails::default()
+            },
+            notify: NotifyConfig {
+                channel,
+                ..NotifyConfig::default()
+            },
+            timezone: None,
+        };
+        let now = self.clock.now();
+        let next = prepare(&spec, chrono_tz::UTC, now).map_err(|problems| {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            WatchError::Invalid(lines.join("; "))
+        })?;
+        let mut routine = Routine::new(spec, self.user_id.clone(), now);
+        routine.runtime.next_fire_at = next;
+        routine.runtime.state = json!({"checks": 0, "notifications": 0});
+        self.store.create_routine(&routine).await?;
+        view(&routine).ok_or_else(|| WatchError::Invalid("not a watcher".into()))
+    }
+
+    async fn find(&self, id: &str) -> Result<Routine, WatchError> {
+        let id = id.trim();
+        let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric());
+        let found = if valid {
+            self.store
+                .find_routine(&self.user_id, &routine_name(id))
+                .await?
+        } else {
+            None
+        };
+        found
+            .filter(|r| watcher_id(r).is_some())
+            .ok_or_else(|| WatchError::NotFound(id.to_string()))
+    }
+
+    /// One watcher.
+    pub async fn get(&self, id: &str) -> Result<WatcherView, WatchError> {
+        let routine = self.find(id).await?;
+        view(&routine).ok_or_else(|| WatchError::NotFound(id.to_string()))
+    }
+
+    /// Every watcher, running ones first, then oldest first.
+    pub async fn list(&self) -> Result<Vec<WatcherView>, WatchError> {
+        let mut all: Vec<WatcherView> = self
+            .store
+            .list_routines(Some(&self.user_id))
+            .await?
+            .iter()
+            .filter_map(view)
+            .collect();
+        all.sort_by(|a, b| {
+            (a.status != "running", a.created_at, &a.watcher_id).cmp(&(
+                b.status != "running",
+                b.created_at,
+                &b.watcher_id,
+            ))
+        });
+        Ok(all)
+    }
+
+    /// Stops a watcher for good: the routine and its history are deleted.
+    pub async fn stop(&self, id: &str) -> Result<WatcherView, WatchError> {
+        let routine = self.find(id).await?;
+        let mut shown = view(&routine).ok_or_else(|| WatchError::NotFound(id.to_string()))?;
+        self.store.delete_routine(routine.id).await?;
+        shown.status = "stopped".into();
+        shown.next_check_at = None;
+        Ok(shown)
+    }
+
+    /// Pauses a watcher: its checks are skipped, its counts and history kept,
+    /// also across restarts.
+    pub async fn pause(&self, id: &str) -> Result<WatcherView, WatchError> {
+        let routine = self.find(id).await?;
+        self.store
+            .set_routine_enabled(routine.id, false, self.clock.now())
+            .await?;
+        self.get(id).await
+    }
+
+    /// Resumes a paused watcher: the next check is one interval from now.
+    pub async fn resume(&self, id: &str) -> Result<WatcherView, WatchError> {
+        let routine = self.find(id).await?;
+        if !routine.spec.enabled {
+            let now = self.clock.now();
+            let every = interval_of(&routine).unwrap_or(DEFAULT_INTERVAL);
+            let every = chrono::Duration::seconds(i64::try_from(every).unwrap_or(i64::MAX));
+            // The slot first, so the engine never sees it enabled on a stale one.
+            self.store
+                .set_next_fire_at(routine.id, Some(now + every), now)
+                .await?;
+            self.store
+                .set_routine_enabled(routine.id, true, now)
+                .await?;
+        }
+        self.get(id).await
+    }
+
+    /// The last `last_n` checks (1-100), oldest first.
+    pub async fn history(&self, id: &str, last_n: u32) -> Result<Vec<HistoryEntry>, WatchError> {
+        if !(1..=HISTORY).contains(&last_n) {
+            return Err(WatchError::Invalid(format!(
+                "`last_n` must be from 1 to {HISTORY}"
+            )));
+        }
+        let routine = self.find(id).await?;
+        let runs = self.store.list_runs(routine.id, HISTORY).await?;
+        let mut entries: Vec<HistoryEntry> = runs
+            .iter()
+            .filter(|r| matches!(r.status, RunStatus::Ok | RunStatus::Attention))
+            .filter_map(|r| {
+                let (check, ok, notified, result) = parse_summary(r.result_summary.as_deref()?)?;
+                Some(HistoryEntry {
+                    check,
+                    at: r.started_at,
+                    status: if ok { "ok" } else { "error" }.to_string(),
+                    notified,
+                    result,
+                })
+            })
+            .take(last_n as usize)
+            .collect();
+        entries.reverse();
+        Ok(entries)
+    }
+}
+
+fn id_arg(args: &Value) -> Result<&str, ToolError> {
+    string_arg(args, "watcher_id")
+}
+
+fn id_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"watcher_id": {"type": "string"}},
+        "required": ["watcher_id"]
+    })
+}
+
+/// `watch_start`.
+struct StartTool(Arc<Watchers>);
+
+#[async_trait]
+impl Tool for StartTool {
+    fn name(&self) -> &str {
+        "watch_start"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(WATCH_FAMILY)
+    }
+    fn description(&self) -> &str {
+        "Watch a tool: call it every `interval` s (5-3600) with no LLM; you are told only \
+         per notify_when (on_change, on_error, on_threshold + notify_config.expression, \
+         summary + notify_config.batch_size, always)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "tool to call"},
+                "params": {"type": "object"},
+                "interval": {"type": "number"},
+                "label": {"type": "string"},
+                "notify_when": {"type": "string", "enum": ["on_change", "on_error", "on_threshold", "summary", "always"]},
+                "notify_config": {"type": "object"},
+                "output_channel": {"type": "string"}
+            },
+            "required": ["name"]
+        })
+    }
+    /// Read-only for the gate: the watched tool is judged by the policy itself.
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let request = WatchRequest::from_args(&args)?;
+        let w = self.0.start(request, Some(&ctx.session_id)).await?;
+        let shown = if w.label.is_empty() {
+            w.tool_name.clone()
+        } else {
+            w.label.clone()
+        };
+        json_output(&json!({
+            "watcher_id": w.watcher_id,
+            "tool_name": w.tool_name,
+            "label": w.label,
+            "status": w.status,
+            "interval": w.interval,
+            "notify_when": w.notify_when,
+            "hint": format!(
+                "Watcher '{shown}' started. Checking {} every {}s. You'll be notified via '{}' strategy.",
+                w.tool_name, w.interval, w.notify_when
+            ),
+        }))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Stop,
+    Pause,
+    Resume,
+    Status,
+}
+
+/// `watch_stop`, `watch_pause`, `watch_resume`, `watch_status`.
+struct IdTool {
+    watchers: Arc<Watchers>,
+    op: Op,
+}
+
+impl IdTool {
+    fn new(watchers: &Arc<Watchers>, op: Op) -> Self {
+        Self {
+            watchers: Arc::clone(watchers),
+            op,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for IdTool {
+    fn name(&self) -> &str {
+        match self.op {
+            Op::Stop => "watch_stop",
+            Op::Pause => "watch_pause",
+            Op::Resume => "watch_resume",
+            Op::Status => "watch_status",
+        }
+    }
+    fn description(&self) -> &str {
+        match self.op {
+            Op::Stop => "Stop and delete a watcher and its history.",
+            Op::Pause => "Pause a watcher (checks skipped; counts and history kept).",
+            Op::Resume => "Resume a paused watcher.",
+            Op::Status => "A watcher's settings, counts, last result and recent checks.",
+        }
+    }
+    fn parameters(&self) -> Value {
+        id_schema()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        matches!(self.op, Op::Status)
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let id = id_arg(&args)?;
+        let w = &self.watchers;
+        let value = match self.op {
+            Op::Stop => {
+                let v = w.stop(id).await?;
+                json!({"watcher_id": v.watcher_id, "status": "stopped", "check_count": v.check_count, "notification_count": v.notification_count})
+            }
+            Op::Pause => {
+                let v = w.pause(id).await?;
+                json!({"watcher_id": v.watcher_id, "status": v.status, "check_count": v.check_count})
+            }
+            Op::Resume => {
+                let v = w.resume(id).await?;
+                json!({"watcher_id": v.watcher_id, "status": v.status, "check_count": v.check_count, "next_check_at": v.next_check_at})
+            }
+            Op::Status => {
+                let v = w.get(id).await?;
+                let recent = w.history(id, 5).await?;
+                let mut value =
+                    serde_json::to_value(&v).map_err(|e| ToolError::Failed(e.to_string()))?;
+                if let Some(map) = value.as_object_mut() {
+                    map.insert(
+                        "last_result".into(),
+                        json!(recent.last().map(|e| e.result.clone())),
+                    );
+                    map.insert("recent_history".into(), json!(recent));
+                }
+                value
+            }
+        };
+        json_output(&value)
+    }
+}
+
+/// `watch_list`.
+struct ListTool(Arc<Watchers>);
+
+#[async_trait]
+impl Tool for ListTool {
+    fn name(&self) -> &str {
+        "watch_list"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(WATCH_FAMILY)
+    }
+    fn description(&self) -> &str {
+        "List watchers (running first) with check and notification counts."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let all = self.0.list().await?;
+        let watchers: Vec<Value> = all
+            .iter()
+            .map(|w| {
+                json!({
+                    "watcher_id": w.watcher_id,
+                    "tool_name": w.tool_name,
+                    "label": w.label,
+                    "status": w.status,
+                    "interval": w.interval,
+                    "notify_when": w.notify_when,
+                    "check_count": w.check_count,
+                    "notification_count": w.notification_count,
+                })
+            })
+            .collect();
+        json_output(&json!({"total": watchers.len(), "watchers": watchers}))
+    }
+}
+
+/// `watch_history`.
+struct HistoryTool(Arc<Watchers>);
+
+#[async_trait]
+impl Tool for HistoryTool {
+    fn name(&self) -> &str {
+        "watch_history"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(WATCH_FAMILY)
+    }
+    fn description(&self) -> &str {
+        "A watcher's last N checks (1-100, default 10), oldest first."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"watcher_id": {"type": "string"}, "last_n": {"type": "integer"}},
+            "required": ["watcher_id"]
+        })
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let id = id_arg(&args)?;
+        let last_n = match args.get("last_n") {
+            None | Some(Value::Null) => DEFAULT_HISTORY,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    ToolError::InvalidArguments(format!("`last_n` must be from 1 to {HISTORY}"))
+                })?,
+        };
+        let w = self.0.get(id).await?;
+        let entries = self.0.history(id, last_n).await?;
+        json_output(&json!({
+            "watcher_id": w.watcher_id,
+            "total_checks": w.check_count,
+            "returned": entries.len(),
+            "history": entries,
+        }))
+    }
+}
