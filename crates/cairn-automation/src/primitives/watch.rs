@@ -632,6 +632,9 @@ impl Tool for IdTool {
             Op::Status => "watch_status",
         }
     }
+    fn family(&self) -> Option<&str> {
+        Some(WATCH_FAMILY)
+    }
     fn description(&self) -> &str {
         match self.op {
             Op::Stop => "Stop and delete a watcher and its history.",
