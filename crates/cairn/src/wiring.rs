@@ -34,7 +34,7 @@ use serde::Deserialize;
 use crate::exit::BadInput;
 
 /// How often idle sessions are looked for.
-const PRUNE_EVERY: Duration = Duration::from_secs(600);
+pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Deserializes a free-form config table, naming the file, line and key on error.
 fn section<T: serde::de::DeserializeOwned>(
@@ -449,6 +449,15 @@ pub fn routine_engine(
 
 /// Everything a chat channel needs; idle sessions are pruned every 10 minutes.
 pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
+    let service = chat_service_unpruned(config, rt);
+    // Runs until the process ends; pruning skips a session that is busy.
+    drop(service.spawn_pruner(PRUNE_EVERY));
+    service
+}
+
+/// [`chat_service`] without its pruning task, for `cairn daemon`, whose
+/// supervisor runs the pruning (every [`PRUNE_EVERY`]) as a component.
+pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> {
     let sessions = Arc::new(SessionManager::new(
         rt.store.clone(),
         Arc::new(SystemClock),
@@ -462,7 +471,7 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
     let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone);
-    let service = Arc::new(
+    Arc::new(
         ChatService::new(
             sessions,
             rt.agent.clone(),
@@ -477,10 +486,7 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
         )
         .with_compactor(Arc::new(compactor))
         .with_jobs(Arc::clone(&rt.jobs)),
-    );
-    // Runs until the process ends; pruning skips a session that is busy.
-    drop(service.spawn_pruner(PRUNE_EVERY));
-    service
+    )
 }
 
 #[cfg(test)]
