@@ -146,8 +146,17 @@ impl Drop for Daemon {
 #[test]
 fn a_panicking_component_is_restarted_and_reported_by_status() {
     let home = Home::new("");
+    // With an LLM, every component runs (sessions and jobs included).
+    let llm = cairn_llm::testing::FakeLlmServer::start_on_thread().unwrap();
+    let base_url = llm.base_url_openai();
     let daemon = home.daemon(
-        &[("CAIRN_TEST_PANIC_COMPONENT", "notification_dispatcher")],
+        &[
+            ("CAIRN_TEST_PANIC_COMPONENT", "notification_dispatcher"),
+            ("CAIRN_LLM_PROVIDER", "openai"),
+            ("CAIRN_LLM_BASE_URL", &base_url),
+            ("CAIRN_LLM_MODEL", "test-model"),
+            ("CAIRN_LLM_API_KEY", "sk-test-0123456789"),
+        ],
         &[],
     );
     // It panics once, backs off 1 s, then runs again.
@@ -166,12 +175,17 @@ fn a_panicking_component_is_restarted_and_reported_by_status() {
     );
     // The others are untouched.
     let components = status["daemon"]["components"].as_object().unwrap();
-    for name in ["gateway", "routine_engine", "state_writer", "event_forwarding"] {
+    for name in [
+        "gateway",
+        "routine_engine",
+        "state_writer",
+        "event_forwarding",
+        "session_pruning",
+        "job_upkeep",
+    ] {
         assert_eq!(components[name]["state"], "running", "{name}: {status:#}");
         assert_eq!(components[name]["restarts"], 0, "{name}");
     }
-    // No LLM configured: these are off, and say so.
-    assert_eq!(components["session_pruning"]["state"], "disabled");
     assert!(
         status["daemon"]["gateway"]
             .as_str()
@@ -193,7 +207,14 @@ fn a_panicking_component_is_restarted_and_reported_by_status() {
 fn a_second_daemon_on_the_same_home_refuses_naming_the_first() {
     let home = Home::new("");
     let first = home.daemon(&[], &[]);
-    home.wait_status(first.pid(), |_| true);
+    let status = home.wait_status(first.pid(), |_| true);
+    // No LLM configured: these are off, and say so.
+    for name in ["session_pruning", "job_upkeep"] {
+        assert_eq!(
+            status["daemon"]["components"][name]["state"], "disabled",
+            "{name}"
+        );
+    }
     home.cairn()
         .arg("daemon")
         .timeout(Duration::from_secs(30))
@@ -226,7 +247,10 @@ fn a_sigkilled_daemon_leaves_no_stuck_lock() {
         .arg("status")
         .assert()
         .code(3)
-        .stdout(contains(format!("not running (pid {} is gone", first.pid())));
+        .stdout(contains(format!(
+            "not running (pid {} is gone",
+            first.pid()
+        )));
     // The lock file is still there, but no longer held.
     assert!(home.path().join("daemon.lock").exists());
     let second = home.daemon(&[], &[]);
@@ -280,7 +304,11 @@ fn sighup_reloads_what_it_can_and_names_what_needs_a_restart_in_json_logs() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["channels", "notify.default_channel", "routines.max_concurrent"]
+        [
+            "channels",
+            "notify.default_channel",
+            "routines.max_concurrent"
+        ]
     );
     assert_eq!(applied["level"], "INFO");
     let restart = daemon.wait_line(|l| {
@@ -300,6 +328,19 @@ fn sighup_reloads_what_it_can_and_names_what_needs_a_restart_in_json_logs() {
     .unwrap();
     daemon.signal("HUP");
     daemon.wait_line(|l| l.contains("configuration not reloaded: the new one is invalid"));
+    // Saving the file is enough: its modification time is watched.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[routines]\nmax_concurrent = 7\n\n[gateway]\nbody_limit_bytes = 100000\n\n[notify]\ndefault_channel = \"log\"\n\n[channels.log]\ntype = \"log\"\n",
+    )
+    .unwrap();
+    daemon.wait_line(|l| {
+        parse(l).is_some_and(|v| {
+            message(&v) == "configuration reloaded: now in force"
+                && v["fields"]["cause"] == "config.toml changed"
+                && v["fields"]["keys"] == "routines.max_concurrent"
+        })
+    });
     home.wait_status(daemon.pid(), |s| {
         s["daemon"]["components"]["routine_engine"]["state"] == "running"
     });

@@ -202,6 +202,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(clippy::disallowed_methods, reason = "a test looks at the directory")]
     async fn written_atomically_and_read_back() {
         let home = tempfile::tempdir().unwrap();
         assert!(read(home.path()).await.unwrap().is_none());
