@@ -434,6 +434,11 @@ pub fn routine_engine(
     actions = actions.with_tools(runner, ctx);
     let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
     settings.max_concurrent = config.routines.max_concurrent;
+    // Running runs are interrupted (and recorded so) well before the daemon's
+    // own shutdown deadline gives up on waiting.
+    settings.shutdown_grace = settings
+        .shutdown_grace
+        .min(config.daemon.shutdown_deadline / 2);
     // Changes are noticed through one counter, so reading it often is cheap;
     // a longer configured refresh is still honoured as an upper bound.
     settings.change_poll = config

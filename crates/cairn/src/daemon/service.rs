@@ -45,8 +45,6 @@ pub fn unit_text(exe: &Path, home: &Path, stop_deadline: Duration) -> String {
         "# Written by `cairn service install`; `cairn service uninstall` removes it.\n\
          [Unit]\n\
          Description=cairn, a personal AI agent runtime\n\
-         After=network-online.target\n\
-         Wants=network-online.target\n\
          \n\
          [Service]\n\
          Type=simple\n\
