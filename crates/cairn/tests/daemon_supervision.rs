@@ -143,6 +143,21 @@ impl Drop for Daemon {
     }
 }
 
+/// A plain HTTP/1.1 GET; the JSON body.
+fn http_get(addr: &str, path: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap()
+}
+
 #[test]
 fn a_panicking_component_is_restarted_and_reported_by_status() {
     let home = Home::new("");
@@ -191,6 +206,17 @@ fn a_panicking_component_is_restarted_and_reported_by_status() {
             .as_str()
             .unwrap()
             .starts_with("127.0.0.1:")
+    );
+    // /readyz reports the same record.
+    let ready = http_get(status["daemon"]["gateway"].as_str().unwrap(), "/readyz");
+    assert_eq!(ready["ready"], true, "{ready}");
+    assert_eq!(
+        ready["components"]["notification_dispatcher"]["restarts"],
+        1
+    );
+    assert_eq!(
+        ready["components"]["notification_dispatcher"]["last_error"],
+        dispatcher["last_error"]
     );
     // The human form names the restart and the error.
     home.cairn()
