@@ -273,6 +273,37 @@ async fn inbox_and_unknown_channels_need_no_delivery() {
 }
 
 #[tokio::test]
+async fn a_reload_reaches_every_clone_and_a_dispatcher_already_running() {
+    let s = setup(Scripted::with(vec![]), NotifySettings::default()).await;
+    let d = Dispatcher::new(s.notifier.clone(), "p1");
+    let clone = s.notifier.clone();
+    // Before: "pager" is unknown and the default is the inbox.
+    let lost = clone.send(note(Some("pager")), t(0)).await.unwrap();
+    assert_eq!(lost.status, DeliveryStatus::Failed);
+    let pager = Scripted::with(vec![]);
+    let mut channels = ChannelSet::new();
+    channels.insert("pager", pager.clone());
+    s.notifier.reload(
+        Arc::new(channels),
+        NotifySettings {
+            default_channel: "pager".into(),
+            ..NotifySettings::default()
+        },
+    );
+    assert_eq!(clone.settings().default_channel, "pager");
+    let sent = clone.send(note(None), t(1)).await.unwrap();
+    assert_eq!(sent.channel, "pager");
+    assert_eq!(sent.status, DeliveryStatus::Pending);
+    d.deliver_due(t(2)).await.unwrap();
+    assert_eq!(
+        fetch(&clone, sent.id).await.status,
+        DeliveryStatus::Delivered
+    );
+    assert_eq!(pager.calls(), 1);
+    assert_eq!(s.channel.calls(), 0, "the old channel set is gone");
+}
+
+#[tokio::test]
 async fn a_delivery_whose_process_died_is_taken_over_after_the_lease() {
     let s = setup(Scripted::with(vec![]), NotifySettings::default()).await;
     let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();

@@ -24,4 +24,4 @@ pub mod status;
 pub use error::ApiError;
 pub use server::{BindError, bind, router, serve};
 pub use state::{AppState, Gateway};
-pub use status::{ComponentState, Components};
+pub use status::{ComponentHealth, ComponentState, Components};

@@ -49,6 +49,20 @@ async fn readyz_is_503_while_a_component_is_not_running() {
             .status(),
         200
     );
+    // A component waiting to be restarted is not ready either, and the
+    // answer carries its restarts and last error.
+    components.update("routine_engine", now, |h| {
+        h.state = ComponentState::BackingOff;
+        h.restarts = 2;
+        h.last_error = Some("panicked: boom".into());
+    });
+    let answer = gw.http.get(gw.url("/readyz")).send().await.unwrap();
+    assert_eq!(answer.status(), 503);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    let engine = &body["error"]["details"]["components"]["routine_engine"];
+    assert_eq!(engine["state"], "backing_off", "{body}");
+    assert_eq!(engine["restarts"], 2);
+    assert_eq!(engine["last_error"], "panicked: boom");
     gw.stop().await;
 }
 

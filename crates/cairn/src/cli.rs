@@ -10,6 +10,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// How logs are written to stderr: `human` (default) or `json` (one object a line).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -52,6 +56,36 @@ pub enum Command {
     /// API tokens for the gateway: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Whether the daemon runs, and its components' health (from
+    /// daemon_state.json, so it answers even when the gateway does not).
+    Status,
+    /// Run the daemon as a systemd user service: install, uninstall, status.
+    #[command(subcommand)]
+    Service(ServiceCommand),
+}
+
+/// The format of the logs on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One readable line per event.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `cairn service …`
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write ~/.config/systemd/user/cairn.service running `cairn daemon` with this CAIRN_HOME.
+    Install {
+        /// Replace an existing unit.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove the unit file.
+    Uninstall,
+    /// Whether the unit is installed and (with systemctl) active.
+    Status,
 }
 
 /// `cairn token …`

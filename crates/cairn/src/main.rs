@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod daemon;
 mod exit;
 mod settings;
 mod wiring;
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
         cli::Command::Daemon(_) => "info,sqlx=warn",
         _ => "warn",
     };
-    init_logging(default);
+    init_logging(default, cli.log_format);
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) => exit::report(&err),
@@ -25,12 +26,15 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr, filtered by `CAIRN_LOG` (e.g. `info`, `cairn_store=debug`);
-/// `default` when it is unset.
-fn init_logging(default: &str) {
+/// `default` when it is unset. `--log-format json` writes one JSON object a line.
+fn init_logging(default: &str, format: cli::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        cli::LogFormat::Human => builder.init(),
+        cli::LogFormat::Json => builder.json().init(),
+    }
 }

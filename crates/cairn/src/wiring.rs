@@ -36,7 +36,7 @@ use serde::Deserialize;
 use crate::exit::BadInput;
 
 /// How often idle sessions are looked for.
-const PRUNE_EVERY: Duration = Duration::from_secs(600);
+pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Deserializes a free-form config table, naming the file, line and key on error.
 fn section<T: serde::de::DeserializeOwned>(
@@ -460,6 +460,11 @@ pub fn routine_engine(
     actions = actions.with_tools(runner, ctx);
     let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
     settings.max_concurrent = config.routines.max_concurrent;
+    // Running runs are interrupted (and recorded so) well before the daemon's
+    // own shutdown deadline gives up on waiting.
+    settings.shutdown_grace = settings
+        .shutdown_grace
+        .min(config.daemon.shutdown_deadline / 2);
     // Changes are noticed through one counter, so reading it often is cheap;
     // a longer configured refresh is still honoured as an upper bound.
     settings.change_poll = config
@@ -475,6 +480,15 @@ pub fn routine_engine(
 
 /// Everything a chat channel needs; idle sessions are pruned every 10 minutes.
 pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
+    let service = chat_service_unpruned(config, rt);
+    // Runs until the process ends; pruning skips a session that is busy.
+    drop(service.spawn_pruner(PRUNE_EVERY));
+    service
+}
+
+/// [`chat_service`] without its pruning task, for `cairn daemon`, whose
+/// supervisor runs the pruning (every [`PRUNE_EVERY`]) as a component.
+pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> {
     let sessions = Arc::new(SessionManager::new(
         rt.store.clone(),
         Arc::new(SystemClock),
@@ -488,7 +502,7 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
     let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone);
-    let service = Arc::new(
+    Arc::new(
         ChatService::new(
             sessions,
             rt.agent.clone(),
@@ -503,10 +517,7 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
         )
         .with_compactor(Arc::new(compactor))
         .with_jobs(Arc::clone(&rt.jobs)),
-    );
-    // Runs until the process ends; pruning skips a session that is busy.
-    drop(service.spawn_pruner(PRUNE_EVERY));
-    service
+    )
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub(super) struct Inner {
     pub(super) finished: tokio::sync::broadcast::Sender<JobRecord>,
     /// Signs of progress of running jobs (for the gateway's event stream).
     pub(super) progress: tokio::sync::broadcast::Sender<super::JobProgress>,
-    maintenance: Mutex<Option<JoinHandle<()>>>,
+    pub(super) maintenance: Mutex<Option<JoinHandle<()>>>,
 }
 
 pub(super) struct Queued {

@@ -14,6 +14,17 @@ use super::worker::{JobShared, StopReason};
 use super::{JobError, JobScheduler, StuckJob};
 
 impl JobScheduler {
+    /// The upkeep [`start`](JobScheduler::start) spawned, run instead in
+    /// the caller's task until shutdown, so a supervisor owns it (and runs
+    /// it again if it panics). The spawned one is stopped first.
+    pub async fn upkeep(&self) {
+        let spawned = lock(&self.inner.maintenance).take();
+        if let Some(spawned) = spawned {
+            spawned.abort();
+        }
+        maintain(Arc::clone(&self.inner)).await;
+    }
+
     /// Marks `stuck` every job running here with no activity for
     /// [`stuck_after`](super::JobsConfig::stuck_after) (and back to
     /// `in_progress` any that moved again); returns the stuck ones. Parents

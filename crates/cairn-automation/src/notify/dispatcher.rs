@@ -149,7 +149,7 @@ impl Dispatcher {
         let store = self.notifier.store();
         let channels = self.notifier.channels();
         let Some(channel) = channels.get(&n.channel).cloned() else {
-            let reason = unknown_channel(&n.channel, channels);
+            let reason = unknown_channel(&n.channel, &channels);
             store.fail_to_inbox(n.id, &reason).await?;
             self.notifier.announce_given_up(GivenUp {
                 id: n.id,

@@ -141,8 +141,8 @@ impl Default for NotifySettings {
 #[derive(Debug, Clone)]
 pub struct Notifier {
     store: Store,
-    channels: Arc<ChannelSet>,
-    settings: NotifySettings,
+    /// Shared by every clone, so a reload reaches them all.
+    current: Arc<std::sync::RwLock<(Arc<ChannelSet>, NotifySettings)>>,
     wake: Arc<Notify>,
     given_up: tokio::sync::broadcast::Sender<GivenUp>,
     activity: tokio::sync::broadcast::Sender<Activity>,
@@ -181,8 +181,7 @@ impl Notifier {
     pub fn new(store: Store, channels: Arc<ChannelSet>, settings: NotifySettings) -> Notifier {
         Notifier {
             store,
-            channels,
-            settings,
+            current: Arc::new(std::sync::RwLock::new((channels, settings))),
             wake: Arc::new(Notify::new()),
             given_up: tokio::sync::broadcast::channel(64).0,
             activity: tokio::sync::broadcast::channel(256).0,
@@ -215,13 +214,26 @@ impl Notifier {
     }
 
     /// The channels.
-    pub fn channels(&self) -> &Arc<ChannelSet> {
-        &self.channels
+    pub fn channels(&self) -> Arc<ChannelSet> {
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(&current.0)
     }
 
     /// The delivery policy.
-    pub fn settings(&self) -> &NotifySettings {
-        &self.settings
+    pub fn settings(&self) -> NotifySettings {
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+        current.1.clone()
+    }
+
+    /// Replaces the channels and the delivery policy in this notifier and
+    /// every clone of it (`cairn daemon` on SIGHUP). Deliveries already
+    /// under way finish with what they started with.
+    pub fn reload(&self, channels: Arc<ChannelSet>, settings: NotifySettings) {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        *current = (channels, settings);
+        drop(current);
+        // Pending notifications may now have a channel to go to.
+        self.wake.notify_one();
     }
 
     /// Woken whenever a notification is recorded for delivery.
@@ -247,11 +259,15 @@ impl Notifier {
     /// that records it in a transaction of its own (a routine run's end);
     /// once committed, that caller hands it to [`recorded`](Self::recorded).
     pub fn prepare(&self, new: NewNotification, now: DateTime<Utc>) -> Notification {
+        let (channels, settings) = {
+            let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+            (Arc::clone(&current.0), current.1.clone())
+        };
         let channel = new
             .channel
             .clone()
             .filter(|c| !c.trim().is_empty())
-            .unwrap_or_else(|| self.settings.default_channel.clone());
+            .unwrap_or_else(|| settings.default_channel.clone());
         let mut n = Notification {
             id: Uuid::now_v7(),
             user_id: new.user_id,
@@ -271,16 +287,16 @@ impl Notifier {
             in_inbox: false,
             read_at: None,
         };
-        if self.channels.is_inbox(&n.channel) {
+        if channels.is_inbox(&n.channel) {
             n.status = DeliveryStatus::Delivered;
             n.next_attempt_at = None;
             n.delivered_at = Some(now);
             n.in_inbox = true;
-        } else if !self.channels.contains(&n.channel) {
+        } else if !channels.contains(&n.channel) {
             n.status = DeliveryStatus::Failed;
             n.next_attempt_at = None;
             n.in_inbox = true;
-            n.last_error = Some(unknown_channel(&n.channel, &self.channels));
+            n.last_error = Some(unknown_channel(&n.channel, &channels));
             tracing::warn!(id = %n.id, channel = %n.channel, "notification for an unknown channel kept in the inbox");
         }
         n

@@ -72,6 +72,35 @@ async fn max_concurrent_refuses_a_second_run_while_one_runs() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_reloaded_global_limit_applies_to_the_next_fire() {
+    let s = setup(t0()).await;
+    let a = s
+        .routine("name: a\ntrigger: {type: manual}\naction: {type: notification, message: x}\n")
+        .await;
+    let b = s
+        .routine("name: b\ntrigger: {type: manual}\naction: {type: notification, message: x}\n")
+        .await;
+    let engine = s.engine("a");
+    assert_eq!(engine.max_concurrent(), 1000);
+    let first = engine.fire_manual(&a, None, None).await.unwrap();
+    assert_eq!(first.admitted, Admitted::Started);
+    // `routines.max_concurrent` reloaded to 1 while a's run holds its slot.
+    engine.set_max_concurrent(1);
+    let second = engine.fire_manual(&b, None, None).await.unwrap();
+    let Admitted::Skipped(reason) = &second.admitted else {
+        panic!("the reloaded limit was not applied")
+    };
+    assert!(reason.contains("routines.max_concurrent"), "{reason}");
+    engine.set_max_concurrent(2);
+    assert_eq!(
+        engine.fire_manual(&b, None, None).await.unwrap().admitted,
+        Admitted::Started
+    );
+    s.script.gate.as_ref().unwrap().add_permits(2);
+    engine.idle().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn dedup_refuses_the_same_webhook_body_within_the_window() {
     let s = setup(t0()).await;
     let r = s

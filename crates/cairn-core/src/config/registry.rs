@@ -301,6 +301,27 @@ pub static SETTINGS: &[SettingDef] = &[
         "lifetime of a token obtained by pairing (0: never expires)",
     ),
     def(
+        "daemon.restart_max_backoff_secs",
+        &["CAIRN_DAEMON_RESTART_MAX_BACKOFF_SECS"],
+        K::UInt,
+        D::UInt(300),
+        "longest wait before a failed daemon component is restarted (from 1 s, doubling)",
+    ),
+    def(
+        "daemon.healthy_after_secs",
+        &["CAIRN_DAEMON_HEALTHY_AFTER_SECS"],
+        K::UInt,
+        D::UInt(60),
+        "a component running this long without failing restarts its backoff from 1 s",
+    ),
+    def(
+        "daemon.shutdown_deadline_secs",
+        &["CAIRN_DAEMON_SHUTDOWN_DEADLINE_SECS"],
+        K::UInt,
+        D::UInt(30),
+        "longest wait for the daemon's components to stop on SIGINT/SIGTERM",
+    ),
+    def(
         "heartbeat.enabled",
         &["CAIRN_HEARTBEAT_ENABLED", "HEARTBEAT_ENABLED"],
         K::Bool,

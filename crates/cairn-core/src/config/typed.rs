@@ -27,6 +27,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// Heartbeat settings.
     pub heartbeat: HeartbeatConfig,
+    /// `cairn daemon`'s supervision and shutdown.
+    pub daemon: DaemonConfig,
     /// LLM provider settings.
     pub llm: LlmConfig,
     /// Spending limits.
@@ -114,6 +116,17 @@ pub struct GatewayConfig {
     pub trust_forwarded_for: bool,
     /// Lifetime of paired tokens; `None` means they never expire.
     pub token_ttl: Option<Duration>,
+}
+
+/// `cairn daemon`'s supervision and shutdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonConfig {
+    /// Longest wait before a failed component is restarted.
+    pub restart_max_backoff: Duration,
+    /// A run this long counts as healthy: the backoff starts over.
+    pub healthy_after: Duration,
+    /// Longest wait for components to stop at shutdown.
+    pub shutdown_deadline: Duration,
 }
 
 /// Heartbeat settings.
@@ -250,6 +263,15 @@ impl Config {
                 ),
                 notify_channel: r.text("heartbeat.notify_channel"),
                 notify_user: r.text("heartbeat.notify_user"),
+            },
+            daemon: DaemonConfig {
+                restart_max_backoff: Duration::from_secs(
+                    r.uint_at_least("daemon.restart_max_backoff_secs", 1),
+                ),
+                healthy_after: Duration::from_secs(r.uint_at_least("daemon.healthy_after_secs", 1)),
+                shutdown_deadline: Duration::from_secs(
+                    r.uint_at_least("daemon.shutdown_deadline_secs", 1),
+                ),
             },
             llm: LlmConfig {
                 provider,

@@ -47,7 +47,7 @@ pub struct Ready {
 }
 
 /// Whether the daemon can do its work: the database answers and no
-/// component has failed or is still starting.
+/// component has failed, is backing off or is still starting.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
         (status = 200, description = "Ready", body = Ready),
@@ -61,7 +61,12 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Ready>, ApiError> 
     }
     let waiting: Vec<&str> = components
         .iter()
-        .filter(|(_, h)| matches!(h.state, ComponentState::Starting | ComponentState::Failed))
+        .filter(|(_, h)| {
+            matches!(
+                h.state,
+                ComponentState::Starting | ComponentState::BackingOff | ComponentState::Failed
+            )
+        })
         .map(|(name, _)| name.as_str())
         .collect();
     if !waiting.is_empty() {

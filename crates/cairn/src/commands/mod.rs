@@ -10,12 +10,16 @@ mod notify;
 mod routine;
 mod routine_files;
 mod schedule;
+mod service;
+mod status;
 mod token;
 mod version;
 
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, ConfigCommand, ScheduleCommand};
+
+pub(crate) use token::pairing_line;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -32,6 +36,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(args) => daemon::run(&args),
         Command::Pair => token::pair(),
         Command::Token(command) => token::run(&command, cli.json),
+        Command::Status => status::run(cli.json),
+        Command::Service(command) => service::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {
@@ -44,7 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// A runtime for commands that talk to the database or the network.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

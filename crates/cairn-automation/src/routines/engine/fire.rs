@@ -244,7 +244,7 @@ impl RoutineEngine {
             dedup_window: if cooled { g.dedup_window } else { None },
             cooldown: if cooled { Some(g.cooldown) } else { None },
             max_concurrent: Some(g.max_concurrent),
-            global_max: Some(self.inner.settings.max_concurrent),
+            global_max: Some(self.max_concurrent()),
             max_runs: g.max_runs,
             ..Admission::default()
         };

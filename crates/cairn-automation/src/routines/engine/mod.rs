@@ -149,6 +149,8 @@ struct Inner {
     executor: Arc<dyn ActionExecutor>,
     notifier: Option<Notifier>,
     settings: EngineSettings,
+    /// `settings.max_concurrent`, changeable while running (a reload).
+    max_concurrent: std::sync::atomic::AtomicU32,
     env: BTreeMap<String, String>,
     wake: Notify,
     triggered: RwLock<Triggered>,
@@ -230,6 +232,7 @@ impl RoutineEngine {
                 clock,
                 executor,
                 notifier,
+                max_concurrent: std::sync::atomic::AtomicU32::new(settings.max_concurrent),
                 settings,
                 env: std::env::vars().collect(),
                 wake: Notify::new(),
@@ -272,6 +275,20 @@ impl RoutineEngine {
     /// Its settings.
     pub fn settings(&self) -> &EngineSettings {
         &self.inner.settings
+    }
+
+    /// Changes the limit on runs of all routines at once (`routines.max_concurrent`
+    /// reloaded); runs already admitted go on.
+    pub fn set_max_concurrent(&self, max: u32) {
+        self.inner
+            .max_concurrent
+            .store(max.max(1), Ordering::Relaxed);
+        self.poke();
+    }
+
+    /// The limit on runs of all routines at once now in force.
+    pub fn max_concurrent(&self) -> u32 {
+        self.inner.max_concurrent.load(Ordering::Relaxed)
     }
 
     /// Wakes the timer (a routine was changed in this process).

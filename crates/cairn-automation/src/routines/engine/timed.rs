@@ -124,7 +124,11 @@ impl RoutineEngine {
                 disable: is_once,
             }),
             max_concurrent: Some(g.max_concurrent),
-            global_max: Some(inner.settings.max_concurrent),
+            global_max: Some(
+                inner
+                    .max_concurrent
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
             max_runs: g.max_runs,
             ..Admission::default()
         };

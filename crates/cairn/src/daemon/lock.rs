@@ -1,0 +1,126 @@
+//! One daemon per `CAIRN_HOME`: `daemon.lock` under an OS advisory lock
+//! (`flock` on Unix, through std's `File::try_lock`), holding the pid of the
+//! daemon that has it. The kernel drops the lock when the process ends,
+//! however it ends (SIGKILL, a crash), so a dead daemon never leaves it stuck;
+//! the file itself stays and is simply reused.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// The lock file's name under `CAIRN_HOME`.
+pub const LOCK_FILE: &str = "daemon.lock";
+
+/// Held while the daemon runs; dropping it (or the process ending) frees it.
+#[derive(Debug)]
+pub struct DaemonLock {
+    // Never read: holding the open file is what keeps the lock.
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+/// Another daemon holds the lock.
+#[derive(Debug)]
+pub struct AlreadyRunning {
+    /// Its pid, when it could be read.
+    pub pid: Option<u32>,
+    /// The home it runs on.
+    pub home: PathBuf,
+}
+
+impl std::fmt::Display for AlreadyRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = match self.pid {
+            Some(pid) => format!("pid {pid}"),
+            None => "pid unknown".to_string(),
+        };
+        write!(
+            f,
+            "another cairn daemon ({who}) is already running on CAIRN_HOME {}; stop it first, or give this one its own CAIRN_HOME (several daemons may share one database)",
+            self.home.display()
+        )
+    }
+}
+
+impl std::error::Error for AlreadyRunning {}
+
+impl DaemonLock {
+    /// Takes the lock of `home` (created if needed) and writes this
+    /// process's pid in it; [`AlreadyRunning`] when another daemon has it.
+    pub async fn acquire(home: &Path) -> anyhow::Result<DaemonLock> {
+        tokio::fs::create_dir_all(home)
+            .await
+            .with_context(|| format!("cannot create {}", home.display()))?;
+        let path = home.join(LOCK_FILE);
+        // Not truncated on open: the holder's pid must stay readable.
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .await
+            .with_context(|| format!("cannot open {}", path.display()))?
+            .into_std()
+            .await;
+        let home = home.to_path_buf();
+        // try_lock never waits, so this blocks only on a small local file.
+        tokio::task::spawn_blocking(move || take(file, path, home))
+            .await
+            .context("the lock task failed")?
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn take(mut file: std::fs::File, path: PathBuf, home: PathBuf) -> anyhow::Result<DaemonLock> {
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(AlreadyRunning {
+                pid: text.trim().parse().ok(),
+                home,
+            }
+            .into());
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    let write = |file: &mut std::fs::File| -> std::io::Result<()> {
+        file.set_len(0)?;
+        file.seek(SeekFrom::Start(0))?;
+        writeln!(file, "{}", std::process::id())?;
+        file.sync_all()
+    };
+    write(&mut file).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(DaemonLock { _file: file, path })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_second_lock_on_the_same_home_names_the_holders_pid() {
+        let home = tempfile::tempdir().unwrap();
+        let held = DaemonLock::acquire(home.path()).await.unwrap();
+        let err = DaemonLock::acquire(home.path()).await.unwrap_err();
+        let running = err.downcast_ref::<AlreadyRunning>().unwrap();
+        assert_eq!(running.pid, Some(std::process::id()));
+        assert!(
+            err.to_string()
+                .contains(&format!("pid {}", std::process::id()))
+        );
+        drop(held);
+        // Freed with its holder; the file stays and is reused.
+        let again = DaemonLock::acquire(home.path()).await.unwrap();
+        assert!(again.path().ends_with(LOCK_FILE));
+    }
+}

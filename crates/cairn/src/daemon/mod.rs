@@ -1,0 +1,424 @@
+//! `cairn daemon`: the always-on half, supervised. One daemon per
+//! `CAIRN_HOME` ([`lock`]); its components (the gateway, the routine engine,
+//! the notification dispatcher, event forwarding, session pruning, job
+//! upkeep and the state file writer) each run in their own task under the
+//! [`supervisor`], restarted with backoff when they end or panic; their
+//! health goes to `/readyz`, `/api/status` and `daemon_state.json`
+//! ([`state_file`]). SIGINT/SIGTERM stop it within
+//! `[daemon] shutdown_deadline_secs`; SIGHUP or a changed config.toml
+//! reloads what can change while running ([`reload`]).
+
+pub mod lock;
+pub mod reload;
+pub mod service;
+pub mod state_file;
+pub mod supervisor;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use cairn_automation::notify::{Dispatcher, NotifySettings, owner_id};
+use cairn_core::clock::{Clock, SystemClock};
+use cairn_core::config::Config;
+use cairn_gateway::{Components, Gateway};
+use cairn_store::Store;
+use secrecy::ExposeSecret;
+
+use self::lock::DaemonLock;
+use self::reload::Reloader;
+use self::state_file::StateHeader;
+use self::supervisor::{Supervisor, SupervisorSettings};
+use crate::cli::DaemonArgs;
+use crate::exit::BadInput;
+use crate::{settings, wiring};
+
+/// Component names, as `/readyz`, `/api/status` and `cairn status` show them.
+pub const GATEWAY: &str = "gateway";
+/// The routine engine.
+pub const ENGINE: &str = "routine_engine";
+/// The notification dispatcher.
+pub const DISPATCHER: &str = "notification_dispatcher";
+/// Turning job ends and given-up notifications into routine events.
+pub const EVENTS: &str = "event_forwarding";
+/// Pruning idle chat sessions.
+pub const PRUNING: &str = "session_pruning";
+/// The job scheduler's upkeep (leases, cancellations, orphans).
+pub const JOB_UPKEEP: &str = "job_upkeep";
+/// The state file writer.
+pub const STATE_WRITER: &str = "state_writer";
+
+/// How often the dispatcher re-reads the outbox when nothing woke it (a
+/// notification recorded by another process).
+const OUTBOX_RECHECK: Duration = Duration::from_secs(30);
+
+/// How often config.toml's modification time is checked.
+const CONFIG_CHECK: Duration = Duration::from_secs(5);
+
+/// Runs until a stop signal.
+pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
+    let mut config = settings::load()?;
+    if let Some(port) = args.port {
+        config.gateway.port = port;
+    }
+    let runtime = crate::commands::runtime()?;
+    let result = runtime.block_on(serve(config));
+    // A component that ignored the deadline must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn serve(config: Config) -> anyhow::Result<ExitCode> {
+    // First: a second daemon on this home stops here, before the port.
+    let lock = DaemonLock::acquire(config.home()).await?;
+    tracing::debug!(lock = %lock.path().display(), "this home's daemon lock is held");
+    // Bound next: a taken port is reported before anything starts.
+    let listener = if config.gateway.enabled {
+        Some(
+            cairn_gateway::bind(&config.gateway)
+                .await
+                .map_err(|e| BadInput(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let url = config.database_url.expose_secret().to_string();
+    let (store, report) = Store::open(&url)
+        .await
+        .context("cannot open the database")?;
+    if !report.applied.is_empty() {
+        tracing::info!(migrations = ?report.applied, "database migrated");
+    }
+    let automation = wiring::automation(&config, &store).await?;
+    if automation.runtime.is_none() {
+        tracing::warn!(
+            "no LLM provider is configured: lightweight and full_job routines will fail saying so; the others run"
+        );
+    }
+    let chat = automation
+        .runtime
+        .as_ref()
+        .map(|rt| wiring::chat_service_unpruned(&config, rt));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let components = Arc::new(Components::new());
+    let sup = Supervisor::new(
+        Arc::clone(&components),
+        Arc::clone(&clock),
+        SupervisorSettings {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: config.daemon.restart_max_backoff,
+            healthy_after: config.daemon.healthy_after,
+        },
+    );
+
+    let engine = automation.engine.clone();
+    if config.routines.enabled {
+        sup.spawn(ENGINE, move |cancel| {
+            let engine = engine.clone();
+            async move {
+                engine.run(cancel).await;
+                Ok(())
+            }
+        });
+    } else {
+        tracing::warn!("routines.enabled is false: no routine will fire");
+        sup.disabled(ENGINE);
+    }
+    let notifier = automation.notifier.clone();
+    sup.spawn(DISPATCHER, {
+        let clock = Arc::clone(&clock);
+        move |cancel| {
+            let dispatcher = Dispatcher::new(notifier.clone(), owner_id());
+            let clock = Arc::clone(&clock);
+            async move {
+                dispatcher.run(clock, cancel, OUTBOX_RECHECK).await;
+                Ok(())
+            }
+        }
+    });
+    sup.spawn(EVENTS, {
+        let engine = automation.engine.clone();
+        let notifier = automation.notifier.clone();
+        let jobs = automation.runtime.as_ref().map(|rt| Arc::clone(&rt.jobs));
+        move |cancel| {
+            let forwarding = engine.forward_events(
+                jobs.as_ref().map(|j| j.subscribe_finished()),
+                Some(notifier.subscribe_given_up()),
+                cancel,
+            );
+            async move { forwarding.await.context("event forwarding failed") }
+        }
+    });
+    match &chat {
+        Some(chat) => {
+            let chat = Arc::clone(chat);
+            sup.spawn(PRUNING, move |cancel| {
+                let chat = Arc::clone(&chat);
+                async move {
+                    let mut ticker = tokio::time::interval(wiring::PRUNE_EVERY);
+                    ticker.tick().await;
+                    loop {
+                        tokio::select! {
+                            () = cancel.cancelled() => return Ok(()),
+                            _ = ticker.tick() => { chat.prune_idle().await; }
+                        }
+                    }
+                }
+            });
+        }
+        None => sup.disabled(PRUNING),
+    }
+    match &automation.runtime {
+        Some(rt) => {
+            let jobs = Arc::clone(&rt.jobs);
+            sup.spawn(JOB_UPKEEP, move |cancel| {
+                let jobs = Arc::clone(&jobs);
+                async move {
+                    // Ends by itself at the scheduler's shutdown, after this.
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = jobs.upkeep() => {}
+                    }
+                    Ok(())
+                }
+            });
+        }
+        None => sup.disabled(JOB_UPKEEP),
+    }
+
+    let mut gateway_addr: Option<SocketAddr> = None;
+    match listener {
+        Some(listener) => {
+            let addr = listener.local_addr().context("the gateway's address")?;
+            gateway_addr = Some(addr);
+            if !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "the gateway is reachable from other machines (gateway.allow_public_bind)");
+            }
+            let mut gateway = Gateway::new(
+                store.clone(),
+                Arc::clone(&clock),
+                config.gateway.clone(),
+                config.user.id.clone(),
+            )
+            .with_engine(automation.engine.clone())
+            .with_notifier(automation.notifier.clone())
+            .with_components(Arc::clone(&components))
+            .with_shutdown(sup.cancel_token());
+            if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
+                gateway = gateway
+                    .with_chat(Arc::clone(chat), rt.providers.main.model())
+                    .with_jobs(Arc::clone(&rt.jobs))
+                    .with_background(Arc::clone(&rt.background));
+            }
+            let gateway = Arc::new(gateway);
+            // Routine runs, jobs and notifications flow into /api/events.
+            gateway.spawn_event_feeds();
+            let app = cairn_gateway::router(gateway);
+            // The first run serves the socket bound above; a restart binds
+            // the same address again.
+            let first = Arc::new(std::sync::Mutex::new(Some(listener)));
+            sup.spawn(GATEWAY, move |cancel| {
+                let app = app.clone();
+                let first = Arc::clone(&first);
+                async move {
+                    let bound = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    let listener = match bound {
+                        Some(l) => l,
+                        None => tokio::net::TcpListener::bind(addr)
+                            .await
+                            .with_context(|| format!("cannot bind {addr} again"))?,
+                    };
+                    cairn_gateway::serve(listener, app, cancel.clone())
+                        .await
+                        .context("the gateway stopped")?;
+                    if !cancel.is_cancelled() {
+                        anyhow::bail!("the gateway stopped serving");
+                    }
+                    Ok(())
+                }
+            });
+            eprintln!("gateway listening on http://{addr}");
+            match cairn_gateway::auth::issue_pairing_code(&store, clock.now()).await {
+                Ok(code) => eprintln!("{}", crate::commands::pairing_line(&code)),
+                Err(e) => tracing::warn!(error = %e, "cannot record a pairing code"),
+            }
+        }
+        None => sup.disabled(GATEWAY),
+    }
+
+    let header = Arc::new(StateHeader {
+        home: config.home().to_path_buf(),
+        started_at: clock.now(),
+        gateway: gateway_addr.map(|a| a.to_string()),
+        database: cairn_core::config::redact_url(&url),
+    });
+    sup.spawn(STATE_WRITER, {
+        let (header, components, clock) = (
+            Arc::clone(&header),
+            Arc::clone(sup.components()),
+            Arc::clone(&clock),
+        );
+        move |cancel| {
+            state_file::writer(
+                Arc::clone(&header),
+                Arc::clone(&components),
+                Arc::clone(&clock),
+                cancel,
+            )
+        }
+    });
+
+    let mut reloader = Reloader::new(config.clone());
+    register_reloads(&mut reloader, &automation);
+
+    let routines = store.list_routines(None).await?;
+    let enabled = routines.iter().filter(|r| r.spec.enabled).count();
+    eprintln!(
+        "cairn daemon running (pid {}): {} routine(s), {enabled} enabled; database {}; stop with Ctrl-C or SIGTERM, reload with SIGHUP",
+        std::process::id(),
+        routines.len(),
+        cairn_core::config::redact_url(&url),
+    );
+
+    let signal = wait_for_stop(&mut reloader, config.home()).await;
+    eprintln!("{signal}: stopping");
+    let deadline = config.daemon.shutdown_deadline;
+    let started = tokio::time::Instant::now();
+    let mut in_time = sup.shutdown(deadline).await;
+    let left = deadline.saturating_sub(started.elapsed());
+    let rest = async {
+        if let Some(rt) = &automation.runtime {
+            rt.jobs.shutdown().await;
+            rt.background.shutdown().await;
+        }
+        store.close().await;
+    };
+    in_time &= tokio::time::timeout(left, rest).await.is_ok();
+    let mut last = header.snapshot(&components, clock.now());
+    last.stopping = true;
+    if let Err(e) = state_file::write(&header.home, &last).await {
+        tracing::warn!(error = %format!("{e:#}"), "cannot write the daemon state file");
+    }
+    drop(lock);
+    if in_time {
+        eprintln!("cairn daemon stopped");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "cairn daemon stopped without waiting for everything: shutdown took longer than {}s (daemon.shutdown_deadline_secs)",
+            deadline.as_secs()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// The parts that take new settings while running. A new one (the
+/// heartbeat's settings, say) is one more `reloader.on(...)` here.
+fn register_reloads(reloader: &mut Reloader, automation: &wiring::Automation) {
+    let notifier = automation.notifier.clone();
+    reloader.on(&["notify", "channels"], move |config| {
+        let channels = wiring::channel_set(config)?;
+        let n = &config.notify;
+        notifier.reload(
+            Arc::new(channels),
+            NotifySettings {
+                default_channel: n.default_channel.clone(),
+                max_attempts: n.max_attempts,
+                max_age: n.max_age,
+                retry_base: n.retry_base,
+                retry_max: n.retry_max,
+                lease: n.lease,
+            },
+        );
+        Ok(())
+    });
+    let engine = automation.engine.clone();
+    reloader.on(&["routines.max_concurrent"], move |config| {
+        engine.set_max_concurrent(config.routines.max_concurrent);
+        Ok(())
+    });
+}
+
+/// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
+/// and when config.toml's modification time changes.
+async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'static str {
+    let path = settings::config_path(home);
+    let mut seen = modified(&path).await;
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        #[cfg(unix)]
+        let hangup = async {
+            match hup.as_mut() {
+                Some(h) => h.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hangup = std::future::pending::<Option<()>>();
+        tokio::select! {
+            signal = &mut stop => return signal,
+            _ = hangup => {
+                seen = modified(&path).await;
+                reload(reloader, "SIGHUP");
+            }
+            () = tokio::time::sleep(CONFIG_CHECK) => {
+                let now = modified(&path).await;
+                if now != seen {
+                    seen = now;
+                    reload(reloader, "config.toml changed");
+                }
+            }
+        }
+    }
+}
+
+/// config.toml's modification time (`None` when it does not exist).
+async fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    tokio::fs::metadata(path).await.ok()?.modified().ok()
+}
+
+/// Reads the configuration again and applies it, logging what changed.
+fn reload(reloader: &mut Reloader, why: &str) {
+    let config = match settings::load() {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!(cause = why, error = %format!("{e:#}"), "configuration not reloaded: the new one is invalid; the old one stays");
+            return;
+        }
+    };
+    let report = reloader.reload(config);
+    if report.is_empty() {
+        tracing::info!(cause = why, "configuration reloaded: nothing changed");
+        return;
+    }
+    if !report.applied.is_empty() {
+        tracing::info!(cause = why, keys = %report.applied.join(", "), "configuration reloaded: now in force");
+    }
+    for (key, error) in &report.failed {
+        tracing::error!(cause = why, key = %key, error = %error, "configuration reloaded: not applied, the old value stays");
+    }
+    if !report.need_restart.is_empty() {
+        tracing::warn!(cause = why, keys = %report.need_restart.join(", "), "configuration reloaded: these changes need a restart of the daemon");
+    }
+}
+
+/// Waits for SIGINT or SIGTERM; names the one that came.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    tokio::signal::ctrl_c().await.ok();
+    "SIGINT"
+}

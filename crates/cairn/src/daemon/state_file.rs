@@ -1,0 +1,248 @@
+//! `daemon_state.json` in `CAIRN_HOME`: what the daemon is doing, rewritten
+//! atomically (a temporary file renamed over it) every few seconds and on
+//! every component change, so `cairn status` answers from the file even when
+//! the gateway is down or wedged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use cairn_core::clock::Clock;
+use cairn_gateway::{ComponentHealth, Components};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// The file's name under `CAIRN_HOME`.
+pub const STATE_FILE: &str = "daemon_state.json";
+
+/// How often the file is rewritten when nothing changes.
+pub const WRITE_EVERY: Duration = Duration::from_secs(5);
+
+/// Older than this, the file no longer describes a live daemon.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+
+/// What the file holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonState {
+    /// The daemon's process id.
+    pub pid: u32,
+    /// cairn's version.
+    pub version: String,
+    /// When the daemon started.
+    pub started_at: DateTime<Utc>,
+    /// When this was written.
+    pub updated_at: DateTime<Utc>,
+    /// The gateway's address, when it serves one.
+    pub gateway: Option<String>,
+    /// The database, its password redacted.
+    pub database: String,
+    /// Set once the daemon is stopping.
+    #[serde(default)]
+    pub stopping: bool,
+    /// Every component's health, by name.
+    pub components: BTreeMap<String, ComponentHealth>,
+}
+
+/// The file's path under `home`.
+pub fn path(home: &Path) -> PathBuf {
+    home.join(STATE_FILE)
+}
+
+/// Writes `state` atomically: readers see the old file or the new one.
+pub async fn write(home: &Path, state: &DaemonState) -> anyhow::Result<()> {
+    let target = path(home);
+    let temp = home.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
+    let text = serde_json::to_vec_pretty(state)?;
+    tokio::fs::write(&temp, text)
+        .await
+        .with_context(|| format!("cannot write {}", temp.display()))?;
+    tokio::fs::rename(&temp, &target)
+        .await
+        .with_context(|| format!("cannot replace {}", target.display()))
+}
+
+/// Reads the file; `None` when there is none.
+pub async fn read(home: &Path) -> anyhow::Result<Option<DaemonState>> {
+    let file = path(home);
+    match tokio::fs::read(&file).await {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .with_context(|| format!("{} is not a daemon state file", file.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+    }
+}
+
+/// Whether the daemon a state file describes is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// Its pid is alive and the file is fresh.
+    Running,
+    /// Its pid is alive but the file has not been rewritten for
+    /// [`STALE_AFTER`]: the daemon is wedged (or the pid was reused).
+    Stale,
+    /// Its pid is gone: the daemon stopped or was killed.
+    NotRunning,
+}
+
+/// Judges `state` at `now`.
+pub fn liveness(state: &DaemonState, now: DateTime<Utc>) -> Liveness {
+    if !pid_alive(state.pid) {
+        return Liveness::NotRunning;
+    }
+    let age = (now - state.updated_at).to_std().unwrap_or_default();
+    if age > STALE_AFTER {
+        Liveness::Stale
+    } else {
+        Liveness::Running
+    }
+}
+
+/// Whether a process with this pid exists (signal 0).
+fn pid_alive(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return false;
+        };
+        // EPERM means it exists but belongs to someone else.
+        match rustix::process::test_kill_process(pid) {
+            Ok(()) => true,
+            Err(e) => e == rustix::io::Errno::PERM,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+/// Everything but the components, fixed at start.
+#[derive(Debug, Clone)]
+pub struct StateHeader {
+    /// Where to write.
+    pub home: PathBuf,
+    /// When the daemon started.
+    pub started_at: DateTime<Utc>,
+    /// The gateway's address.
+    pub gateway: Option<String>,
+    /// The redacted database URL.
+    pub database: String,
+}
+
+impl StateHeader {
+    /// The state now.
+    pub fn snapshot(&self, components: &Components, now: DateTime<Utc>) -> DaemonState {
+        DaemonState {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: self.started_at,
+            updated_at: now,
+            gateway: self.gateway.clone(),
+            database: self.database.clone(),
+            stopping: false,
+            components: components.snapshot(),
+        }
+    }
+}
+
+/// Rewrites the file every [`WRITE_EVERY`] and on every change until
+/// `cancel`. A failed write is logged and retried at the next turn.
+pub async fn writer(
+    header: Arc<StateHeader>,
+    components: Arc<Components>,
+    clock: Arc<dyn Clock>,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    loop {
+        // Registered before the write, so a change during it is not lost.
+        let changed = components.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let state = header.snapshot(&components, clock.now());
+        if let Err(e) = write(&header.home, &state).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot write the daemon state file");
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            () = &mut changed => {
+                // A burst of changes (a restart is three) makes one write.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            () = tokio::time::sleep(WRITE_EVERY) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_gateway::ComponentState;
+
+    use super::*;
+
+    fn state(pid: u32, updated_at: DateTime<Utc>) -> DaemonState {
+        DaemonState {
+            pid,
+            version: "0.1.0".into(),
+            started_at: updated_at,
+            updated_at,
+            gateway: Some("127.0.0.1:42700".into()),
+            database: "sqlite:///x.db".into(),
+            stopping: false,
+            components: BTreeMap::new(),
+        }
+    }
+
+    #[tokio::test]
+    #[allow(clippy::disallowed_methods, reason = "a test looks at the directory")]
+    async fn written_atomically_and_read_back() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(read(home.path()).await.unwrap().is_none());
+        let components = Components::new();
+        components.set("gateway", ComponentState::Running, Utc::now(), None);
+        let header = StateHeader {
+            home: home.path().to_path_buf(),
+            started_at: Utc::now(),
+            gateway: None,
+            database: "sqlite:///x.db".into(),
+        };
+        let s = header.snapshot(&components, Utc::now());
+        write(home.path(), &s).await.unwrap();
+        assert_eq!(read(home.path()).await.unwrap(), Some(s));
+        // No temporary file left beside it.
+        let names: Vec<_> = std::fs::read_dir(home.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(STATE_FILE)]);
+    }
+
+    #[test]
+    fn liveness_is_judged_by_pid_and_age() {
+        let now = Utc::now();
+        assert_eq!(
+            liveness(&state(std::process::id(), now), now),
+            Liveness::Running
+        );
+        assert_eq!(
+            liveness(
+                &state(std::process::id(), now - chrono::Duration::seconds(31)),
+                now
+            ),
+            Liveness::Stale
+        );
+        // Far above any pid_max.
+        assert_eq!(
+            liveness(&state(999_999_999, now), now),
+            Liveness::NotRunning
+        );
+    }
+}
