@@ -113,7 +113,7 @@ impl Fx {
         let clock: Arc<dyn Clock> = self.clock.clone();
         let mut channels = ChannelSet::new();
         channels.insert_inbox("desk");
-        let channels = Arc::new(channels);
+        let notifier = Notifier::new(store.clone(), Arc::new(channels), NotifySettings::default());
         let link = RunnerLink::new();
         let mut registry = ToolRegistry::new();
         registry.register(Arc::new(Echo)).unwrap();
@@ -121,7 +121,7 @@ impl Fx {
         for tool in schedule_tools(
             store.clone(),
             Arc::clone(&link),
-            Arc::clone(&channels),
+            notifier.clone(),
             "ada",
             chrono_tz::Europe::Paris,
             Arc::clone(&clock),
@@ -140,7 +140,6 @@ impl Fx {
                 Arc::clone(&runner),
                 ToolContext::new(std::env::temp_dir(), "routines").with_clock(Arc::clone(&clock)),
             );
-        let notifier = Notifier::new(store.clone(), channels, NotifySettings::default());
         let mut settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
         settings.change_poll = std::time::Duration::from_secs(3600);
         let engine = RoutineEngine::new(

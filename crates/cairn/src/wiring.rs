@@ -328,7 +328,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     extra.extend(schedule_tools(
         store.clone(),
         Arc::clone(&runner_link),
-        Arc::clone(notifier.channels()),
+        notifier.clone(),
         config.user.id.clone(),
         config.user.timezone,
         Arc::clone(&clock),

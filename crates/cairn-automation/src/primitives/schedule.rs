@@ -39,7 +39,7 @@ use chrono_tz::Tz;
 use serde_json::{Value, json};
 
 use super::{RunnerLink, json_output, string_arg};
-use crate::notify::ChannelSet;
+use crate::notify::Notifier;
 use crate::routines::define::prepare;
 
 /// The one line naming these tools when schemas load on demand.
@@ -60,18 +60,19 @@ const STATUS_RUNS: u32 = 5;
 struct Shared {
     store: Store,
     link: Arc<RunnerLink>,
-    channels: Arc<ChannelSet>,
+    notifier: Notifier,
     user_id: String,
     user_zone: Tz,
     clock: Arc<dyn Clock>,
 }
 
 /// The six scheduling tools for `user_id`, for the binary to register.
-/// `channels` are the configured output channels (to check `output_channel`).
+/// `notifier` knows the configured output channels (to check `output_channel`,
+/// as they are after a reload).
 pub fn schedule_tools(
     store: Store,
     link: Arc<RunnerLink>,
-    channels: Arc<ChannelSet>,
+    notifier: Notifier,
     user_id: impl Into<String>,
     user_zone: Tz,
     clock: Arc<dyn Clock>,
@@ -79,7 +80,7 @@ pub fn schedule_tools(
     let shared = Shared {
         store,
         link,
-        channels,
+        notifier,
         user_id: user_id.into(),
         user_zone,
         clock,
@@ -279,12 +280,13 @@ impl Shared {
         if name == "llm_notification" || name == "conversation" {
             return Ok(None);
         }
-        if self.channels.contains(&name) {
+        let channels = self.notifier.channels();
+        if channels.contains(&name) {
             Ok(Some(name))
         } else {
             Err(ToolError::InvalidArguments(format!(
                 "no output channel named \"{name}\"; configured: {} (leave output_channel out to answer in this conversation)",
-                self.channels.names().join(", ")
+                channels.names().join(", ")
             )))
         }
     }
