@@ -329,6 +329,20 @@ pub static SETTINGS: &[SettingDef] = &[
         "user told of heartbeat alerts",
     ),
     def(
+        "heartbeat.active_hours",
+        &["CAIRN_HEARTBEAT_ACTIVE_HOURS", "HEARTBEAT_ACTIVE_HOURS"],
+        K::Text,
+        D::Unset,
+        "HH:MM-HH:MM in the user's zone when heartbeats run (always when unset)",
+    ),
+    def(
+        "heartbeat.max_failures",
+        &["CAIRN_HEARTBEAT_MAX_FAILURES", "HEARTBEAT_MAX_FAILURES"],
+        K::UInt,
+        D::UInt(3),
+        "failed beats in a row before the heartbeat backs off (doubling its interval)",
+    ),
+    def(
         "llm.provider",
         &["CAIRN_LLM_PROVIDER"],
         K::Text,

@@ -127,6 +127,10 @@ pub struct HeartbeatConfig {
     pub notify_channel: String,
     /// User told of alerts.
     pub notify_user: String,
+    /// When heartbeats run, in the user's zone (always when `None`).
+    pub active_hours: Option<crate::active_hours::ActiveHours>,
+    /// Failed beats in a row before the heartbeat backs off.
+    pub max_failures: u32,
 }
 
 /// LLM provider settings (mapped onto the provider crate's settings by the binary).
@@ -250,6 +254,14 @@ impl Config {
                 ),
                 notify_channel: r.text("heartbeat.notify_channel"),
                 notify_user: r.text("heartbeat.notify_user"),
+                active_hours: r.text_opt("heartbeat.active_hours").and_then(|text| {
+                    text.parse()
+                        .map_err(|e: crate::active_hours::BadActiveHours| {
+                            r.bad("heartbeat.active_hours", e.to_string())
+                        })
+                        .ok()
+                }),
+                max_failures: r.u32_at_least("heartbeat.max_failures", 1),
             },
             llm: LlmConfig {
                 provider,

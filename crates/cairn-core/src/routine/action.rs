@@ -50,6 +50,12 @@ pub enum RoutineAction {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
     },
+    /// One of cairn's own upkeep tasks (`heartbeat`, `self-repair`,
+    /// `memory-hygiene`), carried out by the task registered under that name.
+    System {
+        /// The registered task's name.
+        task: String,
+    },
 }
 
 fn empty_object() -> serde_json::Value {
@@ -64,6 +70,7 @@ impl RoutineAction {
             RoutineAction::FullJob { .. } => "full_job",
             RoutineAction::ToolCall { .. } => "tool_call",
             RoutineAction::Notification { .. } => "notification",
+            RoutineAction::System { .. } => "system",
         }
     }
 

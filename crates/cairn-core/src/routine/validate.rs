@@ -267,6 +267,7 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
                 c.non_empty("action.title", title);
             }
         }
+        RoutineAction::System { task } => c.non_empty("action.task", task),
     }
 }
 
