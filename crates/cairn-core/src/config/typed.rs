@@ -123,9 +123,9 @@ pub struct HeartbeatConfig {
     pub enabled: bool,
     /// Time between heartbeats.
     pub interval: Duration,
-    /// Channel for alerts.
+    /// Channel for alerts (empty: `notify.default_channel`).
     pub notify_channel: String,
-    /// User told of alerts.
+    /// User told of alerts (empty: `user.id`).
     pub notify_user: String,
     /// When heartbeats run, in the user's zone (always when `None`).
     pub active_hours: Option<crate::active_hours::ActiveHours>,
