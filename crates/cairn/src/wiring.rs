@@ -446,6 +446,7 @@ pub fn routine_engine(
     actions = actions.with_system_task(HEARTBEAT, Arc::new(heartbeat));
     let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
     settings.max_concurrent = config.routines.max_concurrent;
+    settings.lease = config.routines.lease;
     // Changes are noticed through one counter, so reading it often is cheap;
     // a longer configured refresh is still honoured as an upper bound.
     settings.change_poll = config

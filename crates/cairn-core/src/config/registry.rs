@@ -238,6 +238,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "seconds between reloads of event patterns",
     ),
     def(
+        "routines.lease_secs",
+        &["CAIRN_ROUTINES_LEASE_SECS"],
+        K::UInt,
+        D::UInt(60),
+        "seconds a daemon holds a running run without renewing it; a killed daemon's runs are interrupted after it",
+    ),
+    def(
         "gateway.enabled",
         &["CAIRN_GATEWAY_ENABLED"],
         K::Bool,

@@ -91,6 +91,8 @@ pub struct RoutinesConfig {
     pub max_concurrent: u32,
     /// How often event patterns are reloaded from the store.
     pub event_cache_refresh: Duration,
+    /// How long a running run's lease lasts (renewed every third of it).
+    pub lease: Duration,
 }
 
 /// The HTTP/WebSocket gateway's settings.
@@ -220,6 +222,7 @@ impl Config {
                 event_cache_refresh: Duration::from_secs(
                     r.uint_at_least("routines.event_cache_refresh_secs", 1),
                 ),
+                lease: Duration::from_secs(r.uint_at_least("routines.lease_secs", 3)),
             },
             gateway: GatewayConfig {
                 enabled: r.bool("gateway.enabled"),
