@@ -76,7 +76,7 @@ impl Env {
     fn provider(&self) -> Arc<dyn LlmProvider> {
         let mut settings = self.server.openai_settings();
         settings.retry.max_retries = 0;
-        Arc::from(build_provider(&settings).unwrap())
+        build_provider(&settings).unwrap()
     }
 
     fn heartbeat(&self, settings: HeartbeatSettings) -> Heartbeat {
