@@ -361,7 +361,8 @@ fn list_marker_only(line: &str) -> bool {
 /// Whether a reply means "nothing needs attention": `HEARTBEAT_OK` alone,
 /// allowing whitespace, backticks and a final period around it.
 pub fn is_heartbeat_ok(reply: &str) -> bool {
-    reply.trim().trim_matches('`').trim_end_matches('.').trim() == HEARTBEAT_OK
+    let bare = reply.trim().trim_end_matches('.').trim_matches('`');
+    bare.trim_end_matches('.').trim() == HEARTBEAT_OK
 }
 
 /// The one request a beat makes: the instructions, the time in the user's
