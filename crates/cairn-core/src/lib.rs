@@ -8,6 +8,7 @@
 //! nothing here reads files or the network, and only
 //! [`clock::SystemClock`] reads the machine's clock.
 
+pub mod active_hours;
 pub mod chat;
 pub mod clock;
 pub mod config;

@@ -429,7 +429,12 @@ async fn admit_one(
             let mut skipped = run.clone();
             skipped.status = RunStatus::Skipped;
             skipped.completed_at = Some(run.started_at);
-            skipped.skip_reason = Some(reason.clone());
+            // A catch-up note ("3 slot(s) were missed…") stays first: it is
+            // the only record of the slots that run stood for.
+            skipped.skip_reason = Some(match &run.skip_reason {
+                Some(note) => format!("{note}; then refused: {reason}"),
+                None => reason.clone(),
+            });
             skipped.owner = None;
             skipped.lease_until = None;
             recorded |= insert_new(conn, &skipped).await?;

@@ -24,7 +24,9 @@ use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::primitives::watch::Watchers;
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
 use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::system::{Ensured, SystemRoutine};
 use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
@@ -458,6 +460,16 @@ pub fn routine_engine(
         .with_clock(Arc::clone(&clock))
         .with_limits(limits);
     actions = actions.with_tools(runner, ctx);
+    // System routines' tasks (cairn_automation::routines::system); each
+    // also needs its routine in `system_routines`.
+    let cheap = rt.map(|rt| Arc::clone(&rt.providers.cheap));
+    let heartbeat = Heartbeat::new(
+        heartbeat_settings(config),
+        &config.workspace,
+        cheap,
+        Arc::clone(&clock),
+    );
+    actions = actions.with_system_task(HEARTBEAT, Arc::new(heartbeat));
     let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
     settings.max_concurrent = config.routines.max_concurrent;
     // Running runs are interrupted (and recorded so) well before the daemon's
@@ -465,6 +477,7 @@ pub fn routine_engine(
     settings.shutdown_grace = settings
         .shutdown_grace
         .min(config.daemon.shutdown_deadline / 2);
+    settings.lease = config.routines.lease;
     // Changes are noticed through one counter, so reading it often is cheap;
     // a longer configured refresh is still honoured as an upper bound.
     settings.change_poll = config
@@ -476,6 +489,49 @@ pub fn routine_engine(
         rt.link.attach(engine.clone());
     }
     Ok(engine)
+}
+
+/// The heartbeat's settings from `[heartbeat]` (empty notify settings
+/// mean the default channel and the owner).
+pub fn heartbeat_settings(config: &Config) -> HeartbeatSettings {
+    let h = &config.heartbeat;
+    let given = |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    HeartbeatSettings {
+        interval: h.interval,
+        active_hours: h.active_hours,
+        zone: config.user.timezone,
+        max_failures: h.max_failures,
+        enabled: h.enabled,
+        notify_channel: given(&h.notify_channel),
+        notify_user: given(&h.notify_user),
+    }
+}
+
+/// The built-in routines the daemon keeps stored (see
+/// [`ensure_system_routines`]): one per system task registered in
+/// [`routine_engine`].
+pub fn system_routines(config: &Config) -> Vec<SystemRoutine> {
+    vec![heartbeat_settings(config).routine()]
+}
+
+/// Creates or corrects the built-in routines for the configured user;
+/// writes nothing when they are as configured.
+pub async fn ensure_system_routines(config: &Config, store: &Store) -> anyhow::Result<()> {
+    let done = cairn_automation::routines::system::ensure_system_routines(
+        store,
+        &config.user.id,
+        &system_routines(config),
+        config.user.timezone,
+        SystemClock.now(),
+    )
+    .await
+    .context("cannot store the built-in routines")?;
+    for (name, what) in done {
+        if what != Ensured::Unchanged {
+            tracing::info!(routine = %name, action = ?what, "built-in routine");
+        }
+    }
+    Ok(())
 }
 
 /// Everything a chat channel needs; idle sessions are pruned every 10 minutes.

@@ -14,6 +14,8 @@
 //!   `routine:{name}`; success is `ok` with the (capped) output.
 //! - `notification`: `ok`, with the message as a [`Notice`].
 //! - `watch`: a watcher's check (see [`super::watch`]).
+//! - `system`: the [`SystemTask`] registered under the task's name
+//!   ([`with_system_task`](AgentActions::with_system_task)).
 //!
 //! **Unattended approvals.** Nobody answers an approval during a run: a tool
 //! the policy asks about runs only if the action lists it in `allowed_tools`;
@@ -44,6 +46,7 @@ use cairn_llm::{ChatRequest, LlmProvider};
 use cairn_store::Store;
 
 use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext, Notice};
+use super::system::{SystemTask, SystemTasks};
 
 /// The reply that means "nothing to report".
 pub const ROUTINE_OK: &str = "ROUTINE_OK";
@@ -73,6 +76,7 @@ pub struct AgentActions {
     llm: Option<Llm>,
     tools: Option<(Arc<ToolRunner>, ToolContext)>,
     jobs: Option<Arc<JobScheduler>>,
+    system: SystemTasks,
 }
 
 struct Llm {
@@ -93,6 +97,7 @@ impl std::fmt::Debug for AgentActions {
             )
             .field("tools", &self.tools.is_some())
             .field("jobs", &self.jobs.is_some())
+            .field("system", &self.system)
             .finish_non_exhaustive()
     }
 }
@@ -108,7 +113,15 @@ impl AgentActions {
             llm: None,
             tools: None,
             jobs: None,
+            system: SystemTasks::default(),
         }
+    }
+
+    /// Registers the system task `system` routines named `name` run.
+    #[must_use]
+    pub fn with_system_task(mut self, name: impl Into<String>, task: Arc<dyn SystemTask>) -> Self {
+        self.system.register(name, task);
+        self
     }
 
     /// The providers: `lightweight` calls `cheap` (pass `main` again when no
@@ -436,6 +449,7 @@ impl ActionExecutor for AgentActions {
                     "no tools are configured; this watcher cannot check `{tool}`"
                 )),
             },
+            RoutineAction::System { task } => self.system.run(task, &request).await,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! executor (LLM, tools, jobs, reminders); [`define`] turns a spec into what
 //! the store keeps; [`plan`] decides catch-up; [`event_matcher`] picks the
 //! event routines a chat message fires; [`events`] are cairn's own events;
-//! [`webhook`] verifies signatures; [`tools`] are the agent's routine tools.
+//! [`webhook`] verifies signatures; [`tools`] are the agent's routine tools;
+//! [`system`] runs cairn's own upkeep as routines, [`heartbeat`] among them.
 
 pub mod action;
 pub mod actions;
@@ -12,8 +13,10 @@ pub mod define;
 pub mod engine;
 pub mod event_matcher;
 pub mod events;
+pub mod heartbeat;
 pub mod link;
 pub mod plan;
+pub mod system;
 pub mod tools;
 pub mod watch;
 pub mod webhook;

@@ -276,3 +276,39 @@ async fn runs_ending_together_each_keep_their_notification() {
     assert_eq!(stored.runtime.run_count, 40);
     assert_eq!(stored.runtime.consecutive_failures, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_catch_up_round_keeps_the_count_of_missed_slots() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: fail-sweep\ntrigger: {type: cron, schedule: '* * * * *'}\naction: {type: notification, message: x}\nguardrails: {catch_up: skip}\n")
+        .await;
+    let engine = s.engine("a");
+    let at = |m: i64, sec: i64| t0() + chrono::Duration::seconds(m * 60 + sec);
+    // Three failures (:01, :02, :03) put it in a 5-minute backoff.
+    for m in 1..=3 {
+        s.clock.set(at(m, 0));
+        engine.tick(s.clock.now()).await.unwrap();
+        engine.idle().await;
+    }
+    // At :06:30, :04 and :05 are missed and :06 is on time: the catch-up
+    // record and the run are both refused by the backoff.
+    s.clock.set(at(6, 30));
+    engine.tick(s.clock.now()).await.unwrap();
+    let runs = s.runs(&r).await;
+    use RunStatus::{Failed as F, Skipped as S};
+    assert_eq!(statuses(&runs), [F, F, F, S, S]);
+    assert_eq!(runs[3].scheduled_for, Some(at(5, 0)));
+    let reason = runs[3].skip_reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with("2 slot(s) were missed while cairn was not running; none run (catch_up: skip); then refused: backoff: 3 failure(s)"),
+        "{reason}"
+    );
+    assert!(
+        runs[4]
+            .skip_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("backoff: 3 failure(s)")
+    );
+}

@@ -93,6 +93,8 @@ pub struct RoutinesConfig {
     pub max_concurrent: u32,
     /// How often event patterns are reloaded from the store.
     pub event_cache_refresh: Duration,
+    /// How long a running run's lease lasts (renewed every third of it).
+    pub lease: Duration,
 }
 
 /// The HTTP/WebSocket gateway's settings.
@@ -136,10 +138,14 @@ pub struct HeartbeatConfig {
     pub enabled: bool,
     /// Time between heartbeats.
     pub interval: Duration,
-    /// Channel for alerts.
+    /// Channel for alerts (empty: `notify.default_channel`).
     pub notify_channel: String,
-    /// User told of alerts.
+    /// User told of alerts (empty: `user.id`).
     pub notify_user: String,
+    /// When heartbeats run, in the user's zone (always when `None`).
+    pub active_hours: Option<crate::active_hours::ActiveHours>,
+    /// Failed beats in a row before the heartbeat backs off.
+    pub max_failures: u32,
 }
 
 /// LLM provider settings (mapped onto the provider crate's settings by the binary).
@@ -229,6 +235,7 @@ impl Config {
                 event_cache_refresh: Duration::from_secs(
                     r.uint_at_least("routines.event_cache_refresh_secs", 1),
                 ),
+                lease: Duration::from_secs(r.uint_at_least("routines.lease_secs", 3)),
             },
             gateway: GatewayConfig {
                 enabled: r.bool("gateway.enabled"),
@@ -263,6 +270,14 @@ impl Config {
                 ),
                 notify_channel: r.text("heartbeat.notify_channel"),
                 notify_user: r.text("heartbeat.notify_user"),
+                active_hours: r.text_opt("heartbeat.active_hours").and_then(|text| {
+                    text.parse()
+                        .map_err(|e: crate::active_hours::BadActiveHours| {
+                            r.bad("heartbeat.active_hours", e.to_string())
+                        })
+                        .ok()
+                }),
+                max_failures: r.u32_at_least("heartbeat.max_failures", 1),
             },
             daemon: DaemonConfig {
                 restart_max_backoff: Duration::from_secs(

@@ -68,6 +68,12 @@ pub enum RoutineAction {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         label: String,
     },
+    /// One of cairn's own upkeep tasks (`heartbeat`, `self-repair`,
+    /// `memory-hygiene`), carried out by the task registered under that name.
+    System {
+        /// The registered task's name.
+        task: String,
+    },
 }
 
 /// When a watcher's check reaches the agent (the execution-primitives seed's strategies).
@@ -138,6 +144,7 @@ impl RoutineAction {
             RoutineAction::ToolCall { .. } => "tool_call",
             RoutineAction::Notification { .. } => "notification",
             RoutineAction::Watch { .. } => "watch",
+            RoutineAction::System { .. } => "system",
         }
     }
 

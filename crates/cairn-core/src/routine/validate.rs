@@ -274,6 +274,7 @@ fn check_action(c: &mut Checker, action: &RoutineAction) {
             notify_config,
             ..
         } => check_watch(c, tool, params, *notify_when, notify_config),
+        RoutineAction::System { task } => c.non_empty("action.task", task),
     }
 }
 

@@ -92,6 +92,11 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         tracing::info!(migrations = ?report.applied, "database migrated");
     }
     let automation = wiring::automation(&config, &store).await?;
+    // The built-in routines (heartbeat, …): created or corrected by name,
+    // nothing written when they are as configured.
+    if config.routines.enabled {
+        wiring::ensure_system_routines(&config, &store).await?;
+    }
     if automation.runtime.is_none() {
         tracing::warn!(
             "no LLM provider is configured: lightweight and full_job routines will fail saying so; the others run"
