@@ -70,6 +70,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0008_background_tasks.sql"),
         postgres: include_str!("../migrations/0008_background_tasks.sql"),
     },
+    Migration {
+        version: 11,
+        name: "cost_tools",
+        sqlite: include_str!("../migrations/0011_cost_tools.sql"),
+        postgres: include_str!("../migrations/0011_cost_tools.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after
@@ -77,6 +83,7 @@ pub static MIGRATIONS: &[Migration] = &[
 async fn convert(version: i64, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
     match version {
         4 => crate::turns::convert_json_threads(conn).await,
+        11 => crate::cost::convert_settings_blob(conn).await,
         _ => Ok(()),
     }
 }
