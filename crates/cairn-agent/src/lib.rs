@@ -37,7 +37,9 @@ pub use agent_loop::{
 pub use context::{
     CompactionResult, CompactionStrategy, Compactor, ContextBreakdown, ContextMonitor,
 };
-pub use cost_guard::{CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider};
+pub use cost_guard::{
+    CallTicket, CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider,
+};
 pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use jobs::{JobHandle, JobScheduler, JobSpec, JobsConfig};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};

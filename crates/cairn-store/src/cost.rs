@@ -54,8 +54,8 @@ pub struct CostTotals {
 pub enum LlmAdmission {
     /// The call may go; finish it with [`Store::finish_llm_call`].
     Admitted {
-        /// The call's row.
-        call_id: Uuid,
+        /// The call's row (`None` for a check that counted nothing).
+        call_id: Option<Uuid>,
         /// The counters before this call.
         totals: CostTotals,
     },
@@ -144,12 +144,14 @@ impl Store {
     /// Admits one LLM call at `now` against `limits`, or refuses it, in one
     /// transaction holding the day's row: refused when today's spend plus
     /// the reservations of calls in flight reached the budget, or when the
-    /// last hour holds `hourly_limit` calls. An admitted call is counted in
-    /// the window at once and reserves the day's dearest call so far.
+    /// last hour holds `hourly_limit` calls. With `count`, an admitted call
+    /// is counted in the window at once and reserves the day's dearest call
+    /// so far; without, nothing is written (a check).
     pub async fn admit_llm_call(
         &self,
         now: DateTime<Utc>,
         limits: CostLimits,
+        count: bool,
     ) -> Result<LlmAdmission, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
@@ -188,6 +190,13 @@ impl Store {
                     next_allowed,
                 });
             }
+            if !count {
+                tx.rollback().await?;
+                return Ok(LlmAdmission::Admitted {
+                    call_id: None,
+                    totals,
+                });
+            }
             let call_id = Uuid::now_v7();
             sqlx::query(
                 "INSERT INTO llm_calls (id, started_at, reserved_micros) VALUES ($1, $2, $3)",
@@ -198,7 +207,10 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
-            Ok(LlmAdmission::Admitted { call_id, totals })
+            Ok(LlmAdmission::Admitted {
+                call_id: Some(call_id),
+                totals,
+            })
         })
         .await
     }

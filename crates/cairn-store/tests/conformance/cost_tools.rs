@@ -12,7 +12,7 @@ use crate::routines::at;
 
 fn admitted(a: &LlmAdmission) -> Uuid {
     match a {
-        LlmAdmission::Admitted { call_id, .. } => *call_id,
+        LlmAdmission::Admitted { call_id, .. } => call_id.unwrap(),
         other => panic!("expected an admission, got {other:?}"),
     }
 }
@@ -23,7 +23,7 @@ pub async fn spend_adds_up_and_reservations_hold_the_budget(fx: &Fixture) {
         budget_micros: Some(1_000),
         hourly_limit: None,
     };
-    let first = admitted(&s.admit_llm_call(at(0), limits).await.unwrap());
+    let first = admitted(&s.admit_llm_call(at(0), limits, true).await.unwrap());
     let totals = s.finish_llm_call(first, 600, at(1)).await.unwrap();
     assert_eq!((totals.spent_micros, totals.reserved_micros), (600, 0));
     // Finishing twice adds nothing.
@@ -35,8 +35,8 @@ pub async fn spend_adds_up_and_reservations_hold_the_budget(fx: &Fixture) {
         600
     );
     // A call in flight reserves the day's dearest call (600): 600 + 600 >= 1000.
-    let second = admitted(&s.admit_llm_call(at(2), limits).await.unwrap());
-    let refused = s.admit_llm_call(at(3), limits).await.unwrap();
+    let second = admitted(&s.admit_llm_call(at(2), limits, true).await.unwrap());
+    let refused = s.admit_llm_call(at(3), limits, true).await.unwrap();
     match refused {
         LlmAdmission::OverBudget { totals } => {
             assert_eq!((totals.spent_micros, totals.reserved_micros), (600, 600));
@@ -55,7 +55,7 @@ pub async fn spend_adds_up_and_reservations_hold_the_budget(fx: &Fixture) {
         1_100
     );
     assert!(matches!(
-        s.admit_llm_call(at(7), limits).await.unwrap(),
+        s.admit_llm_call(at(7), limits, true).await.unwrap(),
         LlmAdmission::OverBudget { .. }
     ));
     let day = at(7).date_naive();
@@ -70,9 +70,9 @@ pub async fn the_hourly_window_slides_and_names_the_next_slot(fx: &Fixture) {
         budget_micros: None,
         hourly_limit: Some(2),
     };
-    admitted(&s.admit_llm_call(at(0), limits).await.unwrap());
-    admitted(&s.admit_llm_call(at(10), limits).await.unwrap());
-    match s.admit_llm_call(at(20), limits).await.unwrap() {
+    admitted(&s.admit_llm_call(at(0), limits, true).await.unwrap());
+    admitted(&s.admit_llm_call(at(10), limits, true).await.unwrap());
+    match s.admit_llm_call(at(20), limits, true).await.unwrap() {
         LlmAdmission::HourlyLimit {
             totals,
             next_allowed,
@@ -83,13 +83,13 @@ pub async fn the_hourly_window_slides_and_names_the_next_slot(fx: &Fixture) {
         other => panic!("expected the hourly limit, got {other:?}"),
     }
     // Exactly one hour after the first call it has left the window.
-    admitted(&s.admit_llm_call(at(3_600), limits).await.unwrap());
+    admitted(&s.admit_llm_call(at(3_600), limits, true).await.unwrap());
     let zero = CostLimits {
         budget_micros: None,
         hourly_limit: Some(0),
     };
     assert!(matches!(
-        s.admit_llm_call(at(3_601), zero).await.unwrap(),
+        s.admit_llm_call(at(3_601), zero, true).await.unwrap(),
         LlmAdmission::HourlyLimit {
             next_allowed: None,
             ..
@@ -107,7 +107,7 @@ pub async fn concurrent_admissions_never_overshoot_the_hourly_limit(fx: &Fixture
     let tasks: Vec<_> = (0..20)
         .map(|i| {
             let store = if i % 2 == 0 { a.clone() } else { b.clone() };
-            tokio::spawn(async move { store.admit_llm_call(at(100), limits).await.unwrap() })
+            tokio::spawn(async move { store.admit_llm_call(at(100), limits, true).await.unwrap() })
         })
         .collect();
     let mut admitted = 0;
