@@ -26,6 +26,7 @@ pub mod hooks;
 pub mod jobs;
 pub mod policy;
 pub mod prompt;
+pub mod repair;
 pub mod runner;
 pub mod safety;
 pub mod session;

@@ -228,7 +228,7 @@ impl ChatService {
                 .model
                 .clone()
                 .unwrap_or_else(|| agent.provider().model().to_string()),
-            tools: agent.runner().registry().definitions(),
+            tools: agent.runner().definitions(),
             runtime: self.settings.runtime.clone(),
         })
         .await;
