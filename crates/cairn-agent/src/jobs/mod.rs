@@ -39,6 +39,7 @@ use crate::agent_loop::LoopConfig;
 pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 pub use cairn_store::JobFilter;
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
+pub use upkeep::{RepairReport, RepairedJob};
 
 /// A tool call of a job that did not run because the policy denied it or
 /// nobody could approve it; see [`JobHandle::refused_tools`].
@@ -76,8 +77,11 @@ pub struct JobsConfig {
     pub lease: Duration,
     /// How often running jobs' cross-process cancellation flags are checked.
     pub poll_interval: Duration,
-    /// A running job without activity for this long is stuck.
+    /// A running job without activity for this long is stuck (and
+    /// [`JobScheduler::repair_stuck`] restarts it).
     pub stuck_after: Duration,
+    /// Restarts of one stuck job before self-repair gives up on it.
+    pub max_repair_attempts: u32,
     /// The system prompt jobs start from (a note about working unattended is appended).
     pub system_prompt: String,
     /// Model settings of each job's loop (its `max_iterations` comes from the job).
@@ -95,6 +99,7 @@ impl Default for JobsConfig {
             lease: Duration::from_secs(90),
             poll_interval: Duration::from_secs(2),
             stuck_after: Duration::from_secs(10 * 60),
+            max_repair_attempts: 3,
             system_prompt: "You are cairn, a personal AI agent.".to_string(),
             loop_config: LoopConfig::default(),
             lease_owner: format!("pid{}-{}", std::process::id(), Uuid::new_v4().simple()),
