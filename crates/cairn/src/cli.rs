@@ -52,6 +52,21 @@ pub enum Command {
     /// API tokens for the gateway: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// The agent's tools and their health: list, enable a disabled one.
+    #[command(subcommand)]
+    Tool(ToolCommand),
+}
+
+/// `cairn tool …`
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// Every tool: enabled or disabled, consecutive failures, last error.
+    List,
+    /// Re-enable a tool self-repair disabled (and clear its failures).
+    Enable {
+        /// The tool's name, as `cairn tool list` shows it.
+        name: String,
+    },
 }
 
 /// `cairn token …`

@@ -9,6 +9,7 @@ use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
+use cairn_agent::repair::{RepairNotifier, ToolHealth};
 use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{Tool, ToolContext, ToolsConfig, builtin_registry};
 use cairn_agent::{
@@ -262,6 +263,18 @@ pub fn tool_runner(
     )))
 }
 
+/// Self-repair's notifications through the notifications router.
+struct RouterNotifier(Notifier, Arc<dyn Clock>);
+
+#[async_trait::async_trait]
+impl RepairNotifier for RouterNotifier {
+    async fn notify(&self, notification: cairn_core::notification::NewNotification) {
+        if let Err(error) = self.0.send(notification, self.1.now()).await {
+            tracing::warn!(%error, "could not record a self-repair notification");
+        }
+    }
+}
+
 /// The running parts shared by every front end of one process.
 pub struct Runtime {
     /// The database.
@@ -324,6 +337,19 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     )));
     let agent = agent_loop(config, &providers, &tools, hooks, extra)?;
     runner_link.attach(agent.runner());
+    // Self-repair (issue 13): tool health shared through the store, its
+    // notifications through the router.
+    let repair_notifier: Arc<dyn RepairNotifier> = Arc::new(RouterNotifier(
+        notifier(config, &store)?,
+        Arc::clone(&clock),
+    ));
+    agent.runner().attach_health(Arc::new(ToolHealth::new(
+        store.clone(),
+        config.repair.tool_failure_limit,
+        Arc::clone(&repair_notifier),
+        Arc::clone(&clock),
+        config.user.id.clone(),
+    )));
     let reaped = background
         .start()
         .await
@@ -340,6 +366,8 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         .with_clock(Arc::clone(&clock))
         .with_limits(tools.limits.clone());
     let mut jobs_config = JobsConfig::from_agent(&config.agent);
+    jobs_config.stuck_after = config.repair.stuck_after;
+    jobs_config.max_repair_attempts = config.repair.max_attempts;
     jobs_config.system_prompt = build_system_prompt(&PromptContext {
         agent_name: config.agent.name.clone(),
         workspace: config.workspace.clone(),
@@ -357,6 +385,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         base_ctx,
     )
     .config(jobs_config)
+    .notifier(repair_notifier)
     .build();
     jobs.start()
         .await

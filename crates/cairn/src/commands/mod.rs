@@ -11,6 +11,7 @@ mod routine;
 mod routine_files;
 mod schedule;
 mod token;
+mod tool;
 mod version;
 
 use std::process::ExitCode;
@@ -32,6 +33,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(args) => daemon::run(&args),
         Command::Pair => token::pair(),
         Command::Token(command) => token::run(&command, cli.json),
+        Command::Tool(command) => tool::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {
