@@ -377,7 +377,7 @@ impl<D: Decoder> Driver<D> {
             return;
         }
         let response = self.core.finish(&self.request, decoder.into_raw());
-        self.done = Some((response.usage.clone(), response.cost_micros));
+        self.done = Some((response.usage, response.cost_micros));
         self.pending.push_back(Ok(StreamEvent::Done(response)));
     }
 
