@@ -56,11 +56,14 @@ fn spend_concurrently(database: Option<&str>) -> usize {
         .unwrap();
     }
     std::thread::scope(|scope| {
-        for home in &homes {
+        for (n, home) in homes.iter().enumerate() {
             let (server, url) = (&server, &url);
             scope.spawn(move || {
                 for _ in 0..10 {
+                    // One person each: two turns at once on one chat thread
+                    // is another matter than the budget.
                     let out = cairn(home.path(), server, Some(url))
+                        .env("CAIRN_USER", format!("user{n}"))
                         .args(["chat", "-m", "spend"])
                         .output()
                         .unwrap();
