@@ -400,15 +400,18 @@ impl Store {
                     attempt: u32_of(Cols(&row).uint("repair_attempts")?),
                 });
             }
+            // The holder keeps its name (not its lease) so that, asked through
+            // `restart_requested`, it finds the job and stops its worker.
             let given_up = sqlx::query(
                 "UPDATE jobs SET state = 'failed', needs_attention = 1, error = $3, completed_at = $4, \
-                 restart_requested = 0, lease_owner = NULL, lease_until = NULL \
+                 restart_requested = $5, lease_until = NULL \
                  WHERE id = $1 AND state IN ('in_progress', 'stuck') AND repair_attempts >= $2",
             )
             .bind(id.to_string())
             .bind(i64::from(max_attempts))
             .bind(reason)
             .bind(micros(now))
+            .bind(i64::from(ask_holder))
             .execute(self.pool())
             .await?;
             Ok(if given_up.rows_affected() == 1 {
@@ -420,13 +423,12 @@ impl Store {
         .await
     }
 
-    /// Active jobs held by `lease_owner` that self-repair asked to restart.
+    /// Jobs held by `lease_owner` that self-repair asked it to act on: to
+    /// restart (still active) or to stop (given up: `failed`, `needs_attention`).
     pub async fn restart_requested_jobs(&self, lease_owner: &str) -> Result<Vec<Uuid>, StoreError> {
         self.on_runtime(async {
-            let sql = format!(
-                "SELECT id FROM jobs WHERE lease_owner = $1 AND restart_requested = 1 AND state IN {ACTIVE}"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            let sql = "SELECT id FROM jobs WHERE lease_owner = $1 AND restart_requested = 1";
+            let rows = sqlx::query(sql)
                 .bind(lease_owner)
                 .fetch_all(self.pool())
                 .await?;

@@ -265,8 +265,18 @@ async fn poll_cancellations(inner: &Inner) -> Result<(), JobError> {
         if let Some(shared) = shared
             && inner.store.take_job_restart(id).await?
         {
-            tracing::info!(job = %id, "restart requested by self-repair");
-            shared.request_restart();
+            let given_up = inner
+                .store
+                .get_job(id)
+                .await?
+                .is_some_and(|job| job.needs_attention);
+            if given_up {
+                tracing::warn!(job = %id, "self-repair gave up on a job running here; stopping it");
+                shared.stop(StopReason::Repair);
+            } else {
+                tracing::info!(job = %id, "restart requested by self-repair");
+                shared.request_restart();
+            }
         }
     }
     let requested = inner

@@ -144,3 +144,43 @@ async fn a_restart_is_asked_of_the_process_holding_the_job() {
     assert_eq!(stored(&store, done.id).await.repair_attempts, 1);
     holder.scheduler.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_given_up_elsewhere_is_stopped_by_its_holder() {
+    let (store, _dir) = sqlite().await;
+    let clock = Arc::new(FixedClock::new(at(0)));
+    let mut holder = Harness::new(
+        store.clone(),
+        Arc::new(TaskProvider::default()),
+        repair_config(0),
+        clock.clone(),
+    );
+    holder.scheduler.start().await.unwrap();
+    let other = Harness::new(
+        store.clone(),
+        Arc::new(TaskProvider::default()),
+        repair_config(0),
+        clock.clone(),
+    );
+    let handle = holder.submit("hang").await;
+    assert_eq!(holder.next_started().await, "hang");
+    clock.set(at(11 * 60));
+    let owner = holder.scheduler.config().lease_owner.clone();
+    store.renew_job_leases(&owner, at(12 * 60)).await.unwrap();
+    let report = other.scheduler.repair_stuck(at(11 * 60)).await;
+    assert_eq!(report.needs_attention, vec![handle.id()]);
+    // The holder stops its worker on its next poll; the verdict stands.
+    let done = handle.wait().await.unwrap();
+    assert_eq!(done.state, JobState::Failed);
+    assert!(done.needs_attention);
+    assert_eq!(holder.gate.stopped(), ["hang"]);
+    assert!(
+        store
+            .restart_requested_jobs(&owner)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.inbox("ada", true, 10).await.unwrap().len(), 1);
+    holder.scheduler.shutdown().await;
+}
