@@ -17,6 +17,13 @@
 //! jobs that still have a worker but show no progress
 //! ([`JobScheduler::detect_stuck`]).
 //!
+//! Self-repair ([`JobScheduler::repair_stuck`]) restarts a job that still
+//! has a worker but made no progress for `stuck_after`, from its
+//! instructions, up to `max_repair_attempts` times; then the job ends
+//! `failed` with `needs_attention` and one notification. A job held by
+//! another process is restarted (or stopped) by that process, asked through
+//! the store.
+//!
 //! Cancellation from another process (`cairn job cancel`) sets a flag in the
 //! store; the scheduler checks its running jobs' flags every
 //! [`JobsConfig::poll_interval`] (tokio time). In-process [`JobScheduler::cancel`]
