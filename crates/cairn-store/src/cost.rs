@@ -155,20 +155,8 @@ impl Store {
     ) -> Result<LlmAdmission, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
-            let day = day_key(now.date_naive());
-            sqlx::query(
-                "INSERT INTO cost_days (day, updated_at) VALUES ($1, $2) ON CONFLICT (day) DO NOTHING",
-            )
-            .bind(&day)
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            // Locks the day's row on PostgreSQL (SQLite's write lock is already
-            // held), so concurrent admissions queue here and read each other's rows.
-            sqlx::query("UPDATE cost_days SET updated_at = updated_at WHERE day = $1")
-                .bind(&day)
-                .execute(&mut *tx)
-                .await?;
+            // Concurrent admissions queue here and read each other's rows.
+            lock_day(&mut tx, now).await?;
             sqlx::query("DELETE FROM llm_calls WHERE started_at <= $1")
                 .bind(micros(now - HOURLY_WINDOW - RESERVATION_TTL))
                 .execute(&mut *tx)
@@ -226,6 +214,9 @@ impl Store {
     ) -> Result<CostTotals, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
+            // The day's row first, as admission takes it: the same lock order
+            // everywhere, so the two cannot deadlock on PostgreSQL.
+            lock_day(&mut tx, now).await?;
             let done = sqlx::query(
                 "UPDATE llm_calls SET cost_micros = $2, finished_at = $3, reserved_micros = 0 \
                  WHERE id = $1 AND finished_at IS NULL",
@@ -261,6 +252,7 @@ impl Store {
     ) -> Result<CostTotals, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
+            lock_day(&mut tx, now).await?;
             add_spend(&mut tx, now, cost_micros).await?;
             let (totals, _) = totals_in(&mut tx, now).await?;
             tx.commit().await?;
@@ -281,6 +273,24 @@ impl Store {
         })
         .await
     }
+}
+
+/// Creates `now`'s day row if needed and locks it on PostgreSQL (SQLite's
+/// write lock is already held by the transaction).
+async fn lock_day(conn: &mut sqlx::AnyConnection, now: DateTime<Utc>) -> Result<(), StoreError> {
+    let day = day_key(now.date_naive());
+    sqlx::query(
+        "INSERT INTO cost_days (day, updated_at) VALUES ($1, $2) ON CONFLICT (day) DO NOTHING",
+    )
+    .bind(&day)
+    .bind(micros(now))
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE cost_days SET updated_at = updated_at WHERE day = $1")
+        .bind(&day)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 async fn add_spend(
