@@ -26,6 +26,7 @@ pub mod hooks;
 pub mod jobs;
 pub mod policy;
 pub mod prompt;
+pub mod repair;
 pub mod runner;
 pub mod safety;
 pub mod session;
@@ -37,7 +38,9 @@ pub use agent_loop::{
 pub use context::{
     CompactionResult, CompactionStrategy, Compactor, ContextBreakdown, ContextMonitor,
 };
-pub use cost_guard::{CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider};
+pub use cost_guard::{
+    CallTicket, CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider,
+};
 pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use jobs::{JobHandle, JobScheduler, JobSpec, JobsConfig};
 pub use policy::{AutonomyLevel, PolicyDecision, PolicyGate, RuleAction, ToolPolicyConfig};

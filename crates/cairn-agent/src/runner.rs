@@ -89,6 +89,7 @@ use cairn_core::chat::{ChatMessage, ToolCall};
 use futures::FutureExt;
 
 use crate::policy::{PolicyDecision, PolicyGate};
+use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
 use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
 
@@ -296,6 +297,8 @@ pub enum Check {
 pub struct ToolRunner {
     registry: Arc<ToolRegistry>,
     policy: Arc<PolicyGate>,
+    /// Tool health (self-repair), attached once at start-up.
+    health: Arc<std::sync::OnceLock<Arc<ToolHealth>>>,
 }
 
 impl std::fmt::Debug for ToolRunner {
@@ -310,7 +313,63 @@ impl std::fmt::Debug for ToolRunner {
 impl ToolRunner {
     /// A runner over these tools and this policy.
     pub fn new(registry: Arc<ToolRegistry>, policy: Arc<PolicyGate>) -> Self {
-        Self { registry, policy }
+        Self {
+            registry,
+            policy,
+            health: Arc::default(),
+        }
+    }
+
+    /// Attaches tool health: from then on every call's outcome is counted,
+    /// and disabled tools are left out of [`ToolRunner::definitions`] and
+    /// refused. Only the first attachment counts.
+    pub fn attach_health(&self, health: Arc<ToolHealth>) {
+        let _ = self.health.set(health);
+    }
+
+    /// The attached tool health, if any.
+    pub fn health(&self) -> Option<&Arc<ToolHealth>> {
+        self.health.get()
+    }
+
+    /// Reads which tools are disabled again (other processes may have
+    /// changed it); a failed read keeps the last known state.
+    pub async fn refresh_health(&self) {
+        if let Some(health) = self.health.get()
+            && let Err(error) = health.refresh().await
+        {
+            tracing::warn!(%error, "could not read tool health");
+        }
+    }
+
+    /// The tools offered to the model: the registry's, without disabled ones.
+    pub fn definitions(&self) -> Vec<cairn_core::chat::ToolDefinition> {
+        let mut definitions = self.registry.definitions();
+        if let Some(health) = self.health.get() {
+            definitions.retain(|d| !health.is_disabled(&d.name));
+        }
+        definitions
+    }
+
+    /// The schemas a model request carries after `messages`
+    /// ([`ToolRegistry::offered`]), without disabled tools.
+    pub fn offered(
+        &self,
+        messages: &[cairn_core::chat::ChatMessage],
+    ) -> Vec<cairn_core::chat::ToolDefinition> {
+        let mut offered = self.registry.offered(messages);
+        if let Some(health) = self.health.get() {
+            offered.retain(|d| !health.is_disabled(&d.name));
+        }
+        offered
+    }
+
+    /// The prompt's lines naming the tools whose schemas load on demand
+    /// ([`ToolRegistry::on_demand_listing`]), without disabled tools.
+    pub fn on_demand_listing(&self) -> Vec<String> {
+        let health = self.health.get();
+        self.registry
+            .on_demand_listing(&|name| health.is_some_and(|h| h.is_disabled(name)))
     }
 
     /// The tools this runner can call.
@@ -360,6 +419,12 @@ impl ToolRunner {
             );
         };
         let name = tool.name().to_string();
+        if self.health.get().is_some_and(|h| h.is_disabled(&name)) {
+            let text = format!(
+                "`{name}` is disabled after failing repeatedly; do not call it. A person can re-enable it with `cairn tool enable {name}`."
+            );
+            return refuse(name, ToolStatus::Denied, text);
+        }
         let args = match &call.arguments {
             serde_json::Value::Object(_) => call.arguments.clone(),
             serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
@@ -538,7 +603,12 @@ impl ToolRunner {
                 )
             }
         };
-        finish(&call_id, name, status, &text, ctx, started)
+        let result = finish(&call_id, name, status, &text, ctx, started);
+        if let Some(health) = self.health.get() {
+            // Scrubbed: the error is kept in the store and shown to people.
+            health.observe(&result.tool, status, &scrub(&text)).await;
+        }
+        result
     }
 
     /// A result for a call that will not run (a hook refused it, its task was

@@ -148,6 +148,12 @@ pub struct JobRecord {
     pub lease_owner: Option<String>,
     /// The holder must renew before this instant, or the job is an orphan.
     pub lease_until: Option<DateTime<Utc>>,
+    /// Times self-repair restarted it after it stopped making progress.
+    #[serde(default)]
+    pub repair_attempts: u32,
+    /// Self-repair gave up on it: a person should look (it is `failed`).
+    #[serde(default)]
+    pub needs_attention: bool,
 }
 
 impl JobRecord {
@@ -183,6 +189,8 @@ impl JobRecord {
             cancel_requested: false,
             lease_owner: None,
             lease_until: None,
+            repair_attempts: 0,
+            needs_attention: false,
         }
     }
 

@@ -17,7 +17,10 @@ use crate::http::Wire;
 use crate::settings::ProviderSettings;
 use crate::sse::{SseEvent, SseParser};
 use crate::text_tools::{extract_tool_calls, new_call_id};
-use crate::types::{ChatRequest, ChatResponse, FinishReason, ResponseStream, StreamEvent, Usage};
+use crate::types::{
+    ChatRequest, ChatResponse, FinishReason, PartialMeter, PartialUsage, ResponseStream,
+    StreamEvent, Usage,
+};
 
 /// Hosts that always need a key, so a missing one fails at start-up.
 const KEYED_HOSTS: [&str; 3] = ["api.openai.com", "api.anthropic.com", "openrouter.ai"];
@@ -159,6 +162,16 @@ impl ClientCore {
         })
     }
 
+    /// The cost of `usage` for `request` (answered by `model` when known).
+    pub fn price(&self, request: &ChatRequest, model: Option<&str>, usage: &Usage) -> u64 {
+        let requested = self.model_for(request);
+        // The configured name is priced first: servers often report a file path or a dated alias.
+        match self.prices.lookup(requested) {
+            Some(price) => price.cost_micros(usage),
+            None => self.prices.cost_micros(model.unwrap_or(requested), usage),
+        }
+    }
+
     /// Turns a parsed wire response into the final [`ChatResponse`].
     pub fn finish(&self, request: &ChatRequest, raw: RawResponse) -> ChatResponse {
         let mut text = raw.text;
@@ -202,11 +215,7 @@ impl ClientCore {
             .model
             .filter(|m| !m.trim().is_empty())
             .unwrap_or_else(|| requested.clone());
-        // The configured name is priced first: servers often report a file path or a dated alias.
-        let cost_micros = match self.prices.lookup(&requested) {
-            Some(price) => price.cost_micros(&usage),
-            None => self.prices.cost_micros(&model, &usage),
-        };
+        let cost_micros = self.price(request, Some(&model), &usage);
         ChatResponse {
             text,
             tool_calls,
@@ -247,9 +256,13 @@ pub(crate) trait Decoder: Send + 'static {
     fn received_anything(&self) -> bool;
     /// The assembled response.
     fn into_raw(self) -> RawResponse;
+    /// The usage the server reported so far, for a stream cut short.
+    fn usage_so_far(&self) -> Option<Usage> {
+        None
+    }
 }
 
-struct Driver<D> {
+struct Driver<D: Decoder> {
     core: Arc<ClientCore>,
     request: ChatRequest,
     body: BoxStream<'static, reqwest::Result<Bytes>>,
@@ -257,6 +270,40 @@ struct Driver<D> {
     decoder: Option<D>,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     finished: bool,
+    /// Characters of answer text and tool-call arguments received so far.
+    received_chars: usize,
+    /// The assembled response, once complete (its usage is the real one).
+    done: Option<(Usage, u64)>,
+    /// Whether `Done` reached the caller (then the caller records the cost).
+    delivered: bool,
+    meter: Arc<PartialMeter>,
+}
+
+impl<D: Decoder> Drop for Driver<D> {
+    /// A stream dropped (or failed) before its `Done` reached the caller
+    /// still cost what the server produced: report it through the meter.
+    fn drop(&mut self) {
+        if self.delivered {
+            return;
+        }
+        let (usage, cost_micros) = match self.done.take() {
+            Some(done) => done,
+            None => {
+                let estimate = Usage::estimate(self.request.char_len(), self.received_chars);
+                let usage = match self.decoder.as_ref().and_then(Decoder::usage_so_far) {
+                    Some(reported) => Usage {
+                        input_tokens: reported.input_tokens.max(estimate.input_tokens),
+                        output_tokens: reported.output_tokens.max(estimate.output_tokens),
+                        estimated: true,
+                    },
+                    None => estimate,
+                };
+                let cost = self.core.price(&self.request, None, &usage);
+                (usage, cost)
+            }
+        };
+        self.meter.report(PartialUsage { usage, cost_micros });
+    }
 }
 
 impl<D: Decoder> Driver<D> {
@@ -300,6 +347,14 @@ impl<D: Decoder> Driver<D> {
                 return;
             };
             let result = decoder.on_event(&event, &mut out);
+            for delta in &out {
+                self.received_chars += match delta {
+                    StreamEvent::TextDelta(text) => text.len(),
+                    StreamEvent::ToolCallStart { name, .. } => name.len(),
+                    StreamEvent::ToolCallDelta { arguments, .. } => arguments.len(),
+                    StreamEvent::Done(_) => 0,
+                };
+            }
             self.pending.extend(out.drain(..).map(Ok));
             match result {
                 Ok(false) => {}
@@ -322,12 +377,13 @@ impl<D: Decoder> Driver<D> {
             return;
         }
         let response = self.core.finish(&self.request, decoder.into_raw());
+        self.done = Some((response.usage, response.cost_micros));
         self.pending.push_back(Ok(StreamEvent::Done(response)));
     }
 
     fn fail(&mut self, error: LlmError) {
         self.finished = true;
-        self.decoder = None;
+        // The decoder is kept: its usage so far prices the partial answer.
         self.pending.push_back(Err(error));
     }
 }
@@ -339,6 +395,7 @@ pub(crate) fn drive_stream<D: Decoder>(
     response: reqwest::Response,
     decoder: D,
 ) -> ResponseStream {
+    let meter = Arc::new(PartialMeter::default());
     let driver = Driver {
         core,
         request,
@@ -347,10 +404,17 @@ pub(crate) fn drive_stream<D: Decoder>(
         decoder: Some(decoder),
         pending: VecDeque::new(),
         finished: false,
+        received_chars: 0,
+        done: None,
+        delivered: false,
+        meter: Arc::clone(&meter),
     };
-    ResponseStream::new(futures::stream::unfold(driver, |mut driver| async move {
+    let events = futures::stream::unfold(driver, |mut driver| async move {
         loop {
             if let Some(item) = driver.pending.pop_front() {
+                if matches!(item, Ok(StreamEvent::Done(_))) {
+                    driver.delivered = true;
+                }
                 return Some((item, driver));
             }
             if driver.finished {
@@ -358,5 +422,6 @@ pub(crate) fn drive_stream<D: Decoder>(
             }
             driver.step().await;
         }
-    }))
+    });
+    ResponseStream::new(events).with_meter(meter)
 }

@@ -53,4 +53,7 @@ pub use retry::{RetryPolicy, RetryingProvider};
 pub use settings::{
     LlmSettings, ProviderKind, ProviderSettings, Providers, build_provider, build_providers,
 };
-pub use types::{ChatRequest, ChatResponse, FinishReason, ResponseStream, StreamEvent, Usage};
+pub use types::{
+    ChatRequest, ChatResponse, FinishReason, PartialMeter, PartialUsage, ResponseStream,
+    StreamEvent, Usage,
+};

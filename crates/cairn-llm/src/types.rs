@@ -1,6 +1,7 @@
 //! Request, response and stream types shared by every provider.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use cairn_core::chat::{ChatMessage, ToolCall, ToolDefinition};
@@ -230,6 +231,49 @@ type BoxedEvents = Pin<Box<dyn Stream<Item = Result<StreamEvent, LlmError>> + Se
 /// Callers that do not care about deltas use [`ResponseStream::into_response`].
 pub struct ResponseStream {
     inner: BoxedEvents,
+    /// Reports what a stream that never delivered `Done` cost (see [`PartialUsage`]).
+    meter: Option<Arc<PartialMeter>>,
+}
+
+/// What a streamed call used when it ended without its `Done` reaching the
+/// caller (dropped midway, or failed after the answer began): the usage the
+/// server reported so far, otherwise an estimate from the request and the
+/// text received, priced like a whole answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialUsage {
+    /// Tokens used (or estimated: `usage.estimated`).
+    pub usage: Usage,
+    /// Their cost in micro-dollars.
+    pub cost_micros: u64,
+}
+
+type PartialCallback = Box<dyn FnOnce(PartialUsage) + Send>;
+
+/// The link between a stream's driver and whoever wants its partial usage:
+/// the driver reports once, when it is dropped without delivering `Done`.
+#[derive(Default)]
+pub struct PartialMeter {
+    callback: std::sync::Mutex<Option<PartialCallback>>,
+}
+
+impl std::fmt::Debug for PartialMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PartialMeter")
+    }
+}
+
+impl PartialMeter {
+    /// Hands `partial` to the registered callback, if any (at most once).
+    pub fn report(&self, partial: PartialUsage) {
+        let callback = self
+            .callback
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(callback) = callback {
+            callback(partial);
+        }
+    }
 }
 
 impl std::fmt::Debug for ResponseStream {
@@ -243,6 +287,31 @@ impl ResponseStream {
     pub fn new(stream: impl Stream<Item = Result<StreamEvent, LlmError>> + Send + 'static) -> Self {
         Self {
             inner: Box::pin(stream),
+            meter: None,
+        }
+    }
+
+    /// Attaches the meter the stream's driver reports partial usage through.
+    #[must_use]
+    pub fn with_meter(mut self, meter: Arc<PartialMeter>) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
+    /// Calls `f` with the partial usage if this stream ends without
+    /// delivering `Done` (dropped, or failed after it began); returns `false`
+    /// (and never calls `f`) when the stream cannot tell, e.g. a replayed
+    /// whole answer.
+    pub fn on_partial(&self, f: impl FnOnce(PartialUsage) + Send + 'static) -> bool {
+        match &self.meter {
+            Some(meter) => {
+                *meter
+                    .callback
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(f));
+                true
+            }
+            None => false,
         }
     }
 
@@ -288,10 +357,13 @@ impl ResponseStream {
         self,
         mut f: impl FnMut(ChatResponse) -> ChatResponse + Send + 'static,
     ) -> Self {
-        Self::new(self.inner.map(move |event| match event {
+        let meter = self.meter.clone();
+        let mut mapped = Self::new(self.inner.map(move |event| match event {
             Ok(StreamEvent::Done(response)) => Ok(StreamEvent::Done(f(response))),
             other => other,
-        }))
+        }));
+        mapped.meter = meter;
+        mapped
     }
 }
 

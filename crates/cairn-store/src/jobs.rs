@@ -18,7 +18,8 @@ use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, title, description, owner, origin, parent_id, state, created_at, started_at, \
      completed_at, last_activity_at, result, error, iterations, input_tokens, output_tokens, cost_micros, \
-     max_iterations, timeout_ms, use_planning, cancel_requested, lease_owner, lease_until";
+     max_iterations, timeout_ms, use_planning, cancel_requested, lease_owner, lease_until, repair_attempts, \
+     needs_attention";
 
 /// The states a holder keeps a lease on, as SQL.
 const ACTIVE: &str = "('pending', 'in_progress', 'stuck')";
@@ -29,6 +30,20 @@ pub const INTERRUPTED_RUNNING: &str = "interrupted: the process running it stopp
 /// Error text of a queued job whose process went away before starting it.
 pub const INTERRUPTED_PENDING: &str =
     "interrupted: the process that queued it stopped before it started";
+
+/// What [`Store::repair_job`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobRepair {
+    /// Counted as restart number `attempt` (from 1).
+    Restarted {
+        /// This restart's number.
+        attempt: u32,
+    },
+    /// The attempts were used up: the job is now `failed` and needs attention.
+    GaveUp,
+    /// Nothing changed: the job ended, moved on, or a restart is already pending.
+    Unchanged,
+}
 
 /// Which jobs [`Store::list_jobs`] returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +110,8 @@ fn decode(row: &AnyRow) -> Result<JobRecord, StoreError> {
         cancel_requested: c.boolean("cancel_requested")?,
         lease_owner: c.text_opt("lease_owner")?,
         lease_until: c.time_opt("lease_until")?,
+        repair_attempts: u32_of(c.uint("repair_attempts")?),
+        needs_attention: c.boolean("needs_attention")?,
     })
 }
 
@@ -104,7 +121,7 @@ impl Store {
         self.on_runtime(async {
         let sql = format!(
             "INSERT INTO jobs ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-             $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
+             $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
         );
         let timeout_ms = u64::try_from(job.timeout.as_millis()).unwrap_or(u64::MAX);
         let result = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -131,6 +148,8 @@ impl Store {
             .bind(i64::from(job.cancel_requested))
             .bind(job.lease_owner.clone())
             .bind(micros_opt(job.lease_until))
+            .bind(i64::from(job.repair_attempts))
+            .bind(i64::from(job.needs_attention))
             .execute(self.pool())
             .await;
         match result {
@@ -345,6 +364,113 @@ impl Store {
             .execute(self.pool())
             .await?;
             Ok(done.rows_affected() == 1)
+        })
+        .await
+    }
+
+    /// Records one self-repair of a running (or stuck) job that made no
+    /// progress: below `max_attempts` restarts it counts a restart, puts the
+    /// job back `in_progress` with fresh activity and, when `ask_holder`, flags
+    /// it for the process holding it ([`Store::take_job_restart`]); at the
+    /// limit it ends the job `failed` with `needs_attention` and `reason`.
+    /// Both are compare-and-set, so concurrent repairers count once.
+    pub async fn repair_job(
+        &self,
+        id: Uuid,
+        max_attempts: u32,
+        ask_holder: bool,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<JobRepair, StoreError> {
+        self.on_runtime(async {
+            let restarted = sqlx::query(
+                "UPDATE jobs SET repair_attempts = repair_attempts + 1, state = 'in_progress', \
+                 last_activity_at = $3, restart_requested = $4 \
+                 WHERE id = $1 AND state IN ('in_progress', 'stuck') AND repair_attempts < $2 \
+                 AND restart_requested = 0 RETURNING repair_attempts",
+            )
+            .bind(id.to_string())
+            .bind(i64::from(max_attempts))
+            .bind(micros(now))
+            .bind(i64::from(ask_holder))
+            .fetch_optional(self.pool())
+            .await?;
+            if let Some(row) = restarted {
+                return Ok(JobRepair::Restarted {
+                    attempt: u32_of(Cols(&row).uint("repair_attempts")?),
+                });
+            }
+            // The holder keeps its name (not its lease) so that, asked through
+            // `restart_requested`, it finds the job and stops its worker.
+            let given_up = sqlx::query(
+                "UPDATE jobs SET state = 'failed', needs_attention = 1, error = $3, completed_at = $4, \
+                 restart_requested = $5, lease_until = NULL \
+                 WHERE id = $1 AND state IN ('in_progress', 'stuck') AND repair_attempts >= $2",
+            )
+            .bind(id.to_string())
+            .bind(i64::from(max_attempts))
+            .bind(reason)
+            .bind(micros(now))
+            .bind(i64::from(ask_holder))
+            .execute(self.pool())
+            .await?;
+            Ok(if given_up.rows_affected() == 1 {
+                JobRepair::GaveUp
+            } else {
+                JobRepair::Unchanged
+            })
+        })
+        .await
+    }
+
+    /// Jobs held by `lease_owner` that self-repair asked it to act on: to
+    /// restart (still active) or to stop (given up: `failed`, `needs_attention`).
+    pub async fn restart_requested_jobs(&self, lease_owner: &str) -> Result<Vec<Uuid>, StoreError> {
+        self.on_runtime(async {
+            let sql = "SELECT id FROM jobs WHERE lease_owner = $1 AND restart_requested = 1";
+            let rows = sqlx::query(sql)
+                .bind(lease_owner)
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(|r| Cols(r).uuid("id")).collect()
+        })
+        .await
+    }
+
+    /// Clears a restart request; `true` for the one caller that takes it.
+    pub async fn take_job_restart(&self, id: Uuid) -> Result<bool, StoreError> {
+        self.on_runtime(async {
+            let done = sqlx::query(
+                "UPDATE jobs SET restart_requested = 0 WHERE id = $1 AND restart_requested = 1",
+            )
+            .bind(id.to_string())
+            .execute(self.pool())
+            .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
+    }
+
+    /// Running (or stuck) jobs whose holder is alive (lease not lapsed at
+    /// `now`) but whose last activity is before `quiet_since`, oldest first.
+    pub async fn quiet_jobs(
+        &self,
+        quiet_since: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM jobs WHERE state IN ('in_progress', 'stuck') \
+                 AND lease_until >= $2 AND COALESCE(last_activity_at, started_at, created_at) < $1"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(micros(quiet_since))
+                .bind(micros(now))
+                .fetch_all(self.pool())
+                .await?;
+            let mut jobs = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+            jobs.sort_by_key(|j| j.last_activity_at);
+            Ok(jobs)
         })
         .await
     }

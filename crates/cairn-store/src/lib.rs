@@ -15,6 +15,7 @@
 mod background;
 mod codec;
 mod connect;
+mod cost;
 mod error;
 mod gateway;
 mod jobs;
@@ -25,15 +26,21 @@ mod runs;
 mod runtime;
 mod sessions;
 mod settings;
+mod tool_health;
 mod turns;
 
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store};
 pub use error::StoreError;
 pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
-pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter};
+pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
 pub use runs::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
+// Shared cost guard and tool health (issue 13).
+pub use cost::{
+    CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,
+};
+pub use tool_health::{ToolFailure, ToolHealthRow};
 pub use turns::{StoredTurn, TurnRange, positions_of, view_of};

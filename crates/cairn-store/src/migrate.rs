@@ -76,6 +76,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0009_conversation_notices.sql"),
         postgres: include_str!("../migrations/0009_conversation_notices.sql"),
     },
+    Migration {
+        version: 11,
+        name: "cost_tools",
+        sqlite: include_str!("../migrations/0011_cost_tools.sql"),
+        postgres: include_str!("../migrations/0011_cost_tools.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after
@@ -83,6 +89,7 @@ pub static MIGRATIONS: &[Migration] = &[
 async fn convert(version: i64, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
     match version {
         4 => crate::turns::convert_json_threads(conn).await,
+        11 => crate::cost::convert_settings_blob(conn).await,
         _ => Ok(()),
     }
 }

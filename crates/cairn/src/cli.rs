@@ -62,6 +62,9 @@ pub enum Command {
     /// Run the daemon as a systemd user service: install, uninstall, status.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// The agent's tools and their health: list, enable a disabled one.
+    #[command(subcommand)]
+    Tool(ToolCommand),
 }
 
 /// The format of the logs on stderr.
@@ -71,6 +74,18 @@ pub enum LogFormat {
     Human,
     /// One JSON object per line.
     Json,
+}
+
+/// `cairn tool …`
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// Every tool: enabled or disabled, consecutive failures, last error.
+    List,
+    /// Re-enable a tool self-repair disabled (and clear its failures).
+    Enable {
+        /// The tool's name, as `cairn tool list` shows it.
+        name: String,
+    },
 }
 
 /// `cairn service …`

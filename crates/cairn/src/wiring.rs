@@ -9,6 +9,7 @@ use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
+use cairn_agent::repair::{RepairNotifier, ToolHealth};
 use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{Tool, ToolContext, ToolsConfig, builtin_registry};
 use cairn_agent::{
@@ -270,6 +271,18 @@ pub fn tool_runner(
     )))
 }
 
+/// Self-repair's notifications through the notifications router.
+struct RouterNotifier(Notifier, Arc<dyn Clock>);
+
+#[async_trait::async_trait]
+impl RepairNotifier for RouterNotifier {
+    async fn notify(&self, notification: cairn_core::notification::NewNotification) {
+        if let Err(error) = self.0.send(notification, self.1.now()).await {
+            tracing::warn!(%error, "could not record a self-repair notification");
+        }
+    }
+}
+
 /// The running parts shared by every front end of one process.
 pub struct Runtime {
     /// The database.
@@ -287,6 +300,9 @@ pub struct Runtime {
     pub link: Arc<EngineLink>,
     /// This process's background tasks (`background_run`); started.
     pub background: Arc<BackgroundTasks>,
+    /// The notification router every part of this runtime sends through
+    /// (one instance, so a reload reaches them all).
+    pub notifier: Notifier,
 }
 
 /// Builds and starts everything over an open store.
@@ -326,17 +342,17 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(&runner_link))));
     extra.extend(background.tools());
-    let notifier = notifier(config, &store)?;
+    let router = notifier(config, &store)?;
     extra.extend(schedule_tools(
         store.clone(),
         Arc::clone(&runner_link),
-        notifier.clone(),
+        router.clone(),
         config.user.id.clone(),
         config.user.timezone,
         Arc::clone(&clock),
     ));
     extra.push(Arc::new(SendNotificationTool::new(
-        notifier,
+        router.clone(),
         config.user.id.clone(),
     )));
     // Watchers are routines: the engine runs their checks.
@@ -351,6 +367,17 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     let agent = agent_loop(config, &providers, &tools, hooks, extra)?;
     runner_link.attach(agent.runner());
+    // Self-repair (issue 13): tool health shared through the store, its
+    // notifications through the router.
+    let repair_notifier: Arc<dyn RepairNotifier> =
+        Arc::new(RouterNotifier(router.clone(), Arc::clone(&clock)));
+    agent.runner().attach_health(Arc::new(ToolHealth::new(
+        store.clone(),
+        config.repair.tool_failure_limit,
+        Arc::clone(&repair_notifier),
+        Arc::clone(&clock),
+        config.user.id.clone(),
+    )));
     let reaped = background
         .start()
         .await
@@ -367,14 +394,16 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         .with_clock(Arc::clone(&clock))
         .with_limits(tools.limits.clone());
     let mut jobs_config = JobsConfig::from_agent(&config.agent);
+    jobs_config.stuck_after = config.repair.stuck_after;
+    jobs_config.max_repair_attempts = config.repair.max_attempts;
     jobs_config.system_prompt = build_system_prompt(&PromptContext {
         agent_name: config.agent.name.clone(),
         workspace: config.workspace.clone(),
         timezone: config.user.timezone,
         now: clock.now(),
         model: providers.main.model().to_string(),
-        tools: agent.runner().registry().definitions(),
-        more_tools: agent.runner().registry().on_demand_listing(),
+        tools: agent.runner().definitions(),
+        more_tools: agent.runner().on_demand_listing(),
         runtime: RuntimeInfo::detect(),
     })
     .await;
@@ -385,6 +414,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         base_ctx,
     )
     .config(jobs_config)
+    .notifier(repair_notifier)
     .build();
     jobs.start()
         .await
@@ -397,6 +427,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         jobs: Arc::new(jobs),
         link,
         background,
+        notifier: router,
     })
 }
 
@@ -414,10 +445,14 @@ pub struct Automation {
 
 /// Builds [`Automation`] over an open store.
 pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automation> {
-    let notifier = notifier(config, store)?;
     let runtime = match config.llm.provider {
         Some(_) => Some(runtime(config, store.clone()).await?),
         None => None,
+    };
+    // One router for the engine and the agent's tools, so a reload reaches both.
+    let notifier = match &runtime {
+        Some(rt) => rt.notifier.clone(),
+        None => notifier(config, store)?,
     };
     let engine = routine_engine(config, store, Some(notifier.clone()), runtime.as_ref())?;
     Ok(Automation {

@@ -44,7 +44,7 @@ fn seed(home: &Path, costs: &[u64]) {
             .await
             .unwrap();
         for cost in costs {
-            guard.admit().unwrap();
+            guard.admit().await.unwrap();
             guard.record(*cost).await;
         }
         store.close().await;

@@ -352,9 +352,11 @@ impl AgentLoop {
         let mut recovered = false;
         loop {
             delegate.before_llm(messages).await;
+            // Another process may have disabled or re-enabled a tool.
+            self.runner.refresh_health().await;
             let mut request = ChatRequest {
                 messages: messages.clone(),
-                tools: self.runner.registry().offered(messages),
+                tools: self.runner.offered(messages),
                 model: self.config.model.clone(),
                 temperature: self.config.temperature,
                 max_tokens: self.config.max_tokens,

@@ -69,7 +69,7 @@ impl ChatService {
             Command::Version => Reply::notice(format!("cairn {}", env!("CARGO_PKG_VERSION"))),
             Command::Tools => {
                 let mut out = String::from("Tools:\n");
-                for tool in self.agent.runner().registry().definitions() {
+                for tool in self.agent.runner().definitions() {
                     let first = tool.description.lines().next().unwrap_or_default();
                     out.push_str(&format!("  {}: {first}\n", tool.name));
                 }

@@ -3,26 +3,31 @@
 //! Peers check spending on the chat path only, so jobs, routines and
 //! heartbeats spend unchecked. Here the guard wraps the provider itself
 //! ([`GuardedProvider`]): every LLM call, whoever makes it, is admitted by
-//! [`CostGuard::admit`] first and its cost recorded by [`CostGuard::record`]
+//! [`CostGuard::admit`] first and its cost recorded by [`CostGuard::finish`]
 //! after. Refusals are [`cairn_llm::LlmError::CostLimit`], never a silent drop.
 //!
 //! - **Daily budget**: configured in cents, tracked in integer micro-dollars
 //!   (the unit of `ChatResponse::cost_micros`) per UTC day; it resets when
-//!   the UTC date changes. At 80% a warning is logged once per day and shown
-//!   in [`CostStatus::warning`]. A cost is counted on the day the call ends.
+//!   the UTC date changes. At 80% a warning is logged once per day (once
+//!   across processes) and shown in [`CostStatus::warning`]. A cost is
+//!   counted on the day the call ends.
 //! - **Hourly limit**: calls admitted in a sliding one-hour window. A call is
 //!   counted when admitted (whether it then succeeds or fails, so a failing
 //!   loop is throttled too), so this limit is never overshot.
 //! - **Fast path**: once today's budget is spent, an atomic flag refuses
-//!   calls without taking the lock until the UTC date changes.
-//! - **Persistence**: the day's spend and the window's call times live in the
-//!   store's settings table under [`STATE_KEY`], written after each recorded
-//!   call, so a restart neither resets the day's spend nor the window.
-//!
-//! Concurrency: admission checks the budget and the cost arrives only when
-//! the call ends, so calls already in flight when the budget is reached
-//! still complete and may overshoot it by their own cost. One process owns
-//! the counters; processes sharing a database overwrite each other's.
+//!   calls without taking a lock or asking the store until the UTC date changes.
+//! - **Shared across processes** (a guard built by [`CostGuard::load`]): the
+//!   store holds the truth. Admission is one store transaction that reads
+//!   the day's total and the window and counts the call; a finished call adds
+//!   its cost with an atomic increment. So the CLI, the daemon and several
+//!   daemons on one database share one budget and one window. A call in
+//!   flight reserves the day's dearest call so far: others are refused while
+//!   spent + reservations reach the budget, so concurrent processes overshoot
+//!   the budget by at most about one call (the first call of a day reserves
+//!   nothing, as nothing is known of its price yet).
+//! - **Store failures** never stop a call: admission falls back to this
+//!   process's last view of the totals, and a cost that could not be added is
+//!   retried with the next call.
 //!
 //! Architecture invariant: time comes only from the [`Clock`] given at
 //! construction, never from the system directly.
@@ -31,22 +36,25 @@ mod limit;
 mod provider;
 mod state;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cairn_core::config::CostConfig;
-use cairn_store::{Store, StoreError};
+use cairn_store::{CostLimits, CostTotals, LlmAdmission, Store, StoreError};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
+use uuid::Uuid;
 
 use cairn_core::clock::Clock;
-use state::{Counters, Stored, reaches_warning};
+use state::{Counters, reaches_warning};
 
 pub use limit::{CostLimitError, format_dollars};
 pub use provider::GuardedProvider;
 
-/// The settings key the counters are stored under.
-pub const STATE_KEY: &str = "cost.state";
+/// The settings key the counters were kept under before they moved to
+/// their own tables (migration 11 moves them and removes the key).
+pub const STATE_KEY: &str = cairn_store::LEGACY_COST_KEY;
 
 /// Why the guard could not be built from the store.
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +62,6 @@ pub enum CostGuardError {
     /// The store could not be read.
     #[error("cannot read the LLM cost counters: {0}")]
     Store(#[from] StoreError),
-    /// The stored counters do not have the expected shape.
-    #[error("stored LLM cost counters (setting `{STATE_KEY}`) are unreadable: {message}")]
-    Corrupt {
-        /// What is wrong with them.
-        message: String,
-    },
 }
 
 /// A snapshot of the guard for display (`cairn cost`, the gateway).
@@ -88,13 +90,33 @@ impl CostStatus {
     }
 }
 
+/// An admitted call, to hand back to [`CostGuard::finish`] when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallTicket {
+    /// The call's row in the store (`None`: a guard in memory, or a store
+    /// that could not be reached at admission).
+    call_id: Option<Uuid>,
+}
+
+/// The shared counters' state as this process last saw them.
+struct Shared {
+    store: Store,
+    /// Calls admitted here and not yet finished, oldest first (for [`CostGuard::record`]).
+    open: Mutex<VecDeque<Uuid>>,
+    /// Costs the store could not take yet; added with the next call.
+    unrecorded: Mutex<Vec<(Option<Uuid>, u64)>>,
+    /// The totals as last read or written.
+    seen: Mutex<CostTotals>,
+}
+
 /// Enforces the daily budget and the hourly call limit; share it as `Arc`.
 pub struct CostGuard {
     budget_micros: Option<u64>,
     budget_cents: Option<u64>,
     hourly_limit: Option<u64>,
     clock: Arc<dyn Clock>,
-    store: Option<Store>,
+    /// `None`: counters in memory only.
+    shared: Option<Shared>,
     counters: Mutex<Counters>,
     /// Fast path: today's budget is spent (valid for `exceeded_day` only).
     exceeded: AtomicBool,
@@ -102,8 +124,6 @@ pub struct CostGuard {
     exceeded_day: AtomicI64,
     /// The last known spend, for the fast path's message.
     spent_seen: AtomicU64,
-    /// Serialises writes so the last one written is the newest snapshot.
-    write_turn: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for CostGuard {
@@ -111,9 +131,19 @@ impl std::fmt::Debug for CostGuard {
         f.debug_struct("CostGuard")
             .field("budget_micros", &self.budget_micros)
             .field("hourly_limit", &self.hourly_limit)
-            .field("persistent", &self.store.is_some())
+            .field("persistent", &self.shared.is_some())
             .field("exceeded", &self.exceeded.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+fn zero_totals(day: NaiveDate) -> CostTotals {
+    CostTotals {
+        day,
+        spent_micros: 0,
+        reserved_micros: 0,
+        hourly_calls: 0,
+        warned: false,
     }
 }
 
@@ -124,34 +154,27 @@ impl CostGuard {
         Self::build(config, clock, None, counters)
     }
 
-    /// A guard that resumes today's counters from `store` and saves them there.
-    ///
-    /// Counters from another UTC day start today at zero; a missing entry is
-    /// a fresh start; a malformed one is an error rather than a silent reset.
+    /// A guard on the counters `store` shares with every process using it.
     pub async fn load(
         store: Store,
         config: &CostConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, CostGuardError> {
         let now = clock.now();
-        let counters = match store.get_setting(STATE_KEY).await? {
-            None => Counters::new(now),
-            Some(value) => {
-                let stored: Stored =
-                    serde_json::from_value(value).map_err(|e| CostGuardError::Corrupt {
-                        message: e.to_string(),
-                    })?;
-                Counters::from_stored(stored, now)
-                    .map_err(|message| CostGuardError::Corrupt { message })?
-            }
+        let totals = store.cost_totals(now).await?;
+        let shared = Shared {
+            store,
+            open: Mutex::new(VecDeque::new()),
+            unrecorded: Mutex::new(Vec::new()),
+            seen: Mutex::new(totals),
         };
-        Ok(Self::build(config, clock, Some(store), counters))
+        Ok(Self::build(config, clock, Some(shared), Counters::new(now)))
     }
 
     fn build(
         config: &CostConfig,
         clock: Arc<dyn Clock>,
-        store: Option<Store>,
+        shared: Option<Shared>,
         counters: Counters,
     ) -> Self {
         let guard = Self {
@@ -159,33 +182,130 @@ impl CostGuard {
             budget_cents: config.daily_budget_cents,
             hourly_limit: config.hourly_action_limit,
             clock,
-            store,
+            shared,
             counters: Mutex::new(counters),
             exceeded: AtomicBool::new(false),
             exceeded_day: AtomicI64::new(i64::MIN),
             spent_seen: AtomicU64::new(0),
-            write_turn: tokio::sync::Mutex::new(()),
         };
-        guard.settle(&guard.lock());
+        match &guard.shared {
+            Some(shared) => {
+                let seen = lock(&shared.seen).clone();
+                guard.settle(seen.day, seen.spent_micros);
+            }
+            None => {
+                let counters = guard.lock();
+                guard.settle(counters.date, counters.spent_micros);
+            }
+        }
         guard
     }
 
+    fn limits(&self) -> CostLimits {
+        CostLimits {
+            budget_micros: self.budget_micros,
+            hourly_limit: self.hourly_limit,
+        }
+    }
+
     /// Whether a call would be allowed now, without counting one.
-    pub fn check(&self) -> Result<(), CostLimitError> {
-        self.gate(false)
+    pub async fn check(&self) -> Result<(), CostLimitError> {
+        self.gate(false).await.map(|_| ())
     }
 
     /// Admits one call now and counts it in the hourly window, or refuses it.
-    /// Follow with [`CostGuard::record`] once the call ends.
-    pub fn admit(&self) -> Result<(), CostLimitError> {
-        self.gate(true)
+    /// Follow with [`CostGuard::finish`] once the call ends.
+    pub async fn admit(&self) -> Result<CallTicket, CostLimitError> {
+        self.gate(true).await
     }
 
-    /// Adds a finished call's cost to today's spend (0 for a failed call)
-    /// and saves the counters. A failed save is logged, not returned: the
-    /// call has happened, and the next save carries the counters anyway.
-    pub async fn record(&self, cost_micros: u64) {
+    /// Adds a finished call's cost (0 for a failed call) to today's spend
+    /// and releases its reservation. A failed store write is logged, not
+    /// returned: the call has happened, and the cost is retried with the
+    /// next call.
+    pub async fn finish(&self, ticket: CallTicket, cost_micros: u64) {
         let now = self.clock.now();
+        let Some(shared) = &self.shared else {
+            self.record_in_memory(cost_micros, now);
+            return;
+        };
+        if let Some(id) = ticket.call_id {
+            lock(&shared.open).retain(|open| *open != id);
+        }
+        let mut pending = std::mem::take(&mut *lock(&shared.unrecorded));
+        pending.push((ticket.call_id, cost_micros));
+        let mut latest = None;
+        for (call_id, cost) in pending {
+            let written = match call_id {
+                Some(id) => shared.store.finish_llm_call(id, cost, now).await,
+                None => shared.store.add_llm_spend(cost, now).await,
+            };
+            match written {
+                Ok(totals) => latest = Some(totals),
+                Err(error) => {
+                    tracing::warn!(%error, "could not add an LLM call's cost to the shared total; the next call retries");
+                    lock(&shared.unrecorded).push((call_id, cost));
+                    let mut seen = lock(&shared.seen);
+                    roll_totals(&mut seen, now);
+                    seen.spent_micros = seen.spent_micros.saturating_add(cost);
+                }
+            }
+        }
+        let totals = match latest {
+            Some(totals) => {
+                *lock(&shared.seen) = totals.clone();
+                totals
+            }
+            None => lock(&shared.seen).clone(),
+        };
+        self.after_spend(&totals).await;
+    }
+
+    /// Like [`CostGuard::finish`] for the oldest call admitted here and not
+    /// yet finished (or, with none, a cost outside any admission).
+    pub async fn record(&self, cost_micros: u64) {
+        let call_id = self
+            .shared
+            .as_ref()
+            .and_then(|shared| lock(&shared.open).pop_front());
+        self.finish(CallTicket { call_id }, cost_micros).await;
+    }
+
+    /// Warnings and the fast-path flag after the shared total moved.
+    async fn after_spend(&self, totals: &CostTotals) {
+        let Some(budget) = self.budget_micros else {
+            return;
+        };
+        let spent = totals.spent_micros;
+        if reaches_warning(spent, budget) && !totals.warned {
+            let first = match &self.shared {
+                Some(shared) => shared
+                    .store
+                    .claim_cost_warning(totals.day)
+                    .await
+                    .unwrap_or(true),
+                None => true,
+            };
+            if first {
+                tracing::warn!(
+                    spent = %format_dollars(spent),
+                    budget = %format_dollars(budget),
+                    "80% of today's LLM budget is spent (UTC day)"
+                );
+            }
+        }
+        let was_exceeded = self.exceeded.load(Ordering::Acquire);
+        if spent >= budget && !was_exceeded {
+            tracing::warn!(
+                spent = %format_dollars(spent),
+                budget = %format_dollars(budget),
+                "today's LLM budget is spent; LLM calls are refused until 00:00 UTC"
+            );
+        }
+        self.settle(totals.day, spent);
+    }
+
+    fn record_in_memory(&self, cost_micros: u64, now: DateTime<Utc>) {
         let mut warn = None;
         let mut reached = None;
         {
@@ -203,7 +323,7 @@ impl CostGuard {
                     reached = Some((spent, budget));
                 }
             }
-            self.settle(&counters);
+            self.settle(counters.date, counters.spent_micros);
         }
         if let Some((spent, budget)) = warn {
             tracing::warn!(
@@ -219,21 +339,30 @@ impl CostGuard {
                 "today's LLM budget is spent; LLM calls are refused until 00:00 UTC"
             );
         }
-        self.persist().await;
     }
 
-    /// A snapshot for display.
+    /// A snapshot for display: this process's last view of the totals (see
+    /// [`CostGuard::refresh`] for a fresh one).
     pub fn status(&self) -> CostStatus {
         let now = self.clock.now();
-        let mut counters = self.lock();
-        self.roll(&mut counters, now);
-        counters.prune(now);
-        let spent = counters.spent_micros;
+        let (date, spent, calls) = match &self.shared {
+            Some(shared) => {
+                let mut seen = lock(&shared.seen);
+                roll_totals(&mut seen, now);
+                (seen.day, seen.spent_micros, seen.hourly_calls)
+            }
+            None => {
+                let mut counters = self.lock();
+                self.roll(&mut counters, now);
+                counters.prune(now);
+                (counters.date, counters.spent_micros, counters.window_len())
+            }
+        };
         CostStatus {
-            date: counters.date,
+            date,
             spent_micros: spent,
             daily_budget_cents: self.budget_cents,
-            hourly_calls: counters.window_len(),
+            hourly_calls: calls,
             hourly_limit: self.hourly_limit,
             warning: self
                 .budget_micros
@@ -242,17 +371,111 @@ impl CostGuard {
         }
     }
 
-    fn gate(&self, count: bool) -> Result<(), CostLimitError> {
+    /// Reads the shared totals again (other processes' calls included) and
+    /// returns the status.
+    pub async fn refresh(&self) -> CostStatus {
+        if let Some(shared) = &self.shared {
+            match shared.store.cost_totals(self.clock.now()).await {
+                Ok(totals) => {
+                    self.settle(totals.day, totals.spent_micros);
+                    *lock(&shared.seen) = totals;
+                }
+                Err(error) => tracing::warn!(%error, "could not read the shared LLM cost totals"),
+            }
+        }
+        self.status()
+    }
+
+    async fn gate(&self, count: bool) -> Result<CallTicket, CostLimitError> {
         let now = self.clock.now();
         if let Some(refusal) = self.fast_refusal(now) {
             return Err(refusal);
         }
+        match &self.shared {
+            Some(shared) => self.gate_shared(shared, now, count).await,
+            None => self.gate_in_memory(now, count),
+        }
+    }
+
+    async fn gate_shared(
+        &self,
+        shared: &Shared,
+        now: DateTime<Utc>,
+        count: bool,
+    ) -> Result<CallTicket, CostLimitError> {
+        let admission = match shared.store.admit_llm_call(now, self.limits(), count).await {
+            Ok(admission) => admission,
+            Err(error) => {
+                tracing::warn!(%error, "could not reach the shared LLM cost totals; judging by this process's last view");
+                return self.gate_on_seen(shared, now);
+            }
+        };
+        match admission {
+            LlmAdmission::Admitted {
+                call_id,
+                mut totals,
+            } => {
+                self.settle(totals.day, totals.spent_micros);
+                if let Some(id) = call_id {
+                    totals.hourly_calls = totals.hourly_calls.saturating_add(1);
+                    lock(&shared.open).push_back(id);
+                }
+                *lock(&shared.seen) = totals;
+                Ok(CallTicket { call_id })
+            }
+            LlmAdmission::OverBudget { totals } => {
+                self.settle(totals.day, totals.spent_micros);
+                let committed = totals.spent_micros.saturating_add(totals.reserved_micros);
+                *lock(&shared.seen) = totals;
+                Err(CostLimitError::DailyBudget {
+                    spent_micros: committed,
+                    budget_micros: self.budget_micros.unwrap_or(0),
+                })
+            }
+            LlmAdmission::HourlyLimit {
+                totals,
+                next_allowed,
+            } => {
+                self.settle(totals.day, totals.spent_micros);
+                *lock(&shared.seen) = totals;
+                Err(CostLimitError::HourlyLimit {
+                    limit: self.hourly_limit.unwrap_or(0),
+                    next_allowed,
+                })
+            }
+        }
+    }
+
+    /// Admission by the last totals seen, when the store cannot answer.
+    fn gate_on_seen(
+        &self,
+        shared: &Shared,
+        now: DateTime<Utc>,
+    ) -> Result<CallTicket, CostLimitError> {
+        let mut seen = lock(&shared.seen);
+        roll_totals(&mut seen, now);
+        if let Some(budget) = self.budget_micros
+            && seen.spent_micros >= budget
+        {
+            return Err(CostLimitError::DailyBudget {
+                spent_micros: seen.spent_micros,
+                budget_micros: budget,
+            });
+        }
+        Ok(CallTicket { call_id: None })
+    }
+
+    fn gate_in_memory(
+        &self,
+        now: DateTime<Utc>,
+        count: bool,
+    ) -> Result<CallTicket, CostLimitError> {
         let mut counters = self.lock();
         self.roll(&mut counters, now);
         if let Some(budget) = self.budget_micros
             && counters.spent_micros >= budget
         {
-            self.settle(&counters);
+            self.settle(counters.date, counters.spent_micros);
             return Err(CostLimitError::DailyBudget {
                 spent_micros: counters.spent_micros,
                 budget_micros: budget,
@@ -270,7 +493,7 @@ impl CostGuard {
         if count {
             counters.push_call(now);
         }
-        Ok(())
+        Ok(CallTicket { call_id: None })
     }
 
     /// The lock-free refusal once today's budget is known to be spent.
@@ -279,7 +502,7 @@ impl CostGuard {
             return None;
         }
         if self.exceeded_day.load(Ordering::Relaxed) != day_number(now.date_naive()) {
-            // Another day: the slow path rolls the counters and clears the flag.
+            // Another day: the slow path reads the new day and clears the flag.
             return None;
         }
         Some(CostLimitError::DailyBudget {
@@ -290,47 +513,40 @@ impl CostGuard {
 
     fn roll(&self, counters: &mut Counters, now: DateTime<Utc>) {
         if counters.roll_to(now) {
-            self.settle(counters);
+            self.settle(counters.date, counters.spent_micros);
         }
     }
 
-    /// Brings the fast-path atomics in line with the counters (lock held).
-    fn settle(&self, counters: &Counters) {
-        self.spent_seen
-            .store(counters.spent_micros, Ordering::Relaxed);
-        let over = self
-            .budget_micros
-            .is_some_and(|b| counters.spent_micros >= b);
+    /// Brings the fast-path atomics in line with `spent` on `day`. Spend
+    /// only grows within a day, so a flag set here stays true all day
+    /// whatever other processes do.
+    fn settle(&self, day: NaiveDate, spent: u64) {
+        self.spent_seen.store(spent, Ordering::Relaxed);
+        let over = self.budget_micros.is_some_and(|b| spent >= b);
         if over {
-            self.exceeded_day
-                .store(day_number(counters.date), Ordering::Relaxed);
+            self.exceeded_day.store(day_number(day), Ordering::Relaxed);
         }
         // Release: a reader that sees the flag also sees the day above.
         self.exceeded.store(over, Ordering::Release);
     }
 
-    async fn persist(&self) {
-        let Some(store) = &self.store else {
-            return;
-        };
-        let _turn = self.write_turn.lock().await;
-        // Snapshot taken inside the turn, so writes land oldest first.
-        let stored = self.lock().to_stored();
-        let value = match serde_json::to_value(&stored) {
-            Ok(value) => value,
-            Err(error) => {
-                tracing::warn!(%error, "could not encode the LLM cost counters");
-                return;
-            }
-        };
-        if let Err(error) = store.set_setting(STATE_KEY, &value).await {
-            tracing::warn!(%error, "could not save the LLM cost counters; the next call retries");
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, Counters> {
-        // The counters stay consistent even if a holder panicked: keep using them.
-        self.counters.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.counters)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The data stays consistent even if a holder panicked: keep using it.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Another UTC day: the totals seen belong to yesterday.
+fn roll_totals(totals: &mut CostTotals, now: DateTime<Utc>) {
+    if totals.day != now.date_naive() {
+        let calls = totals.hourly_calls;
+        *totals = zero_totals(now.date_naive());
+        // The window slides across midnight.
+        totals.hourly_calls = calls;
     }
 }
 

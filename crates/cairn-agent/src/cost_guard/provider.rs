@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmProvider, ResponseStream, StreamEvent};
 use futures::StreamExt;
 
-use super::CostGuard;
+use super::{CallTicket, CostGuard};
 
 /// An [`LlmProvider`] that asks the [`CostGuard`] before every call and
 /// records each call's cost after it; a refusal is
@@ -68,37 +68,112 @@ impl LlmProvider for GuardedProvider {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.guard.admit()?;
+        let ticket = self.guard.admit().await?;
         let result = self.inner.complete(request).await;
         observe(self.inner.model(), result.as_ref().ok());
         let cost = result.as_ref().map_or(0, |response| response.cost_micros);
-        self.guard.record(cost).await;
+        self.guard.finish(ticket, cost).await;
         result
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ResponseStream, LlmError> {
-        self.guard.admit()?;
+        let ticket = self.guard.admit().await?;
         let stream = match self.inner.stream(request).await {
             Ok(stream) => stream,
             Err(error) => {
                 observe(self.inner.model(), None);
-                self.guard.record(0).await;
+                self.guard.finish(ticket, 0).await;
                 return Err(error);
             }
         };
-        let guard = Arc::clone(&self.guard);
-        // Recorded (and saved) before `Done` reaches the caller. A stream
-        // that fails or is dropped midway records no cost: its admission
-        // already counts, and is saved with the next recorded call.
+        // Exactly one of three ends records the call: `Done` reaching the
+        // caller, the driver's report of a stream cut short (dropped, or
+        // failed midway: the tokens received are paid for), or, for a
+        // stream that cannot report, its drop before `Done` (0, which
+        // releases the reservation).
+        let settle = Arc::new(Settle {
+            guard: Arc::clone(&self.guard),
+            ticket: std::sync::Mutex::new(Some(ticket)),
+        });
+        let reports = {
+            let settle = Arc::clone(&settle);
+            let model = self.inner.model().to_string();
+            stream.on_partial(move |partial| {
+                metrics::counter!("cairn_llm_cost_microdollars_total", "model" => model)
+                    .increment(partial.cost_micros);
+                settle.spawn(partial.cost_micros);
+            })
+        };
+        let on_drop = DropSettle {
+            settle: (!reports).then(|| Arc::clone(&settle)),
+        };
         Ok(ResponseStream::new(stream.then(move |event| {
-            let guard = Arc::clone(&guard);
-            async move {
-                if let Ok(StreamEvent::Done(response)) = &event {
+            let settle = Arc::clone(&settle);
+            // Moved into every step so it lives (and drops) with the stream.
+            let _keep = &on_drop;
+            let done = match &event {
+                Ok(StreamEvent::Done(response)) => {
                     observe(&response.model, Some(response));
-                    guard.record(response.cost_micros).await;
+                    settle.take().map(|ticket| (ticket, response.cost_micros))
+                }
+                _ => None,
+            };
+            async move {
+                if let Some((ticket, cost)) = done {
+                    // Recorded (and saved) before `Done` reaches the caller;
+                    // in a task of its own, so a caller dropping the stream
+                    // meanwhile cannot cut the write short.
+                    let guard = Arc::clone(&settle.guard);
+                    let _ = tokio::spawn(async move { guard.finish(ticket, cost).await }).await;
                 }
                 event
             }
         })))
+    }
+}
+
+/// The ticket of one streamed call, finished once by whichever end comes first.
+struct Settle {
+    guard: Arc<CostGuard>,
+    ticket: std::sync::Mutex<Option<CallTicket>>,
+}
+
+impl Settle {
+    fn take(&self) -> Option<CallTicket> {
+        self.ticket
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Finishes the call in a task (called from drops, which cannot wait).
+    fn spawn(&self, cost_micros: u64) {
+        let Some(ticket) = self.take() else {
+            return;
+        };
+        let guard = Arc::clone(&self.guard);
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move { guard.finish(ticket, cost_micros).await });
+            }
+            Err(_) => tracing::warn!(
+                cost_micros,
+                "a streamed LLM call ended outside a runtime; its cost is not recorded"
+            ),
+        }
+    }
+}
+
+/// Finishes an unreported stream's call with 0 when the stream is dropped
+/// before `Done`.
+struct DropSettle {
+    settle: Option<Arc<Settle>>,
+}
+
+impl Drop for DropSettle {
+    fn drop(&mut self) {
+        if let Some(settle) = &self.settle {
+            settle.spawn(0);
+        }
     }
 }

@@ -1,11 +1,10 @@
 //! The guard's counters as plain data: today's spend and the last hour's
-//! calls, with the rules for rolling them forward and their stored form.
+//! calls, with the rules for rolling them forward (a guard in memory only).
 //! Pure: the caller passes every instant in.
 
 use std::collections::VecDeque;
 
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
 
 /// The length of the sliding window of the hourly limit.
 pub(super) const WINDOW: TimeDelta = TimeDelta::hours(1);
@@ -76,55 +75,6 @@ impl Counters {
         let index = self.calls.len().checked_sub(limit)?;
         self.calls.get(index).map(|at| *at + WINDOW)
     }
-
-    /// The stored form.
-    pub fn to_stored(&self) -> Stored {
-        Stored {
-            date: self.date,
-            spent_micros: self.spent_micros,
-            warned: self.warned,
-            calls_ms: self.calls.iter().map(DateTime::timestamp_millis).collect(),
-        }
-    }
-
-    /// Counters from their stored form as seen at `now`: another day's spend
-    /// is dropped, calls older than the window are forgotten.
-    pub fn from_stored(stored: Stored, now: DateTime<Utc>) -> Result<Self, String> {
-        let mut calls = stored
-            .calls_ms
-            .iter()
-            .map(|ms| {
-                DateTime::from_timestamp_millis(*ms)
-                    .ok_or_else(|| format!("call time {ms} ms is out of range"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        calls.sort_unstable();
-        let mut counters = Self {
-            date: stored.date,
-            spent_micros: stored.spent_micros,
-            warned: stored.warned,
-            calls: calls.into(),
-        };
-        counters.roll_to(now);
-        counters.prune(now);
-        Ok(counters)
-    }
-}
-
-/// What is written to the settings table: small, and readable by a person.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Stored {
-    /// The UTC day of `spent_micros`.
-    pub date: NaiveDate,
-    /// Spent that day, in micro-dollars.
-    pub spent_micros: u64,
-    /// Whether that day's 80% warning was given.
-    #[serde(default)]
-    pub warned: bool,
-    /// Start times of the last hour's calls, Unix milliseconds.
-    #[serde(default)]
-    pub calls_ms: Vec<i64>,
 }
 
 /// Whether `spent` reached 80% of `budget` (integer arithmetic, no overflow).
@@ -166,26 +116,6 @@ mod tests {
         let tomorrow = Utc.with_ymd_and_hms(2026, 3, 10, 0, 0, 0).unwrap();
         assert!(c.roll_to(tomorrow));
         assert_eq!((c.spent_micros, c.warned, c.window_len()), (0, false, 1));
-    }
-
-    #[test]
-    fn stored_form_round_trips_and_drops_stale_parts() {
-        let mut c = Counters::new(at(12, 0, 0));
-        c.spent_micros = 1_234;
-        c.push_call(at(11, 30, 0));
-        c.push_call(at(12, 0, 0));
-        let back = Counters::from_stored(c.to_stored(), at(12, 20, 0)).unwrap();
-        assert_eq!(back, c);
-        let later = Counters::from_stored(c.to_stored(), at(12, 35, 0)).unwrap();
-        assert_eq!(later.window_len(), 1);
-        let next_day = Utc.with_ymd_and_hms(2026, 3, 10, 0, 30, 0).unwrap();
-        let stale = Counters::from_stored(c.to_stored(), next_day).unwrap();
-        assert_eq!((stale.spent_micros, stale.window_len()), (0, 0));
-        let bad = Stored {
-            calls_ms: vec![i64::MAX],
-            ..c.to_stored()
-        };
-        assert!(Counters::from_stored(bad, at(12, 0, 0)).is_err());
     }
 
     #[test]

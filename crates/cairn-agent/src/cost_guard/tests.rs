@@ -20,7 +20,7 @@ fn setup(budget_cents: Option<u64>, hourly: Option<u64>) -> (CostGuard, Arc<Fixe
 }
 
 async fn call(guard: &CostGuard, cost: u64) {
-    guard.admit().unwrap();
+    guard.admit().await.unwrap();
     guard.record(cost).await;
 }
 
@@ -39,7 +39,7 @@ async fn budget_warns_at_80_percent_then_refuses() {
     assert!(status.warning && status.exceeded);
     assert_eq!(status.spent_micros, 10_500);
     assert_eq!(
-        guard.admit(),
+        guard.admit().await,
         Err(CostLimitError::DailyBudget {
             spent_micros: 10_500,
             budget_micros: 10_000,
@@ -53,10 +53,10 @@ async fn the_day_rolls_over_at_utc_midnight() {
     let (guard, clock) = setup(Some(1), None);
     clock.set(at(9, 23, 59, 59));
     call(&guard, 10_000).await;
-    assert!(guard.check().is_err());
+    assert!(guard.check().await.is_err());
     assert!(guard.exceeded.load(Ordering::Acquire));
     clock.set(at(10, 0, 0, 0));
-    assert_eq!(guard.check(), Ok(()));
+    assert_eq!(guard.check().await, Ok(()));
     assert!(!guard.exceeded.load(Ordering::Acquire), "flag reset");
     let status = guard.status();
     assert_eq!(status.date, at(10, 0, 0, 0).date_naive());
@@ -70,22 +70,22 @@ async fn the_day_rolls_over_at_utc_midnight() {
 async fn a_cost_counts_on_the_day_the_call_ends() {
     let (guard, clock) = setup(Some(1), None);
     clock.set(at(9, 23, 59, 59));
-    guard.admit().unwrap();
+    guard.admit().await.unwrap();
     clock.set(at(10, 0, 0, 1));
     guard.record(4_000).await;
     assert_eq!(guard.status().spent_micros, 4_000);
     assert_eq!(guard.status().date, at(10, 0, 0, 0).date_naive());
 }
 
-#[test]
-fn the_hourly_window_slides() {
+#[tokio::test]
+async fn the_hourly_window_slides() {
     let (guard, clock) = setup(None, Some(3));
     for m in [0, 10, 20] {
         clock.set(at(9, 13, m, 0));
-        guard.admit().unwrap();
+        guard.admit().await.unwrap();
     }
     clock.set(at(9, 13, 59, 59));
-    let refused = guard.admit().unwrap_err();
+    let refused = guard.admit().await.unwrap_err();
     assert_eq!(
         refused,
         CostLimitError::HourlyLimit {
@@ -100,31 +100,31 @@ fn the_hourly_window_slides() {
     assert!(guard.status().hourly_limit_reached());
     // Exactly one hour after the first call, its slot is free again.
     clock.set(at(9, 14, 0, 0));
-    guard.admit().unwrap();
-    let refused = guard.admit().unwrap_err();
+    guard.admit().await.unwrap();
+    let refused = guard.admit().await.unwrap_err();
     assert!(refused.to_string().ends_with("at 14:10 UTC"), "{refused}");
     assert_eq!(guard.status().hourly_calls, 3);
 }
 
-#[test]
-fn the_window_slides_across_midnight() {
+#[tokio::test]
+async fn the_window_slides_across_midnight() {
     let (guard, clock) = setup(None, Some(1));
     clock.set(at(9, 23, 30, 0));
-    guard.admit().unwrap();
+    guard.admit().await.unwrap();
     clock.set(at(10, 0, 10, 0));
-    assert!(guard.check().is_err());
+    assert!(guard.check().await.is_err());
     clock.set(at(10, 0, 30, 0));
-    assert_eq!(guard.check(), Ok(()));
+    assert_eq!(guard.check().await, Ok(()));
 }
 
-#[test]
-fn check_does_not_count_but_admit_does() {
+#[tokio::test]
+async fn check_does_not_count_but_admit_does() {
     let (guard, _) = setup(None, Some(1));
-    guard.check().unwrap();
-    guard.check().unwrap();
+    guard.check().await.unwrap();
+    guard.check().await.unwrap();
     assert_eq!(guard.status().hourly_calls, 0);
-    guard.admit().unwrap();
-    assert!(guard.check().is_err());
+    guard.admit().await.unwrap();
+    assert!(guard.check().await.is_err());
 }
 
 #[tokio::test]
@@ -134,7 +134,7 @@ async fn an_exceeded_budget_refuses_without_the_lock() {
     let held = guard.lock();
     let (tx, rx) = mpsc::channel();
     std::thread::scope(|scope| {
-        scope.spawn(|| tx.send(guard.admit()).unwrap());
+        scope.spawn(|| tx.send(futures::executor::block_on(guard.admit())).unwrap());
         // Only reached with the lock still held: the check must not need it.
         let answer = rx.recv_timeout(Duration::from_secs(30));
         drop(held);
@@ -172,16 +172,16 @@ async fn unlimited_never_refuses_but_still_counts() {
     );
 }
 
-#[test]
-fn zero_limits_refuse_everything() {
+#[tokio::test]
+async fn zero_limits_refuse_everything() {
     let (guard, _) = setup(Some(0), None);
     assert!(matches!(
-        guard.admit(),
+        guard.admit().await,
         Err(CostLimitError::DailyBudget { .. })
     ));
     let (guard, _) = setup(None, Some(0));
     assert_eq!(
-        guard.admit(),
+        guard.admit().await,
         Err(CostLimitError::HourlyLimit {
             limit: 0,
             next_allowed: None,
@@ -189,8 +189,8 @@ fn zero_limits_refuse_everything() {
     );
 }
 
-#[test]
-fn debug_output_is_short() {
+#[tokio::test]
+async fn debug_output_is_short() {
     let (guard, _) = setup(Some(500), Some(10));
     let text = format!("{guard:?}");
     assert!(text.contains("budget_micros: Some(5000000)"), "{text}");

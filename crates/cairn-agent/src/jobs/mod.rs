@@ -17,6 +17,13 @@
 //! jobs that still have a worker but show no progress
 //! ([`JobScheduler::detect_stuck`]).
 //!
+//! Self-repair ([`JobScheduler::repair_stuck`]) restarts a job that still
+//! has a worker but made no progress for `stuck_after`, from its
+//! instructions, up to `max_repair_attempts` times; then the job ends
+//! `failed` with `needs_attention` and one notification. A job held by
+//! another process is restarted (or stopped) by that process, asked through
+//! the store.
+//!
 //! Cancellation from another process (`cairn job cancel`) sets a flag in the
 //! store; the scheduler checks its running jobs' flags every
 //! [`JobsConfig::poll_interval`] (tokio time). In-process [`JobScheduler::cancel`]
@@ -39,6 +46,7 @@ use crate::agent_loop::LoopConfig;
 pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 pub use cairn_store::JobFilter;
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
+pub use upkeep::{RepairReport, RepairedJob};
 
 /// A tool call of a job that did not run because the policy denied it or
 /// nobody could approve it; see [`JobHandle::refused_tools`].
@@ -76,8 +84,11 @@ pub struct JobsConfig {
     pub lease: Duration,
     /// How often running jobs' cross-process cancellation flags are checked.
     pub poll_interval: Duration,
-    /// A running job without activity for this long is stuck.
+    /// A running job without activity for this long is stuck (and
+    /// [`JobScheduler::repair_stuck`] restarts it).
     pub stuck_after: Duration,
+    /// Restarts of one stuck job before self-repair gives up on it.
+    pub max_repair_attempts: u32,
     /// The system prompt jobs start from (a note about working unattended is appended).
     pub system_prompt: String,
     /// Model settings of each job's loop (its `max_iterations` comes from the job).
@@ -95,6 +106,7 @@ impl Default for JobsConfig {
             lease: Duration::from_secs(90),
             poll_interval: Duration::from_secs(2),
             stuck_after: Duration::from_secs(10 * 60),
+            max_repair_attempts: 3,
             system_prompt: "You are cairn, a personal AI agent.".to_string(),
             loop_config: LoopConfig::default(),
             lease_owner: format!("pid{}-{}", std::process::id(), Uuid::new_v4().simple()),

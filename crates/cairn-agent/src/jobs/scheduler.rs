@@ -21,6 +21,7 @@ use uuid::Uuid;
 use super::worker::{self, JobShared, StopReason};
 use super::{JobError, JobSpec, JobsConfig, RefusedTool};
 use crate::hooks::HookRegistry;
+use crate::repair::{InboxNotifier, RepairNotifier};
 use crate::runner::{Approver, DenyAll, ToolRunner};
 use crate::tools::ToolContext;
 
@@ -42,6 +43,8 @@ pub(super) struct Inner {
     pub(super) finished: tokio::sync::broadcast::Sender<JobRecord>,
     /// Signs of progress of running jobs (for the gateway's event stream).
     pub(super) progress: tokio::sync::broadcast::Sender<super::JobProgress>,
+    /// Tells people about jobs self-repair gave up on.
+    pub(super) notifier: Arc<dyn RepairNotifier>,
     pub(super) maintenance: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -185,9 +188,17 @@ pub struct JobSchedulerBuilder {
     hooks: Arc<HookRegistry>,
     approver: Arc<dyn Approver>,
     config: JobsConfig,
+    notifier: Option<Arc<dyn RepairNotifier>>,
 }
 
 impl JobSchedulerBuilder {
+    /// Where self-repair's notifications go (default: the store's inbox).
+    #[must_use]
+    pub fn notifier(mut self, notifier: Arc<dyn RepairNotifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
+
     /// Limits and timings (default: [`JobsConfig::default`]).
     #[must_use]
     pub fn config(mut self, config: JobsConfig) -> Self {
@@ -212,8 +223,12 @@ impl JobSchedulerBuilder {
     /// The scheduler; call [`JobScheduler::start`] before relying on leases and cross-process cancel.
     pub fn build(self) -> JobScheduler {
         let clock = self.ctx.clock.clone();
+        let notifier = self.notifier.unwrap_or_else(|| {
+            Arc::new(InboxNotifier::new(self.store.clone(), Arc::clone(&clock)))
+        });
         JobScheduler {
             inner: Arc::new(Inner {
+                notifier,
                 store: self.store,
                 provider: self.provider,
                 runner: self.runner,
@@ -276,6 +291,7 @@ impl JobScheduler {
             hooks: Arc::new(HookRegistry::new()),
             approver: Arc::new(DenyAll),
             config: JobsConfig::default(),
+            notifier: None,
         }
     }
 

@@ -1,17 +1,75 @@
-//! Upkeep: stuck detection, and the background task that polls for
-//! cross-process cancellations, renews leases, flushes activity, retries
-//! unrecorded endings and reaps other processes' orphans.
+//! Upkeep: stuck detection and repair, and the background task that polls
+//! for cross-process cancellations and restarts, renews leases, flushes
+//! activity, retries unrecorded endings and reaps other processes' orphans.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use cairn_core::job::JobOutcome;
+use cairn_core::job::{JobOutcome, JobRecord};
+use cairn_store::JobRepair;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::scheduler::{Inner, lock};
 use super::worker::{JobShared, StopReason};
 use super::{JobError, JobScheduler, StuckJob};
+
+/// A job self-repair restarted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairedJob {
+    /// The job.
+    pub job_id: Uuid,
+    /// Its title.
+    pub title: String,
+    /// This restart's number (from 1).
+    pub attempt: u32,
+    /// Restarted here, or asked of the process holding it.
+    pub here: bool,
+}
+
+/// What one pass of [`JobScheduler::repair_stuck`] did (for the self-repair
+/// routine's run summary).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RepairReport {
+    /// Jobs restarted (or whose restart was asked of their holder).
+    pub restarted: Vec<RepairedJob>,
+    /// Jobs given up on: `failed` with `needs_attention`, one notification each.
+    pub needs_attention: Vec<Uuid>,
+    /// Problems met on the way (the pass goes on).
+    pub errors: Vec<String>,
+}
+
+impl RepairReport {
+    /// Whether the pass did nothing.
+    pub fn is_empty(&self) -> bool {
+        self.restarted.is_empty() && self.needs_attention.is_empty() && self.errors.is_empty()
+    }
+
+    /// One line per action, for a run summary.
+    pub fn summary(&self) -> String {
+        let mut lines: Vec<String> = self
+            .restarted
+            .iter()
+            .map(|r| {
+                format!(
+                    "restarted job {} \"{}\" (attempt {}{})",
+                    r.job_id,
+                    r.title,
+                    r.attempt,
+                    if r.here { "" } else { ", asked of its process" }
+                )
+            })
+            .collect();
+        lines.extend(
+            self.needs_attention
+                .iter()
+                .map(|id| format!("job {id} needs attention: no progress after repeated restarts")),
+        );
+        lines.extend(self.errors.iter().map(|e| format!("error: {e}")));
+        lines.join("\n")
+    }
+}
 
 impl JobScheduler {
     /// The upkeep [`start`](JobScheduler::start) spawned, run instead in
@@ -23,6 +81,125 @@ impl JobScheduler {
             spawned.abort();
         }
         maintain(Arc::clone(&self.inner)).await;
+    }
+
+    /// Self-repair of jobs that stopped making progress, for every process
+    /// on the database (the daemon's self-repair routine calls it each
+    /// minute, on one instance). A running job quiet for
+    /// [`stuck_after`](super::JobsConfig::stuck_after) is restarted from
+    /// its instructions (jobs keep no checkpoint of their conversation): at
+    /// once when it runs here, otherwise through a flag its process polls.
+    /// After [`max_repair_attempts`](super::JobsConfig::max_repair_attempts)
+    /// restarts it is ended `failed` with `needs_attention` and one
+    /// notification to its owner. Jobs whose process died are left to the
+    /// reaper; parents waiting for subtasks are not stuck.
+    pub async fn repair_stuck(&self, now: DateTime<Utc>) -> RepairReport {
+        let inner = &self.inner;
+        let mut report = RepairReport::default();
+        let threshold = chrono::Duration::from_std(inner.config.stuck_after)
+            .unwrap_or(chrono::Duration::minutes(10));
+        // This process is alive: its own jobs' leases are current, whatever
+        // the renewal timer's phase, so the query below sees them.
+        if !lock(&inner.slots).running.is_empty()
+            && let Err(error) = inner
+                .store
+                .renew_job_leases(&inner.config.lease_owner, inner.lease_until())
+                .await
+        {
+            report
+                .errors
+                .push(format!("cannot renew job leases: {error}"));
+        }
+        let quiet = match inner.store.quiet_jobs(now - threshold, now).await {
+            Ok(quiet) => quiet,
+            Err(error) => {
+                report
+                    .errors
+                    .push(format!("cannot list quiet jobs: {error}"));
+                return report;
+            }
+        };
+        for job in quiet {
+            let local = {
+                let slots = lock(&inner.slots);
+                slots
+                    .running
+                    .get(&job.id)
+                    .map(|r| (r.shared.clone(), r.lending))
+            };
+            let here = match &local {
+                // Waiting for its subtasks: quiet by design.
+                Some((_, true)) => continue,
+                Some((shared, false)) => {
+                    let last = shared.last_activity();
+                    if now - last < threshold {
+                        // It moved since the store last heard; tell the store.
+                        let _ = inner.store.touch_job(job.id, last).await;
+                        continue;
+                    }
+                    true
+                }
+                None => false,
+            };
+            let reason = format!(
+                "needs attention: no progress for {} after {} restarts",
+                cairn_core::duration::format(inner.config.stuck_after),
+                inner.config.max_repair_attempts
+            );
+            let verdict = inner
+                .store
+                .repair_job(
+                    job.id,
+                    inner.config.max_repair_attempts,
+                    !here,
+                    &reason,
+                    now,
+                )
+                .await;
+            match verdict {
+                Ok(JobRepair::Restarted { attempt }) => {
+                    if let Some((shared, _)) = &local {
+                        shared.request_restart();
+                    }
+                    tracing::warn!(job = %job.id, attempt, here, "restarting a job without progress");
+                    report.restarted.push(RepairedJob {
+                        job_id: job.id,
+                        title: job.title.clone(),
+                        attempt,
+                        here,
+                    });
+                }
+                Ok(JobRepair::GaveUp) => {
+                    if let Some((shared, _)) = &local {
+                        shared.stop(StopReason::Repair);
+                    }
+                    tracing::warn!(job = %job.id, "giving up on a job without progress");
+                    self.announce_attention(&job, &reason).await;
+                    report.needs_attention.push(job.id);
+                }
+                Ok(JobRepair::Unchanged) => {}
+                Err(error) => report.errors.push(format!("job {}: {error}", job.id)),
+            }
+        }
+        report
+    }
+
+    async fn announce_attention(&self, job: &JobRecord, reason: &str) {
+        let title = format!("Job needs attention: {}", job.title);
+        let body = format!(
+            "Job {} (\"{}\") made no progress and was restarted {} times; it is now failed.\n{reason}\n\
+             See `cairn job show {}`.",
+            job.id, job.title, self.inner.config.max_repair_attempts, job.id
+        );
+        self.inner
+            .notifier
+            .notify(crate::repair::notice(
+                &job.owner,
+                title,
+                body,
+                "self-repair",
+            ))
+            .await;
     }
 
     /// Marks `stuck` every job running here with no activity for
@@ -86,6 +263,33 @@ async fn poll_cancellations(inner: &Inner) -> Result<(), JobError> {
     if lock(&inner.slots).running.is_empty() {
         return Ok(());
     }
+    // Restarts self-repair asked of this process (it may run elsewhere).
+    let restarts = inner
+        .store
+        .restart_requested_jobs(&inner.config.lease_owner)
+        .await?;
+    for id in restarts {
+        let shared = lock(&inner.slots)
+            .running
+            .get(&id)
+            .map(|r| r.shared.clone());
+        if let Some(shared) = shared
+            && inner.store.take_job_restart(id).await?
+        {
+            let given_up = inner
+                .store
+                .get_job(id)
+                .await?
+                .is_some_and(|job| job.needs_attention);
+            if given_up {
+                tracing::warn!(job = %id, "self-repair gave up on a job running here; stopping it");
+                shared.stop(StopReason::Repair);
+            } else {
+                tracing::info!(job = %id, "restart requested by self-repair");
+                shared.request_restart();
+            }
+        }
+    }
     let requested = inner
         .store
         .cancel_requested_jobs(&inner.config.lease_owner)
@@ -112,7 +316,14 @@ async fn renew(inner: &Inner) -> Result<(), JobError> {
         slots
             .running
             .iter()
-            .map(|(id, r)| (*id, r.shared.clone()))
+            .map(|(id, r)| {
+                if r.lending {
+                    // Waiting for subtasks is not being stuck: say so to
+                    // self-repair running in another process.
+                    r.shared.touch(inner.clock.now());
+                }
+                (*id, r.shared.clone())
+            })
             .collect()
     };
     let held = !active.is_empty() || !lock(&inner.slots).queue.is_empty();

@@ -36,6 +36,8 @@ pub(super) enum StopReason {
     User,
     /// The scheduler is shutting down.
     Shutdown,
+    /// Self-repair gave up on it (the store already records why).
+    Repair,
 }
 
 /// What the scheduler and a job's worker share while the job is known here.
@@ -55,6 +57,11 @@ pub(super) struct JobShared {
     pub allowed_tools: Option<Vec<String>>,
     /// Tool calls that were declined or denied, filled when the loop ends.
     pub refused: Arc<Mutex<Vec<RefusedTool>>>,
+    /// The current attempt's token (a child of `cancel`): self-repair
+    /// cancels it to restart the job without stopping it.
+    attempt: Mutex<CancellationToken>,
+    /// Self-repair asked for a restart of the current attempt.
+    restart: AtomicBool,
 }
 
 impl JobShared {
@@ -73,7 +80,22 @@ impl JobShared {
             iterations: AtomicU32::new(0),
             stuck: AtomicBool::new(false),
             done: watch::channel(None).0,
+            attempt: Mutex::new(CancellationToken::new()),
+            restart: AtomicBool::new(false),
         }
+    }
+
+    /// Starts an attempt: a fresh token under the job's own.
+    fn new_attempt(&self) -> CancellationToken {
+        let token = self.cancel.child_token();
+        *lock(&self.attempt) = token.clone();
+        token
+    }
+
+    /// Stops the current attempt so the worker starts the job again.
+    pub(super) fn request_restart(&self) {
+        self.restart.store(true, Ordering::SeqCst);
+        lock(&self.attempt).cancel();
     }
 
     /// A handle on this job for a waiter.
@@ -224,16 +246,31 @@ async fn execute(inner: &Inner, mut record: JobRecord, shared: &JobShared) -> Jo
     record.lease_until = Some(lease_until);
     shared.touch(now);
 
-    let ctx = {
-        let mut ctx = inner.ctx.clone().with_cancel(shared.cancel.clone());
-        ctx.session_id = job_session_id(record.id);
-        ctx
-    };
     let mut spent = Spent::default();
-    let ended = tokio::select! {
-        biased;
-        ended = work(inner, &record, shared, &ctx, &mut spent) => Some(ended),
-        () = tokio::time::sleep(record.timeout) => None,
+    // Each pass is one attempt; self-repair ends an attempt to start the
+    // job again from its instructions (a job keeps no checkpoint of its
+    // conversation: tools it already ran may run again).
+    let ended = loop {
+        let attempt = shared.new_attempt();
+        let ctx = {
+            let mut ctx = inner.ctx.clone().with_cancel(attempt.clone());
+            ctx.session_id = job_session_id(record.id);
+            ctx
+        };
+        let ended = tokio::select! {
+            biased;
+            ended = work(inner, &record, shared, &ctx, &mut spent) => Some(ended),
+            () = tokio::time::sleep(record.timeout) => None,
+        };
+        if shared.restart.swap(false, Ordering::SeqCst) && !shared.cancel.is_cancelled() {
+            attempt.cancel();
+            let now = inner.clock.now();
+            shared.touch(now);
+            shared.stuck.store(false, Ordering::Relaxed);
+            tracing::info!(job = %record.id, "restarting a job that made no progress");
+            continue;
+        }
+        break ended;
     };
     if ended.is_none() {
         // The work future is gone already; this stops anything it left behind.
@@ -341,6 +378,10 @@ fn outcome_of(
         Some(StopReason::Shutdown) => (
             JobState::Failed,
             "interrupted: cairn shut down before the job finished".to_string(),
+        ),
+        Some(StopReason::Repair) => (
+            JobState::Failed,
+            "needs attention: no progress after repeated restarts".to_string(),
         ),
         Some(StopReason::User) | None => (JobState::Cancelled, "cancelled by request".to_string()),
     };

@@ -54,13 +54,13 @@ pub(super) fn offered(registry: &ToolRegistry, messages: &[ChatMessage]) -> Vec<
 /// The prompt's lines naming the tools whose schemas are not sent: one per
 /// family (members brace-grouped by prefix) and one per other tool, with a
 /// [`summary`] of its description.
-pub(super) fn listing(registry: &ToolRegistry) -> Vec<String> {
+pub(super) fn listing(registry: &ToolRegistry, hidden: &dyn Fn(&str) -> bool) -> Vec<String> {
     let always: BTreeSet<String> = registry.always_offered().into_iter().collect();
     let mut families: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut lines = Vec::new();
     for tool in registry.list() {
         let name = tool.name().to_string();
-        if always.contains(&name) {
+        if always.contains(&name) || hidden(&name) {
             continue;
         }
         match tool.family() {

@@ -169,9 +169,10 @@ impl ToolRegistry {
 
     /// The prompt's lines naming the tools whose schemas load on demand
     /// (see [`super::offer`]); empty when every schema is sent.
-    pub fn on_demand_listing(&self) -> Vec<String> {
+    /// `hidden` tools (disabled ones) are left out.
+    pub fn on_demand_listing(&self, hidden: &dyn Fn(&str) -> bool) -> Vec<String> {
         if self.tools.contains_key(super::offer::SCHEMA_TOOL) {
-            super::offer::listing(self)
+            super::offer::listing(self, hidden)
         } else {
             Vec::new()
         }

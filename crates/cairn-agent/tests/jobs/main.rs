@@ -6,4 +6,5 @@
 
 mod fixtures;
 mod lifecycle;
+mod repair;
 mod running;

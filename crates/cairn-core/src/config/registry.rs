@@ -448,6 +448,28 @@ pub static SETTINGS: &[SettingDef] = &[
         D::Unset,
         "LLM calls allowed per sliding hour",
     ),
+    // Self-repair (issue 13).
+    def(
+        "repair.stuck_after_secs",
+        &["CAIRN_REPAIR_STUCK_AFTER_SECS"],
+        K::UInt,
+        D::UInt(600),
+        "a running job without progress for this long is restarted",
+    ),
+    def(
+        "repair.max_attempts",
+        &["CAIRN_REPAIR_MAX_ATTEMPTS"],
+        K::UInt,
+        D::UInt(3),
+        "restarts of a stuck job before it needs a person",
+    ),
+    def(
+        "repair.tool_failure_limit",
+        &["CAIRN_REPAIR_TOOL_FAILURE_LIMIT"],
+        K::UInt,
+        D::UInt(5),
+        "consecutive failures that disable a tool (0: never)",
+    ),
 ];
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed

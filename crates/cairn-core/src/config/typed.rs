@@ -37,6 +37,29 @@ pub struct Config {
     pub tools: Option<Section>,
     /// Notification delivery.
     pub notify: NotifyConfig,
+    /// Self-repair of stuck jobs and failing tools.
+    pub repair: RepairConfig,
+}
+
+/// Self-repair: stuck jobs and failing tools (`[repair]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairConfig {
+    /// A running job without progress for this long is restarted.
+    pub stuck_after: Duration,
+    /// Restarts of one job before it is marked as needing a person.
+    pub max_attempts: u32,
+    /// Consecutive failures that disable a tool (`None`: never).
+    pub tool_failure_limit: Option<u64>,
+}
+
+impl Default for RepairConfig {
+    fn default() -> Self {
+        Self {
+            stuck_after: Duration::from_secs(600),
+            max_attempts: 3,
+            tool_failure_limit: Some(5),
+        }
+    }
 }
 
 /// Notification delivery settings and the output channels.
@@ -313,6 +336,14 @@ impl Config {
                 retry_max: Duration::from_secs(r.uint_at_least("notify.retry_max_secs", 1)),
                 lease: Duration::from_secs(r.uint_at_least("notify.lease_secs", 1)),
                 channels: settings.sections.get("channels").cloned(),
+            },
+            repair: RepairConfig {
+                stuck_after: Duration::from_secs(r.uint_at_least("repair.stuck_after_secs", 1)),
+                max_attempts: r.u32_at_least("repair.max_attempts", 0),
+                tool_failure_limit: match r.uint_at_least("repair.tool_failure_limit", 0) {
+                    0 => None,
+                    n => Some(n),
+                },
             },
             settings: settings.clone(),
         };

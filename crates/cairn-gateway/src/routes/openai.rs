@@ -451,8 +451,8 @@ async fn system_prompt(
             .model
             .clone()
             .unwrap_or_else(|| agent.provider().model().to_string()),
-        tools: agent.runner().registry().definitions(),
-        more_tools: agent.runner().registry().on_demand_listing(),
+        tools: agent.runner().definitions(),
+        more_tools: agent.runner().on_demand_listing(),
         runtime: settings.runtime.clone(),
     })
     .await;

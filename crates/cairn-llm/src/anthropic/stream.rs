@@ -188,6 +188,10 @@ impl Decoder for AnthropicDecoder {
         self.received
     }
 
+    fn usage_so_far(&self) -> Option<Usage> {
+        Usage::reported(self.input_tokens, self.output_tokens)
+    }
+
     fn into_raw(self) -> RawResponse {
         let usage = Usage::reported(self.input_tokens, self.output_tokens);
         let tool_calls = self

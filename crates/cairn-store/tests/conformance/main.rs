@@ -5,6 +5,7 @@
 
 mod admission;
 mod background;
+mod cost_tools;
 mod fixture;
 mod gateway;
 mod jobs;
@@ -102,4 +103,10 @@ conformance!(
     jobs::cancel_requests_by_state,
     jobs::stuck_jobs_and_activity,
     jobs::orphaned_jobs_are_reaped_as_interrupted,
+    cost_tools::spend_adds_up_and_reservations_hold_the_budget,
+    cost_tools::the_hourly_window_slides_and_names_the_next_slot,
+    cost_tools::concurrent_admissions_never_overshoot_the_hourly_limit,
+    cost_tools::the_old_settings_blob_is_migrated,
+    cost_tools::tools_are_disabled_once_and_enabled_again,
+    cost_tools::quiet_jobs_are_restarted_then_given_up,
 );

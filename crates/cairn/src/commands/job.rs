@@ -121,7 +121,9 @@ async fn cancel(store: &Store, id: Uuid, as_json: bool) -> anyhow::Result<()> {
 }
 
 fn state_label(job: &JobRecord) -> String {
-    if job.cancel_requested && job.state.is_active() {
+    if job.needs_attention {
+        format!("{} (needs attention)", job.state)
+    } else if job.cancel_requested && job.state.is_active() {
         format!("{}*", job.state)
     } else {
         job.state.to_string()
@@ -143,6 +145,9 @@ fn render(job: &JobRecord, zone: Tz, now: DateTime<Utc>) -> String {
     let mut state = job.state.to_string();
     if job.cancel_requested && job.state.is_active() {
         state.push_str(" (cancel requested)");
+    }
+    if job.needs_attention {
+        state.push_str(" (needs attention: self-repair gave up)");
     }
     let optional = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
     let lease = match (&job.lease_owner, job.lease_until) {
@@ -179,6 +184,12 @@ fn render(job: &JobRecord, zone: Tz, now: DateTime<Utc>) -> String {
         if job.use_planning { "yes" } else { "no" }.into(),
     );
     line("lease:", lease);
+    if job.repair_attempts > 0 {
+        line(
+            "restarts:",
+            format!("{} (self-repair)", job.repair_attempts),
+        );
+    }
     out.push_str(&format!("\ndescription:\n{}\n", indent(&job.description)));
     if let Some(result) = &job.result {
         out.push_str(&format!("\nresult:\n{}\n", indent(result)));

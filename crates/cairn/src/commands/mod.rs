@@ -13,6 +13,7 @@ mod schedule;
 mod service;
 mod status;
 mod token;
+mod tool;
 mod version;
 
 use std::process::ExitCode;
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Token(command) => token::run(&command, cli.json),
         Command::Status => status::run(cli.json),
         Command::Service(command) => service::run(&command, cli.json),
+        Command::Tool(command) => tool::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

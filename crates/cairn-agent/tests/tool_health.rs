@@ -1,0 +1,238 @@
+//! Tool health: a tool failing five times in a row is disabled for the agent
+//! (left out of the next request's tool list, refused if called anyway) with
+//! one notification, across runners sharing the database, until re-enabled.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use cairn_agent::policy::{PolicyGate, ToolPolicyConfig};
+use cairn_agent::repair::{InboxNotifier, ToolHealth, repair_tools};
+use cairn_agent::runner::{Authorized, AutoApprove, ToolRunner, ToolStatus};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use cairn_agent::{AgentLoop, Approver, HookRegistry, LoopConfig, LoopDelegate, LoopStatus};
+use cairn_core::chat::{ChatMessage, ToolCall};
+use cairn_core::clock::{Clock, SystemClock};
+use cairn_llm::build_provider;
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use cairn_store::Store;
+use serde_json::json;
+
+/// Fails while `broken` is set; counts its runs.
+struct Flaky {
+    broken: AtomicBool,
+    runs: AtomicUsize,
+}
+
+#[async_trait]
+impl Tool for Flaky {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    fn description(&self) -> &str {
+        "fails while broken"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        _: serde_json::Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        if self.broken.load(Ordering::SeqCst) {
+            Ok(ToolOutput::failed("upstream said 503"))
+        } else {
+            Ok(ToolOutput::ok("fine"))
+        }
+    }
+}
+
+struct Quiet;
+
+impl LoopDelegate for Quiet {
+    fn approver(&self) -> &dyn Approver {
+        &AutoApprove
+    }
+}
+
+fn runner(store: &Store, flaky: Arc<Flaky>) -> Arc<ToolRunner> {
+    let mut registry = ToolRegistry::new();
+    registry.register(flaky).unwrap();
+    let runner = Arc::new(ToolRunner::new(
+        Arc::new(registry),
+        Arc::new(PolicyGate::new(&ToolPolicyConfig::default())),
+    ));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    runner.attach_health(Arc::new(ToolHealth::new(
+        store.clone(),
+        Some(5),
+        Arc::new(InboxNotifier::new(store.clone(), Arc::clone(&clock))),
+        clock,
+        "ada",
+    )));
+    runner
+}
+
+fn tool_names(request: &cairn_llm::testing::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn five_failures_disable_a_tool_until_it_is_enabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cairn.db").display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let flaky = Arc::new(Flaky {
+        broken: AtomicBool::new(true),
+        runs: AtomicUsize::new(0),
+    });
+    let runner = runner(&store, Arc::clone(&flaky));
+    let server = FakeLlmServer::start().await.unwrap();
+    let provider = build_provider(&server.openai_settings()).unwrap();
+    let agent = AgentLoop::new(
+        provider,
+        Arc::clone(&runner),
+        Arc::new(HookRegistry::new()),
+        LoopConfig::default(),
+    );
+    for _ in 0..5 {
+        server.push(Scripted::tool_call("flaky", json!({})));
+    }
+    server.push(Scripted::text("gave up on flaky"));
+    let ctx = ToolContext::new(dir.path(), "s");
+    let mut messages = vec![ChatMessage::user("use flaky")];
+    let outcome = agent.run(&Quiet, &mut messages, &ctx).await;
+    assert_eq!(outcome.status, LoopStatus::Answered);
+    assert_eq!(flaky.runs.load(Ordering::SeqCst), 5);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    assert_eq!(
+        tool_names(&requests[4]),
+        vec!["flaky"],
+        "listed until the fifth failure"
+    );
+    assert!(
+        tool_names(&requests[5]).is_empty(),
+        "then hidden from the model"
+    );
+
+    // Called anyway: refused without running.
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "flaky".into(),
+        arguments: json!({}),
+    };
+    let refused = runner.run(&call, &ctx, &AutoApprove).await;
+    assert_eq!(refused.status, ToolStatus::Denied);
+    assert!(
+        refused.content.contains("cairn tool enable flaky"),
+        "{}",
+        refused.content
+    );
+    assert_eq!(flaky.runs.load(Ordering::SeqCst), 5);
+
+    // One notification, and self-repair reports the tool.
+    let inbox = store.inbox("ada", true, 10).await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert!(inbox[0].title.contains("flaky"), "{}", inbox[0].title);
+    assert!(
+        inbox[0].body.contains("upstream said 503"),
+        "{}",
+        inbox[0].body
+    );
+    let disabled = repair_tools(&store).await.unwrap();
+    assert_eq!(disabled.len(), 1);
+    assert_eq!(disabled[0].consecutive_failures, 5);
+
+    // Another process (another runner on the database) sees it disabled too.
+    let other = runner_for_check(&store, &flaky).await;
+    assert!(other.definitions().is_empty());
+
+    // Re-enabled (as `cairn tool enable` does): listed again on the next call.
+    flaky.broken.store(false, Ordering::SeqCst);
+    assert!(
+        store
+            .enable_tool("flaky", chrono::Utc::now())
+            .await
+            .unwrap()
+    );
+    server.push(Scripted::tool_call("flaky", json!({})));
+    server.push(Scripted::text("works again"));
+    let outcome = agent.run(&Quiet, &mut messages, &ctx).await;
+    assert_eq!(outcome.status, LoopStatus::Answered);
+    assert_eq!(tool_names(&server.requests()[6]), vec!["flaky"]);
+    assert_eq!(flaky.runs.load(Ordering::SeqCst), 6);
+    assert!(repair_tools(&store).await.unwrap().is_empty());
+    assert_eq!(
+        store.inbox("ada", true, 10).await.unwrap().len(),
+        1,
+        "still one notification"
+    );
+}
+
+async fn runner_for_check(store: &Store, flaky: &Arc<Flaky>) -> Arc<ToolRunner> {
+    let runner = runner(store, Arc::clone(flaky));
+    runner.refresh_health().await;
+    runner
+}
+
+#[tokio::test]
+async fn a_success_resets_the_streak_and_refusals_do_not_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cairn.db").display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let flaky = Arc::new(Flaky {
+        broken: AtomicBool::new(true),
+        runs: AtomicUsize::new(0),
+    });
+    let runner = runner(&store, Arc::clone(&flaky));
+    let ctx = ToolContext::new(dir.path(), "s");
+    let call = ToolCall {
+        id: "c".into(),
+        name: "flaky".into(),
+        arguments: json!({}),
+    };
+    for _ in 0..4 {
+        runner.run(&call, &ctx, &AutoApprove).await;
+    }
+    flaky.broken.store(false, Ordering::SeqCst);
+    assert_eq!(
+        runner.run(&call, &ctx, &AutoApprove).await.status,
+        ToolStatus::Success
+    );
+    flaky.broken.store(true, Ordering::SeqCst);
+    for _ in 0..4 {
+        runner.run(&call, &ctx, &AutoApprove).await;
+    }
+    // Bad arguments are the model's fault, not the tool's.
+    let bad = ToolCall {
+        arguments: json!("not an object"),
+        ..call.clone()
+    };
+    assert_eq!(
+        runner.run(&bad, &ctx, &AutoApprove).await.status,
+        ToolStatus::InvalidArguments
+    );
+    let health = store.list_tool_health().await.unwrap();
+    assert_eq!(health[0].consecutive_failures, 4);
+    assert!(!health[0].disabled);
+    assert_eq!(runner.definitions().len(), 1);
+}
