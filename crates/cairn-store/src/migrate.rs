@@ -70,6 +70,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0008_background_tasks.sql"),
         postgres: include_str!("../migrations/0008_background_tasks.sql"),
     },
+    Migration {
+        version: 10,
+        name: "memory",
+        sqlite: include_str!("../migrations/0010_memory.sql"),
+        postgres: include_str!("../migrations/0010_memory.pg.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

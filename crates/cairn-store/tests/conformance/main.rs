@@ -8,6 +8,7 @@ mod background;
 mod fixture;
 mod gateway;
 mod jobs;
+mod memory;
 mod notifications;
 mod routines;
 mod runs;
@@ -101,4 +102,8 @@ conformance!(
     jobs::cancel_requests_by_state,
     jobs::stuck_jobs_and_activity,
     jobs::orphaned_jobs_are_reaped_as_interrupted,
+    memory::memories_store_update_and_forget,
+    memory::memory_keyword_search_folds_accents,
+    memory::memory_embeddings_and_cache,
+    memory::memory_hygiene_never_touches_core,
 );
