@@ -26,6 +26,7 @@
 mod anthropic;
 mod client;
 mod cost;
+mod embeddings;
 mod error;
 mod failover;
 mod http;
@@ -43,6 +44,7 @@ pub mod testing;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient};
 pub use cairn_core::chat::{ChatMessage, Role, ToolCall, ToolDefinition};
+pub use embeddings::{EmbeddingsClient, EmbeddingsSettings};
 pub use cost::{MICROS_PER_DOLLAR, ModelPrice, PriceTable};
 pub use error::{LlmError, LlmErrorKind};
 pub use failover::FailoverProvider;
