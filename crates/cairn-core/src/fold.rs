@@ -37,9 +37,9 @@ const STOPWORDS: &[&str] = &[
     "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what",
     "when", "where", "which", "who", "why", "will", "with", "you", "your", "au", "aux", "avec",
     "ce", "ces", "dans", "de", "des", "du", "elle", "en", "est", "et", "il", "je", "la", "le",
-    "les", "leur", "lui", "ma", "mais", "me", "mes", "mon", "ne", "nous", "on", "ou", "par",
-    "pas", "pour", "qu", "que", "qui", "sa", "se", "ses", "son", "sur", "ta", "te", "tes", "ton",
-    "tu", "un", "une", "vous", "y",
+    "les", "leur", "lui", "ma", "mais", "me", "mes", "mon", "ne", "nous", "on", "ou", "par", "pas",
+    "pour", "qu", "que", "qui", "sa", "se", "ses", "son", "sur", "ta", "te", "tes", "ton", "tu",
+    "un", "une", "vous", "y",
 ];
 
 /// The distinct words of a query that carry meaning: folded, stop words and

@@ -19,8 +19,8 @@ pub use file::{FileSettings, FileValue, Section, line_col};
 pub use redact::{redact_json, redact_url};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
-    AgentConfig, Config, CostConfig, GatewayConfig, HeartbeatConfig, LlmConfig, NotifyConfig,
-    RoutinesConfig, UserConfig,
+    AgentConfig, Config, CostConfig, GatewayConfig, HeartbeatConfig, LlmConfig, MemoryConfig,
+    NotifyConfig, RoutinesConfig, UserConfig,
 };
 
 /// A scalar setting value.
