@@ -31,15 +31,15 @@ pub fn search_text(text: &str) -> String {
 /// Words too common to say what a query is about (English and French,
 /// already folded). A query made only of these matches nothing.
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "did", "for",
-    "from", "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its",
-    "me", "my", "no", "not", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them",
-    "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what",
-    "when", "where", "which", "who", "why", "will", "with", "you", "your", "au", "aux", "avec",
-    "ce", "ces", "dans", "de", "des", "du", "elle", "en", "est", "et", "il", "je", "la", "le",
-    "les", "leur", "lui", "ma", "mais", "me", "mes", "mon", "ne", "nous", "on", "ou", "par", "pas",
-    "pour", "qu", "que", "qui", "sa", "se", "ses", "son", "sur", "ta", "te", "tes", "ton", "tu",
-    "un", "une", "vous", "y",
+    "a", "about", "also", "an", "and", "any", "are", "as", "at", "be", "but", "by", "can", "could",
+    "do", "does", "did", "for", "just", "should", "some", "would", "from", "has", "have", "he",
+    "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of",
+    "on", "or", "our", "she", "so", "that", "the", "their", "them", "then", "there", "these",
+    "they", "this", "to", "up", "us", "was", "we", "were", "what", "when", "where", "which", "who",
+    "why", "will", "with", "you", "your", "au", "aux", "avec", "ce", "ces", "dans", "de", "des",
+    "du", "elle", "en", "est", "et", "il", "je", "la", "le", "les", "leur", "lui", "ma", "mais",
+    "me", "mes", "mon", "ne", "nous", "on", "ou", "par", "pas", "pour", "qu", "que", "qui", "sa",
+    "se", "ses", "son", "sur", "ta", "te", "tes", "ton", "tu", "un", "une", "vous", "y",
 ];
 
 /// The distinct words of a query that carry meaning: folded, stop words and
@@ -83,8 +83,8 @@ mod tests {
     #[test]
     fn query_terms_drop_stop_words_and_repeats() {
         assert_eq!(
-            query_terms("What is the réunion about? The REUNION"),
-            ["reunion", "about"]
+            query_terms("What is the réunion for? The REUNION, Lyon"),
+            ["reunion", "lyon"]
         );
         assert!(query_terms("the of and").is_empty());
         assert_eq!(query_terms("7 x"), ["7"]);

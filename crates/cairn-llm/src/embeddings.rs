@@ -61,8 +61,9 @@ impl EmbeddingsClient {
             return Err(LlmError::config("embeddings model must not be empty"));
         }
         let base = settings.base_url.trim().trim_end_matches('/');
-        let url = reqwest::Url::parse(base)
-            .map_err(|e| LlmError::config(format!("embeddings base_url is not a valid URL: {e}")))?;
+        let url = reqwest::Url::parse(base).map_err(|e| {
+            LlmError::config(format!("embeddings base_url is not a valid URL: {e}"))
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(LlmError::config(format!(
                 "embeddings base_url must use http or https, not {:?}",
@@ -128,7 +129,9 @@ impl EmbeddingsClient {
         let mut request = self.http.post(&self.endpoint).json(&body);
         if let Some(key) = &self.wire.api_key {
             let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret()))
-                .map_err(|_| LlmError::config("api_key contains characters not allowed in a header"))?;
+                .map_err(|_| {
+                    LlmError::config("api_key contains characters not allowed in a header")
+                })?;
             value.set_sensitive(true);
             request = request.header(AUTHORIZATION, value);
         }

@@ -4,7 +4,8 @@
 //!
 //! Both backends search the same folded text (`cairn_core::fold`), and a
 //! hit's keyword score is the share of the query's terms the document holds,
-//! computed here in Rust, so the two backends rank alike.
+//! computed here in Rust (its square root, see [`KeywordHit::score`]), so
+//! the two backends rank alike.
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -112,7 +113,8 @@ pub struct MemoryDoc {
 pub struct KeywordHit {
     /// The document.
     pub doc: MemoryDoc,
-    /// Share of the query's terms the document holds, in 0..=1.
+    /// The square root of the share of the query's terms the document
+    /// holds, in 0..=1 (1: every term).
     pub score: f64,
 }
 
@@ -275,12 +277,12 @@ impl Store {
                 doc_columns!(),
                 " FROM memory_docs d WHERE d.id = $1"
             ))
-                .bind(id.to_string())
-                .fetch_optional(self.pool())
-                .await?
-                .as_ref()
-                .map(doc_of)
-                .transpose()
+            .bind(id.to_string())
+            .fetch_optional(self.pool())
+            .await?
+            .as_ref()
+            .map(doc_of)
+            .transpose()
         })
         .await
     }
@@ -494,7 +496,9 @@ impl Store {
                 let search: String = Cols(row).text("search_text")?;
                 hits.push(KeywordHit {
                     doc: doc_of(row)?,
-                    score: cairn_core::fold::coverage(&terms, &search),
+                    // The square root lets one word of a longer question
+                    // still count (1 of 3 terms: 0.58) while a full match is 1.
+                    score: cairn_core::fold::coverage(&terms, &search).sqrt(),
                 });
             }
             // Stable, so equal scores keep the backend's order.
@@ -668,9 +672,10 @@ impl Store {
     ) -> Result<u64, StoreError> {
         self.on_runtime(async {
             let mut moved = 0;
-            for category in categories.iter().filter(|c| {
-                !matches!(c, MemoryCategory::Core | MemoryCategory::Archived)
-            }) {
+            for category in categories
+                .iter()
+                .filter(|c| !matches!(c, MemoryCategory::Core | MemoryCategory::Archived))
+            {
                 let done = sqlx::query(
                     "UPDATE memory_docs SET category = 'archived'
                      WHERE user_id = $1 AND category = $2 AND updated_at < $3",

@@ -1,9 +1,11 @@
 //! A fake OpenAI-compatible embeddings server on 127.0.0.1.
 //!
-//! Vectors are deterministic bags of words: each folded word (see
-//! `cairn_core::fold`) adds 1 to one of `dims` buckets chosen by a hash of
-//! the word, and the vector is normalised to unit length. Texts sharing words
-//! are therefore close (cosine = overlap), texts sharing none are orthogonal
+//! Vectors are deterministic bags of words: each meaningful folded word (see
+//! `cairn_core::fold::query_terms`) adds 1 to one of `dims` buckets chosen by
+//! a hash of the word, and words longer than four letters also add 1 for
+//! their first four letters (a crude stem, so "dentists" is near "dentist"
+//! by meaning though not by keyword). The vector is normalised to unit
+//! length. Texts sharing words are close, texts sharing none are orthogonal
 //! (barring bucket collisions), and a test can predict both.
 
 use std::net::SocketAddr;
@@ -41,14 +43,21 @@ pub struct FakeEmbeddingsServer {
 pub fn fake_embedding(text: &str, dims: usize) -> Vec<f32> {
     let dims = dims.max(1);
     let mut v = vec![0.0_f32; dims];
-    for word in cairn_core::fold::query_terms(text) {
+    let mut add = |feature: &str| {
         // FNV-1a: stable across runs and platforms.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in word.bytes() {
+        for b in feature.bytes() {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
         v[(h % dims as u64) as usize] += 1.0;
+    };
+    for word in cairn_core::fold::query_terms(text) {
+        add(&word);
+        if word.chars().count() > 4 {
+            let stem: String = word.chars().take(4).collect();
+            add(&format!("{stem}~"));
+        }
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {

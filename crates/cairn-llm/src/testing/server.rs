@@ -241,10 +241,7 @@ pub(crate) fn spawn_thread(state: Arc<ServerState>) -> std::io::Result<(SocketAd
 }
 
 /// Serves `app` on 127.0.0.1 from its own thread and runtime.
-pub(crate) fn spawn_thread_with(
-    app: Router,
-    name: &str,
-) -> std::io::Result<(SocketAddr, Runner)> {
+pub(crate) fn spawn_thread_with(app: Router, name: &str) -> std::io::Result<(SocketAddr, Runner)> {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()

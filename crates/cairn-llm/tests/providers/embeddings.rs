@@ -35,6 +35,9 @@ async fn a_failing_server_is_a_typed_error_without_the_key() {
     server.set_failing(true);
     let client = EmbeddingsClient::new(&server.settings(None)).unwrap();
     let err = client.embed_one("x").await.unwrap_err();
-    assert!(matches!(err, LlmError::Server { status: 500, .. }), "{err:?}");
+    assert!(
+        matches!(err, LlmError::Server { status: 500, .. }),
+        "{err:?}"
+    );
     assert!(!err.to_string().contains(cairn_llm::testing::FAKE_API_KEY));
 }

@@ -23,7 +23,12 @@ pub async fn memories_store_update_and_forget(fx: &Fixture) {
     let s = &fx.store;
     let doc = s
         .store_memory(
-            &memo("u", Some("coffee"), "Prefers espresso", MemoryCategory::Core),
+            &memo(
+                "u",
+                Some("coffee"),
+                "Prefers espresso",
+                MemoryCategory::Core,
+            ),
             at(1),
         )
         .await
@@ -39,7 +44,12 @@ pub async fn memories_store_update_and_forget(fx: &Fixture) {
         .unwrap();
     let again = s
         .store_memory(
-            &memo("u", Some("coffee"), "Prefers flat white", MemoryCategory::Core),
+            &memo(
+                "u",
+                Some("coffee"),
+                "Prefers flat white",
+                MemoryCategory::Core,
+            ),
             at(2),
         )
         .await
@@ -53,22 +63,37 @@ pub async fn memories_store_update_and_forget(fx: &Fixture) {
     assert_eq!(s.memory_embedding(doc.id).await.unwrap(), None);
     // The same key for another person is another document.
     let other = s
-        .store_memory(&memo("v", Some("coffee"), "Tea", MemoryCategory::Core), at(2))
+        .store_memory(
+            &memo("v", Some("coffee"), "Tea", MemoryCategory::Core),
+            at(2),
+        )
         .await
         .unwrap();
     assert_ne!(other.id, doc.id);
 
-    let updated = s.update_memory(doc.id, "Prefers cortado", at(3)).await.unwrap();
+    let updated = s
+        .update_memory(doc.id, "Prefers cortado", at(3))
+        .await
+        .unwrap();
     assert_eq!(updated.content, "Prefers cortado");
     assert_eq!(
-        s.get_memory_by_key("u", "coffee").await.unwrap().unwrap().id,
+        s.get_memory_by_key("u", "coffee")
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
         doc.id
     );
     assert_eq!(s.count_memories("u").await.unwrap(), 1);
 
     assert!(s.forget_memory(doc.id).await.unwrap());
     assert!(!s.forget_memory(doc.id).await.unwrap());
-    assert!(s.search_memories("u", "cortado", 5).await.unwrap().is_empty());
+    assert!(
+        s.search_memories("u", "cortado", 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(s.forget_memory_by_key("v", "coffee").await.unwrap());
     assert!(!s.forget_memory_by_key("v", "coffee").await.unwrap());
     assert_eq!(s.count_memories("v").await.unwrap(), 0);
@@ -77,26 +102,44 @@ pub async fn memories_store_update_and_forget(fx: &Fixture) {
 pub async fn memory_keyword_search_folds_accents(fx: &Fixture) {
     let s = &fx.store;
     s.store_memory(
-        &memo("u", None, "Réunion d'équipe le lundi à 10h", MemoryCategory::Custom),
+        &memo(
+            "u",
+            None,
+            "Réunion d'équipe le lundi à 10h",
+            MemoryCategory::Custom,
+        ),
         at(1),
     )
     .await
     .unwrap();
     s.store_memory(
-        &memo("u", None, "The reunion dinner is in Lyon", MemoryCategory::Custom),
+        &memo(
+            "u",
+            None,
+            "The reunion dinner is in Lyon",
+            MemoryCategory::Custom,
+        ),
         at(1),
     )
     .await
     .unwrap();
     s.store_memory(
-        &memo("u", None, "Dentist appointment on Friday", MemoryCategory::Custom),
+        &memo(
+            "u",
+            None,
+            "Dentist appointment on Friday",
+            MemoryCategory::Custom,
+        ),
         at(1),
     )
     .await
     .unwrap();
-    s.store_memory(&memo("someone-else", None, "reunion", MemoryCategory::Core), at(1))
-        .await
-        .unwrap();
+    s.store_memory(
+        &memo("someone-else", None, "reunion", MemoryCategory::Core),
+        at(1),
+    )
+    .await
+    .unwrap();
 
     // Without the accent, the accented document is found, and vice versa.
     let hits = s.search_memories("u", "reunion", 10).await.unwrap();
@@ -107,11 +150,16 @@ pub async fn memory_keyword_search_folds_accents(fx: &Fixture) {
     assert_eq!(hits.len(), 2);
     assert!(hits[0].doc.content.starts_with("Réunion"));
     assert_eq!(hits[0].score, 1.0);
-    assert_eq!(hits[1].score, 0.5);
+    assert_eq!(hits[1].score, 0.5_f64.sqrt());
 
     // Whole words only, stop words ignored, limit honoured.
     assert!(s.search_memories("u", "dent", 10).await.unwrap().is_empty());
-    assert!(s.search_memories("u", "the is on", 10).await.unwrap().is_empty());
+    assert!(
+        s.search_memories("u", "the is on", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(s.search_memories("u", "reunion", 1).await.unwrap().len(), 1);
     // Terms are data, never query syntax.
     assert!(
@@ -122,14 +170,32 @@ pub async fn memory_keyword_search_folds_accents(fx: &Fixture) {
     );
 
     // A changed content is searched by its new words only.
-    let doc = s.search_memories("u", "dentist", 1).await.unwrap()[0].doc.clone();
-    s.update_memory(doc.id, "Physiotherapy on Friday", at(2)).await.unwrap();
-    assert!(s.search_memories("u", "dentist", 5).await.unwrap().is_empty());
-    assert_eq!(s.search_memories("u", "physiotherapy", 5).await.unwrap().len(), 1);
-    // The key is searchable too.
-    s.store_memory(&memo("u", Some("partner name"), "Alex", MemoryCategory::Core), at(2))
+    let doc = s.search_memories("u", "dentist", 1).await.unwrap()[0]
+        .doc
+        .clone();
+    s.update_memory(doc.id, "Physiotherapy on Friday", at(2))
         .await
         .unwrap();
+    assert!(
+        s.search_memories("u", "dentist", 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        s.search_memories("u", "physiotherapy", 5)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // The key is searchable too.
+    s.store_memory(
+        &memo("u", Some("partner name"), "Alex", MemoryCategory::Core),
+        at(2),
+    )
+    .await
+    .unwrap();
     assert_eq!(s.search_memories("u", "partner", 5).await.unwrap().len(), 1);
 }
 
@@ -158,7 +224,10 @@ pub async fn memory_embeddings_and_cache(fx: &Fixture) {
         s.memory_embedding(a.id).await.unwrap(),
         Some(("m1".to_string(), vec![0.6, 0.8]))
     );
-    assert_eq!(s.memory_vectors("u", "m1").await.unwrap(), vec![(a.id, vec![0.6, 0.8])]);
+    assert_eq!(
+        s.memory_vectors("u", "m1").await.unwrap(),
+        vec![(a.id, vec![0.6, 0.8])]
+    );
     assert!(s.memory_vectors("u", "m2").await.unwrap().is_empty());
     let stats = s.memory_stats("u").await.unwrap();
     assert_eq!(stats.total, 2);
@@ -169,19 +238,35 @@ pub async fn memory_embeddings_and_cache(fx: &Fixture) {
     );
 
     assert_eq!(s.cached_embedding("h", "m1").await.unwrap(), None);
-    s.cache_embedding("h", "m1", &[0.25, -0.5], at(1)).await.unwrap();
+    s.cache_embedding("h", "m1", &[0.25, -0.5], at(1))
+        .await
+        .unwrap();
     s.cache_embedding("h", "m1", &[9.0], at(2)).await.unwrap();
-    assert_eq!(s.cached_embedding("h", "m1").await.unwrap(), Some(vec![0.25, -0.5]));
+    assert_eq!(
+        s.cached_embedding("h", "m1").await.unwrap(),
+        Some(vec![0.25, -0.5])
+    );
     assert_eq!(s.cached_embedding("h", "m2").await.unwrap(), None);
 
-    let listed = s.list_memories("u", Some(MemoryCategory::Daily), 10).await.unwrap();
+    let listed = s
+        .list_memories("u", Some(MemoryCategory::Daily), 10)
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].id, b.id);
     assert_eq!(s.list_memories("u", None, 10).await.unwrap().len(), 2);
     s.touch_memories(&[a.id], at(3)).await.unwrap();
-    assert_eq!(s.get_memory(a.id).await.unwrap().unwrap().accessed_at, Some(at(3)));
     assert_eq!(
-        s.memories_by_ids(&[b.id, a.id]).await.unwrap().iter().map(|d| d.id).collect::<Vec<_>>(),
+        s.get_memory(a.id).await.unwrap().unwrap().accessed_at,
+        Some(at(3))
+    );
+    assert_eq!(
+        s.memories_by_ids(&[b.id, a.id])
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.id)
+            .collect::<Vec<_>>(),
         vec![b.id, a.id]
     );
 }
@@ -196,7 +281,9 @@ pub async fn memory_hygiene_never_touches_core(fx: &Fixture) {
         ("old conversation", MemoryCategory::Conversation),
         ("old custom", MemoryCategory::Custom),
     ] {
-        s.store_memory(&memo("u", None, content, category), old).await.unwrap();
+        s.store_memory(&memo("u", None, content, category), old)
+            .await
+            .unwrap();
     }
     s.store_memory(&memo("u", None, "new daily", MemoryCategory::Daily), now)
         .await
@@ -204,21 +291,31 @@ pub async fn memory_hygiene_never_touches_core(fx: &Fixture) {
 
     let cutoff = now - Duration::days(7);
     let moved = s
-        .archive_memories_older_than(
-            "u",
-            &[MemoryCategory::Core, MemoryCategory::Daily],
-            cutoff,
-        )
+        .archive_memories_older_than("u", &[MemoryCategory::Core, MemoryCategory::Daily], cutoff)
         .await
         .unwrap();
     assert_eq!(moved, 1);
-    let archived = s.list_memories("u", Some(MemoryCategory::Archived), 10).await.unwrap();
+    let archived = s
+        .list_memories("u", Some(MemoryCategory::Archived), 10)
+        .await
+        .unwrap();
     assert_eq!(archived.len(), 1);
     assert_eq!(archived[0].content, "old daily");
     // Archived documents are not recalled.
-    assert!(s.search_memories("u", "daily", 10).await.unwrap().iter().all(|h| h.doc.content == "new daily"));
+    assert!(
+        s.search_memories("u", "daily", 10)
+            .await
+            .unwrap()
+            .iter()
+            .all(|h| h.doc.content == "new daily")
+    );
 
-    assert_eq!(s.purge_memories_older_than("u", MemoryCategory::Core, now).await.unwrap(), 0);
+    assert_eq!(
+        s.purge_memories_older_than("u", MemoryCategory::Core, now)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(
         s.purge_memories_older_than("u", MemoryCategory::Conversation, cutoff)
             .await
