@@ -53,7 +53,10 @@ async fn build(n: usize, dims: usize, model: &str) -> (Store, tempfile::TempDir)
     let mut rng = Lcg(n as u64 ^ dims as u64);
     let now = Utc::now();
     for i in 0..n {
-        let content = (0..12).map(|_| word(&mut rng)).collect::<Vec<_>>().join(" ");
+        let content = (0..12)
+            .map(|_| word(&mut rng))
+            .collect::<Vec<_>>()
+            .join(" ");
         let doc = store
             .store_memory(
                 &NewMemory {
@@ -86,7 +89,12 @@ async fn bench(n: usize, dims: usize, embed: &FakeEmbeddingsServer) {
     let (store, _dir) = build(n, dims, model).await;
     let built = started.elapsed();
     let clock = Arc::new(SystemClock);
-    let keyword = MemoryService::new(store.clone(), "bench", clock.clone(), MemorySettings::default());
+    let keyword = MemoryService::new(
+        store.clone(),
+        "bench",
+        clock.clone(),
+        MemorySettings::default(),
+    );
     let hybrid = MemoryService::new(store.clone(), "bench", clock, MemorySettings::default())
         .with_embeddings(
             EmbeddingsClient::new(&embed.settings(Some(u32::try_from(dims).unwrap()))).unwrap(),
@@ -109,6 +117,22 @@ async fn bench(n: usize, dims: usize, embed: &FakeEmbeddingsServer) {
             h.push(t.elapsed());
         }
     }
+    let mut raw = Vec::new();
+    let mut touch = Vec::new();
+    for q in queries {
+        let t = Instant::now();
+        let hits = store.search_memories("bench", q, 50).await.unwrap();
+        raw.push(t.elapsed());
+        let ids: Vec<Uuid> = hits.iter().take(5).map(|h| h.doc.id).collect();
+        let t = Instant::now();
+        store.touch_memories(&ids, Utc::now()).await.unwrap();
+        touch.push(t.elapsed());
+    }
+    println!(
+        "  full-text query {:?}, touching 5 {:?}",
+        median(raw),
+        median(touch)
+    );
     let vectors: Vec<(Uuid, Vec<f32>)> = store.memory_vectors("bench", model).await.unwrap();
     let t = Instant::now();
     let loaded_once = store.memory_vectors("bench", model).await.unwrap().len();

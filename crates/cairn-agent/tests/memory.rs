@@ -421,3 +421,32 @@ async fn hygiene_archives_purges_and_snapshots_then_a_fresh_store_hydrates() {
         .unwrap();
     assert!(!report.ran);
 }
+
+#[tokio::test]
+async fn kept_vectors_are_reloaded_after_another_process_writes() {
+    let fx = fx().await;
+    let embed = FakeEmbeddingsServer::start().await.unwrap();
+    let make = || {
+        service(&fx, MemorySettings::default())
+            .with_embeddings(EmbeddingsClient::new(&embed.settings(None)).unwrap())
+    };
+    let (daemon, cli) = (make(), make());
+    daemon
+        .store_memory(None, "Gardening: tomatoes in May", MemoryCategory::Core, "t")
+        .await
+        .unwrap();
+    daemon.flush().await;
+    assert!(daemon.recall("cello lessons", 5).await.unwrap().hits.is_empty());
+    // Another service on the same database (as `cairn memory add` would be).
+    let doc = cli
+        .store_memory(None, "Cello lessons on Tuesday", MemoryCategory::Core, "t")
+        .await
+        .unwrap();
+    cli.flush().await;
+    let recall = daemon.recall("cello lessons", 5).await.unwrap();
+    assert_eq!(recall.hits.len(), 1);
+    assert_eq!(recall.hits[0].doc.id, doc.id);
+    assert_eq!(recall.hits[0].matched_by, MatchedBy::Both);
+    cli.forget(doc.id).await.unwrap();
+    assert!(daemon.recall("cello lessons", 5).await.unwrap().hits.is_empty());
+}

@@ -33,3 +33,11 @@ CREATE TABLE memory_embedding_cache (
     created_at   BIGINT NOT NULL,
     PRIMARY KEY (content_hash, model)
 );
+
+-- Bumped by every write that changes which vectors recall compares with, so
+-- a process can keep them in memory and reload them only after a change.
+CREATE TABLE memory_generation (
+    id BIGINT PRIMARY KEY,
+    n  BIGINT NOT NULL
+);
+INSERT INTO memory_generation (id, n) VALUES (1, 0);

@@ -260,6 +260,7 @@ impl Store {
                     id
                 }
             };
+            bump_generation(&mut *tx).await?;
             tx.commit().await?;
             self.get_memory(id).await?.ok_or(StoreError::NotFound {
                 what: "memory",
@@ -339,6 +340,7 @@ impl Store {
             if done.rows_affected() == 0 {
                 return Err(not_found());
             }
+            bump_generation(self.pool()).await?;
             self.get_memory(id).await?.ok_or_else(not_found)
         })
         .await
@@ -351,6 +353,7 @@ impl Store {
                 .bind(id.to_string())
                 .execute(self.pool())
                 .await?;
+            bump_if(self, done.rows_affected()).await?;
             Ok(done.rows_affected() > 0)
         })
         .await
@@ -364,6 +367,7 @@ impl Store {
                 .bind(key)
                 .execute(self.pool())
                 .await?;
+            bump_if(self, done.rows_affected()).await?;
             Ok(done.rows_affected() > 0)
         })
         .await
@@ -457,7 +461,9 @@ impl Store {
                     concat!(
                         "SELECT ",
                         doc_columns!(),
-                        " FROM memory_fts f JOIN memory_docs d ON d.seq = f.rowid
+                        // CROSS JOIN keeps the full-text match as the outer loop:
+                        // driven by the user index instead, SQLite re-runs MATCH per row.
+                        " FROM memory_fts f CROSS JOIN memory_docs d ON d.seq = f.rowid
                          WHERE memory_fts MATCH $1 AND d.user_id = $2 AND d.category <> 'archived'
                          ORDER BY bm25(memory_fts) LIMIT $3"
                     ),
@@ -545,6 +551,7 @@ impl Store {
             .bind(content_hash)
             .execute(self.pool())
             .await?;
+            bump_if(self, done.rows_affected()).await?;
             Ok(done.rows_affected() > 0)
         })
         .await
@@ -596,6 +603,22 @@ impl Store {
                 out.push((Cols(row).uuid("id")?, vector_of(&bytes)?));
             }
             Ok(out)
+        })
+        .await
+    }
+
+    /// A number that changes after every write that may change what
+    /// [`Store::memory_vectors`] returns (in any process): a reader may keep
+    /// the vectors while it stays the same.
+    pub async fn memory_generation(&self) -> Result<i64, StoreError> {
+        self.on_runtime(async {
+            let row = sqlx::query("SELECT n FROM memory_generation WHERE id = 1")
+                .fetch_optional(self.pool())
+                .await?;
+            Ok(match row {
+                Some(row) => Cols(&row).int("n")?,
+                None => 0,
+            })
         })
         .await
     }
@@ -687,6 +710,7 @@ impl Store {
                 .await?;
                 moved += done.rows_affected();
             }
+            bump_if(self, moved).await?;
             Ok(moved)
         })
         .await
@@ -714,10 +738,30 @@ impl Store {
             .bind(micros(cutoff))
             .execute(self.pool())
             .await?;
+            bump_if(self, done.rows_affected()).await?;
             Ok(done.rows_affected())
         })
         .await
     }
+}
+
+/// Marks the recallable vectors as changed (see [`Store::memory_generation`]).
+async fn bump_generation<'e, E>(executor: E) -> Result<(), StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    sqlx::query("UPDATE memory_generation SET n = n + 1 WHERE id = 1")
+        .execute(executor)
+        .await?;
+    Ok(())
+}
+
+/// Bumps the generation when a write changed something.
+async fn bump_if(store: &Store, changed: u64) -> Result<(), StoreError> {
+    if changed > 0 {
+        bump_generation(store.pool()).await?;
+    }
+    Ok(())
 }
 
 fn vector_of(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {

@@ -167,6 +167,17 @@ pub struct MemoryService {
     embedder: Option<EmbeddingsClient>,
     /// Embeddings computed in the background, awaited by [`MemoryService::flush`].
     pending: Arc<Mutex<JoinSet<()>>>,
+    /// The recallable vectors as last loaded, kept while the store's memory
+    /// generation and the model stay the same (reading them is most of a
+    /// hybrid recall's time).
+    vectors: Arc<tokio::sync::Mutex<Option<CachedVectors>>>,
+}
+
+/// Vectors loaded for one generation and model.
+struct CachedVectors {
+    generation: i64,
+    model: String,
+    vectors: Arc<Vec<(Uuid, Vec<f32>)>>,
 }
 
 impl std::fmt::Debug for MemoryService {
@@ -194,6 +205,7 @@ impl MemoryService {
             settings,
             embedder: None,
             pending: Arc::new(Mutex::new(JoinSet::new())),
+            vectors: Arc::new(tokio::sync::Mutex::new(None)),
         }
     }
 
@@ -445,11 +457,28 @@ impl MemoryService {
     ) -> Result<Vec<(Uuid, f64)>, MemoryError> {
         let hash = cairn_store::content_hash(query);
         let q = self.embedding_of(query, &hash).await?;
-        let stored = self
-            .store
-            .memory_vectors(&self.user_id, client.model())
-            .await?;
+        let stored = self.stored_vectors(client.model()).await?;
         Ok(top_similar(&q, &stored, CANDIDATES))
+    }
+
+    /// The person's recallable vectors from `model`, from memory unless the
+    /// store changed since they were loaded (by this process or another).
+    async fn stored_vectors(&self, model: &str) -> Result<Arc<Vec<(Uuid, Vec<f32>)>>, MemoryError> {
+        let generation = self.store.memory_generation().await?;
+        let mut cached = self.vectors.lock().await;
+        if let Some(c) = cached.as_ref()
+            && c.generation == generation
+            && c.model == model
+        {
+            return Ok(Arc::clone(&c.vectors));
+        }
+        let vectors = Arc::new(self.store.memory_vectors(&self.user_id, model).await?);
+        *cached = Some(CachedVectors {
+            generation,
+            model: model.to_string(),
+            vectors: Arc::clone(&vectors),
+        });
+        Ok(vectors)
     }
 
     /// Deletes a document by id.

@@ -229,6 +229,23 @@ pub async fn memory_embeddings_and_cache(fx: &Fixture) {
         vec![(a.id, vec![0.6, 0.8])]
     );
     assert!(s.memory_vectors("u", "m2").await.unwrap().is_empty());
+    // Every write that changes the recallable vectors moves the generation on.
+    let g0 = s.memory_generation().await.unwrap();
+    s.touch_memories(&[a.id], at(2)).await.unwrap();
+    assert_eq!(
+        s.memory_generation().await.unwrap(),
+        g0,
+        "touching is not a change"
+    );
+    s.set_memory_embedding(b.id, &b.content_hash, "m1", &[0.0, 1.0])
+        .await
+        .unwrap();
+    let g1 = s.memory_generation().await.unwrap();
+    assert!(g1 > g0);
+    assert!(!s.forget_memory(uuid::Uuid::nil()).await.unwrap());
+    assert_eq!(s.memory_generation().await.unwrap(), g1);
+    s.update_memory(b.id, "beta two", at(2)).await.unwrap();
+    assert!(s.memory_generation().await.unwrap() > g1);
     let stats = s.memory_stats("u").await.unwrap();
     assert_eq!(stats.total, 2);
     assert_eq!(stats.embedded, 1);
