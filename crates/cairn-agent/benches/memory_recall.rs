@@ -145,7 +145,7 @@ async fn bench(n: usize, dims: usize, embed: &FakeEmbeddingsServer) {
         c.push(t.elapsed());
     }
     println!(
-        "{n:>7} docs {dims:>4} dims  keyword {:>9.2?}  hybrid {:>9.2?}  (load vectors {:>9.2?}, cosine in memory {:>9.2?})  built in {:.1?}, {loaded_once} vectors",
+        "{n:>7} docs {dims:>4} dims  keyword {:>9.2?}  hybrid (vectors kept) {:>9.2?}  (reload vectors {:>9.2?}, cosine in memory {:>9.2?})  built in {:.1?}, {loaded_once} vectors",
         median(k),
         median(h),
         load,

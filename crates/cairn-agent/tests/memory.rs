@@ -432,11 +432,23 @@ async fn kept_vectors_are_reloaded_after_another_process_writes() {
     };
     let (daemon, cli) = (make(), make());
     daemon
-        .store_memory(None, "Gardening: tomatoes in May", MemoryCategory::Core, "t")
+        .store_memory(
+            None,
+            "Gardening: tomatoes in May",
+            MemoryCategory::Core,
+            "t",
+        )
         .await
         .unwrap();
     daemon.flush().await;
-    assert!(daemon.recall("cello lessons", 5).await.unwrap().hits.is_empty());
+    assert!(
+        daemon
+            .recall("cello lessons", 5)
+            .await
+            .unwrap()
+            .hits
+            .is_empty()
+    );
     // Another service on the same database (as `cairn memory add` would be).
     let doc = cli
         .store_memory(None, "Cello lessons on Tuesday", MemoryCategory::Core, "t")
@@ -448,5 +460,68 @@ async fn kept_vectors_are_reloaded_after_another_process_writes() {
     assert_eq!(recall.hits[0].doc.id, doc.id);
     assert_eq!(recall.hits[0].matched_by, MatchedBy::Both);
     cli.forget(doc.id).await.unwrap();
-    assert!(daemon.recall("cello lessons", 5).await.unwrap().hits.is_empty());
+    assert!(
+        daemon
+            .recall("cello lessons", 5)
+            .await
+            .unwrap()
+            .hits
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn the_compactors_daily_summary_becomes_a_daily_memory() {
+    use cairn_agent::session::{Turn, TurnKind, TurnState, TurnUsage};
+    use cairn_agent::{CompactionStrategy, Compactor};
+    use cairn_llm::ChatMessage;
+    use cairn_llm::testing::InstantProvider;
+
+    let fx = fx().await;
+    let memory = Arc::new(service(&fx, MemorySettings::default()));
+    let workspace = tempfile::tempdir().unwrap();
+    let llm = Arc::new(InstantProvider::new());
+    llm.push_text("- Ada waters the tomatoes every evening");
+    let compactor =
+        Compactor::new(llm, workspace.path().to_path_buf()).with_memory(Arc::clone(&memory));
+    let at = fx.clock.now();
+    let mut turns: Vec<Turn> = (1..=6)
+        .map(|n| Turn {
+            position: i64::from(n),
+            number: n,
+            kind: TurnKind::Exchange,
+            user_input: format!("question {n}"),
+            response: Some(format!("answer {n}")),
+            messages: vec![
+                ChatMessage::user(format!("question {n}")),
+                ChatMessage::assistant(format!("answer {n}")),
+            ],
+            tool_calls: Vec::new(),
+            state: TurnState::Completed,
+            started_at: at,
+            completed_at: Some(at),
+            error: None,
+            usage: TurnUsage::default(),
+        })
+        .collect();
+    let result = compactor
+        .compact(
+            &mut turns,
+            CompactionStrategy::Summarize { keep_recent: 2 },
+            at,
+        )
+        .await
+        .unwrap();
+    assert!(result.summary_written);
+    let daily = fx
+        .store
+        .list_memories("ada", Some(MemoryCategory::Daily), 10)
+        .await
+        .unwrap();
+    assert_eq!(daily.len(), 1);
+    assert_eq!(daily[0].source, "compactor");
+    assert!(daily[0].content.contains("2026-11-21"));
+    assert!(daily[0].content.contains("waters the tomatoes"));
+    let recall = memory.recall("tomatoes", 5).await.unwrap();
+    assert_eq!(recall.hits[0].doc.id, daily[0].id);
 }
