@@ -141,7 +141,7 @@ fn encode_vector(vector: &[f32]) -> Vec<u8> {
 }
 
 fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(

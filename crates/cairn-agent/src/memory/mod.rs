@@ -381,49 +381,68 @@ impl MemoryService {
             },
         };
 
-        let mut merged: HashMap<Uuid, (Option<MemoryDoc>, Option<f64>, Option<f64>)> =
-            HashMap::new();
+        let mut merged: HashMap<Uuid, Candidate> = HashMap::new();
         for hit in keyword {
-            merged.insert(hit.doc.id, (Some(hit.doc), Some(hit.score), None));
+            merged.insert(
+                hit.doc.id,
+                Candidate {
+                    id: hit.doc.id,
+                    doc: Some(hit.doc),
+                    keyword: Some(hit.score),
+                    vector: None,
+                    score: 0.0,
+                },
+            );
         }
         for (id, similarity) in vectors {
-            merged.entry(id).or_insert((None, None, None)).2 = Some(similarity);
+            merged
+                .entry(id)
+                .or_insert(Candidate {
+                    id,
+                    doc: None,
+                    keyword: None,
+                    vector: None,
+                    score: 0.0,
+                })
+                .vector = Some(similarity);
         }
         let (vw, kw) = self.weights();
-        let mut scored: Vec<(Uuid, Option<MemoryDoc>, Option<f64>, Option<f64>, f64)> = merged
-            .into_iter()
-            .map(|(id, (doc, k, v))| {
-                let score = match mode {
-                    RecallMode::KeywordOnly => k.unwrap_or(0.0),
-                    RecallMode::Hybrid => vw * v.unwrap_or(0.0) + kw * k.unwrap_or(0.0),
+        let mut scored: Vec<Candidate> = merged
+            .into_values()
+            .map(|mut c| {
+                c.score = match mode {
+                    RecallMode::KeywordOnly => c.keyword.unwrap_or(0.0),
+                    RecallMode::Hybrid => {
+                        vw * c.vector.unwrap_or(0.0) + kw * c.keyword.unwrap_or(0.0)
+                    }
                 };
-                (id, doc, k, v, score)
+                c
             })
-            .filter(|(.., score)| *score >= self.settings.min_relevance)
+            .filter(|c| c.score >= self.settings.min_relevance)
             .collect();
         // Best first; ties by id (time-ordered) so answers are stable.
-        scored.sort_by(|a, b| b.4.total_cmp(&a.4).then(b.0.cmp(&a.0)));
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
         scored.truncate(limit);
 
         let mut hits = Vec::with_capacity(scored.len());
-        for (id, doc, k, v, score) in scored {
-            let doc = match doc {
+        for c in scored {
+            let doc = match c.doc {
                 Some(doc) => doc,
-                None => match self.store.get_memory(id).await? {
+                None => match self.store.get_memory(c.id).await? {
                     Some(doc) => doc,
                     None => continue,
                 },
             };
-            let matched_by = match (k, v) {
+            let matched_by = match (c.keyword, c.vector) {
                 (Some(_), Some(_)) => MatchedBy::Both,
                 (None, Some(_)) => MatchedBy::Vector,
                 _ => MatchedBy::Keyword,
             };
             hits.push(RecallHit {
                 doc,
-                score,
-                keyword_score: k,
-                vector_score: v,
+                score: c.score,
+                keyword_score: c.keyword,
+                vector_score: c.vector,
                 matched_by,
             });
         }
@@ -511,6 +530,16 @@ impl MemoryService {
         self.store_memory(None, &content, MemoryCategory::Daily, "compactor")
             .await
     }
+}
+
+/// A document on its way to being a hit: what each side said of it.
+struct Candidate {
+    id: Uuid,
+    /// Known when the keyword side found it; vector-only ones are read after ranking.
+    doc: Option<MemoryDoc>,
+    keyword: Option<f64>,
+    vector: Option<f64>,
+    score: f64,
 }
 
 /// What a document's embedding is computed from: its key (a title) and content.
