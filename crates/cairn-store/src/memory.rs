@@ -795,7 +795,7 @@ mod tests {
     fn hash_is_sha256_hex() {
         assert_eq!(
             content_hash("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f2b015ad"
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
 }
