@@ -571,6 +571,11 @@ pub fn top_similar(query: &[f32], stored: &[(Uuid, Vec<f32>)], k: usize) -> Vec<
         })
         .filter(|(_, s)| *s > 0.0)
         .collect();
+    // Partition first: only the k best need sorting, not every document.
+    if scores.len() > k && k > 0 {
+        scores.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+        scores.truncate(k);
+    }
     scores.sort_by(|a, b| b.1.total_cmp(&a.1));
     scores.truncate(k);
     scores
@@ -594,5 +599,18 @@ mod tests {
         assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![b, a]);
         assert!((top[1].1 - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
         assert!(top_similar(&[-1.0, 0.0], &stored, 5).is_empty());
+        let many: Vec<(Uuid, Vec<f32>)> = (1..=100u8)
+            .map(|i| {
+                (
+                    Uuid::from_u128(u128::from(i)),
+                    normalized(vec![f32::from(i), 50.0]),
+                )
+            })
+            .collect();
+        let best: Vec<Uuid> = top_similar(&[1.0, 0.0], &many, 3)
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        assert_eq!(best, [100u128, 99, 98].map(Uuid::from_u128));
     }
 }
