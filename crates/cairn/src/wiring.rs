@@ -398,7 +398,11 @@ pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automa
     let notifier = notifier(config, store)?;
     let runtime = match config.llm.provider {
         Some(_) => Some(runtime(config, store.clone()).await?),
-        None => None,
+        None => {
+            // No agent here, but memory still hydrates from its snapshot at start-up.
+            memory_service(config, store).await?;
+            None
+        }
     };
     let engine = routine_engine(config, store, Some(notifier.clone()), runtime.as_ref())?;
     Ok(Automation {
