@@ -24,6 +24,7 @@ pub mod context;
 pub mod cost_guard;
 pub mod hooks;
 pub mod jobs;
+pub mod memory;
 pub mod policy;
 pub mod prompt;
 pub mod repair;

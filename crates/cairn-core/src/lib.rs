@@ -13,6 +13,7 @@ pub mod chat;
 pub mod clock;
 pub mod config;
 pub mod duration;
+pub mod fold;
 pub mod job;
 pub mod notification;
 pub mod routine;

@@ -26,6 +26,7 @@
 mod anthropic;
 mod client;
 mod cost;
+mod embeddings;
 mod error;
 mod failover;
 mod http;
@@ -44,6 +45,7 @@ pub mod testing;
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicClient};
 pub use cairn_core::chat::{ChatMessage, Role, ToolCall, ToolDefinition};
 pub use cost::{MICROS_PER_DOLLAR, ModelPrice, PriceTable};
+pub use embeddings::{EmbeddingsClient, EmbeddingsSettings};
 pub use error::{LlmError, LlmErrorKind};
 pub use failover::FailoverProvider;
 pub use http::{is_context_length_message, parse_retry_after_value};

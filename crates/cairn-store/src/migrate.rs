@@ -77,6 +77,12 @@ pub static MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/0009_conversation_notices.sql"),
     },
     Migration {
+        version: 10,
+        name: "memory",
+        sqlite: include_str!("../migrations/0010_memory.sql"),
+        postgres: include_str!("../migrations/0010_memory.pg.sql"),
+    },
+    Migration {
         version: 11,
         name: "cost_tools",
         sqlite: include_str!("../migrations/0011_cost_tools.sql"),

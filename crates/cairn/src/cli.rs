@@ -65,6 +65,9 @@ pub enum Command {
     /// The agent's tools and their health: list, enable a disabled one.
     #[command(subcommand)]
     Tool(ToolCommand),
+    /// Memory: search, add, forget, list, stats, export, reindex, hygiene.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
 }
 
 /// The format of the logs on stderr.
@@ -101,6 +104,55 @@ pub enum ServiceCommand {
     Uninstall,
     /// Whether the unit is installed and (with systemctl) active.
     Status,
+}
+
+/// `cairn memory …`
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Recall memories for QUERY, with the mode used (hybrid or keyword-only) and scores.
+    Search {
+        /// What to look for.
+        query: String,
+        /// Most results.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Remember TEXT.
+    Add {
+        /// The memory's text.
+        text: String,
+        /// core, daily, conversation or custom.
+        #[arg(long, default_value = "core")]
+        category: String,
+        /// A stable name; adding again under the same key replaces the text.
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// Forget a memory by id, or by --key.
+    Forget {
+        /// The memory's id, as `cairn memory list` shows it.
+        id: Option<String>,
+        /// The memory's key.
+        #[arg(long, conflicts_with = "id")]
+        key: Option<String>,
+    },
+    /// Memories, most recently updated first.
+    List {
+        /// Only this category: core, daily, conversation, custom or archived.
+        #[arg(long)]
+        category: Option<String>,
+        /// Most memories shown.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Counts by category, embedded documents and the recall mode.
+    Stats,
+    /// Write the core memories to MEMORY_SNAPSHOT.md in the workspace.
+    Export,
+    /// Recompute every embedding (after changing the embedding model).
+    Reindex,
+    /// Archive and purge old memories now, as the daemon does daily.
+    Hygiene,
 }
 
 /// `cairn token …`

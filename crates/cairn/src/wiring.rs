@@ -34,6 +34,10 @@ use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
 use cairn_store::Store;
 use secrecy::{ExposeSecret, SecretString};
+// Memory.
+use cairn_agent::memory::tools::memory_tools;
+use cairn_agent::memory::{HygieneSettings, MemoryService, MemorySettings, hydrate};
+use cairn_llm::{EmbeddingsClient, EmbeddingsSettings};
 use serde::Deserialize;
 
 use crate::exit::BadInput;
@@ -303,6 +307,8 @@ pub struct Runtime {
     /// The notification router every part of this runtime sends through
     /// (one instance, so a reload reaches them all).
     pub notifier: Notifier,
+    /// The owner's memory (recall before turns, the memory tools).
+    pub memory: Arc<MemoryService>,
 }
 
 /// Builds and starts everything over an open store.
@@ -365,6 +371,8 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         )
         .tools(),
     );
+    let memory = memory_service(config, &store).await?;
+    extra.extend(memory_tools(Arc::clone(&memory)));
     let agent = agent_loop(config, &providers, &tools, hooks, extra)?;
     runner_link.attach(agent.runner());
     // Self-repair (issue 13): tool health shared through the store, its
@@ -428,6 +436,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         link,
         background,
         notifier: router,
+        memory,
     })
 }
 
@@ -447,7 +456,11 @@ pub struct Automation {
 pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automation> {
     let runtime = match config.llm.provider {
         Some(_) => Some(runtime(config, store.clone()).await?),
-        None => None,
+        None => {
+            // No agent here, but memory still hydrates from its snapshot at start-up.
+            memory_service(config, store).await?;
+            None
+        }
     };
     // One router for the engine and the agent's tools, so a reload reaches both.
     let notifier = match &runtime {
@@ -592,7 +605,8 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
     );
     let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
         .with_monitor(monitor)
-        .with_time_zone(config.user.timezone);
+        .with_time_zone(config.user.timezone)
+        .with_memory(Arc::clone(&rt.memory));
     Arc::new(
         ChatService::new(
             sessions,
@@ -607,8 +621,106 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
             },
         )
         .with_compactor(Arc::new(compactor))
-        .with_jobs(Arc::clone(&rt.jobs)),
+        .with_jobs(Arc::clone(&rt.jobs))
+        .with_memory(Arc::clone(&rt.memory)),
     )
+}
+
+/// Recall settings from `[memory]`.
+pub fn memory_settings(config: &Config) -> MemorySettings {
+    let m = &config.memory;
+    MemorySettings {
+        vector_weight: f64::from(m.vector_weight_pct) / 100.0,
+        keyword_weight: f64::from(m.keyword_weight_pct) / 100.0,
+        min_relevance: f64::from(m.min_relevance_pct) / 100.0,
+        top_k: m.top_k as usize,
+        context_chars: m.context_chars as usize,
+        auto_save: m.auto_save,
+    }
+}
+
+/// Hygiene settings from `[memory]`.
+pub fn hygiene_settings(config: &Config) -> HygieneSettings {
+    let m = &config.memory;
+    HygieneSettings {
+        enabled: m.hygiene_enabled,
+        archive_after_days: m.archive_after_days,
+        purge_after_days: m.purge_after_days,
+        conversation_retention_days: m.conversation_retention_days,
+        snapshot: m.snapshot_on_hygiene,
+    }
+}
+
+/// The embeddings client of `[memory]`, `None` when no provider is set
+/// (recall is then keyword-only).
+pub fn embeddings(config: &Config) -> anyhow::Result<Option<EmbeddingsClient>> {
+    let m = &config.memory;
+    let Some(provider) = m.embeddings_provider.as_deref() else {
+        return Ok(None);
+    };
+    let (base_url, model) = match provider {
+        "openai" => ("https://api.openai.com/v1", "text-embedding-3-small"),
+        "ollama" => ("http://localhost:11434/v1", "nomic-embed-text"),
+        "openai-compatible" | "openai_compatible" => ("", ""),
+        other => {
+            return Err(BadInput(format!(
+                "memory.embeddings_provider: unknown provider {other:?}; use openai, ollama or openai-compatible"
+            ))
+            .into());
+        }
+    };
+    let base_url = m
+        .embeddings_base_url
+        .clone()
+        .unwrap_or(base_url.to_string());
+    let model = m.embeddings_model.clone().unwrap_or(model.to_string());
+    if base_url.is_empty() || model.is_empty() {
+        return Err(BadInput(
+            "memory.embeddings_provider = \"openai-compatible\" needs memory.embeddings_base_url and memory.embeddings_model".to_string(),
+        )
+        .into());
+    }
+    if provider == "openai" && m.embeddings_api_key.is_none() {
+        return Err(BadInput(
+            "memory.embeddings_provider = \"openai\" needs memory.embeddings_api_key (or OPENAI_API_KEY)".to_string(),
+        )
+        .into());
+    }
+    let client = EmbeddingsClient::new(&EmbeddingsSettings {
+        provider: provider.to_string(),
+        base_url,
+        model,
+        dimensions: m.embeddings_dimensions,
+        api_key: m.embeddings_api_key.clone(),
+        timeout: Some(config.llm.timeout),
+    })
+    .map_err(|e| BadInput(format!("memory embeddings: {e}")))?;
+    Ok(Some(client))
+}
+
+/// The owner's memory over `store`. At start-up (chat, daemon, `cairn
+/// memory`), an empty memory store is hydrated from the workspace's
+/// `MEMORY_SNAPSHOT.md` when `memory.auto_hydrate` is on.
+pub async fn memory_service(config: &Config, store: &Store) -> anyhow::Result<Arc<MemoryService>> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut memory = MemoryService::new(
+        store.clone(),
+        config.user.id.clone(),
+        Arc::clone(&clock),
+        memory_settings(config),
+    );
+    if let Some(client) = embeddings(config)? {
+        memory = memory.with_embeddings(client);
+    }
+    if config.memory.auto_hydrate {
+        let loaded = hydrate(store, &config.user.id, &config.workspace, clock.now())
+            .await
+            .context("cannot hydrate memory from MEMORY_SNAPSHOT.md")?;
+        if loaded > 0 {
+            tracing::info!(memories = loaded, "memory hydrated from MEMORY_SNAPSHOT.md");
+        }
+    }
+    Ok(Arc::new(memory))
 }
 
 #[cfg(test)]

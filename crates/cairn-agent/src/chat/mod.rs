@@ -151,6 +151,7 @@ pub struct ChatService {
     settings: ChatSettings,
     compactor: Option<Arc<Compactor>>,
     jobs: Option<Arc<JobScheduler>>,
+    memory: Option<Arc<crate::memory::MemoryService>>,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
 }
 
@@ -171,6 +172,7 @@ impl ChatService {
             settings,
             compactor: None,
             jobs: None,
+            memory: None,
             running: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -187,6 +189,14 @@ impl ChatService {
     #[must_use]
     pub fn with_jobs(mut self, scheduler: Arc<JobScheduler>) -> Self {
         self.jobs = Some(scheduler);
+        self
+    }
+
+    /// Gives each turn a `[Memory context]` recalled from `memory` for the
+    /// person's message (and auto-saves the message when configured).
+    #[must_use]
+    pub fn with_memory(mut self, memory: Arc<crate::memory::MemoryService>) -> Self {
+        self.memory = Some(memory);
         self
     }
 

@@ -181,6 +181,18 @@ impl ChatService {
             return Reply::error("the thread could not be loaded");
         };
 
+        // Recalled before the message is auto-saved, so it does not find itself.
+        let memory_context = match (&self.memory, &text) {
+            (Some(memory), Some(text)) => {
+                let context = memory.context_for(text).await;
+                if let Err(e) = memory.auto_save(text).await {
+                    tracing::warn!(error = %e, "auto-saving the message to memory failed");
+                }
+                context
+            }
+            _ => None,
+        };
+
         // What this turn starts from: a new message, or the interrupted turn.
         let mut current = match text {
             Some(text) => {
@@ -243,6 +255,11 @@ impl ChatService {
         }
         let mut messages = vec![system_message(&prompt, &thread.turns)];
         messages.extend(thread.history());
+        // Just before the person's message and outside the turn's recorded
+        // messages: it informs this answer only and is recalled afresh each turn.
+        if let Some(context) = memory_context {
+            messages.push(ChatMessage::system(context));
+        }
         let base = messages.len();
         messages.extend(current.messages.iter().cloned());
         let earlier = self.compactor.is_some().then(|| thread.turns.clone());

@@ -87,6 +87,7 @@ pub struct Compactor {
     workspace: PathBuf,
     monitor: ContextMonitor,
     tz: Tz,
+    memory: Option<Arc<crate::memory::MemoryService>>,
 }
 
 impl Compactor {
@@ -98,6 +99,7 @@ impl Compactor {
             workspace,
             monitor: ContextMonitor::default(),
             tz: Tz::UTC,
+            memory: None,
         }
     }
 
@@ -112,6 +114,13 @@ impl Compactor {
     #[must_use]
     pub fn with_time_zone(mut self, tz: Tz) -> Self {
         self.tz = tz;
+        self
+    }
+
+    /// Indexes each daily summary it writes as a `daily` memory.
+    #[must_use]
+    pub fn with_memory(mut self, memory: Arc<crate::memory::MemoryService>) -> Self {
+        self.memory = Some(memory);
         self
     }
 
@@ -252,6 +261,12 @@ impl Compactor {
             local.format("%H:%M %Z")
         );
         append(&daily_path(&self.workspace, local.date_naive()), &entry).await?;
+        if let Some(memory) = &self.memory
+            && let Err(e) = memory.index_daily(local.date_naive(), &summary).await
+        {
+            // The daily file holds it; `cairn memory add` can index it by hand.
+            tracing::warn!(error = %e, "indexing the daily summary as a memory failed");
+        }
         turns.drain(..split);
         turns.insert(0, Turn::summary(last, &summary, now));
         tracing::info!(turns = split, "context compacted into a summary");

@@ -20,7 +20,7 @@ pub use redact::{redact_json, redact_url};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
     AgentConfig, Config, CostConfig, DaemonConfig, GatewayConfig, HeartbeatConfig, LlmConfig,
-    NotifyConfig, RepairConfig, RoutinesConfig, UserConfig,
+    MemoryConfig, NotifyConfig, RepairConfig, RoutinesConfig, UserConfig,
 };
 
 /// A scalar setting value.

@@ -39,6 +39,8 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// Self-repair of stuck jobs and failing tools.
     pub repair: RepairConfig,
+    /// Memory recall, embeddings and hygiene.
+    pub memory: MemoryConfig,
 }
 
 /// Self-repair: stuck jobs and failing tools (`[repair]`).
@@ -60,6 +62,45 @@ impl Default for RepairConfig {
             tool_failure_limit: Some(5),
         }
     }
+}
+
+/// Memory settings (`[memory]`).
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    /// `openai`, `ollama` or `openai-compatible`; `None`: keyword-only recall.
+    pub embeddings_provider: Option<String>,
+    /// Base URL up to `/v1`; `None`: the provider's own.
+    pub embeddings_base_url: Option<String>,
+    /// Embedding model; `None`: the provider's usual one.
+    pub embeddings_model: Option<String>,
+    /// Vector size to ask for.
+    pub embeddings_dimensions: Option<u32>,
+    /// Key for the embeddings provider (falls back to `llm.openai_api_key` for openai).
+    pub embeddings_api_key: Option<SecretString>,
+    /// Weight of vector similarity in hybrid recall, percent.
+    pub vector_weight_pct: u32,
+    /// Weight of keyword match in hybrid recall, percent.
+    pub keyword_weight_pct: u32,
+    /// Minimum score recalled, percent.
+    pub min_relevance_pct: u32,
+    /// Memories recalled before each turn.
+    pub top_k: u32,
+    /// Size bound of the `[Memory context]` section; 0 turns it off.
+    pub context_chars: u32,
+    /// Save the person's messages as conversation memories.
+    pub auto_save: bool,
+    /// Run hygiene at all.
+    pub hygiene_enabled: bool,
+    /// Daily memories are archived after this many days.
+    pub archive_after_days: u32,
+    /// Archived memories are deleted after this many days.
+    pub purge_after_days: u32,
+    /// Conversation memories are deleted after this many days.
+    pub conversation_retention_days: u32,
+    /// Hygiene writes `MEMORY_SNAPSHOT.md`.
+    pub snapshot_on_hygiene: bool,
+    /// Start-up loads `MEMORY_SNAPSHOT.md` into an empty store.
+    pub auto_hydrate: bool,
 }
 
 /// Notification delivery settings and the output channels.
@@ -235,6 +276,9 @@ impl Config {
             _ => openai_key,
         });
 
+        let embeddings_provider = r
+            .text_opt("memory.embeddings_provider")
+            .map(|p| p.to_ascii_lowercase());
         let config = Config {
             agent: AgentConfig {
                 name: r.text("agent.name"),
@@ -344,6 +388,42 @@ impl Config {
                     0 => None,
                     n => Some(n),
                 },
+            },
+            memory: MemoryConfig {
+                embeddings_provider: embeddings_provider.clone(),
+                embeddings_base_url: r.text_opt("memory.embeddings_base_url"),
+                embeddings_model: r.text_opt("memory.embeddings_model"),
+                embeddings_dimensions: r
+                    .uint_opt("memory.embeddings_dimensions")
+                    .and_then(|d| u32::try_from(d).ok()),
+                // OpenAI's key is only ever sent to OpenAI.
+                embeddings_api_key: r
+                    .text_opt("memory.embeddings_api_key")
+                    .or_else(|| {
+                        (embeddings_provider.as_deref() == Some("openai"))
+                            .then(|| r.text_opt("llm.openai_api_key"))
+                            .flatten()
+                    })
+                    .map(SecretString::from),
+                vector_weight_pct: r.u32_at_least("memory.vector_weight_pct", 0),
+                keyword_weight_pct: r.u32_at_least("memory.keyword_weight_pct", 0),
+                min_relevance_pct: {
+                    let pct = r.u32_at_least("memory.min_relevance_pct", 0);
+                    if pct > 100 {
+                        r.bad("memory.min_relevance_pct", format!("{pct} is above 100"));
+                    }
+                    pct.min(100)
+                },
+                top_k: r.u32_at_least("memory.top_k", 1),
+                context_chars: r.u32_at_least("memory.context_chars", 0),
+                auto_save: r.bool("memory.auto_save"),
+                hygiene_enabled: r.bool("memory.hygiene_enabled"),
+                archive_after_days: r.u32_at_least("memory.archive_after_days", 1),
+                purge_after_days: r.u32_at_least("memory.purge_after_days", 1),
+                conversation_retention_days: r
+                    .u32_at_least("memory.conversation_retention_days", 1),
+                snapshot_on_hygiene: r.bool("memory.snapshot_on_hygiene"),
+                auto_hydrate: r.bool("memory.auto_hydrate"),
             },
             settings: settings.clone(),
         };

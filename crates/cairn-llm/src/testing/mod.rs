@@ -33,6 +33,7 @@
 //! (its own thread and runtime, no async needed) and pass
 //! [`FakeLlmServer::base_url_openai`] to the binary's environment.
 
+mod embeddings;
 mod instant;
 mod render;
 mod script;
@@ -45,6 +46,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use embeddings::{
+    FAKE_EMBEDDING_DIMS, FAKE_EMBEDDING_MODEL, FakeEmbeddingsServer, fake_embedding,
+};
 pub use instant::InstantProvider;
 pub use script::{FakeToolCall, Scripted};
 

@@ -237,10 +237,15 @@ pub(crate) async fn spawn_here(state: Arc<ServerState>) -> std::io::Result<(Sock
 }
 
 pub(crate) fn spawn_thread(state: Arc<ServerState>) -> std::io::Result<(SocketAddr, Runner)> {
+    spawn_thread_with(router(state), "fake-llm-server")
+}
+
+/// Serves `app` on 127.0.0.1 from its own thread and runtime.
+pub(crate) fn spawn_thread_with(app: Router, name: &str) -> std::io::Result<(SocketAddr, Runner)> {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
-        .name("fake-llm-server".into())
+        .name(name.to_string())
         .spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -261,7 +266,6 @@ pub(crate) fn spawn_thread(state: Arc<ServerState>) -> std::io::Result<(SocketAd
                     }
                 };
                 let _ = addr_tx.send(listener.local_addr());
-                let app = router(state);
                 tokio::select! {
                     result = axum::serve(listener, app) => {
                         if let Err(error) = result {
@@ -274,6 +278,6 @@ pub(crate) fn spawn_thread(state: Arc<ServerState>) -> std::io::Result<(SocketAd
         })?;
     let addr = addr_rx
         .recv()
-        .map_err(|_| std::io::Error::other("the fake LLM server thread died while starting"))??;
+        .map_err(|_| std::io::Error::other("the fake server thread died while starting"))??;
     Ok((addr, Runner::Thread(Some(stop_tx))))
 }

@@ -3,6 +3,7 @@
 mod common;
 
 mod basic;
+mod embeddings;
 mod errors;
 mod failover_cost;
 mod offspec;

@@ -9,6 +9,7 @@ mod cost_tools;
 mod fixture;
 mod gateway;
 mod jobs;
+mod memory;
 mod notifications;
 mod routines;
 mod runs;
@@ -109,4 +110,8 @@ conformance!(
     cost_tools::the_old_settings_blob_is_migrated,
     cost_tools::tools_are_disabled_once_and_enabled_again,
     cost_tools::quiet_jobs_are_restarted_then_given_up,
+    memory::memories_store_update_and_forget,
+    memory::memory_keyword_search_folds_accents,
+    memory::memory_embeddings_and_cache,
+    memory::memory_hygiene_never_touches_core,
 );

@@ -1,0 +1,616 @@
+//! Memory: what the agent remembers about the person across conversations.
+//!
+//! [`MemoryService`] stores documents in the [`cairn_store::Store`], computes
+//! their embeddings in the background (cached by content hash, so the same
+//! text never costs two provider calls), and recalls them by words and by
+//! meaning: hybrid recall scores each document `vector_weight × cosine +
+//! keyword_weight × keyword score` (0.7 / 0.3 by default), keeps those at or
+//! above the minimum relevance (0.4), best first, and says for each hit
+//! whether it matched by keyword, vector or both. Without an embeddings
+//! provider (or when it fails) recall is keyword-only and says so.
+//!
+//! - [`context`]: the bounded `[Memory context]` section a chat turn gets.
+//! - [`hygiene`]: [`run_hygiene`] archives and purges on schedule (core never).
+//! - [`snapshot`]: `MEMORY_SNAPSHOT.md` export, parsing and cold-boot hydration.
+//! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`.
+//!
+//! Cosine similarity runs in Rust over every stored vector of the person
+//! (vectors are unit length, so it is a dot product): fine for a personal
+//! store, see `cargo bench -p cairn-agent --bench memory_recall`.
+
+pub mod context;
+pub mod hygiene;
+pub mod snapshot;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cairn_core::clock::Clock;
+use cairn_llm::EmbeddingsClient;
+use cairn_store::{MemoryCategory, MemoryDoc, NewMemory, Store, StoreError};
+use serde::Serialize;
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+pub use hygiene::{HygieneReport, HygieneSettings, run_hygiene};
+pub use snapshot::{SNAPSHOT_FILE, SnapshotEntry, export_snapshot, hydrate, parse_snapshot};
+
+/// How recall weighs and bounds its answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemorySettings {
+    /// Weight of vector similarity (0.7).
+    pub vector_weight: f64,
+    /// Weight of the keyword score (0.3).
+    pub keyword_weight: f64,
+    /// Hits scoring below this are dropped (0.4).
+    pub min_relevance: f64,
+    /// Hits recalled before a turn (5).
+    pub top_k: usize,
+    /// Size bound of the `[Memory context]` section in characters; 0 turns it off.
+    pub context_chars: usize,
+    /// Saves each of the person's messages as a `conversation` memory.
+    pub auto_save: bool,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self {
+            vector_weight: 0.7,
+            keyword_weight: 0.3,
+            min_relevance: 0.4,
+            top_k: 5,
+            context_chars: 2000,
+            auto_save: false,
+        }
+    }
+}
+
+/// How a recall was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecallMode {
+    /// Vector and keyword scores combined.
+    Hybrid,
+    /// Full-text only: no embeddings provider, or it failed (see the note).
+    KeywordOnly,
+}
+
+impl RecallMode {
+    /// `hybrid` or `keyword_only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecallMode::Hybrid => "hybrid",
+            RecallMode::KeywordOnly => "keyword_only",
+        }
+    }
+}
+
+/// Why a hit was recalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchedBy {
+    /// Its words.
+    Keyword,
+    /// Its meaning.
+    Vector,
+    /// Both.
+    Both,
+}
+
+impl MatchedBy {
+    /// `keyword`, `vector` or `both`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchedBy::Keyword => "keyword",
+            MatchedBy::Vector => "vector",
+            MatchedBy::Both => "both",
+        }
+    }
+}
+
+/// One recalled document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallHit {
+    /// The document.
+    pub doc: MemoryDoc,
+    /// The combined score, 0..=1.
+    pub score: f64,
+    /// Its keyword score (share of query terms it holds), if it matched by words.
+    pub keyword_score: Option<f64>,
+    /// Its cosine similarity with the query, if it matched by meaning.
+    pub vector_score: Option<f64>,
+    /// Why it matched.
+    pub matched_by: MatchedBy,
+}
+
+/// The answer to a recall.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recall {
+    /// How it was answered.
+    pub mode: RecallMode,
+    /// Why recall was keyword-only, when it was.
+    pub note: Option<String>,
+    /// Hits, best first.
+    pub hits: Vec<RecallHit>,
+}
+
+/// Why a memory operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The embeddings provider failed.
+    #[error("embeddings: {0}")]
+    Embeddings(#[from] cairn_llm::LlmError),
+    /// Reading or writing a workspace file failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// How many candidates each side of hybrid recall contributes before merging.
+const CANDIDATES: usize = 50;
+
+/// One person's memory: storing, embedding and recalling.
+#[derive(Clone)]
+pub struct MemoryService {
+    store: Store,
+    user_id: String,
+    clock: Arc<dyn Clock>,
+    settings: MemorySettings,
+    embedder: Option<EmbeddingsClient>,
+    /// Embeddings computed in the background, awaited by [`MemoryService::flush`].
+    pending: Arc<Mutex<JoinSet<()>>>,
+    /// The recallable vectors as last loaded, kept while the store's memory
+    /// generation and the model stay the same (reading them is most of a
+    /// hybrid recall's time).
+    vectors: Arc<tokio::sync::Mutex<Option<CachedVectors>>>,
+}
+
+/// Vectors loaded for one generation and model.
+struct CachedVectors {
+    generation: i64,
+    model: String,
+    vectors: Arc<Vec<(Uuid, Vec<f32>)>>,
+}
+
+impl std::fmt::Debug for MemoryService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryService")
+            .field("user_id", &self.user_id)
+            .field("settings", &self.settings)
+            .field("embedder", &self.embedder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryService {
+    /// Keyword-only memory for `user_id`.
+    pub fn new(
+        store: Store,
+        user_id: impl Into<String>,
+        clock: Arc<dyn Clock>,
+        settings: MemorySettings,
+    ) -> Self {
+        Self {
+            store,
+            user_id: user_id.into(),
+            clock,
+            settings,
+            embedder: None,
+            pending: Arc::new(Mutex::new(JoinSet::new())),
+            vectors: Arc::new(tokio::sync::Mutex::new(None)),
+        }
+    }
+
+    /// Adds vector recall with this embeddings client.
+    #[must_use]
+    pub fn with_embeddings(mut self, client: EmbeddingsClient) -> Self {
+        self.embedder = Some(client);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Whose memory this is.
+    pub fn user_id(&self) -> &str {
+        &self.user_id
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &MemorySettings {
+        &self.settings
+    }
+
+    /// The embedding model, when vector recall is configured.
+    pub fn embedding_model(&self) -> Option<&str> {
+        self.embedder.as_ref().map(EmbeddingsClient::model)
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Stores a document and starts computing its embedding in the background.
+    pub async fn store_memory(
+        &self,
+        key: Option<&str>,
+        content: &str,
+        category: MemoryCategory,
+        source: &str,
+    ) -> Result<MemoryDoc, MemoryError> {
+        let doc = self
+            .store
+            .store_memory(
+                &NewMemory {
+                    user_id: self.user_id.clone(),
+                    key: key.map(str::to_string),
+                    content: content.to_string(),
+                    category,
+                    source: source.to_string(),
+                },
+                self.clock.now(),
+            )
+            .await?;
+        self.embed_later(&doc);
+        Ok(doc)
+    }
+
+    /// Computes `doc`'s embedding in the background, unless it has a current one.
+    fn embed_later(&self, doc: &MemoryDoc) {
+        let Some(model) = self.embedding_model() else {
+            return;
+        };
+        if doc.embedding_model.as_deref() == Some(model) {
+            return;
+        }
+        let this = self.clone();
+        let doc = doc.clone();
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        // Finished tasks are reaped here so the set stays small in a long-lived process.
+        while pending.try_join_next().is_some() {}
+        pending.spawn(async move {
+            if let Err(e) = this.embed_doc(&doc).await {
+                tracing::warn!(error = %e, id = %doc.id, "embedding a memory failed; `cairn memory reindex` retries");
+            }
+        });
+    }
+
+    /// Waits for the embeddings started so far.
+    pub async fn flush(&self) {
+        let mut set = {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::take(&mut *pending)
+        };
+        while set.join_next().await.is_some() {}
+    }
+
+    /// The embedding of `text` (hash `hash`) from the cache, or from the
+    /// provider (then cached).
+    async fn embedding_of(&self, text: &str, hash: &str) -> Result<Vec<f32>, MemoryError> {
+        let Some(client) = &self.embedder else {
+            return Ok(Vec::new());
+        };
+        let model = client.model();
+        if let Some(vector) = self.store.cached_embedding(hash, model).await? {
+            return Ok(vector);
+        }
+        let vector = normalized(client.embed_one(text).await?);
+        self.store
+            .cache_embedding(hash, model, &vector, self.clock.now())
+            .await?;
+        Ok(vector)
+    }
+
+    /// Computes (or takes from the cache) and stores `doc`'s embedding now.
+    /// Returns whether it was stored (not when the content changed meanwhile).
+    pub async fn embed_doc(&self, doc: &MemoryDoc) -> Result<bool, MemoryError> {
+        let Some(model) = self.embedding_model().map(str::to_string) else {
+            return Ok(false);
+        };
+        let text = embedding_text(doc);
+        let hash = cairn_store::content_hash(&text);
+        let vector = self.embedding_of(&text, &hash).await?;
+        Ok(self
+            .store
+            .set_memory_embedding(doc.id, &doc.content_hash, &model, &vector)
+            .await?)
+    }
+
+    /// Recomputes every document's embedding (after a model change),
+    /// calling `progress(done, total)` after each. Returns how many were stored.
+    pub async fn reindex(
+        &self,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<usize, MemoryError> {
+        if self.embedder.is_none() {
+            return Ok(0);
+        }
+        let docs = self
+            .store
+            .list_memories(&self.user_id, None, u32::MAX)
+            .await?;
+        let mut stored = 0;
+        for (i, doc) in docs.iter().enumerate() {
+            if self.embed_doc(doc).await? {
+                stored += 1;
+            }
+            progress(i + 1, docs.len());
+        }
+        Ok(stored)
+    }
+
+    /// Recalls up to `limit` documents relevant to `query`, best first.
+    pub async fn recall(&self, query: &str, limit: usize) -> Result<Recall, MemoryError> {
+        let keyword = self
+            .store
+            .search_memories(
+                &self.user_id,
+                query,
+                u32::try_from(limit.max(CANDIDATES)).unwrap_or(u32::MAX),
+            )
+            .await?;
+        let (mode, note, vectors) = match &self.embedder {
+            None => (
+                RecallMode::KeywordOnly,
+                Some("keyword-only recall: no embeddings provider is configured".to_string()),
+                Vec::new(),
+            ),
+            Some(client) => match self.vector_scores(client, query).await {
+                Ok(scores) => (RecallMode::Hybrid, None, scores),
+                Err(e) => {
+                    tracing::warn!(error = %e, "vector recall failed; keyword-only");
+                    (
+                        RecallMode::KeywordOnly,
+                        Some(format!(
+                            "keyword-only recall: the embeddings provider failed ({e})"
+                        )),
+                        Vec::new(),
+                    )
+                }
+            },
+        };
+
+        let mut merged: HashMap<Uuid, Candidate> = HashMap::new();
+        for hit in keyword {
+            merged.insert(
+                hit.doc.id,
+                Candidate {
+                    id: hit.doc.id,
+                    doc: Some(hit.doc),
+                    keyword: Some(hit.score),
+                    vector: None,
+                    score: 0.0,
+                },
+            );
+        }
+        for (id, similarity) in vectors {
+            merged
+                .entry(id)
+                .or_insert(Candidate {
+                    id,
+                    doc: None,
+                    keyword: None,
+                    vector: None,
+                    score: 0.0,
+                })
+                .vector = Some(similarity);
+        }
+        let (vw, kw) = self.weights();
+        let mut scored: Vec<Candidate> = merged
+            .into_values()
+            .map(|mut c| {
+                c.score = match mode {
+                    RecallMode::KeywordOnly => c.keyword.unwrap_or(0.0),
+                    RecallMode::Hybrid => {
+                        vw * c.vector.unwrap_or(0.0) + kw * c.keyword.unwrap_or(0.0)
+                    }
+                };
+                c
+            })
+            .filter(|c| c.score >= self.settings.min_relevance)
+            .collect();
+        // Best first; ties by id (time-ordered) so answers are stable.
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
+        scored.truncate(limit);
+
+        let mut hits = Vec::with_capacity(scored.len());
+        for c in scored {
+            let doc = match c.doc {
+                Some(doc) => doc,
+                None => match self.store.get_memory(c.id).await? {
+                    Some(doc) => doc,
+                    None => continue,
+                },
+            };
+            let matched_by = match (c.keyword, c.vector) {
+                (Some(_), Some(_)) => MatchedBy::Both,
+                (None, Some(_)) => MatchedBy::Vector,
+                _ => MatchedBy::Keyword,
+            };
+            hits.push(RecallHit {
+                doc,
+                score: c.score,
+                keyword_score: c.keyword,
+                vector_score: c.vector,
+                matched_by,
+            });
+        }
+        let ids: Vec<Uuid> = hits.iter().map(|h| h.doc.id).collect();
+        if !ids.is_empty() {
+            self.store.touch_memories(&ids, self.clock.now()).await?;
+        }
+        Ok(Recall { mode, note, hits })
+    }
+
+    /// The configured weights, scaled to sum to 1 (so scores stay in 0..=1).
+    fn weights(&self) -> (f64, f64) {
+        let (v, k) = (
+            self.settings.vector_weight.max(0.0),
+            self.settings.keyword_weight.max(0.0),
+        );
+        let sum = v + k;
+        if sum <= 0.0 {
+            (0.7, 0.3)
+        } else {
+            (v / sum, k / sum)
+        }
+    }
+
+    /// Cosine similarity of the query with every stored vector, the best
+    /// [`CANDIDATES`] with a positive similarity.
+    async fn vector_scores(
+        &self,
+        client: &EmbeddingsClient,
+        query: &str,
+    ) -> Result<Vec<(Uuid, f64)>, MemoryError> {
+        let hash = cairn_store::content_hash(query);
+        let q = self.embedding_of(query, &hash).await?;
+        let stored = self.stored_vectors(client.model()).await?;
+        Ok(top_similar(&q, &stored, CANDIDATES))
+    }
+
+    /// The person's recallable vectors from `model`, from memory unless the
+    /// store changed since they were loaded (by this process or another).
+    async fn stored_vectors(&self, model: &str) -> Result<Arc<Vec<(Uuid, Vec<f32>)>>, MemoryError> {
+        let generation = self.store.memory_generation().await?;
+        let mut cached = self.vectors.lock().await;
+        if let Some(c) = cached.as_ref()
+            && c.generation == generation
+            && c.model == model
+        {
+            return Ok(Arc::clone(&c.vectors));
+        }
+        let vectors = Arc::new(self.store.memory_vectors(&self.user_id, model).await?);
+        *cached = Some(CachedVectors {
+            generation,
+            model: model.to_string(),
+            vectors: Arc::clone(&vectors),
+        });
+        Ok(vectors)
+    }
+
+    /// Deletes a document by id.
+    pub async fn forget(&self, id: Uuid) -> Result<bool, MemoryError> {
+        Ok(self.store.forget_memory(id).await?)
+    }
+
+    /// Deletes a document by key.
+    pub async fn forget_key(&self, key: &str) -> Result<bool, MemoryError> {
+        Ok(self.store.forget_memory_by_key(&self.user_id, key).await?)
+    }
+
+    /// Saves the person's message as a `conversation` memory when auto-save is on.
+    pub async fn auto_save(&self, message: &str) -> Result<Option<MemoryDoc>, MemoryError> {
+        if !self.settings.auto_save || message.trim().is_empty() {
+            return Ok(None);
+        }
+        self.store_memory(None, message.trim(), MemoryCategory::Conversation, "chat")
+            .await
+            .map(Some)
+    }
+
+    /// Indexes a daily summary (the compactor's `daily/` note) as a `daily` memory.
+    pub async fn index_daily(
+        &self,
+        date: chrono::NaiveDate,
+        summary: &str,
+    ) -> Result<MemoryDoc, MemoryError> {
+        let content = format!("Conversation summary of {date}:\n{}", summary.trim());
+        self.store_memory(None, &content, MemoryCategory::Daily, "compactor")
+            .await
+    }
+}
+
+/// A document on its way to being a hit: what each side said of it.
+struct Candidate {
+    id: Uuid,
+    /// Known when the keyword side found it; vector-only ones are read after ranking.
+    doc: Option<MemoryDoc>,
+    keyword: Option<f64>,
+    vector: Option<f64>,
+    score: f64,
+}
+
+/// What a document's embedding is computed from: its key (a title) and content.
+fn embedding_text(doc: &MemoryDoc) -> String {
+    match &doc.key {
+        Some(key) => format!("{key}: {}", doc.content),
+        None => doc.content.clone(),
+    }
+}
+
+/// `v` scaled to unit length (a zero vector stays zero).
+pub fn normalized(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+/// The `k` stored vectors most similar to `query` (unit vectors: the dot
+/// product is the cosine), with positive similarity, best first.
+pub fn top_similar(query: &[f32], stored: &[(Uuid, Vec<f32>)], k: usize) -> Vec<(Uuid, f64)> {
+    let mut scores: Vec<(Uuid, f64)> = stored
+        .iter()
+        .filter(|(_, v)| v.len() == query.len())
+        .map(|(id, v)| {
+            let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
+            (*id, f64::from(dot))
+        })
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    // Partition first: only the k best need sorting, not every document.
+    if scores.len() > k && k > 0 {
+        scores.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+        scores.truncate(k);
+    }
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scores.truncate(k);
+    scores
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_similar_ranks_by_cosine_and_skips_other_sizes() {
+        let a = Uuid::from_u128(1);
+        let b = Uuid::from_u128(2);
+        let c = Uuid::from_u128(3);
+        let stored = vec![
+            (a, normalized(vec![1.0, 1.0])),
+            (b, vec![1.0, 0.0]),
+            (c, vec![1.0, 0.0, 0.0]),
+        ];
+        let top = top_similar(&[1.0, 0.0], &stored, 5);
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![b, a]);
+        assert!((top[1].1 - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+        assert!(top_similar(&[-1.0, 0.0], &stored, 5).is_empty());
+        let many: Vec<(Uuid, Vec<f32>)> = (1..=100u8)
+            .map(|i| {
+                (
+                    Uuid::from_u128(u128::from(i)),
+                    normalized(vec![f32::from(i), 50.0]),
+                )
+            })
+            .collect();
+        let best: Vec<Uuid> = top_similar(&[1.0, 0.0], &many, 3)
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        assert_eq!(best, [100u128, 99, 98].map(Uuid::from_u128));
+    }
+}

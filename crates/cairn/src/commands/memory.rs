@@ -1,0 +1,269 @@
+//! `cairn memory …`: the owner's memory from the command line, through the
+//! same [`MemoryService`] the agent uses (so start-up hydration and the
+//! embedding cache apply here too).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use cairn_agent::memory::{MemoryService, RecallHit, run_hygiene, snapshot::write_snapshot};
+use cairn_core::config::Config;
+use cairn_store::{MemoryCategory, MemoryDoc, Store};
+use secrecy::ExposeSecret;
+use serde_json::{Value, json};
+
+use crate::cli::MemoryCommand;
+use crate::exit::BadInput;
+use crate::settings;
+
+/// Runs one `cairn memory` subcommand.
+pub fn run(command: &MemoryCommand, as_json: bool) -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    crate::commands::runtime()?.block_on(async {
+        let (store, _) = Store::open(config.database_url.expose_secret()).await?;
+        let memory = crate::wiring::memory_service(&config, &store).await?;
+        let result = dispatch(command, as_json, &config, &memory).await;
+        store.close().await;
+        result
+    })
+}
+
+fn category_arg(name: &str) -> anyhow::Result<MemoryCategory> {
+    MemoryCategory::parse(name).ok_or_else(|| {
+        BadInput(format!(
+            "unknown category {name:?}; use core, daily, conversation, custom or archived"
+        ))
+        .into()
+    })
+}
+
+fn doc_json(doc: &MemoryDoc) -> Value {
+    json!({
+        "id": doc.id,
+        "key": doc.key,
+        "content": doc.content,
+        "category": doc.category.as_str(),
+        "source": doc.source,
+        "created_at": doc.created_at,
+        "updated_at": doc.updated_at,
+        "accessed_at": doc.accessed_at,
+        "embedding_model": doc.embedding_model,
+    })
+}
+
+fn hit_json(hit: &RecallHit) -> Value {
+    let mut value = doc_json(&hit.doc);
+    value["score"] = json!(hit.score);
+    value["keyword_score"] = json!(hit.keyword_score);
+    value["vector_score"] = json!(hit.vector_score);
+    value["matched_by"] = json!(hit.matched_by.as_str());
+    value
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        flat.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    } else {
+        flat
+    }
+}
+
+async fn dispatch(
+    command: &MemoryCommand,
+    as_json: bool,
+    config: &Config,
+    memory: &Arc<MemoryService>,
+) -> anyhow::Result<ExitCode> {
+    let store = memory.store();
+    let user = memory.user_id();
+    match command {
+        MemoryCommand::Search { query, limit } => {
+            let recall = memory.recall(query, (*limit).max(1)).await?;
+            if as_json {
+                let out = json!({
+                    "mode": recall.mode.as_str(),
+                    "note": recall.note,
+                    "hits": recall.hits.iter().map(hit_json).collect::<Vec<_>>(),
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!(
+                    "mode: {}{}",
+                    recall.mode.as_str(),
+                    recall.note.map(|n| format!(" ({n})")).unwrap_or_default()
+                );
+                if recall.hits.is_empty() {
+                    println!("nothing relevant");
+                }
+                for hit in &recall.hits {
+                    println!(
+                        "{:.2}  {:<7}  {}  {}{}",
+                        hit.score,
+                        hit.matched_by.as_str(),
+                        hit.doc.id,
+                        hit.doc
+                            .key
+                            .as_ref()
+                            .map(|k| format!("{k}: "))
+                            .unwrap_or_default(),
+                        one_line(&hit.doc.content, 100)
+                    );
+                }
+            }
+        }
+        MemoryCommand::Add {
+            text,
+            category,
+            key,
+        } => {
+            let category = category_arg(category)?;
+            if text.trim().is_empty() {
+                return Err(BadInput("the memory's text is empty".into()).into());
+            }
+            let doc = memory
+                .store_memory(key.as_deref(), text.trim(), category, "cli")
+                .await?;
+            // The embedding is computed before the process exits.
+            memory.flush().await;
+            if as_json {
+                println!("{}", serde_json::to_string_pretty(&doc_json(&doc))?);
+            } else {
+                println!("{}", doc.id);
+            }
+        }
+        MemoryCommand::Forget { id, key } => {
+            let forgotten = match (id, key) {
+                (Some(id), None) => {
+                    let id = uuid::Uuid::parse_str(id.trim())
+                        .map_err(|_| BadInput(format!("{id:?} is not a memory id")))?;
+                    memory.forget(id).await?
+                }
+                (None, Some(key)) => memory.forget_key(key).await?,
+                _ => return Err(BadInput("give a memory id or --key".into()).into()),
+            };
+            if !forgotten {
+                eprintln!("no such memory");
+                return Ok(ExitCode::from(1));
+            }
+            if !as_json {
+                println!("forgotten");
+            } else {
+                println!("{}", json!({"forgotten": true}));
+            }
+        }
+        MemoryCommand::List { category, limit } => {
+            let category = category.as_deref().map(category_arg).transpose()?;
+            let docs = store.list_memories(user, category, *limit).await?;
+            if as_json {
+                let out: Vec<Value> = docs.iter().map(doc_json).collect();
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                for doc in &docs {
+                    println!(
+                        "{}  {:<12}  {}  {}{}",
+                        doc.id,
+                        doc.category.as_str(),
+                        doc.updated_at.format("%Y-%m-%d"),
+                        doc.key
+                            .as_ref()
+                            .map(|k| format!("{k}: "))
+                            .unwrap_or_default(),
+                        one_line(&doc.content, 80)
+                    );
+                }
+                if docs.is_empty() {
+                    println!("no memories");
+                }
+            }
+        }
+        MemoryCommand::Stats => {
+            let stats = store.memory_stats(user).await?;
+            let mode = match memory.embedding_model() {
+                Some(_) => "hybrid",
+                None => "keyword_only",
+            };
+            if as_json {
+                let by: serde_json::Map<String, Value> = stats
+                    .by_category
+                    .iter()
+                    .map(|(c, n)| (c.as_str().to_string(), json!(n)))
+                    .collect();
+                let out = json!({
+                    "total": stats.total,
+                    "embedded": stats.embedded,
+                    "by_category": by,
+                    "mode": mode,
+                    "embedding_model": memory.embedding_model(),
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("memories: {}", stats.total);
+                for (c, n) in &stats.by_category {
+                    println!("  {:<12} {n}", c.as_str());
+                }
+                println!("embedded: {}", stats.embedded);
+                match memory.embedding_model() {
+                    Some(model) => println!("recall:   hybrid ({model})"),
+                    None => println!("recall:   keyword-only (no memory.embeddings_provider)"),
+                }
+            }
+        }
+        MemoryCommand::Export => {
+            let path = write_snapshot(store, user, &config.workspace, memory.clock().now()).await?;
+            if as_json {
+                println!("{}", json!({"path": path}));
+            } else {
+                println!("{}", path.display());
+            }
+        }
+        MemoryCommand::Reindex => {
+            if memory.embedding_model().is_none() {
+                return Err(BadInput(
+                    "no embeddings provider is configured (memory.embeddings_provider); nothing to reindex".into(),
+                )
+                .into());
+            }
+            let stored = memory
+                .reindex(|done, total| {
+                    // A plain counter on stderr, redrawn in place.
+                    let mut err = std::io::stderr();
+                    let _ = write!(err, "\rreindexing {done}/{total}");
+                    if done == total {
+                        let _ = writeln!(err);
+                    }
+                    let _ = err.flush();
+                })
+                .await?;
+            if as_json {
+                println!("{}", json!({"embedded": stored}));
+            } else {
+                println!("embedded {stored} memories");
+            }
+        }
+        MemoryCommand::Hygiene => {
+            let report = run_hygiene(
+                store,
+                user,
+                &crate::wiring::hygiene_settings(config),
+                &config.workspace,
+                memory.clock().now(),
+            )
+            .await?;
+            if as_json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else if !report.ran {
+                println!("memory hygiene is disabled (memory.hygiene_enabled = false)");
+            } else {
+                println!(
+                    "archived {}, purged {} archived and {} conversation memories",
+                    report.archived, report.purged, report.purged_conversation
+                );
+                if let Some(path) = &report.snapshot {
+                    println!("snapshot: {}", path.display());
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
