@@ -12,6 +12,10 @@ use crate::tools::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_str, opt_u64, req_str,
 };
 
+/// The one line naming these tools when schemas load on demand.
+const MEMORY_FAMILY: &str =
+    "long-term memory about the person: store, recall by meaning or words, forget";
+
 /// The three memory tools over one service.
 pub fn memory_tools(memory: Arc<MemoryService>) -> Vec<Arc<dyn Tool>> {
     vec![
@@ -33,6 +37,9 @@ pub struct MemoryStoreTool(Arc<MemoryService>);
 impl Tool for MemoryStoreTool {
     fn name(&self) -> &str {
         "memory_store"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(MEMORY_FAMILY)
     }
 
     fn description(&self) -> &str {
@@ -56,8 +63,9 @@ impl Tool for MemoryStoreTool {
         RiskLevel::Write
     }
 
+    /// Not `remember`: that is the reminder tool (`schedule`'s shortcut).
     fn aliases(&self) -> &[&str] {
-        &["remember", "memory_save"]
+        &["memory_save"]
     }
 
     async fn execute(
@@ -108,6 +116,9 @@ pub struct MemoryRecallTool(Arc<MemoryService>);
 impl Tool for MemoryRecallTool {
     fn name(&self) -> &str {
         "memory_recall"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(MEMORY_FAMILY)
     }
 
     fn description(&self) -> &str {
@@ -181,6 +192,9 @@ pub struct MemoryForgetTool(Arc<MemoryService>);
 impl Tool for MemoryForgetTool {
     fn name(&self) -> &str {
         "memory_forget"
+    }
+    fn family(&self) -> Option<&str> {
+        Some(MEMORY_FAMILY)
     }
 
     fn description(&self) -> &str {
