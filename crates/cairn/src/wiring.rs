@@ -27,8 +27,9 @@ use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
 use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
 use cairn_automation::routines::link::EngineLink;
-use cairn_automation::routines::system::{Ensured, SystemRoutine};
+use cairn_automation::routines::system::{Ensured, SystemRoutine, SystemTask};
 use cairn_automation::routines::tools::routine_tools;
+use cairn_automation::routines::upkeep::{MEMORY_HYGIENE, MemoryHygiene, SELF_REPAIR, SelfRepair};
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
@@ -450,6 +451,8 @@ pub struct Automation {
     pub notifier: Notifier,
     /// The routine engine (not yet running).
     pub engine: RoutineEngine,
+    /// The heartbeat task the engine runs (its settings reload live).
+    pub heartbeat: Arc<Heartbeat>,
 }
 
 /// Builds [`Automation`] over an open store.
@@ -467,11 +470,13 @@ pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automa
         Some(rt) => rt.notifier.clone(),
         None => notifier(config, store)?,
     };
-    let engine = routine_engine(config, store, Some(notifier.clone()), runtime.as_ref())?;
+    let (engine, heartbeat) =
+        routine_engine_with_heartbeat(config, store, Some(notifier.clone()), runtime.as_ref())?;
     Ok(Automation {
         runtime,
         notifier,
         engine,
+        heartbeat,
     })
 }
 
@@ -485,6 +490,17 @@ pub fn routine_engine(
     notifier: Option<Notifier>,
     rt: Option<&Runtime>,
 ) -> anyhow::Result<RoutineEngine> {
+    Ok(routine_engine_with_heartbeat(config, store, notifier, rt)?.0)
+}
+
+/// [`routine_engine`] and the heartbeat task it runs, whose settings a
+/// configuration reload replaces.
+pub fn routine_engine_with_heartbeat(
+    config: &Config,
+    store: &Store,
+    notifier: Option<Notifier>,
+    rt: Option<&Runtime>,
+) -> anyhow::Result<(RoutineEngine, Arc<Heartbeat>)> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut actions = AgentActions::new(store.clone(), &config.workspace, Arc::clone(&clock));
     let (runner, limits) = match rt {
@@ -511,13 +527,27 @@ pub fn routine_engine(
     // System routines' tasks (cairn_automation::routines::system); each
     // also needs its routine in `system_routines`.
     let cheap = rt.map(|rt| Arc::clone(&rt.providers.cheap));
-    let heartbeat = Heartbeat::new(
+    let heartbeat = Arc::new(Heartbeat::new(
         heartbeat_settings(config),
         &config.workspace,
         cheap,
         Arc::clone(&clock),
+    ));
+    actions = actions.with_system_task(HEARTBEAT, Arc::clone(&heartbeat) as Arc<dyn SystemTask>);
+    let repair = SelfRepair::new(
+        store.clone(),
+        rt.map(|rt| Arc::clone(&rt.jobs)),
+        Arc::clone(&clock),
     );
-    actions = actions.with_system_task(HEARTBEAT, Arc::new(heartbeat));
+    actions = actions.with_system_task(SELF_REPAIR, Arc::new(repair));
+    let hygiene = MemoryHygiene::new(
+        store.clone(),
+        config.user.id.clone(),
+        hygiene_settings(config),
+        &config.workspace,
+        Arc::clone(&clock),
+    );
+    actions = actions.with_system_task(MEMORY_HYGIENE, Arc::new(hygiene));
     let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
     settings.max_concurrent = config.routines.max_concurrent;
     // Running runs are interrupted (and recorded so) well before the daemon's
@@ -536,7 +566,7 @@ pub fn routine_engine(
     if let Some(rt) = rt {
         rt.link.attach(engine.clone());
     }
-    Ok(engine)
+    Ok((engine, heartbeat))
 }
 
 /// The heartbeat's settings from `[heartbeat]` (empty notify settings
@@ -559,7 +589,11 @@ pub fn heartbeat_settings(config: &Config) -> HeartbeatSettings {
 /// [`ensure_system_routines`]): one per system task registered in
 /// [`routine_engine`].
 pub fn system_routines(config: &Config) -> Vec<SystemRoutine> {
-    vec![heartbeat_settings(config).routine()]
+    vec![
+        heartbeat_settings(config).routine(),
+        SelfRepair::routine(),
+        MemoryHygiene::routine(&hygiene_settings(config)),
+    ]
 }
 
 /// Creates or corrects the built-in routines for the configured user;

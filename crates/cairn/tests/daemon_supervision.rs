@@ -312,7 +312,7 @@ fn sighup_reloads_what_it_can_and_names_what_needs_a_restart_in_json_logs() {
     home.wait_status(daemon.pid(), |_| true);
     std::fs::write(
         home.path().join("config.toml"),
-        "[routines]\nmax_concurrent = 5\n\n[gateway]\nbody_limit_bytes = 100000\n\n[notify]\ndefault_channel = \"log\"\n\n[channels.log]\ntype = \"log\"\n",
+        "[routines]\nmax_concurrent = 5\n\n[gateway]\nbody_limit_bytes = 100000\n\n[notify]\ndefault_channel = \"log\"\n\n[channels.log]\ntype = \"log\"\n\n[heartbeat]\ninterval_secs = 900\n",
     )
     .unwrap();
     daemon.signal("HUP");
@@ -332,10 +332,25 @@ fn sighup_reloads_what_it_can_and_names_what_needs_a_restart_in_json_logs() {
         keys,
         [
             "channels",
+            "heartbeat.interval_secs",
             "notify.default_channel",
             "routines.max_concurrent"
         ]
     );
+    // The heartbeat's routine follows its new interval.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = home
+            .cairn()
+            .args(["routine", "list", "--json"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("every 900s") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "heartbeat interval not reloaded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(applied["level"], "INFO");
     let restart = daemon.wait_line(|l| {
         parse(l).is_some_and(|v| {
@@ -357,7 +372,7 @@ fn sighup_reloads_what_it_can_and_names_what_needs_a_restart_in_json_logs() {
     // Saving the file is enough: its modification time is watched.
     std::fs::write(
         home.path().join("config.toml"),
-        "[routines]\nmax_concurrent = 7\n\n[gateway]\nbody_limit_bytes = 100000\n\n[notify]\ndefault_channel = \"log\"\n\n[channels.log]\ntype = \"log\"\n",
+        "[routines]\nmax_concurrent = 7\n\n[gateway]\nbody_limit_bytes = 100000\n\n[notify]\ndefault_channel = \"log\"\n\n[channels.log]\ntype = \"log\"\n\n[heartbeat]\ninterval_secs = 900\n",
     )
     .unwrap();
     daemon.wait_line(|l| {

@@ -118,7 +118,8 @@ impl HeartbeatSettings {
 
 /// The heartbeat task.
 pub struct Heartbeat {
-    settings: HeartbeatSettings,
+    // Replaced by a configuration reload (`reload`); each beat reads a copy.
+    settings: std::sync::RwLock<HeartbeatSettings>,
     workspace: PathBuf,
     llm: Option<Arc<dyn LlmProvider>>,
     clock: Arc<dyn Clock>,
@@ -127,7 +128,7 @@ pub struct Heartbeat {
 impl std::fmt::Debug for Heartbeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Heartbeat")
-            .field("settings", &self.settings)
+            .field("settings", &self.settings())
             .field("workspace", &self.workspace)
             .field("llm", &self.llm.as_ref().map(|l| l.model().to_string()))
             .finish()
@@ -145,15 +146,31 @@ impl Heartbeat {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            settings,
+            settings: std::sync::RwLock::new(settings),
             workspace: workspace.into(),
             llm,
             clock,
         }
     }
 
+    /// The settings in force.
+    pub fn settings(&self) -> HeartbeatSettings {
+        self.settings
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the settings (a configuration reload); the next beat uses them.
+    /// The routine's interval and `enabled` are the stored routine's: the
+    /// caller ensures it again ([`HeartbeatSettings::routine`]).
+    pub fn reload(&self, settings: HeartbeatSettings) {
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
+    }
+
     async fn beat(&self, request: &ActionRequest) -> ActionOutcome {
         let now = self.clock.now();
+        let settings = self.settings();
         let state = BeatState::read(&request.routine.runtime.state);
         if let Some(until) = state.backoff_until
             && now < until
@@ -167,15 +184,12 @@ impl Heartbeat {
                 ),
             );
         }
-        if let Some(hours) = &self.settings.active_hours
-            && !hours.contains(now, self.settings.zone)
+        if let Some(hours) = &settings.active_hours
+            && !hours.contains(now, settings.zone)
         {
             return ActionOutcome::new(
                 RunStatus::Ok,
-                format!(
-                    "skipped: outside active hours ({hours} {})",
-                    self.settings.zone
-                ),
+                format!("skipped: outside active hours ({hours} {})", settings.zone),
             );
         }
         let path = self.workspace.join(HEARTBEAT_FILE);
@@ -204,7 +218,7 @@ impl Heartbeat {
                     .to_string(),
             );
         };
-        let chat = heartbeat_request(&checklist, now, self.settings.zone);
+        let chat = heartbeat_request(&checklist, now, settings.zone);
         let response = tokio::select! {
             biased;
             () = request.cancel.cancelled() => return ActionOutcome::failed("cancelled before the LLM answered"),
@@ -243,12 +257,12 @@ impl Heartbeat {
         reason: String,
     ) -> ActionOutcome {
         let failures = state.failures.saturating_add(1);
-        let max = self.settings.max_failures.max(1);
+        let max = self.settings().max_failures.max(1);
         let mut outcome = ActionOutcome::failed(reason.clone());
         let mut next = json!({ "failures": failures });
         if failures >= max {
             let factor = backoff_factor(failures, max);
-            let effective = self.settings.interval.saturating_mul(factor);
+            let effective = self.settings().interval.saturating_mul(factor);
             // From the slot, so the next allowed beat lands on the grid.
             let from = request.fire.scheduled_for.unwrap_or(now);
             let until = from + chrono::Duration::from_std(effective).unwrap_or_default();

@@ -18,5 +18,6 @@ pub mod link;
 pub mod plan;
 pub mod system;
 pub mod tools;
+pub mod upkeep;
 pub mod watch;
 pub mod webhook;

@@ -344,6 +344,20 @@ fn register_reloads(reloader: &mut Reloader, automation: &wiring::Automation) {
         engine.set_max_concurrent(config.routines.max_concurrent);
         Ok(())
     });
+    // The heartbeat task reads its new settings at its next beat; its
+    // routine (interval, enabled) is ensured again in the background.
+    let heartbeat = Arc::clone(&automation.heartbeat);
+    let store = automation.engine.store().clone();
+    reloader.on(&["heartbeat"], move |config| {
+        heartbeat.reload(wiring::heartbeat_settings(config));
+        let (config, store) = (config.clone(), store.clone());
+        tokio::spawn(async move {
+            if let Err(e) = wiring::ensure_system_routines(&config, &store).await {
+                tracing::warn!(error = %format!("{e:#}"), "cannot update the heartbeat routine after a reload");
+            }
+        });
+        Ok(())
+    });
 }
 
 /// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
