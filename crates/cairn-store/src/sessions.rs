@@ -350,6 +350,9 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
+            // Locks the thread's row first (PostgreSQL): two processes pushing
+            // onto one thread would otherwise read the same top position.
+            lock_thread(&mut tx, thread_id).await?;
             sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'redo'")
                 .bind(thread_id.to_string())
                 .execute(&mut *tx)
@@ -388,6 +391,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
+            lock_thread(&mut tx, thread_id).await?;
             sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1")
                 .bind(thread_id.to_string())
                 .execute(&mut *tx)
@@ -442,4 +446,14 @@ impl Store {
         })
         .await
     }
+}
+
+/// Takes the write lock of a thread's row for the rest of the transaction
+/// (a no-op update: portable, and on SQLite the write lock is already held).
+async fn lock_thread(conn: &mut sqlx::AnyConnection, thread_id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("UPDATE threads SET updated_at = updated_at WHERE id = $1")
+        .bind(thread_id.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
 }

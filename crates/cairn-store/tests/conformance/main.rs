@@ -86,6 +86,7 @@ conformance!(
     sessions::session_updates_persist,
     sessions::threads_round_trip,
     sessions::checkpoints_push_trim_and_replace,
+    sessions::concurrent_checkpoint_pushes_take_distinct_positions,
     sessions::deleting_a_session_removes_its_threads,
     turns::turns_are_rows_shown_through_the_view,
     turns::messages_of_a_running_turn_are_recorded_as_they_come,

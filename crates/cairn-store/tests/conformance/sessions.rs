@@ -200,3 +200,25 @@ pub async fn deleting_a_session_removes_its_threads(fx: &Fixture) {
     );
     assert!(!fx.store.delete_session(s.id).await.unwrap());
 }
+
+/// Two writers pushing onto one thread at once (two `cairn chat` on one
+/// PostgreSQL database) each get their own position.
+pub async fn concurrent_checkpoint_pushes_take_distinct_positions(fx: &Fixture) {
+    let s = fx
+        .store
+        .get_or_create_session("ada", "terminal", at(0))
+        .await
+        .unwrap();
+    let t = thread_row(s.id, None, 1);
+    fx.store.create_thread(&t).await.unwrap();
+    let mut pushes = tokio::task::JoinSet::new();
+    for n in 0..20 {
+        let store = fx.store.clone();
+        pushes.spawn(async move { store.push_checkpoint(t.id, &checkpoint(n), 100).await });
+    }
+    while let Some(result) = pushes.join_next().await {
+        result.unwrap().unwrap();
+    }
+    let (undo, _) = fx.store.load_checkpoints(t.id).await.unwrap();
+    assert_eq!(undo.len(), 20);
+}
