@@ -108,7 +108,7 @@ fn with_embeddings_search_is_hybrid_and_reindex_embeds_everything() {
         .assert()
         .success()
         .stdout(contains("embedded 1 memories"))
-        .stderr(contains("reindexing 1/1"));
+        .stderr(contains("reindexing [####################] 1/1"));
     let mut cmd = cairn(h);
     with_embed(&mut cmd);
     cmd.args(["memory", "add", "Gardening: tomatoes in May"])

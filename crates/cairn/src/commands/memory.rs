@@ -226,9 +226,9 @@ async fn dispatch(
             }
             let stored = memory
                 .reindex(|done, total| {
-                    // A plain counter on stderr, redrawn in place.
+                    // A bar on stderr, redrawn in place.
                     let mut err = std::io::stderr();
-                    let _ = write!(err, "\rreindexing {done}/{total}");
+                    let _ = write!(err, "\r{}", progress_bar(done, total));
                     if done == total {
                         let _ = writeln!(err);
                     }
@@ -266,4 +266,28 @@ async fn dispatch(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `reindexing [#########...........] 45/100`, 20 cells wide.
+fn progress_bar(done: usize, total: usize) -> String {
+    const WIDTH: usize = 20;
+    let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH).min(WIDTH);
+    format!(
+        "reindexing [{}{}] {done}/{total}",
+        "#".repeat(filled),
+        ".".repeat(WIDTH - filled)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress_bar;
+
+    #[test]
+    fn the_bar_fills_with_progress() {
+        assert_eq!(progress_bar(0, 4), "reindexing [....................] 0/4");
+        assert_eq!(progress_bar(1, 4), "reindexing [#####...............] 1/4");
+        assert_eq!(progress_bar(4, 4), "reindexing [####################] 4/4");
+        assert_eq!(progress_bar(0, 0), "reindexing [####################] 0/0");
+    }
 }
