@@ -25,14 +25,13 @@ use cairn_agent::runner::{Authorized, AutoApprove, ToolStatus};
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_core::chat::ToolCall;
 use cairn_core::clock::Clock;
-use cairn_core::text::error_chain;
 use cairn_store::{BackgroundTask, Store, TaskStatus};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{RunnerLink, is_primitive, json_output, string_arg};
+use super::{RunnerLink, is_primitive, json_output, rfc3339, store_error, string_arg};
 
 /// The one line naming these tools when schemas load on demand.
 const BACKGROUND_FAMILY: &str = "run tool calls in the background; you are told when they end";
@@ -70,14 +69,6 @@ impl std::fmt::Debug for BackgroundTasks {
             .field("owner", &self.owner)
             .finish_non_exhaustive()
     }
-}
-
-fn store_error(e: cairn_store::StoreError) -> ToolError {
-    ToolError::Failed(error_chain(&e))
-}
-
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 fn lease_until(now: DateTime<Utc>) -> DateTime<Utc> {

@@ -59,6 +59,16 @@ impl RunnerLink {
     }
 }
 
+/// A store failure as a tool error, with its causes.
+pub(crate) fn store_error(e: cairn_store::StoreError) -> ToolError {
+    ToolError::Failed(cairn_core::text::error_chain(&e))
+}
+
+/// An instant as tools show it: RFC 3339 in UTC, to the second.
+pub(crate) fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 pub(crate) fn json_output(value: &Value) -> Result<ToolOutput, ToolError> {
     serde_json::to_string_pretty(value)
         .map(ToolOutput::ok)

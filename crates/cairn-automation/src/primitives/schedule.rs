@@ -32,13 +32,11 @@ use cairn_core::clock::Clock;
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{NotifyConfig, Routine, RoutineAction, RoutineSpec, Trigger};
 use cairn_core::schedule::{Schedule, ScheduleKind};
-use cairn_core::text::error_chain;
 use cairn_store::Store;
-use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde_json::{Value, json};
 
-use super::{RunnerLink, json_output, string_arg};
+use super::{RunnerLink, json_output, rfc3339, store_error, string_arg};
 use crate::notify::Notifier;
 use crate::routines::define::prepare;
 
@@ -198,14 +196,6 @@ fn short(text: &str) -> String {
     } else {
         line.to_string()
     }
-}
-
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn store_error(e: cairn_store::StoreError) -> ToolError {
-    ToolError::Failed(error_chain(&e))
 }
 
 impl Shared {

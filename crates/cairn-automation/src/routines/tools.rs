@@ -16,14 +16,15 @@ use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_core::clock::Clock;
 use cairn_core::routine::{Routine, RoutineSpec, Trigger};
-use cairn_core::text::{closest, error_chain};
+use cairn_core::text::closest;
 use cairn_store::Store;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::define::{prepare, zone_of};
+use crate::primitives::{json_output, rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
 const ROUTINE_FAMILY: &str = "routines: tasks fired by a schedule, an event, a webhook or by hand";
@@ -96,20 +97,6 @@ impl Shared {
         })?;
         Ok((spec, next))
     }
-}
-
-fn store_error(e: cairn_store::StoreError) -> ToolError {
-    ToolError::Failed(error_chain(&e))
-}
-
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn json_output(value: &Value) -> Result<ToolOutput, ToolError> {
-    serde_json::to_string_pretty(value)
-        .map(ToolOutput::ok)
-        .map_err(|e| ToolError::Failed(e.to_string()))
 }
 
 /// Whether a spec's action runs tools unattended (needs the person's approval).

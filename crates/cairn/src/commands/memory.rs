@@ -271,7 +271,10 @@ async fn dispatch(
 /// `reindexing [#########...........] 45/100`, 20 cells wide.
 fn progress_bar(done: usize, total: usize) -> String {
     const WIDTH: usize = 20;
-    let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH).min(WIDTH);
+    let filled = (done * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH)
+        .min(WIDTH);
     format!(
         "reindexing [{}{}] {done}/{total}",
         "#".repeat(filled),
