@@ -79,3 +79,24 @@ async fn statuses_map_to_delivered_retryable_and_permanent() {
     )
     .await;
 }
+
+/// ntfy takes at most 4,096 bytes of message (more becomes an attachment,
+/// or a 413 where attachments are off): a long body is cut there, on a
+/// character boundary, with an ellipsis, so the person still gets a message.
+#[tokio::test]
+async fn a_body_over_4096_bytes_is_cut_to_fit() {
+    let fake = FakeServer::answering(200, "{}").await;
+    let ntfy = channel(json!({"type": "ntfy", "server": fake.url("/"), "topic": "t"}));
+    let mut n = notification();
+    n.body = "é".repeat(3_000); // 6,000 bytes
+    ntfy.deliver(&n).await.unwrap();
+    let body = String::from_utf8(fake.only_request().body.to_vec()).unwrap();
+    assert!(body.len() <= 4_096, "{} bytes", body.len());
+    assert!(
+        body.len() > 4_000,
+        "cut near the limit: {} bytes",
+        body.len()
+    );
+    assert!(body.ends_with('…'));
+    assert!(body.trim_end_matches('…').chars().all(|c| c == 'é'));
+}

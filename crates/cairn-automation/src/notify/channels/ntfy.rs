@@ -8,6 +8,11 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::http::{self, NOTIFICATION_ID_HEADER};
+use super::text::fit_bytes;
+
+/// Most bytes of message ntfy takes as text (its server's default; more
+/// becomes an attachment, or a 413 where attachments are off).
+pub const MESSAGE_LIMIT: usize = 4_096;
 use crate::notify::channel::{Channel, DeliveryError, Receipt};
 
 /// `[channels.NAME]` with `type = "ntfy"`.
@@ -28,7 +33,8 @@ fn default_server() -> String {
     "https://ntfy.sh".to_string()
 }
 
-/// An ntfy channel: the body is the message, the rest goes in headers.
+/// An ntfy channel: the body is the message (cut to [`MESSAGE_LIMIT`]
+/// bytes), the rest goes in headers.
 #[derive(Debug, Clone)]
 pub struct Ntfy {
     /// `{server}/{topic}`.
@@ -139,7 +145,7 @@ impl Channel for Ntfy {
             .http
             .post(self.url.clone())
             .headers(headers)
-            .body(n.body.clone());
+            .body(fit_bytes(&n.body, MESSAGE_LIMIT));
         let answer = http::send(request).await?;
         http::confirm(&answer)
     }

@@ -32,6 +32,25 @@ pub(crate) fn fit(text: &str, limit: usize) -> String {
     out
 }
 
+/// `text` cut to at most `limit` bytes of UTF-8, ending with an ellipsis
+/// when cut, and only between characters (for services that count bytes).
+pub(crate) fn fit_bytes(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let budget = limit.saturating_sub(ELLIPSIS.len_utf8());
+    let end = text
+        .char_indices()
+        .map(|(at, c)| at + c.len_utf8())
+        .take_while(|&end| end <= budget)
+        .last()
+        .unwrap_or(0);
+    let mut out = String::with_capacity(end + ELLIPSIS.len_utf8());
+    out.push_str(&text[..end]);
+    out.push(ELLIPSIS);
+    out
+}
+
 /// A one-line excerpt of a receiver's answer: whitespace collapsed, at most
 /// 200 characters (an ellipsis marks a cut).
 pub(crate) fn excerpt(body: &str) -> String {
@@ -65,5 +84,15 @@ mod tests {
         let cut = excerpt(&long);
         assert_eq!(cut.chars().count(), 200);
         assert!(cut.ends_with(ELLIPSIS));
+    }
+
+    #[test]
+    fn byte_limits_cut_between_characters() {
+        assert_eq!(fit_bytes("abc", 3), "abc");
+        assert_eq!(fit_bytes("abcd", 3), "…");
+        assert_eq!(fit_bytes("abcdef", 5), "ab…");
+        // "é" is 2 bytes and "…" 3: 7 bytes leave room for two "é".
+        assert_eq!(fit_bytes("éééé", 7), "éé…");
+        assert_eq!(fit_bytes("éééé", 6), "é…");
     }
 }
