@@ -438,3 +438,42 @@ async fn the_dispatcher_sleeps_until_a_retry_is_due_and_wakes_on_a_send() {
     cancel.cancel();
     running.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_receiver_asking_to_wait_is_retried_no_sooner_and_a_wait_past_the_age_gives_up() {
+    let wait = |secs: u64| -> Result<(), DeliveryError> {
+        Err(DeliveryError::RetryAfter(
+            "HTTP 429: slow down".into(),
+            Duration::from_secs(secs),
+        ))
+    };
+    let s = setup(
+        Scripted::with(vec![wait(600), wait(7200)]),
+        NotifySettings {
+            max_age: Duration::from_secs(3600),
+            ..NotifySettings::default()
+        },
+    )
+    .await;
+    let d = Dispatcher::new(s.notifier.clone(), "p1");
+    let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
+    let first = d.deliver_due(t(0)).await.unwrap();
+    assert_eq!(first[0].status, DeliveryStatus::Pending);
+    assert_eq!(
+        first[0].next_attempt_at,
+        Some(t(600)),
+        "the receiver's wait, longer than the 5 s backoff"
+    );
+    assert!(
+        first[0].attempt.detail.ends_with("(asked to wait 600s)"),
+        "{}",
+        first[0].attempt.detail
+    );
+    assert!(d.deliver_due(t(599)).await.unwrap().is_empty());
+    // Asked to wait two hours: past the one-hour age, so it goes to the inbox now.
+    let second = d.deliver_due(t(600)).await.unwrap();
+    assert_eq!(second[0].status, DeliveryStatus::Failed);
+    let kept = fetch(&s.notifier, n.id).await;
+    assert!(kept.in_inbox);
+    assert_eq!(s.channel.calls(), 2);
+}

@@ -16,6 +16,11 @@ pub enum DeliveryError {
     /// It may work later (a 5xx, a 429, a timeout, a refused connection).
     #[error("{0}")]
     Retryable(String),
+    /// It may work later, and the receiver said not before this long (a
+    /// 429's `Retry-After`, Telegram's `retry_after`): the next attempt waits
+    /// at least that.
+    #[error("{0}")]
+    RetryAfter(String, std::time::Duration),
     /// It will not work without a change of configuration (a 4xx such as a
     /// wrong token or an unknown chat); the notification goes to the inbox.
     #[error("{0}")]

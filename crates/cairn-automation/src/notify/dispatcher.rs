@@ -16,7 +16,7 @@ use rand::Rng;
 use tokio::task::JoinSet;
 
 use super::channel::DeliveryError;
-use super::router::{Activity, GivenUp, Notifier, unknown_channel};
+use super::router::{Activity, GivenUp, Notifier, NotifySettings, unknown_channel};
 
 /// Notifications claimed per store round-trip.
 const BATCH: u32 = 16;
@@ -178,15 +178,13 @@ impl Dispatcher {
                 (attempt(number, now, false, e), AttemptOutcome::GiveUp)
             }
             Err(DeliveryError::Retryable(e)) => {
-                let age = (now - n.created_at).to_std().unwrap_or_default();
-                let outcome = if number >= settings.max_attempts || age >= settings.max_age {
-                    AttemptOutcome::GiveUp
-                } else {
-                    AttemptOutcome::Retry {
-                        next_at: now + retry_delay(number, settings.retry_base, settings.retry_max),
-                    }
-                };
+                let outcome = retry_or_give_up(&n, number, now, &settings, None);
                 (attempt(number, now, false, e), outcome)
+            }
+            Err(DeliveryError::RetryAfter(e, wait)) => {
+                let outcome = retry_or_give_up(&n, number, now, &settings, Some(wait));
+                let detail = format!("{e} (asked to wait {}s)", wait.as_secs());
+                (attempt(number, now, false, detail), outcome)
             }
         };
         if !store
@@ -234,6 +232,31 @@ impl Dispatcher {
             status,
             next_attempt_at,
         }))
+    }
+}
+
+/// After failed attempt `number`: give up when the attempts or the age are
+/// spent (or the receiver's wait would outlast the age), else retry after
+/// the backoff, and never before a wait the receiver asked for.
+fn retry_or_give_up(
+    n: &Notification,
+    number: u32,
+    now: DateTime<Utc>,
+    settings: &NotifySettings,
+    asked: Option<Duration>,
+) -> AttemptOutcome {
+    let age = (now - n.created_at).to_std().unwrap_or_default();
+    let backoff = retry_delay(number, settings.retry_base, settings.retry_max);
+    let wait = asked
+        .and_then(|w| chrono::Duration::from_std(w).ok())
+        .map_or(backoff, |w| w.max(backoff));
+    let too_old = age + wait.to_std().unwrap_or_default() > settings.max_age;
+    if number >= settings.max_attempts || age >= settings.max_age || (asked.is_some() && too_old) {
+        AttemptOutcome::GiveUp
+    } else {
+        AttemptOutcome::Retry {
+            next_at: now + wait,
+        }
     }
 }
 

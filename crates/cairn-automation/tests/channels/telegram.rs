@@ -128,3 +128,23 @@ async fn the_token_never_appears_in_errors_or_debug() {
     let debug = format!("{:?}", Telegram::new(&spec, reqwest::Client::new()));
     assert!(!debug.contains(TOKEN), "{debug}");
 }
+
+/// Flood control: a 429 says how long to wait, and the next attempt waits that.
+#[tokio::test]
+async fn a_429_with_retry_after_asks_the_dispatcher_to_wait() {
+    let fake = FakeServer::answering(
+        429,
+        r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 7","parameters":{"retry_after":7}}"#,
+    )
+    .await;
+    match channel(telegram(&fake.url("")))
+        .deliver(&notification())
+        .await
+    {
+        Err(cairn_automation::notify::DeliveryError::RetryAfter(message, wait)) => {
+            assert_eq!(wait, std::time::Duration::from_secs(7));
+            assert!(message.contains("429"), "{message}");
+        }
+        other => panic!("expected RetryAfter, got {other:?}"),
+    }
+}

@@ -128,3 +128,27 @@ fn debug_shows_neither_the_path_nor_the_extra_headers_nor_the_secret() {
         assert!(!debug.contains(token), "{debug}");
     }
 }
+
+/// A 503 or 429 with `Retry-After: N` (seconds) asks the dispatcher to wait N s.
+#[tokio::test]
+async fn a_retry_after_header_is_honoured() {
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "120")],
+            "busy",
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let hook = channel(json!({"type": "webhook", "url": url}));
+    match hook.deliver(&notification()).await {
+        Err(cairn_automation::notify::DeliveryError::RetryAfter(message, wait)) => {
+            assert_eq!(wait, std::time::Duration::from_secs(120));
+            assert!(message.starts_with("HTTP 503"), "{message}");
+        }
+        other => panic!("expected RetryAfter, got {other:?}"),
+    }
+    server.abort();
+}

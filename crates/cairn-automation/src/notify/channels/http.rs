@@ -22,6 +22,8 @@ pub(crate) struct Answer {
     pub status: StatusCode,
     /// The body, or why it could not be read.
     pub body: Result<String, String>,
+    /// `Retry-After` in seconds, when the receiver sent one.
+    pub retry_after: Option<Duration>,
 }
 
 /// Sends `request` with the timeout. Transport failures are mapped here,
@@ -33,8 +35,19 @@ pub(crate) async fn send(request: RequestBuilder) -> Result<Answer, DeliveryErro
         .await
         .map_err(transport_error)?;
     let status = response.status();
+    // Only the delay-seconds form; an HTTP date is left to the backoff.
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
     let body = response.text().await.map_err(|e| describe(e.without_url()));
-    Ok(Answer { status, body })
+    Ok(Answer {
+        status,
+        body,
+        retry_after,
+    })
 }
 
 /// 2xx confirms; anything else is an error by [`status_error`].
@@ -44,10 +57,13 @@ pub(crate) fn confirm(answer: &Answer) -> Result<Receipt, DeliveryError> {
             detail: format!("HTTP {}", answer.status.as_u16()),
         })
     } else {
-        Err(status_error(
-            answer.status,
-            answer.body.as_deref().unwrap_or(""),
-        ))
+        let error = status_error(answer.status, answer.body.as_deref().unwrap_or(""));
+        Err(match (error, answer.retry_after) {
+            (DeliveryError::Retryable(message), Some(wait)) => {
+                DeliveryError::RetryAfter(message, wait)
+            }
+            (error, _) => error,
+        })
     }
 }
 

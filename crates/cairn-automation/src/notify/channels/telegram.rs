@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use cairn_core::notification::Notification;
 use reqwest::StatusCode;
@@ -60,6 +62,15 @@ struct ApiAnswer {
     error_code: Option<u16>,
     #[serde(default)]
     description: Option<String>,
+    /// On a 429: `{"retry_after": seconds}`.
+    #[serde(default)]
+    parameters: Option<ApiParameters>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiParameters {
+    #[serde(default)]
+    retry_after: Option<u64>,
 }
 
 impl Telegram {
@@ -86,6 +97,9 @@ impl Telegram {
             DeliveryError::Permanent(m) => {
                 DeliveryError::Permanent(m.replace(token, "<bot token>"))
             }
+            DeliveryError::RetryAfter(m, wait) => {
+                DeliveryError::RetryAfter(m.replace(token, "<bot token>"), wait)
+            }
         }
     }
 
@@ -102,11 +116,30 @@ impl Telegram {
             .json(&json!({ "chat_id": self.chat_id, "text": message_text(n) }));
         let answer = http::send(request).await?;
         let body = answer.body.as_deref().unwrap_or("");
+        let parsed = serde_json::from_str::<ApiAnswer>(body);
         if !answer.status.is_success() {
+            // Flood control says how long to wait, in the body.
+            if let Ok(ApiAnswer {
+                parameters:
+                    Some(ApiParameters {
+                        retry_after: Some(secs),
+                    }),
+                ..
+            }) = &parsed
+            {
+                let message = format!(
+                    "Telegram answered HTTP {}: too many requests",
+                    answer.status.as_u16()
+                );
+                return Err(DeliveryError::RetryAfter(
+                    message,
+                    Duration::from_secs(*secs),
+                ));
+            }
             return Err(http::status_error(answer.status, body));
         }
         // A 2xx is not enough: the Bot API confirms with "ok": true.
-        match serde_json::from_str::<ApiAnswer>(body) {
+        match parsed {
             Ok(ApiAnswer { ok: true, .. }) => Ok(Receipt {
                 detail: format!("HTTP {}", answer.status.as_u16()),
             }),
@@ -114,6 +147,7 @@ impl Telegram {
                 ok: false,
                 error_code,
                 description,
+                ..
             }) => {
                 let message = format!(
                     "Telegram answered HTTP {} with ok=false: {}",
