@@ -38,6 +38,7 @@ pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
+pub use routines::RoutineWrite;
 pub use runs::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
 // Shared cost guard and tool health (issue 13).

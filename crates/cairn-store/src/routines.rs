@@ -108,54 +108,34 @@ impl Store {
 
     /// Stores a new routine; a name already used by the same user is a conflict.
     pub async fn create_routine(&self, routine: &Routine) -> Result<(), StoreError> {
-        self.on_runtime(async {
-        let sql = format!(
-            "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
-        );
-        let mut tx = self.begin_write().await?;
-        let result = bind_routine(sqlx::query(sqlx::AssertSqlSafe(sql)), routine)?
-            .bind(micros(routine.created_at))
-            .bind(micros(routine.updated_at))
-            .execute(&mut *tx)
-            .await;
-        match result {
-            Ok(_) => {
-                bump_version(&mut tx).await?;
-                Ok(tx.commit().await?)
-            }
-            Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
-            Err(e) => Err(e.into()),
-        }
-        }).await
+        self.save_routines(&[RoutineWrite::Create(routine.clone())])
+            .await
     }
 
     /// Replaces a routine's spec and runtime state.
     pub async fn update_routine(&self, routine: &Routine) -> Result<(), StoreError> {
+        self.save_routines(&[RoutineWrite::Update(routine.clone())])
+            .await
+    }
+
+    /// Creates and replaces routines in one transaction with one change of
+    /// `routines.version`: all are written or none (`cairn routine apply`
+    /// of a directory). The first conflict or missing routine is the error.
+    pub async fn save_routines(&self, writes: &[RoutineWrite]) -> Result<(), StoreError> {
         self.on_runtime(async {
-        let query = sqlx::query(
-            "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
-             trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
-             timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
-             consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
-        );
-        let mut tx = self.begin_write().await?;
-        let result = bind_routine(query, routine)?
-            .bind(micros(routine.updated_at))
-            .execute(&mut *tx)
-            .await;
-        match result {
-            Ok(done) if done.rows_affected() == 0 => Err(StoreError::NotFound {
-                what: "routine",
-                id: routine.id.to_string(),
-            }),
-            Ok(_) => {
-                bump_version(&mut tx).await?;
-                Ok(tx.commit().await?)
+            let mut tx = self.begin_write().await?;
+            for write in writes {
+                match write {
+                    RoutineWrite::Create(routine) => insert_routine(&mut tx, routine).await?,
+                    RoutineWrite::Update(routine) => replace_routine(&mut tx, routine).await?,
+                }
             }
-            Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
-            Err(e) => Err(e.into()),
-        }
-        }).await
+            if !writes.is_empty() {
+                bump_version(&mut tx).await?;
+            }
+            Ok(tx.commit().await?)
+        })
+        .await
     }
 
     /// The routine with this id.
@@ -323,5 +303,58 @@ impl Store {
             Ok(done.rows_affected() > 0)
         })
         .await
+    }
+}
+
+/// One write of [`Store::save_routines`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoutineWrite {
+    /// A new routine (its name must be free for its user).
+    Create(Routine),
+    /// An existing routine's new spec and runtime state.
+    Update(Routine),
+}
+
+async fn insert_routine(
+    conn: &mut sqlx::AnyConnection,
+    routine: &Routine,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+    );
+    let result = bind_routine(sqlx::query(sqlx::AssertSqlSafe(sql)), routine)?
+        .bind(micros(routine.created_at))
+        .bind(micros(routine.updated_at))
+        .execute(&mut *conn)
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn replace_routine(
+    conn: &mut sqlx::AnyConnection,
+    routine: &Routine,
+) -> Result<(), StoreError> {
+    let query = sqlx::query(
+        "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
+         trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
+         timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
+         consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
+    );
+    let result = bind_routine(query, routine)?
+        .bind(micros(routine.updated_at))
+        .execute(&mut *conn)
+        .await;
+    match result {
+        Ok(done) if done.rows_affected() == 0 => Err(StoreError::NotFound {
+            what: "routine",
+            id: routine.id.to_string(),
+        }),
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
+        Err(e) => Err(e.into()),
     }
 }

@@ -70,6 +70,7 @@ conformance!(
     routines::routine_round_trips,
     routines::routine_names_are_unique_per_user,
     routines::update_and_delete_missing_routine,
+    routines::saving_several_routines_is_all_or_nothing,
     routines::enable_disable,
     routines::due_routines_in_order,
     routines::delete_cascades_to_runs,

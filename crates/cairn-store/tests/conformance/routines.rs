@@ -4,7 +4,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 
 use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, RunStatus, SpecFormat};
-use cairn_store::StoreError;
+use cairn_store::{RoutineWrite, StoreError};
 
 use crate::fixture::Fixture;
 
@@ -199,4 +199,61 @@ pub async fn delete_cascades_to_runs(fx: &Fixture) {
     assert!(fx.store.delete_routine(r.id).await.unwrap());
     assert_eq!(fx.store.get_run(run.id).await.unwrap(), None);
     assert_eq!(fx.store.get_routine(r.id).await.unwrap(), None);
+}
+
+/// `routine apply` of a directory: every routine written or none, and one
+/// change of the version for the engines.
+pub async fn saving_several_routines_is_all_or_nothing(fx: &Fixture) {
+    let taken = routine("ada", "taken");
+    fx.store.create_routine(&taken).await.unwrap();
+    let before = fx.store.routines_version().await.unwrap();
+
+    let mut changed = taken.clone();
+    changed.spec.description = "new words".into();
+    let writes = [
+        RoutineWrite::Create(routine("ada", "fresh")),
+        RoutineWrite::Update(changed.clone()),
+        RoutineWrite::Create(routine("ada", "taken")),
+    ];
+    let err = fx.store.save_routines(&writes).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+    assert!(
+        fx.store
+            .find_routine("ada", "fresh")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        fx.store
+            .get_routine(taken.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .description,
+        taken.spec.description,
+        "the update was rolled back"
+    );
+    assert_eq!(fx.store.routines_version().await.unwrap(), before);
+
+    fx.store.save_routines(&writes[..2]).await.unwrap();
+    assert!(
+        fx.store
+            .find_routine("ada", "fresh")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        fx.store
+            .get_routine(taken.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .description,
+        "new words"
+    );
+    assert_eq!(fx.store.routines_version().await.unwrap(), before + 1);
 }

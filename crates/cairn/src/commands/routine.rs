@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
 use cairn_core::text::closest;
-use cairn_store::Store;
+use cairn_store::{RoutineWrite, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use secrecy::ExposeSecret;
@@ -105,13 +105,14 @@ async fn apply(
     now: DateTime<Utc>,
 ) -> anyhow::Result<()> {
     let mut report = Vec::new();
+    let mut writes = Vec::new();
     for c in checked {
         let name = c.spec.name.clone();
         let outcome = match ctx.store.find_routine(&ctx.user, &name).await? {
             None => {
                 let mut routine = Routine::new(c.spec, ctx.user.clone(), now);
                 routine.runtime.next_fire_at = c.next_fire_at;
-                ctx.store.create_routine(&routine).await?;
+                writes.push(RoutineWrite::Create(routine));
                 "created"
             }
             Some(existing) if existing.spec == c.spec => "unchanged",
@@ -119,12 +120,14 @@ async fn apply(
                 existing.spec = c.spec;
                 existing.runtime.next_fire_at = c.next_fire_at;
                 existing.updated_at = now;
-                ctx.store.update_routine(&existing).await?;
+                writes.push(RoutineWrite::Update(existing));
                 "updated"
             }
         };
         report.push((outcome, name, c.file));
     }
+    // All the files or none: one transaction, one change for the engines.
+    ctx.store.save_routines(&writes).await?;
     if ctx.json {
         let out: Vec<_> = report
             .iter()
