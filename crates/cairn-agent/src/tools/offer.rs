@@ -33,10 +33,11 @@ pub(super) fn offered(registry: &ToolRegistry, messages: &[ChatMessage]) -> Vec<
     let mut wanted: BTreeSet<String> = registry.core_names().map(str::to_string).collect();
     wanted.insert(SCHEMA_TOOL.to_string());
     for call in messages.iter().flat_map(|m| &m.tool_calls) {
-        if let Some(name) = registry.resolve(&call.name) {
-            wanted.insert(name.to_string());
-        }
-        if registry.resolve(&call.name) == Some(SCHEMA_TOOL) {
+        let Some(name) = registry.resolve(&call.name) else {
+            continue;
+        };
+        wanted.insert(name.to_string());
+        if name == SCHEMA_TOOL {
             for name in requested(&call.arguments) {
                 if let Some(name) = registry.resolve(&name) {
                     wanted.insert(name.to_string());

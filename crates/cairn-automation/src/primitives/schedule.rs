@@ -173,7 +173,6 @@ struct Draft {
     what: What,
     output_channel: Option<String>,
     trigger: Trigger,
-    schedule_type: &'static str,
     max_runs: Option<u64>,
 }
 
@@ -202,6 +201,17 @@ impl Shared {
     fn parse_when(&self, when: &str) -> Result<Schedule, ToolError> {
         Schedule::parse(when, self.user_zone, self.clock.now())
             .map_err(|e| ToolError::InvalidArguments(format!("`when`: {e}")))
+    }
+
+    /// A one-shot trigger at the instant `schedule` names, stored as that
+    /// instant so a restart never moves it; an error when it is past.
+    fn once_trigger(&self, when: &str, schedule: &Schedule) -> Result<Trigger, ToolError> {
+        let at = schedule
+            .next_after(self.clock.now() - chrono::Duration::seconds(1))
+            .ok_or_else(|| {
+                ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
+            })?;
+        Ok(Trigger::Once { at: rfc3339(at) })
     }
 
     /// The action part of a draft from `action_type`, `tool_name`, `tool_params`, `prompt`.
@@ -364,7 +374,7 @@ impl Shared {
             .map_err(store_error)?;
         let mut view = json!({
             "job_id": job_id,
-            "schedule_type": draft.schedule_type,
+            "schedule_type": draft.trigger.kind(),
             "action_type": draft.what.action_type.as_str(),
             "label": draft.label,
             "output_channel": if to_conversation { "conversation".to_string() } else { channel },
@@ -577,19 +587,14 @@ impl Tool for OnceTool {
                 schedule.describe()
             )));
         }
-        let at = schedule
-            .next_after(s.clock.now() - chrono::Duration::seconds(1))
-            .ok_or_else(|| {
-                ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
-            })?;
+        let trigger = s.once_trigger(when, &schedule)?;
         let what = s.action_of(&args, ctx, "prompt")?;
         let draft = Draft {
             prefix: SCHEDULE_PREFIX,
             label: label_of(&args, &what.gist())?,
             what,
             output_channel: s.output_of(&args)?,
-            trigger: Trigger::Once { at: rfc3339(at) },
-            schedule_type: "once",
+            trigger,
             max_runs: None,
         };
         json_output(&s.create(draft, ctx).await?)
@@ -654,7 +659,6 @@ impl Tool for CronTool {
             trigger: Trigger::Cron {
                 schedule: cron.to_string(),
             },
-            schedule_type: "cron",
             max_runs: max_runs_of(&args)?,
         };
         json_output(&s.create(draft, ctx).await?)
@@ -707,20 +711,12 @@ impl Tool for RememberTool {
             &[ActionType::Notification, ActionType::LlmPrompt],
         )?;
         let schedule = s.parse_when(when)?;
-        let (trigger, schedule_type) = if schedule.kind() == ScheduleKind::Once {
-            let at = schedule
-                .next_after(s.clock.now() - chrono::Duration::seconds(1))
-                .ok_or_else(|| {
-                    ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
-                })?;
-            (Trigger::Once { at: rfc3339(at) }, "once")
+        let trigger = if schedule.kind() == ScheduleKind::Once {
+            s.once_trigger(when, &schedule)?
         } else {
-            (
-                Trigger::Cron {
-                    schedule: when.to_string(),
-                },
-                "cron",
-            )
+            Trigger::Cron {
+                schedule: when.to_string(),
+            }
         };
         let draft = Draft {
             prefix: REMIND_PREFIX,
@@ -732,7 +728,6 @@ impl Tool for RememberTool {
             },
             output_channel: None,
             trigger,
-            schedule_type,
             max_runs: None,
         };
         json_output(&s.create(draft, ctx).await?)
