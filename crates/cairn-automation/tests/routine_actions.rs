@@ -168,6 +168,7 @@ impl Env {
             notification_id: None,
             skip_reason: None,
             dedup_key: None,
+            attempt: 1,
         };
         self.store.start_run(&run).await.unwrap();
         ActionRequest {

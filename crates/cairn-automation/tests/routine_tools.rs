@@ -296,6 +296,7 @@ async fn list_runs_fire_and_delete() {
             notification_id: None,
             skip_reason: None,
             dedup_key: None,
+            attempt: 1,
             owner: None,
             lease_until: None,
         };

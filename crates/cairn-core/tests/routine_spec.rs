@@ -1,7 +1,9 @@
 //! Routine specs: the seed's example files parse, validate and round-trip; bad specs say what and where.
 #![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
-use cairn_core::routine::{CatchUp, RoutineAction, RoutineSpec, SpecFormat, Trigger};
+use cairn_core::routine::{
+    CatchUp, OnInterrupt, RoutineAction, RoutineSpec, SpecFormat, Trigger, line_of,
+};
 use std::time::Duration;
 
 const EXAMPLES: [(&str, &str); 3] = [
@@ -327,4 +329,81 @@ fn an_unknown_zone_names_the_field_and_the_value() {
         err.starts_with("timezone: ") && err.contains("\"Europe/Pariss\""),
         "{err}"
     );
+}
+
+fn with_action(action: &str, guardrails: &str) -> RoutineSpec {
+    RoutineSpec::parse(
+        &format!(
+            "name: x\ntrigger: {{type: cron, schedule: '0 9 * * *'}}\naction: {action}\nguardrails: {guardrails}\n"
+        ),
+        SpecFormat::Yaml,
+    )
+    .unwrap()
+}
+
+#[test]
+fn on_interrupt_defaults_by_action_and_round_trips() {
+    let cases = [
+        ("{type: notification, message: hi}", OnInterrupt::Rerun),
+        ("{type: lightweight, prompt: check}", OnInterrupt::Rerun),
+        ("{type: system, task: heartbeat}", OnInterrupt::Rerun),
+        ("{type: tool_call, tool: shell}", OnInterrupt::Skip),
+        (
+            "{type: full_job, title: t, description: d}",
+            OnInterrupt::Skip,
+        ),
+        ("{type: watch, tool: http_request}", OnInterrupt::Skip),
+    ];
+    for (action, expected) in cases {
+        let spec = with_action(action, "{}");
+        spec.validate().unwrap();
+        assert_eq!(spec.on_interrupt(), expected, "{action}");
+        // Defaults are not written back out.
+        let yaml = spec.to_yaml().unwrap();
+        assert!(
+            !yaml.contains("on_interrupt") && !yaml.contains("idempotent"),
+            "{yaml}"
+        );
+    }
+    let spec = with_action("{type: tool_call, tool: shell}", "{idempotent: true}");
+    spec.validate().unwrap();
+    assert_eq!(spec.on_interrupt(), OnInterrupt::Rerun);
+    let spec = with_action("{type: notification, message: hi}", "{on_interrupt: skip}");
+    assert_eq!(spec.on_interrupt(), OnInterrupt::Skip);
+    let spec = with_action(
+        "{type: full_job, title: t, description: d}",
+        "{on_interrupt: rerun, idempotent: true}",
+    );
+    assert_eq!(spec.on_interrupt(), OnInterrupt::Rerun);
+    let yaml = spec.to_yaml().unwrap();
+    assert_eq!(RoutineSpec::parse(&yaml, SpecFormat::Yaml).unwrap(), spec);
+    let json = serde_json::to_string(&spec).unwrap();
+    assert_eq!(RoutineSpec::parse(&json, SpecFormat::Json).unwrap(), spec);
+}
+
+#[test]
+fn on_interrupt_is_checked_with_its_field_and_line() {
+    let text = "name: x\ntrigger: {type: cron, schedule: '0 9 * * *'}\naction: {type: notification, message: hi}\nguardrails:\n  on_interrupt: sometimes\n";
+    let err = RoutineSpec::parse(text, SpecFormat::Yaml).unwrap_err();
+    assert!(
+        err.message.contains("sometimes") && err.line == Some(5),
+        "{err}"
+    );
+    let text = "name: x\ntrigger: {type: webhook}\naction: {type: notification, message: hi}\nguardrails:\n  cooldown: 0s\n  on_interrupt: rerun\n  idempotent: true\n";
+    let spec = RoutineSpec::parse(text, SpecFormat::Yaml).unwrap();
+    let errs = spec.validate().unwrap_err();
+    let found: Vec<(&str, Option<usize>)> = errs
+        .0
+        .iter()
+        .map(|e| (e.path.as_str(), line_of(text, SpecFormat::Yaml, &e.path)))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("guardrails.on_interrupt", Some(6)),
+            ("guardrails.idempotent", Some(7))
+        ],
+        "{errs}"
+    );
+    assert!(errs.to_string().contains("not webhook"), "{errs}");
 }

@@ -12,6 +12,7 @@
 //! uniqueness rules (one run per scheduled slot) that keep the engine honest
 //! across processes.
 
+mod admit;
 mod background;
 mod codec;
 mod connect;
@@ -22,6 +23,7 @@ mod jobs;
 mod memory;
 mod migrate;
 mod notifications;
+mod reap;
 mod routines;
 mod runs;
 mod runtime;
@@ -30,6 +32,7 @@ mod settings;
 mod tool_health;
 mod turns;
 
+pub use admit::{Admission, Admitted, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store};
 pub use error::StoreError;
@@ -38,8 +41,9 @@ pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
+pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
-pub use runs::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
+pub use runs::{FinishRun, RunOutcome};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
 // Shared cost guard and tool health (issue 13).
 pub use cost::{

@@ -42,6 +42,19 @@ fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
     })
 }
 
+/// One routine by id, read on `conn` (inside a caller's transaction).
+pub(crate) async fn routine_by_id(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+) -> Result<Option<Routine>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM routines WHERE id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(decode).transpose()
+}
+
 fn name_taken(routine: &Routine) -> StoreError {
     StoreError::Conflict(format!(
         "a routine named \"{}\" already exists for user {}",
@@ -141,12 +154,8 @@ impl Store {
     /// The routine with this id.
     pub async fn get_routine(&self, id: Uuid) -> Result<Option<Routine>, StoreError> {
         self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM routines WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(id.to_string())
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(decode).transpose()
+            let mut conn = self.pool().acquire().await?;
+            routine_by_id(&mut conn, &id.to_string()).await
         })
         .await
     }

@@ -1,4 +1,5 @@
-//! Routine runs: claiming scheduled slots exactly once, leases, and orphan reaping.
+//! Routine runs: claiming scheduled slots exactly once, leases, and how runs
+//! end. Reaping the runs of processes that are gone is in `reap.rs`.
 
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
@@ -10,17 +11,17 @@ use cairn_core::routine::{RoutineRun, RunStatus};
 use crate::codec::{Cols, micros, micros_opt};
 use crate::{Store, StoreError};
 
-const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \
-     status, result_summary, tokens_used, job_id, owner, lease_until, notification_id, skip_reason, dedup_key";
+pub(crate) const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \
+     status, result_summary, tokens_used, job_id, owner, lease_until, notification_id, skip_reason, dedup_key, attempt";
 
 const INSERT: &str = "INSERT INTO routine_runs (id, routine_id, trigger_type, trigger_detail, scheduled_for, \
      started_at, completed_at, status, result_summary, tokens_used, job_id, owner, lease_until, \
-     notification_id, skip_reason, dedup_key) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+     notification_id, skip_reason, dedup_key, attempt) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
      ON CONFLICT DO NOTHING";
 
 /// Deletes a routine's (`$1`) ended runs beyond its newest `$2`.
-const PRUNE: &str = "DELETE FROM routine_runs WHERE routine_id = $1 AND status <> 'running' AND id NOT IN \
+pub(crate) const PRUNE: &str = "DELETE FROM routine_runs WHERE routine_id = $1 AND status <> 'running' AND id NOT IN \
      (SELECT id FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2)";
 
 async fn routine_id_of(conn: &mut sqlx::AnyConnection, run_id: Uuid) -> Result<String, StoreError> {
@@ -88,49 +89,7 @@ impl Streak {
     }
 }
 
-/// Moves a routine's scheduled slot as part of an admission (compare-and-set).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotMove {
-    /// The routine's `next_fire_at` must still be this.
-    pub expected: DateTime<Utc>,
-    /// Its new `next_fire_at`.
-    pub next: Option<DateTime<Utc>>,
-    /// Disable the routine (a one-shot that has fired).
-    pub disable: bool,
-}
-
-/// The guardrails a fire must pass, checked in the transaction that records
-/// it so that they hold across processes sharing the database.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Admission {
-    /// For a scheduled fire, the slot claim; `None` for manual, event and webhook fires.
-    pub slot: Option<SlotMove>,
-    /// A refusal the engine already decided (backoff after failures).
-    pub refuse: Option<String>,
-    /// Refuse when a run with the same `dedup_key` started within this window.
-    pub dedup_window: Option<std::time::Duration>,
-    /// Refuse when a run (not skipped) started within this time.
-    pub cooldown: Option<std::time::Duration>,
-    /// Refuse when this many runs of the routine are running.
-    pub max_concurrent: Option<u32>,
-    /// Refuse when this many runs of all routines are running.
-    pub global_max: Option<u32>,
-    /// Disable the routine once it has run this many times.
-    pub max_runs: Option<u64>,
-}
-
-/// What an admission did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admitted {
-    /// The runs are recorded as `running` and may start.
-    Started,
-    /// The runs are recorded as `skipped`, with this reason.
-    Skipped(String),
-    /// Nothing recorded: another process took the slot, or the routine is gone.
-    Taken,
-}
-
-fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
+pub(crate) fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
     let c = Cols(row);
     let status = c.text("status")?;
     Ok(RoutineRun {
@@ -157,6 +116,7 @@ fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
         notification_id: c.uuid_opt("notification_id")?,
         skip_reason: c.text_opt("skip_reason")?,
         dedup_key: c.text_opt("dedup_key")?,
+        attempt: u32::try_from(c.uint("attempt")?).unwrap_or(u32::MAX),
     })
 }
 
@@ -165,7 +125,10 @@ fn tokens(n: Option<u64>) -> Option<i64> {
 }
 
 /// Inserts a run; 0 rows when its slot already has one (the unique key).
-async fn insert(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<u64, sqlx::Error> {
+pub(crate) async fn insert(
+    conn: &mut sqlx::AnyConnection,
+    run: &RoutineRun,
+) -> Result<u64, sqlx::Error> {
     sqlx::query(INSERT)
         .bind(run.id.to_string())
         .bind(run.routine_id.to_string())
@@ -183,301 +146,10 @@ async fn insert(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<u64,
         .bind(run.notification_id.map(|n| n.to_string()))
         .bind(run.skip_reason.clone())
         .bind(run.dedup_key.clone())
+        .bind(i64::from(run.attempt))
         .execute(conn)
         .await
         .map(|done| done.rows_affected())
-}
-
-fn window_start(now: DateTime<Utc>, window: std::time::Duration) -> DateTime<Utc> {
-    chrono::Duration::from_std(window)
-        .ok()
-        .and_then(|d| now.checked_sub_signed(d))
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
-}
-
-/// The first guardrail that refuses `runs`, read inside the admission's
-/// transaction; `running_total` is the batch's count of running runs of all
-/// routines (read once, kept up to date as the batch admits).
-async fn refusal(
-    conn: &mut sqlx::AnyConnection,
-    admission: &Admission,
-    routine_id: &str,
-    first: &RoutineRun,
-    running_total: Option<u64>,
-    running_here: &mut Option<u64>,
-) -> Result<Option<String>, StoreError> {
-    use cairn_core::duration::format as human;
-    if let Some(reason) = &admission.refuse {
-        return Ok(Some(reason.clone()));
-    }
-    let now = first.started_at;
-    if let (Some(window), Some(key)) = (admission.dedup_window, &first.dedup_key) {
-        let row = sqlx::query(
-            "SELECT id, started_at FROM routine_runs WHERE routine_id = $1 AND dedup_key = $2 \
-             AND status <> 'skipped' AND started_at >= $3 ORDER BY started_at DESC LIMIT 1",
-        )
-        .bind(routine_id)
-        .bind(key)
-        .bind(micros(window_start(now, window)))
-        .fetch_optional(&mut *conn)
-        .await?;
-        if let Some(row) = row {
-            let id = Cols(&row).text("id")?;
-            return Ok(Some(format!(
-                "dedup_window: the same payload fired run {id} within the last {}",
-                human(window)
-            )));
-        }
-    }
-    if let Some(cooldown) = admission.cooldown.filter(|c| !c.is_zero()) {
-        let row = sqlx::query(
-            "SELECT MAX(started_at) AS at FROM routine_runs WHERE routine_id = $1 AND status <> 'skipped'",
-        )
-        .bind(routine_id)
-        .fetch_one(&mut *conn)
-        .await?;
-        let last = Cols(&row).time_opt("at")?;
-        if let Some(last) = last.filter(|l| *l > window_start(now, cooldown)) {
-            let until = last + chrono::Duration::from_std(cooldown).unwrap_or_default();
-            return Ok(Some(format!(
-                "cooldown: it last fired at {}; {} must pass, so not before {}",
-                last.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                human(cooldown),
-                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            )));
-        }
-    }
-    if let Some(max) = admission.max_concurrent {
-        let n = match *running_here {
-            Some(n) => n,
-            None => {
-                let row = sqlx::query(
-                    "SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1",
-                )
-                .bind(routine_id)
-                .fetch_one(&mut *conn)
-                .await?;
-                let n = Cols(&row).uint("n")?;
-                *running_here = Some(n);
-                n
-            }
-        };
-        if n >= u64::from(max) {
-            return Ok(Some(format!(
-                "max_concurrent: {n} run(s) of this routine already running (limit {max})"
-            )));
-        }
-    }
-    if let (Some(max), Some(n)) = (admission.global_max, running_total)
-        && n >= u64::from(max)
-    {
-        return Ok(Some(format!(
-            "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
-        )));
-    }
-    Ok(None)
-}
-
-/// Records a run unless its slot already has one; whether it was recorded.
-async fn insert_new(conn: &mut sqlx::AnyConnection, run: &RoutineRun) -> Result<bool, StoreError> {
-    Ok(insert(conn, run).await? > 0)
-}
-
-/// What one admission transaction knows so far, so that a batch reads and
-/// writes per routine once rather than per fire. Valid because the
-/// transaction holds the locks: SQLite's write lock, and on PostgreSQL the
-/// routine's row (locked by its first admission) and the global counter row.
-#[derive(Default)]
-struct BatchState {
-    /// Running runs of all routines (read once under the global cap's lock).
-    running_total: Option<u64>,
-    /// Per routine id, in order of first appearance.
-    routines: Vec<(String, RoutineState)>,
-}
-
-#[derive(Default)]
-struct RoutineState {
-    /// Its row is locked by this transaction (and it exists).
-    locked: bool,
-    /// Its running runs, once counted.
-    running: Option<u64>,
-    /// Runs started and the latest `last_run_at`, not yet written.
-    unwritten: Option<(i64, DateTime<Utc>)>,
-}
-
-impl BatchState {
-    fn routine(&mut self, id: &str) -> &mut RoutineState {
-        let at = match self.routines.iter().position(|(r, _)| r == id) {
-            Some(at) => at,
-            None => {
-                self.routines
-                    .push((id.to_string(), RoutineState::default()));
-                self.routines.len() - 1
-            }
-        };
-        &mut self.routines[at].1
-    }
-}
-
-/// Writes a routine's started runs and last fire time.
-async fn count_started(
-    conn: &mut sqlx::AnyConnection,
-    routine_id: &str,
-    started: i64,
-    last_run_at: DateTime<Utc>,
-    max_runs: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE routines SET last_run_at = $2, run_count = run_count + $3, \
-         enabled = CASE WHEN $4 > 0 AND run_count + $3 >= $4 THEN 0 ELSE enabled END WHERE id = $1",
-    )
-    .bind(routine_id)
-    .bind(micros(last_run_at))
-    .bind(started)
-    .bind(max_runs)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Writes what the batch deferred for one routine (see [`admit_one`]).
-async fn flush_routine(
-    conn: &mut sqlx::AnyConnection,
-    routine_id: &str,
-    state: &mut RoutineState,
-) -> Result<(), StoreError> {
-    if let Some((started, at)) = state.unwritten.take() {
-        count_started(conn, routine_id, started, at, 0).await?;
-    }
-    Ok(())
-}
-
-/// One admission inside an open write transaction. Fires are evaluated in
-/// order; what the batch already read or locked is kept in `batch`.
-async fn admit_one(
-    conn: &mut sqlx::AnyConnection,
-    admission: &Admission,
-    runs: &[RoutineRun],
-    batch: &mut BatchState,
-) -> Result<Admitted, StoreError> {
-    let Some(first) = runs.first() else {
-        return Ok(Admitted::Taken);
-    };
-    let routine_id = first.routine_id.to_string();
-    // The claim (or, unscheduled, a no-op write) also locks the routine's row
-    // on PostgreSQL, serialising admissions of one routine across processes.
-    // An unscheduled fire of a routine this transaction already locked needs
-    // no second write: the row cannot have gone meanwhile.
-    let locked = match &admission.slot {
-        Some(slot) => {
-            sqlx::query(
-                "UPDATE routines SET next_fire_at = $3, \
-             enabled = CASE WHEN $4 = 1 THEN 0 ELSE enabled END \
-             WHERE id = $1 AND enabled = 1 AND next_fire_at = $2",
-            )
-            .bind(&routine_id)
-            .bind(micros(slot.expected))
-            .bind(micros_opt(slot.next))
-            .bind(i64::from(slot.disable))
-            .execute(&mut *conn)
-            .await?
-            .rows_affected()
-                > 0
-        }
-        None if batch.routine(&routine_id).locked => true,
-        None => {
-            sqlx::query("UPDATE routines SET run_count = run_count WHERE id = $1")
-                .bind(&routine_id)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected()
-                > 0
-        }
-    };
-    if !locked {
-        return Ok(Admitted::Taken);
-    }
-    batch.routine(&routine_id).locked = true;
-    if admission.global_max.is_some() && batch.running_total.is_none() {
-        // Locking the counter row first serialises capped admissions across
-        // processes on PostgreSQL (SQLite's write lock already does).
-        sqlx::query(
-            "UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.admission'",
-        )
-        .execute(&mut *conn)
-        .await?;
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
-            .fetch_one(&mut *conn)
-            .await?;
-        batch.running_total = Some(Cols(&row).uint("n")?);
-    }
-    let running_total = batch.running_total;
-    let mut running_here = batch.routine(&routine_id).running;
-    let refused = refusal(
-        conn,
-        admission,
-        &routine_id,
-        first,
-        running_total,
-        &mut running_here,
-    )
-    .await?;
-    batch.routine(&routine_id).running = running_here;
-    if let Some(reason) = refused {
-        let mut recorded = false;
-        for run in runs {
-            let mut skipped = run.clone();
-            skipped.status = RunStatus::Skipped;
-            skipped.completed_at = Some(run.started_at);
-            // A catch-up note ("3 slot(s) were missed…") stays first: it is
-            // the only record of the slots that run stood for.
-            skipped.skip_reason = Some(match &run.skip_reason {
-                Some(note) => format!("{note}; then refused: {reason}"),
-                None => reason.clone(),
-            });
-            skipped.owner = None;
-            skipped.lease_until = None;
-            recorded |= insert_new(conn, &skipped).await?;
-        }
-        return Ok(if recorded {
-            Admitted::Skipped(reason)
-        } else {
-            Admitted::Taken
-        });
-    }
-    let (mut recorded, mut started) = (false, 0u64);
-    for run in runs {
-        // A slot that already has its run (the unique key) is left as it is.
-        if insert_new(conn, run).await? {
-            recorded = true;
-            started += u64::from(run.status == RunStatus::Running);
-        }
-    }
-    if !recorded {
-        return Ok(Admitted::Taken);
-    }
-    if let Some(total) = batch.running_total.as_mut() {
-        *total += started;
-    }
-    let state = batch.routine(&routine_id);
-    if let Some(n) = state.running.as_mut() {
-        *n += started;
-    }
-    let count = i64::try_from(started).unwrap_or(i64::MAX);
-    match admission.max_runs {
-        // Without a run limit nothing in the batch reads the counter: one
-        // write per routine at the end of the batch.
-        None if admission.slot.is_none() => {
-            let (n, _) = state.unwritten.unwrap_or((0, first.started_at));
-            state.unwritten = Some((n + count, first.started_at));
-        }
-        max_runs => {
-            flush_routine(conn, &routine_id, state).await?;
-            let max_runs = max_runs.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
-            count_started(conn, &routine_id, count, first.started_at, max_runs).await?;
-        }
-    }
-    Ok(Admitted::Started)
 }
 
 /// Rows per multi-row run-ending `UPDATE` (7 parameters each; kept small
@@ -562,34 +234,6 @@ async fn end_runs(
 }
 
 impl Store {
-    /// Admits fires of routines, each with its guardrails, in one transaction.
-    ///
-    /// Each entry is the admission of one routine's fire and its runs (a
-    /// scheduled fire catching up on several slots has several). A fire that
-    /// passes is recorded `running` and counted on its routine; one a
-    /// guardrail refuses is recorded `skipped` with the reason, so "why
-    /// didn't it fire?" always has an answer; one whose slot another process
-    /// took records nothing.
-    pub async fn admit_runs(
-        &self,
-        fires: &[(Admission, Vec<RoutineRun>)],
-    ) -> Result<Vec<Admitted>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let mut out = Vec::with_capacity(fires.len());
-            let mut batch = BatchState::default();
-            for (admission, runs) in fires {
-                out.push(admit_one(&mut tx, admission, runs, &mut batch).await?);
-            }
-            for (routine_id, state) in &mut batch.routines {
-                flush_routine(&mut tx, routine_id, state).await?;
-            }
-            tx.commit().await?;
-            Ok(out)
-        })
-        .await
-    }
-
     /// Records that a run started a job (so it shows while the run lasts).
     pub async fn set_run_job(&self, run_id: Uuid, job_id: Uuid) -> Result<(), StoreError> {
         self.on_runtime(async {
@@ -616,7 +260,8 @@ impl Store {
         .await
     }
 
-    /// When the routine's latest failed or interrupted run ended (for backoff).
+    /// When the routine's latest failed run ended (for backoff). An
+    /// interrupted run is not the routine's failure and does not count.
     pub async fn last_failure_at(
         &self,
         routine_id: Uuid,
@@ -624,7 +269,7 @@ impl Store {
         self.on_runtime(async {
             let row = sqlx::query(
                 "SELECT MAX(completed_at) AS at FROM routine_runs WHERE routine_id = $1 \
-                 AND status IN ('failed', 'interrupted')",
+                 AND status = 'failed'",
             )
             .bind(routine_id.to_string())
             .fetch_one(self.pool())
@@ -632,54 +277,6 @@ impl Store {
             Cols(&row).time_opt("at")
         })
         .await
-    }
-
-    /// Claims the scheduled slot `run.scheduled_for` of a routine and records
-    /// the run: [`Store::admit_runs`] with only the slot's compare-and-set.
-    /// Returns `false` when another process (or an earlier call) took it.
-    pub async fn claim_slot(
-        &self,
-        run: &RoutineRun,
-        next: Option<DateTime<Utc>>,
-    ) -> Result<bool, StoreError> {
-        let Some(slot) = run.scheduled_for else {
-            return Err(StoreError::Conflict(
-                "claim_slot needs a run with scheduled_for".to_string(),
-            ));
-        };
-        let admission = Admission {
-            slot: Some(SlotMove {
-                expected: slot,
-                next,
-                disable: false,
-            }),
-            ..Admission::default()
-        };
-        let admitted = self.admit_runs(&[(admission, vec![run.clone()])]).await?;
-        Ok(admitted.first() == Some(&Admitted::Started))
-    }
-
-    /// Records an unscheduled run (manual, event, webhook) with no guardrail:
-    /// [`Store::admit_runs`] without checks. A missing routine is not found;
-    /// a run whose `scheduled_for` slot already has one is a conflict.
-    pub async fn start_run(&self, run: &RoutineRun) -> Result<(), StoreError> {
-        let admitted = self
-            .admit_runs(&[(Admission::default(), vec![run.clone()])])
-            .await?;
-        match admitted.first() {
-            Some(Admitted::Started) => Ok(()),
-            _ if run.scheduled_for.is_some() => Err(StoreError::Conflict(format!(
-                "routine {} already has a run for slot {}",
-                run.routine_id,
-                run.scheduled_for
-                    .map(|s| s.to_rfc3339())
-                    .unwrap_or_default()
-            ))),
-            _ => Err(StoreError::NotFound {
-                what: "routine",
-                id: run.routine_id.to_string(),
-            }),
-        }
     }
 
     /// Ends a running run and updates its routine's failure streak.
@@ -911,73 +508,5 @@ impl Store {
             Ok(done.rows_affected())
         })
         .await
-    }
-
-    /// Marks `interrupted` every running run whose lease ended before `now`
-    /// (its process is gone); returns their ids so they can be reported.
-    ///
-    /// One conditional `UPDATE … RETURNING` (SQLite ≥ 3.35 and PostgreSQL): the
-    /// lease is checked on the row being written, so a renewal committed while
-    /// the reaper waits for the row wins. A select-then-update-by-id lost it.
-    pub async fn reap_orphans(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-        self.on_runtime(async {
-            self.interrupt(
-                "(lease_until IS NULL OR lease_until < $1)",
-                now,
-                None,
-                "interrupted: the process running it stopped",
-            )
-            .await
-        })
-        .await
-    }
-
-    /// Marks `interrupted` the running runs `owner` holds (a daemon shutting
-    /// down past its deadline), with `reason`; returns their ids.
-    pub async fn interrupt_owned(
-        &self,
-        owner: &str,
-        now: DateTime<Utc>,
-        reason: &str,
-    ) -> Result<Vec<Uuid>, StoreError> {
-        self.on_runtime(async { self.interrupt("owner = $3", now, Some(owner), reason).await })
-            .await
-    }
-
-    /// Interrupts the running runs matching `condition` (over `$1` = now and,
-    /// when given, `$3` = owner); each counts as a failure of its routine (for backoff).
-    async fn interrupt(
-        &self,
-        condition: &str,
-        now: DateTime<Utc>,
-        owner: Option<&str>,
-        reason: &str,
-    ) -> Result<Vec<Uuid>, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let sql = format!(
-            "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, owner = NULL, lease_until = NULL, \
-             result_summary = COALESCE(result_summary, $2) \
-             WHERE status = 'running' AND {condition} RETURNING id, routine_id"
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(micros(now))
-            .bind(reason);
-        if let Some(owner) = owner {
-            query = query.bind(owner);
-        }
-        let rows = query.fetch_all(&mut *tx).await?;
-        let mut ids = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let c = Cols(row);
-            ids.push(c.uuid("id")?);
-            sqlx::query(
-                "UPDATE routines SET consecutive_failures = consecutive_failures + 1 WHERE id = $1",
-            )
-            .bind(c.text("routine_id")?)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(ids)
     }
 }

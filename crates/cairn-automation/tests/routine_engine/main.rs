@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 mod events;
 mod guardrails;
+mod interrupts;
 mod schedules;
 mod two_engines;
 
@@ -90,22 +91,29 @@ struct Setup {
     url: String,
     clock: Arc<ManualClock>,
     script: Arc<Script>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 async fn setup(start: DateTime<Utc>) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/cairn.db", dir.path().display());
-    let (store, _) = Store::open(&url).await.unwrap();
+    let mut s = setup_on(&url, start).await;
+    s._dir = Some(dir);
+    s
+}
+
+/// A setup on the database at `url` (SQLite or PostgreSQL).
+async fn setup_on(url: &str, start: DateTime<Utc>) -> Setup {
+    let (store, _) = Store::open(url).await.unwrap();
     Setup {
         store,
-        url,
+        url: url.to_string(),
         clock: Arc::new(ManualClock::new(start)),
         script: Arc::new(Script {
             gate: Some(Arc::new(Semaphore::new(0))),
             ..Script::default()
         }),
-        _dir: dir,
+        _dir: None,
     }
 }
 

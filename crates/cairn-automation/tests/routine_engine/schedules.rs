@@ -183,6 +183,7 @@ async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again()
         notification_id: None,
         skip_reason: None,
         dedup_key: None,
+        attempt: 1,
     };
     let claim = cairn_store::Admission {
         slot: Some(cairn_store::SlotMove {
@@ -204,16 +205,27 @@ async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again()
     cancel.cancel();
     handle.await.unwrap();
     let runs = s.runs(&r).await;
-    assert_eq!(statuses(&runs), [RunStatus::Interrupted, RunStatus::Ok]);
+    // The 12:10 slot (a reminder, safe to repeat) is re-run as its attempt 2.
+    assert_eq!(
+        statuses(&runs),
+        [RunStatus::Interrupted, RunStatus::Ok, RunStatus::Ok]
+    );
     assert_eq!(
         runs[0].result_summary.as_deref(),
-        Some("interrupted: the process running it stopped")
+        Some(
+            format!(
+                "interrupted by a crash of dead; re-run as attempt 2 (run {})",
+                runs[1].id
+            )
+            .as_str()
+        )
     );
+    assert_eq!((runs[1].scheduled_for, runs[1].attempt), (Some(slot), 2));
     assert_eq!(
-        runs[1].scheduled_for,
+        runs[2].scheduled_for,
         Some(t0() + chrono::Duration::minutes(20))
     );
-    // The interruption counted as a failure; the success reset the streak.
+    // The interruption is not a failure.
     let stored = s.store.get_routine(r.id).await.unwrap().unwrap();
     assert_eq!(stored.runtime.consecutive_failures, 0);
 }

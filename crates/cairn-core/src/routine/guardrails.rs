@@ -48,6 +48,38 @@ pub struct RoutineGuardrails {
         skip_serializing_if = "is_default_retention"
     )]
     pub retention: u32,
+    /// What to do about a slot whose run a crash cut short (`rerun`, `skip`);
+    /// absent: [`RoutineSpec::on_interrupt`](super::RoutineSpec::on_interrupt) decides from the action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_interrupt: Option<OnInterrupt>,
+    /// The action is safe to repeat, so an interrupted `tool_call` or
+    /// `full_job` slot is re-run by default too.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub idempotent: bool,
+}
+
+/// What happens to a scheduled slot whose run was interrupted by a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInterrupt {
+    /// Run the slot once more (its second attempt), at once.
+    Rerun,
+    /// Leave it: the interrupted run is the slot's record.
+    Skip,
+}
+
+impl OnInterrupt {
+    /// The name as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnInterrupt::Rerun => "rerun",
+            OnInterrupt::Skip => "skip",
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What a timed routine does about slots it missed (the daemon was down, the machine slept).
@@ -118,6 +150,8 @@ impl Default for RoutineGuardrails {
             catch_up_limit: DEFAULT_CATCH_UP_LIMIT,
             max_runs: None,
             retention: DEFAULT_RETENTION,
+            on_interrupt: None,
+            idempotent: false,
         }
     }
 }

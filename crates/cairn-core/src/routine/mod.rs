@@ -20,10 +20,11 @@ use uuid::Uuid;
 pub use action::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, RoutineAction, WatchStrategy};
 pub use file::{RoutineFileError, SpecFormat};
 pub use guardrails::{
-    CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, RoutineGuardrails,
+    CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, OnInterrupt,
+    RoutineGuardrails,
 };
 pub use locate::line_of;
-pub use run::{RoutineRun, RunStatus, UnknownStatus};
+pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, UnknownStatus};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};
 
@@ -58,6 +59,29 @@ pub struct RoutineSpec {
     /// IANA zone its schedule is read in (the user's zone when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+}
+
+impl RoutineSpec {
+    /// What happens to a slot of this routine whose run was interrupted: as
+    /// written, else `rerun` for actions safe to repeat (`notification`,
+    /// `lightweight`, `system`, or any marked `idempotent`) and `skip` for
+    /// those that act on the world (`tool_call`, `full_job`, `watch`).
+    pub fn on_interrupt(&self) -> OnInterrupt {
+        if let Some(chosen) = self.guardrails.on_interrupt {
+            return chosen;
+        }
+        let repeatable = matches!(
+            self.action,
+            RoutineAction::Notification { .. }
+                | RoutineAction::Lightweight { .. }
+                | RoutineAction::System { .. }
+        );
+        if repeatable || self.guardrails.idempotent {
+            OnInterrupt::Rerun
+        } else {
+            OnInterrupt::Skip
+        }
+    }
 }
 
 fn enabled_default() -> bool {

@@ -19,7 +19,8 @@ pub enum RunStatus {
     Attention,
     /// Finished with an error.
     Failed,
-    /// Its process went away before it finished (crash, kill, restart).
+    /// Its process went away before it finished (crash, kill, restart): not
+    /// the routine's failure, and a scheduled slot may be re-run once.
     Interrupted,
     /// Not run: a guardrail (cooldown, concurrency, dedup, budget) held it back.
     Skipped,
@@ -89,8 +90,11 @@ pub struct RoutineRun {
     pub trigger_type: String,
     /// Details of the fire (the matched message, the webhook's delivery id…).
     pub trigger_detail: Option<String>,
-    /// For scheduled fires, the slot it fills; `(routine_id, scheduled_for)` is unique.
+    /// For scheduled fires, the slot it fills; `(routine_id, scheduled_for, attempt)` is unique.
     pub scheduled_for: Option<DateTime<Utc>>,
+    /// 1, or 2 for the re-run of a slot whose first run a crash interrupted.
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
     /// When it started.
     pub started_at: DateTime<Utc>,
     /// When it ended.
@@ -109,8 +113,16 @@ pub struct RoutineRun {
     pub skip_reason: Option<String>,
     /// Content hash of the fire's payload, for `dedup_window`.
     pub dedup_key: Option<String>,
-    /// Id of the process holding the run while it is `running`.
+    /// Id of the process holding the run while it is `running`; kept on an
+    /// `interrupted` run (whose crash it was).
     pub owner: Option<String>,
     /// The owner must renew its hold before this instant, or the run is an orphan.
     pub lease_until: Option<DateTime<Utc>>,
+}
+
+/// The attempt of a run that is not a re-run.
+pub const FIRST_ATTEMPT: u32 = 1;
+
+fn first_attempt() -> u32 {
+    FIRST_ATTEMPT
 }

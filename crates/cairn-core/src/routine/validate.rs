@@ -373,6 +373,29 @@ fn check_guardrails(c: &mut Checker, spec: &RoutineSpec) {
             format!("must be between 1 and {MAX_RETENTION}"),
         );
     }
+    let timed = matches!(spec.trigger, Trigger::Cron { .. } | Trigger::Once { .. });
+    if !timed {
+        // Only scheduled slots are re-run; say so rather than ignore it.
+        if let Some(chosen) = g.on_interrupt {
+            c.fail(
+                "guardrails.on_interrupt",
+                format!(
+                    "`on_interrupt: {}` applies to cron and once triggers (their slots are re-run), not {}",
+                    chosen.as_str(),
+                    spec.trigger.kind()
+                ),
+            );
+        }
+        if g.idempotent {
+            c.fail(
+                "guardrails.idempotent",
+                format!(
+                    "applies to cron and once triggers (it lets an interrupted slot be re-run), not {}",
+                    spec.trigger.kind()
+                ),
+            );
+        }
+    }
     if g.dedup_window.is_some()
         && !matches!(
             spec.trigger,

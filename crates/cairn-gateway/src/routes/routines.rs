@@ -269,7 +269,8 @@ pub struct RoutineSpecBody {
     /// What it does.
     action: ActionBody,
     /// Limits: `cooldown` (`5m`), `max_concurrent`, `dedup_window`, `timeout`,
-    /// `catch_up` (`once`|`skip`|`all`), `catch_up_limit`, `max_runs`, `retention`.
+    /// `catch_up` (`once`|`skip`|`all`), `catch_up_limit`, `max_runs`, `retention`,
+    /// `on_interrupt` (`rerun`|`skip`), `idempotent`.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     guardrails: Option<Value>,
@@ -596,6 +597,8 @@ pub struct RunView {
     pub trigger_detail: Option<String>,
     /// The slot it fills, for scheduled fires.
     pub scheduled_for: Option<DateTime<Utc>>,
+    /// 1, or 2 for the re-run of a slot whose first run a crash interrupted.
+    pub attempt: u32,
     /// Started.
     pub started_at: DateTime<Utc>,
     /// Ended.
@@ -621,6 +624,7 @@ impl From<RoutineRun> for RunView {
             trigger_type: r.trigger_type,
             trigger_detail: r.trigger_detail,
             scheduled_for: r.scheduled_for,
+            attempt: r.attempt,
             started_at: r.started_at,
             completed_at: r.completed_at,
             status: r.status.as_str().to_string(),

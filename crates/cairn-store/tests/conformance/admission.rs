@@ -10,7 +10,7 @@ use cairn_core::routine::RunStatus;
 use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 
 use crate::fixture::Fixture;
-use crate::routines::{at, routine, run_for};
+use crate::routines::{at, rerunner, routine, run_for};
 
 fn ended(status: RunStatus, secs: i64) -> RunOutcome {
     RunOutcome {
@@ -319,23 +319,49 @@ pub async fn retention_prunes_old_ended_runs(fx: &Fixture) {
     assert_eq!(left, vec![ids[4], ids[3]]);
 }
 
-pub async fn a_reaped_run_counts_as_a_failure(fx: &Fixture) {
+/// A crash is not the routine's failure: reaped runs leave the failure
+/// streak and the backoff's last failure as they were.
+pub async fn a_reaped_run_is_not_a_failure(fx: &Fixture) {
     let r = routine("ada", "crashy");
     fx.store.create_routine(&r).await.unwrap();
-    let run = run_for(&r, None, at(0));
-    assert_eq!(
-        admit(fx, Admission::default(), vec![run.clone()]).await,
-        Admitted::Started
+    let failed = run_for(&r, None, at(0));
+    fx.store.start_run(&failed).await.unwrap();
+    assert!(
+        fx.store
+            .finish_run(failed.id, &ended(RunStatus::Failed, 10))
+            .await
+            .unwrap()
     );
-    let reaped = fx
-        .store
-        .reap_orphans(at(0) + Duration::seconds(120))
-        .await
-        .unwrap();
-    assert_eq!(reaped, vec![run.id]);
+    for i in 1..=3 {
+        let run = run_for(&r, None, at(i * 100));
+        assert_eq!(
+            admit(fx, Admission::default(), vec![run.clone()]).await,
+            Admitted::Started
+        );
+        let now = at(i * 100) + Duration::seconds(120);
+        let reaped = fx
+            .store
+            .reap_orphans(now, &rerunner("proc-b", now))
+            .await
+            .unwrap();
+        assert_eq!(reaped.len(), 1);
+        assert_eq!(reaped[0].run.id, run.id);
+    }
     let routine = fx.store.get_routine(r.id).await.unwrap().unwrap();
     assert_eq!(routine.runtime.consecutive_failures, 1);
-    assert_eq!(fx.store.last_failure_at(r.id).await.unwrap(), Some(at(120)));
+    assert_eq!(fx.store.last_failure_at(r.id).await.unwrap(), Some(at(10)));
+    // Nor does a shutdown's interruption.
+    let run = run_for(&r, None, at(500));
+    fx.store.start_run(&run).await.unwrap();
+    let ids = fx
+        .store
+        .interrupt_owned("proc-a", at(501), "interrupted: stopped")
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![run.id]);
+    let routine = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(routine.runtime.consecutive_failures, 1);
+    assert_eq!(fx.store.last_failure_at(r.id).await.unwrap(), Some(at(10)));
 }
 
 pub async fn definition_changes_bump_the_version(fx: &Fixture) {

@@ -11,6 +11,7 @@ mod gateway;
 mod jobs;
 mod memory;
 mod notifications;
+mod reap;
 mod routines;
 mod runs;
 mod sessions;
@@ -54,7 +55,7 @@ conformance!(
     admission::a_deleted_routine_admits_nothing,
     admission::finishing_keeps_state_and_notification,
     admission::retention_prunes_old_ended_runs,
-    admission::a_reaped_run_counts_as_a_failure,
+    admission::a_reaped_run_is_not_a_failure,
     admission::definition_changes_bump_the_version,
     admission::finishing_with_retain_prunes_in_the_same_write,
     admission::only_triggered_routines_are_listed_for_the_engine,
@@ -83,6 +84,12 @@ conformance!(
     runs::runs_listed_newest_first,
     runs::orphans_are_reaped_and_stop_counting,
     runs::reaping_never_overrides_a_renewed_lease,
+    reap::an_interrupted_slot_is_rerun_once_as_attempt_two,
+    reap::concurrent_reapers_record_one_attempt_two_per_slot,
+    reap::slots_that_are_not_safe_to_repeat_say_why_they_are_not_rerun,
+    reap::a_rerun_obeys_the_concurrency_limits,
+    reap::a_home_reaps_its_predecessors_and_nothing_else,
+    reap::the_attempt_migration_keeps_runs_as_first_attempts,
     sessions::concurrent_first_messages_create_one_session,
     sessions::session_updates_persist,
     sessions::threads_round_trip,

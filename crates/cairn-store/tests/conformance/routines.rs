@@ -42,6 +42,16 @@ pub fn run_for(r: &Routine, slot: Option<DateTime<Utc>>, started: DateTime<Utc>)
         notification_id: None,
         skip_reason: None,
         dedup_key: None,
+        attempt: 1,
+    }
+}
+
+/// Who re-runs what a test's reaps interrupt.
+pub fn rerunner(owner: &str, now: DateTime<Utc>) -> cairn_store::Rerunner {
+    cairn_store::Rerunner {
+        owner: owner.to_string(),
+        lease_until: now + Duration::seconds(60),
+        global_max: Some(100),
     }
 }
 

@@ -8,7 +8,7 @@ use cairn_core::routine::RunStatus;
 use cairn_store::{RunOutcome, Store, StoreError};
 
 use crate::fixture::Fixture;
-use crate::routines::{at, routine, run_for};
+use crate::routines::{at, rerunner, routine, run_for};
 
 fn outcome(status: RunStatus, secs: i64) -> RunOutcome {
     RunOutcome {
@@ -269,8 +269,13 @@ pub async fn orphans_are_reaped_and_stop_counting(fx: &Fixture) {
         fx.store.renew_leases("proc-alive", at(90)).await.unwrap(),
         1
     );
-    let reaped = fx.store.reap_orphans(at(60)).await.unwrap();
-    assert_eq!(reaped, vec![dead.id]);
+    let reaped = fx
+        .store
+        .reap_orphans(at(60), &rerunner("proc-reaper", at(60)))
+        .await
+        .unwrap();
+    let ids: Vec<_> = reaped.iter().map(|r| r.run.id).collect();
+    assert_eq!(ids, vec![dead.id]);
     let got = fx.store.get_run(dead.id).await.unwrap().unwrap();
     assert_eq!(got.status, RunStatus::Interrupted);
     assert_eq!(got.completed_at, Some(at(60)));
@@ -285,7 +290,10 @@ pub async fn orphans_are_reaped_and_stop_counting(fx: &Fixture) {
     );
     assert!(
         fx.store
-            .reap_orphans(at(60) + Duration::seconds(1))
+            .reap_orphans(
+                at(60) + Duration::seconds(1),
+                &rerunner("proc-reaper", at(61))
+            )
             .await
             .unwrap()
             .is_empty()
@@ -331,7 +339,12 @@ pub async fn reaping_never_overrides_a_renewed_lease(fx: &Fixture) {
 
     let reaper = {
         let store = fx.store.clone();
-        tokio::spawn(async move { store.reap_orphans(at(60)).await.unwrap() })
+        tokio::spawn(async move {
+            store
+                .reap_orphans(at(60), &rerunner("proc-reaper", at(60)))
+                .await
+                .unwrap()
+        })
     };
     if let Some(pid) = renewal_pid {
         // Polls (no sleep) until the reaper blocks on the renewal's row lock.

@@ -4,18 +4,31 @@
 use super::*;
 
 impl RoutineEngine {
-    /// Renews `run_id`'s lease every third of the lease, for as long as it is awaited.
-    async fn keep_lease(&self, run_id: Uuid) -> std::convert::Infallible {
+    /// Renews the leases of `run_ids` (those still running) every third of
+    /// the lease, for as long as it is awaited.
+    pub(super) async fn keep_leases(&self, run_ids: &[Uuid]) -> std::convert::Infallible {
         let lease = self.inner.settings.lease;
         let every = chrono::Duration::from_std((lease / 3).max(Duration::from_millis(100)))
             .unwrap_or_default();
         loop {
             let at = self.inner.clock.now() + every;
             self.inner.clock.sleep_until(at).await;
-            let until =
-                self.inner.clock.now() + chrono::Duration::from_std(lease).unwrap_or_default();
-            if let Err(e) = self.inner.store.renew_run_lease(run_id, until).await {
+            for run_id in run_ids {
+                self.renew(*run_id).await;
+            }
+        }
+    }
+
+    /// Renews one run's lease; `false` when it is no longer running (reaped).
+    pub(super) async fn renew(&self, run_id: Uuid) -> bool {
+        let lease = chrono::Duration::from_std(self.inner.settings.lease).unwrap_or_default();
+        let until = self.inner.clock.now() + lease;
+        match self.inner.store.renew_run_lease(run_id, until).await {
+            Ok(held) => held,
+            Err(e) => {
+                // Go on: if it was reaped meanwhile, its end is refused.
                 tracing::warn!(run = %run_id, error = %e, "cannot renew a routine run's lease");
+                true
             }
         }
     }
@@ -63,7 +76,7 @@ impl RoutineEngine {
         let action = async {
             tokio::select! {
                 outcome = executed => outcome,
-                never = self.keep_lease(run.id) => match never {},
+                never = self.keep_leases(std::slice::from_ref(&run.id)) => match never {},
             }
         };
         let mut outcome = match routine.spec.guardrails.timeout {

@@ -12,7 +12,9 @@
 //!   so of several engines on one database one runs each slot. Guardrails
 //!   are checked in the same transaction ([`cairn_store::Admission`]).
 //! - **Crash safety**: runs carry this engine's lease, renewed while it lives;
-//!   a run whose engine died is reaped as `interrupted` by any engine.
+//!   a run whose engine died is reaped as `interrupted` by any engine (at
+//!   once by the next daemon of the same home). That is not the routine's
+//!   failure, and a slot safe to repeat is re-run once by the reaper.
 //! - **Every refusal is a run**: a fire a guardrail holds back is recorded
 //!   `skipped` with the reason.
 
@@ -44,6 +46,7 @@ use crate::notify::Notifier;
 mod admit;
 mod execute;
 mod fire;
+mod reap;
 mod timed;
 
 pub use fire::WebhookFireError;
@@ -76,6 +79,10 @@ pub struct EngineSettings {
     pub late_grace: Duration,
     /// At shutdown, how long running runs may take before they are interrupted.
     pub shutdown_grace: Duration,
+    /// The start of every owner id of this home's daemons, when this engine
+    /// is one (it holds the home's lock): at start, runs held by other
+    /// owners starting with it are reaped at once.
+    pub home_prefix: Option<String>,
 }
 
 impl EngineSettings {
@@ -90,6 +97,7 @@ impl EngineSettings {
             batch: 500,
             late_grace: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            home_prefix: None,
         }
     }
 }
@@ -301,6 +309,7 @@ impl RoutineEngine {
     /// On cancel, running runs get [`EngineSettings::shutdown_grace`], then
     /// are cancelled and recorded `interrupted`.
     pub async fn run(&self, cancel: CancellationToken) {
+        self.reap_predecessors().await;
         if let Err(e) = self.refresh_triggered().await {
             tracing::warn!(error = %e, "routine engine: cannot load event routines");
         }
@@ -378,14 +387,8 @@ impl RoutineEngine {
             let now = self.inner.clock.now();
             if (now - last_reap).to_std().unwrap_or_default() >= reap_every {
                 last_reap = now;
-                match self.inner.store.reap_orphans(now).await {
-                    Ok(ids) if !ids.is_empty() => {
-                        tracing::warn!(
-                            runs = ids.len(),
-                            "routine runs whose process stopped marked interrupted"
-                        );
-                        self.poke();
-                    }
+                match self.reap(now).await {
+                    Ok(n) if n > 0 => self.poke(),
                     Ok(_) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, "routine engine: cannot reap orphaned runs")
@@ -408,8 +411,9 @@ impl RoutineEngine {
             () = inner.clock.sleep_until(deadline) => {}
         }
         let grace = cairn_core::duration::format(inner.settings.shutdown_grace);
-        let reason =
-            format!("interrupted: the daemon stopped and the run did not finish within {grace}");
+        let reason = format!(
+            "interrupted: the daemon stopped and the run did not finish within {grace}; not re-run (a stop is not a crash)"
+        );
         match inner
             .store
             .interrupt_owned(&inner.settings.owner, inner.clock.now(), &reason)

@@ -9,7 +9,7 @@ impl RoutineEngine {
     pub async fn tick(&self, now: DateTime<Utc>) -> Result<TickReport, StoreError> {
         let inner = &self.inner;
         let mut report = TickReport {
-            reaped: inner.store.reap_orphans(now).await?.len(),
+            reaped: self.reap(now).await?,
             ..TickReport::default()
         };
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
@@ -56,17 +56,39 @@ impl RoutineEngine {
                     let engine = self.clone();
                     let catch_up = fire_plan.note(routine.spec.guardrails.catch_up);
                     inner.tasks.spawn(async move {
-                        // Missed slots caught up with `all` run one after another.
-                        for run in runs.into_iter().filter(|r| r.status == RunStatus::Running) {
-                            let fire = FireContext {
-                                trigger_type: run.trigger_type.clone(),
-                                detail: run.trigger_detail.clone(),
-                                payload: None,
-                                scheduled_for: run.scheduled_for,
-                            };
-                            engine
-                                .execute(routine.clone(), run, fire, 0, catch_up.clone())
-                                .await;
+                        let runs: Vec<RoutineRun> = runs
+                            .into_iter()
+                            .filter(|r| r.status == RunStatus::Running)
+                            .collect();
+                        // Missed slots caught up with `all` run one after
+                        // another. Those waiting their turn keep their
+                        // leases; one reaped all the same was settled by its
+                        // reaper (maybe re-run) and is not run here too.
+                        let waiting: Vec<Uuid> = runs.iter().skip(1).map(|r| r.id).collect();
+                        let in_turn = async {
+                            for (i, run) in runs.into_iter().enumerate() {
+                                if i > 0 && !engine.renew(run.id).await {
+                                    tracing::warn!(routine = %routine.spec.name, run = %run.id, "a caught-up run was reaped while it waited its turn; not run here");
+                                    continue;
+                                }
+                                let fire = FireContext {
+                                    trigger_type: run.trigger_type.clone(),
+                                    detail: run.trigger_detail.clone(),
+                                    payload: None,
+                                    scheduled_for: run.scheduled_for,
+                                };
+                                engine
+                                    .execute(routine.clone(), run, fire, 0, catch_up.clone())
+                                    .await;
+                            }
+                        };
+                        if waiting.is_empty() {
+                            in_turn.await;
+                        } else {
+                            tokio::select! {
+                                () = in_turn => {}
+                                never = engine.keep_leases(&waiting) => match never {},
+                            }
                         }
                     });
                 }
@@ -152,6 +174,8 @@ impl RoutineEngine {
             // Recorded once, with no next slot: it does not spin.
             admission.refuse = Some(reason);
         } else if routine.runtime.consecutive_failures > 0 {
+            // Only the action's own failures count: an interrupted run
+            // (a crash) touches neither the streak nor the last failure.
             let n = routine.runtime.consecutive_failures;
             let wait = BACKOFF[(n as usize - 1).min(BACKOFF.len() - 1)];
             if let Some(last) = inner.store.last_failure_at(routine.id).await? {
@@ -192,6 +216,7 @@ impl RoutineEngine {
             notification_id: None,
             skip_reason: None,
             dedup_key: None,
+            attempt: cairn_core::routine::FIRST_ATTEMPT,
         }
     }
 }
