@@ -455,8 +455,15 @@ pub struct Automation {
     pub heartbeat: Arc<Heartbeat>,
 }
 
-/// Builds [`Automation`] over an open store.
-pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automation> {
+/// Builds [`Automation`] over an open store. `home_prefix` is given by a
+/// daemon holding its home's lock ([`DaemonLock::owner_prefix`](crate::daemon::lock::DaemonLock::owner_prefix)):
+/// its engine's owner id starts with it, and at start the engine reaps the
+/// runs that earlier daemons of the home left.
+pub async fn automation(
+    config: &Config,
+    store: &Store,
+    home_prefix: Option<String>,
+) -> anyhow::Result<Automation> {
     let runtime = match config.llm.provider {
         Some(_) => Some(runtime(config, store.clone()).await?),
         None => {
@@ -470,8 +477,13 @@ pub async fn automation(config: &Config, store: &Store) -> anyhow::Result<Automa
         Some(rt) => rt.notifier.clone(),
         None => notifier(config, store)?,
     };
-    let (engine, heartbeat) =
-        routine_engine_with_heartbeat(config, store, Some(notifier.clone()), runtime.as_ref())?;
+    let (engine, heartbeat) = routine_engine_with_heartbeat(
+        config,
+        store,
+        Some(notifier.clone()),
+        runtime.as_ref(),
+        home_prefix,
+    )?;
     Ok(Automation {
         runtime,
         notifier,
@@ -490,16 +502,17 @@ pub fn routine_engine(
     notifier: Option<Notifier>,
     rt: Option<&Runtime>,
 ) -> anyhow::Result<RoutineEngine> {
-    Ok(routine_engine_with_heartbeat(config, store, notifier, rt)?.0)
+    Ok(routine_engine_with_heartbeat(config, store, notifier, rt, None)?.0)
 }
 
 /// [`routine_engine`] and the heartbeat task it runs, whose settings a
-/// configuration reload replaces.
+/// configuration reload replaces; `home_prefix` as for [`automation`].
 pub fn routine_engine_with_heartbeat(
     config: &Config,
     store: &Store,
     notifier: Option<Notifier>,
     rt: Option<&Runtime>,
+    home_prefix: Option<String>,
 ) -> anyhow::Result<(RoutineEngine, Arc<Heartbeat>)> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut actions = AgentActions::new(store.clone(), &config.workspace, Arc::clone(&clock));
@@ -548,7 +561,9 @@ pub fn routine_engine_with_heartbeat(
         Arc::clone(&clock),
     );
     actions = actions.with_system_task(MEMORY_HYGIENE, Arc::new(hygiene));
-    let mut settings = EngineSettings::new(owner_id(), config.user.timezone);
+    let owner = format!("{}{}", home_prefix.as_deref().unwrap_or(""), owner_id());
+    let mut settings = EngineSettings::new(owner, config.user.timezone);
+    settings.home_prefix = home_prefix;
     settings.max_concurrent = config.routines.max_concurrent;
     // Running runs are interrupted (and recorded so) well before the daemon's
     // own shutdown deadline gives up on waiting.

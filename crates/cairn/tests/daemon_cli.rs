@@ -332,3 +332,88 @@ fn fire_no_wait_prints_the_run_id_and_the_run_happens_in_the_background() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Starts `cairn daemon` on `env`'s home with `extra` environment.
+fn start_daemon(env: &Env, extra: &[(&str, &str)]) -> Daemon {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    env.env(&mut cmd);
+    cmd.envs(extra.iter().copied())
+        .arg("daemon")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Daemon(cmd.spawn().unwrap())
+}
+
+/// Polls `routine runs` until `found` picks a run, for up to 30 s.
+fn wait_run(env: &Env, routine: &str, found: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let runs = env.runs(routine);
+        if let Some(run) = runs.iter().find(|r| found(r)) {
+            return run.clone();
+        }
+        assert!(Instant::now() < deadline, "no such run: {runs:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_restarted_daemon_interrupts_what_its_killed_predecessor_left_at_once() {
+    // An LLM that takes the request and never answers: the run lasts.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", silent.local_addr().unwrap());
+    let extra = [
+        ("CAIRN_LLM_PROVIDER", "openai"),
+        ("CAIRN_LLM_BASE_URL", base.as_str()),
+        ("CAIRN_LLM_MODEL", "test-model"),
+        ("CAIRN_LLM_API_KEY", "sk-test-0123456789"),
+        ("CAIRN_LLM_MAX_RETRIES", "0"),
+        // Leases far longer than the test: only the restart can end the run.
+        ("CAIRN_ROUTINES_LEASE_SECS", "600"),
+    ];
+    let env = Env::new("", false);
+    env.apply(
+        "slow.yaml",
+        "name: slow-check\ntrigger: {type: cron, schedule: 'every 2s'}\naction: {type: lightweight, prompt: Check.}\nguardrails: {catch_up: skip}\n",
+    );
+    let mut first = start_daemon(&env, &extra);
+    let cut = wait_run(&env, "slow-check", |r| r["status"] == "running");
+    let owner = cut["owner"].as_str().unwrap().to_string();
+    assert!(owner.starts_with("daemon-"), "{owner}");
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+
+    let _second = start_daemon(&env, &extra);
+    let id = cut["id"].as_str().unwrap();
+    let reaped = wait_run(&env, "slow-check", |r| {
+        r["id"] == id && r["status"] != "running"
+    });
+    assert_eq!(reaped["status"], "interrupted");
+    assert!(
+        time(&reaped["completed_at"]) < time(&cut["lease_until"]),
+        "interrupted only once its lease lapsed: {reaped:#}"
+    );
+    let summary = reaped["result_summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(&format!(
+            "interrupted by a crash of {owner}; re-run as attempt 2"
+        )),
+        "{summary}"
+    );
+    // The slot's second attempt runs under the new daemon, of the same home.
+    let again = wait_run(&env, "slow-check", |r| r["attempt"] == 2);
+    assert_eq!(again["scheduled_for"], cut["scheduled_for"]);
+    assert_eq!(again["status"], "running");
+    let prefix = &owner[..owner.find("-pid").unwrap() + 1];
+    let new_owner = again["owner"].as_str().unwrap();
+    assert!(
+        new_owner.starts_with(prefix) && new_owner != owner,
+        "{new_owner} vs {owner}"
+    );
+    env.cairn()
+        .args(["routine", "runs", "slow-check"])
+        .assert()
+        .success()
+        .stdout(contains("ATTEMPT"))
+        .stdout(contains("re-run as attempt 2"));
+}

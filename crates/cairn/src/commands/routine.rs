@@ -384,8 +384,8 @@ async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
     }
     let zone = zone_of(&routine.spec, ctx.zone);
     println!(
-        "{:<25} {:<12} {:<11} {:<8} SUMMARY",
-        "STARTED", "TRIGGER", "STATUS", "TOKENS"
+        "{:<25} {:<12} {:<11} {:<7} {:<8} SUMMARY",
+        "STARTED", "TRIGGER", "STATUS", "ATTEMPT", "TOKENS"
     );
     for run in &runs {
         let summary = run
@@ -394,10 +394,11 @@ async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
             .or(run.result_summary.as_deref())
             .unwrap_or("");
         println!(
-            "{:<25} {:<12} {:<11} {:<8} {}",
+            "{:<25} {:<12} {:<11} {:<7} {:<8} {}",
             local(run.started_at, zone),
             run.trigger_type,
             run.status.to_string(),
+            run.attempt,
             run.tokens_used
                 .map_or_else(|| "-".into(), |t| t.to_string()),
             one_line(summary, 100)
@@ -429,7 +430,7 @@ async fn fire(
     if args.no_wait {
         return fire_in_background(args, ctx.json);
     }
-    let automation = wiring::automation(config, &ctx.store).await?;
+    let automation = wiring::automation(config, &ctx.store, None).await?;
     let fired = automation
         .engine
         .fire_manual(&routine, payload, args.run_id)

@@ -73,7 +73,7 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
 async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     // First: a second daemon on this home stops here, before the port.
     let lock = DaemonLock::acquire(config.home()).await?;
-    tracing::debug!(lock = %lock.path().display(), "this home's daemon lock is held");
+    tracing::debug!(lock = %lock.path().display(), home = %lock.home_id(), "this home's daemon lock is held");
     // Bound next: a taken port is reported before anything starts.
     let listener = if config.gateway.enabled {
         Some(
@@ -91,7 +91,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     if !report.applied.is_empty() {
         tracing::info!(migrations = ?report.applied, "database migrated");
     }
-    let automation = wiring::automation(&config, &store).await?;
+    // Its engine's owner id names this home, so it can reap at once what
+    // an earlier daemon of the home left running.
+    let automation = wiring::automation(&config, &store, Some(lock.owner_prefix())).await?;
     // The built-in routines (heartbeat, …): created or corrected by name,
     // nothing written when they are as configured.
     if config.routines.enabled {
