@@ -2,12 +2,16 @@
 # Chaos test: three daemons (distinct CAIRN_HOMEs, gateway on port 0) on one
 # fresh PostgreSQL database, 50 routines due every second (a notification
 # each, delivered by a `log` channel), and every few seconds one daemon is
-# SIGKILLed and restarted. Then every daemon is stopped cleanly, a last one
-# reaps what the killed ones left and delivers what is pending, and
-# scripts/chaos_check.sql judges the database: no slot with two runs, every
-# slot of the window run or recorded skipped, no run left `running`, every
-# notification delivered or in the inbox. Prints the counts as JSON; exits 1
-# when a check fails.
+# SIGKILLed and restarted: the restarted daemon reaps at once what its
+# killed predecessor left (same home), and each interrupted slot (a
+# notification, safe to repeat) is re-run once as its attempt 2. Then every
+# daemon is stopped cleanly, a last one reaps what is left and delivers what
+# is pending, and scripts/chaos_check.sql judges the database: no slot with
+# two runs or two completed runs, every slot of the window run (first or
+# second attempt) or recorded with its reason, none skipped by the failure
+# backoff, no run left `running`, every notification delivered or in the
+# inbox; it counts the slots each guardrail skipped and those re-run after
+# an interruption. Prints the counts as JSON; exits 1 when a check fails.
 #
 #   scripts/chaos.sh [DURATION_SECS]     # default 45 (.ci/run); 600 for the long form
 #
@@ -59,7 +63,7 @@ export CAIRN_ROUTINES_LEASE_SECS=$LEASE
 export CAIRN_NOTIFY_LEASE_SECS=5
 export CAIRN_ROUTINES_MAX_CONCURRENT=1000
 export CAIRN_NOTIFY_DEFAULT_CHANNEL=journal
-export RUST_LOG="${RUST_LOG:-warn}"
+export CAIRN_LOG="${CAIRN_LOG:-warn}"
 unset CAIRN_LLM_PROVIDER CAIRN_HOME
 
 for i in 0 1 2 3; do

@@ -34,7 +34,7 @@ trap cleanup EXIT
 
 export CAIRN_HOME="$WORK/home"
 export CAIRN_GATEWAY_PORT=0
-export RUST_LOG="${RUST_LOG:-warn}"
+export CAIRN_LOG="${CAIRN_LOG:-warn}"
 unset CAIRN_DATABASE_URL DATABASE_URL CAIRN_LLM_PROVIDER
 mkdir -p "$CAIRN_HOME" "$WORK/routines"
 
