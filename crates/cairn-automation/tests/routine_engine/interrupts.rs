@@ -10,37 +10,27 @@ fn minutes(n: i64) -> chrono::Duration {
 }
 
 /// What a process killed mid-run leaves: slot `slot` of `r` claimed (the
-/// routine moved on to `next`) and its run `running` under `owner`'s lease,
-/// which nobody renews after `lease_until`.
+/// routine moved on to the next minute) and its run `running` under
+/// `owner`'s lease, which nobody renews after `lease_until`.
 async fn claimed_by_the_dead(
     s: &Setup,
     r: &Routine,
     slot: DateTime<Utc>,
-    next: DateTime<Utc>,
     owner: &str,
     lease_until: DateTime<Utc>,
 ) -> RoutineRun {
-    let run = RoutineRun {
-        id: uuid::Uuid::now_v7(),
-        routine_id: r.id,
-        trigger_type: "cron".into(),
-        trigger_detail: None,
-        scheduled_for: Some(slot),
-        started_at: slot,
-        completed_at: None,
-        status: RunStatus::Running,
-        result_summary: None,
-        tokens_used: None,
-        job_id: None,
-        owner: Some(owner.into()),
-        lease_until: Some(lease_until),
-        notification_id: None,
-        skip_reason: None,
-        dedup_key: None,
-        attempt: 1,
-    };
-    assert!(s.store.claim_slot(&run, Some(next)).await.unwrap());
+    let run = slot_run(r, slot, owner, lease_until);
+    assert!(
+        s.store
+            .claim_slot(&run, Some(slot + minutes(1)))
+            .await
+            .unwrap()
+    );
     run
+}
+
+fn seconds(n: i64) -> chrono::Duration {
+    chrono::Duration::seconds(n)
 }
 
 /// Sleeps (paused time) until the clock reads `at`.
@@ -60,16 +50,8 @@ async fn three_interruptions_in_a_row_leave_the_backoff_untouched(url: &str) {
     for k in 1..=3 {
         let slot = t0() + minutes(k);
         let owner = format!("dead-{k}");
-        claimed_by_the_dead(
-            &s,
-            &r,
-            slot,
-            slot + minutes(1),
-            &owner,
-            slot + chrono::Duration::seconds(10),
-        )
-        .await;
-        sleep_until(&s, slot + chrono::Duration::seconds(20)).await;
+        claimed_by_the_dead(&s, &r, slot, &owner, slot + seconds(10)).await;
+        sleep_until(&s, slot + seconds(20)).await;
         let report = engine.tick(s.clock.now()).await.unwrap();
         assert_eq!((report.reaped, report.started), (1, 0), "round {k}");
     }
@@ -100,16 +82,8 @@ async fn an_interrupted_notification_slot_is_rerun_once(url: &str) {
         .await;
     let engine = s.engine("survivor");
     let slot = t0() + minutes(1);
-    let first = claimed_by_the_dead(
-        &s,
-        &r,
-        slot,
-        slot + minutes(1),
-        "dead",
-        slot + chrono::Duration::seconds(10),
-    )
-    .await;
-    sleep_until(&s, slot + chrono::Duration::seconds(20)).await;
+    let first = claimed_by_the_dead(&s, &r, slot, "dead", slot + seconds(10)).await;
+    sleep_until(&s, slot + seconds(20)).await;
     assert_eq!(engine.tick(s.clock.now()).await.unwrap().reaped, 1);
     engine.idle().await;
     for _ in 0..3 {
@@ -162,17 +136,9 @@ async fn an_interrupted_tool_call_slot_is_rerun_only_when_idempotent(url: &str) 
     let engine = s.engine("survivor");
     let slot = t0() + minutes(1);
     for r in [&plain, &idem] {
-        claimed_by_the_dead(
-            &s,
-            r,
-            slot,
-            slot + minutes(1),
-            "dead",
-            slot + chrono::Duration::seconds(10),
-        )
-        .await;
+        claimed_by_the_dead(&s, r, slot, "dead", slot + seconds(10)).await;
     }
-    sleep_until(&s, slot + chrono::Duration::seconds(20)).await;
+    sleep_until(&s, slot + seconds(20)).await;
     assert_eq!(engine.tick(s.clock.now()).await.unwrap().reaped, 2);
     engine.idle().await;
     assert_eq!(s.script.count("tool-plain"), 0);
@@ -205,15 +171,7 @@ async fn a_restarted_daemon_reaps_its_homes_runs_at_once(url: &str) {
         .await;
     let slot = t0() + minutes(1);
     let hour_later = slot + minutes(60);
-    let killed = claimed_by_the_dead(
-        &s,
-        &sync,
-        slot,
-        slot + minutes(1),
-        "daemon-h1-pid1-aa",
-        hour_later,
-    )
-    .await;
+    let killed = claimed_by_the_dead(&s, &sync, slot, "daemon-h1-pid1-aa", hour_later).await;
     let held = |owner: &str, r: &Routine| {
         let mut run = killed.clone();
         run.id = uuid::Uuid::now_v7();
@@ -229,7 +187,7 @@ async fn a_restarted_daemon_reaps_its_homes_runs_at_once(url: &str) {
     for run in [&manual, &other_home, &cli] {
         s.store.start_run(run).await.unwrap();
     }
-    sleep_until(&s, slot + chrono::Duration::seconds(5)).await;
+    sleep_until(&s, slot + seconds(5)).await;
     let started = s.clock.now();
 
     let mut settings = settings("daemon-h1-pid2-dd");
@@ -248,7 +206,7 @@ async fn a_restarted_daemon_reaps_its_homes_runs_at_once(url: &str) {
     let reaped = reaped.expect("the killed daemon's run was never reaped");
     assert_eq!(reaped.status, RunStatus::Interrupted);
     assert!(
-        reaped.completed_at.unwrap() < started + chrono::Duration::seconds(1),
+        reaped.completed_at.unwrap() < started + seconds(1),
         "reaped at {:?}, not at once (its lease ran to {hour_later})",
         reaped.completed_at
     );
@@ -293,13 +251,13 @@ macro_rules! on_both_backends {
                 // The admin pool runs on real time; only the case is paused.
                 #[tokio::test(flavor = "current_thread")]
                 async fn $case() {
-                    let Some((admin, schema, url)) = super::postgres_schema().await else {
+                    let Some((admin, schema, url)) = crate::postgres_schema().await else {
                         return;
                     };
                     tokio::time::pause();
                     super::$case(&url).await;
                     tokio::time::resume();
-                    super::drop_schema(admin, &schema).await;
+                    crate::drop_schema(admin, &schema).await;
                 }
             )*
         }
@@ -312,32 +270,3 @@ on_both_backends!(
     an_interrupted_tool_call_slot_is_rerun_only_when_idempotent,
     a_restarted_daemon_reaps_its_homes_runs_at_once,
 );
-
-/// A fresh schema on `CAIRN_TEST_POSTGRES_URL`: the admin pool, its name and
-/// a URL selecting it; `None` (the case is skipped) without the variable.
-async fn postgres_schema() -> Option<(sqlx::PgPool, String, String)> {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
-            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
-        );
-        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
-        return None;
-    };
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let schema = format!("e_{}", uuid::Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-    Some((admin, schema, url))
-}
-
-async fn drop_schema(admin: sqlx::PgPool, schema: &str) {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .unwrap();
-}

@@ -190,3 +190,61 @@ impl Setup {
 fn statuses(runs: &[RoutineRun]) -> Vec<RunStatus> {
     runs.iter().map(|r| r.status).collect()
 }
+
+/// A slot's first run, `running` under `owner`'s lease until `lease_until`
+/// (what a process that claimed the slot leaves if it dies).
+fn slot_run(
+    r: &Routine,
+    slot: DateTime<Utc>,
+    owner: &str,
+    lease_until: DateTime<Utc>,
+) -> RoutineRun {
+    RoutineRun {
+        id: uuid::Uuid::now_v7(),
+        routine_id: r.id,
+        trigger_type: "cron".into(),
+        trigger_detail: None,
+        scheduled_for: Some(slot),
+        started_at: slot,
+        completed_at: None,
+        status: RunStatus::Running,
+        result_summary: None,
+        tokens_used: None,
+        job_id: None,
+        owner: Some(owner.into()),
+        lease_until: Some(lease_until),
+        notification_id: None,
+        skip_reason: None,
+        dedup_key: None,
+        attempt: 1,
+    }
+}
+
+/// A fresh schema on `CAIRN_TEST_POSTGRES_URL`: the admin pool, its name and
+/// a URL selecting it; `None` (the case is skipped) without the variable.
+async fn postgres_schema() -> Option<(sqlx::PgPool, String, String)> {
+    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
+            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
+        );
+        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
+        return None;
+    };
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    let schema = format!("e_{}", uuid::Uuid::new_v4().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    Some((admin, schema, url))
+}
+
+async fn drop_schema(admin: sqlx::PgPool, schema: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
+}

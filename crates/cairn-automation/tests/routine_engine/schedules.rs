@@ -166,25 +166,7 @@ async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again()
     s.clock.set(slot);
     let mut dead = settings("dead");
     dead.lease = Duration::from_secs(60);
-    let run = RoutineRun {
-        id: uuid::Uuid::now_v7(),
-        routine_id: r.id,
-        trigger_type: "cron".into(),
-        trigger_detail: None,
-        scheduled_for: Some(slot),
-        started_at: slot,
-        completed_at: None,
-        status: RunStatus::Running,
-        result_summary: None,
-        tokens_used: None,
-        job_id: None,
-        owner: Some("dead".into()),
-        lease_until: Some(slot + chrono::Duration::seconds(60)),
-        notification_id: None,
-        skip_reason: None,
-        dedup_key: None,
-        attempt: 1,
-    };
+    let run = slot_run(&r, slot, "dead", slot + chrono::Duration::seconds(60));
     let claim = cairn_store::Admission {
         slot: Some(cairn_store::SlotMove {
             expected: slot,

@@ -80,26 +80,11 @@ async fn two_engines_on_one_sqlite_file_run_each_slot_once() {
 // The admin pool runs on real time (sqlx's timers); only the engines' part is paused.
 #[tokio::test(flavor = "current_thread")]
 async fn two_engines_on_one_postgres_database_run_each_slot_once() {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
-            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
-        );
-        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
+    let Some((admin, schema, url)) = crate::postgres_schema().await else {
         return;
     };
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let schema = format!("e_{}", uuid::Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
     tokio::time::pause();
-    two_engines_share_the_slots(&format!("{base}{sep}options=-csearch_path%3D{schema}")).await;
+    two_engines_share_the_slots(&url).await;
     tokio::time::resume();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .unwrap();
+    crate::drop_schema(admin, &schema).await;
 }

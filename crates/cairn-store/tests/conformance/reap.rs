@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, RunStatus, SpecFormat};
-use cairn_store::{RunOutcome, Store, StoreError};
+use cairn_store::{Reaped, RunOutcome, Store, StoreError};
 
 use crate::fixture::Fixture;
 use crate::routines::{at, rerunner, routine, run_for};
@@ -26,6 +26,14 @@ fn held(r: &Routine, slot: i64, owner: &str, lease: i64) -> RoutineRun {
     run
 }
 
+/// Reaps at `secs` as process `by`.
+async fn reap(store: &Store, secs: i64, by: &str) -> Vec<Reaped> {
+    store
+        .reap_orphans(at(secs), &rerunner(by, at(secs)))
+        .await
+        .unwrap()
+}
+
 fn ok_at(secs: i64) -> RunOutcome {
     RunOutcome {
         status: RunStatus::Ok,
@@ -44,11 +52,7 @@ pub async fn an_interrupted_slot_is_rerun_once_as_attempt_two(fx: &Fixture) {
     let first = held(&r, 60, "proc-dead", 90);
     fx.store.start_run(&first).await.unwrap();
 
-    let reaped = fx
-        .store
-        .reap_orphans(at(100), &rerunner("proc-b", at(100)))
-        .await
-        .unwrap();
+    let reaped = reap(&fx.store, 100, "proc-b").await;
     assert_eq!(reaped.len(), 1);
     let again = reaped[0].rerun.clone().expect("re-run");
     assert_eq!(reaped[0].routine.as_ref().map(|r| r.id), Some(r.id));
@@ -89,13 +93,7 @@ pub async fn an_interrupted_slot_is_rerun_once_as_attempt_two(fx: &Fixture) {
     assert_eq!(stored.runtime.run_count, 1);
     assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 1);
     // Nothing else to reap; a third attempt of the slot is refused by the key.
-    assert!(
-        fx.store
-            .reap_orphans(at(101), &rerunner("proc-c", at(101)))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(reap(&fx.store, 101, "proc-c").await.is_empty());
     let mut dup = held(&r, 60, "proc-x", 200);
     dup.attempt = 2;
     assert!(matches!(
@@ -104,11 +102,7 @@ pub async fn an_interrupted_slot_is_rerun_once_as_attempt_two(fx: &Fixture) {
     ));
 
     // An attempt 2 cut short in turn is not re-run again.
-    let reaped = fx
-        .store
-        .reap_orphans(at(200), &rerunner("proc-c", at(200)))
-        .await
-        .unwrap();
+    let reaped = reap(&fx.store, 200, "proc-c").await;
     assert_eq!(reaped.len(), 1);
     assert_eq!(reaped[0].run.id, again.id);
     assert_eq!(reaped[0].rerun, None);
@@ -127,11 +121,7 @@ pub async fn an_interrupted_slot_is_rerun_once_as_attempt_two(fx: &Fixture) {
         .start_run(&held(&r2, 60, "proc-dead", 90))
         .await
         .unwrap();
-    let reaped = fx
-        .store
-        .reap_orphans(at(100), &rerunner("proc-b", at(100)))
-        .await
-        .unwrap();
+    let reaped = reap(&fx.store, 100, "proc-b").await;
     let again = reaped[0].rerun.clone().unwrap();
     assert!(fx.store.finish_run(again.id, &ok_at(101)).await.unwrap());
     let completed: Vec<_> = fx
@@ -223,11 +213,7 @@ pub async fn slots_that_are_not_safe_to_repeat_say_why_they_are_not_rerun(fx: &F
         .await
         .unwrap();
 
-    let reaped = fx
-        .store
-        .reap_orphans(at(100), &rerunner("proc-b", at(100)))
-        .await
-        .unwrap();
+    let reaped = reap(&fx.store, 100, "proc-b").await;
     assert_eq!(reaped.len(), 5);
     let summary = |id| {
         let r = reaped.iter().find(|r| r.run.id == id).unwrap();
@@ -281,11 +267,7 @@ pub async fn a_rerun_obeys_the_concurrency_limits(fx: &Fixture) {
     let live = held(&r, 120, "proc-live", 500);
     fx.store.start_run(&dead).await.unwrap();
     fx.store.start_run(&live).await.unwrap();
-    let reaped = fx
-        .store
-        .reap_orphans(at(130), &rerunner("proc-b", at(130)))
-        .await
-        .unwrap();
+    let reaped = reap(&fx.store, 130, "proc-b").await;
     assert_eq!(reaped.len(), 1);
     let again = reaped[0].rerun.clone().unwrap();
     assert_eq!((again.attempt, again.status), (2, RunStatus::Skipped));
@@ -400,11 +382,7 @@ pub async fn the_attempt_migration_keeps_runs_as_first_attempts(fx: &Fixture) {
             .await,
         Err(StoreError::Conflict(_))
     ));
-    let reaped = old
-        .store
-        .reap_orphans(at(100), &rerunner("proc-new", at(100)))
-        .await
-        .unwrap();
+    let reaped = reap(&old.store, 100, "proc-new").await;
     assert_eq!(reaped[0].rerun.as_ref().map(|r| r.attempt), Some(2));
     old.cleanup().await;
 }
