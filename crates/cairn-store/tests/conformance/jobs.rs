@@ -407,6 +407,8 @@ pub async fn orphaned_jobs_are_reaped_as_interrupted(fx: &Fixture) {
     assert_eq!(running.error.as_deref(), Some(INTERRUPTED_RUNNING));
     assert_eq!(running.completed_at, Some(at(60)));
     assert_eq!((running.lease_owner, running.lease_until), (None, None));
+    // A crash is not the job's doing: self-repair counts no restart for it.
+    assert_eq!(running.repair_attempts, 0);
     let queued = fx.store.get_job(dead_queued.id).await.unwrap().unwrap();
     assert_eq!(queued.state, JobState::Failed);
     assert_eq!(queued.error.as_deref(), Some(INTERRUPTED_PENDING));
