@@ -76,7 +76,7 @@ impl HttpRequestTool {
             }
             match check_url(attempt.url(), &policy_config) {
                 Ok(()) => attempt.follow(),
-                Err(reason) => attempt.error(reason),
+                Err(reason) => attempt.error(Blocked(reason)),
             }
         });
         let mut builder = reqwest::Client::builder()
@@ -188,6 +188,9 @@ impl HttpRequestTool {
     }
 
     fn map_err(&self, e: &reqwest::Error) -> ToolError {
+        if let Some(blocked) = blocked_in(e) {
+            return ToolError::NotPermitted(blocked.0.clone());
+        }
         if e.is_timeout() {
             ToolError::Timeout(self.config.timeout)
         } else {
@@ -348,6 +351,32 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
+/// A destination refused by policy after the first URL check (a redirect, a
+/// DNS answer): carried through reqwest's error chain so the call ends as a
+/// refusal, like the first check, and not as a failure of the tool.
+#[derive(Debug)]
+struct Blocked(String);
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Blocked {}
+
+/// The [`Blocked`] refusal somewhere in `error`'s chain of causes.
+fn blocked_in(error: &reqwest::Error) -> Option<&Blocked> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(blocked) = e.downcast_ref::<Blocked>() {
+            return Some(blocked);
+        }
+        cause = e.source();
+    }
+    None
+}
+
 /// Resolves with the system resolver and drops every non-public address, so a
 /// public name that points inside (or rebinds to) the network is refused.
 struct PublicOnlyResolver;
@@ -361,10 +390,10 @@ impl Resolve for PublicOnlyResolver {
                 .filter(|addr| is_public(addr.ip()))
                 .collect();
             if addrs.is_empty() {
-                return Err(format!(
+                return Err(Box::new(Blocked(format!(
                     "`{host}` resolves only to private or local addresses, which are refused"
-                )
-                .into());
+                )))
+                    as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
@@ -449,7 +478,10 @@ mod tests {
             "http://[64:ff9b::7f00:1]/",
             "http://[fec0::1]/",
         ] {
-            assert!(check(url).unwrap_err().contains("private or local"), "{url}");
+            assert!(
+                check(url).unwrap_err().contains("private or local"),
+                "{url}"
+            );
         }
         assert!(check("http://localhost/").is_err());
         assert!(check("http://169.254.169.254/latest/meta-data").is_err());
