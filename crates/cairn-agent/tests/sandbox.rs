@@ -286,3 +286,31 @@ async fn each_start_gets_a_private_tmpdir_removed_after() {
     }
     panic!("{} was not removed", tmp.display());
 }
+
+/// From Landlock ABI 6, a confined command cannot signal the daemon (or any
+/// process outside its domain); the daemon can still kill it.
+#[tokio::test]
+async fn cannot_signal_the_daemon() {
+    if !landlock_here() {
+        return;
+    }
+    let sandbox = Sandbox::new(SandboxSettings::default());
+    let abi: u32 = match sandbox.confinement() {
+        cairn_agent::sandbox::Confinement::Landlock { abi } => abi.parse().unwrap(),
+        other => panic!("{other}"),
+    };
+    if abi < 6 {
+        println!("Landlock ABI {abi} has no signal scoping: not checked");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .args(["-c", &format!("kill -0 {}", std::process::id())])
+        .stderr(Stdio::piped());
+    let confined = sandbox.spawn(command, dir.path()).await.unwrap();
+    let out = confined.child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the daemon was signalled");
+    assert!(stderr.contains("not permitted"), "{stderr}");
+}
