@@ -68,6 +68,11 @@ impl LoopDelegate for Quiet {
 fn runner(store: &Store, flaky: Arc<Flaky>) -> Arc<ToolRunner> {
     let mut registry = ToolRegistry::new();
     registry.register(flaky).unwrap();
+    runner_over(store, registry)
+}
+
+/// A runner over `registry` with tool health (limit 5) on `store`.
+fn runner_over(store: &Store, registry: ToolRegistry) -> Arc<ToolRunner> {
     let runner = Arc::new(ToolRunner::new(
         Arc::new(registry),
         Arc::new(PolicyGate::new(&ToolPolicyConfig::default())),
@@ -247,18 +252,7 @@ async fn refused_addresses_never_disable_http_request() {
     let url = format!("sqlite://{}", dir.path().join("cairn.db").display());
     let (store, _) = Store::open(&url).await.unwrap();
     let registry = cairn_agent::tools::builtin_registry(&Default::default()).unwrap();
-    let runner = Arc::new(ToolRunner::new(
-        Arc::new(registry),
-        Arc::new(PolicyGate::new(&ToolPolicyConfig::default())),
-    ));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    runner.attach_health(Arc::new(ToolHealth::new(
-        store.clone(),
-        Some(5),
-        Arc::new(InboxNotifier::new(store.clone(), Arc::clone(&clock))),
-        clock,
-        "ada",
-    )));
+    let runner = runner_over(&store, registry);
     let ctx = ToolContext::new(dir.path(), "s");
     let mut urls: Vec<String> = [
         "http://127.0.0.1:9/",

@@ -15,7 +15,7 @@ use cairn_automation::routines::action::{ActionExecutor, ActionRequest, FireCont
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::define::prepare;
 use cairn_core::clock::{Clock, FixedClock};
-use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, RunStatus, SpecFormat};
+use cairn_core::routine::{Routine, RoutineSpec, RunStatus, SpecFormat};
 use cairn_store::Store;
 use chrono::{TimeZone, Utc};
 use chrono_tz::Tz;
@@ -60,32 +60,12 @@ async fn run_once(workspace: &std::path::Path) -> (RunStatus, String) {
     let clock: Arc<dyn Clock> = Arc::new(FixedClock::new(now));
     let actions = AgentActions::new(store.clone(), workspace, Arc::clone(&clock))
         .with_tools(runner, ToolContext::new(workspace, "unused"));
-    // Stored before the host lost confinement: only the run-time check stands.
+    // Defined before the host lost confinement: only the run-time check stands.
     let routine = Routine::new(spec("shell"), "ada", now);
-    store.create_routine(&routine).await.unwrap();
-    let run = RoutineRun {
-        id: Uuid::now_v7(),
-        routine_id: routine.id,
-        trigger_type: "manual".into(),
-        trigger_detail: None,
-        scheduled_for: None,
-        started_at: now,
-        completed_at: None,
-        status: RunStatus::Running,
-        result_summary: None,
-        tokens_used: None,
-        job_id: None,
-        owner: Some("test".into()),
-        lease_until: Some(now + chrono::Duration::seconds(60)),
-        notification_id: None,
-        skip_reason: None,
-        dedup_key: None,
-    };
-    store.start_run(&run).await.unwrap();
     let outcome = actions
         .execute(ActionRequest {
             routine,
-            run_id: run.id,
+            run_id: Uuid::now_v7(),
             fire: FireContext {
                 trigger_type: "manual".into(),
                 detail: None,
