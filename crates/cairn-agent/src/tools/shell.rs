@@ -376,6 +376,12 @@ impl Tool for ShellTool {
                 SandboxError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     ToolError::Failed(format!("program `{program}` was not found"))
                 }
+                SandboxError::Spawn(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    ToolError::Failed(format!(
+                        "cannot start `{program}`: {e} (commands run only programs under the \
+                         system paths, the workspace and tools.shell.read_paths)"
+                    ))
+                }
                 SandboxError::Spawn(e) => {
                     ToolError::Failed(format!("cannot start `{program}`: {e}"))
                 }
