@@ -314,3 +314,26 @@ async fn cannot_signal_the_daemon() {
     assert!(!out.status.success(), "the daemon was signalled");
     assert!(stderr.contains("not permitted"), "{stderr}");
 }
+
+/// A program outside the workspace and the readable paths does not run.
+#[tokio::test]
+async fn programs_outside_the_readable_paths_do_not_run() {
+    if !landlock_here() {
+        return;
+    }
+    let h = Home::new();
+    let program = h.elsewhere.path().join("tool.sh");
+    std::fs::write(&program, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let tool = shell(&["*"]);
+    let ctx = ToolContext::new(h.workspace(), "s");
+    let err = tool
+        .run_gated(json!({ "command": program.to_str().unwrap() }), &ctx)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("tools.shell.read_paths"), "{err}");
+}
