@@ -9,6 +9,8 @@
 //! - [`safety`]: credential scrubbing, output caps and framing of tool output.
 //! - [`runner`]: [`ToolRunner::run`](runner::ToolRunner::run), the single entry
 //!   point through which every tool call passes, wherever it comes from.
+//! - [`sandbox`]: [`Sandbox::spawn`](sandbox::Sandbox::spawn), the one way a
+//!   process is started for the agent, confined by Landlock to the workspace.
 //!
 //! Architecture invariant: nothing executes a tool except the runner —
 //! `Tool::execute` takes a `runner::Authorized` proof that only the runner can make,
@@ -30,6 +32,7 @@ pub mod prompt;
 pub mod repair;
 pub mod runner;
 pub mod safety;
+pub mod sandbox;
 pub mod session;
 pub mod tools;
 

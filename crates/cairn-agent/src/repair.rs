@@ -2,8 +2,9 @@
 //! stopped making progress, and how it tells the person.
 //!
 //! - [`ToolHealth`] counts each tool's consecutive failures in the store (a
-//!   success resets them; policy refusals and declined approvals are not
-//!   failures). At [`RepairConfig::tool_failure_limit`] (5) the tool is
+//!   success resets them; refusals, by the policy gate or by a tool's own
+//!   rules such as a path outside the workspace or a blocked address, and
+//!   declined approvals are not failures). At [`RepairConfig::tool_failure_limit`] (5) the tool is
 //!   disabled for every process on the database: the runner leaves it out
 //!   of the tool list sent to the model and refuses calls to it, until
 //!   `cairn tool enable NAME`. Exactly one notification says so.

@@ -583,6 +583,9 @@ impl ToolRunner {
                 Err(_) => Ok(Err(ToolError::Timeout(limit))),
             },
         };
+        // A refusal by the tool's own rules (a path outside the workspace, a
+        // blocked address) is policy, not a broken tool: self-repair ignores it.
+        let refused = matches!(outcome, Ok(Err(ToolError::NotPermitted(_))));
         let (status, text) = match outcome {
             Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
             Ok(Ok(output)) => (ToolStatus::Failed, output.content),
@@ -606,7 +609,8 @@ impl ToolRunner {
         let result = finish(&call_id, name, status, &text, ctx, started);
         if let Some(health) = self.health.get() {
             // Scrubbed: the error is kept in the store and shown to people.
-            health.observe(&result.tool, status, &scrub(&text)).await;
+            let observed = if refused { ToolStatus::Denied } else { status };
+            health.observe(&result.tool, observed, &scrub(&text)).await;
         }
         result
     }

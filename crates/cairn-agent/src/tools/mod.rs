@@ -10,6 +10,7 @@
 pub mod files;
 pub mod http;
 pub mod lines;
+mod nofollow;
 pub mod offer;
 pub mod paths;
 pub mod registry;

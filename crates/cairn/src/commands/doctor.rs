@@ -59,6 +59,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_zone(config));
             checks.push(check_llm(config));
             checks.push(check_tools(config));
+            checks.push(check_sandbox(config));
             checks.push(check_channels(config));
         }
         None => {
@@ -69,6 +70,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "timezone",
                 "llm",
                 "tools",
+                "sandbox",
                 "channels",
             ] {
                 checks.push(check(
@@ -236,6 +238,39 @@ fn check_tools(config: &Config) -> Check {
             .to_lowercase(),
         ),
         Err(e) => check("tools", Status::Fail, format!("{e:#}")),
+    }
+}
+
+/// Whether the agent's commands are confined (Landlock), and what that means.
+fn check_sandbox(config: &Config) -> Check {
+    use cairn_agent::sandbox::{Confinement, Sandbox};
+    let tools = match crate::wiring::parse_tools(config) {
+        Ok(tools) => tools,
+        Err(e) => return check("sandbox", Status::Warn, format!("not checked: {e:#}")),
+    };
+    let sandbox = Sandbox::new(tools.shell.sandbox_settings());
+    match sandbox.confinement() {
+        Confinement::Landlock { abi } => check(
+            "sandbox",
+            Status::Ok,
+            format!(
+                "Landlock (ABI {abi}): shell commands are confined to the workspace and a private temporary directory"
+            ),
+        ),
+        Confinement::Unavailable { reason } if tools.shell.allow_unconfined => check(
+            "sandbox",
+            Status::Warn,
+            format!(
+                "Landlock {reason}: shell commands run unconfined, unapproved ones too (tools.shell.allow_unconfined = true)"
+            ),
+        ),
+        Confinement::Unavailable { reason } => check(
+            "sandbox",
+            Status::Warn,
+            format!(
+                "Landlock {reason}: shell commands run unconfined; autonomy full and routines whose allowed_tools list shell are refused unless tools.shell.allow_unconfined = true"
+            ),
+        ),
     }
 }
 

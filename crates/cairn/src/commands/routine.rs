@@ -32,6 +32,8 @@ struct Ctx {
 /// Runs one `cairn routine` subcommand.
 pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // Routine checks (a `shell` in allowed_tools) judge by this configuration.
+    crate::wiring::install_sandbox(&crate::wiring::parse_tools(&config)?);
     let now = Utc::now();
     if let RoutineCommand::Validate(args) = command {
         let checked = routine_files::check(&args.path, config.user.timezone, now)?;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
+use cairn_agent::sandbox::Confinement;
 use cairn_automation::notify::{Dispatcher, NotifySettings, owner_id};
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
@@ -74,6 +75,18 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     // First: a second daemon on this home stops here, before the port.
     let lock = DaemonLock::acquire(config.home()).await?;
     tracing::debug!(lock = %lock.path().display(), home = %lock.home_id(), "this home's daemon lock is held");
+    // A policy that runs `shell` unapproved where it cannot be confined stops here.
+    let sandbox = wiring::install_sandbox(&wiring::tools_config(&config)?);
+    match sandbox.confinement() {
+        Confinement::Landlock { abi } => tracing::info!(
+            landlock_abi = %abi,
+            "shell commands are confined by Landlock to the workspace"
+        ),
+        Confinement::Unavailable { reason } => tracing::warn!(
+            allow_unconfined = sandbox.settings().allow_unconfined,
+            "Landlock {reason}: shell commands run unconfined; unapproved runs of `shell` are refused unless tools.shell.allow_unconfined = true"
+        ),
+    }
     // Bound next: a taken port is reported before anything starts.
     let listener = if config.gateway.enabled {
         Some(
