@@ -584,8 +584,12 @@ impl ToolRunner {
             },
         };
         // A refusal by the tool's own rules (a path outside the workspace, a
-        // blocked address) is policy, not a broken tool: self-repair ignores it.
-        let refused = matches!(outcome, Ok(Err(ToolError::NotPermitted(_))));
+        // blocked address) is policy, and an unavailable dependency (an MCP
+        // server restarting) is not the tool's fault: self-repair ignores both.
+        let refused = matches!(
+            outcome,
+            Ok(Err(ToolError::NotPermitted(_) | ToolError::Unavailable(_)))
+        );
         let (status, text) = match outcome {
             Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
             Ok(Ok(output)) => (ToolStatus::Failed, output.content),
@@ -626,9 +630,8 @@ impl ToolRunner {
     ) -> ToolResult {
         let name = self
             .registry
-            .resolve(&call.name)
-            .unwrap_or(&call.name)
-            .to_string();
+            .get(&call.name)
+            .map_or_else(|| call.name.clone(), |tool| tool.name().to_string());
         finish(&call.id, name, status, text, ctx, Instant::now())
     }
 

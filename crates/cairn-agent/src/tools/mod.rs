@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runner::Authorized;
 
-pub use registry::{RegistryError, ToolRegistry};
+pub use registry::{RegistryError, ToolRegistry, ToolSource};
 
 /// How much harm a tool can do; the policy gate decides per level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -104,6 +104,10 @@ pub enum ToolError {
     /// An HTTP request failed.
     #[error("http error: {0}")]
     Http(String),
+    /// What the tool depends on is down for now (an MCP server restarting);
+    /// not the tool's own failure, so self-repair does not count it.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// Anything else that stopped the tool.
     #[error("{0}")]
     Failed(String),

@@ -32,18 +32,19 @@ pub const SUMMARY_CHARS: usize = 64;
 pub(super) fn offered(registry: &ToolRegistry, messages: &[ChatMessage]) -> Vec<ToolDefinition> {
     let mut wanted: BTreeSet<String> = registry.core_names().map(str::to_string).collect();
     wanted.insert(SCHEMA_TOOL.to_string());
+    let canonical = |name: &str| registry.get(name).map(|tool| tool.name().to_string());
     for call in messages.iter().flat_map(|m| &m.tool_calls) {
-        let Some(name) = registry.resolve(&call.name) else {
+        let Some(name) = canonical(&call.name) else {
             continue;
         };
-        wanted.insert(name.to_string());
         if name == SCHEMA_TOOL {
-            for name in requested(&call.arguments) {
-                if let Some(name) = registry.resolve(&name) {
-                    wanted.insert(name.to_string());
-                }
-            }
+            wanted.extend(
+                requested(&call.arguments)
+                    .iter()
+                    .filter_map(|n| canonical(n)),
+            );
         }
+        wanted.insert(name);
     }
     registry
         .definitions()
@@ -59,7 +60,7 @@ pub(super) fn listing(registry: &ToolRegistry, hidden: &dyn Fn(&str) -> bool) ->
     let always: BTreeSet<String> = registry.always_offered().into_iter().collect();
     let mut families: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut lines = Vec::new();
-    for tool in registry.list() {
+    for tool in registry.own() {
         let name = tool.name().to_string();
         if always.contains(&name) || hidden(&name) {
             continue;
@@ -128,10 +129,49 @@ fn requested(args: &Value) -> Vec<String> {
     names
 }
 
-/// `tool_schema`: the full descriptions and parameters of named tools.
+/// Most tools a `prefix*` pattern lists in one `tool_schema` answer.
+pub const PATTERN_MATCHES: usize = 100;
+
+/// `tool_schema`: the full descriptions and parameters of named tools, and
+/// the names and summaries of tools matching a `prefix*` pattern (a source
+/// with more tools than its prompt line names says to ask that way).
 pub(super) struct SchemaTool {
     /// Every other tool's definition, by canonical name, as registered.
     pub(super) definitions: BTreeMap<String, ToolDefinition>,
+    /// The sources of changing tools, asked for names not registered.
+    pub(super) sources: Vec<std::sync::Arc<dyn super::ToolSource>>,
+}
+
+impl SchemaTool {
+    /// The definition of the tool with canonical name `name`, registered or a source's.
+    fn definition(&self, name: &str) -> Option<ToolDefinition> {
+        self.definitions.get(name).cloned().or_else(|| {
+            self.sources
+                .iter()
+                .find_map(|s| s.get(name))
+                .map(|tool| super::registry::definition(tool.as_ref()))
+        })
+    }
+
+    /// `{name, summary}` of every tool whose name starts with `prefix`, sorted.
+    fn matching(&self, prefix: &str) -> Vec<Value> {
+        let mut names: BTreeMap<String, String> = self
+            .definitions
+            .values()
+            .filter(|d| d.name.starts_with(prefix) && d.name != SCHEMA_TOOL)
+            .map(|d| (d.name.clone(), summary(&d.description)))
+            .collect();
+        for tool in self.sources.iter().flat_map(|s| s.tools()) {
+            if tool.name().starts_with(prefix) {
+                names.insert(tool.name().to_string(), summary(tool.description()));
+            }
+        }
+        names
+            .into_iter()
+            .take(PATTERN_MATCHES)
+            .map(|(name, summary)| json!({"name": name, "summary": summary}))
+            .collect()
+    }
 }
 
 #[async_trait]
@@ -140,7 +180,7 @@ impl Tool for SchemaTool {
         SCHEMA_TOOL
     }
     fn description(&self) -> &str {
-        "Load the parameters of tools listed without a schema; then call them."
+        "Load the parameters of tools listed without a schema (`x*` lists names); then call them."
     }
     fn parameters(&self) -> Value {
         json!({
@@ -165,12 +205,19 @@ impl Tool for SchemaTool {
             ));
         }
         let mut found = Vec::new();
+        let mut matches = Vec::new();
         let mut unknown = Vec::new();
         for name in names {
-            match self
-                .definitions
-                .get(&super::registry::normalize_name(&name))
-            {
+            let key = super::registry::normalize_name(&name);
+            if let Some(prefix) = key.strip_suffix('*') {
+                let listed = self.matching(prefix);
+                if listed.is_empty() {
+                    unknown.push(name);
+                }
+                matches.extend(listed);
+                continue;
+            }
+            match self.definition(&key) {
                 Some(d) => found.push(json!({
                     "name": d.name,
                     "description": d.description,
@@ -180,6 +227,10 @@ impl Tool for SchemaTool {
             }
         }
         let mut out = json!({"tools": found});
+        if !matches.is_empty() {
+            out["matching"] = json!(matches);
+            out["note"] = json!("ask tool_schema for the parameters of the ones you need");
+        }
         if !unknown.is_empty() {
             out["unknown"] = json!(unknown);
         }

@@ -1,4 +1,8 @@
 //! The tool registry: canonical names, case-insensitive aliases, definitions for the model.
+//!
+//! Besides the tools registered once at start-up, a registry consults
+//! [`ToolSource`]s: sets of tools that come and go while cairn runs (an MCP
+//! server's, which connects, restarts and changes its list).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -67,6 +71,22 @@ pub enum RegistryError {
     Init(String),
 }
 
+/// Tools that come and go while cairn runs (an MCP server's), consulted by
+/// the registry after its own. Names are canonical (see [`normalize_name`])
+/// and never those of registered tools, which win.
+pub trait ToolSource: Send + Sync {
+    /// The tools the source has now.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// The tool with canonical name `name`, if the source has it now.
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>>;
+
+    /// The prompt's lines naming the source's tools when schemas load on
+    /// demand ([`super::offer`]), leaving out `hidden` ones; the source keeps
+    /// them short however many tools it has.
+    fn listing(&self, hidden: &dyn Fn(&str) -> bool) -> Vec<String>;
+}
+
 /// The set of tools a runner can call, keyed by canonical name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -76,6 +96,8 @@ pub struct ToolRegistry {
     /// Tools whose schema every request carries once the schema tool is on
     /// (see [`super::offer`]).
     core: std::collections::BTreeSet<String>,
+    /// Tools that change while cairn runs, consulted after the registered ones.
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 /// Lower-cases and maps `-`, space and `.` to `_`, so `Read-File` finds `read_file`.
@@ -137,16 +159,31 @@ impl ToolRegistry {
         Ok(())
     }
 
-    /// Registers `tool_schema` over every tool registered so far (call it
-    /// last): from then on requests carry only the core tools' schemas and
-    /// those the conversation loaded or used ([`super::offer`]).
+    /// Adds a source of tools that change while cairn runs (an MCP
+    /// server's); register sources before [`Self::enable_schema_tool`].
+    pub fn register_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// The registered tools (not the sources'), sorted by name.
+    pub(super) fn own(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
+
+    /// Registers `tool_schema` over every tool registered so far and the
+    /// sources (call it last): from then on requests carry only the core
+    /// tools' schemas and those the conversation loaded or used
+    /// ([`super::offer`]).
     pub fn enable_schema_tool(&mut self) -> Result<(), RegistryError> {
         let definitions = self
             .definitions()
             .into_iter()
             .map(|d| (d.name.clone(), d))
             .collect();
-        self.register(Arc::new(super::offer::SchemaTool { definitions }))
+        self.register(Arc::new(super::offer::SchemaTool {
+            definitions,
+            sources: self.sources.clone(),
+        }))
     }
 
     /// The core tools' names.
@@ -172,7 +209,9 @@ impl ToolRegistry {
     /// `hidden` tools (disabled ones) are left out.
     pub fn on_demand_listing(&self, hidden: &dyn Fn(&str) -> bool) -> Vec<String> {
         if self.tools.contains_key(super::offer::SCHEMA_TOOL) {
-            super::offer::listing(self, hidden)
+            let mut lines = super::offer::listing(self, hidden);
+            lines.extend(self.sources.iter().flat_map(|s| s.listing(hidden)));
+            lines
         } else {
             Vec::new()
         }
@@ -216,7 +255,9 @@ impl ToolRegistry {
         }
     }
 
-    /// The canonical name `name` refers to (exact, alias, or default alias), if any.
+    /// The canonical name `name` refers to (exact, alias, or default alias)
+    /// among the registered tools, if any; a source's tools are found by
+    /// [`Self::get`].
     pub fn resolve(&self, name: &str) -> Option<&str> {
         let key = normalize_name(name);
         if let Some((canonical, _)) = self.tools.get_key_value(&key) {
@@ -231,18 +272,27 @@ impl ToolRegistry {
         self.tools.get_key_value(target).map(|(k, _)| k.as_str())
     }
 
-    /// The tool `name` refers to, by canonical name or alias, case-insensitively.
+    /// The tool `name` refers to, by canonical name or alias, case-insensitively,
+    /// a registered tool first, then one of a source's.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        let canonical = self.resolve(name)?;
-        self.tools.get(canonical).cloned()
+        if let Some(canonical) = self.resolve(name) {
+            return self.tools.get(canonical).cloned();
+        }
+        let key = normalize_name(name);
+        self.sources.iter().find_map(|source| source.get(&key))
     }
 
-    /// Every registered tool, sorted by name.
+    /// Every tool, the sources' included, sorted by name.
     pub fn list(&self) -> Vec<Arc<dyn Tool>> {
-        self.tools.values().cloned().collect()
+        let mut tools: Vec<Arc<dyn Tool>> = self.tools.values().cloned().collect();
+        if !self.sources.is_empty() {
+            tools.extend(self.sources.iter().flat_map(|s| s.tools()));
+            tools.sort_by(|a, b| a.name().cmp(b.name()));
+        }
+        tools
     }
 
-    /// Every canonical name, sorted.
+    /// Every registered tool's canonical name, sorted (not the sources').
     pub fn names(&self) -> Vec<&str> {
         self.tools.keys().map(String::as_str).collect()
     }
@@ -257,15 +307,12 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
-    /// The tools as offered to the model, sorted by name (stable prompts cache better).
+    /// The tools as offered to the model, the sources' included, sorted by
+    /// name (stable prompts cache better).
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools
-            .values()
-            .map(|tool| ToolDefinition {
-                name: tool.name().to_string(),
-                description: tool.description().to_string(),
-                parameters: tool.parameters(),
-            })
+        self.list()
+            .into_iter()
+            .map(|tool| definition(tool.as_ref()))
             .collect()
     }
 
@@ -292,11 +339,21 @@ impl ToolRegistry {
     }
 }
 
+/// What the model is told about `tool`.
+pub(super) fn definition(tool: &dyn Tool) -> ToolDefinition {
+    ToolDefinition {
+        name: tool.name().to_string(),
+        description: tool.description().to_string(),
+        parameters: tool.parameters(),
+    }
+}
+
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolRegistry")
             .field("tools", &self.names())
             .field("aliases", &self.aliases)
+            .field("sources", &self.sources.len())
             .finish()
     }
 }

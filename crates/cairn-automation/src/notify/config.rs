@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use cairn_core::config::expand::expand_env;
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -172,9 +173,13 @@ pub fn parse_channels(
     for (name, value) in entries {
         let key = format!("channels.{name}");
         let mut value = value.clone();
-        let before = errors.len();
-        expand_env(&mut value, &key, env, &mut errors);
-        if errors.len() > before {
+        let mut unset = Vec::new();
+        expand_env(&mut value, &key, env, &mut unset);
+        if !unset.is_empty() {
+            errors.extend(unset.into_iter().map(|u| ChannelConfigError {
+                message: format!("environment variable {} is not set", u.variable),
+                key: u.key,
+            }));
             continue;
         }
         if value.get("type").is_none() {
@@ -220,56 +225,6 @@ fn field_of(key: &str, message: &str) -> String {
         }
     }
     key.to_string()
-}
-
-/// Replaces `${NAME}` in every string of `value` with the variable's value;
-/// an unset variable is an error naming the key and the variable.
-fn expand_env(
-    value: &mut Value,
-    key: &str,
-    env: &BTreeMap<String, String>,
-    errors: &mut Vec<ChannelConfigError>,
-) {
-    match value {
-        Value::String(s) => match expand(s, env) {
-            Ok(expanded) => *s = expanded,
-            Err(var) => errors.push(ChannelConfigError {
-                key: key.to_string(),
-                message: format!("environment variable {var} is not set"),
-            }),
-        },
-        Value::Object(map) => {
-            for (field, v) in map.iter_mut() {
-                expand_env(v, &format!("{key}.{field}"), env, errors);
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter_mut().enumerate() {
-                expand_env(v, &format!("{key}[{i}]"), env, errors);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
-fn expand(text: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        match env.get(name) {
-            Some(v) => out.push_str(v),
-            None => return Err(name.to_string()),
-        }
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -360,11 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn expansion_leaves_other_text_alone() {
-        let e = env(&[("A", "1")]);
-        assert_eq!(expand("x${A}y${A}", &e).unwrap(), "x1y1");
-        assert_eq!(expand("no vars, $A, ${", &e).unwrap(), "no vars, $A, ${");
-        assert_eq!(expand("${B}", &e).unwrap_err(), "B");
+    fn addresses_are_recognised() {
         assert!(looks_like_address("Cairn <c@example.org>"));
         assert!(!looks_like_address("c at example.org"));
     }

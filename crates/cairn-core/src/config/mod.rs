@@ -7,6 +7,7 @@
 //! collects the environment, detects the system time zone) and passes the
 //! results in; this module only decides.
 
+pub mod expand;
 mod file;
 mod redact;
 pub mod registry;

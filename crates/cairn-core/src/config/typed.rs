@@ -41,6 +41,8 @@ pub struct Config {
     pub repair: RepairConfig,
     /// Memory recall, embeddings and hygiene.
     pub memory: MemoryConfig,
+    /// The `[[mcp.servers]]` array, passed whole to cairn-mcp (line for errors).
+    pub mcp_servers: Option<Section>,
 }
 
 /// Self-repair: stuck jobs and failing tools (`[repair]`).
@@ -372,6 +374,7 @@ impl Config {
                 hourly_action_limit: r.uint_opt("cost.hourly_action_limit"),
             },
             tools: settings.sections.get("tools").cloned(),
+            mcp_servers: settings.sections.get("mcp.servers").cloned(),
             notify: NotifyConfig {
                 default_channel: r.text("notify.default_channel"),
                 max_attempts: r.u32_at_least("notify.max_attempts", 1),

@@ -1,0 +1,117 @@
+//! `${NAME}` in free-form tables (`[channels.NAME]`, `[[mcp.servers]]`):
+//! replaced with the environment variable's value, an unset one an error
+//! naming the key and the variable. The one implementation every table uses.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// An unset variable: the key of the string that names it, and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsetVariable {
+    /// Dotted key of the string (`channels.phone.bot_token`, `mcp.servers[0].env.TOKEN`).
+    pub key: String,
+    /// The variable's name.
+    pub variable: String,
+}
+
+impl std::fmt::Display for UnsetVariable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: environment variable {} is not set",
+            self.key, self.variable
+        )
+    }
+}
+
+/// Replaces `${NAME}` in every string of `value` (keys of objects are left
+/// alone) with the variable's value in `env`; every unset one is reported,
+/// named by `key` and the path below it.
+pub fn expand_env(
+    value: &mut Value,
+    key: &str,
+    env: &BTreeMap<String, String>,
+    unset: &mut Vec<UnsetVariable>,
+) {
+    match value {
+        Value::String(s) => match expand(s, env) {
+            Ok(expanded) => *s = expanded,
+            Err(variable) => unset.push(UnsetVariable {
+                key: key.to_string(),
+                variable,
+            }),
+        },
+        Value::Object(map) => {
+            for (field, v) in map.iter_mut() {
+                expand_env(v, &format!("{key}.{field}"), env, unset);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter_mut().enumerate() {
+                expand_env(v, &format!("{key}[{i}]"), env, unset);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
+/// A `${` without its `}` is kept as written.
+pub fn expand(text: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match env.get(name) {
+            Some(v) => out.push_str(v),
+            None => return Err(name.to_string()),
+        }
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn variables_expand_and_the_rest_is_kept() {
+        let e = env(&[("A", "1")]);
+        assert_eq!(expand("x${A}y${A}", &e).unwrap(), "x1y1");
+        assert_eq!(expand("no vars, $A, ${", &e).unwrap(), "no vars, $A, ${");
+        assert_eq!(expand("${B}", &e).unwrap_err(), "B");
+    }
+
+    #[test]
+    fn every_unset_variable_is_named_with_its_key() {
+        let mut v = json!({"env": {"T": "${T}"}, "args": ["-k", "${K}"], "n": 3});
+        let mut unset = Vec::new();
+        expand_env(&mut v, "mcp.servers[0]", &env(&[]), &mut unset);
+        let shown: Vec<String> = unset.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "mcp.servers[0].args[1]: environment variable K is not set",
+                "mcp.servers[0].env.T: environment variable T is not set",
+            ]
+        );
+        let mut v = json!({"env": {"T": "${T}"}});
+        expand_env(&mut v, "x", &env(&[("T", "s")]), &mut unset);
+        assert_eq!(v, json!({"env": {"T": "s"}}));
+    }
+}
