@@ -1,0 +1,253 @@
+//! Starting a stdio MCP server's process.
+//!
+//! The server is a program the owner named in config.toml, not one the
+//! agent chose, and it usually needs the network and its own caches
+//! (`~/.npm` for `npx`, `~/.cache/uv`): so it is not confined by default.
+//! It never inherits cairn's environment, though: it gets a clean one —
+//! `PATH`, `LANG`, `HOME`, `USER`, `LOGNAME`, `TMPDIR` (where set) — plus
+//! the server's own `env`, so no API key, database URL or other `CAIRN_*`
+//! setting reaches it unless the owner passes it by name. With
+//! `sandbox = true` it starts through the shell sandbox instead
+//! ([`cairn_agent::sandbox::Sandbox::spawn`]): Landlock-confined to the
+//! workspace, HOME = the workspace, the sandbox's clean environment plus its
+//! `env`.
+//!
+//! The process leads its own process group, so closing the connection ends
+//! what it started too (`npx` starts `node`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use cairn_agent::sandbox::Confined;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::remote::RemoteError;
+
+/// Variables a server inherits from cairn's environment (when set).
+pub const INHERITED: &[&str] = &["PATH", "LANG", "HOME", "USER", "LOGNAME", "TMPDIR"];
+
+/// `PATH` when cairn has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Lines of standard error kept to explain a failure.
+const STDERR_LINES: usize = 20;
+
+/// Characters kept of each standard-error line.
+const STDERR_LINE_CHARS: usize = 300;
+
+/// A started server process.
+pub struct ServerProcess {
+    child: Proc,
+    /// Its standard input (cairn writes requests).
+    pub stdin: Option<ChildStdin>,
+    /// Its standard output (cairn reads answers).
+    pub stdout: Option<ChildStdout>,
+    /// The last lines it wrote to standard error.
+    pub stderr: StderrTail,
+}
+
+enum Proc {
+    Plain(Child),
+    Confined(Confined),
+}
+
+impl ServerProcess {
+    fn child(&mut self) -> &mut Child {
+        match &mut self.child {
+            Proc::Plain(child) => child,
+            Proc::Confined(confined) => &mut confined.child,
+        }
+    }
+
+    /// Waits for the process to exit; says how, with its last standard error.
+    pub async fn wait(&mut self) -> String {
+        let status = self.child().wait().await;
+        let how = match status {
+            Ok(status) => format!("the process exited ({status})"),
+            Err(e) => format!("the process could not be waited for: {e}"),
+        };
+        self.stderr.explain(&how)
+    }
+
+    /// Kills the process and everything it started.
+    pub async fn kill(&mut self) {
+        if let Some(pid) = self
+            .child()
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32))
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.child().kill().await;
+    }
+}
+
+/// The last lines a process wrote to standard error, credentials scrubbed.
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let line: String = cairn_agent::scrub(line.trim_end())
+            .chars()
+            .take(STDERR_LINE_CHARS)
+            .collect();
+        if line.is_empty() {
+            return;
+        }
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// `what`, followed by the last few lines of standard error, if any.
+    pub fn explain(&self, what: &str) -> String {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let last: Vec<&str> = lines
+            .iter()
+            .rev()
+            .take(3)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        if last.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}; stderr: {}", last.join(" | "))
+        }
+    }
+}
+
+/// The environment a server starts with: [`INHERITED`] from `cairn_env`
+/// (`PATH` defaulted), then the server's `env`.
+pub fn environment(
+    cairn_env: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = INHERITED
+        .iter()
+        .filter_map(|name| {
+            cairn_env
+                .get(*name)
+                .filter(|v| !v.is_empty())
+                .map(|v| ((*name).to_string(), v.clone()))
+        })
+        .collect();
+    out.entry("PATH".into())
+        .or_insert_with(|| DEFAULT_PATH.into());
+    out.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    out
+}
+
+/// What a stdio server is started with.
+pub struct Launch<'a> {
+    /// The program.
+    pub command: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// The server's configured variables.
+    pub env: &'a BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: &'a Path,
+    /// Start it through the shell sandbox.
+    pub sandbox: bool,
+}
+
+/// Starts the server with piped standard streams.
+pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
+    let mut command = Command::new(launch.command);
+    command
+        .args(launch.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let child =
+        if launch.sandbox {
+            // The sandbox rebuilds the environment and keeps what is set here.
+            for (k, v) in launch.env {
+                command.env(k, v);
+            }
+            let confined = cairn_agent::sandbox::host()
+                .spawn(command, launch.cwd)
+                .await
+                .map_err(|e| RemoteError::Connect(format!("{}: {e}", launch.command)))?;
+            Proc::Confined(confined)
+        } else {
+            let ours: BTreeMap<String, String> = std::env::vars().collect();
+            command
+                .env_clear()
+                .envs(environment(&ours, launch.env))
+                .current_dir(launch.cwd);
+            Proc::Plain(command.spawn().map_err(|e| {
+                RemoteError::Connect(format!("cannot start {}: {e}", launch.command))
+            })?)
+        };
+    let mut process = ServerProcess {
+        child,
+        stdin: None,
+        stdout: None,
+        stderr: StderrTail::default(),
+    };
+    process.stdin = process.child().stdin.take();
+    process.stdout = process.child().stdout.take();
+    if let Some(stderr) = process.child().stderr.take() {
+        let tail = process.stderr.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "cairn_mcp::stderr", "{line}");
+                tail.push(&line);
+            }
+        });
+    }
+    Ok(process)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_basics_and_the_servers_own_variables_pass() {
+        let ours: BTreeMap<String, String> = [
+            ("PATH", "/bin"),
+            ("HOME", "/home/me"),
+            ("CAIRN_LLM_API_KEY", "sk-secret"),
+            ("OPENAI_API_KEY", "sk-other"),
+            ("DATABASE_URL", "postgres://u:p@h/db"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        let own: BTreeMap<String, String> =
+            [("GITHUB_TOKEN".to_string(), "ghp_x".to_string())].into();
+        let env = environment(&ours, &own);
+        assert_eq!(
+            env.keys().collect::<Vec<_>>(),
+            ["GITHUB_TOKEN", "HOME", "PATH"]
+        );
+        let no_path = environment(&BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(no_path["PATH"], DEFAULT_PATH);
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_scrubbed() {
+        let tail = StderrTail::default();
+        for i in 0..30 {
+            tail.push(&format!("line {i}"));
+        }
+        tail.push("token sk-abcdefghijklmnopqrstuvwxyz0123456789");
+        let text = tail.explain("it exited");
+        assert!(
+            text.starts_with("it exited; stderr: line 28 | line 29 | token"),
+            "{text}"
+        );
+        assert!(!text.contains("sk-abcdefghijklmnop"), "{text}");
+    }
+}

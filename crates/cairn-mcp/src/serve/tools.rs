@@ -1,0 +1,138 @@
+//! Two reads `cairn mcp serve` offers that the agent's tools do not:
+//! `routine_show` (one routine, spec and runtime) and `inbox_list` (what
+//! waits in the person's inbox). Plain store reads, run through the runner
+//! and its gate like every other tool.
+
+use async_trait::async_trait;
+use cairn_agent::runner::Authorized;
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_store::Store;
+use serde_json::{Value, json};
+
+/// `routine_show`: one routine by name.
+pub struct RoutineShowTool {
+    store: Store,
+    user: String,
+}
+
+impl RoutineShowTool {
+    /// Shows `user`'s routines.
+    pub fn new(store: Store, user: impl Into<String>) -> Self {
+        Self {
+            store,
+            user: user.into(),
+        }
+    }
+}
+
+fn to_text(value: &impl serde::Serialize) -> Result<ToolOutput, ToolError> {
+    serde_json::to_string_pretty(value)
+        .map(ToolOutput::ok)
+        .map_err(|e| ToolError::Failed(e.to_string()))
+}
+
+#[async_trait]
+impl Tool for RoutineShowTool {
+    fn name(&self) -> &str {
+        "routine_show"
+    }
+    fn description(&self) -> &str {
+        "One routine by name: its spec (trigger, action, guardrails, notify) and runtime (next fire, last run, failures)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "the routine's name"}},
+            "required": ["name"]
+        })
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(name) = args.get("name").and_then(Value::as_str) else {
+            return Err(ToolError::InvalidArguments(
+                "missing required string `name`".into(),
+            ));
+        };
+        let routine = self
+            .store
+            .find_routine(&self.user, name)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        match routine {
+            Some(routine) => to_text(&routine),
+            None => Ok(ToolOutput::failed(format!(
+                "no routine named \"{name}\"; routine_list lists them"
+            ))),
+        }
+    }
+}
+
+/// `inbox_list`: the person's inbox, unread first.
+pub struct InboxListTool {
+    store: Store,
+    user: String,
+}
+
+impl InboxListTool {
+    /// Lists `user`'s inbox.
+    pub fn new(store: Store, user: impl Into<String>) -> Self {
+        Self {
+            store,
+            user: user.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for InboxListTool {
+    fn name(&self) -> &str {
+        "inbox_list"
+    }
+    fn description(&self) -> &str {
+        "The person's inbox (notifications kept there or not deliverable elsewhere), unread first, newest first."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "all": {"type": "boolean", "description": "include read ones (default false)"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "default 20"}
+            }
+        })
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn reusable(&self) -> bool {
+        false
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        let all = args.get("all").and_then(Value::as_bool).unwrap_or(false);
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(20)
+            .clamp(1, 200);
+        let items = self
+            .store
+            .inbox(&self.user, all, u32::try_from(limit).unwrap_or(20))
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        to_text(&items)
+    }
+}

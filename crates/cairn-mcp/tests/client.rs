@@ -1,0 +1,273 @@
+//! MCP servers' tools through the agent: real servers (the Python SDK's over
+//! stdio and streamable HTTP, server-everything from npm over stdio), the
+//! agent loop on the fake LLM, results reaching the model.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use cairn_agent::runner::ToolStatus;
+use cairn_agent::tools::ToolContext;
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use serde_json::json;
+use support::*;
+
+/// The text of every request the model received after the first.
+fn later_requests(llm: &FakeLlmServer) -> String {
+    llm.requests()[1..]
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_python_server_tool_answers_the_model() {
+    let Some(python) = python("a_stdio_python_server_tool_answers_the_model") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let clients = clients(vec![py_stdio("py", &python)], dir.path()).await;
+    clients.settle(Duration::from_secs(30)).await;
+    let llm = FakeLlmServer::start().await.unwrap();
+    llm.push_all([
+        Scripted::tool_call("mcp__py__echo", json!({"text": "over stdio"})),
+        Scripted::text("It echoed."),
+    ]);
+    let ctx = ToolContext::new(dir.path(), "s");
+    let messages = turn(&llm, runner(&clients, full()), &ctx, "echo something").await;
+    assert_eq!(messages.last().unwrap().content, "It echoed.");
+    let seen = later_requests(&llm);
+    assert!(seen.contains("echo: over stdio"), "{seen}");
+    clients.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_python_server_tool_answers_the_model() {
+    let Some(python) = python("a_streamable_http_python_server_tool_answers_the_model") else {
+        return;
+    };
+    let http = HttpServer::start(&python).await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cairn_mcp::ServerSpec::http("remote", &http.url);
+    let clients = clients(vec![spec], dir.path()).await;
+    clients.settle(Duration::from_secs(30)).await;
+    assert_eq!(
+        clients.server("remote").unwrap().state(),
+        cairn_mcp::State::Ready,
+        "{:?}",
+        clients.statuses()
+    );
+    let tools: Vec<String> = clients
+        .server("remote")
+        .unwrap()
+        .tools()
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
+    assert!(
+        tools.contains(&"mcp__remote__echo".to_string()),
+        "{tools:?}"
+    );
+    let llm = FakeLlmServer::start().await.unwrap();
+    llm.push_all([
+        Scripted::tool_call("mcp__remote__add", json!({"a": 20, "b": 22})),
+        Scripted::text("42."),
+    ]);
+    let ctx = ToolContext::new(dir.path(), "s");
+    turn(&llm, runner(&clients, full()), &ctx, "add them").await;
+    let seen = later_requests(&llm);
+    assert!(seen.contains("42"), "{seen}");
+    assert!(seen.contains("mcp__remote__add"), "{seen}");
+    clients.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_from_npm_answers_the_model() {
+    let Some(program) = everything("server_everything_from_npm_answers_the_model") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let spec = cairn_mcp::ServerSpec::stdio("everything", program.to_str().unwrap(), &["stdio"]);
+    let clients = clients(vec![spec], dir.path()).await;
+    clients.settle(Duration::from_secs(60)).await;
+    let llm = FakeLlmServer::start().await.unwrap();
+    llm.push_all([
+        Scripted::tool_calls([
+            ("mcp__everything__get_sum", json!({"a": 1234, "b": 4321})),
+            ("mcp__everything__echo", json!({"message": "from cairn"})),
+        ]),
+        Scripted::text("Done."),
+    ]);
+    let ctx = ToolContext::new(dir.path(), "s");
+    turn(&llm, runner(&clients, full()), &ctx, "sum and echo").await;
+    let seen = later_requests(&llm);
+    assert!(seen.contains("5555"), "{seen}");
+    assert!(seen.contains("from cairn"), "{seen}");
+    clients.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_gets_a_clean_environment_plus_its_own() {
+    let Some(python) = python("a_server_gets_a_clean_environment_plus_its_own") else {
+        return;
+    };
+    // Cargo sets this for the test process; the server must not inherit it.
+    assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = py_stdio("py", &python);
+    if let cairn_mcp::Transport::Stdio { env, .. } = &mut spec.transport {
+        env.insert("GREETING".into(), "hello".into());
+    }
+    let clients = clients(vec![spec], dir.path()).await;
+    let runner = runner(&clients, full());
+    let ctx = ToolContext::new(dir.path(), "s");
+    let own = call(&runner, &ctx, "mcp__py__env", json!({"name": "GREETING"})).await;
+    assert!(own.content.contains("hello"), "{}", own.content);
+    let leaked = call(
+        &runner,
+        &ctx,
+        "mcp__py__env",
+        json!({"name": "CARGO_MANIFEST_DIR"}),
+    )
+    .await;
+    assert!(leaked.content.contains("<unset>"), "{}", leaked.content);
+    let path = call(&runner, &ctx, "mcp__py__env", json!({"name": "PATH"})).await;
+    assert!(!path.content.contains("<unset>"), "{}", path.content);
+    clients.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_restarts_and_its_tools_come_back() {
+    let Some(python) = python("a_killed_server_restarts_and_its_tools_come_back") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let clients = clients(vec![py_stdio("py", &python)], dir.path()).await;
+    let runner = runner(&clients, full());
+    let ctx = ToolContext::new(dir.path(), "s");
+    let first = call(&runner, &ctx, "mcp__py__pid", json!({})).await;
+    assert_eq!(first.status, ToolStatus::Success, "{}", first.content);
+    let pid: i32 = first
+        .content
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|s| !s.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    let meanwhile = call(&runner, &ctx, "mcp__py__echo", json!({"text": "x"})).await;
+    assert_eq!(
+        meanwhile.status,
+        ToolStatus::Failed,
+        "{}",
+        meanwhile.content
+    );
+    assert!(
+        meanwhile.content.contains("unavailable"),
+        "{}",
+        meanwhile.content
+    );
+    let server = clients.server("py").unwrap();
+    let back = |s: &cairn_mcp::Status| s.restarts == 1 && s.state == cairn_mcp::State::Ready;
+    assert!(
+        server.wait_until(Duration::from_secs(30), back).await,
+        "{:?}",
+        server.status()
+    );
+    let again = call(&runner, &ctx, "mcp__py__pid", json!({})).await;
+    assert_eq!(again.status, ToolStatus::Success, "{}", again.content);
+    assert!(!again.content.contains(&pid.to_string()), "a new process");
+    let status = server.status();
+    assert_eq!(status.restarts, 1, "{status:?}");
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("exited"),
+        "{status:?}"
+    );
+    clients.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tool_times_out_with_a_clear_result_and_is_cancelled() {
+    let Some(python) = python("a_slow_tool_times_out_with_a_clear_result_and_is_cancelled") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let mut spec = py_stdio("py", &python);
+    spec.timeout = Duration::from_secs(1);
+    spec.max_call = Duration::from_secs(2);
+    if let cairn_mcp::Transport::Stdio { env, .. } = &mut spec.transport {
+        env.insert(
+            "CAIRN_TEST_MCP_MARKS".into(),
+            marks.path().display().to_string(),
+        );
+    }
+    let clients = clients(vec![spec], dir.path()).await;
+    let runner = runner(&clients, full());
+    let ctx = ToolContext::new(dir.path(), "s");
+    let slow = call(&runner, &ctx, "mcp__py__slow", json!({"seconds": 60})).await;
+    assert_eq!(slow.status, ToolStatus::TimedOut, "{}", slow.content);
+    assert!(
+        slow.content.contains("timed out after 1s"),
+        "{}",
+        slow.content
+    );
+    assert!(
+        wait_for_file(&marks.path().join("cancelled"), Duration::from_secs(10)).await,
+        "the server was told to cancel"
+    );
+    // Progress keeps a call alive past the idle limit, within the total.
+    let steps = call(
+        &runner,
+        &ctx,
+        "mcp__py__steps",
+        json!({"count": 4, "pause": 0.4}),
+    )
+    .await;
+    assert_eq!(steps.status, ToolStatus::Success, "{}", steps.content);
+    assert!(steps.content.contains("4 steps done"), "{}", steps.content);
+    clients.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_turn_cancels_the_call_on_the_server() {
+    let Some(python) = python("a_cancelled_turn_cancels_the_call_on_the_server") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let mut spec = py_stdio("py", &python);
+    if let cairn_mcp::Transport::Stdio { env, .. } = &mut spec.transport {
+        env.insert(
+            "CAIRN_TEST_MCP_MARKS".into(),
+            marks.path().display().to_string(),
+        );
+    }
+    let clients = clients(vec![spec], dir.path()).await;
+    let runner = runner(&clients, full());
+    let ctx = ToolContext::new(dir.path(), "s");
+    let cancel = ctx.cancel.clone();
+    let started = marks.path().join("started");
+    let call = tokio::spawn({
+        let runner = runner.clone();
+        let ctx = ctx.clone();
+        async move { call(&runner, &ctx, "mcp__py__slow", json!({"seconds": 60})).await }
+    });
+    assert!(wait_for_file(&started, Duration::from_secs(30)).await);
+    cancel.cancel();
+    let result = call.await.unwrap();
+    assert_eq!(result.status, ToolStatus::Cancelled, "{}", result.content);
+    assert!(
+        wait_for_file(&marks.path().join("cancelled"), Duration::from_secs(10)).await,
+        "the server was told to cancel"
+    );
+    clients.shutdown().await;
+}
