@@ -130,6 +130,12 @@ impl McpClients {
         vec![Arc::new(resource::ResourceTool::new(self.servers.clone()))]
     }
 
+    /// The servers' `allow` and `deny` lists as policy rules `(allow, deny)`.
+    pub fn policy_rules(&self) -> (Vec<String>, Vec<String>) {
+        let specs: Vec<ServerSpec> = self.servers.iter().map(|s| s.spec().clone()).collect();
+        policy_rules(&specs)
+    }
+
     /// Closes every connection and ends the processes.
     pub async fn shutdown(&self) {
         futures::future::join_all(self.servers.iter().map(|s| s.stop())).await;

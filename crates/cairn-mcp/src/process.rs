@@ -74,14 +74,32 @@ impl ServerProcess {
 
     /// Kills the process and everything it started.
     pub async fn kill(&mut self) {
+        self.kill_group();
+        let _ = self.child().kill().await;
+    }
+
+    /// Signals the process group while its leader has not been reaped (so
+    /// its id cannot name another process yet).
+    fn kill_group(&mut self) {
+        if !matches!(self.child().try_wait(), Ok(None)) {
+            return;
+        }
         if let Some(pid) = self
             .child()
             .id()
-            .and_then(|id| rustix::process::Pid::from_raw(id as i32))
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw)
         {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
-        let _ = self.child().kill().await;
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // cairn is going away without closing the connection: what the
+        // server started (`npx` starts `node`) goes too.
+        self.kill_group();
     }
 }
 

@@ -68,6 +68,29 @@ pub enum Command {
     /// Memory: search, add, forget, list, stats, export, reindex, hygiene.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// MCP: the configured servers (list, tools, test), or cairn as a server (serve).
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `cairn mcp …`
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Every configured server, connected to now: state, tool count, last error.
+    List,
+    /// A server's tools (cairn's names, risk, what the policy does), resources and prompts.
+    Tools {
+        /// The server's name, as configured.
+        server: String,
+    },
+    /// Connect to a server, list what it offers, and print the timings.
+    Test {
+        /// The server's name, as configured.
+        server: String,
+    },
+    /// Serve cairn's routines, notifications, memory and inbox over MCP on
+    /// standard input and output (for other agents and editors).
+    Serve,
 }
 
 /// The format of the logs on stderr.

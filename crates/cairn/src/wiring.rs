@@ -35,6 +35,7 @@ use cairn_automation::routines::upkeep::{MEMORY_HYGIENE, MemoryHygiene, SELF_REP
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
+use cairn_mcp::{McpClients, ServerSpec, Supervision};
 use cairn_store::Store;
 use secrecy::{ExposeSecret, SecretString};
 // Memory.
@@ -101,14 +102,8 @@ pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let section = config.notify.channels.as_ref();
     let bad = |errors: Vec<cairn_automation::notify::ChannelConfigError>| {
-        let file = config
-            .settings
-            .file
-            .as_ref()
-            .map(|p| format!("{}:{}: ", p.display(), section.map_or(0, |s| s.line)))
-            .unwrap_or_default();
-        let lines: Vec<String> = errors.iter().map(|e| format!("{file}{e}")).collect();
-        anyhow::Error::from(BadInput(lines.join("\n")))
+        let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        located(config, section, &lines)
     };
     let specs = parse_channels(section.map(|s| &s.value), &env).map_err(bad)?;
     // A receiver's redirect is reported as its answer, never followed (a
@@ -128,6 +123,40 @@ pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
         .into());
     }
     Ok(channels)
+}
+
+/// Problems of a free-form table as one bad-input error, each line
+/// prefixed with the file and the table's line.
+fn located(config: &Config, section: Option<&Section>, problems: &[String]) -> anyhow::Error {
+    let file = config
+        .settings
+        .file
+        .as_ref()
+        .map(|p| format!("{}:{}: ", p.display(), section.map_or(0, |s| s.line)))
+        .unwrap_or_default();
+    let lines: Vec<String> = problems.iter().map(|e| format!("{file}{e}")).collect();
+    BadInput(lines.join("\n")).into()
+}
+
+/// The `[[mcp.servers]]` entries, checked, `${VAR}` expanded (nothing started).
+pub fn mcp_specs(config: &Config) -> anyhow::Result<Vec<ServerSpec>> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let section = config.mcp_servers.as_ref();
+    cairn_mcp::parse_servers(section.map(|s| &s.value), &env).map_err(|problems| {
+        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        located(config, section, &lines)
+    })
+}
+
+/// The configured MCP servers, not started, each with its tool list
+/// remembered in the store.
+pub async fn mcp_clients(config: &Config, store: &Store) -> anyhow::Result<Arc<McpClients>> {
+    let specs = mcp_specs(config)?;
+    let workspace = config.workspace.clone();
+    let store = Some(store.clone());
+    Ok(Arc::new(
+        McpClients::new(specs, workspace, store, Supervision::default()).await,
+    ))
 }
 
 /// What to tell a person who has not configured an LLM.
@@ -293,10 +322,11 @@ pub fn agent_loop(
     tools: &ToolsConfig,
     hooks: HookRegistry,
     extra_tools: Vec<Arc<dyn Tool>>,
+    mcp: Option<&McpClients>,
 ) -> anyhow::Result<AgentLoop> {
     Ok(AgentLoop::new(
         Arc::clone(&providers.main),
-        tool_runner(tools, extra_tools)?,
+        tool_runner(tools, extra_tools, mcp)?,
         Arc::new(hooks),
         LoopConfig {
             max_iterations: config.agent.max_iterations,
@@ -305,12 +335,23 @@ pub fn agent_loop(
     ))
 }
 
-/// The built-in tools and `extra` (automation's) behind the configured policy.
+/// The built-in tools, `extra` (automation's) and the MCP servers' behind
+/// the configured policy (with the servers' `allow` and `deny` as rules).
 pub fn tool_runner(
     tools: &ToolsConfig,
     extra: Vec<Arc<dyn Tool>>,
+    mcp: Option<&McpClients>,
 ) -> anyhow::Result<Arc<ToolRunner>> {
     let mut registry = builtin_registry(tools).context("cannot set up the tools")?;
+    let mut policy = tools.policy.clone();
+    let mut extra = extra;
+    if let Some(mcp) = mcp {
+        registry.register_source(mcp.source());
+        extra.extend(mcp.tools());
+        let (allow, deny) = mcp.policy_rules();
+        policy.allow.extend(allow);
+        policy.deny.extend(deny);
+    }
     for tool in extra {
         registry
             .register(tool)
@@ -320,7 +361,7 @@ pub fn tool_runner(
     registry
         .enable_schema_tool()
         .context("cannot register tool_schema")?;
-    let policy = PolicyGate::new(&tools.policy);
+    let policy = PolicyGate::new(&policy);
     Ok(Arc::new(ToolRunner::new(
         Arc::new(registry),
         Arc::new(policy),
@@ -361,6 +402,8 @@ pub struct Runtime {
     pub notifier: Notifier,
     /// The owner's memory (recall before turns, the memory tools).
     pub memory: Arc<MemoryService>,
+    /// The MCP servers whose tools the agent has (started as configured).
+    pub mcp: Arc<McpClients>,
 }
 
 /// Builds and starts everything over an open store.
@@ -426,7 +469,8 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     let memory = memory_service(config, &store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
-    let agent = agent_loop(config, &providers, &tools, hooks, extra)?;
+    let mcp = mcp_clients(config, &store).await?;
+    let agent = agent_loop(config, &providers, &tools, hooks, extra, Some(&mcp))?;
     runner_link.attach(agent.runner());
     // Self-repair (issue 13): tool health shared through the store, its
     // notifications through the router.
@@ -449,6 +493,8 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
+    // Stdio servers start in the workspace by default.
+    mcp.start();
 
     let base_ctx = ToolContext::new(&config.workspace, "jobs")
         .with_timezone(config.user.timezone)
@@ -490,6 +536,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         background,
         notifier: router,
         memory,
+        mcp,
     })
 }
 
@@ -581,7 +628,7 @@ pub fn routine_engine_with_heartbeat(
         None => {
             // No agent runs here (no LLM), so no routine tools are needed.
             let tools = tools_config(config)?;
-            (tool_runner(&tools, Vec::new())?, tools.limits)
+            (tool_runner(&tools, Vec::new(), None)?, tools.limits)
         }
     };
     let ctx = ToolContext::new(&config.workspace, "routines")

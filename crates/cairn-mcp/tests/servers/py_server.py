@@ -104,13 +104,18 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+def numbered_tool(i: int):
+    """Tool number `i`, which repeats its argument."""
+
+    def numbered(x: str = "") -> str:
+        return f"tool {i}: {x}"
+
+    return numbered
+
+
 for i in range(int(os.environ.get("CAIRN_TEST_MCP_TOOLS", "0"))):
-
-    def numbered(x: str = "", _i: int = i) -> str:
-        return f"tool {_i}: {x}"
-
     server.add_tool(
-        numbered, name=f"tool_{i}", description=f"Numbered test tool {i}, which repeats x."
+        numbered_tool(i), name=f"tool_{i}", description=f"Numbered test tool {i}, which repeats x."
     )
 
 

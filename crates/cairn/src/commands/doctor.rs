@@ -61,6 +61,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_tools(config));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
+            checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
         None => {
             for name in [
@@ -72,6 +73,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "tools",
                 "sandbox",
                 "channels",
+                "mcp",
             ] {
                 checks.push(check(
                     name,
@@ -289,4 +291,63 @@ fn check_channels(config: &Config) -> Check {
         ),
         Err(e) => check("channels", Status::Fail, format!("{e:#}")),
     }
+}
+
+/// Each MCP server answers: connected from here, with its tool count and
+/// timing, or why not (a server that does not answer is a warning: cairn
+/// runs without it; a configuration problem fails).
+async fn check_mcp(config: &Config) -> Check {
+    let specs = match crate::wiring::mcp_specs(config) {
+        Ok(specs) if specs.is_empty() => {
+            return check("mcp", Status::Ok, "no MCP servers configured");
+        }
+        Ok(specs) => specs,
+        Err(e) => return check("mcp", Status::Fail, format!("{e:#}")),
+    };
+    if let Err(e) = tokio::fs::create_dir_all(&config.workspace).await {
+        return check(
+            "mcp",
+            Status::Warn,
+            format!("not checked: the workspace: {e}"),
+        );
+    }
+    let limit = specs
+        .iter()
+        .map(|s| s.connect_timeout)
+        .max()
+        .unwrap_or_default();
+    let clients = cairn_mcp::McpClients::new(
+        specs,
+        config.workspace.clone(),
+        None,
+        cairn_mcp::Supervision::default(),
+    )
+    .await;
+    for server in clients.servers() {
+        server.ensure_started();
+    }
+    clients.settle(limit).await;
+    let mut lines = Vec::new();
+    let mut status = Status::Ok;
+    for s in clients.statuses() {
+        lines.push(match s.state {
+            cairn_mcp::State::Ready => format!(
+                "{}: ready, {} tools ({} ms)",
+                s.name,
+                s.tools,
+                s.connect_ms.unwrap_or_default() + s.list_ms.unwrap_or_default()
+            ),
+            cairn_mcp::State::Disabled => format!("{}: disabled", s.name),
+            _ => {
+                status = Status::Warn;
+                format!(
+                    "{}: not answering: {}",
+                    s.name,
+                    s.last_error.as_deref().unwrap_or("still starting")
+                )
+            }
+        });
+    }
+    clients.shutdown().await;
+    check("mcp", status, lines.join("\n"))
 }

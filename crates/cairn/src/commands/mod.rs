@@ -6,6 +6,7 @@ mod cost;
 mod daemon;
 mod doctor;
 mod job;
+mod mcp;
 mod memory;
 mod notify;
 mod routine;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(command) => service::run(&command, cli.json),
         Command::Tool(command) => tool::run(&command, cli.json),
         Command::Memory(command) => memory::run(&command, cli.json),
+        Command::Mcp(command) => mcp::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

@@ -21,12 +21,17 @@ const CHANNEL: &str = "terminal";
 /// for a line (one cheap indexed read).
 const NOTICE_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// How long a chat waits for MCP servers being started before its first turn.
+const MCP_SETTLE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Runs the chat REPL, or answers one message with `-m`.
 pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     super::runtime()?.block_on(async {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
         let rt = wiring::runtime(&config, store.clone()).await?;
+        // The first request names the MCP servers' tools: wait for those starting.
+        rt.mcp.settle(MCP_SETTLE).await;
         let service = wiring::chat_service(&config, &rt);
         // Chat messages fire event routines; their runs happen in this process.
         let engine = wiring::routine_engine(
