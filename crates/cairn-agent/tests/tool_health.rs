@@ -311,3 +311,69 @@ async fn refused_addresses_never_disable_http_request() {
     );
     assert!(store.inbox("ada", true, 10).await.unwrap().is_empty());
 }
+
+/// A tool whose server is down (an MCP server restarting).
+struct Down;
+
+#[async_trait]
+impl Tool for Down {
+    fn name(&self) -> &str {
+        "down"
+    }
+    fn description(&self) -> &str {
+        "its server is restarting"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        _: serde_json::Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::Unavailable("its server is restarting".into()))
+    }
+}
+
+/// An unavailable dependency is not the tool's failure: a server that is
+/// down for a while must not get its tools disabled for good.
+#[tokio::test]
+async fn unavailable_answers_never_disable_a_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cairn.db").display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Down)).unwrap();
+    let runner = runner_over(&store, registry);
+    let ctx = ToolContext::new(dir.path(), "s");
+    let call = ToolCall {
+        id: "c".into(),
+        name: "down".into(),
+        arguments: json!({}),
+    };
+    for _ in 0..6 {
+        let result = runner.run(&call, &ctx, &AutoApprove).await;
+        assert_eq!(result.status, ToolStatus::Failed);
+        assert!(
+            result
+                .content
+                .contains("unavailable: its server is restarting"),
+            "{}",
+            result.content
+        );
+    }
+    runner.refresh_health().await;
+    assert_eq!(runner.definitions().len(), 1, "still offered");
+    assert!(
+        store
+            .list_tool_health()
+            .await
+            .unwrap()
+            .iter()
+            .all(|h| !h.disabled)
+    );
+}

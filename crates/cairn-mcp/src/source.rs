@@ -145,3 +145,75 @@ impl ToolSource for McpTools {
         )]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::ServerSpec;
+    use crate::remote::RemoteTool;
+    use crate::server::Supervision;
+
+    /// A server (never started) whose remembered list has `n` tools.
+    fn server(name: &str, n: usize) -> Arc<Server> {
+        let tools = (0..n)
+            .map(|i| RemoteTool {
+                name: format!("tool_{i}"),
+                description: format!("Tool {i}."),
+                input_schema: serde_json::json!({"type": "object"}),
+                read_only: None,
+                destructive: None,
+            })
+            .collect();
+        Server::new(
+            ServerSpec::stdio(name, "true", &[]),
+            ".".into(),
+            Supervision::default(),
+            None,
+            Some(tools),
+        )
+    }
+
+    fn size(lines: &[String]) -> usize {
+        lines.iter().map(|l| l.len() + 1).sum()
+    }
+
+    #[test]
+    fn few_tools_are_named_many_are_counted_always_within_the_budget() {
+        let few = McpTools::new(vec![server("a", 3), server("b", 2)]);
+        assert_eq!(
+            few.listing(&|_| false),
+            [
+                "- mcp__a__{tool_0,tool_1,tool_2}: tools of MCP server \"a\"",
+                "- mcp__b__{tool_0,tool_1}: tools of MCP server \"b\"",
+            ]
+        );
+        let hidden = few.listing(&|name| name == "mcp__a__tool_1");
+        assert!(hidden[0].contains("{tool_0,tool_2}"), "{hidden:?}");
+
+        let many = McpTools::new(vec![server("a", 200), server("b", 5)]);
+        let lines = many.listing(&|_| false);
+        assert_eq!(lines[0], "- mcp__a__*: 200 tools of MCP server \"a\"");
+        assert!(size(&lines) <= LISTING_BUDGET, "{lines:?}");
+
+        let servers: Vec<Arc<Server>> =
+            (0..60).map(|i| server(&format!("server{i}"), 50)).collect();
+        let lines = McpTools::new(servers).listing(&|_| false);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("tools of 60 MCP servers"), "{lines:?}");
+        assert!(size(&lines) <= LISTING_BUDGET, "{} bytes", size(&lines));
+    }
+
+    #[test]
+    fn a_source_finds_its_tools_by_name() {
+        let tools = McpTools::new(vec![server("a", 3)]);
+        assert_eq!(tools.tools().len(), 3);
+        assert_eq!(
+            tools.get("mcp__a__tool_2").unwrap().name(),
+            "mcp__a__tool_2"
+        );
+        assert!(tools.get("mcp__a__tool_9").is_none());
+        assert!(tools.get("mcp__b__tool_0").is_none());
+        assert!(tools.get("shell").is_none());
+    }
+}

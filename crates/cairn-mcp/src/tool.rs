@@ -107,6 +107,13 @@ impl Tool for McpTool {
     }
 
     fn risk(&self) -> RiskLevel {
+        if self.pending {
+            // Its annotations are not known yet: never judged read-only.
+            return self
+                .server
+                .risk_of(&self.exposed.remote)
+                .max(RiskLevel::Write);
+        }
         self.server.risk_of(&self.exposed.remote)
     }
 

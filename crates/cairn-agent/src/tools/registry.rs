@@ -451,4 +451,78 @@ mod tests {
         assert!(r.similar("file").contains(&"file_write".to_string()));
         assert!(r.similar("zzzzzzzzzz").is_empty());
     }
+
+    /// Tools that change while the registry is in use.
+    struct Changing(std::sync::Mutex<Vec<&'static str>>);
+
+    impl ToolSource for Changing {
+        fn tools(&self) -> Vec<Arc<dyn Tool>> {
+            let names = self.0.lock().unwrap().clone();
+            names
+                .into_iter()
+                .map(|n| Arc::new(Named(n, &[])) as Arc<dyn Tool>)
+                .collect()
+        }
+        fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+            self.tools().into_iter().find(|t| t.name() == name)
+        }
+        fn listing(&self, hidden: &dyn Fn(&str) -> bool) -> Vec<String> {
+            let names = self.0.lock().unwrap().clone();
+            let shown: Vec<&str> = names.into_iter().filter(|n| !hidden(n)).collect();
+            vec![format!("- changing: {}", shown.join(","))]
+        }
+    }
+
+    #[tokio::test]
+    async fn sources_are_consulted_after_registered_tools_as_they_change() {
+        use cairn_core::chat::{ChatMessage, ToolCall};
+        let source = Arc::new(Changing(std::sync::Mutex::new(vec!["mcp__s__a"])));
+        let mut r = ToolRegistry::new();
+        r.register_core(Arc::new(Named("alpha", &[]))).unwrap();
+        r.register_source(source.clone());
+        r.enable_schema_tool().unwrap();
+        assert_eq!(r.get("MCP__S__A").unwrap().name(), "mcp__s__a");
+        assert!(r.get("mcp__s__b").is_none());
+        source.0.lock().unwrap().push("mcp__s__b");
+        assert_eq!(r.get("mcp__s__b").unwrap().name(), "mcp__s__b");
+        let listed: Vec<String> = r.list().iter().map(|t| t.name().to_string()).collect();
+        assert_eq!(listed, ["alpha", "mcp__s__a", "mcp__s__b", "tool_schema"]);
+        assert_eq!(
+            r.names(),
+            ["alpha", "tool_schema"],
+            "names are the registered ones"
+        );
+        assert_eq!(
+            r.on_demand_listing(&|n| n == "mcp__s__a"),
+            ["- changing: mcp__s__b"]
+        );
+        // Not offered until called or loaded; then offered from then on.
+        let offered = |messages: &[ChatMessage]| -> Vec<String> {
+            r.offered(messages).into_iter().map(|d| d.name).collect()
+        };
+        assert_eq!(offered(&[]), ["alpha", "tool_schema"]);
+        let mut called = ChatMessage::assistant("");
+        called.tool_calls.push(ToolCall {
+            id: "1".into(),
+            name: "mcp__s__b".into(),
+            arguments: serde_json::json!({}),
+        });
+        assert_eq!(offered(&[called]), ["alpha", "mcp__s__b", "tool_schema"]);
+        // tool_schema finds a source's tool, and lists names for a pattern.
+        let schema = r.get("tool_schema").unwrap();
+        let ctx = ToolContext::new(".", "s");
+        let out = schema
+            .execute(
+                serde_json::json!({"names": ["mcp__s__a", "mcp__s__*", "nope*"]}),
+                &ctx,
+                &Authorized::for_tests(),
+            )
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out.content).unwrap();
+        assert_eq!(v["tools"][0]["name"], "mcp__s__a");
+        assert_eq!(v["matching"].as_array().unwrap().len(), 2, "{v}");
+        assert_eq!(v["matching"][1]["name"], "mcp__s__b");
+        assert_eq!(v["unknown"], serde_json::json!(["nope*"]));
+    }
 }
