@@ -128,6 +128,16 @@ pub struct ApprovalRequest {
 pub trait Approver: Send + Sync {
     /// Decides whether a pending call may run.
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+
+    /// Whether a person answers this approver's requests (a terminal, a
+    /// WebSocket client, a later chat message). Approvers that answer by a
+    /// rule (deny-all for `/v1` and `/webhook`, a routine's or job's
+    /// `allowed_tools`, auto-approval of background work) say no, the
+    /// default: calls only a person may approve ([`Tool::needs_person`])
+    /// are then refused, whatever the autonomy.
+    fn person_present(&self) -> bool {
+        false
+    }
 }
 
 /// Declines everything; for non-interactive runs where "ask" must mean "no".
@@ -504,12 +514,18 @@ impl ToolRunner {
         ctx: &ToolContext,
         approver: &dyn Approver,
     ) -> Result<(), (ToolStatus, String)> {
-        let risk = tool.call_risk(args);
-        match self.policy.decide(name, risk, &ctx.session_id) {
-            PolicyDecision::Allow => Ok(()),
-            PolicyDecision::Deny { reason } => {
-                Err((ToolStatus::Denied, format!("denied by policy: {reason}")))
-            }
+        let risk = risk_of(tool, args);
+        let decision = self.policy.decide(name, risk, &ctx.session_id);
+        if let PolicyDecision::Deny { reason } = decision {
+            return Err((ToolStatus::Denied, format!("denied by policy: {reason}")));
+        }
+        // Even where the policy would allow it (autonomy `full`), a change to
+        // what runs on the person's behalf needs the person to be there.
+        if tool.needs_person(args) && !approver.person_present() {
+            return Err((ToolStatus::Denied, nobody_to_approve(name)));
+        }
+        match decision {
+            PolicyDecision::Allow | PolicyDecision::Deny { .. } => Ok(()),
             PolicyDecision::Ask => {
                 let request = approval_request(call, name, risk, args, ctx);
                 let answer = tokio::select! {
@@ -544,7 +560,8 @@ impl ToolRunner {
     }
 
     /// What the gate would decide about a call, without asking anyone:
-    /// `run_parallel` runs the allowed actions and reports the others.
+    /// `run_parallel` runs the allowed actions and reports the others. With
+    /// nobody to ask, a call only a person may approve is denied.
     pub fn check(&self, name: &str, args: &serde_json::Value, session_id: &str) -> Check {
         let Some(tool) = self.registry.get(name) else {
             return Check::Unknown(self.unknown_tool_text(name));
@@ -552,11 +569,15 @@ impl ToolRunner {
         let canonical = tool.name().to_string();
         match self
             .policy
-            .decide(&canonical, tool.call_risk(args), session_id)
+            .decide(&canonical, risk_of(tool.as_ref(), args), session_id)
         {
+            PolicyDecision::Deny { reason } => Check::Denied(canonical, reason),
+            _ if tool.needs_person(args) => {
+                let reason = nobody_to_approve(&canonical);
+                Check::Denied(canonical, reason)
+            }
             PolicyDecision::Allow => Check::Allowed(canonical),
             PolicyDecision::Ask => Check::NeedsApproval(canonical),
-            PolicyDecision::Deny { reason } => Check::Denied(canonical, reason),
         }
     }
 
@@ -641,6 +662,27 @@ impl ToolRunner {
             )
         }
     }
+}
+
+/// The risk the gate judges a call by: the tool's own word for it, and
+/// `Write` at least for a call only a person may approve.
+fn risk_of(tool: &dyn Tool, args: &serde_json::Value) -> RiskLevel {
+    let risk = tool.call_risk(args);
+    if tool.needs_person(args) {
+        risk.max(RiskLevel::Write)
+    } else {
+        risk
+    }
+}
+
+/// Why a call only a person may approve was refused where nobody can.
+fn nobody_to_approve(tool: &str) -> String {
+    format!(
+        "`{tool}` changes what runs on the person's behalf (their routines, schedules or watchers), \
+         which only the person may approve, and nobody can approve here (an API client, a webhook, \
+         a routine run, a job or background work), so it was not run. Do not retry it; tell the person \
+         to make this change in a conversation (`cairn chat`, the WebSocket chat) or with `cairn routine`."
+    )
 }
 
 /// Scrubs, caps and frames the text, and logs the outcome.

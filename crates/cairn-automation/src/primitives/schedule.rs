@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use super::{RunnerLink, json_output, rfc3339, store_error, string_arg};
 use crate::notify::Notifier;
 use crate::routines::define::prepare;
+use crate::routines::system::builtin_refusal;
 
 /// The one line naming these tools when schemas load on demand.
 const SCHEDULE_FAMILY: &str =
@@ -754,6 +755,10 @@ impl Tool for CancelTool {
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
     }
+    /// Cancelling changes what was set up to run: the person's to approve.
+    fn needs_person(&self, _: &Value) -> bool {
+        true
+    }
     fn reusable(&self) -> bool {
         false
     }
@@ -765,6 +770,9 @@ impl Tool for CancelTool {
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
         let job = s.find(&args).await?;
+        if let Some(why) = builtin_refusal(&job) {
+            return Err(ToolError::NotPermitted(why));
+        }
         let previous = job_status(&job);
         s.store.delete_routine(job.id).await.map_err(store_error)?;
         json_output(&json!({

@@ -646,8 +646,16 @@ impl Tool for IdTool {
     fn parameters(&self) -> Value {
         id_schema()
     }
+    /// Stopping, pausing or resuming changes what runs on the person's
+    /// behalf: a write they approve, and only where they can.
     fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+        match self.op {
+            Op::Status => RiskLevel::ReadOnly,
+            Op::Stop | Op::Pause | Op::Resume => RiskLevel::Write,
+        }
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        !matches!(self.op, Op::Status)
     }
     fn reusable(&self) -> bool {
         matches!(self.op, Op::Status)
