@@ -22,6 +22,9 @@
 //! `llm_prompt` into the conversation is delivered there as a prompt the
 //! agent acts on with the whole conversation and its tools, and to another
 //! channel it is one model call whose reply is sent.
+//!
+//! **Cancelling** changes what the person set up: `schedule_cancel` is a
+//! write they approve, refused where nobody can (`Tool::needs_person`).
 
 use std::sync::Arc;
 
