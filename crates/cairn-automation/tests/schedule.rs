@@ -164,10 +164,26 @@ impl Fx {
     }
 }
 
+/// The person in the conversation, approving what they are asked.
+struct Person;
+
+#[async_trait::async_trait]
+impl cairn_agent::runner::Approver for Person {
+    async fn approve(
+        &self,
+        _: &cairn_agent::runner::ApprovalRequest,
+    ) -> cairn_agent::runner::ApprovalAnswer {
+        cairn_agent::runner::ApprovalAnswer::Yes
+    }
+    fn person_present(&self) -> bool {
+        true
+    }
+}
+
 impl Process {
     /// A call the person approves when asked.
     async fn call(&self, name: &str, args: Value) -> (ToolStatus, Value) {
-        self.call_with(name, args, &AutoApprove).await
+        self.call_with(name, args, &Person).await
     }
 
     async fn call_with(
@@ -435,6 +451,20 @@ async fn jobs_are_listed_by_status_and_cancelled() {
         .await;
     assert_eq!(done["jobs"][0]["job_id"], soon["job_id"]);
     assert_eq!(done["jobs"][0]["run_count"], 1);
+
+    // Cancelling is the person's to approve: a rule approving everything
+    // (background work, a routine's allowed_tools) is not them.
+    let (status, out) = p
+        .call_with(
+            "schedule_cancel",
+            json!({"job_id": later["job_id"]}),
+            &AutoApprove,
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Denied, "{out}");
+    assert!(out.to_string().contains("nobody can approve"), "{out}");
+    let (_, list) = p.call("schedule_list", json!({})).await;
+    assert_eq!(list["total"], 2, "still there: {list}");
 
     let (status, out) = p
         .call("schedule_cancel", json!({"job_id": later["job_id"]}))

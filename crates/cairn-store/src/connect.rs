@@ -1,4 +1,8 @@
-//! Opening a store from a URL: SQLite files are created on first use, with WAL.
+//! Opening a store from a URL: SQLite files are created on first use, with
+//! WAL, and are the owner's alone: a new directory 0700, the database 0600
+//! (created here before SQLite opens it, whatever the umask; SQLite gives
+//! its `-wal` and `-shm` the database's mode, and they are set to 0600
+//! after opening too).
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -94,6 +98,9 @@ impl Store {
         let pool = OnStoreRuntime::new(runtime.clone(), connecting)
             .await
             .map_err(connect_err)?;
+        if let Some(file) = sqlite_file(&url) {
+            private_companions(&file);
+        }
         Ok(Store {
             pool,
             runtime,
@@ -200,6 +207,24 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
+/// The file and query of a SQLite URL naming a file (`None` for
+/// PostgreSQL, in-memory databases and other schemes).
+fn sqlite_parts(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("sqlite:")?;
+    if rest.starts_with(":memory:") {
+        return None;
+    }
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    (!path.is_empty()).then_some((path, query))
+}
+
+/// The database file a SQLite URL names (`None` for PostgreSQL and
+/// in-memory databases), for those who check its permissions.
+pub fn sqlite_file(url: &str) -> Option<PathBuf> {
+    sqlite_parts(url).map(|(path, _)| PathBuf::from(path))
+}
+
 /// Picks the backend and makes SQLite URLs create their file (and its directory).
 fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -213,15 +238,15 @@ fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
     if rest.starts_with(":memory:") {
         return Ok((Backend::Sqlite, url.to_string()));
     }
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path.is_empty() {
+    let Some((path, query)) = sqlite_parts(url) else {
         return Err(StoreError::UnsupportedUrl(url.to_string()));
-    }
-    ensure_parent(Path::new(path), url)?;
+    };
     let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
     if !params.iter().any(|p| p.starts_with("mode=")) {
         params.push("mode=rwc");
+    }
+    if params.contains(&"mode=rwc") {
+        create_private(Path::new(path), url)?;
     }
     Ok((
         Backend::Sqlite,
@@ -229,19 +254,65 @@ fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
     ))
 }
 
+/// Creates the database file (and its directory) for the owner alone, when
+/// missing: SQLite would create it with the umask's mode (usually 0644),
+/// and its `-wal` and `-shm` after it.
 #[allow(
     clippy::disallowed_methods,
-    reason = "once per Store::open; a tiny stat and mkdir"
+    reason = "once per Store::open; a stat, a mkdir and an empty file"
 )]
-fn ensure_parent(path: &Path, url: &str) -> Result<(), StoreError> {
+fn create_private(path: &Path, url: &str) -> Result<(), StoreError> {
+    let failed = |what: &str, at: &Path, e: std::io::Error| StoreError::Connect {
+        url: cairn_core::config::redact_url(url),
+        message: format!("cannot create {what} {}: {e}", at.display()),
+    };
     let parent: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    if parent.as_os_str().is_empty() || parent.exists() {
-        return Ok(());
+    if !parent.as_os_str().is_empty() && !parent.exists() {
+        let mut dir = std::fs::DirBuilder::new();
+        dir.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
+        dir.create(&parent)
+            .map_err(|e| failed("directory", &parent, e))?;
     }
-    std::fs::create_dir_all(&parent).map_err(|e| StoreError::Connect {
-        url: url.to_string(),
-        message: format!("cannot create directory {}: {e}", parent.display()),
-    })
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    match file.open(path) {
+        // An empty file is a new SQLite database.
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(failed("the database", path, e)),
+    }
+}
+
+/// Sets the database's `-wal` and `-shm` to 0600 where they exist (an older
+/// database file with a wider mode gave them its own). Best effort: a
+/// failure is logged, the store still opens.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "once per Store::open; two chmods"
+)]
+fn private_companions(database: &Path) {
+    #[cfg(unix)]
+    for suffix in ["-wal", "-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mut name = database.as_os_str().to_owned();
+        name.push(suffix);
+        let side = PathBuf::from(name);
+        let Ok(meta) = std::fs::metadata(&side) else {
+            continue;
+        };
+        if meta.permissions().mode() & 0o077 != 0
+            && let Err(error) =
+                std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600))
+        {
+            tracing::warn!(file = %side.display(), %error, "cannot make the database's companion file private");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = database;
 }
 
 #[cfg(test)]

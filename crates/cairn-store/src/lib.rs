@@ -34,7 +34,7 @@ mod turns;
 
 pub use admit::{Admission, Admitted, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
-pub use connect::{Backend, Store};
+pub use connect::{Backend, Store, sqlite_file};
 pub use error::StoreError;
 pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};

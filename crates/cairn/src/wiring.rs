@@ -446,6 +446,12 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     if !reaped.is_empty() {
         tracing::info!(tasks = ?reaped, "background tasks of a stopped process marked failed (interrupted)");
     }
+    // The home first, private, when the workspace is its first content.
+    let home = config.home().to_path_buf();
+    tokio::task::spawn_blocking(move || crate::home::create(&home))
+        .await
+        .context("the home task failed")?
+        .with_context(|| format!("cannot create {}", config.home().display()))?;
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;

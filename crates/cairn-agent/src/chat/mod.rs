@@ -496,6 +496,11 @@ impl Approver for PendingApprover<'_> {
         }
         answer
     }
+
+    /// The person answers with a later message.
+    fn person_present(&self) -> bool {
+        true
+    }
 }
 
 impl From<SessionError> for Reply {

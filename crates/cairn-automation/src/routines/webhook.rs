@@ -44,10 +44,7 @@ pub fn resolve_secret(
     written: &str,
     env: &BTreeMap<String, String>,
 ) -> Result<String, WebhookError> {
-    match written
-        .strip_prefix("${")
-        .and_then(|rest| rest.strip_suffix('}'))
-    {
+    match cairn_core::routine::env_reference(written) {
         Some(var) => env
             .get(var)
             .cloned()

@@ -105,6 +105,23 @@ impl TestGateway {
         settings: GatewayConfig,
         customize: impl FnOnce(Gateway) -> Gateway,
     ) -> TestGateway {
+        Self::start_with_agent(
+            settings,
+            AutonomyLevel::Supervised,
+            |_| Vec::new(),
+            customize,
+        )
+        .await
+    }
+
+    /// Starts one whose agent runs under `autonomy` with the tools `tools`
+    /// makes over the store besides [`Writer`].
+    pub async fn start_with_agent(
+        settings: GatewayConfig,
+        autonomy: AutonomyLevel,
+        tools: impl FnOnce(&Store) -> Vec<Arc<dyn Tool>>,
+        customize: impl FnOnce(Gateway) -> Gateway,
+    ) -> TestGateway {
         let llm = FakeLlmServer::start().await.unwrap();
         let provider: Arc<dyn LlmProvider> = build_provider(&llm.openai_settings()).unwrap();
         let db = tempfile::tempdir().unwrap();
@@ -117,8 +134,11 @@ impl TestGateway {
         let writer = Arc::new(Writer(AtomicUsize::new(0)));
         let mut registry = ToolRegistry::new();
         registry.register(writer.clone()).unwrap();
+        for tool in tools(&store) {
+            registry.register(tool).unwrap();
+        }
         let policy = PolicyGate::new(&ToolPolicyConfig {
-            autonomy: AutonomyLevel::Supervised,
+            autonomy,
             ..Default::default()
         });
         let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));

@@ -108,9 +108,16 @@ async fn apply(
 ) -> anyhow::Result<()> {
     let mut report = Vec::new();
     let mut writes = Vec::new();
-    for c in checked {
+    let mut problems = Vec::new();
+    for mut c in checked {
         let name = c.spec.name.clone();
-        let outcome = match ctx.store.find_routine(&ctx.user, &name).await? {
+        let existing = ctx.store.find_routine(&ctx.user, &name).await?;
+        // A spec `show` printed carries "***" for its secret: keep the stored one.
+        if let Err(e) = c.spec.restore_secret(existing.as_ref().map(|r| &r.spec)) {
+            problems.push(format!("{}: routine \"{name}\": {e}", c.at(&e.path)));
+            continue;
+        }
+        let outcome = match existing {
             None => {
                 let mut routine = Routine::new(c.spec, ctx.user.clone(), now);
                 routine.runtime.next_fire_at = c.next_fire_at;
@@ -127,6 +134,9 @@ async fn apply(
             }
         };
         report.push((outcome, name, c.file));
+    }
+    if !problems.is_empty() {
+        return Err(routine_files::refusal(&problems).into());
     }
     // All the files or none: one transaction, one change for the engines.
     ctx.store.save_routines(&writes).await?;
@@ -257,7 +267,8 @@ fn next_fire_times(routine: &Routine, user_zone: Tz, now: DateTime<Utc>) -> Vec<
 }
 
 async fn show(ctx: &Ctx, name: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
-    let routine = find(ctx, name).await?;
+    // A literal webhook secret is never shown; applying this output keeps it.
+    let routine = find(ctx, name).await?.redacted();
     let zone = zone_of(&routine.spec, ctx.zone);
     let next = next_fire_times(&routine, ctx.zone, now);
     let last = last_status(ctx, &routine).await?;

@@ -64,6 +64,9 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     if let Some(port) = args.port {
         config.gateway.port = port;
     }
+    // Before anything is opened or written: the home is the owner's alone.
+    crate::home::secure(config.home(), config.database_url.expose_secret())
+        .with_context(|| format!("cannot create {}", config.home().display()))?;
     let runtime = crate::commands::runtime()?;
     let result = runtime.block_on(serve(config));
     // A component that ignored the deadline must not hold the exit.

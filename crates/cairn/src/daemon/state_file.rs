@@ -56,7 +56,15 @@ pub async fn write(home: &Path, state: &DaemonState) -> anyhow::Result<()> {
     let target = path(home);
     let temp = home.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
     let text = serde_json::to_vec_pretty(state)?;
-    tokio::fs::write(&temp, text)
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(crate::home::FILE_MODE);
+    let written = async {
+        let mut file = options.open(&temp).await?;
+        tokio::io::AsyncWriteExt::write_all(&mut file, &text).await
+    };
+    written
         .await
         .with_context(|| format!("cannot write {}", temp.display()))?;
     tokio::fs::rename(&temp, &target)

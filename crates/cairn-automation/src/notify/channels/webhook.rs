@@ -20,7 +20,7 @@ use crate::notify::channel::{Channel, DeliveryError, Receipt};
 pub const SIGNATURE_HEADER: &str = "X-Cairn-Signature-256";
 
 /// `[channels.NAME]` with `type = "webhook"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSpec {
     /// Where to POST.
@@ -80,15 +80,30 @@ impl Webhook {
     }
 }
 
+impl fmt::Debug for WebhookSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values are mostly credentials: their names only.
+        f.debug_struct("WebhookSpec")
+            .field("host", &host_of(&self.url))
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("signed", &self.secret.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host of a URL: the path and query may hold a token, so Debug shows
+/// where, not what.
+fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 impl fmt::Debug for Webhook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The path and query may hold a token: show where, not what.
-        let host = reqwest::Url::parse(&self.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_default();
         f.debug_struct("Webhook")
-            .field("host", &host)
+            .field("host", &host_of(&self.url))
             .field("headers", &self.headers)
             .field("signed", &self.secret.is_some())
             .finish_non_exhaustive()
