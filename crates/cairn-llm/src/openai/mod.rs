@@ -14,6 +14,7 @@ use crate::client::{ClientCore, RawResponse};
 use crate::error::LlmError;
 use crate::http::Wire;
 use crate::http_provider::{HttpProvider, ParseProblem, Protocol};
+use crate::models::{ModelInfo, ModelPage};
 use crate::types::ChatRequest;
 use stream::OpenAiDecoder;
 use wire::{MaxTokensField, parse_completion, request_body};
@@ -32,6 +33,30 @@ impl Protocol for OpenAiProtocol {
 
     fn endpoint(base: &str) -> String {
         format!("{base}/chat/completions")
+    }
+
+    fn models_endpoint(base: &str) -> String {
+        format!("{base}/models")
+    }
+
+    /// One page: OpenAI-compatible servers list every model at once.
+    fn models_page_url(models_url: &str, _after: Option<&str>) -> String {
+        models_url.to_owned()
+    }
+
+    /// `{"data": [{"id": …}, …]}`.
+    fn parse_models(value: &Value) -> Result<ModelPage, &'static str> {
+        let data = value
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or("has no `data` array")?;
+        let models = data
+            .iter()
+            .filter_map(|m| m.get("id")?.as_str())
+            .filter(|id| !id.trim().is_empty())
+            .map(ModelInfo::new)
+            .collect();
+        Ok(ModelPage { models, next: None })
     }
 
     fn new(core: &ClientCore) -> Self {
@@ -72,5 +97,25 @@ impl Protocol for OpenAiProtocol {
 
     fn decoder(wire: Wire) -> OpenAiDecoder {
         OpenAiDecoder::new(wire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn model_lists_need_a_data_array_and_skip_entries_without_id() {
+        let page = OpenAiProtocol::parse_models(
+            &json!({"data": [{"id": "a"}, {"object": "model"}, {"id": " "}]}),
+        )
+        .unwrap();
+        assert_eq!(page.models, [ModelInfo::new("a")]);
+        assert_eq!(page.next, None);
+        assert_eq!(
+            OpenAiProtocol::parse_models(&json!({"models": []})).unwrap_err(),
+            "has no `data` array"
+        );
     }
 }
