@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
-use crate::{ID, channel, notification};
+use crate::{ID, channel, notification, with_outcome};
 
 /// Collects what the subscriber writes.
 #[derive(Clone, Default)]
@@ -46,4 +46,22 @@ async fn the_log_channel_writes_one_structured_line_and_confirms() {
              body=\"/var is at 93 %.\\nClean up the caches.\"\n"
         )
     );
+}
+
+#[tokio::test]
+async fn the_logged_title_starts_with_the_outcome_marker() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    channel(json!({"type": "log"}))
+        .deliver(&with_outcome("failed"))
+        .await
+        .unwrap();
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("title=\"❌ Disk almost full\""), "{text}");
 }
