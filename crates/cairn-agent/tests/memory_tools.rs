@@ -82,6 +82,15 @@ impl Fx {
         decode(&self.runner.run(&call(name, args), &ctx, &AutoApprove).await)
     }
 
+    /// How many memories ada has.
+    async fn stored(&self) -> usize {
+        self.store
+            .list_memories("ada", None, 100)
+            .await
+            .unwrap()
+            .len()
+    }
+
     async fn ok(&self, name: &str, args: Value) -> String {
         let output = self.run(name, args.clone()).await.unwrap();
         assert!(output.success, "{name} {args}: {}", output.content);
@@ -133,10 +142,7 @@ async fn store_recall_replace_and_forget_by_key_and_by_id() {
     let recall = fx.ok("memory_recall", json!({"query": "coffee tea"})).await;
     assert!(recall.contains("coffee: Now drinks tea"), "{recall}");
     assert!(!recall.contains("espresso"), "{recall}");
-    assert_eq!(
-        fx.store.list_memories("ada", None, 10).await.unwrap().len(),
-        2
-    );
+    assert_eq!(fx.stored().await, 2);
 
     assert_eq!(
         fx.ok("memory_forget", json!({"key": "coffee"})).await,
@@ -166,13 +172,7 @@ async fn store_recall_replace_and_forget_by_key_and_by_id() {
         recall.ends_with("\nNothing relevant remembered."),
         "{recall}"
     );
-    assert!(
-        fx.store
-            .list_memories("ada", None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(fx.stored().await, 0);
 }
 
 #[tokio::test]
@@ -235,13 +235,7 @@ async fn bad_arguments_are_named() {
         .run_with("memory_recall", json!({"limit": 3}), &AutoApprove)
         .await;
     assert_eq!(status, ToolStatus::InvalidArguments);
-    assert!(
-        fx.store
-            .list_memories("ada", None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(fx.stored().await, 0);
 }
 
 #[tokio::test]
@@ -252,13 +246,7 @@ async fn writes_ask_first_and_aliases_reach_the_same_tools() {
         .run_with("memory_store", json!({"content": "secret plan"}), &DenyAll)
         .await;
     assert_eq!(status, ToolStatus::Declined);
-    assert!(
-        fx.store
-            .list_memories("ada", None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(fx.stored().await, 0);
     let (status, content) = fx
         .run_with(
             "memory_save",

@@ -1,6 +1,7 @@
 //! What a provider says about the models it serves (`GET /v1/models`).
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// One model a provider offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,6 +27,31 @@ impl ModelInfo {
 pub(crate) struct ModelPage {
     pub models: Vec<ModelInfo>,
     pub next: Option<String>,
+}
+
+/// The models in a list's `data` array (`{"data": [{"id": …}, …]}`, both
+/// protocols), with the name for people under `name_key` when the protocol
+/// has one; entries without an id are skipped.
+pub(crate) fn models_in(
+    value: &Value,
+    name_key: Option<&str>,
+) -> Result<Vec<ModelInfo>, &'static str> {
+    let data = value
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or("has no `data` array")?;
+    Ok(data
+        .iter()
+        .filter_map(|m| {
+            let id = m.get("id")?.as_str().filter(|id| !id.trim().is_empty())?;
+            Some(ModelInfo {
+                id: id.to_owned(),
+                display_name: name_key
+                    .and_then(|key| m.get(key)?.as_str())
+                    .map(str::to_owned),
+            })
+        })
+        .collect())
 }
 
 /// Most pages followed in one listing (a server that always says "more"

@@ -11,7 +11,7 @@ use crate::client::{ClientCore, RawResponse};
 use crate::error::LlmError;
 use crate::http::Wire;
 use crate::http_provider::{HttpProvider, ParseProblem, Protocol};
-use crate::models::{ModelInfo, ModelPage};
+use crate::models::{ModelPage, models_in};
 use crate::types::ChatRequest;
 use stream::AnthropicDecoder;
 use wire::{DEFAULT_MAX_TOKENS, parse_message, request_body};
@@ -63,23 +63,7 @@ impl Protocol for AnthropicProtocol {
 
     /// `{"data": [{"id", "display_name"}, …], "has_more", "last_id"}`.
     fn parse_models(value: &Value) -> Result<ModelPage, &'static str> {
-        let data = value
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or("has no `data` array")?;
-        let models = data
-            .iter()
-            .filter_map(|m| {
-                let id = m.get("id")?.as_str().filter(|id| !id.trim().is_empty())?;
-                Some(ModelInfo {
-                    id: id.to_owned(),
-                    display_name: m
-                        .get("display_name")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                })
-            })
-            .collect();
+        let models = models_in(value, Some("display_name"))?;
         let more = value.get("has_more").and_then(Value::as_bool) == Some(true);
         let next = value
             .get("last_id")

@@ -14,7 +14,7 @@ use crate::client::{ClientCore, RawResponse};
 use crate::error::LlmError;
 use crate::http::Wire;
 use crate::http_provider::{HttpProvider, ParseProblem, Protocol};
-use crate::models::{ModelInfo, ModelPage};
+use crate::models::{ModelPage, models_in};
 use crate::types::ChatRequest;
 use stream::OpenAiDecoder;
 use wire::{MaxTokensField, parse_completion, request_body};
@@ -46,17 +46,10 @@ impl Protocol for OpenAiProtocol {
 
     /// `{"data": [{"id": …}, …]}`.
     fn parse_models(value: &Value) -> Result<ModelPage, &'static str> {
-        let data = value
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or("has no `data` array")?;
-        let models = data
-            .iter()
-            .filter_map(|m| m.get("id")?.as_str())
-            .filter(|id| !id.trim().is_empty())
-            .map(ModelInfo::new)
-            .collect();
-        Ok(ModelPage { models, next: None })
+        Ok(ModelPage {
+            models: models_in(value, None)?,
+            next: None,
+        })
     }
 
     fn new(core: &ClientCore) -> Self {
@@ -103,6 +96,7 @@ impl Protocol for OpenAiProtocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::ModelInfo;
     use serde_json::json;
 
     #[test]
