@@ -23,7 +23,7 @@ use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use cairn_core::clock::Clock;
-use cairn_core::notification::{DeliveryStatus, NewNotification, Notification, Priority};
+use cairn_core::notification::{DeliveryStatus, NewNotification, Notification, Outcome, Priority};
 use cairn_store::{Store, StoreError, ToolHealthRow};
 use serde::Serialize;
 use uuid::Uuid;
@@ -89,7 +89,8 @@ impl RepairNotifier for InboxNotifier {
     }
 }
 
-/// A notification from self-repair, for `user_id`.
+/// A notification from self-repair, for `user_id`: something (a job given
+/// up, a tool disabled) needs the person, so its outcome is attention (🔔).
 pub(crate) fn notice(user_id: &str, title: String, body: String, source: &str) -> NewNotification {
     NewNotification {
         user_id: user_id.to_string(),
@@ -97,7 +98,10 @@ pub(crate) fn notice(user_id: &str, title: String, body: String, source: &str) -
         title,
         body,
         priority: Priority::High,
-        tags: vec!["self-repair".to_string()],
+        tags: vec![
+            "self-repair".to_string(),
+            Outcome::Attention.tag().to_string(),
+        ],
         data: None,
         source: source.to_string(),
     }

@@ -500,9 +500,14 @@ impl MemoryService {
         Ok(vectors)
     }
 
-    /// Deletes a document by id.
+    /// Deletes one of this person's documents by id; returns whether it
+    /// existed. Another person's document is left alone and reported as
+    /// missing (ids are not secrets: recall shows them).
     pub async fn forget(&self, id: Uuid) -> Result<bool, MemoryError> {
-        Ok(self.store.forget_memory(id).await?)
+        match self.store.get_memory(id).await? {
+            Some(doc) if doc.user_id == self.user_id => Ok(self.store.forget_memory(id).await?),
+            _ => Ok(false),
+        }
     }
 
     /// Deletes a document by key.

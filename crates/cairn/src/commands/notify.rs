@@ -241,7 +241,7 @@ fn print_list(items: &[Notification], as_json: bool, empty: &str) -> anyhow::Res
             n.channel,
             n.attempts,
             cairn_core::duration::age(now, n.created_at),
-            n.title
+            n.headline()
         );
     }
     if items.iter().any(|n| n.in_inbox && n.read_at.is_none()) {
@@ -267,7 +267,7 @@ async fn show(store: &Store, id: Uuid, as_json: bool, zone: Tz) -> anyhow::Resul
             .to_string()
     };
     println!("notification {}", n.id);
-    println!("title      {}", n.title);
+    println!("title      {}", n.headline());
     println!("channel    {}", n.channel);
     println!(
         "status     {}{}",

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cairn_core::clock::Clock;
-use cairn_core::notification::{NewNotification, Notification, Priority};
+use cairn_core::notification::{NewNotification, Notification};
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
 use cairn_core::schedule::Schedule;
 use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove, Store, StoreError};

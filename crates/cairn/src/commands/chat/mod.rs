@@ -85,7 +85,7 @@ async fn show_unread(store: &cairn_store::Store, user: &str) {
             .as_deref()
             .map(|e| format!(" (not delivered to {}: {e})", n.channel))
             .unwrap_or_default();
-        println!("  • {}: {}{why}", n.title, n.body);
+        println!("  • {}: {}{why}", n.headline(), n.body);
         if let Err(e) = store.mark_read(user, Some(n.id), chrono::Utc::now()).await {
             tracing::warn!(error = %e, "could not mark a notification read");
         }
