@@ -16,9 +16,11 @@ mod background;
 mod codec;
 mod connect;
 mod cost;
+mod daemons;
 mod error;
 mod gateway;
 mod jobs;
+mod leases;
 mod memory;
 mod migrate;
 mod notifications;
@@ -27,11 +29,13 @@ mod runs;
 mod runtime;
 mod sessions;
 mod settings;
+pub mod signal;
 mod tool_health;
 mod turns;
 
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store};
+pub use daemons::DaemonRecord;
 pub use error::StoreError;
 pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
@@ -41,6 +45,7 @@ pub use notifications::{AttemptOutcome, NotificationFilter};
 pub use routines::RoutineWrite;
 pub use runs::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
+pub use signal::{SignalMode, Topic, Watch};
 // Shared cost guard and tool health (issue 13).
 pub use cost::{
     CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,
