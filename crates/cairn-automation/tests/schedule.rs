@@ -140,8 +140,7 @@ impl Fx {
                 Arc::clone(&runner),
                 ToolContext::new(std::env::temp_dir(), "routines").with_clock(Arc::clone(&clock)),
             );
-        let mut settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
-        settings.change_poll = std::time::Duration::from_secs(3600);
+        let settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
         let engine = RoutineEngine::new(
             store.clone(),
             clock,

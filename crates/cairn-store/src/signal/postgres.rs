@@ -52,9 +52,10 @@ pub(super) async fn listen(hub: Weak<Hub>, url: String, mut stop: watch::Receive
         if matches!(*h.mode.borrow(), SignalMode::Reconnecting { .. }) {
             tracing::info!("change signal: listening on PostgreSQL again; every waiter re-reads");
         }
-        h.set_mode(SignalMode::Listening);
-        // Whatever was sent before we listened (or while we were away) is lost.
+        // Whatever was sent before we listened (or while we were away) is
+        // lost: everyone re-reads, before `signal_ready` hears we listen.
         h.wake_all();
+        h.set_mode(SignalMode::Listening);
         let relabels = std::sync::Arc::clone(&h.relabel);
         drop(h);
         let relabel = relabels.notified();

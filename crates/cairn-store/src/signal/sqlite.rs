@@ -50,10 +50,23 @@ pub(super) async fn listen(
     let mut version = data_version(&mut conn).await.ok();
     let events = Arc::new(Notify::new());
     let watcher = watch_file(&wal, Arc::clone(&events));
+    // The first reading of the counters, then every waiter looks once:
+    // a change made before we listened is not lost. The mode is set after,
+    // so whoever waits for it (`signal_ready`) has had that wake.
+    match read_counters(&mut conn).await {
+        Ok(counters) => match hub.upgrade() {
+            Some(hub) => {
+                hub.counters_read(&counters);
+                hub.wake_all();
+            }
+            None => return,
+        },
+        Err(e) => tracing::warn!(error = %e, "change signal: cannot read the change counters"),
+    }
     let polling = match &watcher {
         Ok(_) => {
-            set_mode(&hub, SignalMode::WatchingWal { path: wal.clone() });
             tracing::debug!(wal = %wal.display(), "change signal: watching the WAL");
+            set_mode(&hub, SignalMode::WatchingWal { path: wal.clone() });
             false
         }
         Err(e) => {
@@ -70,18 +83,6 @@ pub(super) async fn listen(
             true
         }
     };
-    // The first reading of the counters, then every waiter looks once:
-    // a change made before we listened is not lost.
-    match read_counters(&mut conn).await {
-        Ok(counters) => match hub.upgrade() {
-            Some(hub) => {
-                hub.counters_read(&counters);
-                hub.wake_all();
-            }
-            None => return,
-        },
-        Err(e) => tracing::warn!(error = %e, "change signal: cannot read the change counters"),
-    }
     let mut rechecks: Vec<Instant> = Vec::new();
     loop {
         let next_recheck = rechecks.first().copied();
