@@ -50,10 +50,6 @@ pub const JOB_UPKEEP: &str = "job_upkeep";
 /// The state file writer.
 pub const STATE_WRITER: &str = "state_writer";
 
-/// How often the dispatcher re-reads the outbox when nothing woke it (a
-/// notification recorded by another process).
-const OUTBOX_RECHECK: Duration = Duration::from_secs(30);
-
 /// How often config.toml's modification time is checked.
 const CONFIG_CHECK: Duration = Duration::from_secs(5);
 
@@ -138,7 +134,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             let dispatcher = Dispatcher::new(notifier.clone(), owner_id());
             let clock = Arc::clone(&clock);
             async move {
-                dispatcher.run(clock, cancel, OUTBOX_RECHECK).await;
+                dispatcher.run(clock, cancel).await;
                 Ok(())
             }
         }
