@@ -4,6 +4,7 @@ mod chat;
 mod config;
 mod cost;
 mod daemon;
+pub(crate) mod delivery;
 mod doctor;
 mod job;
 mod memory;

@@ -8,6 +8,7 @@
 //! `[daemon] shutdown_deadline_secs`; SIGHUP or a changed config.toml
 //! reloads what can change while running ([`reload`]).
 
+pub mod config_watch;
 pub mod lock;
 pub mod reload;
 pub mod service;
@@ -50,9 +51,6 @@ pub const JOB_UPKEEP: &str = "job_upkeep";
 /// The state file writer.
 pub const STATE_WRITER: &str = "state_writer";
 
-/// How often config.toml's modification time is checked.
-const CONFIG_CHECK: Duration = Duration::from_secs(5);
-
 /// Runs until a stop signal.
 pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     let mut config = settings::load()?;
@@ -87,6 +85,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     if !report.applied.is_empty() {
         tracing::info!(migrations = ?report.applied, "database migrated");
     }
+    announce(&store, &config).await;
     let automation = wiring::automation(&config, &store).await?;
     // The built-in routines (heartbeat, …): created or corrected by name,
     // nothing written when they are as configured.
@@ -294,6 +293,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             rt.jobs.shutdown().await;
             rt.background.shutdown().await;
         }
+        if let Err(e) = store.withdraw_daemon(store.signal_id()).await {
+            tracing::warn!(error = %e, "cannot remove this daemon's record from the database");
+        }
         store.close().await;
     };
     in_time &= tokio::time::timeout(left, rest).await.is_ok();
@@ -312,6 +314,28 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             deadline.as_secs()
         );
         Ok(ExitCode::from(1))
+    }
+}
+
+/// Records this daemon on the database, so commands (here or on another
+/// home sharing it) hand it what they record instead of delivering it
+/// themselves; forgets the records of daemons of this host that died.
+async fn announce(store: &Store, config: &Config) {
+    let host = crate::commands::delivery::host_name();
+    if let Ok(daemons) = store.daemons().await {
+        for d in daemons {
+            let dead = d.connected.is_none() && d.host == host && !state_file::pid_alive(d.pid);
+            if dead {
+                let _ = store.withdraw_daemon(&d.id).await;
+            }
+        }
+    }
+    let home = config.home().display().to_string();
+    if let Err(e) = store
+        .announce_daemon(std::process::id(), &host, &home, chrono::Utc::now())
+        .await
+    {
+        tracing::warn!(error = %e, "cannot record this daemon on the database; commands will deliver what they record themselves");
     }
 }
 
@@ -357,10 +381,12 @@ fn register_reloads(reloader: &mut Reloader, automation: &wiring::Automation) {
 }
 
 /// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
-/// and when config.toml's modification time changes.
+/// and when config.toml changes (file events, see [`config_watch`]).
 async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'static str {
     let path = settings::config_path(home);
     let mut seen = modified(&path).await;
+    let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
+    tracing::debug!(file_events = watch.has_events(), path = %path.display(), "watching config.toml");
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let stop = stop_signal();
@@ -381,7 +407,7 @@ async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'sta
                 seen = modified(&path).await;
                 reload(reloader, "SIGHUP");
             }
-            () = tokio::time::sleep(CONFIG_CHECK) => {
+            () = watch.changed() => {
                 let now = modified(&path).await;
                 if now != seen {
                     seen = now;
