@@ -392,6 +392,7 @@ impl RoutineEngine {
                         Ok((version, _)) if Some(version) != polled => {
                             polled = Some(version);
                             self.poke();
+                            tracing::debug!(version, "routine engine: routines changed; live");
                         }
                         Ok(_) => {}
                         Err(e) => {
