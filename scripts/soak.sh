@@ -13,7 +13,8 @@
 #
 # Environment: CAIRN_BIN (a built cairn; else `cargo build --release -p cairn`),
 # SOAK_ROUTINES (1000), SOAK_WARMUP (seconds before the first sample, 10),
-# SOAK_SAMPLE (seconds between per-thread samples, 2).
+# SOAK_SAMPLE (seconds between per-thread samples, 2), SOAK_DISABLE (routine
+# names to disable once the daemon runs, for a diagnosis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +56,12 @@ done
 "$BIN" daemon >"$WORK/daemon.log" 2>&1 &
 PID=$!
 sleep "$WARMUP"
+# SOAK_DISABLE: routines to disable once the daemon runs (a diagnosis:
+# "self-repair" shows what the built-in every-minute routine costs).
+for name in ${SOAK_DISABLE:-}; do
+  "$BIN" routine disable "$name" >/dev/null
+done
+[ -n "${SOAK_DISABLE:-}" ] && sleep 2
 
 TICKS="$(getconf CLK_TCK)"
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }

@@ -91,6 +91,11 @@ impl EngineSettings {
     }
 }
 
+/// [`Inner::lease_hint`] when no run is running.
+const NO_LEASE: i64 = i64::MAX;
+/// [`Inner::lease_hint`] before the upkeep read it.
+const LEASE_UNKNOWN: i64 = i64::MIN;
+
 /// What became of a fire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fired {
@@ -161,6 +166,11 @@ struct Inner {
     refresh_started: AtomicU64,
     /// The number of the latest counter read that completed.
     refresh_served: AtomicU64,
+    /// The earliest lease end of a running run as the upkeep last read it
+    /// (microseconds; [`NO_LEASE`] when none runs, [`LEASE_UNKNOWN`]
+    /// before the first read). Leases only move later and new runs end
+    /// later, so a stale value can only cause an extra reap, never a missed one.
+    lease_hint: std::sync::atomic::AtomicI64,
     runs: tokio::sync::broadcast::Sender<RunEvent>,
 }
 
@@ -241,6 +251,7 @@ impl RoutineEngine {
                 refresh_gate: tokio::sync::Mutex::new(()),
                 refresh_started: AtomicU64::new(0),
                 refresh_served: AtomicU64::new(0),
+                lease_hint: std::sync::atomic::AtomicI64::new(LEASE_UNKNOWN),
                 runs: tokio::sync::broadcast::channel(256).0,
             }),
         }
@@ -360,9 +371,14 @@ impl RoutineEngine {
         let mut polled = self.inner.triggered.read().await.version;
         loop {
             let lapse = match store.earliest_run_lease_end().await {
-                Ok(at) => at,
+                Ok(at) => {
+                    let hint = at.map_or(NO_LEASE, |t| t.timestamp_micros());
+                    self.inner.lease_hint.store(hint, Ordering::SeqCst);
+                    at
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "routine engine: cannot read run leases");
+                    self.inner.lease_hint.store(LEASE_UNKNOWN, Ordering::SeqCst);
                     Some(clock.now() + chrono::Duration::seconds(5))
                 }
             };
@@ -404,6 +420,16 @@ impl RoutineEngine {
                 () = runs.changed() => {}
                 () = lapse_sleep => {}
             }
+        }
+    }
+
+    /// Whether a running run's lease can have ended by `now` (so a timer
+    /// round reaps first): unknown counts as yes.
+    fn lease_may_have_lapsed(&self, now: DateTime<Utc>) -> bool {
+        match self.inner.lease_hint.load(Ordering::SeqCst) {
+            NO_LEASE => false,
+            LEASE_UNKNOWN => true,
+            end => end < now.timestamp_micros(),
         }
     }
 
