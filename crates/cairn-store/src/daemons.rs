@@ -91,9 +91,9 @@ impl Store {
                     "SELECT id, pid, host, home, started_at, NULL AS connected FROM daemons"
                 }
                 Backend::Postgres => {
-                    "SELECT id, pid, host, home, started_at, CAST(EXISTS (SELECT 1 FROM pg_stat_activity a \
+                    "SELECT id, pid, host, home, started_at, CAST(CASE WHEN EXISTS (SELECT 1 FROM pg_stat_activity a \
                      WHERE a.datname = current_database() AND a.application_name = 'cairn-daemon ' || d.id) \
-                     AS BIGINT) AS connected FROM daemons d"
+                     THEN 1 ELSE 0 END AS BIGINT) AS connected FROM daemons d"
                 }
             };
             let rows = sqlx::query(sql).fetch_all(self.pool()).await?;
