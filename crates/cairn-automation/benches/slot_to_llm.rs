@@ -23,6 +23,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// Notes when each request arrives, then answers `ROUTINE_OK` at once.
+#[derive(Debug)]
 struct Stamped {
     answer: InstantProvider,
     at: Mutex<Vec<DateTime<Utc>>>,

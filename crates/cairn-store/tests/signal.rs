@@ -7,6 +7,8 @@
 //! `CAIRN_SIGNAL_CHILD_URL` set: its `child_writes` test then records one
 //! pending notification and exits.
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use cairn_core::notification::{DeliveryStatus, Notification, Priority};

@@ -18,7 +18,13 @@ pub async fn a_daemon_is_recorded_listed_and_withdrawn(fx: &Fixture) {
     assert_eq!(listed.len(), 1);
     let d = &listed[0];
     assert_eq!(
-        (d.id.as_str(), d.pid, d.host.as_str(), d.home.as_str(), d.started_at),
+        (
+            d.id.as_str(),
+            d.pid,
+            d.host.as_str(),
+            d.home.as_str(),
+            d.started_at
+        ),
         (s.signal_id(), 4242, "box", "/home/ada/.cairn", at)
     );
     match s.backend() {
