@@ -2,8 +2,9 @@
 # The change signal's figures (issue 23) with the release binary, one JSON
 # object on stdout (progress on stderr):
 #
-# - notifications: N recorded by another process (`cairn notify test`, which
-#   hands them to the running daemon), each timed from its `created_at` in
+# - notifications: N recorded by another process (SQLite: `cairn notify test`,
+#   which hands them to the running daemon; PostgreSQL: psql writing the row
+#   and its NOTIFY in one transaction, as cairn does), each timed from its `created_at` in
 #   the store to its arrival at a webhook receiver on 127.0.0.1: p50/p99/max.
 #   SQLite with one daemon; PostgreSQL with two daemons on one database
 #   (either may deliver): every id must arrive exactly once.
@@ -83,7 +84,20 @@ notifications() {
   : >"$WORK/received"
   echo "[$1] $N notifications from another process" >&2
   for i in $(seq "$N"); do
-    cairn "$2" notify test hook --message "bench $i" >/dev/null
+    if [ -n "${PGURL:-}" ]; then
+      # Another process writing as cairn does: the row and its NOTIFY in one transaction.
+      psql -q "$PGURL" >/dev/null <<SQL
+BEGIN;
+INSERT INTO notifications (id, user_id, channel, title, body, priority, tags, source, created_at, status, attempts, next_attempt_at, in_inbox)
+VALUES (gen_random_uuid()::text, 'default', 'hook', 'cairn test notification', 'bench $i', 'normal', '[]', 'bench',
+        (extract(epoch from clock_timestamp()) * 1000000)::bigint, 'pending', 0,
+        (extract(epoch from clock_timestamp()) * 1000000)::bigint, 0);
+SELECT pg_notify('cairn_changes', 'bench notifications');
+COMMIT;
+SQL
+    else
+      cairn "$2" notify test hook --message "bench $i" >/dev/null
+    fi
   done
   for _ in $(seq 600); do
     [ "$(wc -l <"$WORK/received")" -ge "$N" ] && break
@@ -207,7 +221,7 @@ if [ -n "${CAIRN_TEST_POSTGRES_URL:-}" ]; then
   cairn p0 routine list >/dev/null
   start_daemon p1
   start_daemon p2
-  PG_NOTES=$(notifications postgres p0)
+  PG_NOTES=$(PGURL="$PG" notifications postgres p0)
   PG_ROUTINES=$(routines postgres p0 "$WORK/p1.log" "$WORK/p2.log")
   stop_daemons
   psql -q "$CAIRN_TEST_POSTGRES_URL" -c "DROP SCHEMA $SCHEMA CASCADE" >&2
