@@ -150,8 +150,7 @@ impl Fx {
         if let Some(llm) = &self.llm {
             actions = actions.with_llm(Arc::clone(llm), Arc::clone(llm));
         }
-        let mut settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
-        settings.change_poll = std::time::Duration::from_secs(3600);
+        let settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
         let engine = RoutineEngine::new(
             store.clone(),
             clock,

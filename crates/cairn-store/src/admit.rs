@@ -374,6 +374,14 @@ impl Store {
             for (routine_id, state) in &mut batch.routines {
                 flush_routine(&mut tx, routine_id, state).await?;
             }
+            // A new lease for reapers to watch (see `Store::earliest_run_lease_end`).
+            let started = out.iter().zip(fires).any(|(admitted, (_, runs))| {
+                *admitted == Admitted::Started
+                    && runs.iter().any(|r| r.status == RunStatus::Running)
+            });
+            if started {
+                tx.publish(crate::signal::Topic::Runs).await?;
+            }
             tx.commit().await?;
             Ok(out)
         })

@@ -17,9 +17,11 @@ mod background;
 mod codec;
 mod connect;
 mod cost;
+mod daemons;
 mod error;
 mod gateway;
 mod jobs;
+mod leases;
 mod memory;
 mod migrate;
 mod notifications;
@@ -29,12 +31,14 @@ mod runs;
 mod runtime;
 mod sessions;
 mod settings;
+pub mod signal;
 mod tool_health;
 mod turns;
 
 pub use admit::{Admission, Admitted, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store, sqlite_file};
+pub use daemons::DaemonRecord;
 pub use error::StoreError;
 pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
@@ -45,6 +49,7 @@ pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
 pub use runs::{FinishRun, RunOutcome};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
+pub use signal::{SignalMode, Topic, Watch};
 // Shared cost guard and tool health (issue 13).
 pub use cost::{
     CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,

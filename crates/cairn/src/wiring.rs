@@ -629,12 +629,6 @@ pub fn routine_engine_with_heartbeat(
         .shutdown_grace
         .min(config.daemon.shutdown_deadline / 2);
     settings.lease = config.routines.lease;
-    // Changes are noticed through one counter, so reading it often is cheap;
-    // a longer configured refresh is still honoured as an upper bound.
-    settings.change_poll = config
-        .routines
-        .event_cache_refresh
-        .min(Duration::from_secs(1));
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
         rt.link.attach(engine.clone());

@@ -235,7 +235,7 @@ pub static SETTINGS: &[SettingDef] = &[
         ],
         K::UInt,
         D::UInt(60),
-        "seconds between reloads of event patterns",
+        "accepted for old config files; unused: routine changes arrive through the store's change signal",
     ),
     def(
         "routines.lease_secs",

@@ -155,7 +155,8 @@ pub struct RoutinesConfig {
     pub enabled: bool,
     /// Routine runs at once across all routines.
     pub max_concurrent: u32,
-    /// How often event patterns are reloaded from the store.
+    /// Unused (kept so old config files load): routine changes arrive
+    /// through the store's change signal.
     pub event_cache_refresh: Duration,
     /// How long a running run's lease lasts (renewed every third of it).
     pub lease: Duration,

@@ -6,6 +6,7 @@
 mod admission;
 mod background;
 mod cost_tools;
+mod daemons;
 mod fixture;
 mod gateway;
 mod jobs;
@@ -43,6 +44,8 @@ macro_rules! conformance {
 }
 
 conformance!(
+    daemons::a_daemon_is_recorded_listed_and_withdrawn,
+    daemons::no_lease_end_when_nothing_runs,
     background::background_tasks_finish_once_and_deliver_once,
     background::background_tasks_of_a_dead_process_are_reaped_as_interrupted,
     background::recent_background_tasks_span_sessions_newest_first,

@@ -444,6 +444,8 @@ async fn fire(
         return fire_in_background(args, ctx.json);
     }
     let automation = wiring::automation(config, &ctx.store, None).await?;
+    // What the run records for delivery is delivered (or handed to a daemon) before exit.
+    automation.notifier.keep_recorded();
     let fired = automation
         .engine
         .fire_manual(&routine, payload, args.run_id)
@@ -457,16 +459,18 @@ async fn fire(
         rt.jobs.shutdown().await;
         rt.background.shutdown().await;
     }
+    let settled = super::delivery::settle(&automation.notifier, config).await;
     let run = ctx
         .store
         .get_run(fired.run_id)
         .await?
         .with_context(|| format!("run {} disappeared", fired.run_id))?;
     if ctx.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&run_json(ctx, &run).await?)?
-        );
+        let mut out = run_json(ctx, &run).await?;
+        if let serde_json::Value::Object(map) = &mut out {
+            map.insert("delivery".into(), serde_json::to_value(&settled)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         let text = run
             .skip_reason
@@ -474,8 +478,8 @@ async fn fire(
             .or(run.result_summary.as_deref())
             .unwrap_or("");
         println!("{}: {text}", run.status);
-        if let Some(id) = run.notification_id {
-            println!("notification {id} sent");
+        for s in &settled {
+            println!("{}", s.line);
         }
     }
     Ok(match run.status {

@@ -8,6 +8,7 @@
 //! `[daemon] shutdown_deadline_secs`; SIGHUP or a changed config.toml
 //! reloads what can change while running ([`reload`]).
 
+pub mod config_watch;
 pub mod lock;
 pub mod reload;
 pub mod service;
@@ -50,13 +51,6 @@ pub const PRUNING: &str = "session_pruning";
 pub const JOB_UPKEEP: &str = "job_upkeep";
 /// The state file writer.
 pub const STATE_WRITER: &str = "state_writer";
-
-/// How often the dispatcher re-reads the outbox when nothing woke it (a
-/// notification recorded by another process).
-const OUTBOX_RECHECK: Duration = Duration::from_secs(30);
-
-/// How often config.toml's modification time is checked.
-const CONFIG_CHECK: Duration = Duration::from_secs(5);
 
 /// Runs until a stop signal.
 pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
@@ -107,6 +101,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     if !report.applied.is_empty() {
         tracing::info!(migrations = ?report.applied, "database migrated");
     }
+    announce(&store, &config).await;
     // Its engine's owner id names this home, so it can reap at once what
     // an earlier daemon of the home left running.
     let automation = wiring::automation(&config, &store, Some(lock.owner_prefix())).await?;
@@ -156,7 +151,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             let dispatcher = Dispatcher::new(notifier.clone(), owner_id());
             let clock = Arc::clone(&clock);
             async move {
-                dispatcher.run(clock, cancel, OUTBOX_RECHECK).await;
+                dispatcher.run(clock, cancel).await;
                 Ok(())
             }
         }
@@ -316,6 +311,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             rt.jobs.shutdown().await;
             rt.background.shutdown().await;
         }
+        if let Err(e) = store.withdraw_daemon(store.signal_id()).await {
+            tracing::warn!(error = %e, "cannot remove this daemon's record from the database");
+        }
         store.close().await;
     };
     in_time &= tokio::time::timeout(left, rest).await.is_ok();
@@ -334,6 +332,28 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             deadline.as_secs()
         );
         Ok(ExitCode::from(1))
+    }
+}
+
+/// Records this daemon on the database, so commands (here or on another
+/// home sharing it) hand it what they record instead of delivering it
+/// themselves; forgets the records of daemons of this host that died.
+async fn announce(store: &Store, config: &Config) {
+    let host = crate::commands::delivery::host_name();
+    if let Ok(daemons) = store.daemons().await {
+        for d in daemons {
+            let dead = d.connected.is_none() && d.host == host && !state_file::pid_alive(d.pid);
+            if dead {
+                let _ = store.withdraw_daemon(&d.id).await;
+            }
+        }
+    }
+    let home = config.home().display().to_string();
+    if let Err(e) = store
+        .announce_daemon(std::process::id(), &host, &home, chrono::Utc::now())
+        .await
+    {
+        tracing::warn!(error = %e, "cannot record this daemon on the database; commands will deliver what they record themselves");
     }
 }
 
@@ -379,10 +399,12 @@ fn register_reloads(reloader: &mut Reloader, automation: &wiring::Automation) {
 }
 
 /// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
-/// and when config.toml's modification time changes.
+/// and when config.toml changes (file events, see [`config_watch`]).
 async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'static str {
     let path = settings::config_path(home);
     let mut seen = modified(&path).await;
+    let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
+    tracing::debug!(file_events = watch.has_events(), path = %path.display(), "watching config.toml");
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let stop = stop_signal();
@@ -403,7 +425,7 @@ async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'sta
                 seen = modified(&path).await;
                 reload(reloader, "SIGHUP");
             }
-            () = tokio::time::sleep(CONFIG_CHECK) => {
+            () = watch.changed() => {
                 let now = modified(&path).await;
                 if now != seen {
                     seen = now;
