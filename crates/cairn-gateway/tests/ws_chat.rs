@@ -188,17 +188,20 @@ async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
 }
 
 #[tokio::test]
-async fn an_unanswered_approval_is_declined_after_the_timeout() {
-    let gw = TestGateway::start_with(settings(), |g| {
-        g.with_approval_timeout(Duration::from_millis(200))
-    })
-    .await;
+async fn an_unanswered_approval_is_declined_after_agent_approval_timeout_secs() {
+    // `agent.approval_timeout_secs = 1` reaches the WebSocket through the
+    // chat service (it was fixed at 120 s there).
+    let gw = TestGateway::start_configured(settings(), Duration::from_secs(1), |g| g).await;
     let mut socket = connect(&gw).await;
     gw.llm.push(Scripted::tool_call("writer", json!({})));
     gw.llm.push(Scripted::text("nobody answered"));
     send(&mut socket, json!({"type": "message", "content": "write"})).await;
     let frames = until(&mut socket, "done").await;
-    assert!(frames.iter().any(|f| f["type"] == "approval_request"));
+    let asked = frames
+        .iter()
+        .find(|f| f["type"] == "approval_request")
+        .unwrap();
+    assert_eq!(asked["timeout_secs"], 1, "{asked}");
     let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
     assert_eq!(result["status"], "declined");
     assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0);

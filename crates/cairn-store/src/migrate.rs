@@ -88,6 +88,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0011_cost_tools.sql"),
         postgres: include_str!("../migrations/0011_cost_tools.sql"),
     },
+    Migration {
+        version: 12,
+        name: "gateway_security",
+        sqlite: include_str!("../migrations/0012_gateway_security.sql"),
+        postgres: include_str!("../migrations/0012_gateway_security.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -124,8 +124,8 @@ async fn fire_routine_hook(
 }
 
 /// Whether a valid bearer token came. A wrong one counts as an
-/// authentication failure (and a client over the limit is refused), but
-/// is not itself an error: the signature may still do.
+/// authentication failure (and a client over the limit of failures is
+/// refused), but is not itself an error: the signature may still do.
 async fn bearer_ok(
     state: &AppState,
     ip: std::net::IpAddr,
@@ -134,10 +134,11 @@ async fn bearer_ok(
     let Some(token) = auth::bearer_in(headers) else {
         return Ok(false);
     };
-    state.limits().auth_allowed(ip)?;
+    // A valid token always counts; only failures are limited.
     match auth::authenticate(state, token).await {
         Ok(_) => Ok(true),
         Err(e) if e.status == StatusCode::UNAUTHORIZED => {
+            state.limits().auth_allowed(ip)?;
             state.limits().auth_failed(ip);
             Ok(false)
         }

@@ -18,8 +18,8 @@
 //! notifications as they are recorded), `done` (the full response and
 //! usage) and `error` (a bad frame or a failed turn; the connection stays
 //! open). The server pings every 30 s and closes a connection that sent
-//! nothing (not even a pong) for two intervals; an approval not answered within the
-//! gateway's approval timeout (120 s) is declined. The connection closes
+//! nothing (not even a pong) for two intervals; an approval not answered within
+//! `agent.approval_timeout_secs` (120 s) is declined. The connection closes
 //! when the daemon stops. When a background task of the conversation ends
 //! while no turn runs, the agent reacts on its own: that turn's frames end
 //! with a `done` marked `"automatic": true`.

@@ -24,6 +24,7 @@ use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::GatewayConfig;
+use cairn_gateway::pairing::PairingKey;
 use cairn_gateway::{Gateway, auth};
 use cairn_llm::testing::FakeLlmServer;
 use cairn_llm::{LlmProvider, build_provider};
@@ -71,7 +72,14 @@ pub fn settings() -> GatewayConfig {
         request_timeout: Duration::from_secs(30),
         metrics_public: false,
         trust_forwarded_for: false,
+        trusted_proxies: cairn_core::ip_range::IpRange::LOOPBACK
+            .iter()
+            .map(|r| r.parse().unwrap())
+            .collect(),
         token_ttl: Some(Duration::from_secs(30 * 24 * 3600)),
+        max_connections: 256,
+        header_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(60),
     }
 }
 
@@ -91,6 +99,8 @@ pub struct TestGateway {
     pub shutdown: CancellationToken,
     pub server: tokio::task::JoinHandle<std::io::Result<()>>,
     pub workspace: tempfile::TempDir,
+    /// The key the gateway checks pairing codes with.
+    pub pairing_key: PairingKey,
     _db: tempfile::TempDir,
 }
 
@@ -103,6 +113,16 @@ impl TestGateway {
     /// Starts one with `settings`, letting `customize` add to the gateway.
     pub async fn start_with(
         settings: GatewayConfig,
+        customize: impl FnOnce(Gateway) -> Gateway,
+    ) -> TestGateway {
+        Self::start_configured(settings, Duration::from_secs(120), customize).await
+    }
+
+    /// Starts one whose chat service declines approvals not answered
+    /// within `approval_timeout` (`agent.approval_timeout_secs`).
+    pub async fn start_configured(
+        settings: GatewayConfig,
+        approval_timeout: Duration,
         customize: impl FnOnce(Gateway) -> Gateway,
     ) -> TestGateway {
         let llm = FakeLlmServer::start().await.unwrap();
@@ -146,7 +166,7 @@ impl TestGateway {
                     os: "o".into(),
                 },
                 tool_limits: Default::default(),
-                approval_timeout: Duration::from_secs(120),
+                approval_timeout,
             },
         ));
 
@@ -183,14 +203,20 @@ impl TestGateway {
 
         let shutdown = CancellationToken::new();
         let listener = cairn_gateway::bind(&settings).await.unwrap();
+        let limits = settings.clone();
         let base = format!("http://{}", listener.local_addr().unwrap());
+        let pairing_key = PairingKey::ephemeral();
         let gateway = Gateway::new(store.clone(), clock, settings, "ada")
+            .with_pairing_key(pairing_key.clone())
             .with_chat(chat.clone(), "fake-model")
             .with_engine(engine.clone())
             .with_notifier(notifier.clone())
             .with_shutdown(shutdown.clone());
         let app = cairn_gateway::router(Arc::new(customize(gateway)));
-        let server = tokio::spawn(cairn_gateway::serve(listener, app, shutdown.clone()));
+        let server = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { cairn_gateway::serve(listener, app, &limits, shutdown).await }
+        });
         TestGateway {
             base,
             token,
@@ -204,6 +230,7 @@ impl TestGateway {
             shutdown,
             server,
             workspace,
+            pairing_key,
             _db: db,
         }
     }
@@ -216,6 +243,13 @@ impl TestGateway {
     /// A GET with the bearer token.
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
         self.http.get(self.url(path)).bearer_auth(&self.token)
+    }
+
+    /// A fresh pairing code this gateway accepts (as `cairn pair` makes one).
+    pub async fn pairing_code(&self) -> String {
+        cairn_gateway::pairing::issue_code(&self.store, &self.pairing_key, SystemClock.now())
+            .await
+            .unwrap()
     }
 
     /// A POST with the bearer token.
