@@ -392,6 +392,8 @@ async fn past_the_cap(
     let health =
         head.starts_with(HEALTH_LINE) && matches!(head.get(HEALTH_LINE.len()), Some(b' ' | b'?'));
     if !health {
+        // The place is free at once; the refusal lingers only briefly.
+        drop(permit);
         refuse(&mut stream, max).await;
         return;
     }

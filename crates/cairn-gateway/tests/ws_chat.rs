@@ -191,7 +191,11 @@ async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
 async fn an_unanswered_approval_is_declined_after_agent_approval_timeout_secs() {
     // `agent.approval_timeout_secs = 1` reaches the WebSocket through the
     // chat service (it was fixed at 120 s there).
-    let gw = TestGateway::start_configured(settings(), Duration::from_secs(1), |g| g).await;
+    let options = support::Options {
+        approval_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let gw = TestGateway::start_opts(options, |g| g).await;
     let mut socket = connect(&gw).await;
     gw.llm.push(Scripted::tool_call("writer", json!({})));
     gw.llm.push(Scripted::text("nobody answered"));

@@ -83,6 +83,26 @@ pub fn settings() -> GatewayConfig {
     }
 }
 
+/// What a test gateway is built with.
+pub struct Options {
+    /// The `[gateway]` settings.
+    pub settings: GatewayConfig,
+    /// `agent.approval_timeout_secs` of its chat service.
+    pub approval_timeout: Duration,
+    /// The clock every part reads.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            settings: settings(),
+            approval_timeout: Duration::from_secs(120),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
 /// A running gateway and what it runs on.
 pub struct TestGateway {
     /// `http://127.0.0.1:PORT`.
@@ -115,23 +135,32 @@ impl TestGateway {
         settings: GatewayConfig,
         customize: impl FnOnce(Gateway) -> Gateway,
     ) -> TestGateway {
-        Self::start_configured(settings, Duration::from_secs(120), customize).await
+        Self::start_opts(
+            Options {
+                settings,
+                ..Options::default()
+            },
+            customize,
+        )
+        .await
     }
 
-    /// Starts one whose chat service declines approvals not answered
-    /// within `approval_timeout` (`agent.approval_timeout_secs`).
-    pub async fn start_configured(
-        settings: GatewayConfig,
-        approval_timeout: Duration,
+    /// Starts one as `options` say, letting `customize` add to the gateway.
+    pub async fn start_opts(
+        options: Options,
         customize: impl FnOnce(Gateway) -> Gateway,
     ) -> TestGateway {
+        let Options {
+            settings,
+            approval_timeout,
+            clock,
+        } = options;
         let llm = FakeLlmServer::start().await.unwrap();
         let provider: Arc<dyn LlmProvider> = build_provider(&llm.openai_settings()).unwrap();
         let db = tempfile::tempdir().unwrap();
         let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
             .await
             .unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let workspace = tempfile::tempdir().unwrap();
 
         let writer = Arc::new(Writer(AtomicUsize::new(0)));
