@@ -139,7 +139,7 @@ async fn junk_methods_and_paths_do_not_grow_the_label_set() {
     let gw = TestGateway::start().await;
     for n in 0..50 {
         let method = reqwest::Method::from_bytes(format!("JUNK{n}").as_bytes()).unwrap();
-        for path in [format!("/healthz"), format!("/no/such/{n}")] {
+        for path in ["/healthz".to_string(), format!("/no/such/{n}")] {
             let response = gw
                 .http
                 .request(method.clone(), gw.url(&path))
