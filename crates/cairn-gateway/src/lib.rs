@@ -18,6 +18,7 @@ pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod pairing;
+pub mod revocation;
 pub mod routes;
 pub mod server;
 pub mod state;

@@ -45,6 +45,8 @@ pub struct Gateway {
     instance: String,
     limits: crate::limits::Limits,
     last_idempotency_prune: std::sync::Mutex<Option<DateTime<Utc>>>,
+    // Open streams by token, ended when their token is revoked.
+    streams: Arc<crate::revocation::TokenStreams>,
     // Watchers (`/api/watchers`); built from the chat's tool runner when not given.
     watchers: Option<Arc<Watchers>>,
 }
@@ -76,6 +78,12 @@ impl Gateway {
     ) -> Self {
         let started_at = clock.now();
         let events = Arc::new(EventBus::new(Arc::clone(&clock)));
+        let shutdown = CancellationToken::new();
+        let streams = crate::revocation::TokenStreams::new(
+            store.clone(),
+            Arc::clone(&clock),
+            shutdown.clone(),
+        );
         Self {
             store,
             clock,
@@ -89,7 +97,8 @@ impl Gateway {
             model: None,
             components: Arc::new(Components::new()),
             started_at,
-            shutdown: CancellationToken::new(),
+            shutdown,
+            streams,
             events,
             approval_timeout: APPROVAL_TIMEOUT,
             ws_ping: crate::routes::ws::PING_EVERY,
@@ -158,6 +167,11 @@ impl Gateway {
     /// graceful shutdown is not held open by a connected client.
     #[must_use]
     pub fn with_shutdown(mut self, token: CancellationToken) -> Self {
+        self.streams = crate::revocation::TokenStreams::new(
+            self.store.clone(),
+            Arc::clone(&self.clock),
+            token.clone(),
+        );
         self.shutdown = token;
         self
     }
@@ -304,6 +318,13 @@ impl Gateway {
     /// Cancelled when the daemon stops.
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
+    }
+
+    /// Registers a stream (WebSocket, event stream) opened with `token`:
+    /// the guard's `ended()` is cancelled when the token is revoked or
+    /// expires, or the daemon stops.
+    pub fn open_stream(&self, token: &cairn_store::ApiToken) -> crate::revocation::StreamGuard {
+        self.streams.open(token)
     }
 
     /// Per-client rate limits.
