@@ -54,6 +54,7 @@ conformance!(
     admission::a_deleted_routine_admits_nothing,
     admission::finishing_keeps_state_and_notification,
     admission::retention_prunes_old_ended_runs,
+    admission::a_quiet_admission_records_one_refusal_per_reason_a_window,
     admission::a_reaped_run_counts_as_a_failure,
     admission::definition_changes_bump_the_version,
     admission::finishing_with_retain_prunes_in_the_same_write,
