@@ -169,9 +169,10 @@ impl Activity {
             return None;
         }
         Some(match state.head_began {
+            // The first request's headers are due within the header
+            // timeout of connecting, however slowly they start.
+            _ if state.served == 0 => state.waiting_since + t.header,
             Some(began) => began + t.header,
-            // The first request is due within the header timeout of connecting.
-            None if state.served == 0 => state.waiting_since + t.header,
             None => state.waiting_since + t.idle,
         })
     }
