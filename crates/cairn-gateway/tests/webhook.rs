@@ -188,41 +188,25 @@ async fn a_long_turn_keeps_renewing_its_claim() {
         .header("X-Idempotency-Key", "slow")
         .json(&json!({"message": "hello"}));
     let first = tokio::spawn(request.send());
-    let (day, lease_c) = (
-        chrono::Duration::hours(24),
-        chrono::Duration::from_std(lease).unwrap(),
-    );
-    // Until the turn ends, another process finds the key taken.
-    for _ in 0..4 {
-        tokio::time::sleep(lease).await;
-        let probe = gw
-            .store
-            .claim_idempotency_key(
-                "webhook",
-                "slow",
-                "gateway-other",
-                clock.now(),
-                day,
-                lease_c,
-            )
-            .await
-            .unwrap();
-        assert_eq!(probe, IdempotencyClaim::InFlight);
-    }
-    let response = first.await.unwrap().unwrap();
-    assert_eq!(response.status(), 200);
-    let probe = gw
-        .store
-        .claim_idempotency_key(
+    // What another process finds when it tries to claim the key now.
+    let probe = || {
+        gw.store.claim_idempotency_key(
             "webhook",
             "slow",
             "gateway-other",
             clock.now(),
-            day,
-            lease_c,
+            chrono::Duration::hours(24),
+            chrono::Duration::from_std(lease).unwrap(),
         )
-        .await
-        .unwrap();
+    };
+    // Until the turn ends, the key is taken.
+    for _ in 0..4 {
+        tokio::time::sleep(lease).await;
+        assert_eq!(probe().await.unwrap(), IdempotencyClaim::InFlight);
+    }
+    let response = first.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    let probe = probe().await.unwrap();
     assert!(matches!(probe, IdempotencyClaim::Done(_)), "{probe:?}");
     gw.stop().await;
 }

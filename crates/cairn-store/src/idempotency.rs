@@ -37,14 +37,7 @@ impl Store {
     ) -> Result<IdempotencyClaim, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
-            sqlx::query(
-                "DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at <= $3",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(micros(now - ttl))
-            .execute(&mut *tx)
-            .await?;
+            forget_expired(&mut tx, scope, key, now - ttl).await?;
             let inserted = sqlx::query(
                 "INSERT INTO idempotency_keys (scope, key, created_at, owner, lease_until)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
@@ -177,14 +170,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
-            sqlx::query(
-                "DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at <= $3",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(micros(now - ttl))
-            .execute(&mut *tx)
-            .await?;
+            forget_expired(&mut tx, scope, key, now - ttl).await?;
             let inserted = sqlx::query(
                 "INSERT INTO idempotency_keys (scope, key, response, created_at)
                  VALUES ($1, $2, '', $3) ON CONFLICT (scope, key) DO NOTHING",
@@ -211,4 +197,20 @@ impl Store {
         })
         .await
     }
+}
+
+/// Forgets `key` in `scope` if it was recorded at or before `before`.
+async fn forget_expired(
+    conn: &mut sqlx::AnyConnection,
+    scope: &str,
+    key: &str,
+    before: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at <= $3")
+        .bind(scope)
+        .bind(key)
+        .bind(micros(before))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }

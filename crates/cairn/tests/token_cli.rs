@@ -77,6 +77,18 @@ fn code_in(line: &str) -> String {
     code
 }
 
+/// The code `cairn pair` prints for `home`.
+fn cairn_pair(home: &std::path::Path) -> String {
+    let out = cairn(home)
+        .arg("pair")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    code_in(&String::from_utf8(out).unwrap())
+}
+
 struct Daemon {
     child: Child,
     addr: String,
@@ -213,14 +225,7 @@ fn codes_from_the_daemon_and_from_cairn_pair_buy_tokens() {
     assert_eq!(metrics_status(&daemon.addr, token), 200);
 
     // `cairn pair` writes a code into the database the running daemon reads.
-    let out = cairn(home.path())
-        .arg("pair")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let code = code_in(&String::from_utf8(out).unwrap());
+    let code = cairn_pair(home.path());
     let (status, body) = pair(&daemon.addr, &code);
     assert_eq!(status, 200, "{body}");
     // Spent.
@@ -265,15 +270,6 @@ fn a_code_is_printed_at_start_only_until_something_is_paired() {
     );
     // `cairn pair` of the same home still works for it (same install key),
     // in lower case and without the dash too.
-    let out = cairn(home.path())
-        .arg("pair")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let code = code_in(&String::from_utf8(out).unwrap())
-        .replace('-', "")
-        .to_lowercase();
+    let code = cairn_pair(home.path()).replace('-', "").to_lowercase();
     assert_eq!(pair(&daemon.addr, &code).0, 200);
 }

@@ -226,13 +226,10 @@ pub async fn a_lapsed_idempotency_claim_is_free_again(fx: &Fixture) {
     let s = &fx.store;
     let now = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap();
     let (ttl, lease) = (Duration::hours(24), Duration::minutes(1));
+    let claim =
+        |owner: &'static str, at| s.claim_idempotency_key("webhook", "k", owner, at, ttl, lease);
     // p1 claims the key, renews once, then dies without finishing.
-    assert_eq!(
-        s.claim_idempotency_key("webhook", "k", "p1", now, ttl, lease)
-            .await
-            .unwrap(),
-        IdempotencyClaim::Claimed
-    );
+    assert_eq!(claim("p1", now).await.unwrap(), IdempotencyClaim::Claimed);
     let renewed = now + Duration::seconds(50);
     assert!(
         s.renew_idempotency_key("webhook", "k", "p1", renewed + lease)
@@ -241,24 +238,13 @@ pub async fn a_lapsed_idempotency_claim_is_free_again(fx: &Fixture) {
     );
     // Within the renewed lease the key is still running, for anyone.
     assert_eq!(
-        s.claim_idempotency_key(
-            "webhook",
-            "k",
-            "p2",
-            renewed + Duration::seconds(59),
-            ttl,
-            lease
-        )
-        .await
-        .unwrap(),
+        claim("p2", renewed + Duration::seconds(59)).await.unwrap(),
         IdempotencyClaim::InFlight
     );
     // Once the lease lapses the key is free: p2 takes it over.
     let lapsed = renewed + lease;
     assert_eq!(
-        s.claim_idempotency_key("webhook", "k", "p2", lapsed, ttl, lease)
-            .await
-            .unwrap(),
+        claim("p2", lapsed).await.unwrap(),
         IdempotencyClaim::Claimed
     );
     // The dead owner can no longer renew, complete or release it.
@@ -276,9 +262,7 @@ pub async fn a_lapsed_idempotency_claim_is_free_again(fx: &Fixture) {
         .await
         .unwrap();
     assert_eq!(
-        s.claim_idempotency_key("webhook", "k", "p3", lapsed, ttl, lease)
-            .await
-            .unwrap(),
+        claim("p3", lapsed).await.unwrap(),
         IdempotencyClaim::InFlight
     );
     assert!(
@@ -288,16 +272,7 @@ pub async fn a_lapsed_idempotency_claim_is_free_again(fx: &Fixture) {
     );
     // A finished request's answer never lapses.
     assert_eq!(
-        s.claim_idempotency_key(
-            "webhook",
-            "k",
-            "p3",
-            lapsed + Duration::hours(1),
-            ttl,
-            lease
-        )
-        .await
-        .unwrap(),
+        claim("p3", lapsed + Duration::hours(1)).await.unwrap(),
         IdempotencyClaim::Done("{\"ok\":true}".into())
     );
 }
