@@ -210,3 +210,24 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_idle_timeout() {
     assert!(ended, "the trickling connection was cut");
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_body_sent_too_slowly_is_refused_even_on_an_agent_route() {
+    let mut s = settings();
+    s.request_timeout = Duration::from_secs(1);
+    let gw = TestGateway::start_with(s, |g| g).await;
+    let addr = gw.base.trim_start_matches("http://").to_string();
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{{\"mess",
+        gw.token
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), read_to_close(&mut stream))
+        .await
+        .expect("answered, not left hanging");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    assert!(gw.llm.requests().is_empty());
+    gw.stop().await;
+}

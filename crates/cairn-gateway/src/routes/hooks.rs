@@ -57,6 +57,7 @@ pub struct Accepted {
         (status = 202, description = "The run is recorded and started", body = Accepted),
         (status = 401, description = "Missing or wrong signature or timestamp (or bearer token, for a routine without a secret)", body = ErrorBody),
         (status = 404, description = "No webhook routine there", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the request time limit", body = ErrorBody),
         (status = 409, description = "A replayed delivery, refused by a guardrail (dedup, cooldown, concurrency), or disabled; the reason and the skipped run's id (null when the same refusal was recorded within the last minute) are in details", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 429, description = "Too many failed authentications", body = ErrorBody)))]

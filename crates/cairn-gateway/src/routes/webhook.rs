@@ -78,6 +78,7 @@ impl ChatSink for WebhookSink {
         (status = 200, description = "The agent's answer", body = WebhookResponse),
         (status = 400, description = "Malformed request or key", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the request time limit", body = ErrorBody),
         (status = 409, description = "A request with this key is still running", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 422, description = "The message was refused", body = ErrorBody),
