@@ -100,6 +100,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0013_signal.sql"),
         postgres: include_str!("../migrations/0013_signal.sql"),
     },
+    Migration {
+        version: 14,
+        name: "gateway_security",
+        sqlite: include_str!("../migrations/0014_gateway_security.sql"),
+        postgres: include_str!("../migrations/0014_gateway_security.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -194,6 +194,9 @@ fn default_value(def: &SettingDef, input: &ConfigInput) -> Option<Value> {
             "sqlite://{}",
             input.home.join(rel).display()
         ))),
+        DefaultValue::List(items) => Some(Value::List(
+            items.iter().map(|item| (*item).to_string()).collect(),
+        )),
         DefaultValue::SystemZone => Some(Value::Text(
             input
                 .system_zone

@@ -211,6 +211,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         Some(listener) => {
             let addr = listener.local_addr().context("the gateway's address")?;
             gateway_addr = Some(addr);
+            let pairing_key = cairn_gateway::pairing::PairingKey::load_or_create(config.home())
+                .await
+                .context("cannot read the install key pairing codes are hashed with")?;
             if !addr.ip().is_loopback() {
                 tracing::warn!(%addr, "the gateway is reachable from other machines (gateway.allow_public_bind)");
             }
@@ -223,6 +226,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             .with_engine(automation.engine.clone())
             .with_notifier(automation.notifier.clone())
             .with_components(Arc::clone(&components))
+            .with_pairing_key(pairing_key.clone())
             .with_shutdown(sup.cancel_token());
             if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
                 gateway = gateway
@@ -237,9 +241,11 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             // The first run serves the socket bound above; a restart binds
             // the same address again.
             let first = Arc::new(std::sync::Mutex::new(Some(listener)));
+            let limits = config.gateway.clone();
             sup.spawn(GATEWAY, move |cancel| {
                 let app = app.clone();
                 let first = Arc::clone(&first);
+                let limits = limits.clone();
                 async move {
                     let bound = first.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let listener = match bound {
@@ -248,7 +254,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
                             .await
                             .with_context(|| format!("cannot bind {addr} again"))?,
                     };
-                    cairn_gateway::serve(listener, app, cancel.clone())
+                    cairn_gateway::serve(listener, app, &limits, cancel.clone())
                         .await
                         .context("the gateway stopped")?;
                     if !cancel.is_cancelled() {
@@ -258,10 +264,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
                 }
             });
             eprintln!("gateway listening on http://{addr}");
-            match cairn_gateway::auth::issue_pairing_code(&store, clock.now()).await {
-                Ok(code) => eprintln!("{}", crate::commands::pairing_line(&code)),
-                Err(e) => tracing::warn!(error = %e, "cannot record a pairing code"),
-            }
+            first_pairing(&store, &pairing_key, clock.now()).await;
         }
         None => sup.disabled(GATEWAY),
     }
@@ -354,6 +357,37 @@ async fn announce(store: &Store, config: &Config) {
         .await
     {
         tracing::warn!(error = %e, "cannot record this daemon on the database; commands will deliver what they record themselves");
+    }
+}
+
+/// Prints a pairing code at start only while nothing was ever paired (no
+/// token was ever made) and wrong codes have not locked pairing; otherwise
+/// says how to get one. A code at every start would give whoever can
+/// restart or watch the daemon a fresh code each time.
+async fn first_pairing(
+    store: &cairn_store::Store,
+    key: &cairn_gateway::pairing::PairingKey,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    use cairn_gateway::pairing::{self, WRONG_CODES_LIMIT};
+    let state = match store.pairing_state().await {
+        Ok(state) => state,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the pairing state");
+            return;
+        }
+    };
+    if state.wrong_codes >= WRONG_CODES_LIMIT {
+        eprintln!(
+            "pairing is locked after {WRONG_CODES_LIMIT} wrong codes; run `cairn pair` for a new code"
+        );
+    } else if state.tokens_ever {
+        eprintln!("to pair another device, run `cairn pair` for a code");
+    } else {
+        match pairing::issue_code(store, key, now).await {
+            Ok(code) => eprintln!("{}", crate::commands::pairing_line(&code)),
+            Err(e) => tracing::warn!(error = %e, "cannot record a pairing code"),
+        }
     }
 }
 

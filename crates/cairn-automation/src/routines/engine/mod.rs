@@ -40,7 +40,7 @@ use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext};
 use super::event_matcher::{EventMatcher, EventPattern};
 use super::events::{self, MAX_EVENT_DEPTH, SystemEvent};
 use super::plan::{SlotPlan, plan};
-use super::webhook::{self, WebhookError};
+use super::webhook::{self, Delivery, WebhookError};
 use crate::notify::Notifier;
 
 mod admit;
@@ -49,7 +49,7 @@ mod fire;
 mod reap;
 mod timed;
 
-pub use fire::WebhookFireError;
+pub use fire::{QUIET_REFUSALS, REPLAY_REASON, WebhookFireError};
 /// Waits after consecutive failures before the next scheduled fire is
 /// attempted: 30 s, 1 min, 5 min, 15 min, then 60 min.
 pub const BACKOFF: [Duration; 5] = [

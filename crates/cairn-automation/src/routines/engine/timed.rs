@@ -92,7 +92,7 @@ impl RoutineEngine {
                         }
                     });
                 }
-                Admitted::Skipped(reason) => {
+                Admitted::Skipped(reason) | Admitted::Refused(reason) => {
                     report.skipped += runs.len();
                     metrics::counter!("cairn_routine_fires_total", "status" => "skipped")
                         .increment(runs.len() as u64);
