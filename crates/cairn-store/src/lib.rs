@@ -22,6 +22,7 @@ mod jobs;
 mod memory;
 mod migrate;
 mod notifications;
+pub mod portable;
 mod routines;
 mod runs;
 mod runtime;

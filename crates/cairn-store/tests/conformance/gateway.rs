@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::fixture::Fixture;
 
-fn new_token(name: &str, hash: &str, expires: Option<chrono::DateTime<Utc>>) -> NewApiToken {
+pub fn new_token(name: &str, hash: &str, expires: Option<chrono::DateTime<Utc>>) -> NewApiToken {
     NewApiToken {
         name: name.to_string(),
         token_hash: hash.to_string(),
