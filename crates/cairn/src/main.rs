@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod daemon;
 mod exit;
+mod private_files;
 mod settings;
 mod wiring;
 

@@ -40,6 +40,29 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Store {
+    /// Writes a consistent copy of a SQLite database to `path` (which must
+    /// not exist) with `VACUUM INTO`, while other connections and processes
+    /// go on reading and writing. PostgreSQL has no file to copy: use
+    /// [`Store::snapshot`].
+    pub async fn vacuum_into(&self, path: &std::path::Path) -> Result<(), StoreError> {
+        if self.backend() != Backend::Sqlite {
+            return Err(StoreError::Copy {
+                table: "*".to_string(),
+                message: "VACUUM INTO is SQLite's; take a snapshot of PostgreSQL instead"
+                    .to_string(),
+            });
+        }
+        let target = path.to_string_lossy().into_owned();
+        self.on_runtime(async {
+            sqlx::query("VACUUM INTO $1")
+                .bind(target)
+                .execute(self.pool())
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Starts a snapshot of every copied table. Refuses a database holding
     /// a table the copier does not know (its rows would be left behind).
     pub async fn snapshot(&self) -> Result<Snapshot, StoreError> {

@@ -22,11 +22,11 @@ use crate::{settings, wiring};
 const SHOWN_FIRE_TIMES: usize = 5;
 
 /// Who and where the commands act for.
-struct Ctx {
-    store: Store,
-    user: String,
-    zone: Tz,
-    json: bool,
+pub(super) struct Ctx {
+    pub(super) store: Store,
+    pub(super) user: String,
+    pub(super) zone: Tz,
+    pub(super) json: bool,
 }
 
 /// Runs one `cairn routine` subcommand.
@@ -99,7 +99,8 @@ fn confirm_delete(name: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn apply(
+/// Creates or updates the checked routines by name, all in one transaction.
+pub(super) async fn apply(
     ctx: &Ctx,
     checked: Vec<routine_files::Checked>,
     now: DateTime<Utc>,
