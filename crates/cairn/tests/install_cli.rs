@@ -105,7 +105,12 @@ fn manual_pages_cover_every_command() {
         .arg(&pages)
         .assert()
         .success();
-    for page in ["cairn.1", "cairn-init.1", "cairn-db-copy.1", "cairn-routine-apply.1"] {
+    for page in [
+        "cairn.1",
+        "cairn-init.1",
+        "cairn-db-copy.1",
+        "cairn-routine-apply.1",
+    ] {
         let text = std::fs::read_to_string(pages.join(page)).unwrap();
         assert!(text.starts_with(".ie"), "{page}");
     }
@@ -231,4 +236,3 @@ fn init_reads_its_answers_from_piped_lines_and_can_store_the_key() {
         .stderr(contains("unknown provider \"pigeon\""));
     assert!(!other.join("config.toml").exists());
 }
-
