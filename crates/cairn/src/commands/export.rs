@@ -198,15 +198,7 @@ pub fn import(args: &ImportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let memories = read_memories(&args.dir.join("memories.jsonl"))?;
     let routine_count = checked.len();
     super::runtime()?.block_on(async {
-        let (store, _) = Store::open(config.database_url.expose_secret())
-            .await
-            .context("cannot open the database")?;
-        let ctx = Ctx {
-            store,
-            user: config.user.id.clone(),
-            zone: config.user.timezone,
-            json: as_json,
-        };
+        let ctx = Ctx::open(&config, as_json).await?;
         if !checked.is_empty() {
             routine::apply(&ctx, checked, now).await?;
         }

@@ -51,15 +51,7 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         confirm_delete(name)?;
     }
     super::runtime()?.block_on(async {
-        let (store, _) = Store::open(config.database_url.expose_secret())
-            .await
-            .context("cannot open the database")?;
-        let ctx = Ctx {
-            store,
-            user: config.user.id.clone(),
-            zone: config.user.timezone,
-            json: as_json,
-        };
+        let ctx = Ctx::open(&config, as_json).await?;
         let result = match command {
             RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default(), now).await),
             RoutineCommand::List => done(list(&ctx).await),
@@ -74,6 +66,24 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         ctx.store.close().await;
         result
     })
+}
+
+impl Ctx {
+    /// Opens the configured database for the configured person.
+    pub(super) async fn open(
+        config: &cairn_core::config::Config,
+        json: bool,
+    ) -> anyhow::Result<Ctx> {
+        let (store, _) = Store::open(config.database_url.expose_secret())
+            .await
+            .context("cannot open the database")?;
+        Ok(Ctx {
+            store,
+            user: config.user.id.clone(),
+            zone: config.user.timezone,
+            json,
+        })
+    }
 }
 
 fn done(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_core::chat::ChatMessage;
 use cairn_core::config::Config;
-use cairn_core::notification::{DeliveryStatus, Notification};
+use cairn_core::notification::{NewNotification, Notification};
 use cairn_llm::ChatRequest;
 use chrono::Utc;
 use clap::Args;
@@ -222,26 +222,21 @@ async fn check_channel(config: &Config, channel: &Channel) -> Result<String, Str
         .get(name)
         .with_context(|| format!("no channel named {name}"))
         .map_err(|e| e.to_string())?;
-    let now = Utc::now();
-    let test = Notification {
-        id: uuid::Uuid::new_v4(),
-        user_id: config.user.id.clone(),
-        channel: name.to_string(),
-        title: "cairn is set up".to_string(),
-        body: "This test notification comes from `cairn init`.".to_string(),
-        priority: Default::default(),
-        tags: vec!["test".to_string()],
-        data: None,
-        source: "cli:init".to_string(),
-        created_at: now,
-        status: DeliveryStatus::Pending,
-        attempts: 0,
-        next_attempt_at: Some(now),
-        delivered_at: None,
-        last_error: None,
-        in_inbox: false,
-        read_at: None,
-    };
+    let test = Notification::pending(
+        NewNotification {
+            user_id: config.user.id.clone(),
+            channel: Some(name.to_string()),
+            title: "cairn is set up".to_string(),
+            body: "This test notification comes from `cairn init`.".to_string(),
+            priority: Default::default(),
+            tags: vec!["test".to_string()],
+            data: None,
+            source: "cli:init".to_string(),
+        },
+        uuid::Uuid::new_v4(),
+        name.to_string(),
+        Utc::now(),
+    );
     target
         .deliver(&test)
         .await
