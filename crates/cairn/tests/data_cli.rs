@@ -169,6 +169,7 @@ fn a_backup_taken_while_the_daemon_runs_restores_into_a_fresh_home() {
     );
     assert_eq!(mode(&new.path.join("workspace/notes/plants.md")), 0o600);
     assert_eq!(mode(&new.path.join("config.toml")), 0o600);
+    assert_eq!(mode(&new.path), 0o700);
     assert!(
         std::fs::read_to_string(new.path.join("config.toml"))
             .unwrap()

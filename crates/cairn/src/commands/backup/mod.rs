@@ -191,6 +191,8 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    // The home is the owner's alone (0700) before the database creates files in it.
+    private_files::create_dir(&home)?;
     let url = config.database_url.expose_secret();
     let counts = super::runtime()?.block_on(async {
         match manifest.database {
@@ -228,7 +230,6 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     })?;
-    private_files::create_dir(&home)?;
     if let Some(text) = &config_text {
         private_files::write(&config_path, text.as_bytes(), args.force)?;
     }
