@@ -64,25 +64,12 @@ impl InboxNotifier {
 impl RepairNotifier for InboxNotifier {
     async fn notify(&self, new: NewNotification) {
         let now = self.clock.now();
-        let n = Notification {
-            id: Uuid::now_v7(),
-            user_id: new.user_id,
-            channel: "inbox".to_string(),
-            title: new.title,
-            body: new.body,
-            priority: new.priority,
-            tags: new.tags,
-            data: new.data,
-            source: new.source,
-            created_at: now,
-            status: DeliveryStatus::Delivered,
-            attempts: 0,
-            next_attempt_at: None,
-            delivered_at: Some(now),
-            last_error: None,
-            in_inbox: true,
-            read_at: None,
-        };
+        // Kept in the inbox: delivered the moment it is recorded.
+        let mut n = Notification::pending(new, Uuid::now_v7(), "inbox".to_string(), now);
+        n.status = DeliveryStatus::Delivered;
+        n.next_attempt_at = None;
+        n.delivered_at = Some(now);
+        n.in_inbox = true;
         if let Err(error) = self.store.insert_notification(&n).await {
             tracing::warn!(%error, title = %n.title, "could not record a self-repair notification");
         }

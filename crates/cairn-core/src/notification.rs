@@ -180,6 +180,30 @@ pub fn conversation_session(channel: &str) -> Option<&str> {
 }
 
 impl Notification {
+    /// A new notification for `channel` (the default already applied),
+    /// pending its first delivery attempt at `now`.
+    pub fn pending(new: NewNotification, id: Uuid, channel: String, now: DateTime<Utc>) -> Self {
+        Notification {
+            id,
+            user_id: new.user_id,
+            channel,
+            title: new.title,
+            body: new.body,
+            priority: new.priority,
+            tags: new.tags,
+            data: new.data,
+            source: new.source,
+            created_at: now,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: Some(now),
+            delivered_at: None,
+            last_error: None,
+            in_inbox: false,
+            read_at: None,
+        }
+    }
+
     /// The text a conversation reads: a title that already carries its own
     /// bracketed header (`[WATCHER UPDATE] …`, `[REMINDER] …`) is kept as
     /// the first line; any other gets `[NOTIFICATION]` before it.

@@ -27,6 +27,7 @@ mod memory;
 mod migrate;
 mod notifications;
 mod reap;
+pub mod portable;
 mod routines;
 mod runs;
 mod runtime;

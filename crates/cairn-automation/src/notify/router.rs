@@ -287,25 +287,7 @@ impl Notifier {
             .clone()
             .filter(|c| !c.trim().is_empty())
             .unwrap_or_else(|| settings.default_channel.clone());
-        let mut n = Notification {
-            id: Uuid::now_v7(),
-            user_id: new.user_id,
-            channel,
-            title: new.title,
-            body: new.body,
-            priority: new.priority,
-            tags: new.tags,
-            data: new.data,
-            source: new.source,
-            created_at: now,
-            status: DeliveryStatus::Pending,
-            attempts: 0,
-            next_attempt_at: Some(now),
-            delivered_at: None,
-            last_error: None,
-            in_inbox: false,
-            read_at: None,
-        };
+        let mut n = Notification::pending(new, Uuid::now_v7(), channel, now);
         if channels.is_inbox(&n.channel) {
             n.status = DeliveryStatus::Delivered;
             n.next_attempt_at = None;

@@ -5,7 +5,7 @@ use chrono::{Duration, TimeZone, Utc};
 
 use crate::fixture::Fixture;
 
-fn new_token(name: &str, hash: &str, expires: Option<chrono::DateTime<Utc>>) -> NewApiToken {
+pub fn new_token(name: &str, hash: &str, expires: Option<chrono::DateTime<Utc>>) -> NewApiToken {
     NewApiToken {
         name: name.to_string(),
         token_hash: hash.to_string(),

@@ -13,6 +13,7 @@ mod jobs;
 mod memory;
 mod notifications;
 mod reap;
+mod portable;
 mod routines;
 mod runs;
 mod sessions;
@@ -130,4 +131,7 @@ conformance!(
     memory::memory_keyword_search_folds_accents,
     memory::memory_embeddings_and_cache,
     memory::memory_hygiene_never_touches_core,
+    portable::the_copier_knows_every_table,
+    portable::a_copy_keeps_every_row_of_every_table,
+    portable::a_copy_through_json_lines_is_the_same,
 );

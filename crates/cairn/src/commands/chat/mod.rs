@@ -12,7 +12,8 @@ use serde_json::json;
 use crate::cli::ChatArgs;
 use crate::exit::BadInput;
 use crate::{settings, wiring};
-use terminal::{ApprovalMode, Line, LineReader, TerminalSink};
+use terminal::{ApprovalMode, TerminalSink};
+pub(crate) use terminal::{Line, LineReader};
 
 /// The channel name of the terminal.
 const CHANNEL: &str = "terminal";
