@@ -21,6 +21,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod agent_loop;
+pub mod approval;
 pub mod chat;
 pub mod context;
 pub mod cost_guard;

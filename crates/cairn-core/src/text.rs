@@ -1,4 +1,5 @@
-//! Small text helpers: suggestions of what was meant, and errors on one line.
+//! Small text helpers: suggestions of what was meant, errors on one line,
+//! and `${VAR}` references to the environment.
 
 /// Levenshtein distance over chars, for "did you mean" hints on short names
 /// (config keys, commands, tool names); O(n·m), which is nothing at that size.
@@ -43,6 +44,29 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
+pub fn expand_vars(
+    text: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match env.get(name) {
+            Some(v) => out.push_str(v),
+            None => return Err(name.to_string()),
+        }
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +80,17 @@ mod tests {
         assert_eq!(edit_distance("é", "e"), 1);
         assert_eq!(closest("sumary", ["summary", "disk"]), Some("summary"));
         assert_eq!(closest("zzzzzz", ["summary", "disk"]), None);
+    }
+
+    #[test]
+    fn expansion_leaves_other_text_alone() {
+        let e: std::collections::BTreeMap<String, String> =
+            [("A".to_string(), "1".to_string())].into();
+        assert_eq!(expand_vars("x${A}y${A}", &e).unwrap(), "x1y1");
+        assert_eq!(
+            expand_vars("no vars, $A, ${", &e).unwrap(),
+            "no vars, $A, ${"
+        );
+        assert_eq!(expand_vars("${B}", &e).unwrap_err(), "B");
     }
 }

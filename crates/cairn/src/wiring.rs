@@ -490,6 +490,12 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     if !reaped.is_empty() {
         tracing::info!(tasks = ?reaped, "background tasks of a stopped process marked failed (interrupted)");
     }
+    // The home first, private, when the workspace is its first content.
+    let home = config.home().to_path_buf();
+    tokio::task::spawn_blocking(move || crate::home::create(&home))
+        .await
+        .context("the home task failed")?
+        .with_context(|| format!("cannot create {}", config.home().display()))?;
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
@@ -670,12 +676,6 @@ pub fn routine_engine_with_heartbeat(
         .shutdown_grace
         .min(config.daemon.shutdown_deadline / 2);
     settings.lease = config.routines.lease;
-    // Changes are noticed through one counter, so reading it often is cheap;
-    // a longer configured refresh is still honoured as an upper bound.
-    settings.change_poll = config
-        .routines
-        .event_cache_refresh
-        .min(Duration::from_secs(1));
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
         rt.link.attach(engine.clone());

@@ -248,6 +248,38 @@ mod tests {
     }
 
     #[test]
+    fn debug_of_specs_and_channels_hides_topics_and_header_values() {
+        use crate::notify::channels::ntfy::Ntfy;
+        use crate::notify::channels::webhook::Webhook;
+        let table = json!({
+            "hook": {"type": "webhook", "url": "http://127.0.0.1:9/x",
+                     "headers": {"X-Team": "team-S3CR", "Authorization": "Bearer S3CR"}},
+            "push": {"type": "ntfy", "topic": "topic-S3CR"},
+        });
+        let specs = parse_channels(Some(&table), &env(&[])).unwrap();
+        let shown = format!("{specs:?}");
+        assert!(!shown.contains("S3CR"), "{shown}");
+        assert!(
+            shown.contains("X-Team") && shown.contains("ntfy.sh"),
+            "{shown}"
+        );
+        let http = reqwest::Client::new();
+        let built = [
+            match &specs["push"] {
+                ChannelSpec::Ntfy(s) => format!("{:?}", Ntfy::new(s, http.clone()).unwrap()),
+                other => panic!("{other:?}"),
+            },
+            match &specs["hook"] {
+                ChannelSpec::Webhook(s) => format!("{:?}", Webhook::new(s, http).unwrap()),
+                other => panic!("{other:?}"),
+            },
+        ];
+        for shown in built {
+            assert!(!shown.contains("S3CR"), "{shown}");
+        }
+    }
+
+    #[test]
     fn every_type_parses_and_variables_expand() {
         let table = json!({
             "box": {"type": "inbox"},

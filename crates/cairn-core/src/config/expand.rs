@@ -35,7 +35,7 @@ pub fn expand_env(
     unset: &mut Vec<UnsetVariable>,
 ) {
     match value {
-        Value::String(s) => match expand(s, env) {
+        Value::String(s) => match crate::text::expand_vars(s, env) {
             Ok(expanded) => *s = expanded,
             Err(variable) => unset.push(UnsetVariable {
                 key: key.to_string(),
@@ -56,27 +56,6 @@ pub fn expand_env(
     }
 }
 
-/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
-/// A `${` without its `}` is kept as written.
-pub fn expand(text: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        match env.get(name) {
-            Some(v) => out.push_str(v),
-            None => return Err(name.to_string()),
-        }
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,14 +66,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    #[test]
-    fn variables_expand_and_the_rest_is_kept() {
-        let e = env(&[("A", "1")]);
-        assert_eq!(expand("x${A}y${A}", &e).unwrap(), "x1y1");
-        assert_eq!(expand("no vars, $A, ${", &e).unwrap(), "no vars, $A, ${");
-        assert_eq!(expand("${B}", &e).unwrap_err(), "B");
     }
 
     #[test]

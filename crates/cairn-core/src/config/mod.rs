@@ -10,6 +10,7 @@
 pub mod expand;
 mod file;
 mod redact;
+pub mod reference;
 pub mod registry;
 mod resolve;
 mod typed;

@@ -10,6 +10,7 @@ mod file;
 mod guardrails;
 mod locate;
 mod run;
+mod secret;
 mod trigger;
 mod validate;
 
@@ -25,6 +26,7 @@ pub use guardrails::{
 };
 pub use locate::line_of;
 pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, UnknownStatus};
+pub use secret::{REDACTED_SECRET, env_reference};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};
 
