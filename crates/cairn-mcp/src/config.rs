@@ -192,7 +192,7 @@ impl std::fmt::Display for ConfigProblem {
 }
 
 /// One `[[mcp.servers]]` entry as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 struct Raw {
     name: String,
@@ -504,6 +504,25 @@ mod tests {
             assert!(shown.iter().any(|s| s.starts_with(e)), "{e}\n{shown:#?}");
         }
         assert_eq!(shown.len(), expect.len(), "{shown:#?}");
+    }
+
+    /// The reference (docs/configuration.md, written by cairn-core, which
+    /// cannot see this crate) names every key of an entry and its default.
+    #[test]
+    fn the_configuration_reference_names_every_key_and_default() {
+        let reference = cairn_core::config::reference::markdown();
+        let start = reference.find("`[[mcp.servers]]`").unwrap();
+        let text = &reference[start..reference[start..].find('\n').unwrap() + start];
+        let defaults = serde_json::to_value(Raw::default()).unwrap();
+        for (key, value) in defaults.as_object().unwrap() {
+            assert!(text.contains(&format!("`{key}`")), "{key} in {text}");
+            if let Some(n) = value.as_u64() {
+                assert!(
+                    text.contains(&format!("`{key}` (`{n}`")),
+                    "{key}: {n} in {text}"
+                );
+            }
+        }
     }
 
     #[test]

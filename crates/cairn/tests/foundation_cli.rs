@@ -160,6 +160,34 @@ fn config_show_redacts_ntfy_topics_and_every_header_value() {
 }
 
 #[test]
+fn config_show_redacts_mcp_server_env_and_header_values() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[[mcp.servers]]\nname = \"gh\"\ncommand = \"npx\"\nargs = [\"-y\", \"server-github\"]\n\
+         env = {\"GH_PAT\" = \"pat-S3CR\", \"DB_PASS\" = \"pass-S3CR\"}\n\n\
+         [[mcp.servers]]\nname = \"remote\"\nurl = \"https://example.org/mcp\"\n\
+         headers = {\"Authorization\" = \"Bearer S3CR\", \"X-Api\" = \"api-S3CR\"}\n",
+    )
+    .unwrap();
+    for args in [&["config", "show", "--json"][..], &["config", "show"][..]] {
+        let text = String::from_utf8(stdout_of(cairn(home.path()).args(args))).unwrap();
+        assert!(
+            !text.contains("S3CR"),
+            "an env or header value leaked:\n{text}"
+        );
+    }
+    let v = json_of(&stdout_of(
+        cairn(home.path()).args(["config", "show", "--json"]),
+    ));
+    let servers = &v["sections"]["mcp.servers"]["value"];
+    assert_eq!(servers[0]["env"]["DB_PASS"], "********");
+    assert_eq!(servers[0]["args"][1], "server-github");
+    assert_eq!(servers[1]["headers"]["X-Api"], "********");
+    assert_eq!(servers[1]["url"], "https://example.org/mcp");
+}
+
+#[test]
 fn bad_config_fails_doctor_naming_file_line_and_key() {
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("config.toml");

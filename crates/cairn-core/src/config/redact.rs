@@ -141,8 +141,9 @@ pub(crate) fn redact_value(key: &str, value: &Value) -> Value {
 
 /// A copy of a free-form table with every secret-looking field (`*key*`,
 /// `*secret*`, `*token*`, `*password*`, an ntfy `topic`, which anyone who
-/// knows it can read and post to) and every value of a `headers` table (extra
-/// request headers are mostly credentials) replaced by `********`.
+/// knows it can read and post to) and every value of a `headers` or `env`
+/// table (extra request headers and an MCP server's variables are mostly
+/// credentials) replaced by `********`.
 pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value as J;
     match value {
@@ -163,7 +164,7 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
                     .any(|w| lower.contains(w))
                         || lower == "topic";
                     let shown = match v {
-                        J::Object(headers) if lower == "headers" => J::Object(
+                        J::Object(headers) if lower == "headers" || lower == "env" => J::Object(
                             headers
                                 .keys()
                                 .map(|name| (name.clone(), J::String(HIDDEN_VALUE.into())))
@@ -202,6 +203,21 @@ mod tests {
             shown.contains("X-Team") && shown.contains("example.org"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn mcp_server_env_and_headers_are_hidden() {
+        let v = serde_json::json!([
+            {"name": "gh", "command": "npx", "args": ["-y", "server-github"],
+             "env": {"GITHUB_PERSONAL_ACCESS": "S3CR", "DB_PASS": "S3CR"}},
+            {"name": "remote", "url": "https://example.org/mcp?access_token=S3CR",
+             "headers": {"Authorization": "Bearer S3CR", "X-Api": "S3CR"}},
+        ]);
+        let shown = redact_json(&v).to_string();
+        assert!(!shown.contains("S3CR"), "{shown}");
+        for kept in ["DB_PASS", "X-Api", "server-github", "example.org"] {
+            assert!(shown.contains(kept), "{kept} in {shown}");
+        }
     }
 
     #[test]

@@ -34,6 +34,22 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …). Any string may be \
          `\"${VAR}\"`, read from the environment at start-up",
     ),
+    (
+        "mcp.servers",
+        "[[mcp.servers]]",
+        "an MCP server whose tools the agent gets as `mcp__NAME__TOOL`: `name` (letters, digits, \
+         `-`, `_`; at most 24), then either `command` (a stdio server cairn starts and supervises) \
+         with `args`, `env` (variables set for it on top of a clean environment), `cwd` (default: \
+         the workspace) and `sandbox` (`false`; `true` confines it like the shell tool), or `url` \
+         (streamable HTTP) with `headers`; `start` (`\"lazy\"`: at the first call of its tools, or \
+         `\"startup\"`), `enabled` (`true`), `allow` and `deny` (its tool names or globs that run \
+         without asking, or are never offered), `risk` of its tools (`\"write\"` by default, so \
+         they ask; `\"readonly\"` or `\"dangerous\"`; a tool's `destructiveHint` raises it, no \
+         hint lowers it), `timeout_secs` (`60`: a call with neither an answer nor progress for \
+         this long is cancelled), `max_call_secs` (`600`), `connect_timeout_secs` (`30`), \
+         `max_output_chars` (`30000`) and `max_message_bytes` (`8388608`). Any string may be \
+         `\"${VAR}\"`; `config show` hides the values of `env` and `headers`",
+    ),
 ];
 
 fn kind_name(kind: Kind) -> &'static str {
