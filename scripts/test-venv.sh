@@ -7,6 +7,8 @@
 #   - openapi-spec-validator: checks the gateway's OpenAPI document
 #   - schemathesis: property-based fuzzing of the gateway's API from that document
 #   - openai: the official client, against the gateway's OpenAI-compatible API
+#   - mcp: the official MCP SDK: a test server cairn connects to (stdio and
+#     streamable HTTP, with uvicorn), and the client that drives `cairn mcp serve`
 #
 #   export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)
 #   export CAIRN_CRONSIM_PYTHON=$CAIRN_TEST_PYTHON
@@ -14,6 +16,7 @@
 #   cargo test -p cairn-automation --test channels
 #   cargo test -p cairn-gateway --test openapi
 #   cargo test -p cairn-gateway --test openai
+#   cargo test -p cairn-mcp; cargo test -p cairn --test mcp_cli
 set -euo pipefail
 
 # name==version, one per package; the venv is topped up when one differs.
@@ -23,6 +26,7 @@ PACKAGES=(
   "openapi-spec-validator==0.9.0"
   "schemathesis==4.32.5"
   "openai==3.51.0"
+  "mcp==2.3.0"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -271,3 +271,95 @@ async fn a_cancelled_turn_cancels_the_call_on_the_server() {
     );
     clients.shutdown().await;
 }
+
+/// Whether this kernel confines (Landlock); fails when it does not unless
+/// `CAIRN_TEST_NO_LANDLOCK=1` says the kernel lacks it.
+fn landlock_here() -> bool {
+    use cairn_agent::sandbox::{Sandbox, SandboxSettings};
+    let sandbox = Sandbox::new(SandboxSettings::default());
+    if sandbox.is_confined() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CAIRN_TEST_NO_LANDLOCK").is_some(),
+        "Landlock is unavailable ({}); set CAIRN_TEST_NO_LANDLOCK=1 only on a kernel without it",
+        sandbox.confinement()
+    );
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_server_reads_only_the_workspace_and_its_own_files() {
+    use cairn_agent::sandbox::{Sandbox, SandboxSettings};
+    let Some(python) = python("a_sandboxed_server_reads_only_the_workspace_and_its_own_files")
+    else {
+        return;
+    };
+    if !landlock_here() {
+        return;
+    }
+    // The interpreter's own files (the venv and the installation it comes
+    // from) and the script are readable, as `tools.shell.read_paths` would say.
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import sys; print(sys.prefix); print(sys.base_prefix)",
+        ])
+        .output()
+        .unwrap();
+    let mut read_paths: Vec<std::path::PathBuf> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(Into::into)
+        .collect();
+    read_paths.push(py_script().parent().unwrap().to_path_buf());
+    cairn_agent::sandbox::install(std::sync::Arc::new(Sandbox::new(SandboxSettings {
+        read_paths,
+        ..SandboxSettings::default()
+    })));
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("inside.txt");
+    let outside = elsewhere.path().join("outside.txt");
+    tokio::fs::write(&inside, "inside the workspace")
+        .await
+        .unwrap();
+    tokio::fs::write(&outside, "OUTSIDE-MARKER").await.unwrap();
+    let mut spec = py_stdio("boxed", &python);
+    if let cairn_mcp::Transport::Stdio { sandbox, env, .. } = &mut spec.transport {
+        *sandbox = true;
+        env.insert("GREETING".into(), "kept".into());
+    }
+    let clients = clients(vec![spec], dir.path()).await;
+    let runner = runner(&clients, full());
+    let ctx = ToolContext::new(dir.path(), "s");
+    let read = |path: &std::path::Path| json!({"path": path.display().to_string()});
+    let ok = call(&runner, &ctx, "mcp__boxed__read_file", read(&inside)).await;
+    assert_eq!(ok.status, ToolStatus::Success, "{}", ok.content);
+    assert!(
+        ok.content.contains("inside the workspace"),
+        "{}",
+        ok.content
+    );
+    let refused = call(&runner, &ctx, "mcp__boxed__read_file", read(&outside)).await;
+    assert!(
+        refused.content.contains("cannot read: Permission denied"),
+        "{}",
+        refused.content
+    );
+    let home = call(&runner, &ctx, "mcp__boxed__env", json!({"name": "HOME"})).await;
+    assert!(
+        home.content.contains(&dir.path().display().to_string()),
+        "HOME is the workspace: {}",
+        home.content
+    );
+    let own = call(
+        &runner,
+        &ctx,
+        "mcp__boxed__env",
+        json!({"name": "GREETING"}),
+    )
+    .await;
+    assert!(own.content.contains("kept"), "{}", own.content);
+    clients.shutdown().await;
+}

@@ -95,7 +95,7 @@ fn list_tools_and_test_report_each_server() {
     let list = env.json(&["mcp", "list"]);
     assert_eq!(list[0]["name"], "py");
     assert_eq!(list[0]["state"], "ready", "{list}");
-    assert_eq!(list[0]["tools"], 9, "wipe is denied: {list}");
+    assert_eq!(list[0]["tools"], 10, "wipe is denied: {list}");
     assert_eq!(list[1]["state"], "failed", "{list}");
     assert!(
         list[1]["last_error"]
@@ -130,7 +130,7 @@ fn list_tools_and_test_report_each_server() {
     assert_eq!(tools["prompts"][0]["name"], "summarize", "{tools}");
 
     let test = env.json(&["mcp", "test", "py"]);
-    assert_eq!(test["tools"], 9);
+    assert_eq!(test["tools"], 10);
     assert!(test["connect_ms"].as_u64().is_some(), "{test}");
     let out = env.cairn().args(["mcp", "test", "broken"]).assert().code(1);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
@@ -151,7 +151,7 @@ fn list_tools_and_test_report_each_server() {
         .unwrap();
     assert_eq!(mcp["status"], "warn", "{mcp}");
     let message = mcp["message"].as_str().unwrap();
-    assert!(message.contains("py: ready, 9 tools"), "{message}");
+    assert!(message.contains("py: ready, 10 tools"), "{message}");
     assert!(message.contains("broken: not answering"), "{message}");
 }
 
@@ -219,11 +219,11 @@ fn the_first_request_stays_within_6_kb_with_300_mcp_tools() {
         .success();
     let requests = env.llm.requests();
     let body = serde_json::to_string(&requests[0].body).unwrap();
-    eprintln!("first request with 310 MCP tools: {} bytes", body.len());
+    eprintln!("first request with 311 MCP tools: {} bytes", body.len());
     assert!(body.len() <= 6 * 1024, "{} bytes: {body}", body.len());
     let system = requests[0].body["messages"][0]["content"].as_str().unwrap();
     assert!(
-        system.contains("- mcp__many__*: 310 tools of MCP server \"many\""),
+        system.contains("- mcp__many__*: 311 tools of MCP server \"many\""),
         "{system}"
     );
     let listed = requests[1].body.to_string();
@@ -262,6 +262,9 @@ async def main():
             out["fire"] = text(await session.call_tool("routine_fire", {"name": "ping"}))
             out["runs"] = text(await session.call_tool("routine_runs", {"name": "ping"}))
             out["show"] = text(await session.call_tool("routine_show", {"name": "ping"}))
+            out["hook"] = text(await session.call_tool("routine_show", {"name": "hook"}))
+            out["send"] = text(await session.call_tool("send_notification", {"channel": "inbox", "message": "hello over MCP"}))
+            out["inbox"] = text(await session.call_tool("inbox_list", {"all": True}))
             out["recall"] = text(await session.call_tool("memory_recall", {"query": "cat"}))
             out["store"] = text(await session.call_tool("memory_store", {"content": "dogs bark", "category": "core"}))
             out["shell"] = text(await session.call_tool("shell", {"command": "ls"}))
@@ -282,11 +285,19 @@ fn cairn_mcp_serve_answers_the_official_python_client() {
         "name: ping\ntrigger: {type: manual}\naction: {type: notification, message: pong from the routine}\n",
     )
     .unwrap();
-    env.cairn()
-        .args(["routine", "apply", "-f"])
-        .arg(&file)
-        .assert()
-        .success();
+    let hook = env.home.path().join("hook.yaml");
+    std::fs::write(
+        &hook,
+        "name: hook\ntrigger: {type: webhook, path: hook, secret: hook-S3CR}\naction: {type: notification, message: hooked}\n",
+    )
+    .unwrap();
+    for file in [&file, &hook] {
+        env.cairn()
+            .args(["routine", "apply", "-f"])
+            .arg(file)
+            .assert()
+            .success();
+    }
     env.cairn()
         .args(["memory", "add", "the cat is called Tom"])
         .assert()
@@ -357,7 +368,37 @@ fn cairn_mcp_serve_answers_the_official_python_client() {
             .contains("unknown tool"),
         "{got}"
     );
-    // The fired run is recorded like any other.
+    // A webhook's literal secret is never shown, as in `cairn routine show`.
+    let hook = got["hook"]["text"].as_str().unwrap();
+    assert!(!hook.contains("S3CR") && hook.contains("hooked"), "{hook}");
+    // A notification is delivered before the answer, which says so.
+    assert_eq!(got["send"]["error"], false, "{got}");
+    assert!(
+        got["send"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("kept in the inbox"),
+        "{got}"
+    );
+    assert!(
+        got["inbox"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello over MCP"),
+        "{got}"
+    );
+    // The fired run is recorded like any other, and what it recorded for
+    // delivery was delivered before `serve` exited.
     let runs = env.json(&["routine", "runs", "ping"]);
     assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["status"], "ok", "{runs}");
+    let inbox = env.json(&["notify", "list"]);
+    assert!(
+        inbox.to_string().contains("pong from the routine"),
+        "{inbox}"
+    );
+    assert!(
+        !inbox.to_string().contains("\"pending\""),
+        "nothing left pending: {inbox}"
+    );
 }

@@ -9,6 +9,9 @@
 //! (the answer says which setting allows it: an `allow` rule in
 //! `[tools.policy]`, or autonomy `full`); read-only tools run, denied ones
 //! stay denied. A client's `notifications/cancelled` cancels the call.
+//! What a call records for delivery (a notification) is delivered, or
+//! handed to a running daemon, before the answer, which says which
+//! ([`AfterCall`], implemented by the binary).
 
 pub mod tools;
 
@@ -38,18 +41,37 @@ pub const SERVED: &[&str] = &[
     "inbox_list",
 ];
 
+/// What runs after each served call: the binary delivers what the call
+/// recorded for delivery (or hands it to a running daemon).
+#[async_trait::async_trait]
+pub trait AfterCall: Send + Sync {
+    /// Lines for the caller, one per notification settled.
+    async fn after_call(&self) -> Vec<String>;
+}
+
 /// The MCP server over cairn's runner.
 #[derive(Clone)]
 pub struct CairnServer {
     runner: Arc<ToolRunner>,
     base: ToolContext,
+    after: Option<Arc<dyn AfterCall>>,
 }
 
 impl CairnServer {
     /// Serves [`SERVED`] tools of `runner`; calls run with `base` (its
     /// session names the MCP client, its cancel token is replaced per call).
     pub fn new(runner: Arc<ToolRunner>, base: ToolContext) -> Self {
-        Self { runner, base }
+        Self {
+            runner,
+            base,
+            after: None,
+        }
+    }
+
+    /// Runs `after` after each call, its lines added to the answer.
+    pub fn with_after_call(mut self, after: Arc<dyn AfterCall>) -> Self {
+        self.after = Some(after);
+        self
     }
 
     /// The served tools the runner has, in [`SERVED`] order.
@@ -97,13 +119,19 @@ impl CairnServer {
         };
         let ctx = self.base.clone().with_cancel(cancel);
         let result = self.runner.run(&call, &ctx, &DenyAll).await;
-        let text = match result.status {
+        let mut text = match result.status {
             ToolStatus::Declined => format!(
                 "`{name}` needs approval and nobody can approve over MCP: allow it in \
                  config.toml ([tools.policy] allow = [\"{name}\"], or autonomy = \"full\")"
             ),
             _ => result.content,
         };
+        if let Some(after) = &self.after {
+            for line in after.after_call().await {
+                text.push('\n');
+                text.push_str(&line);
+            }
+        }
         if result.status == ToolStatus::Success {
             CallToolResult::success(vec![ContentBlock::text(text)])
         } else {

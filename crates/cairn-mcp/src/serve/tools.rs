@@ -37,7 +37,7 @@ impl Tool for RoutineShowTool {
         "routine_show"
     }
     fn description(&self) -> &str {
-        "One routine by name: its spec (trigger, action, guardrails, notify) and runtime (next fire, last run, failures)."
+        "One routine by name: its spec (trigger, action, guardrails, notify; a webhook's secret hidden) and runtime (next fire, last run, failures)."
     }
     fn parameters(&self) -> Value {
         json!({
@@ -69,7 +69,8 @@ impl Tool for RoutineShowTool {
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         match routine {
-            Some(routine) => to_text(&routine),
+            // A literal webhook secret is never shown (as in `cairn routine show`).
+            Some(routine) => to_text(&routine.redacted()),
             None => Ok(ToolOutput::failed(format!(
                 "no routine named \"{name}\"; routine_list lists them"
             ))),

@@ -52,6 +52,17 @@ def pid() -> str:
 
 
 @server.tool()
+def read_file(path: str) -> str:
+    """The text of a file, or why it cannot be read (the sandbox test reads
+    inside and outside the workspace)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+
+
+@server.tool()
 def env(name: str) -> str:
     """The value of an environment variable in this server, or <unset>."""
     return os.environ.get(name, "<unset>")
@@ -136,7 +147,12 @@ def main() -> None:
     if mode == "stdio":
         server.run("stdio")
         return
+    import logging
+
     import uvicorn
+
+    # The SDK logs every session at INFO; the tests read only failures.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -17,14 +17,15 @@ use cairn_agent::memory::tools::memory_tools;
 use cairn_agent::policy::PolicyDecision;
 use cairn_agent::tools::offer::summary;
 use cairn_agent::tools::{Tool, ToolContext, ToolRegistry};
+use cairn_automation::notify::Notifier;
 use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::routines::link::EngineLink;
 use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
 use cairn_mcp::resource::catalog;
-use cairn_mcp::serve::CairnServer;
 use cairn_mcp::serve::tools::{InboxListTool, RoutineShowTool};
+use cairn_mcp::serve::{AfterCall, CairnServer};
 use cairn_mcp::{McpClients, Server, State, Status};
 use cairn_store::Store;
 use secrecy::ExposeSecret;
@@ -306,24 +307,54 @@ fn served_runner(
     )))
 }
 
+/// Delivers what a served call recorded for delivery, or hands it to a
+/// running daemon ([`super::delivery::settle`]).
+struct Settle {
+    config: Config,
+    notifier: Notifier,
+}
+
+#[async_trait::async_trait]
+impl AfterCall for Settle {
+    async fn after_call(&self) -> Vec<String> {
+        let settled = super::delivery::settle(&self.notifier, &self.config).await;
+        settled.into_iter().map(|s| s.line).collect()
+    }
+}
+
 async fn serve(config: &Config, store: &Store) -> anyhow::Result<ExitCode> {
     let automation = wiring::automation(config, store, None).await?;
     let memory = match &automation.runtime {
         Some(rt) => Arc::clone(&rt.memory),
         None => wiring::memory_service(config, store).await?,
     };
+    // What calls and fired runs record for delivery (one router for the
+    // engine and the tools) is delivered before the answer or the exit, or
+    // handed to a running daemon.
+    automation.notifier.keep_recorded();
+    let settle = Arc::new(Settle {
+        config: config.clone(),
+        notifier: automation.notifier.clone(),
+    });
     let runner = served_runner(config, store, &automation, memory)?;
     let tools = wiring::tools_config(config)?;
     let ctx = ToolContext::new(&config.workspace, "mcp")
         .with_timezone(config.user.timezone)
         .with_limits(tools.limits);
-    let served = CairnServer::new(runner, ctx).serve_stdio().await;
+    let served = CairnServer::new(runner, ctx)
+        .with_after_call(settle.clone())
+        .serve_stdio()
+        .await;
     // Runs fired over MCP finish (or are recorded interrupted) before exit.
     automation.engine.shutdown().await;
     if let Some(rt) = &automation.runtime {
         rt.jobs.shutdown().await;
         rt.background.shutdown().await;
         rt.mcp.shutdown().await;
+    }
+    // On stderr: standard output carries MCP only.
+    for line in settle.after_call().await {
+        eprintln!("{line}");
     }
     served.map_err(|e| anyhow::anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
