@@ -95,6 +95,22 @@ impl McpClients {
         futures::future::join_all(waits).await;
     }
 
+    /// Starts every enabled server now, lazy ones included, and waits until
+    /// each is connected or failed, at most the longest `connect_timeout_secs`
+    /// (`cairn mcp list`, `doctor`).
+    pub async fn connect_all(&self) {
+        for server in &self.servers {
+            server.ensure_started();
+        }
+        let limit = self
+            .servers
+            .iter()
+            .map(|s| s.spec().connect_timeout)
+            .max()
+            .unwrap_or_default();
+        self.settle(limit).await;
+    }
+
     /// True when no server is configured.
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()

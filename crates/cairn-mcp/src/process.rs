@@ -10,7 +10,8 @@
 //! `sandbox = true` it starts through the shell sandbox instead
 //! ([`cairn_agent::sandbox::Sandbox::spawn`]): Landlock-confined to the
 //! workspace, HOME = the workspace, the sandbox's clean environment plus its
-//! `env`.
+//! `env`; where Landlock is unavailable such a server is not started, unless
+//! `tools.shell.allow_unconfined` accepts unconfined processes.
 //!
 //! The process leads its own process group, so closing the connection ends
 //! what it started too (`npx` starts `node`).
@@ -186,27 +187,38 @@ pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    let child =
-        if launch.sandbox {
-            // The sandbox rebuilds the environment and keeps what is set here.
-            for (k, v) in launch.env {
-                command.env(k, v);
-            }
-            let confined = cairn_agent::sandbox::host()
-                .spawn(command, launch.cwd)
-                .await
-                .map_err(|e| RemoteError::Connect(format!("{}: {e}", launch.command)))?;
-            Proc::Confined(confined)
-        } else {
-            let ours: BTreeMap<String, String> = std::env::vars().collect();
-            command
-                .env_clear()
-                .envs(environment(&ours, launch.env))
-                .current_dir(launch.cwd);
-            Proc::Plain(command.spawn().map_err(|e| {
+    let child = if launch.sandbox {
+        // The sandbox rebuilds the environment and keeps what is set here.
+        for (k, v) in launch.env {
+            command.env(k, v);
+        }
+        let sandbox = cairn_agent::sandbox::host();
+        // The owner asked for confinement: without Landlock it is not
+        // started unconfined unless they accept that for the shell too.
+        if !sandbox.is_confined() && !sandbox.settings().allow_unconfined {
+            return Err(RemoteError::Connect(format!(
+                "`sandbox = true` but processes cannot be confined here ({}); set \
+                     tools.shell.allow_unconfined = true to start it unconfined, or sandbox = false",
+                sandbox.confinement()
+            )));
+        }
+        let confined = sandbox
+            .spawn(command, launch.cwd)
+            .await
+            .map_err(|e| RemoteError::Connect(format!("{}: {e}", launch.command)))?;
+        Proc::Confined(confined)
+    } else {
+        let ours: BTreeMap<String, String> = std::env::vars().collect();
+        command
+            .env_clear()
+            .envs(environment(&ours, launch.env))
+            .current_dir(launch.cwd);
+        Proc::Plain(
+            command.spawn().map_err(|e| {
                 RemoteError::Connect(format!("cannot start {}: {e}", launch.command))
-            })?)
-        };
+            })?,
+        )
+    };
     let mut process = ServerProcess {
         child,
         stdin: None,

@@ -149,13 +149,17 @@ pub fn mcp_specs(config: &Config) -> anyhow::Result<Vec<ServerSpec>> {
 }
 
 /// The configured MCP servers, not started, each with its tool list
-/// remembered in the store.
-pub async fn mcp_clients(config: &Config, store: &Store) -> anyhow::Result<Arc<McpClients>> {
+/// remembered in `store` (when given); installs the host sandbox, which
+/// starts the servers that set `sandbox = true`.
+pub async fn mcp_clients(
+    config: &Config,
+    store: Option<&Store>,
+) -> anyhow::Result<Arc<McpClients>> {
     let specs = mcp_specs(config)?;
+    install_sandbox(&parse_tools(config)?);
     let workspace = config.workspace.clone();
-    let store = Some(store.clone());
     Ok(Arc::new(
-        McpClients::new(specs, workspace, store, Supervision::default()).await,
+        McpClients::new(specs, workspace, store.cloned(), Supervision::default()).await,
     ))
 }
 
@@ -469,7 +473,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     let memory = memory_service(config, &store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
-    let mcp = mcp_clients(config, &store).await?;
+    let mcp = mcp_clients(config, Some(&store)).await?;
     let agent = agent_loop(config, &providers, &tools, hooks, extra, Some(&mcp))?;
     runner_link.attach(agent.runner());
     // Self-repair (issue 13): tool health shared through the store, its

@@ -105,6 +105,15 @@ fn list_tools_and_test_report_each_server() {
         "{list}"
     );
 
+    let out = env.cairn().args(["mcp", "list"]).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let row = text.lines().find(|l| l.starts_with("py ")).unwrap_or("");
+    assert!(
+        row.contains("ready") && row.contains(" 10 ") && row.contains("stdio: "),
+        "{text}"
+    );
+    assert!(text.contains("last error:"), "{text}");
+
     let tools = env.json(&["mcp", "tools", "py"]);
     let row = |name: &str| -> serde_json::Value {
         tools["tools"]
@@ -163,6 +172,22 @@ fn a_bad_server_entry_is_named_with_file_and_line() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(
         stderr.contains("config.toml:3: mcp.servers[0]: unknown field `colour`"),
+        "{stderr}"
+    );
+}
+
+/// A server the owner wants confined is never started unconfined by surprise.
+#[test]
+fn a_sandboxed_server_is_not_started_where_it_cannot_be_confined() {
+    let env = Env::new(
+        "[tools.shell]\nlandlock = false\n\n\
+         [[mcp.servers]]\nname = \"boxed\"\ncommand = \"cat\"\nsandbox = true\n",
+    );
+    let out = env.cairn().args(["mcp", "test", "boxed"]).assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("`sandbox = true` but processes cannot be confined here")
+            && stderr.contains("tools.shell.allow_unconfined"),
         "{stderr}"
     );
 }

@@ -357,11 +357,11 @@ fn check_channels(config: &Config) -> Check {
 /// timing, or why not (a server that does not answer is a warning: cairn
 /// runs without it; a configuration problem fails).
 async fn check_mcp(config: &Config) -> Check {
-    let specs = match crate::wiring::mcp_specs(config) {
-        Ok(specs) if specs.is_empty() => {
+    let clients = match crate::wiring::mcp_clients(config, None).await {
+        Ok(clients) if clients.is_empty() => {
             return check("mcp", Status::Ok, "no MCP servers configured");
         }
-        Ok(specs) => specs,
+        Ok(clients) => clients,
         Err(e) => return check("mcp", Status::Fail, format!("{e:#}")),
     };
     if let Err(e) = tokio::fs::create_dir_all(&config.workspace).await {
@@ -371,22 +371,7 @@ async fn check_mcp(config: &Config) -> Check {
             format!("not checked: the workspace: {e}"),
         );
     }
-    let limit = specs
-        .iter()
-        .map(|s| s.connect_timeout)
-        .max()
-        .unwrap_or_default();
-    let clients = cairn_mcp::McpClients::new(
-        specs,
-        config.workspace.clone(),
-        None,
-        cairn_mcp::Supervision::default(),
-    )
-    .await;
-    for server in clients.servers() {
-        server.ensure_started();
-    }
-    clients.settle(limit).await;
+    clients.connect_all().await;
     let mut lines = Vec::new();
     let mut status = Status::Ok;
     for s in clients.statuses() {

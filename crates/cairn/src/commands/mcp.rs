@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use cairn_agent::PolicyGate;
@@ -73,22 +73,9 @@ fn shown(mut status: Status) -> serde_json::Value {
     value
 }
 
-/// The longest any server may take to connect.
-fn connect_limit(clients: &McpClients) -> Duration {
-    clients
-        .servers()
-        .iter()
-        .map(|s| s.spec().connect_timeout)
-        .max()
-        .unwrap_or_default()
-}
-
 async fn list(config: &Config, store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
-    let clients = wiring::mcp_clients(config, store).await?;
-    for server in clients.servers() {
-        server.ensure_started();
-    }
-    clients.settle(connect_limit(&clients)).await;
+    let clients = wiring::mcp_clients(config, Some(store)).await?;
+    clients.connect_all().await;
     let statuses: Vec<serde_json::Value> = clients.statuses().into_iter().map(shown).collect();
     clients.shutdown().await;
     if as_json {
@@ -153,7 +140,7 @@ async fn tools(
     name: &str,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let clients = wiring::mcp_clients(config, store).await?;
+    let clients = wiring::mcp_clients(config, Some(store)).await?;
     let server = connected(&clients, name).await?;
     let mut policy = wiring::tools_config(config)?.policy;
     let (allow, deny) = clients.policy_rules();
@@ -224,7 +211,7 @@ async fn test(
     name: &str,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let clients = wiring::mcp_clients(config, store).await?;
+    let clients = wiring::mcp_clients(config, Some(store)).await?;
     let started = Instant::now();
     let server = connected(&clients, name).await?;
     let connected_ms = started.elapsed().as_millis();

@@ -313,6 +313,8 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         if let Some(rt) = &automation.runtime {
             rt.jobs.shutdown().await;
             rt.background.shutdown().await;
+            // MCP servers' processes end with their connections.
+            rt.mcp.shutdown().await;
         }
         if let Err(e) = store.withdraw_daemon(store.signal_id()).await {
             tracing::warn!(error = %e, "cannot remove this daemon's record from the database");

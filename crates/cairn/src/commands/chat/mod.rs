@@ -70,6 +70,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         finish_jobs(&rt.jobs).await;
         rt.background.shutdown().await;
         engine.shutdown().await;
+        rt.mcp.shutdown().await;
         // On stderr: `-m` prints only the answer on stdout.
         for line in settle(&config, &notifiers).await {
             eprintln!("{line}");
