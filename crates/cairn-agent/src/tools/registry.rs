@@ -175,10 +175,11 @@ impl ToolRegistry {
     /// tools' schemas and those the conversation loaded or used
     /// ([`super::offer`]).
     pub fn enable_schema_tool(&mut self) -> Result<(), RegistryError> {
+        // The registered tools only: a source's are asked for when needed,
+        // as they are then.
         let definitions = self
-            .definitions()
-            .into_iter()
-            .map(|d| (d.name.clone(), d))
+            .own()
+            .map(|tool| (tool.name().to_string(), definition(tool.as_ref())))
             .collect();
         self.register(Arc::new(super::offer::SchemaTool {
             definitions,
@@ -524,5 +525,19 @@ mod tests {
         assert_eq!(v["matching"].as_array().unwrap().len(), 2, "{v}");
         assert_eq!(v["matching"][1]["name"], "mcp__s__b");
         assert_eq!(v["unknown"], serde_json::json!(["nope*"]));
+        // A source's tool that is gone is gone for tool_schema too (its
+        // list at enable time is not kept).
+        source.0.lock().unwrap().retain(|n| *n != "mcp__s__a");
+        let out = schema
+            .execute(
+                serde_json::json!({"names": ["mcp__s__a", "mcp__s__*"]}),
+                &ctx,
+                &Authorized::for_tests(),
+            )
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out.content).unwrap();
+        assert_eq!(v["unknown"], serde_json::json!(["mcp__s__a"]), "{v}");
+        assert_eq!(v["matching"].as_array().unwrap().len(), 1, "{v}");
     }
 }
