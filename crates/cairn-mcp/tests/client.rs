@@ -49,7 +49,10 @@ async fn a_streamable_http_python_server_tool_answers_the_model() {
     };
     let http = HttpServer::start(&python).await;
     let dir = tempfile::tempdir().unwrap();
-    let spec = cairn_mcp::ServerSpec::http("remote", &http.url);
+    let mut spec = cairn_mcp::ServerSpec::http("remote", &http.url);
+    if let cairn_mcp::Transport::Http { headers, .. } = &mut spec.transport {
+        headers.insert("X-Cairn-Test".into(), "configured-header".into());
+    }
     let clients = clients(vec![spec], dir.path()).await;
     clients.settle(Duration::from_secs(30)).await;
     assert_eq!(
@@ -79,6 +82,15 @@ async fn a_streamable_http_python_server_tool_answers_the_model() {
     let seen = later_requests(&llm);
     assert!(seen.contains("42"), "{seen}");
     assert!(seen.contains("mcp__remote__add"), "{seen}");
+    // The configured headers go with every request.
+    let got = call(
+        &runner(&clients, full()),
+        &ctx,
+        "mcp__remote__header",
+        json!({"name": "X-Cairn-Test"}),
+    )
+    .await;
+    assert!(got.content.contains("configured-header"), "{}", got.content);
     clients.shutdown().await;
 }
 

@@ -29,7 +29,7 @@ async fn a_changed_tool_list_is_listed_again() {
     let grown = call(&runner, &ctx, "mcp__py__grow", json!({})).await;
     assert_eq!(grown.status, ToolStatus::Success, "{}", grown.content);
     let server = clients.server("py").unwrap();
-    let listed = |s: &cairn_mcp::Status| s.tools == 12;
+    let listed = |s: &cairn_mcp::Status| s.tools == 13;
     assert!(
         server.wait_until(Duration::from_secs(10), listed).await,
         "{:?}",

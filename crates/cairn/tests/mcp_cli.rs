@@ -95,7 +95,7 @@ fn list_tools_and_test_report_each_server() {
     let list = env.json(&["mcp", "list"]);
     assert_eq!(list[0]["name"], "py");
     assert_eq!(list[0]["state"], "ready", "{list}");
-    assert_eq!(list[0]["tools"], 10, "wipe is denied: {list}");
+    assert_eq!(list[0]["tools"], 11, "wipe is denied: {list}");
     assert_eq!(list[1]["state"], "failed", "{list}");
     assert!(
         list[1]["last_error"]
@@ -109,7 +109,7 @@ fn list_tools_and_test_report_each_server() {
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     let row = text.lines().find(|l| l.starts_with("py ")).unwrap_or("");
     assert!(
-        row.contains("ready") && row.contains(" 10 ") && row.contains("stdio: "),
+        row.contains("ready") && row.contains(" 11 ") && row.contains("stdio: "),
         "{text}"
     );
     assert!(text.contains("last error:"), "{text}");
@@ -139,7 +139,7 @@ fn list_tools_and_test_report_each_server() {
     assert_eq!(tools["prompts"][0]["name"], "summarize", "{tools}");
 
     let test = env.json(&["mcp", "test", "py"]);
-    assert_eq!(test["tools"], 10);
+    assert_eq!(test["tools"], 11);
     assert!(test["connect_ms"].as_u64().is_some(), "{test}");
     let out = env.cairn().args(["mcp", "test", "broken"]).assert().code(1);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
@@ -160,7 +160,7 @@ fn list_tools_and_test_report_each_server() {
         .unwrap();
     assert_eq!(mcp["status"], "warn", "{mcp}");
     let message = mcp["message"].as_str().unwrap();
-    assert!(message.contains("py: ready, 10 tools"), "{message}");
+    assert!(message.contains("py: ready, 11 tools"), "{message}");
     assert!(message.contains("broken: not answering"), "{message}");
 }
 
@@ -244,11 +244,11 @@ fn the_first_request_stays_within_6_kb_with_300_mcp_tools() {
         .success();
     let requests = env.llm.requests();
     let body = serde_json::to_string(&requests[0].body).unwrap();
-    eprintln!("first request with 311 MCP tools: {} bytes", body.len());
+    eprintln!("first request with 312 MCP tools: {} bytes", body.len());
     assert!(body.len() <= 6 * 1024, "{} bytes: {body}", body.len());
     let system = requests[0].body["messages"][0]["content"].as_str().unwrap();
     assert!(
-        system.contains("- mcp__many__*: 311 tools of MCP server \"many\""),
+        system.contains("- mcp__many__*: 312 tools of MCP server \"many\""),
         "{system}"
     );
     let listed = requests[1].body.to_string();

@@ -69,6 +69,12 @@ def env(name: str) -> str:
 
 
 @server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header this call came with, or <none>."""
+    return (ctx.headers or {}).get(name.lower(), "<none>")
+
+
+@server.tool()
 async def slow(seconds: float) -> str:
     """Sleep, then answer; records its start and a cancellation."""
     mark("started")
