@@ -22,7 +22,7 @@ if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
 fi
 
 hash="$(cat "$pinned/package.json" "$pinned/package-lock.json" | sha256sum | cut -c1-16)"
-cache="${CAIRN_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cairn-test}/npm"
+cache="${CAIRN_TEST_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/cairn-test}/npm"
 dir="$cache/$hash"
 program="$dir/node_modules/.bin/mcp-server-everything"
 mkdir -p "$cache"
