@@ -238,6 +238,8 @@ pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
     // The home as a whole is what a sandboxed command must never read (the
     // workspace inside it is granted on its own).
     tools.shell.protected_paths.push(home.to_path_buf());
+    // Skills outside the workspace are read with file_read, never written.
+    tools.files.read_only_roots.clone_from(&config.skills.paths);
     for path in private {
         tools.shell.protected_paths.push(path.clone().into());
         if !tools.shell.forbidden_paths.contains(&path) {
@@ -472,6 +474,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         tools: agent.runner().definitions(),
         more_tools: agent.runner().on_demand_listing(),
         runtime: RuntimeInfo::detect(),
+        skill_paths: config.skills.paths.clone(),
     })
     .await;
     let jobs = JobScheduler::builder(
@@ -719,6 +722,7 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
                 runtime: RuntimeInfo::detect(),
                 tool_limits: rt.tools.limits.clone(),
                 approval_timeout: config.agent.approval_timeout,
+                skill_paths: config.skills.paths.clone(),
             },
         )
         .with_compactor(Arc::new(compactor))

@@ -136,6 +136,8 @@ pub struct ChatSettings {
     /// How long a tool call waits for an approval answered by a later
     /// message before it is declined (the session is locked meanwhile).
     pub approval_timeout: std::time::Duration,
+    /// Skill directories besides `workspace/skills` (`skills.paths`).
+    pub skill_paths: Vec<PathBuf>,
 }
 
 /// The turn running in a session, reachable without the session's lock.
