@@ -117,11 +117,8 @@ pub async fn build_system_prompt(ctx: &PromptContext) -> String {
             }
         }
     }
-    let skills = crate::skills::discover(&crate::skills::skill_dirs(
-        &ctx.workspace,
-        &ctx.skill_paths,
-    ))
-    .await;
+    let skills =
+        crate::skills::discover(&crate::skills::skill_dirs(&ctx.workspace, &ctx.skill_paths)).await;
     out.push_str(&crate::skills::prompt_section(&skills, &ctx.workspace));
     out.push_str(&format!("\n## Safety\n\n{SAFETY_RULES}\n"));
     out.push_str(&format!(

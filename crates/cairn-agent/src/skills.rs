@@ -241,8 +241,14 @@ mod tests {
         assert!(set.problems[1].message.contains("already defined"));
 
         let section = prompt_section(&set, &workspace);
-        assert!(section.contains("- notes: Mine. (skills/notes/SKILL.md)"), "{section}");
-        assert!(section.contains(&format!("- pdf: Read PDFs. ({})", extra.join("pdf/SKILL.md").display())));
+        assert!(
+            section.contains("- notes: Mine. (skills/notes/SKILL.md)"),
+            "{section}"
+        );
+        assert!(section.contains(&format!(
+            "- pdf: Read PDFs. ({})",
+            extra.join("pdf/SKILL.md").display()
+        )));
         assert!(!section.contains("SECRET BODY"));
     }
 }

@@ -65,10 +65,7 @@ pub fn parse_header(text: &str) -> Result<SkillHeader, SkillError> {
         yaml.push('\n');
     }
     let Some(closing) = closing else {
-        return Err(fail(
-            1,
-            "the front matter is not closed by a `---` line",
-        ));
+        return Err(fail(1, "the front matter is not closed by a `---` line"));
     };
     let raw: Raw = serde_norway::from_str(&yaml).map_err(|e| {
         // The YAML starts on the file's second line.

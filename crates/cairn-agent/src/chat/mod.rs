@@ -214,8 +214,12 @@ impl ChatService {
     pub async fn prune_idle(&self) -> usize {
         let pruned = self.sessions.prune_idle().await;
         let policy = self.agent.runner().policy();
-        for id in &pruned {
+        for (id, key) in &pruned {
             policy.forget_session(&id.to_string());
+            self.agent
+                .hooks()
+                .on_session_end(&key.user_id, &key.channel, &id.to_string())
+                .await;
         }
         pruned.len()
     }

@@ -57,7 +57,12 @@ impl FilesConfig {
     /// Resolves the model's `raw` path inside the workspace or an extra root
     /// (or, for reading, a read-only root), refusing forbidden paths; every
     /// file tool goes through here. The file-system walk runs off the async runtime.
-    async fn target(&self, ctx: &ToolContext, raw: &str, access: Access) -> Result<Target, ToolError> {
+    async fn target(
+        &self,
+        ctx: &ToolContext,
+        raw: &str,
+        access: Access,
+    ) -> Result<Target, ToolError> {
         let workspace = ctx.workspace.clone();
         let mut extra_roots = self.extra_roots.clone();
         if access == Access::Read {

@@ -628,13 +628,7 @@ pub static SETTINGS: &[SettingDef] = &[
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed
 /// through whole to the crate that owns their shape, with the line they start on.
-pub static SECTIONS: &[&str] = &[
-    "llm.prices",
-    "llm.fallbacks",
-    "tools",
-    "channels",
-    "hooks",
-];
+pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools", "channels", "hooks"];
 
 /// Looks up a setting by its dotted key.
 pub fn find(key: &str) -> Option<&'static SettingDef> {

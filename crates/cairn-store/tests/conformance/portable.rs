@@ -86,8 +86,8 @@ pub async fn populate(s: &Store) {
         ChronoDuration::hours(24),
         ChronoDuration::seconds(60),
     )
-        .await
-        .unwrap();
+    .await
+    .unwrap();
     s.create_background_task(&crate::background::task("bg-1", "s1", at(0)))
         .await
         .unwrap();
