@@ -94,8 +94,11 @@ pub struct Options {
     /// The agent's autonomy.
     pub autonomy: AutonomyLevel,
     /// Tools registered over the store besides [`Writer`].
-    pub tools: Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>,
+    pub tools: ExtraTools,
 }
+
+/// Builds the extra tools of a test gateway over its store.
+pub type ExtraTools = Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>;
 
 impl Default for Options {
     fn default() -> Self {
