@@ -56,14 +56,23 @@ fn section<T: serde::de::DeserializeOwned>(
     section: &Section,
 ) -> anyhow::Result<T> {
     serde_json::from_value(section.value.clone()).map_err(|e| {
-        let file = config
-            .settings
-            .file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        BadInput(format!("{file}:{}: {key}: {e}", section.line)).into()
+        BadInput(format!(
+            "{}:{}: {key}: {e}",
+            config_file(config),
+            section.line
+        ))
+        .into()
     })
+}
+
+/// The config file's path as errors name it (empty when there is none).
+fn config_file(config: &Config) -> String {
+    config
+        .settings
+        .file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 /// One `[[llm.fallbacks]]` entry.
@@ -564,12 +573,7 @@ pub async fn automation(
 /// The `[[hooks]]` commands, run in the workspace under the shell's sandbox.
 pub fn user_hooks(config: &Config, tools: &ToolsConfig) -> anyhow::Result<UserHooks> {
     let hooks = parse_hooks(config.hooks.as_ref()).map_err(|errors| {
-        let file = config
-            .settings
-            .file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let file = config_file(config);
         let lines: Vec<String> = errors.iter().map(|e| format!("{file}: {e}")).collect();
         BadInput(lines.join("\n"))
     })?;

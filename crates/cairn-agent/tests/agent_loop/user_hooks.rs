@@ -36,6 +36,17 @@ fn with_hooks(h: &Harness, user: &UserHooks) -> AgentLoop {
     )
 }
 
+/// Runs one turn of `agent` on "go" and returns the tool results' texts.
+async fn turn(h: &Harness, agent: &AgentLoop) -> Vec<String> {
+    let mut messages = vec![cairn_core::chat::ChatMessage::user("go")];
+    agent.run(&Recorder::new(), &mut messages, &h.ctx).await;
+    messages
+        .into_iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content)
+        .collect()
+}
+
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -61,15 +72,8 @@ async fn a_before_tool_hook_exiting_2_blocks_shell_and_the_model_sees_why() {
         ("echo", json!({"text": "fine"})),
     ]));
     h.server.push(Scripted::text("ok"));
-    let mut messages = vec![cairn_core::chat::ChatMessage::user("go")];
-    agent.run(&Recorder::new(), &mut messages, &h.ctx).await;
-
-    let tools: Vec<_> = messages.iter().filter(|m| m.role == Role::Tool).collect();
-    assert!(
-        tools[0].content.contains("no shell on Sundays"),
-        "{}",
-        tools[0].content
-    );
+    let tools = turn(&h, &agent).await;
+    assert!(tools[0].contains("no shell on Sundays"), "{}", tools[0]);
     assert!(
         !h.ctx.workspace.join("ran").exists(),
         "the command never ran"
@@ -103,10 +107,8 @@ async fn a_before_tool_hook_may_replace_the_arguments() {
         json!({"text": "original"}),
     )]));
     h.server.push(Scripted::text("ok"));
-    let mut messages = vec![cairn_core::chat::ChatMessage::user("go")];
-    agent.run(&Recorder::new(), &mut messages, &h.ctx).await;
-    let tool = messages.iter().find(|m| m.role == Role::Tool).unwrap();
-    assert!(tool.content.contains("echo: replaced"), "{}", tool.content);
+    let tools = turn(&h, &agent).await;
+    assert!(tools[0].contains("echo: replaced"), "{}", tools[0]);
 }
 
 #[tokio::test]
@@ -129,8 +131,7 @@ async fn an_after_tool_hook_receives_the_result_without_secrets() {
         json!({"text": format!("hello {secret}")}),
     )]));
     h.server.push(Scripted::text("ok"));
-    let mut messages = vec![cairn_core::chat::ChatMessage::user("go")];
-    agent.run(&Recorder::new(), &mut messages, &h.ctx).await;
+    turn(&h, &agent).await;
     user.settle().await;
     let event = read_json(&h.ctx.workspace.join("after.json"));
     assert_eq!(event["event"], "after_tool");
@@ -146,17 +147,17 @@ async fn an_after_tool_hook_receives_the_result_without_secrets() {
 #[tokio::test]
 async fn a_hook_that_hangs_is_killed_at_its_timeout() {
     let workspace = tempfile::tempdir().unwrap();
-    let user = hooks(
-        json!([{"event": "before_tool", "timeout_secs": 1,
-                "command": "sleep 300 & echo $! > sleeper.pid; wait"}]),
-        workspace.path(),
-    );
     let parsed = parse_hooks(Some(&Section {
         value: json!([{"event": "before_tool", "timeout_secs": 1,
                        "command": "sleep 300 & echo $! > sleeper.pid; wait"}]),
         line: 1,
     }))
     .unwrap();
+    let user = UserHooks::new(
+        parsed.clone(),
+        workspace.path().to_path_buf(),
+        SandboxSettings::default(),
+    );
     let end = user.run(&parsed[0], &json!({})).await;
     assert_eq!(end, HookExit::TimedOut);
     // The whole group went, the backgrounded sleep included (a zombie at most).
