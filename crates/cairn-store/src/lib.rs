@@ -18,33 +18,41 @@ mod codec;
 mod connect;
 mod cost;
 mod error;
+mod finish;
 mod gateway;
 mod jobs;
 mod memory;
 mod migrate;
 mod notifications;
+mod pause;
 mod reap;
+mod rounds;
 mod routines;
 mod runs;
 mod runtime;
 mod sessions;
 mod settings;
 mod tool_health;
+mod tries;
 mod turns;
+mod waiting;
 
-pub use admit::{Admission, Admitted, SlotMove};
+pub use admit::{Admission, Admitted, OverlapRule, Round, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store};
 pub use error::StoreError;
+pub use finish::{AutoPause, FinishRun, Finished};
 pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
+pub use pause::paused_reason;
 pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
-pub use runs::{FinishRun, RunOutcome};
+pub use runs::RunOutcome;
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
+pub use waiting::{StartedSlot, Starter};
 // Shared cost guard and tool health (issue 13).
 pub use cost::{
     CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,

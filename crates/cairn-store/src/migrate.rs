@@ -94,6 +94,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0012_run_attempts.sql"),
         postgres: include_str!("../migrations/0012_run_attempts.pg.sql"),
     },
+    Migration {
+        version: 13,
+        name: "schedule_ops",
+        sqlite: include_str!("../migrations/0013_schedule_ops.sql"),
+        postgres: include_str!("../migrations/0013_schedule_ops.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -223,6 +223,10 @@ async fn crashed(
         let why = format!("{crash}; not re-run (the routine is disabled)");
         return Ok((why, None, Some(routine)));
     }
+    if routine.runtime.paused.is_some() {
+        let why = format!("{crash}; not re-run (the routine is paused)");
+        return Ok((why, None, Some(routine)));
+    }
     if routine.spec.on_interrupt() == OnInterrupt::Skip {
         let why = format!("{crash}; not re-run (on_interrupt: skip)");
         return Ok((why, None, Some(routine)));

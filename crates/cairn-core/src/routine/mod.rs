@@ -27,7 +27,7 @@ pub use guardrails::{
 };
 pub use locate::line_of;
 pub use overlap::{Fate, Going, Overlap, RoundPlan, decide as decide_overlap};
-pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, UnknownStatus};
+pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, RunTry, UnknownStatus};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};
 

@@ -136,3 +136,21 @@ pub const FIRST_ATTEMPT: u32 = 1;
 fn first_attempt() -> u32 {
     FIRST_ATTEMPT
 }
+
+/// One try of a run whose routine has `retry`: the run stays one record
+/// (its slot and attempt unchanged) and each try is kept beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTry {
+    /// The run.
+    pub run_id: Uuid,
+    /// 1 for the first try.
+    pub number: u32,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended (for a timed-out try: once its cancellation was seen through).
+    pub ended_at: DateTime<Utc>,
+    /// How it ended: `ok`, `attention` or `failed`.
+    pub status: RunStatus,
+    /// What it found or why it failed ("timed out after 30s; cancelled").
+    pub summary: Option<String>,
+}

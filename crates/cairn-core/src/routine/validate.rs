@@ -451,7 +451,7 @@ fn check_schedule_ops(c: &mut Checker, spec: &RoutineSpec) {
         }
     }
     if let Some(n) = g.pause_after_failures
-        && (n < 1 || n > MAX_PAUSE_AFTER)
+        && !(1..=MAX_PAUSE_AFTER).contains(&n)
     {
         c.fail(
             "guardrails.pause_after_failures",
@@ -459,7 +459,7 @@ fn check_schedule_ops(c: &mut Checker, spec: &RoutineSpec) {
         );
     }
     if let Some(retry) = g.retry {
-        if retry.max_attempts < 1 || retry.max_attempts > MAX_TRIES {
+        if !(1..=MAX_TRIES).contains(&retry.max_attempts) {
             c.fail(
                 "guardrails.retry.max_attempts",
                 format!("must be between 1 and {MAX_TRIES} (tries in all, the first included)"),
