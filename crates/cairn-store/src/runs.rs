@@ -186,6 +186,30 @@ impl Store {
         .await
     }
 
+    /// The runs of a routine's slots from `from` to `to` (both included),
+    /// every attempt, oldest slot first.
+    pub async fn slot_runs(
+        &self,
+        routine_id: Uuid,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<RoutineRun>, StoreError> {
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 AND scheduled_for >= $2 \
+                 AND scheduled_for <= $3 ORDER BY scheduled_for, attempt"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(routine_id.to_string())
+                .bind(micros(from))
+                .bind(micros(to))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(decode).collect()
+        })
+        .await
+    }
+
     /// Runs of one routine (or of all, when `None`) still `running`.
     pub async fn count_running(&self, routine_id: Option<Uuid>) -> Result<u64, StoreError> {
         self.on_runtime(async {

@@ -16,6 +16,8 @@ pub mod events;
 pub mod heartbeat;
 pub mod link;
 pub mod plan;
+pub mod service;
+pub mod slots;
 pub mod system;
 pub mod tools;
 pub mod upkeep;

@@ -19,14 +19,17 @@ impl RoutineEngine {
     }
 
     /// Reaps the runs whose lease lapsed before `now` and starts the slots'
-    /// re-runs; returns how many runs were reaped.
+    /// re-runs, then the waiting slots now free to start; returns how many
+    /// runs were reaped.
     pub(super) async fn reap(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         let reaped = self
             .inner
             .store
             .reap_orphans(now, &self.rerunner(now))
             .await?;
-        Ok(self.after_reap(reaped))
+        let count = self.after_reap(reaped);
+        self.start_waiting(None).await;
+        Ok(count)
     }
 
     /// At start: reaps at once, whatever their lease, the runs that earlier
