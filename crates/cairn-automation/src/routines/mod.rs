@@ -15,6 +15,7 @@ pub mod event_matcher;
 pub mod events;
 pub mod heartbeat;
 pub mod link;
+pub mod ops_tools;
 pub mod plan;
 pub mod service;
 pub mod slots;

@@ -393,13 +393,18 @@ impl RoutineService {
 
     /// The next `count` fires of `routine` (at most [`MAX_NEXT`]), jitter applied.
     pub fn next_of(&self, routine: &Routine, count: usize) -> Vec<NextFire> {
-        next_slots(routine, self.user_zone, count.min(MAX_NEXT))
-            .into_iter()
-            .map(|slot| NextFire {
-                slot,
-                fires_at: routine.fires_at(slot),
-            })
-            .collect()
+        next_slots(
+            routine,
+            self.user_zone,
+            self.clock.now(),
+            count.min(MAX_NEXT),
+        )
+        .into_iter()
+        .map(|slot| NextFire {
+            slot,
+            fires_at: routine.fires_at(slot),
+        })
+        .collect()
     }
 
     /// Records the slots of `name` from `request.from` to `request.to` to

@@ -27,15 +27,25 @@ fn schedule(routine: &Routine, user_zone: Tz) -> Option<Result<Schedule, String>
     Some(schedule_at_slot(schedule, zone, anchor).map_err(|e| e.to_string()))
 }
 
-/// Up to `count` next slots of a timed routine, the stored one first
+/// Up to `count` next slots of a timed routine as of `now`: the stored one
+/// first (owed, even when past), then those after it and after `now`
 /// (without jitter: [`Routine::fires_at`] says when each fires).
-pub fn next_slots(routine: &Routine, user_zone: Tz, count: usize) -> Vec<DateTime<Utc>> {
+pub fn next_slots(
+    routine: &Routine,
+    user_zone: Tz,
+    now: DateTime<Utc>,
+    count: usize,
+) -> Vec<DateTime<Utc>> {
     let Some(next) = routine.runtime.next_fire_at else {
         return Vec::new();
     };
     let mut slots = vec![next];
     if let Some(Ok(schedule)) = schedule(routine, user_zone) {
-        slots.extend(schedule.fire_times(next).take(count.saturating_sub(1)));
+        slots.extend(
+            schedule
+                .fire_times(next.max(now))
+                .take(count.saturating_sub(1)),
+        );
     }
     slots.truncate(count);
     slots
@@ -157,14 +167,14 @@ mod tests {
         let r = routine("every 20m", t(1, 0, 7), t(1, 3, 7));
         let slots = slots_between(&r, Tz::UTC, t(1, 1, 0), t(1, 2, 0), 100).unwrap();
         assert_eq!(slots, [t(1, 1, 7), t(1, 1, 27), t(1, 1, 47)]);
-        let next = next_slots(&r, Tz::UTC, 3);
+        let next = next_slots(&r, Tz::UTC, t(1, 0, 0), 3);
         assert_eq!(next, [t(1, 3, 7), t(1, 3, 27), t(1, 3, 47)]);
     }
 
     #[test]
     fn day_steps_follow_their_first_day_backwards() {
         let r = routine("every 2 days at 9am", t(1, 0, 0), t(10, 9, 0));
-        let next = next_slots(&r, Tz::UTC, 2);
+        let next = next_slots(&r, Tz::UTC, t(1, 0, 0), 2);
         assert_eq!(next, [t(10, 9, 0), t(12, 9, 0)]);
         let slots = slots_between(&r, Tz::UTC, t(3, 0, 0), t(9, 0, 0), 100).unwrap();
         assert_eq!(slots, [t(4, 9, 0), t(6, 9, 0), t(8, 9, 0)]);

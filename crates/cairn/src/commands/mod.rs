@@ -10,6 +10,7 @@ mod memory;
 mod notify;
 mod routine;
 mod routine_files;
+mod routine_ops;
 mod schedule;
 mod service;
 mod status;
