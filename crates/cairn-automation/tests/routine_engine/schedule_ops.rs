@@ -528,3 +528,50 @@ on_both_backends!(
     a_timed_out_try_is_cancelled_and_recorded_before_the_retry,
     backfill_runs_three_daily_slots_once,
 );
+
+/// Paused, an event routine lets messages pass by and a webhook routine
+/// records the refusal with the pause as its reason (every refusal is a run).
+#[tokio::test(start_paused = true)]
+async fn paused_event_and_webhook_routines_fire_nothing() {
+    let s = setup(t0()).await;
+    let event = s
+        .routine("name: deploys\ntrigger: {type: event, pattern: 'deploy \\w+'}\naction: {type: notification, message: seen}\n")
+        .await;
+    let hook = s
+        .routine("name: hook\ntrigger: {type: webhook, path: builds}\naction: {type: notification, message: x}\n")
+        .await;
+    let engine = s.engine("a");
+    let ops = service(&s, &engine);
+    for name in ["deploys", "hook"] {
+        ops.pause(name, Some("quiet week"), &person())
+            .await
+            .unwrap();
+    }
+    assert!(
+        engine
+            .offer_message("terminal", "deploy api")
+            .await
+            .is_empty()
+    );
+    let fired = engine
+        .fire_webhook("builds", b"{}", None, true)
+        .await
+        .unwrap();
+    let Admitted::Skipped(reason) = &fired.admitted else {
+        panic!("a paused webhook routine fired: {fired:?}")
+    };
+    assert!(
+        reason.starts_with("paused by ada (test) at ") && reason.ends_with(": quiet week"),
+        "{reason}"
+    );
+    engine.idle().await;
+    assert!(s.runs(&event).await.is_empty());
+    assert_eq!(statuses(&s.runs(&hook).await), [RunStatus::Skipped]);
+    assert_eq!(s.script.calls.lock().unwrap().len(), 0);
+    ops.resume("deploys", &person()).await.unwrap();
+    assert_eq!(
+        engine.offer_message("terminal", "deploy api").await.len(),
+        1
+    );
+    engine.idle().await;
+}
