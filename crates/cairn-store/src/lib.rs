@@ -52,7 +52,7 @@ pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
 pub use runs::RunOutcome;
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
-pub use waiting::{StartedSlot, Starter};
+pub use waiting::StartedSlot;
 // Shared cost guard and tool health (issue 13).
 pub use cost::{
     CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,

@@ -20,7 +20,8 @@ use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};
 use crate::{Store, StoreError};
 
-/// The engine that re-runs the slots its reaps interrupt.
+/// The engine that takes on the runs a store call starts for it: the slots
+/// its reaps interrupt (re-run) and waiting slots (`Store::start_waiting`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rerunner {
     /// Its owner id, given to the re-runs.

@@ -15,18 +15,7 @@ use crate::admit::{count_started, running_total_locked};
 use crate::codec::{Cols, micros};
 use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};
-use crate::{Store, StoreError};
-
-/// The engine that starts waiting slots, and under which limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Starter {
-    /// Its owner id, given to the runs it starts.
-    pub owner: String,
-    /// The started runs' first lease.
-    pub lease_until: DateTime<Utc>,
-    /// Leave slots waiting while this many runs of all routines run.
-    pub global_max: Option<u32>,
-}
+use crate::{Rerunner, Store, StoreError};
 
 /// A waiting slot now started, `running` under the starter's lease.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,12 +28,14 @@ pub struct StartedSlot {
 
 impl Store {
     /// Starts the next waiting slot of each routine (or of `routine` only)
-    /// that has one and no run going, as `starter`'s runs, at `now`.
+    /// that has one and no run going, as `starter`'s runs (the engine that
+    /// re-runs what its reaps interrupt starts these too), at `now`; slots
+    /// stay waiting while `starter.global_max` runs of all routines run.
     /// Without waiting slots this is one read and no write.
     pub async fn start_waiting(
         &self,
         routine: Option<Uuid>,
-        starter: &Starter,
+        starter: &Rerunner,
         now: DateTime<Utc>,
     ) -> Result<Vec<StartedSlot>, StoreError> {
         self.on_runtime(async {
@@ -103,7 +94,7 @@ impl Store {
 async fn start_next(
     conn: &mut sqlx::AnyConnection,
     id: &str,
-    starter: &Starter,
+    starter: &Rerunner,
     now: DateTime<Utc>,
 ) -> Result<Option<StartedSlot>, StoreError> {
     // Locks the row on PostgreSQL, as an admission does.

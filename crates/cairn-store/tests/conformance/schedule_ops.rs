@@ -7,7 +7,7 @@ use cairn_core::routine::{
     Overlap, Pause, Routine, RoutineRun, RoutineSpec, RunStatus, RunTry, SpecFormat,
 };
 use cairn_store::{
-    Admission, Admitted, AutoPause, FinishRun, OverlapRule, Round, RunOutcome, SlotMove, Starter,
+    Admission, Admitted, AutoPause, FinishRun, OverlapRule, Rerunner, Round, RunOutcome, SlotMove,
 };
 
 use crate::fixture::Fixture;
@@ -77,8 +77,8 @@ fn ok_at(status: RunStatus, secs: i64) -> RunOutcome {
     }
 }
 
-fn starter() -> Starter {
-    Starter {
+fn starter() -> Rerunner {
+    Rerunner {
         owner: "proc-b".into(),
         lease_until: at(10_000),
         global_max: Some(100),

@@ -8,8 +8,9 @@ use cairn_store::{Reaped, Rerunner};
 use super::*;
 
 impl RoutineEngine {
-    /// This engine as the one re-running what its reaps interrupt.
-    fn rerunner(&self, now: DateTime<Utc>) -> Rerunner {
+    /// This engine as the one taking on the runs a store call starts (what
+    /// its reaps interrupt, waiting slots).
+    pub(super) fn rerunner(&self, now: DateTime<Utc>) -> Rerunner {
         let lease = chrono::Duration::from_std(self.inner.settings.lease).unwrap_or_default();
         Rerunner {
             owner: self.inner.settings.owner.clone(),

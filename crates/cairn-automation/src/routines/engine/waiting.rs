@@ -3,8 +3,6 @@
 //! run of the routine just ended, and every engine's timer round and
 //! upkeep, which sweep them (the store decides, one engine starts each).
 
-use cairn_store::Starter;
-
 use super::*;
 
 impl RoutineEngine {
@@ -12,13 +10,12 @@ impl RoutineEngine {
     /// `routine`, or of all routines) that may start now; how many.
     pub async fn start_waiting(&self, routine: Option<Uuid>) -> usize {
         let now = self.inner.clock.now();
-        let lease = chrono::Duration::from_std(self.inner.settings.lease).unwrap_or_default();
-        let starter = Starter {
-            owner: self.inner.settings.owner.clone(),
-            lease_until: now + lease,
-            global_max: Some(self.max_concurrent()),
-        };
-        let started = match self.inner.store.start_waiting(routine, &starter, now).await {
+        let started = match self
+            .inner
+            .store
+            .start_waiting(routine, &self.rerunner(now), now)
+            .await
+        {
             Ok(started) => started,
             Err(e) => {
                 tracing::warn!(error = %e, "routine engine: cannot start waiting slots");
