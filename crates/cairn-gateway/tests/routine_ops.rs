@@ -47,6 +47,8 @@ async fn pause_with_a_note_shows_and_refuses_fires_until_resumed() {
     assert_eq!(body["paused"]["note"], "moving house");
     let (_, shown) = json_of(gw.get("/api/routines/hello").send().await.unwrap()).await;
     assert_eq!(shown["paused"]["note"], "moving house");
+    let (_, status_view) = json_of(gw.get("/api/status").send().await.unwrap()).await;
+    assert_eq!(status_view["counts"]["paused_routines"], 1);
     let (status, code) =
         error_code(gw.post("/api/routines/hello/fire").send().await.unwrap()).await;
     assert_eq!((status, code.as_str()), (409, "conflict"));
