@@ -9,6 +9,8 @@
 //! - [`safety`]: credential scrubbing, output caps and framing of tool output.
 //! - [`runner`]: [`ToolRunner::run`](runner::ToolRunner::run), the single entry
 //!   point through which every tool call passes, wherever it comes from.
+//! - [`sandbox`]: [`Sandbox::spawn`](sandbox::Sandbox::spawn), the one way a
+//!   process is started for the agent, confined by Landlock to the workspace.
 //!
 //! Architecture invariant: nothing executes a tool except the runner —
 //! `Tool::execute` takes a `runner::Authorized` proof that only the runner can make,
@@ -19,6 +21,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod agent_loop;
+pub mod approval;
 pub mod chat;
 pub mod context;
 pub mod cost_guard;
@@ -30,6 +33,7 @@ pub mod prompt;
 pub mod repair;
 pub mod runner;
 pub mod safety;
+pub mod sandbox;
 pub mod session;
 pub mod tools;
 

@@ -2,8 +2,9 @@
 //! stopped making progress, and how it tells the person.
 //!
 //! - [`ToolHealth`] counts each tool's consecutive failures in the store (a
-//!   success resets them; policy refusals and declined approvals are not
-//!   failures). At [`RepairConfig::tool_failure_limit`] (5) the tool is
+//!   success resets them; refusals, by the policy gate or by a tool's own
+//!   rules such as a path outside the workspace or a blocked address, and
+//!   declined approvals are not failures). At [`RepairConfig::tool_failure_limit`] (5) the tool is
 //!   disabled for every process on the database: the runner leaves it out
 //!   of the tool list sent to the model and refuses calls to it, until
 //!   `cairn tool enable NAME`. Exactly one notification says so.
@@ -22,7 +23,7 @@ use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use cairn_core::clock::Clock;
-use cairn_core::notification::{DeliveryStatus, NewNotification, Notification, Priority};
+use cairn_core::notification::{DeliveryStatus, NewNotification, Notification, Outcome, Priority};
 use cairn_store::{Store, StoreError, ToolHealthRow};
 use serde::Serialize;
 use uuid::Uuid;
@@ -63,32 +64,20 @@ impl InboxNotifier {
 impl RepairNotifier for InboxNotifier {
     async fn notify(&self, new: NewNotification) {
         let now = self.clock.now();
-        let n = Notification {
-            id: Uuid::now_v7(),
-            user_id: new.user_id,
-            channel: "inbox".to_string(),
-            title: new.title,
-            body: new.body,
-            priority: new.priority,
-            tags: new.tags,
-            data: new.data,
-            source: new.source,
-            created_at: now,
-            status: DeliveryStatus::Delivered,
-            attempts: 0,
-            next_attempt_at: None,
-            delivered_at: Some(now),
-            last_error: None,
-            in_inbox: true,
-            read_at: None,
-        };
+        // Kept in the inbox: delivered the moment it is recorded.
+        let mut n = Notification::pending(new, Uuid::now_v7(), "inbox".to_string(), now);
+        n.status = DeliveryStatus::Delivered;
+        n.next_attempt_at = None;
+        n.delivered_at = Some(now);
+        n.in_inbox = true;
         if let Err(error) = self.store.insert_notification(&n).await {
             tracing::warn!(%error, title = %n.title, "could not record a self-repair notification");
         }
     }
 }
 
-/// A notification from self-repair, for `user_id`.
+/// A notification from self-repair, for `user_id`: something (a job given
+/// up, a tool disabled) needs the person, so its outcome is attention (🔔).
 pub(crate) fn notice(user_id: &str, title: String, body: String, source: &str) -> NewNotification {
     NewNotification {
         user_id: user_id.to_string(),
@@ -96,7 +85,10 @@ pub(crate) fn notice(user_id: &str, title: String, body: String, source: &str) -
         title,
         body,
         priority: Priority::High,
-        tags: vec!["self-repair".to_string()],
+        tags: vec![
+            "self-repair".to_string(),
+            Outcome::Attention.tag().to_string(),
+        ],
         data: None,
         source: source.to_string(),
     }

@@ -84,73 +84,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use cairn_core::chat::{ChatMessage, ToolCall};
 use futures::FutureExt;
 
+use crate::approval::nobody_to_approve;
+pub use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll};
 use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
 use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
-
-/// A user's answer to an approval request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApprovalAnswer {
-    /// Run this call.
-    Yes,
-    /// Do not run it.
-    No,
-    /// Run it, and stop asking about this tool for the rest of the session.
-    Always,
-    /// Nobody answered within this time; the call is not run.
-    Expired(std::time::Duration),
-}
-
-/// What the user is asked to approve.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApprovalRequest {
-    /// The session the call belongs to.
-    pub session_id: String,
-    /// The provider's call id.
-    pub call_id: String,
-    /// The canonical tool name.
-    pub tool: String,
-    /// The tool's risk level.
-    pub risk: RiskLevel,
-    /// The arguments, with credentials scrubbed.
-    pub arguments: serde_json::Value,
-    /// A one-line summary of the call for a prompt, credentials scrubbed.
-    pub summary: String,
-}
-
-/// Answers approval requests (a terminal prompt, a WebSocket round-trip, a policy).
-#[async_trait]
-pub trait Approver: Send + Sync {
-    /// Decides whether a pending call may run.
-    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
-}
-
-/// Declines everything; for non-interactive runs where "ask" must mean "no".
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DenyAll;
-
-#[async_trait]
-impl Approver for DenyAll {
-    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::No
-    }
-}
-
-/// Approves everything once (never "always"); for trusted non-interactive runs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AutoApprove;
-
-#[async_trait]
-impl Approver for AutoApprove {
-    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::Yes
-    }
-}
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -465,6 +407,10 @@ impl ToolRunner {
                 v => v,
             };
             let inner_name = inner.name().to_string();
+            // It will run unattended, where nobody can approve such a call.
+            if inner.needs_person(&inner_args) {
+                return refuse(name, ToolStatus::Denied, nobody_to_approve(&inner_name));
+            }
             let inner_call = ToolCall {
                 id: call.id.clone(),
                 name: inner_name.clone(),
@@ -504,12 +450,18 @@ impl ToolRunner {
         ctx: &ToolContext,
         approver: &dyn Approver,
     ) -> Result<(), (ToolStatus, String)> {
-        let risk = tool.call_risk(args);
-        match self.policy.decide(name, risk, &ctx.session_id) {
-            PolicyDecision::Allow => Ok(()),
-            PolicyDecision::Deny { reason } => {
-                Err((ToolStatus::Denied, format!("denied by policy: {reason}")))
-            }
+        let risk = risk_of(tool, args);
+        let decision = self.policy.decide(name, risk, &ctx.session_id);
+        if let PolicyDecision::Deny { reason } = decision {
+            return Err((ToolStatus::Denied, format!("denied by policy: {reason}")));
+        }
+        // Even where the policy would allow it (autonomy `full`), a change to
+        // what runs on the person's behalf needs the person to be there.
+        if tool.needs_person(args) && !approver.person_present() {
+            return Err((ToolStatus::Denied, nobody_to_approve(name)));
+        }
+        match decision {
+            PolicyDecision::Allow | PolicyDecision::Deny { .. } => Ok(()),
             PolicyDecision::Ask => {
                 let request = approval_request(call, name, risk, args, ctx);
                 let answer = tokio::select! {
@@ -544,7 +496,8 @@ impl ToolRunner {
     }
 
     /// What the gate would decide about a call, without asking anyone:
-    /// `run_parallel` runs the allowed actions and reports the others.
+    /// `run_parallel` runs the allowed actions and reports the others. With
+    /// nobody to ask, a call only a person may approve is denied.
     pub fn check(&self, name: &str, args: &serde_json::Value, session_id: &str) -> Check {
         let Some(tool) = self.registry.get(name) else {
             return Check::Unknown(self.unknown_tool_text(name));
@@ -552,11 +505,15 @@ impl ToolRunner {
         let canonical = tool.name().to_string();
         match self
             .policy
-            .decide(&canonical, tool.call_risk(args), session_id)
+            .decide(&canonical, risk_of(tool.as_ref(), args), session_id)
         {
+            PolicyDecision::Deny { reason } => Check::Denied(canonical, reason),
+            _ if tool.needs_person(args) => {
+                let reason = nobody_to_approve(&canonical);
+                Check::Denied(canonical, reason)
+            }
             PolicyDecision::Allow => Check::Allowed(canonical),
             PolicyDecision::Ask => Check::NeedsApproval(canonical),
-            PolicyDecision::Deny { reason } => Check::Denied(canonical, reason),
         }
     }
 
@@ -583,6 +540,9 @@ impl ToolRunner {
                 Err(_) => Ok(Err(ToolError::Timeout(limit))),
             },
         };
+        // A refusal by the tool's own rules (a path outside the workspace, a
+        // blocked address) is policy, not a broken tool: self-repair ignores it.
+        let refused = matches!(outcome, Ok(Err(ToolError::NotPermitted(_))));
         let (status, text) = match outcome {
             Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
             Ok(Ok(output)) => (ToolStatus::Failed, output.content),
@@ -606,7 +566,8 @@ impl ToolRunner {
         let result = finish(&call_id, name, status, &text, ctx, started);
         if let Some(health) = self.health.get() {
             // Scrubbed: the error is kept in the store and shown to people.
-            health.observe(&result.tool, status, &scrub(&text)).await;
+            let observed = if refused { ToolStatus::Denied } else { status };
+            health.observe(&result.tool, observed, &scrub(&text)).await;
         }
         result
     }
@@ -640,6 +601,17 @@ impl ToolRunner {
                 similar.join(", ")
             )
         }
+    }
+}
+
+/// The risk the gate judges a call by: the tool's own word for it, and
+/// `Write` at least for a call only a person may approve.
+fn risk_of(tool: &dyn Tool, args: &serde_json::Value) -> RiskLevel {
+    let risk = tool.call_risk(args);
+    if tool.needs_person(args) {
+        risk.max(RiskLevel::Write)
+    } else {
+        risk
     }
 }
 

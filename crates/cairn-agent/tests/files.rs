@@ -330,3 +330,57 @@ async fn line_windows_do_not_depend_on_buffer_size() {
         }
     }
 }
+
+/// A dangling symlink in the workspace pointing outside is refused by
+/// `file_write` (replace and append), and nothing is created outside; the
+/// same for a dangling directory link in the middle of the path.
+#[tokio::test]
+async fn write_refuses_dangling_symlinks_out_of_the_workspace() {
+    let f = Fixture::new();
+    let ws = f.workspace.path();
+    let target = f.outside.path().join("planted.txt");
+    std::os::unix::fs::symlink(&target, ws.join("dangling.txt")).unwrap();
+    let dir_target = f.outside.path().join("newdir");
+    std::os::unix::fs::symlink(&dir_target, ws.join("dangling_dir")).unwrap();
+    let write = FileWriteTool::new(FilesConfig::default());
+    let ctx = f.ctx();
+    for append in [false, true] {
+        let m = not_permitted(
+            write
+                .run_gated(
+                    json!({"path": "dangling.txt", "content": "pwned", "append": append}),
+                    &ctx,
+                )
+                .await,
+        );
+        assert!(m.contains("symbolic link"), "{m}");
+    }
+    let m = not_permitted(
+        write
+            .run_gated(
+                json!({"path": "dangling_dir/x.txt", "content": "pwned"}),
+                &ctx,
+            )
+            .await,
+    );
+    assert!(m.contains("symbolic link"), "{m}");
+    assert!(!target.exists(), "written outside through the link");
+    assert!(!dir_target.exists(), "directory created outside");
+    // Reading through the dangling link is refused the same way.
+    let read = FileReadTool::new(FilesConfig::default());
+    std::fs::write(&target, "outside").unwrap();
+    not_permitted(read.run_gated(json!({"path": "dangling.txt"}), &ctx).await);
+    // Ordinary writes still work, new files and replacements alike.
+    write
+        .run_gated(json!({"path": "notes/new/b.txt", "content": "one"}), &ctx)
+        .await
+        .unwrap();
+    write
+        .run_gated(json!({"path": "notes/new/b.txt", "content": "two"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes/new/b.txt")).unwrap(),
+        "two"
+    );
+}

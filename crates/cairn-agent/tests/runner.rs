@@ -336,3 +336,97 @@ async fn the_gate_decides_on_the_risk_of_each_call() {
     let request = yes.last.lock().unwrap().clone().unwrap();
     assert_eq!(request.risk, RiskLevel::Dangerous);
 }
+
+/// A change to what runs on the person's behalf (as `routine_update` is),
+/// claiming to be read-only; `launch` delegates a call of it (as
+/// `background_run` does).
+struct PersonOnly;
+
+#[async_trait::async_trait]
+impl cairn_agent::tools::Tool for PersonOnly {
+    fn name(&self) -> &str {
+        "person_only"
+    }
+    fn description(&self) -> &str {
+        "changes a routine"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn needs_person(&self, args: &serde_json::Value) -> bool {
+        args["launch"].is_null()
+    }
+    fn delegated_call(&self, args: &serde_json::Value) -> Option<(String, serde_json::Value)> {
+        (!args["launch"].is_null()).then(|| ("person_only".to_string(), json!({})))
+    }
+    async fn execute(
+        &self,
+        _: serde_json::Value,
+        _: &ToolContext,
+        _: &cairn_agent::runner::Authorized,
+    ) -> Result<cairn_agent::tools::ToolOutput, cairn_agent::tools::ToolError> {
+        Ok(cairn_agent::tools::ToolOutput::ok("changed"))
+    }
+}
+
+fn person_only_runner(autonomy: AutonomyLevel) -> ToolRunner {
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(PersonOnly)).unwrap();
+    let config = ToolPolicyConfig {
+        autonomy,
+        ..ToolPolicyConfig::default()
+    };
+    ToolRunner::new(Arc::new(registry), Arc::new(PolicyGate::new(&config)))
+}
+
+#[tokio::test]
+async fn calls_only_a_person_may_approve_need_one_there_whatever_the_autonomy() {
+    let change = call("person_only", json!({}));
+    let full = person_only_runner(AutonomyLevel::Full);
+    for rule in [
+        &Scripted::new(ApprovalAnswer::Yes) as &dyn cairn_agent::runner::Approver,
+        &AutoApprove,
+        &DenyAll,
+    ] {
+        let result = full.run(&change, &ctx(), rule).await;
+        assert_eq!(result.status, ToolStatus::Denied, "{}", result.content);
+        assert!(
+            result.content.contains("nobody can approve"),
+            "{}",
+            result.content
+        );
+    }
+    assert!(matches!(
+        full.check("person_only", &json!({}), "session-1"),
+        cairn_agent::runner::Check::Denied(..)
+    ));
+    // Under full autonomy the person there is not asked; under supervised
+    // they are, and the call counts as a write whatever the tool claims.
+    let person = Scripted::person(ApprovalAnswer::Yes);
+    assert_eq!(
+        full.run(&change, &ctx(), &person).await.status,
+        ToolStatus::Success
+    );
+    assert_eq!(person.asked(), 0);
+    let supervised = person_only_runner(AutonomyLevel::Supervised);
+    assert_eq!(
+        supervised.run(&change, &ctx(), &person).await.status,
+        ToolStatus::Success
+    );
+    let request = person.last.lock().unwrap().clone().unwrap();
+    assert_eq!(request.risk, RiskLevel::Write);
+
+    // Launched for later (background work), nobody would be there to
+    // approve it when it runs: refused at launch, even with the person here.
+    let launch = call("person_only", json!({"launch": true}));
+    let result = full.run(&launch, &ctx(), &person).await;
+    assert_eq!(result.status, ToolStatus::Denied, "{}", result.content);
+    assert!(
+        result.content.contains("nobody can approve"),
+        "{}",
+        result.content
+    );
+}

@@ -68,6 +68,11 @@ impl LoopDelegate for Quiet {
 fn runner(store: &Store, flaky: Arc<Flaky>) -> Arc<ToolRunner> {
     let mut registry = ToolRegistry::new();
     registry.register(flaky).unwrap();
+    runner_over(store, registry)
+}
+
+/// A runner over `registry` with tool health (limit 5) on `store`.
+fn runner_over(store: &Store, registry: ToolRegistry) -> Arc<ToolRunner> {
     let runner = Arc::new(ToolRunner::new(
         Arc::new(registry),
         Arc::new(PolicyGate::new(&ToolPolicyConfig::default())),
@@ -153,6 +158,7 @@ async fn five_failures_disable_a_tool_until_it_is_enabled() {
     let inbox = store.inbox("ada", true, 10).await.unwrap();
     assert_eq!(inbox.len(), 1);
     assert!(inbox[0].title.contains("flaky"), "{}", inbox[0].title);
+    assert_eq!(inbox[0].headline(), format!("🔔 {}", inbox[0].title));
     assert!(
         inbox[0].body.contains("upstream said 503"),
         "{}",
@@ -235,4 +241,74 @@ async fn a_success_resets_the_streak_and_refusals_do_not_count() {
     assert_eq!(health[0].consecutive_failures, 4);
     assert!(!health[0].disabled);
     assert_eq!(runner.definitions().len(), 1);
+}
+
+/// Five (six) URLs refused as private or local must not disable `http_request`
+/// for everyone: a refusal by the tool's own rules is policy, not a broken tool.
+/// The last one is a name the resolver finds on a loopback or private address
+/// (this machine's host name), refused after DNS rather than by the URL check.
+#[tokio::test]
+async fn refused_addresses_never_disable_http_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cairn.db").display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let registry = cairn_agent::tools::builtin_registry(&Default::default()).unwrap();
+    let runner = runner_over(&store, registry);
+    let ctx = ToolContext::new(dir.path(), "s");
+    let mut urls: Vec<String> = [
+        "http://127.0.0.1:9/",
+        "http://[::1]/",
+        "http://[::127.0.0.1]/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://localhost/",
+        "http://10.0.0.1/",
+    ]
+    .map(String::from)
+    .to_vec();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let local_name = !host.is_empty()
+        && tokio::net::lookup_host((host.as_str(), 80))
+            .await
+            .map(|addrs| addrs.collect::<Vec<_>>())
+            .is_ok_and(|addrs| {
+                !addrs.is_empty()
+                    && addrs
+                        .iter()
+                        .all(|a| !cairn_agent::tools::http::is_public(a.ip()))
+            });
+    if local_name {
+        urls.push(format!("http://{host}:9/"));
+    } else {
+        println!("host name {host} does not resolve to a local address: DNS refusal not exercised");
+    }
+    for (i, url) in urls.iter().enumerate() {
+        let call = ToolCall {
+            id: format!("c{i}"),
+            name: "http_request".into(),
+            arguments: json!({ "url": url }),
+        };
+        let result = runner.run(&call, &ctx, &AutoApprove).await;
+        assert!(
+            result.content.contains("not permitted") && result.content.contains("refused"),
+            "{url}: {}",
+            result.content
+        );
+    }
+    let health = store.list_tool_health().await.unwrap();
+    assert!(
+        health
+            .iter()
+            .all(|h| h.consecutive_failures == 0 && !h.disabled),
+        "{health:?}"
+    );
+    assert!(
+        runner
+            .definitions()
+            .iter()
+            .any(|d| d.name == "http_request")
+    );
+    assert!(store.inbox("ada", true, 10).await.unwrap().is_empty());
 }

@@ -93,6 +93,16 @@ impl Env {
         registry.register(Arc::new(Ping)).unwrap();
         registry.register(Arc::new(Danger)).unwrap();
         registry.register(Arc::new(Forbidden)).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(FixedClock::new(t0()));
+        for tool in cairn_automation::routines::tools::routine_tools(
+            store.clone(),
+            cairn_automation::routines::link::EngineLink::new(),
+            "ada",
+            chrono_tz::UTC,
+            clock.clone(),
+        ) {
+            registry.register(tool).unwrap();
+        }
         let policy = PolicyGate::new(&ToolPolicyConfig {
             autonomy: AutonomyLevel::Supervised,
             deny: vec!["forbidden".into()],
@@ -103,7 +113,7 @@ impl Env {
             store,
             workspace: tempfile::tempdir().unwrap(),
             _db: db,
-            clock: Arc::new(FixedClock::new(t0())),
+            clock,
             runner,
         }
     }
@@ -403,6 +413,32 @@ async fn tool_call_runs_through_the_policy_gate() {
         .execute(env.request("{type: tool_call, tool: nope}", None).await)
         .await;
     assert_eq!(unknown.status, RunStatus::Failed);
+}
+
+#[tokio::test]
+async fn an_unattended_run_cannot_change_routines_even_with_the_tool_allowed() {
+    let env = Env::new().await;
+    let actions = env.bare().with_tools(env.runner.clone(), env.ctx());
+    let run = actions
+        .execute(
+            env.request(
+                "{type: tool_call, tool: routine_delete, params: {name: watcher}, allowed_tools: [routine_delete]}",
+                None,
+            )
+            .await,
+        )
+        .await;
+    assert_eq!(run.status, RunStatus::Failed, "{run:?}");
+    let summary = run.summary.unwrap();
+    assert!(summary.contains("nobody can approve"), "{summary}");
+    assert!(
+        env.store
+            .find_routine("ada", "watcher")
+            .await
+            .unwrap()
+            .is_some(),
+        "the routine is still there"
+    );
 }
 
 #[tokio::test]

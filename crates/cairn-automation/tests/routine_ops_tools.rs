@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use cairn_agent::policy::{PolicyGate, ToolPolicyConfig};
+use cairn_agent::policy::{AutonomyLevel, PolicyGate, ToolPolicyConfig};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner, ToolStatus};
 use cairn_agent::tools::{RiskLevel, ToolContext, ToolRegistry};
 use cairn_automation::routines::ops_tools::routine_ops_tools;
@@ -18,9 +18,15 @@ use cairn_store::Store;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value, json};
 
-/// Says yes and remembers what it was asked.
-#[derive(Default)]
-struct Yes(Mutex<Vec<(String, RiskLevel)>>);
+/// Says yes and remembers what it was asked: a person (`.1`), or a rule
+/// answering where nobody is (a routine's allowed_tools, background work).
+struct Yes(Mutex<Vec<(String, RiskLevel)>>, bool);
+
+impl Default for Yes {
+    fn default() -> Self {
+        Yes(Mutex::default(), true)
+    }
+}
 
 #[async_trait]
 impl Approver for Yes {
@@ -30,6 +36,9 @@ impl Approver for Yes {
             .unwrap()
             .push((request.tool.clone(), request.risk));
         ApprovalAnswer::Yes
+    }
+    fn person_present(&self) -> bool {
+        self.1
     }
 }
 
@@ -45,6 +54,10 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(&ToolPolicyConfig::default(), Yes::default()).await
+}
+
+async fn setup_with(policy: &ToolPolicyConfig, approver: Yes) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/cairn.db", dir.path().display());
     let (store, _) = Store::open(&url).await.unwrap();
@@ -58,12 +71,12 @@ async fn setup() -> Setup {
     for tool in routine_ops_tools(service) {
         registry.register(tool).unwrap();
     }
-    // Supervised autonomy, the default: write calls ask.
-    let gate = PolicyGate::new(&ToolPolicyConfig::default());
+    // Supervised autonomy by default: write calls ask.
+    let gate = PolicyGate::new(policy);
     Setup {
         store,
         runner: ToolRunner::new(Arc::new(registry), Arc::new(gate)),
-        approver: Yes::default(),
+        approver,
         _dir: dir,
     }
 }
@@ -153,7 +166,7 @@ async fn cairns_own_routines_are_off_limits_to_the_agent() {
         let (status, body) = s.call(tool, json!({"name": "heartbeat"})).await;
         assert_eq!(status, ToolStatus::Failed, "{tool}: {body}");
         assert!(
-            body.contains("one of cairn's own (system task heartbeat)"),
+            body.contains("\"heartbeat\" is a built-in routine (cairn's own heartbeat)"),
             "{body}"
         );
     }
@@ -203,4 +216,37 @@ async fn backfill_records_the_past_slots_once() {
         .await;
     assert_eq!(status, ToolStatus::InvalidArguments);
     assert!(body.contains("`from`"), "{body}");
+}
+
+#[tokio::test]
+async fn where_nobody_can_approve_schedules_are_not_changed_even_under_full_autonomy() {
+    let full = ToolPolicyConfig {
+        autonomy: AutonomyLevel::Full,
+        ..ToolPolicyConfig::default()
+    };
+    let s = setup_with(&full, Yes(Mutex::default(), false)).await;
+    let r = s
+        .routine("name: report\ntrigger: {type: cron, schedule: '0 9 * * *'}\naction: {type: notification, message: x}\n")
+        .await;
+    for (tool, args) in [
+        ("routine_pause", json!({"name": "report", "note": "quiet"})),
+        ("routine_resume", json!({"name": "report"})),
+        (
+            "routine_backfill",
+            json!({"name": "report", "from": "2026-03-04T00:00:00Z", "to": "2026-03-06T12:00:00Z"}),
+        ),
+    ] {
+        let (status, body) = s.call(tool, args).await;
+        assert_eq!(status, ToolStatus::Denied, "{tool}: {body}");
+        assert!(
+            body.contains("nobody can approve") && body.contains(tool),
+            "{body}"
+        );
+    }
+    assert!(s.approver.0.lock().unwrap().is_empty());
+    let stored = s.store.get_routine(r.id).await.unwrap().unwrap();
+    assert!(stored.runtime.paused.is_none());
+    assert!(s.store.list_runs(r.id, 10).await.unwrap().is_empty());
+    // Reading the next fires changes nothing.
+    s.ok("routine_next", json!({"name": "report"})).await;
 }

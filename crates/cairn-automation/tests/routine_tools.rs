@@ -5,8 +5,10 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use cairn_agent::policy::{PolicyGate, ToolPolicyConfig};
-use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner, ToolStatus};
+use cairn_agent::policy::{AutonomyLevel, PolicyGate, ToolPolicyConfig};
+use cairn_agent::runner::{
+    ApprovalAnswer, ApprovalRequest, Approver, Check, ToolRunner, ToolStatus,
+};
 use cairn_agent::tools::{RiskLevel, ToolContext, ToolRegistry};
 use cairn_automation::routines::tools::{RoutineFirer, routine_tools};
 use cairn_core::chat::ToolCall;
@@ -34,15 +36,32 @@ impl RoutineFirer for Recorder {
     }
 }
 
-/// Says yes and remembers every request.
-#[derive(Default)]
-struct Yes(Mutex<Vec<ApprovalRequest>>);
+/// A person (or, with `present: false`, a rule) giving one answer, and
+/// remembering every request.
+struct Answers {
+    answer: ApprovalAnswer,
+    present: bool,
+    asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl Answers {
+    fn person(answer: ApprovalAnswer) -> Answers {
+        Answers {
+            answer,
+            present: true,
+            asked: Mutex::default(),
+        }
+    }
+}
 
 #[async_trait]
-impl Approver for Yes {
+impl Approver for Answers {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        self.0.lock().unwrap().push(request.clone());
-        ApprovalAnswer::Yes
+        self.asked.lock().unwrap().push(request.clone());
+        self.answer
+    }
+    fn person_present(&self) -> bool {
+        self.present
     }
 }
 
@@ -50,7 +69,7 @@ struct Setup {
     store: Store,
     runner: ToolRunner,
     firer: Arc<Recorder>,
-    approver: Yes,
+    approver: Answers,
     _dir: tempfile::TempDir,
 }
 
@@ -58,7 +77,17 @@ fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap()
 }
 
+/// Supervised autonomy (the default: write and dangerous calls ask), a
+/// person answering yes.
 async fn setup() -> Setup {
+    setup_with(
+        AutonomyLevel::Supervised,
+        Answers::person(ApprovalAnswer::Yes),
+    )
+    .await
+}
+
+async fn setup_with(autonomy: AutonomyLevel, approver: Answers) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/cairn.db", dir.path().display());
     let (store, _) = Store::open(&url).await.unwrap();
@@ -73,13 +102,15 @@ async fn setup() -> Setup {
     ) {
         registry.register(tool).unwrap();
     }
-    // Supervised autonomy, the default: write and dangerous calls ask.
-    let gate = PolicyGate::new(&ToolPolicyConfig::default());
+    let gate = PolicyGate::new(&ToolPolicyConfig {
+        autonomy,
+        ..ToolPolicyConfig::default()
+    });
     Setup {
         store,
         runner: ToolRunner::new(Arc::new(registry), Arc::new(gate)),
         firer,
-        approver: Yes::default(),
+        approver,
         _dir: dir,
     }
 }
@@ -113,7 +144,7 @@ impl Setup {
 
     fn asked(&self) -> Vec<(String, RiskLevel)> {
         self.approver
-            .0
+            .asked
             .lock()
             .unwrap()
             .iter()
@@ -131,7 +162,7 @@ fn reminder(name: &str, schedule: &str) -> Value {
 }
 
 #[tokio::test]
-async fn create_stores_the_routine_with_its_next_slot_without_asking() {
+async fn create_stores_the_routine_with_its_next_slot_once_approved() {
     let s = setup().await;
     let out = s
         .ok("routine_create", reminder("standup", "0 9 * * *"))
@@ -149,7 +180,11 @@ async fn create_stores_the_routine_with_its_next_slot_without_asking() {
         stored.runtime.next_fire_at,
         Some(Utc.with_ymd_and_hms(2026, 3, 2, 8, 0, 0).unwrap())
     );
-    assert!(s.asked().is_empty(), "a reminder needs no approval");
+    // Even a reminder acts on the person's behalf later: they approve it.
+    assert_eq!(
+        s.asked(),
+        vec![("routine_create".to_string(), RiskLevel::Write)]
+    );
 
     // The name is taken now.
     let (status, body) = s
@@ -345,4 +380,198 @@ async fn list_runs_fire_and_delete() {
             .is_none()
     );
     assert_eq!(s.ok("routine_list", json!({})).await, json!([]));
+}
+
+/// Stores `spec` (a routine-file JSON) for alice, as `cairn routine apply` would.
+async fn stored(s: &Setup, spec: Value) -> Routine {
+    let spec: cairn_core::routine::RoutineSpec = serde_json::from_value(spec).unwrap();
+    let mut routine = Routine::new(spec, "alice", now());
+    routine.runtime.next_fire_at =
+        cairn_automation::routines::define::prepare(&routine.spec, chrono_tz::Europe::Paris, now())
+            .unwrap();
+    s.store.create_routine(&routine).await.unwrap();
+    routine
+}
+
+async fn spec_now(s: &Setup, name: &str) -> cairn_core::routine::RoutineSpec {
+    s.store
+        .find_routine("alice", name)
+        .await
+        .unwrap()
+        .unwrap()
+        .spec
+}
+
+#[tokio::test]
+async fn changing_a_reminder_or_a_light_check_asks_and_a_denial_changes_nothing() {
+    let s = setup_with(
+        AutonomyLevel::Supervised,
+        Answers::person(ApprovalAnswer::No),
+    )
+    .await;
+    let standup = stored(&s, reminder("standup", "0 9 * * *")["routine"].clone()).await;
+    let check = stored(
+        &s,
+        json!({"name": "disk", "trigger": {"type": "cron", "schedule": "0 * * * *"},
+               "action": {"type": "lightweight", "prompt": "Is the disk full?"}}),
+    )
+    .await;
+
+    let (status, body) = s
+        .call("routine_update", reminder("standup", "* * * * *"))
+        .await;
+    assert_eq!(status, ToolStatus::Declined, "{body}");
+    let quiet = json!({"routine": {"name": "disk", "enabled": false,
+        "trigger": {"type": "cron", "schedule": "0 * * * *"},
+        "action": {"type": "lightweight", "prompt": "Say ROUTINE_OK."}}});
+    let (status, body) = s.call("routine_update", quiet).await;
+    assert_eq!(status, ToolStatus::Declined, "{body}");
+    let (status, body) = s.call("routine_delete", json!({"name": "disk"})).await;
+    assert_eq!(status, ToolStatus::Declined, "{body}");
+    assert_eq!(
+        s.asked(),
+        vec![
+            ("routine_update".to_string(), RiskLevel::Write),
+            ("routine_update".to_string(), RiskLevel::Write),
+            ("routine_delete".to_string(), RiskLevel::Write),
+        ]
+    );
+    assert_eq!(spec_now(&s, "standup").await, standup.spec);
+    assert_eq!(spec_now(&s, "disk").await, check.spec);
+}
+
+#[tokio::test]
+async fn built_in_routines_cannot_be_rewritten_disabled_or_deleted_by_the_agent() {
+    use cairn_automation::routines::system::{SystemRoutine, ensure_system_routines};
+    let s = setup().await;
+    ensure_system_routines(
+        &s.store,
+        "alice",
+        &[
+            SystemRoutine::every("heartbeat", "beat", std::time::Duration::from_secs(1800)),
+            SystemRoutine::every(
+                "memory-hygiene",
+                "tidy",
+                std::time::Duration::from_secs(86_400),
+            ),
+        ],
+        chrono_tz::Europe::Paris,
+        now(),
+    )
+    .await
+    .unwrap();
+    let heartbeat = spec_now(&s, "heartbeat").await;
+    let hygiene = spec_now(&s, "memory-hygiene").await;
+
+    let rewrite = json!({"routine": {"name": "heartbeat",
+        "trigger": {"type": "cron", "schedule": "* * * * *"},
+        "action": {"type": "tool_call", "tool": "shell", "params": {"command": "id"}}}});
+    let mut disable = json!({"routine": serde_json::to_value(&heartbeat).unwrap()});
+    disable["routine"]["enabled"] = json!(false);
+    for args in [rewrite, disable] {
+        let (status, body) = s.call("routine_update", args).await;
+        assert_eq!(status, ToolStatus::Failed, "{body}");
+        assert!(
+            body.contains("built-in routine") && body.contains("heartbeat.enabled"),
+            "the refusal names the setting: {body}"
+        );
+    }
+    let (status, body) = s
+        .call("routine_delete", json!({"name": "memory-hygiene"}))
+        .await;
+    assert_eq!(status, ToolStatus::Failed, "{body}");
+    assert!(body.contains("memory.hygiene_enabled"), "{body}");
+
+    // Nor can the agent make a routine of its own run a built-in task.
+    let copy = json!({"routine": {"name": "beat2", "trigger": {"type": "manual"},
+        "action": {"type": "system", "task": "heartbeat"}}});
+    let (status, body) = s.call("routine_create", copy).await;
+    assert_eq!(status, ToolStatus::Failed, "{body}");
+    assert!(body.contains("system"), "{body}");
+
+    assert_eq!(spec_now(&s, "heartbeat").await, heartbeat);
+    assert_eq!(spec_now(&s, "memory-hygiene").await, hygiene);
+    assert!(
+        s.store
+            .find_routine("alice", "beat2")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn where_nobody_can_approve_routines_are_not_changed_even_under_full_autonomy() {
+    // A rule answering yes (a routine's allowed_tools, background work), not a person.
+    let rule = Answers {
+        answer: ApprovalAnswer::Yes,
+        present: false,
+        asked: Mutex::default(),
+    };
+    let s = setup_with(AutonomyLevel::Full, rule).await;
+    let before = stored(&s, reminder("standup", "0 9 * * *")["routine"].clone()).await;
+    for (tool, args) in [
+        ("routine_update", reminder("standup", "* * * * *")),
+        ("routine_delete", json!({"name": "standup"})),
+        ("routine_create", reminder("other", "0 9 * * *")),
+    ] {
+        let (status, body) = s.call(tool, args.clone()).await;
+        assert_eq!(status, ToolStatus::Denied, "{tool}: {body}");
+        assert!(
+            body.contains("nobody can approve") && body.contains(tool),
+            "{body}"
+        );
+        // The gate's answer without asking (run_parallel, scheduled tool calls) agrees.
+        assert!(
+            matches!(s.runner.check(tool, &args, "s1"), Check::Denied(..)),
+            "{tool}"
+        );
+    }
+    assert!(s.asked().is_empty());
+    assert_eq!(spec_now(&s, "standup").await, before.spec);
+    assert!(
+        s.store
+            .find_routine("alice", "other")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Reading and firing are not changes.
+    s.ok("routine_list", json!({})).await;
+    s.ok("routine_fire", json!({"name": "standup"})).await;
+
+    // With the person there, full autonomy runs it without asking.
+    let s = setup_with(AutonomyLevel::Full, Answers::person(ApprovalAnswer::No)).await;
+    stored(&s, reminder("standup", "0 9 * * *")["routine"].clone()).await;
+    s.ok("routine_update", reminder("standup", "0 10 * * *"))
+        .await;
+    assert!(s.asked().is_empty());
+}
+
+#[tokio::test]
+async fn webhook_secrets_never_reach_the_model_and_stars_keep_the_stored_one() {
+    let s = setup().await;
+    let hook = |name: &str, secret: &str| {
+        json!({"routine": {"name": name,
+            "trigger": {"type": "webhook", "path": name, "secret": secret},
+            "action": {"type": "notification", "message": "deployed"}}})
+    };
+    let mut seen = Vec::new();
+    seen.push(s.ok("routine_create", hook("deploys", "hook-S3CR")).await);
+    seen.push(s.ok("routine_list", json!({})).await);
+    seen.push(s.ok("routine_runs", json!({"name": "deploys"})).await);
+    // The model does not know the secret: "***" keeps it.
+    seen.push(s.ok("routine_update", hook("deploys", "***")).await);
+    for output in &seen {
+        assert!(!output.to_string().contains("S3CR"), "{output}");
+    }
+    match spec_now(&s, "deploys").await.trigger {
+        cairn_core::routine::Trigger::Webhook { secret, .. } => {
+            assert_eq!(secret.as_deref(), Some("hook-S3CR"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let (status, body) = s.call("routine_create", hook("copy", "***")).await;
+    assert_eq!(status, ToolStatus::InvalidArguments, "{body}");
+    assert!(body.contains("trigger.secret"), "{body}");
 }

@@ -498,9 +498,23 @@ async fn a_tool_denied_after_the_start_is_not_run_and_the_check_says_why() {
 
 #[tokio::test]
 async fn the_tools_speak_the_seed_shapes() {
+    /// The person in the conversation, approving what they are asked.
+    struct Person;
+    #[async_trait::async_trait]
+    impl cairn_agent::runner::Approver for Person {
+        async fn approve(
+            &self,
+            _: &cairn_agent::runner::ApprovalRequest,
+        ) -> cairn_agent::runner::ApprovalAnswer {
+            cairn_agent::runner::ApprovalAnswer::Yes
+        }
+        fn person_present(&self) -> bool {
+            true
+        }
+    }
     let fx = Fx::new(|_| ok(json!({"up": true}))).await;
     let ctx = ToolContext::new(fx.dir.path(), SESSION);
-    let run = |name: &str, args: Value| {
+    let run_with = |name: &str, args: Value, person: bool| {
         let call = cairn_core::chat::ToolCall {
             id: "c".into(),
             name: name.into(),
@@ -509,11 +523,17 @@ async fn the_tools_speak_the_seed_shapes() {
         let runner = Arc::clone(&fx._runner);
         let ctx = ctx.clone();
         async move {
-            let r = runner.run(&call, &ctx, &cairn_agent::runner::DenyAll).await;
+            let r = if person {
+                runner.run(&call, &ctx, &Person).await
+            } else {
+                runner.run(&call, &ctx, &cairn_agent::runner::DenyAll).await
+            };
             let text = cairn_automation::routines::watch::unframe(&r.content).to_string();
             serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text))
         }
     };
+    // Nobody there to ask: starting and reading run, changing does not.
+    let run = |name: &str, args: Value| run_with(name, args, false);
     let started = run(
         "watch_start",
         json!({"name": "probe", "interval": 5, "label": "up?", "notify_when": "on_error"}),
@@ -533,11 +553,21 @@ async fn the_tools_speak_the_seed_shapes() {
     assert_eq!(status["output_channel"], "conversation:s-1");
     let history = run("watch_history", json!({"watcher_id": id, "last_n": 0})).await;
     assert!(history.as_str().unwrap().contains("from 1 to 100"));
-    let paused = run("watch_pause", json!({"watcher_id": id})).await;
+    for tool in ["watch_pause", "watch_stop"] {
+        let refused = run(tool, json!({"watcher_id": id})).await;
+        assert!(
+            refused.as_str().unwrap().contains("nobody can approve"),
+            "{refused}"
+        );
+    }
+    let status = run("watch_status", json!({"watcher_id": id})).await;
+    assert_eq!(status["status"], "running");
+    let person = |name: &str, args: Value| run_with(name, args, true);
+    let paused = person("watch_pause", json!({"watcher_id": id})).await;
     assert_eq!(paused["status"], "paused");
-    let resumed = run("watch_resume", json!({"watcher_id": id})).await;
+    let resumed = person("watch_resume", json!({"watcher_id": id})).await;
     assert_eq!(resumed["status"], "running");
-    let stopped = run("watch_stop", json!({"watcher_id": id})).await;
+    let stopped = person("watch_stop", json!({"watcher_id": id})).await;
     assert_eq!(stopped["status"], "stopped");
 }
 

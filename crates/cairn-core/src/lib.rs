@@ -14,6 +14,7 @@ pub mod clock;
 pub mod config;
 pub mod duration;
 pub mod fold;
+pub mod ip_range;
 pub mod job;
 pub mod notification;
 pub mod routine;

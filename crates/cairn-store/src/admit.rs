@@ -42,6 +42,10 @@ pub struct Admission {
     /// do while another run of the routine is going. It replaces the
     /// `max_concurrent` refusal (which `overlap: allow_all` applies itself).
     pub overlap: Option<OverlapRule>,
+    /// Record a refusal only when no skipped run of the routine with the
+    /// same reason started within this window (else [`Admitted::Refused`]):
+    /// a flood of refused webhook deliveries leaves one record a window.
+    pub quiet: Option<std::time::Duration>,
 }
 
 /// How a round of slots is admitted beside the routine's runs going.
@@ -86,6 +90,9 @@ pub enum Admitted {
     Started,
     /// The runs are recorded as `skipped`, with this reason.
     Skipped(String),
+    /// Refused with this reason and not recorded: a skipped run with the
+    /// same reason was recorded within the admission's `quiet` window.
+    Refused(String),
     /// Nothing recorded: another process took the slot, or the routine is gone.
     Taken,
 }
@@ -342,7 +349,7 @@ async fn admit_one(
         batch.running_total = Some(running_total_locked(conn).await?);
     }
     if let Some(reason) = batch.routine(&routine_id).paused.clone() {
-        return record_refused(conn, runs, &reason).await;
+        return refuse(conn, admission, runs, &reason).await;
     }
     if let Some(rule) = &admission.overlap {
         return crate::rounds::admit_round(conn, admission, rule, runs, batch).await;
@@ -360,7 +367,7 @@ async fn admit_one(
     .await?;
     batch.routine(&routine_id).running = running_here;
     if let Some(reason) = refused {
-        return record_refused(conn, runs, &reason).await;
+        return refuse(conn, admission, runs, &reason).await;
     }
     let mut recorded = Vec::new();
     let mut started = 0u64;
@@ -384,8 +391,38 @@ async fn admit_one(
     })
 }
 
+/// Refuses a fire with `reason`: records its runs as `skipped`, unless the
+/// admission is `quiet` and a skipped run of the routine with the same
+/// reason started within that window ([`Admitted::Refused`], nothing recorded).
+pub(crate) async fn refuse(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    runs: &[RoutineRun],
+    reason: &str,
+) -> Result<Round, StoreError> {
+    if let (Some(quiet), Some(first)) = (admission.quiet, runs.first()) {
+        let recent = sqlx::query(
+            "SELECT id FROM routine_runs WHERE routine_id = $1 AND status = 'skipped' \
+             AND skip_reason = $2 AND started_at > $3 LIMIT 1",
+        )
+        .bind(first.routine_id.to_string())
+        .bind(reason)
+        .bind(micros(window_start(first.started_at, quiet)))
+        .fetch_optional(&mut *conn)
+        .await?;
+        if recent.is_some() {
+            return Ok(Round {
+                admitted: Admitted::Refused(reason.to_string()),
+                runs: Vec::new(),
+                cancelled: Vec::new(),
+            });
+        }
+    }
+    record_refused(conn, runs, reason).await
+}
+
 /// Records every run of a refused fire as `skipped` with `reason`.
-pub(crate) async fn record_refused(
+async fn record_refused(
     conn: &mut sqlx::AnyConnection,
     runs: &[RoutineRun],
     reason: &str,
@@ -493,6 +530,15 @@ impl Store {
             }
             for (routine_id, state) in &mut batch.routines {
                 flush_routine(&mut tx, routine_id, state).await?;
+            }
+            // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
+            // or a slot waiting for an engine to start it.
+            let started = out
+                .iter()
+                .flat_map(|r| &r.runs)
+                .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting));
+            if started {
+                tx.publish(crate::signal::Topic::Runs).await?;
             }
             tx.commit().await?;
             Ok(out)

@@ -1,4 +1,8 @@
-//! Opening a store from a URL: SQLite files are created on first use, with WAL.
+//! Opening a store from a URL: SQLite files are created on first use, with
+//! WAL, and are the owner's alone: a new directory 0700, the database 0600
+//! (created here before SQLite opens it, whatever the umask; SQLite gives
+//! its `-wal` and `-shm` the database's mode, and they are set to 0600
+//! after opening too).
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -11,6 +15,7 @@ use sqlx::{AnyPool, Executor};
 use crate::StoreError;
 use crate::migrate::{self, MigrationReport};
 use crate::runtime::{self, OnStoreRuntime};
+use crate::signal::{self, Hub, Source, Topic};
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +47,8 @@ pub struct Store {
     display_url: String,
     /// This process's SQLite writers, one at a time (see [`Store::begin_write`]).
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// The change signal (see [`crate::signal`]).
+    signal: Arc<Hub>,
 }
 
 /// How long a writer waits for SQLite's lock before giving up.
@@ -94,8 +101,24 @@ impl Store {
         let pool = OnStoreRuntime::new(runtime.clone(), connecting)
             .await
             .map_err(connect_err)?;
+        if let Some(file) = sqlite_file(&url) {
+            private_companions(&file);
+        }
+        let source = match backend {
+            Backend::Postgres => Source::Postgres { url: url.clone() },
+            Backend::Sqlite if url.contains(":memory:") => Source::Memory,
+            Backend::Sqlite => {
+                let rest = url.strip_prefix("sqlite://").unwrap_or(&url);
+                let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+                Source::Sqlite {
+                    url: url.clone(),
+                    wal: PathBuf::from(format!("{path}-wal")),
+                }
+            }
+        };
         Ok(Store {
             pool,
+            signal: Arc::new(Hub::new(source, runtime.clone())),
             runtime,
             backend,
             display_url,
@@ -125,8 +148,9 @@ impl Store {
         Ok(())
     }
 
-    /// Closes every connection; further calls fail.
+    /// Closes every connection (the change signal's too); further calls fail.
     pub async fn close(&self) {
+        self.stop_signal();
         self.on_runtime(self.pool.close()).await;
     }
 
@@ -138,6 +162,10 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.signal
     }
 
     /// Starts a write transaction. SQLite takes the write lock up front
@@ -157,11 +185,17 @@ impl Store {
                 WriteTx {
                     tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
                     _writer: Some(guard),
+                    backend: self.backend,
+                    hub: Arc::clone(&self.signal),
+                    published: Vec::new(),
                 }
             }
             Backend::Postgres => WriteTx {
                 tx: self.pool.begin().await?,
                 _writer: None,
+                backend: self.backend,
+                hub: Arc::clone(&self.signal),
+                published: Vec::new(),
             },
         })
     }
@@ -172,12 +206,37 @@ pub(crate) struct WriteTx {
     tx: sqlx::Transaction<'static, sqlx::Any>,
     /// Released after the commit or rollback (or the drop) of `tx`.
     _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+    backend: Backend,
+    hub: Arc<Hub>,
+    /// Topics published in this transaction (with SQLite's new counter values).
+    published: Vec<(Topic, Option<i64>)>,
 }
 
 impl WriteTx {
-    /// Commits.
+    /// Publishes `topic` with this transaction: other processes hear it
+    /// when (and only if) it commits, this process's waiters right after.
+    pub(crate) async fn publish(&mut self, topic: Topic) -> Result<(), sqlx::Error> {
+        if self.published.iter().any(|(t, _)| *t == topic) {
+            return Ok(());
+        }
+        let counted = signal::publish_in(&mut self.tx, self.backend, self.hub.id(), topic).await?;
+        self.published.push((topic, counted));
+        Ok(())
+    }
+
+    /// Commits, then wakes this process's waiters of the published topics.
     pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+        let WriteTx {
+            tx,
+            _writer,
+            hub,
+            published,
+            ..
+        } = self;
+        tx.commit().await?;
+        drop(_writer);
+        hub.committed(&published);
+        Ok(())
     }
 
     /// Rolls back.
@@ -200,6 +259,24 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
+/// The file and query of a SQLite URL naming a file (`None` for
+/// PostgreSQL, in-memory databases and other schemes).
+fn sqlite_parts(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("sqlite:")?;
+    if rest.starts_with(":memory:") {
+        return None;
+    }
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    (!path.is_empty()).then_some((path, query))
+}
+
+/// The database file a SQLite URL names (`None` for PostgreSQL and
+/// in-memory databases), for those who check its permissions.
+pub fn sqlite_file(url: &str) -> Option<PathBuf> {
+    sqlite_parts(url).map(|(path, _)| PathBuf::from(path))
+}
+
 /// Picks the backend and makes SQLite URLs create their file (and its directory).
 fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -213,15 +290,15 @@ fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
     if rest.starts_with(":memory:") {
         return Ok((Backend::Sqlite, url.to_string()));
     }
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path.is_empty() {
+    let Some((path, query)) = sqlite_parts(url) else {
         return Err(StoreError::UnsupportedUrl(url.to_string()));
-    }
-    ensure_parent(Path::new(path), url)?;
+    };
     let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
     if !params.iter().any(|p| p.starts_with("mode=")) {
         params.push("mode=rwc");
+    }
+    if params.contains(&"mode=rwc") {
+        create_private(Path::new(path), url)?;
     }
     Ok((
         Backend::Sqlite,
@@ -229,19 +306,65 @@ fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
     ))
 }
 
+/// Creates the database file (and its directory) for the owner alone, when
+/// missing: SQLite would create it with the umask's mode (usually 0644),
+/// and its `-wal` and `-shm` after it.
 #[allow(
     clippy::disallowed_methods,
-    reason = "once per Store::open; a tiny stat and mkdir"
+    reason = "once per Store::open; a stat, a mkdir and an empty file"
 )]
-fn ensure_parent(path: &Path, url: &str) -> Result<(), StoreError> {
+fn create_private(path: &Path, url: &str) -> Result<(), StoreError> {
+    let failed = |what: &str, at: &Path, e: std::io::Error| StoreError::Connect {
+        url: cairn_core::config::redact_url(url),
+        message: format!("cannot create {what} {}: {e}", at.display()),
+    };
     let parent: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    if parent.as_os_str().is_empty() || parent.exists() {
-        return Ok(());
+    if !parent.as_os_str().is_empty() && !parent.exists() {
+        let mut dir = std::fs::DirBuilder::new();
+        dir.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
+        dir.create(&parent)
+            .map_err(|e| failed("directory", &parent, e))?;
     }
-    std::fs::create_dir_all(&parent).map_err(|e| StoreError::Connect {
-        url: url.to_string(),
-        message: format!("cannot create directory {}: {e}", parent.display()),
-    })
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    match file.open(path) {
+        // An empty file is a new SQLite database.
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(failed("the database", path, e)),
+    }
+}
+
+/// Sets the database's `-wal` and `-shm` to 0600 where they exist (an older
+/// database file with a wider mode gave them its own). Best effort: a
+/// failure is logged, the store still opens.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "once per Store::open; two chmods"
+)]
+fn private_companions(database: &Path) {
+    #[cfg(unix)]
+    for suffix in ["-wal", "-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mut name = database.as_os_str().to_owned();
+        name.push(suffix);
+        let side = PathBuf::from(name);
+        let Ok(meta) = std::fs::metadata(&side) else {
+            continue;
+        };
+        if meta.permissions().mode() & 0o077 != 0
+            && let Err(error) =
+                std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600))
+        {
+            tracing::warn!(file = %side.display(), %error, "cannot make the database's companion file private");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = database;
 }
 
 #[cfg(test)]

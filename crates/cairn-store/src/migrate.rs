@@ -96,9 +96,21 @@ pub static MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 13,
+        name: "signal",
+        sqlite: include_str!("../migrations/0013_signal.sql"),
+        postgres: include_str!("../migrations/0013_signal.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "gateway_security",
+        sqlite: include_str!("../migrations/0014_gateway_security.sql"),
+        postgres: include_str!("../migrations/0014_gateway_security.sql"),
+    },
+    Migration {
+        version: 15,
         name: "schedule_ops",
-        sqlite: include_str!("../migrations/0013_schedule_ops.sql"),
-        postgres: include_str!("../migrations/0013_schedule_ops.sql"),
+        sqlite: include_str!("../migrations/0015_schedule_ops.sql"),
+        postgres: include_str!("../migrations/0015_schedule_ops.sql"),
     },
 ];
 

@@ -10,7 +10,7 @@ use cairn_core::routine::{Fate, Going, RoutineRun, RunStatus, decide_overlap};
 
 use crate::StoreError;
 use crate::admit::{
-    Admission, Admitted, BatchState, OverlapRule, Round, insert_new, record_refused, skipped,
+    Admission, Admitted, BatchState, OverlapRule, Round, insert_new, refuse, skipped,
 };
 use crate::codec::{Cols, micros};
 use crate::runs::{COLUMNS, decode};
@@ -98,7 +98,7 @@ pub(crate) async fn admit_round(
         });
     };
     if let Some(reason) = &admission.refuse {
-        return record_refused(conn, runs, reason).await;
+        return refuse(conn, admission, runs, reason).await;
     }
     let routine_id = first.routine_id.to_string();
     let going = going(conn, &routine_id).await?;

@@ -83,6 +83,10 @@ impl Store {
                     started.push(slot);
                 }
             }
+            if !started.is_empty() {
+                // New leases for reapers to watch.
+                tx.publish(crate::signal::Topic::Runs).await?;
+            }
             tx.commit().await?;
             Ok(started)
         })

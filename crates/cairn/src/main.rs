@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod daemon;
 mod exit;
+mod home;
 mod settings;
 mod wiring;
 

@@ -8,10 +8,12 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
+use cairn_agent::policy::{AutonomyLevel, PolicyDecision};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
 use cairn_agent::repair::{RepairNotifier, ToolHealth};
+use cairn_agent::sandbox::Sandbox;
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{Tool, ToolContext, ToolsConfig, builtin_registry};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolsConfig, builtin_registry};
 use cairn_agent::{
     AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry, LoopConfig,
     PolicyGate, ToolRunner,
@@ -206,8 +208,17 @@ pub fn providers(config: &Config) -> anyhow::Result<Providers> {
     build_providers(&settings).map_err(|e| BadInput(e.to_string()).into())
 }
 
-/// The `[tools]` table, with cairn's own secrets added to the forbidden paths.
+/// The `[tools]` table, with cairn's own secrets added to the forbidden
+/// paths and kept from sandboxed commands; refused when it lets `shell` run
+/// unapproved where commands cannot be confined (see [`check_unattended_shell`]).
 pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
+    let tools = parse_tools(config)?;
+    check_unattended_shell(config, &tools)?;
+    Ok(tools)
+}
+
+/// The `[tools]` table as written, with cairn's own secrets added (no checks).
+pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
     let mut tools: ToolsConfig = match &config.tools {
         Some(sec) => section(config, "tools", sec)?,
         None => ToolsConfig::default(),
@@ -226,7 +237,11 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
             format!("{path}-shm"),
         ]);
     }
+    // The home as a whole is what a sandboxed command must never read (the
+    // workspace inside it is granted on its own).
+    tools.shell.protected_paths.push(home.to_path_buf());
     for path in private {
+        tools.shell.protected_paths.push(path.clone().into());
         if !tools.shell.forbidden_paths.contains(&path) {
             tools.shell.forbidden_paths.push(path.clone());
         }
@@ -235,6 +250,42 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
         }
     }
     Ok(tools)
+}
+
+/// Refuses a policy that runs `shell` without asking (autonomy `full`, an
+/// `allow` rule) where Landlock cannot confine it, unless the owner set
+/// `tools.shell.allow_unconfined`. Checked when the configuration is loaded;
+/// routines whose `allowed_tools` list `shell` are checked when defined and
+/// when run (cairn-automation's `define::prepare` and `AgentActions`).
+fn check_unattended_shell(config: &Config, tools: &ToolsConfig) -> anyhow::Result<()> {
+    let gate = PolicyGate::new(&tools.policy);
+    if gate.decide("shell", RiskLevel::Dangerous, "") != PolicyDecision::Allow {
+        return Ok(());
+    }
+    let what = if tools.policy.autonomy == AutonomyLevel::Full {
+        "tools.policy.autonomy = \"full\""
+    } else {
+        "a tools.policy.allow rule matching `shell`"
+    };
+    match Sandbox::new(tools.shell.sandbox_settings()).unattended_refusal(what) {
+        None => Ok(()),
+        Some(why) => {
+            let at = match (&config.settings.file, &config.tools) {
+                (Some(file), Some(sec)) => format!("{}:{}: ", file.display(), sec.line),
+                (Some(file), None) => format!("{}: ", file.display()),
+                _ => String::new(),
+            };
+            Err(BadInput(format!("{at}{why}")).into())
+        }
+    }
+}
+
+/// The sandbox the agent's processes start in, made this process's host
+/// sandbox (what routine checks consult). Cheap: the kernel is probed once.
+pub fn install_sandbox(tools: &ToolsConfig) -> Arc<Sandbox> {
+    let sandbox = Arc::new(Sandbox::new(tools.shell.sandbox_settings()));
+    cairn_agent::sandbox::install(Arc::clone(&sandbox));
+    sandbox
 }
 
 /// The agent loop over the main provider and the configured tools.
@@ -330,6 +381,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
     };
     let tools = tools_config(config)?;
+    install_sandbox(&tools);
     let link = EngineLink::new();
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
@@ -399,6 +451,12 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     if !reaped.is_empty() {
         tracing::info!(tasks = ?reaped, "background tasks of a stopped process marked failed (interrupted)");
     }
+    // The home first, private, when the workspace is its first content.
+    let home = config.home().to_path_buf();
+    tokio::task::spawn_blocking(move || crate::home::create(&home))
+        .await
+        .context("the home task failed")?
+        .with_context(|| format!("cannot create {}", config.home().display()))?;
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
@@ -576,12 +634,6 @@ pub fn routine_engine_with_heartbeat(
         .shutdown_grace
         .min(config.daemon.shutdown_deadline / 2);
     settings.lease = config.routines.lease;
-    // Changes are noticed through one counter, so reading it often is cheap;
-    // a longer configured refresh is still honoured as an upper bound.
-    settings.change_poll = config
-        .routines
-        .event_cache_refresh
-        .min(Duration::from_secs(1));
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
         rt.link.attach(engine.clone());

@@ -135,6 +135,31 @@ fn config_show_redacts_secrets() {
 }
 
 #[test]
+fn config_show_redacts_ntfy_topics_and_every_header_value() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[channels.push]\ntype = \"ntfy\"\ntopic = \"topic-S3CR\"\n\n\
+         [channels.ops]\ntype = \"webhook\"\nurl = \"https://example.org/hook\"\n\
+         headers = {\"X-Team\" = \"team-S3CR\", \"X-Api\" = \"api-S3CR\"}\n",
+    )
+    .unwrap();
+    for args in [&["config", "show", "--json"][..], &["config", "show"][..]] {
+        let text = String::from_utf8(stdout_of(cairn(home.path()).args(args))).unwrap();
+        assert!(!text.contains("S3CR"), "a topic or header leaked:\n{text}");
+    }
+    let v = json_of(&stdout_of(
+        cairn(home.path()).args(["config", "show", "--json"]),
+    ));
+    let channels = &v["sections"]["channels"]["value"];
+    // The names stay readable; only the values are hidden.
+    assert_eq!(channels["push"]["type"], "ntfy");
+    assert_eq!(channels["push"]["topic"], "********");
+    assert_eq!(channels["ops"]["headers"]["X-Team"], "********");
+    assert_eq!(channels["ops"]["url"], "https://example.org/hook");
+}
+
+#[test]
 fn bad_config_fails_doctor_naming_file_line_and_key() {
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("config.toml");

@@ -248,3 +248,98 @@ fn an_invalid_event_pattern_names_the_routine_and_the_pattern() {
     );
     assert!(names(home.path()).is_empty());
 }
+
+/// The stored webhook secret of routine `name`, read from the database itself.
+fn stored_secret(home: &Path, name: &str) -> Option<String> {
+    let url = format!("sqlite://{}/cairn.db", home.display());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (store, _) = cairn_store::Store::open(&url).await.unwrap();
+        let routine = store.find_routine("default", name).await.unwrap().unwrap();
+        store.close().await;
+        match routine.spec.trigger {
+            cairn_core::routine::Trigger::Webhook { secret, .. } => secret,
+            other => panic!("not a webhook: {other:?}"),
+        }
+    })
+}
+
+#[test]
+fn show_redacts_a_literal_webhook_secret_and_applying_what_it_printed_keeps_it() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("hooks.yaml");
+    std::fs::write(
+        &file,
+        "name: deploys\ntrigger: {type: webhook, path: deploys, secret: hook-S3CR}\n\
+         action: {type: notification, message: deployed}\n",
+    )
+    .unwrap();
+    let env_file = home.path().join("env-hook.yaml");
+    std::fs::write(
+        &env_file,
+        "name: builds\ntrigger: {type: webhook, secret: \"${BUILD_HOOK_SECRET}\"}\n\
+         action: {type: notification, message: built}\n",
+    )
+    .unwrap();
+    for f in [&file, &env_file] {
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(f)
+            .assert()
+            .success();
+    }
+
+    let text = stdout_of(cairn(home.path()).args(["routine", "show", "deploys"]));
+    assert!(!text.contains("S3CR"), "{text}");
+    assert!(text.contains("secret: '***'"), "{text}");
+    let show = json_of(cairn(home.path()).args(["routine", "show", "deploys", "--json"]));
+    assert!(!show.to_string().contains("S3CR"), "{show}");
+    assert_eq!(show["routine"]["spec"]["trigger"]["secret"], "***");
+    // A variable's name is not a secret: it is shown as written.
+    let env_show = json_of(cairn(home.path()).args(["routine", "show", "builds", "--json"]));
+    assert_eq!(
+        env_show["routine"]["spec"]["trigger"]["secret"],
+        "${BUILD_HOOK_SECRET}"
+    );
+
+    // What `show` printed, applied again, keeps the stored secret.
+    let shown = home.path().join("shown.json");
+    std::fs::write(&shown, show["routine"]["spec"].to_string()).unwrap();
+    let again = stdout_of(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&shown),
+    );
+    assert!(again.contains("unchanged deploys"), "{again}");
+    let mut edited = show["routine"]["spec"].clone();
+    edited["action"]["message"] = "deployed!".into();
+    std::fs::write(&shown, edited.to_string()).unwrap();
+    let again = stdout_of(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&shown),
+    );
+    assert!(again.contains("updated   deploys"), "{again}");
+    assert_eq!(
+        stored_secret(home.path(), "deploys").as_deref(),
+        Some("hook-S3CR")
+    );
+
+    // With nothing stored to keep, the marker is refused, naming the field.
+    edited["name"] = "copy".into();
+    std::fs::write(&shown, edited.to_string()).unwrap();
+    let err = stderr_of_failure(
+        cairn(home.path())
+            .args(["routine", "apply", "-f"])
+            .arg(&shown),
+        2,
+    );
+    assert!(
+        err.contains("routine \"copy\": trigger.secret:") && err.contains("***"),
+        "{err}"
+    );
+    assert_eq!(names(home.path()), ["builds", "deploys"]);
+}

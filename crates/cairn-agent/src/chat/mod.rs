@@ -177,6 +177,12 @@ impl ChatService {
         }
     }
 
+    /// How long an approval asked of a person waits before the call is
+    /// declined (`agent.approval_timeout_secs`), for every channel.
+    pub fn approval_timeout(&self) -> std::time::Duration {
+        self.settings.approval_timeout
+    }
+
     /// Keeps conversations within the model's context window with `compactor`:
     /// before each turn, when the provider reports an overflow, and on `/compact`.
     #[must_use]
@@ -495,6 +501,11 @@ impl Approver for PendingApprover<'_> {
             turn.pending = None;
         }
         answer
+    }
+
+    /// The person answers with a later message.
+    fn person_present(&self) -> bool {
+        true
     }
 }
 

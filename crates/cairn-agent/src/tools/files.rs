@@ -1,4 +1,8 @@
 //! The file tools: `file_read`, `file_write` and `list_dir`, confined to the workspace.
+//!
+//! A path is resolved and checked first ([`PathScope`]), then opened by a walk
+//! from its root that follows no symbolic link ([`super::nofollow`]), so a
+//! dangling link or one swapped in after the check cannot lead outside.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::lines::{LineWindow, read_lines};
+use super::nofollow::{OpenFor, open_below};
 use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths, off_runtime};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
@@ -63,12 +68,29 @@ impl FilesConfig {
 
 /// A path argument after resolution.
 struct Target {
-    /// The roots it was resolved in (`file_write` resolves again after mkdir).
+    /// The roots it was resolved in.
     scope: PathScope,
     /// The resolved absolute path.
     path: PathBuf,
     /// The path as messages show it (relative to its root).
     shown: String,
+}
+
+impl Target {
+    /// Opens the target without following a symbolic link below its root
+    /// (see [`open_below`]), off the async runtime.
+    async fn open(&self, how: OpenFor) -> Result<tokio::fs::File, ToolError> {
+        let root = self
+            .scope
+            .root_of(&self.path)
+            .ok_or_else(|| {
+                ToolError::NotPermitted(format!("`{}` is outside the workspace", self.shown))
+            })?
+            .to_path_buf();
+        let (path, shown) = (self.path.clone(), self.shown.clone());
+        let file = off_runtime(move || open_below(&root, &path, how, &shown)).await?;
+        Ok(tokio::fs::File::from_std(file))
+    }
 }
 
 fn io_err(what: &str, shown: &str, e: std::io::Error) -> ToolError {
@@ -124,18 +146,18 @@ impl Tool for FileReadTool {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
-        let Target { path, shown, .. } = self.config.target(ctx, raw).await?;
-        let meta = tokio::fs::metadata(&path)
+        let target = self.config.target(ctx, raw).await?;
+        let shown = target.shown.clone();
+        let file = target.open(OpenFor::Read).await.map_err(|e| match e {
+            ToolError::InvalidArguments(m) if m.ends_with("is a directory") => {
+                ToolError::InvalidArguments(format!("{m}; use list_dir"))
+            }
+            other => other,
+        })?;
+        let meta = file
+            .metadata()
             .await
             .map_err(|e| io_err("cannot read", &shown, e))?;
-        if meta.is_dir() {
-            return Err(ToolError::InvalidArguments(format!(
-                "`{shown}` is a directory; use list_dir"
-            )));
-        }
-        let file = tokio::fs::File::open(&path)
-            .await
-            .map_err(|e| io_err("cannot open", &shown, e))?;
         let mut reader = BufReader::new(file);
 
         let head = reader
@@ -229,43 +251,20 @@ impl Tool for FileWriteTool {
                 self.config.max_write_bytes
             )));
         }
-        let Target { scope, path, shown } = self.config.target(ctx, raw).await?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io_err("cannot create directories for", &shown, e))?;
-        }
-        // Re-check after creating directories: a racing symlink must not redirect us.
-        let again = {
-            let raw = raw.to_string();
-            off_runtime(move || scope.resolve(&raw)).await?
+        let target = self.config.target(ctx, raw).await?;
+        let shown = target.shown.clone();
+        let how = if append {
+            OpenFor::Append
+        } else {
+            OpenFor::Replace
         };
-        if again != path {
-            return Err(ToolError::NotPermitted(format!(
-                "`{raw}` changed while it was being written"
-            )));
-        }
-        if tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_dir()) {
-            return Err(ToolError::InvalidArguments(format!(
-                "`{shown}` is a directory"
-            )));
-        }
-        if append {
+        let mut file = target.open(how).await?;
+        {
             use tokio::io::AsyncWriteExt;
-            let mut file = tokio::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .await
-                .map_err(|e| io_err("cannot open", &shown, e))?;
             file.write_all(content.as_bytes())
                 .await
                 .map_err(|e| io_err("cannot write", &shown, e))?;
             file.flush()
-                .await
-                .map_err(|e| io_err("cannot write", &shown, e))?;
-        } else {
-            tokio::fs::write(&path, content)
                 .await
                 .map_err(|e| io_err("cannot write", &shown, e))?;
         }
@@ -325,11 +324,14 @@ impl Tool for ListDirTool {
     ) -> Result<ToolOutput, ToolError> {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
+        let target = self.config.target(ctx, raw).await?;
+        // Checks that no link leads there; the walk below does not follow links.
+        drop(target.open(OpenFor::List).await?);
         let Target {
             scope,
             path: root,
             shown,
-        } = self.config.target(ctx, raw).await?;
+        } = target;
         let max = self.config.max_list_entries;
         let mut lines = Vec::new();
         let mut more = false;

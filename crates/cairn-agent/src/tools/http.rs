@@ -76,7 +76,7 @@ impl HttpRequestTool {
             }
             match check_url(attempt.url(), &policy_config) {
                 Ok(()) => attempt.follow(),
-                Err(reason) => attempt.error(reason),
+                Err(reason) => attempt.error(Blocked(reason)),
             }
         });
         let mut builder = reqwest::Client::builder()
@@ -188,6 +188,9 @@ impl HttpRequestTool {
     }
 
     fn map_err(&self, e: &reqwest::Error) -> ToolError {
+        if let Some(blocked) = blocked_in(e) {
+            return ToolError::NotPermitted(blocked.0.clone());
+        }
         if e.is_timeout() {
             ToolError::Timeout(self.config.timeout)
         } else {
@@ -329,15 +332,49 @@ pub fn is_public(ip: IpAddr) -> bool {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_public(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
+            let s = v6.segments();
+            let first = s[0];
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
+                // IPv4-compatible (`::a.b.c.d`, deprecated): some stacks still reach a.b.c.d.
+                || s[..6] == [0; 6]
+                // NAT64 (RFC 6052 `64:ff9b::/96`, local-use RFC 8215 `64:ff9b:1::/48`):
+                // a translator reaches the embedded IPv4 address, loopback and private included.
+                || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+                || s[..3] == [0x64, 0xff9b, 1]
                 || (first & 0xfe00) == 0xfc00 // unique local
                 || (first & 0xffc0) == 0xfe80 // link local
-                || first == 0x2001 && v6.segments()[1] == 0x0db8) // documentation
+                || (first & 0xffc0) == 0xfec0 // site local (deprecated, private in practice)
+                || first == 0x2001 && s[1] == 0x0db8) // documentation
         }
     }
+}
+
+/// A destination refused by policy after the first URL check (a redirect, a
+/// DNS answer): carried through reqwest's error chain so the call ends as a
+/// refusal, like the first check, and not as a failure of the tool.
+#[derive(Debug)]
+struct Blocked(String);
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Blocked {}
+
+/// The [`Blocked`] refusal somewhere in `error`'s chain of causes.
+fn blocked_in(error: &reqwest::Error) -> Option<&Blocked> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(blocked) = e.downcast_ref::<Blocked>() {
+            return Some(blocked);
+        }
+        cause = e.source();
+    }
+    None
 }
 
 /// Resolves with the system resolver and drops every non-public address, so a
@@ -353,10 +390,10 @@ impl Resolve for PublicOnlyResolver {
                 .filter(|addr| is_public(addr.ip()))
                 .collect();
             if addrs.is_empty() {
-                return Err(format!(
+                return Err(Box::new(Blocked(format!(
                     "`{host}` resolves only to private or local addresses, which are refused"
-                )
-                .into());
+                )))
+                    as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
@@ -397,10 +434,29 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            // IPv4-compatible IPv6 (deprecated, still routed to the IPv4 address by some stacks).
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::169.254.169.254",
+            // NAT64: the embedded IPv4 address is what gets reached.
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a00:1",
+            "64:ff9b::8.8.8.8",
+            // Local-use NAT64 prefix.
+            "64:ff9b:1::1",
+            // Site-local (deprecated, still private in practice).
+            "fec0::1",
+            "feff:ffff::1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
+        for ip in [
+            "1.1.1.1",
+            "93.184.216.34",
+            "2606:4700::1111",
+            "2001:4860::8888",
+            "64:ff9a::1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }
@@ -417,6 +473,16 @@ mod tests {
                 .contains("private or local")
         );
         assert!(check("http://[::1]/").is_err());
+        for url in [
+            "http://[::127.0.0.1]:8080/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[fec0::1]/",
+        ] {
+            assert!(
+                check(url).unwrap_err().contains("private or local"),
+                "{url}"
+            );
+        }
         assert!(check("http://localhost/").is_err());
         assert!(check("http://169.254.169.254/latest/meta-data").is_err());
         let only = HttpConfig {

@@ -10,6 +10,7 @@
 pub mod files;
 pub mod http;
 pub mod lines;
+mod nofollow;
 pub mod offer;
 pub mod paths;
 pub mod registry;
@@ -243,6 +244,18 @@ pub trait Tool: Send + Sync {
     fn call_risk(&self, args: &serde_json::Value) -> RiskLevel {
         let _ = args;
         self.risk()
+    }
+
+    /// True when this call changes what runs on the person's behalf later
+    /// (creating, changing or removing their routines, cancelling a
+    /// schedule, stopping a watcher): it then runs only where a person can
+    /// approve it ([`crate::runner::Approver::person_present`]), never from
+    /// `/v1`, `/webhook`, a routine run, a job or background work, whatever
+    /// the autonomy. The gate judges such a call as `Write` at least, so
+    /// supervised autonomy asks.
+    fn needs_person(&self, args: &serde_json::Value) -> bool {
+        let _ = args;
+        false
     }
 
     /// A call this tool will make on the caller's behalf after it returns

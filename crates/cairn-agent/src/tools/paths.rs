@@ -240,6 +240,15 @@ impl PathScope {
         Ok(canonical)
     }
 
+    /// The root `path` lies under (the deepest, when roots nest).
+    pub fn root_of(&self, path: &Path) -> Option<&Path> {
+        self.roots
+            .iter()
+            .filter(|root| path.starts_with(root))
+            .max_by_key(|root| root.components().count())
+            .map(PathBuf::as_path)
+    }
+
     /// The path as shown to the model: relative to the workspace when inside it.
     pub fn display(&self, path: &Path) -> String {
         match path.strip_prefix(self.workspace()) {

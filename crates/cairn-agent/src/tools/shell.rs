@@ -5,10 +5,15 @@
 //! `sh -c` but every program in it must still be allowlisted. The child gets its own
 //! process group, which is killed on timeout, cancellation, or when the call ends, so
 //! no process outlives its tool call.
+//!
+//! The argument checks are a first filter, not the defence: the command starts
+//! through [`Sandbox::spawn`], confined by Landlock to the workspace with a clean
+//! environment (see [`crate::sandbox`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,6 +27,7 @@ use super::paths::{
 use super::shell_words::{self, SplitError};
 use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
 use crate::runner::Authorized;
+use crate::sandbox::{Sandbox, SandboxError, SandboxSettings};
 
 /// Configuration of the `shell` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,10 +48,36 @@ pub struct ShellConfig {
     pub timeout: Duration,
     /// Most bytes kept from each of stdout and stderr (the rest is counted, not kept).
     pub max_output_bytes: usize,
-    /// Environment variables copied from the daemon; everything else is withheld.
-    pub env_passthrough: Vec<String>,
+    /// Environment variables copied from the daemon besides `PATH` and `LANG`;
+    /// everything else is withheld (`HOME` and `TMPDIR` are always the sandbox's).
+    #[serde(alias = "env_passthrough")]
+    pub pass_env: Vec<String>,
     /// Environment variables set for every command.
     pub env: BTreeMap<String, String>,
+    /// Confine commands with Landlock where the kernel has it; `false` runs them
+    /// as if it had not (unconfined, and refused unattended unless allowed).
+    pub landlock: bool,
+    /// Where Landlock is unavailable, still run commands nobody approves
+    /// (autonomy `full`, routines whose `allowed_tools` list `shell`), unconfined.
+    pub allow_unconfined: bool,
+    /// Paths commands may read (and execute) besides the system ones.
+    pub read_paths: Vec<PathBuf>,
+    /// Paths commands must never read (cairn's home and database), set by the
+    /// binary: a workspace or read path holding one is refused.
+    #[serde(skip)]
+    pub protected_paths: Vec<PathBuf>,
+}
+
+impl ShellConfig {
+    /// The sandbox settings these options describe.
+    pub fn sandbox_settings(&self) -> SandboxSettings {
+        SandboxSettings {
+            landlock: self.landlock,
+            allow_unconfined: self.allow_unconfined,
+            read_paths: self.read_paths.clone(),
+            protected: self.protected_paths.clone(),
+        }
+    }
 }
 
 impl Default for ShellConfig {
@@ -128,15 +160,17 @@ impl Default for ShellConfig {
             shell_program: "/bin/sh".into(),
             timeout: Duration::from_secs(120),
             max_output_bytes: 512 * 1024,
-            env_passthrough: [
-                "PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-            ]
-            .map(String::from)
-            .to_vec(),
+            pass_env: ["USER", "LC_ALL", "LC_CTYPE", "TZ"]
+                .map(String::from)
+                .to_vec(),
             env: env
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            landlock: true,
+            allow_unconfined: false,
+            read_paths: Vec::new(),
+            protected_paths: Vec::new(),
         }
     }
 }
@@ -146,13 +180,24 @@ impl Default for ShellConfig {
 pub struct ShellTool {
     config: ShellConfig,
     forbidden: ForbiddenPaths,
+    sandbox: Arc<Sandbox>,
 }
 
 impl ShellTool {
     /// A `shell` tool with this configuration.
     pub fn new(config: ShellConfig) -> Self {
         let forbidden = ForbiddenPaths::new(&config.forbidden_paths);
-        Self { config, forbidden }
+        let sandbox = Arc::new(Sandbox::new(config.sandbox_settings()));
+        Self {
+            config,
+            forbidden,
+            sandbox,
+        }
+    }
+
+    /// The sandbox its commands start in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Checks a command against the policy; returns the argv to execute.
@@ -309,13 +354,11 @@ impl Tool for ShellTool {
 
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(rest)
-            .current_dir(&ctx.workspace)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .env_clear();
-        for name in &self.config.env_passthrough {
+            .kill_on_drop(true);
+        for name in &self.config.pass_env {
             if let Some(value) = std::env::var_os(name) {
                 cmd.env(name, value);
             }
@@ -324,12 +367,27 @@ impl Tool for ShellTool {
         #[cfg(unix)]
         cmd.process_group(0);
 
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                ToolError::Failed(format!("program `{program}` was not found"))
-            }
-            _ => ToolError::Failed(format!("cannot start `{program}`: {e}")),
-        })?;
+        let mut confined = self
+            .sandbox
+            .spawn(cmd, &ctx.workspace)
+            .await
+            .map_err(|e| match e {
+                SandboxError::Refused(m) => ToolError::NotPermitted(m),
+                SandboxError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    ToolError::Failed(format!("program `{program}` was not found"))
+                }
+                SandboxError::Spawn(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    ToolError::Failed(format!(
+                        "cannot start `{program}`: {e} (commands run only programs under the \
+                         system paths, the workspace and tools.shell.read_paths)"
+                    ))
+                }
+                SandboxError::Spawn(e) => {
+                    ToolError::Failed(format!("cannot start `{program}`: {e}"))
+                }
+                other => ToolError::Failed(other.to_string()),
+            })?;
+        let child = &mut confined.child;
         let _group = GroupKiller(child.id());
         let cap = self.config.max_output_bytes;
         let stdout = child.stdout.take();

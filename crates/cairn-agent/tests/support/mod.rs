@@ -110,11 +110,13 @@ impl Tool for Panicker {
     }
 }
 
-/// Answers with a fixed answer and counts how often it was asked.
+/// Answers with a fixed answer and counts how often it was asked; a rule
+/// unless made with [`Scripted::person`].
 pub struct Scripted {
     pub answer: ApprovalAnswer,
     pub asked: AtomicUsize,
     pub last: std::sync::Mutex<Option<ApprovalRequest>>,
+    pub present: bool,
 }
 
 impl Scripted {
@@ -123,6 +125,14 @@ impl Scripted {
             answer,
             asked: AtomicUsize::new(0),
             last: std::sync::Mutex::new(None),
+            present: false,
+        }
+    }
+    /// A person giving `answer`.
+    pub fn person(answer: ApprovalAnswer) -> Self {
+        Self {
+            present: true,
+            ..Self::new(answer)
         }
     }
     pub fn asked(&self) -> usize {
@@ -136,6 +146,9 @@ impl Approver for Scripted {
         self.asked.fetch_add(1, Ordering::SeqCst);
         *self.last.lock().unwrap() = Some(request.clone());
         self.answer
+    }
+    fn person_present(&self) -> bool {
+        self.present
     }
 }
 

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use cairn_core::text::expand_vars;
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -231,7 +232,7 @@ fn expand_env(
     errors: &mut Vec<ChannelConfigError>,
 ) {
     match value {
-        Value::String(s) => match expand(s, env) {
+        Value::String(s) => match expand_vars(s, env) {
             Ok(expanded) => *s = expanded,
             Err(var) => errors.push(ChannelConfigError {
                 key: key.to_string(),
@@ -252,26 +253,6 @@ fn expand_env(
     }
 }
 
-/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
-fn expand(text: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        match env.get(name) {
-            Some(v) => out.push_str(v),
-            None => return Err(name.to_string()),
-        }
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +271,38 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn debug_of_specs_and_channels_hides_topics_and_header_values() {
+        use crate::notify::channels::ntfy::Ntfy;
+        use crate::notify::channels::webhook::Webhook;
+        let table = json!({
+            "hook": {"type": "webhook", "url": "http://127.0.0.1:9/x",
+                     "headers": {"X-Team": "team-S3CR", "Authorization": "Bearer S3CR"}},
+            "push": {"type": "ntfy", "topic": "topic-S3CR"},
+        });
+        let specs = parse_channels(Some(&table), &env(&[])).unwrap();
+        let shown = format!("{specs:?}");
+        assert!(!shown.contains("S3CR"), "{shown}");
+        assert!(
+            shown.contains("X-Team") && shown.contains("ntfy.sh"),
+            "{shown}"
+        );
+        let http = reqwest::Client::new();
+        let built = [
+            match &specs["push"] {
+                ChannelSpec::Ntfy(s) => format!("{:?}", Ntfy::new(s, http.clone()).unwrap()),
+                other => panic!("{other:?}"),
+            },
+            match &specs["hook"] {
+                ChannelSpec::Webhook(s) => format!("{:?}", Webhook::new(s, http).unwrap()),
+                other => panic!("{other:?}"),
+            },
+        ];
+        for shown in built {
+            assert!(!shown.contains("S3CR"), "{shown}");
+        }
     }
 
     #[test]
@@ -362,9 +375,12 @@ mod tests {
     #[test]
     fn expansion_leaves_other_text_alone() {
         let e = env(&[("A", "1")]);
-        assert_eq!(expand("x${A}y${A}", &e).unwrap(), "x1y1");
-        assert_eq!(expand("no vars, $A, ${", &e).unwrap(), "no vars, $A, ${");
-        assert_eq!(expand("${B}", &e).unwrap_err(), "B");
+        assert_eq!(expand_vars("x${A}y${A}", &e).unwrap(), "x1y1");
+        assert_eq!(
+            expand_vars("no vars, $A, ${", &e).unwrap(),
+            "no vars, $A, ${"
+        );
+        assert_eq!(expand_vars("${B}", &e).unwrap_err(), "B");
         assert!(looks_like_address("Cairn <c@example.org>"));
         assert!(!looks_like_address("c at example.org"));
     }

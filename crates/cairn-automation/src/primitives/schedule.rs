@@ -22,6 +22,9 @@
 //! `llm_prompt` into the conversation is delivered there as a prompt the
 //! agent acts on with the whole conversation and its tools, and to another
 //! channel it is one model call whose reply is sent.
+//!
+//! **Cancelling** changes what the person set up: `schedule_cancel` is a
+//! write they approve, refused where nobody can (`Tool::needs_person`).
 
 use std::sync::Arc;
 
@@ -39,6 +42,7 @@ use serde_json::{Value, json};
 use super::{RunnerLink, json_output, rfc3339, store_error, string_arg};
 use crate::notify::Notifier;
 use crate::routines::define::prepare;
+use crate::routines::system::builtin_refusal;
 
 /// The one line naming these tools when schemas load on demand.
 const SCHEDULE_FAMILY: &str =
@@ -754,6 +758,10 @@ impl Tool for CancelTool {
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
     }
+    /// Cancelling changes what was set up to run: the person's to approve.
+    fn needs_person(&self, _: &Value) -> bool {
+        true
+    }
     fn reusable(&self) -> bool {
         false
     }
@@ -765,6 +773,9 @@ impl Tool for CancelTool {
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
         let job = s.find(&args).await?;
+        if let Some(why) = builtin_refusal(&job) {
+            return Err(ToolError::NotPermitted(why));
+        }
         let previous = job_status(&job);
         s.store.delete_routine(job.id).await.map_err(store_error)?;
         json_output(&json!({

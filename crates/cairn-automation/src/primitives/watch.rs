@@ -14,7 +14,10 @@
 //!
 //! A tool the policy would ask about, or denies, cannot be watched: a
 //! watcher runs unattended. The policy is asked without asking the person
-//! ([`ToolRunner::check`]), here and again at every check.
+//! ([`ToolRunner::check`]), here and again at every check. Stopping,
+//! pausing or resuming one is a write the person approves, refused where
+//! nobody can (`Tool::needs_person`); starting one is not a change to
+//! anything set up before.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -646,8 +649,16 @@ impl Tool for IdTool {
     fn parameters(&self) -> Value {
         id_schema()
     }
+    /// Stopping, pausing or resuming changes what runs on the person's
+    /// behalf: a write they approve, and only where they can.
     fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+        match self.op {
+            Op::Status => RiskLevel::ReadOnly,
+            Op::Stop | Op::Pause | Op::Resume => RiskLevel::Write,
+        }
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        !matches!(self.op, Op::Status)
     }
     fn reusable(&self) -> bool {
         matches!(self.op, Op::Status)

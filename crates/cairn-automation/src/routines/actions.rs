@@ -21,6 +21,8 @@
 //! the policy asks about runs only if the action lists it in `allowed_tools`;
 //! otherwise it is declined and the run is `attention`, naming the tool. A
 //! policy denial stays a denial (`failed`, naming the tool) whatever the list.
+//! A list naming `shell` fails the run where commands cannot be confined,
+//! unless the owner allowed unconfined runs ([`super::define::unconfined_shell`]).
 //!
 //! **State convention.** A lightweight reply may carry a fenced block opened
 //! by ```` ```state ```` and closed by ```` ``` ````. Its content replaces
@@ -411,6 +413,9 @@ impl AgentActions {
 #[async_trait]
 impl ActionExecutor for AgentActions {
     async fn execute(&self, request: ActionRequest) -> ActionOutcome {
+        if let Some(problem) = super::define::unconfined_shell(&request.routine.spec) {
+            return ActionOutcome::failed(problem.to_string());
+        }
         let action = request.routine.spec.action.clone();
         match &action {
             RoutineAction::Lightweight {

@@ -1,8 +1,11 @@
 //! Turning a [`RoutineSpec`] into what the store keeps: every check a spec
 //! must pass before it is written (field validation, the schedule, a one-shot
-//! not in the past, the event pattern as the matcher compiles it) and its
-//! first slot. Pure: no I/O, the instant is passed in, so `cairn routine
-//! apply`, the agent's routine tools and tests all judge a spec the same way.
+//! not in the past, the event pattern as the matcher compiles it, `shell` in
+//! `allowed_tools` where commands cannot be confined) and its first slot. No
+//! I/O, the instant is passed in, so `cairn routine apply`, the API, the
+//! agent's routine tools and tests all judge a spec the same way; the one
+//! fact of the host it reads is whether its sandbox confines commands
+//! ([`cairn_agent::sandbox::host`], set once at start-up).
 
 use std::fmt;
 
@@ -104,6 +107,7 @@ pub fn prepare(
             message: format!("event pattern `{}`: {}", err.pattern, err.problem),
         });
     }
+    problems.extend(unconfined_shell(spec));
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -126,6 +130,20 @@ pub fn prepare(
             None => Ok(None),
         },
     }
+}
+
+/// A problem when the action's `allowed_tools` lets a tool that starts
+/// processes (`shell`) run unapproved and this host's sandbox cannot confine
+/// it, unless the owner allowed unconfined runs. Checked when a routine is
+/// defined and again when it runs (the host may have changed since).
+pub fn unconfined_shell(spec: &RoutineSpec) -> Option<Problem> {
+    let tool = cairn_agent::sandbox::first_process_tool(spec.action.allowed_tools())?;
+    let message = cairn_agent::sandbox::host()
+        .unattended_refusal(&format!("allowed_tools listing `{tool}`"))?;
+    Some(Problem {
+        path: "action.allowed_tools".to_string(),
+        message,
+    })
 }
 
 #[cfg(test)]

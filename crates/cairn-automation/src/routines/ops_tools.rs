@@ -1,9 +1,11 @@
 //! The agent's schedule operations: `routine_pause`, `routine_resume`,
 //! `routine_backfill` and `routine_next`, each a call on the
 //! [`RoutineService`] as [`Actor::Agent`]. Pausing, resuming and
-//! backfilling change the person's routines, so they are `Write` calls for
-//! the policy gate whatever the routine does, and the service refuses them
-//! on cairn's own routines (heartbeat, memory hygiene, self-repair).
+//! backfilling change what runs on the person's behalf, so they are `Write`
+//! calls for the policy gate whatever the routine does, refused where nobody
+//! can approve ([`Tool::needs_person`]) whatever the autonomy, and the
+//! service refuses them on cairn's own routines (heartbeat, memory hygiene,
+//! self-repair; [`super::system::builtin_refusal`]).
 
 use std::sync::Arc;
 
@@ -29,7 +31,8 @@ fn tool_error(e: ServiceError) -> ToolError {
         ServiceError::Invalid(_) | ServiceError::TooMany { .. } => {
             ToolError::InvalidArguments(e.to_string())
         }
-        ServiceError::Conflict(_) | ServiceError::Forbidden(_) => ToolError::Failed(e.to_string()),
+        ServiceError::Conflict(_) => ToolError::Failed(e.to_string()),
+        ServiceError::Forbidden(why) => ToolError::NotPermitted(why),
         ServiceError::Store(e) => store_error(e),
     }
 }
@@ -84,6 +87,9 @@ impl Tool for PauseTool {
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
     }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
+    }
     async fn execute(
         &self,
         args: Value,
@@ -126,6 +132,9 @@ impl Tool for ResumeTool {
     }
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
     }
     async fn execute(
         &self,
@@ -174,6 +183,9 @@ impl Tool for BackfillTool {
     }
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
     }
     async fn execute(
         &self,

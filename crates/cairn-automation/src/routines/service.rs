@@ -14,9 +14,7 @@
 use std::sync::Arc;
 
 use cairn_core::clock::Clock;
-use cairn_core::routine::{
-    CatchUp, Overlap, Pause, Routine, RoutineAction, RoutineRun, RunStatus, Trigger,
-};
+use cairn_core::routine::{CatchUp, Overlap, Pause, Routine, RoutineRun, RunStatus, Trigger};
 use cairn_core::text::closest;
 use cairn_store::{Admission, OverlapRule, Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -28,6 +26,7 @@ use super::engine::RoutineEngine;
 use super::link::EngineLink;
 use super::plan::plan;
 use super::slots::{next_slots, slots_between};
+use super::system::builtin_refusal;
 
 /// Longest pause note kept, in characters.
 pub const MAX_NOTE: usize = 500;
@@ -253,16 +252,11 @@ impl RoutineService {
     }
 
     /// Refuses what `actor` may not do to `routine`.
-    fn gate(&self, actor: &Actor, routine: &Routine, what: &str) -> Result<(), ServiceError> {
-        if *actor == Actor::Agent
-            && let RoutineAction::System { task } = &routine.spec.action
-        {
-            return Err(ServiceError::Forbidden(format!(
-                "routine \"{}\" is one of cairn's own (system task {task}); the agent may not {what} it",
-                routine.spec.name
-            )));
+    fn gate(&self, actor: &Actor, routine: &Routine) -> Result<(), ServiceError> {
+        match builtin_refusal(routine) {
+            Some(why) if *actor == Actor::Agent => Err(ServiceError::Forbidden(why)),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     async fn reread(&self, routine: &Routine) -> Result<Routine, ServiceError> {
@@ -282,7 +276,7 @@ impl RoutineService {
         actor: &Actor,
     ) -> Result<Paused, ServiceError> {
         let routine = self.find(name).await?;
-        self.gate(actor, &routine, "pause")?;
+        self.gate(actor, &routine)?;
         let note = note.map(str::trim).filter(|n| !n.is_empty());
         if let Some(note) = note
             && note.chars().count() > MAX_NOTE
@@ -316,7 +310,7 @@ impl RoutineService {
     /// the answer describes.
     pub async fn resume(&self, name: &str, actor: &Actor) -> Result<Resumed, ServiceError> {
         let routine = self.find(name).await?;
-        self.gate(actor, &routine, "resume")?;
+        self.gate(actor, &routine)?;
         let now = self.clock.now();
         let lifted = match routine.runtime.paused {
             Some(_) => self.store.resume_routine(routine.id, now).await?,
@@ -419,7 +413,7 @@ impl RoutineService {
         actor: &Actor,
     ) -> Result<Backfill, ServiceError> {
         let routine = self.find(name).await?;
-        self.gate(actor, &routine, "backfill")?;
+        self.gate(actor, &routine)?;
         let now = self.clock.now();
         let (from, to) = (request.from, request.to);
         if from > to {

@@ -94,6 +94,33 @@ impl SystemTasks {
     }
 }
 
+/// Why the agent may not change, disable, pause, resume, backfill or delete
+/// `routine`, when it is a built-in one (action `system`): the person
+/// controls those through their settings, which the daemon writes over the
+/// stored routine at start anyway. `None` for every other routine.
+pub fn builtin_refusal(routine: &Routine) -> Option<String> {
+    let RoutineAction::System { task } = &routine.spec.action else {
+        return None;
+    };
+    let setting = match task.as_str() {
+        super::heartbeat::HEARTBEAT => {
+            "[heartbeat] in config.toml (heartbeat.enabled, heartbeat.interval_secs, heartbeat.active_hours)"
+        }
+        super::upkeep::MEMORY_HYGIENE => {
+            "memory.hygiene_enabled in config.toml (with memory.archive_after_days and memory.purge_after_days)"
+        }
+        super::upkeep::SELF_REPAIR => {
+            "[repair] in config.toml (repair.stuck_after_secs, repair.max_attempts, repair.tool_failure_limit)"
+        }
+        _ => "its settings in config.toml",
+    };
+    Some(format!(
+        "\"{}\" is a built-in routine (cairn's own {task}); the agent cannot change, disable, pause, resume, backfill or delete it. \
+         The person controls it with {setting}.",
+        routine.spec.name
+    ))
+}
+
 /// A built-in routine as the daemon wants it stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SystemRoutine {

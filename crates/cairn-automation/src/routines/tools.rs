@@ -2,12 +2,16 @@
 //! `routine_update`, `routine_delete`, `routine_fire`, `routine_runs`.
 //!
 //! Specs are judged by [`super::define::prepare`], exactly as `cairn routine
-//! apply` judges files. Creating or changing a routine whose action is
-//! `full_job` or `tool_call` is a dangerous call (the policy gate asks under
-//! supervised autonomy): the person approves once what the routine may later
-//! do unattended. Routines that only call the model or send a notification
-//! are read-only calls for the gate: they act only inside cairn, as the
-//! agent's own replies do.
+//! apply` judges files. Creating, changing or deleting a routine changes what
+//! runs on the person's behalf later, so it is theirs to approve: a `Write`
+//! call at least (the policy gate asks under supervised autonomy), a
+//! `Dangerous` one when the action is `full_job` or `tool_call` (the person
+//! approves once what the routine may later do unattended), and refused where
+//! nobody can approve ([`Tool::needs_person`]: `/v1`, `/webhook`, routine
+//! runs, jobs), whatever the autonomy. Built-in routines (action `system`)
+//! are never changed here: their settings in config.toml rule them
+//! ([`super::system::builtin_refusal`]). A literal webhook secret is never
+//! shown, and `"***"` in its place keeps the stored one.
 
 use std::sync::Arc;
 
@@ -15,7 +19,7 @@ use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_core::clock::Clock;
-use cairn_core::routine::{Routine, RoutineSpec, Trigger};
+use cairn_core::routine::{Routine, RoutineAction, RoutineSpec, Trigger};
 use cairn_core::text::closest;
 use cairn_store::Store;
 use chrono::{DateTime, Utc};
@@ -24,6 +28,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::define::{prepare, zone_of};
+use super::system::builtin_refusal;
 use crate::primitives::{json_output, rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
@@ -77,15 +82,32 @@ impl Shared {
         )))
     }
 
-    /// The spec in `args.routine`, checked; with its next slot.
-    fn spec_of(&self, args: &Value) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ToolError> {
+    /// The spec in `args.routine`, as written.
+    fn spec_in(args: &Value) -> Result<RoutineSpec, ToolError> {
         let Some(value) = args.get("routine").filter(|v| v.is_object()) else {
             return Err(ToolError::InvalidArguments(
                 "`routine` must be an object: the routine spec (name, trigger, action, ...)".into(),
             ));
         };
-        let spec: RoutineSpec = serde_json::from_value(value.clone())
-            .map_err(|e| ToolError::InvalidArguments(format!("routine: {e}")))?;
+        serde_json::from_value(value.clone())
+            .map_err(|e| ToolError::InvalidArguments(format!("routine: {e}")))
+    }
+
+    /// `spec` checked, replacing `stored` (whose webhook secret a `"***"`
+    /// keeps); with its next slot. The agent never writes a `system` action.
+    fn judge(
+        &self,
+        mut spec: RoutineSpec,
+        stored: Option<&RoutineSpec>,
+    ) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ToolError> {
+        if matches!(spec.action, RoutineAction::System { .. }) {
+            return Err(ToolError::NotPermitted(
+                "action type `system` is for cairn's built-in routines, which only their settings in config.toml control"
+                    .into(),
+            ));
+        }
+        spec.restore_secret(stored)
+            .map_err(|e| ToolError::InvalidArguments(format!("routine \"{}\": {e}", spec.name)))?;
         let next = prepare(&spec, self.user_zone, self.clock.now()).map_err(|problems| {
             let count = problems.len();
             let noun = if count == 1 { "problem" } else { "problems" };
@@ -100,19 +122,21 @@ impl Shared {
     }
 }
 
-/// Whether a spec's action runs tools unattended (needs the person's approval).
-fn acts_with_tools(args: &Value) -> bool {
-    matches!(
-        args.pointer("/routine/action/type").and_then(Value::as_str),
-        Some("full_job" | "tool_call")
-    )
+/// `Dangerous` when the spec's action runs tools unattended, `Write` for
+/// any other: every routine acts on the person's behalf later.
+fn spec_risk(args: &Value) -> RiskLevel {
+    match args.pointer("/routine/action/type").and_then(Value::as_str) {
+        Some("full_job" | "tool_call") => RiskLevel::Dangerous,
+        _ => RiskLevel::Write,
+    }
 }
 
-fn spec_risk(args: &Value) -> RiskLevel {
-    if acts_with_tools(args) {
-        RiskLevel::Dangerous
-    } else {
-        RiskLevel::ReadOnly
+/// The user's routine `name`, unless it is a built-in one the agent may not touch.
+async fn changeable(s: &Shared, name: &str) -> Result<Routine, ToolError> {
+    let routine = s.find(name).await?;
+    match builtin_refusal(&routine) {
+        Some(why) => Err(ToolError::NotPermitted(why)),
+        None => Ok(routine),
     }
 }
 
@@ -197,6 +221,9 @@ impl Tool for CreateTool {
     fn call_risk(&self, args: &Value) -> RiskLevel {
         spec_risk(args)
     }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
+    }
     async fn execute(
         &self,
         args: Value,
@@ -204,7 +231,7 @@ impl Tool for CreateTool {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
-        let (spec, next) = s.spec_of(&args)?;
+        let (spec, next) = s.judge(Shared::spec_in(&args)?, None)?;
         if s.store
             .find_routine(&s.user_id, &spec.name)
             .await
@@ -243,7 +270,8 @@ impl Tool for UpdateTool {
     }
     fn description(&self) -> &str {
         "Replace an existing routine's spec (found by its name) with a complete new spec, \
-         the same JSON shape as routine_create; its run history and state are kept."
+         the same JSON shape as routine_create; its run history and state are kept. \
+         A webhook secret written \"***\" keeps the stored one. Built-in routines cannot be changed."
     }
     fn parameters(&self) -> Value {
         spec_schema("the complete new spec; `name` says which routine it replaces")
@@ -254,6 +282,9 @@ impl Tool for UpdateTool {
     fn call_risk(&self, args: &Value) -> RiskLevel {
         spec_risk(args)
     }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
+    }
     async fn execute(
         &self,
         args: Value,
@@ -261,8 +292,9 @@ impl Tool for UpdateTool {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
-        let (spec, next) = s.spec_of(&args)?;
-        let mut routine = s.find(&spec.name).await?;
+        let spec = Shared::spec_in(&args)?;
+        let mut routine = changeable(s, &spec.name).await?;
+        let (spec, next) = s.judge(spec, Some(&routine.spec))?;
         let changed = routine.spec != spec;
         routine.spec = spec;
         routine.runtime.next_fire_at = next;
@@ -291,13 +323,16 @@ impl Tool for DeleteTool {
         Some(ROUTINE_FAMILY)
     }
     fn description(&self) -> &str {
-        "Delete a routine by name, with its run history."
+        "Delete a routine by name, with its run history. Built-in routines cannot be deleted."
     }
     fn parameters(&self) -> Value {
         name_schema(json!({}))
     }
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
     }
     async fn execute(
         &self,
@@ -306,7 +341,7 @@ impl Tool for DeleteTool {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
-        let routine = s.find(name_arg(&args)?).await?;
+        let routine = changeable(s, name_arg(&args)?).await?;
         s.store
             .delete_routine(routine.id)
             .await

@@ -516,6 +516,38 @@ async fn backfill_runs_three_daily_slots_once(url: &str) {
     ));
 }
 
+/// Slots set waiting by a front end with no engine of its own (another
+/// process, say) are started by a running engine at once: the store's
+/// `runs` signal wakes it, with no slot of its own due for hours.
+async fn a_running_engine_starts_slots_a_front_end_set_waiting(url: &str) {
+    let s = setup_on(url, t0()).await;
+    let r = s
+        .routine("name: report\ntrigger: {type: cron, schedule: '0 9 * * *'}\naction: {type: notification, message: x}\n")
+        .await;
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    sleep_until(&s, t0() + chrono::Duration::seconds(1)).await;
+    // No wake: only the store's signal can tell the engine.
+    let front = RoutineService::new(s.store.clone(), s.clock.clone(), "ada", chrono_tz::UTC);
+    let request = BackfillRequest {
+        from: Utc.with_ymd_and_hms(2026, 3, 4, 0, 0, 0).unwrap(),
+        to: Utc.with_ymd_and_hms(2026, 3, 6, 23, 59, 0).unwrap(),
+        overlap: None,
+        confirmed: false,
+    };
+    let done = front.backfill("report", &request, &person()).await.unwrap();
+    assert_eq!(done.queued.len(), 3);
+    sleep_until(&s, t0() + chrono::Duration::minutes(1)).await;
+    engine.idle().await;
+    let runs = s.runs(&r).await;
+    assert_eq!(statuses(&runs), [RunStatus::Ok; 3], "{runs:#?}");
+    for pair in runs.windows(2) {
+        assert!(pair[1].started_at >= pair[0].completed_at.unwrap());
+    }
+    cancel.cancel();
+    handle.await.unwrap();
+}
+
 on_both_backends!(
     overlap_skip_records_the_slots_that_came_due_meanwhile,
     overlap_buffer_one_runs_one_waiting_slot_after_the_run,
@@ -527,6 +559,7 @@ on_both_backends!(
     pause_after_failures_pauses_with_one_notification,
     a_timed_out_try_is_cancelled_and_recorded_before_the_retry,
     backfill_runs_three_daily_slots_once,
+    a_running_engine_starts_slots_a_front_end_set_waiting,
 );
 
 /// Paused, an event routine lets messages pass by and a webhook routine
@@ -553,10 +586,13 @@ async fn paused_event_and_webhook_routines_fire_nothing() {
             .await
             .is_empty()
     );
-    let fired = engine
-        .fire_webhook("builds", b"{}", None, true)
-        .await
-        .unwrap();
+    let delivery = cairn_automation::routines::webhook::Delivery {
+        body: b"{}",
+        signature: None,
+        timestamp: None,
+        bearer_ok: true,
+    };
+    let fired = engine.fire_webhook("builds", &delivery).await.unwrap();
     let Admitted::Skipped(reason) = &fired.admitted else {
         panic!("a paused webhook routine fired: {fired:?}")
     };
@@ -564,6 +600,9 @@ async fn paused_event_and_webhook_routines_fire_nothing() {
         reason.starts_with("paused by ada (test) at ") && reason.ends_with(": quiet week"),
         "{reason}"
     );
+    // A flood of deliveries leaves one record a quiet window, paused too.
+    let again = engine.fire_webhook("builds", &delivery).await.unwrap();
+    assert_eq!(again.admitted, Admitted::Refused(reason.clone()));
     engine.idle().await;
     assert!(s.runs(&event).await.is_empty());
     assert_eq!(statuses(&s.runs(&hook).await), [RunStatus::Skipped]);

@@ -7,6 +7,9 @@ use super::registry;
 /// What replaces a hidden password or query value.
 const HIDDEN: &str = "****";
 
+/// What replaces a hidden setting or table field, whole.
+const HIDDEN_VALUE: &str = "********";
+
 /// A query parameter whose name (lowercased, percent-decoded) contains one of
 /// these holds a secret: `password`, `sslpassword`, `pass`, `pwd`, `token`,
 /// `access_token`, `secret`, `key`, `api_key`, `apikey`, …
@@ -128,7 +131,7 @@ fn percent_decode(text: &str) -> String {
 /// secret query parameters of URL settings (`database.url`, `llm.base_url`) hidden.
 pub(crate) fn redact_value(key: &str, value: &Value) -> Value {
     if registry::find(key).is_some_and(|def| def.secret) {
-        return Value::Text("********".to_string());
+        return Value::Text(HIDDEN_VALUE.to_string());
     }
     match value {
         Value::Text(text) if key.ends_with("url") => Value::Text(redact_url(text)),
@@ -137,7 +140,9 @@ pub(crate) fn redact_value(key: &str, value: &Value) -> Value {
 }
 
 /// A copy of a free-form table with every secret-looking field (`*key*`,
-/// `*secret*`, `*token*`, `*password*`) replaced by `********`.
+/// `*secret*`, `*token*`, `*password*`, an ntfy `topic`, which anyone who
+/// knows it can read and post to) and every value of a `headers` table (extra
+/// request headers are mostly credentials) replaced by `********`.
 pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value as J;
     match value {
@@ -155,10 +160,17 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
                         "webhook_url",
                     ]
                     .iter()
-                    .any(|w| lower.contains(w));
+                    .any(|w| lower.contains(w))
+                        || lower == "topic";
                     let shown = match v {
+                        J::Object(headers) if lower == "headers" => J::Object(
+                            headers
+                                .keys()
+                                .map(|name| (name.clone(), J::String(HIDDEN_VALUE.into())))
+                                .collect(),
+                        ),
                         J::Object(_) | J::Null => redact_json(v),
-                        _ if secret => J::String("********".into()),
+                        _ if secret => J::String(HIDDEN_VALUE.into()),
                         // Credentials inside other URLs (user:password@, ?token=).
                         J::String(text) if text.contains("://") => J::String(redact_url(text)),
                         _ => redact_json(v),
@@ -181,7 +193,8 @@ mod tests {
         let v = serde_json::json!({
             "team": {"type": "slack", "webhook_url": "https://hooks.example.org/T0/B0/S3CR"},
             "ops": {"type": "webhook", "url": "https://u:S3CR@example.org/h?token=S3CR",
-                    "headers": {"Authorization": "Bearer S3CR", "X-Team": "ops"}},
+                    "headers": {"Authorization": "Bearer S3CR", "X-Team": "S3CR-ops"}},
+            "push": {"type": "ntfy", "topic": "S3CR-alerts"},
         });
         let shown = redact_json(&v).to_string();
         assert!(!shown.contains("S3CR"), "{shown}");

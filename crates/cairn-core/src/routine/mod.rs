@@ -12,6 +12,7 @@ pub mod jitter;
 mod locate;
 mod overlap;
 mod run;
+mod secret;
 mod trigger;
 mod validate;
 
@@ -28,6 +29,7 @@ pub use guardrails::{
 pub use locate::line_of;
 pub use overlap::{Fate, Going, Overlap, RoundPlan, decide as decide_overlap};
 pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, RunTry, UnknownStatus};
+pub use secret::{REDACTED_SECRET, env_reference};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};
 

@@ -87,7 +87,8 @@ pub struct RoutineView {
     pub created_at: DateTime<Utc>,
     /// Last changed.
     pub updated_at: DateTime<Utc>,
-    /// The spec, in the routine-file shape (what `PUT` takes back).
+    /// The spec, in the routine-file shape (what `PUT` takes back); a
+    /// literal webhook secret shows as `"***"`, which `PUT` keeps as stored.
     #[schema(value_type = Object)]
     pub spec: Value,
 }
@@ -133,7 +134,8 @@ fn user_zone(state: &Gateway) -> Tz {
 
 pub(super) async fn view_of(state: &Gateway, routine: &Routine) -> Result<RoutineView, ApiError> {
     let last = state.store().list_runs(routine.id, 1).await?;
-    let spec = serde_json::to_value(&routine.spec)
+    // A literal webhook secret is shown as "***" (PUT keeps the stored one).
+    let spec = serde_json::to_value(routine.spec.redacted())
         .map_err(|e| ApiError::internal("the routine could not be shown", &e))?;
     let zone = zone_of(&routine.spec, user_zone(state));
     Ok(RoutineView {
@@ -246,16 +248,28 @@ fn refuse_nul(value: &Value) -> Result<(), ApiError> {
     Err(invalid(&problems))
 }
 
-/// The spec in `body`, checked as of now, with its next slot.
-fn spec_of(state: &Gateway, body: Value) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ApiError> {
+/// The spec in `body`, checked as of now, with its next slot. `stored` is
+/// the spec it replaces: a webhook secret sent back as the views' `"***"`
+/// keeps the stored one (refused when there is none).
+fn spec_of(
+    state: &Gateway,
+    body: Value,
+    stored: Option<&RoutineSpec>,
+) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ApiError> {
     refuse_nul(&body)?;
     // The shape is judged first (serde stops at its first problem); the
     // path it reports is the same dotted path the field checks use.
-    let spec: RoutineSpec = serde_path_to_error::deserialize(body).map_err(|e| {
+    let mut spec: RoutineSpec = serde_path_to_error::deserialize(body).map_err(|e| {
         let path = e.path().to_string();
         invalid(&[Problem {
             path: if path == "." { String::new() } else { path },
             message: e.into_inner().to_string(),
+        }])
+    })?;
+    spec.restore_secret(stored).map_err(|e| {
+        invalid(&[Problem {
+            path: e.path,
+            message: e.message,
         }])
     })?;
     let next = prepare(&spec, user_zone(state), state.clock().now()).map_err(|p| invalid(&p))?;
@@ -436,7 +450,7 @@ async fn create_routine(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<RoutineView>), ApiError> {
-    let (spec, next) = spec_of(&state, body)?;
+    let (spec, next) = spec_of(&state, body, None)?;
     if state
         .store()
         .find_routine(state.user_id(), &spec.name)
@@ -490,7 +504,7 @@ async fn replace_routine(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<RoutineView>, ApiError> {
     let mut routine = resolve(&state, &id).await?;
-    let (spec, next) = spec_of(&state, body)?;
+    let (spec, next) = spec_of(&state, body, Some(&routine.spec))?;
     if spec.name != routine.spec.name
         && state
             .store()
@@ -597,6 +611,11 @@ async fn fire_routine(
             fired.routine
         ))
         .with_details(json!({ "run_id": fired.run_id, "reason": reason }))),
+        Admitted::Refused(reason) => Err(ApiError::conflict(format!(
+            "routine \"{}\" did not fire: {reason}",
+            fired.routine
+        ))
+        .with_details(json!({ "run_id": null, "reason": reason }))),
         Admitted::Taken => Err(ApiError::conflict(format!(
             "routine \"{}\" did not fire: it was deleted or another process took the fire",
             fired.routine

@@ -55,10 +55,14 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
         Some(config) => {
             checks.push(check_home(config.home()));
             checks.push(check_workspace(&config.workspace));
-            checks.push(crate::commands::runtime()?.block_on(check_database(config)));
+            let (database, signal) = crate::commands::runtime()?.block_on(check_database(config));
+            checks.push(database);
+            checks.push(signal);
+            checks.push(check_permissions(config));
             checks.push(check_zone(config));
             checks.push(check_llm(config));
             checks.push(check_tools(config));
+            checks.push(check_sandbox(config));
             checks.push(check_channels(config));
         }
         None => {
@@ -66,9 +70,12 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "home",
                 "workspace",
                 "database",
+                "permissions",
+                "signal",
                 "timezone",
                 "llm",
                 "tools",
+                "sandbox",
                 "channels",
             ] {
                 checks.push(check(
@@ -104,13 +111,14 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Creates the directory if needed and proves it writable with a scratch file.
+/// Creates the directory if needed (0700, as the home is) and proves it
+/// writable with a scratch file.
 #[allow(
     clippy::disallowed_methods,
     reason = "one-shot CLI check; nothing else runs on the runtime meanwhile"
 )]
 fn writable_dir(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    crate::home::create(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let probe = dir.join(format!(".cairn-doctor-{}", std::process::id()));
     std::fs::write(&probe, b"ok").map_err(|e| format!("{} is not writable: {e}", dir.display()))?;
     std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display()))
@@ -138,7 +146,8 @@ fn check_workspace(workspace: &Path) -> Check {
     }
 }
 
-async fn check_database(config: &Config) -> Check {
+/// The database, then the change signal on it.
+async fn check_database(config: &Config) -> (Check, Check) {
     let url = config.database_url.expose_secret();
     match Store::open(url).await {
         Ok((store, report)) => {
@@ -155,11 +164,64 @@ async fn check_database(config: &Config) -> Check {
                     report.applied
                 )
             };
+            let signal = check_signal(&store).await;
             store.close().await;
-            check("database", Status::Ok, message)
+            (check("database", Status::Ok, message), signal)
         }
-        Err(err) => check("database", Status::Fail, err.to_string()),
+        Err(err) => (
+            check("database", Status::Fail, err.to_string()),
+            check("signal", Status::Warn, "not checked: no database"),
+        ),
     }
+}
+
+/// How a process hears other processes' changes on this database: by push
+/// (PostgreSQL LISTEN, file events on SQLite's WAL), or, warned, by polling.
+async fn check_signal(store: &Store) -> Check {
+    let mode = store.signal_ready(std::time::Duration::from_secs(5)).await;
+    if mode.is_push() {
+        check(
+            "signal",
+            Status::Ok,
+            format!("changes from other processes arrive by {mode}"),
+        )
+    } else {
+        check(
+            "signal",
+            Status::Warn,
+            format!(
+                "changes from other processes arrive by {mode}; they take up to that long to be seen"
+            ),
+        )
+    }
+}
+
+/// The home and the database are the owner's alone; the fix when they are not.
+fn check_permissions(config: &Config) -> Check {
+    let exposed = crate::home::exposed(config.home(), config.database_url.expose_secret());
+    if exposed.is_empty() {
+        return check(
+            "permissions",
+            Status::Ok,
+            format!(
+                "{} and the database are private to their owner",
+                config.home().display()
+            ),
+        );
+    }
+    let listed: Vec<String> = exposed
+        .iter()
+        .map(|e| format!("{} is {:04o}", e.path.display(), e.mode))
+        .collect();
+    check(
+        "permissions",
+        Status::Warn,
+        format!(
+            "readable by other users: {}; fix with:\n{}\n(`cairn daemon` also does this when it starts)",
+            listed.join(", "),
+            crate::home::fix_commands(&exposed).join("\n")
+        ),
+    )
 }
 
 fn check_zone(config: &Config) -> Check {
@@ -236,6 +298,39 @@ fn check_tools(config: &Config) -> Check {
             .to_lowercase(),
         ),
         Err(e) => check("tools", Status::Fail, format!("{e:#}")),
+    }
+}
+
+/// Whether the agent's commands are confined (Landlock), and what that means.
+fn check_sandbox(config: &Config) -> Check {
+    use cairn_agent::sandbox::{Confinement, Sandbox};
+    let tools = match crate::wiring::parse_tools(config) {
+        Ok(tools) => tools,
+        Err(e) => return check("sandbox", Status::Warn, format!("not checked: {e:#}")),
+    };
+    let sandbox = Sandbox::new(tools.shell.sandbox_settings());
+    match sandbox.confinement() {
+        Confinement::Landlock { abi } => check(
+            "sandbox",
+            Status::Ok,
+            format!(
+                "Landlock (ABI {abi}): shell commands are confined to the workspace and a private temporary directory"
+            ),
+        ),
+        Confinement::Unavailable { reason } if tools.shell.allow_unconfined => check(
+            "sandbox",
+            Status::Warn,
+            format!(
+                "Landlock {reason}: shell commands run unconfined, unapproved ones too (tools.shell.allow_unconfined = true)"
+            ),
+        ),
+        Confinement::Unavailable { reason } => check(
+            "sandbox",
+            Status::Warn,
+            format!(
+                "Landlock {reason}: shell commands run unconfined; autonomy full and routines whose allowed_tools list shell are refused unless tools.shell.allow_unconfined = true"
+            ),
+        ),
     }
 }
 

@@ -35,6 +35,8 @@ pub(super) struct Ctx {
 /// Runs one `cairn routine` subcommand.
 pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // Routine checks (a `shell` in allowed_tools) judge by this configuration.
+    crate::wiring::install_sandbox(&crate::wiring::parse_tools(&config)?);
     let now = Utc::now();
     if let RoutineCommand::Validate(args) = command {
         let checked = routine_files::check(&args.path, config.user.timezone, now)?;
@@ -54,16 +56,7 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         confirm_delete(name)?;
     }
     super::runtime()?.block_on(async {
-        let (store, _) = Store::open(config.database_url.expose_secret())
-            .await
-            .context("cannot open the database")?;
-        let ctx = Ctx {
-            service: routine_ops::service(&config, &store),
-            store,
-            user: config.user.id.clone(),
-            zone: config.user.timezone,
-            json: as_json,
-        };
+        let ctx = Ctx::open(&config, as_json).await?;
         let result = match command {
             RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default(), now).await),
             RoutineCommand::List => done(list(&ctx).await),
@@ -86,6 +79,25 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         ctx.store.close().await;
         result
     })
+}
+
+impl Ctx {
+    /// Opens the configured database for the configured person.
+    pub(super) async fn open(
+        config: &cairn_core::config::Config,
+        json: bool,
+    ) -> anyhow::Result<Ctx> {
+        let (store, _) = Store::open(config.database_url.expose_secret())
+            .await
+            .context("cannot open the database")?;
+        Ok(Ctx {
+            service: routine_ops::service(config, &store),
+            store,
+            user: config.user.id.clone(),
+            zone: config.user.timezone,
+            json,
+        })
+    }
 }
 
 fn done(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
@@ -111,16 +123,24 @@ fn confirm_delete(name: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn apply(
+/// Creates or updates the checked routines by name, all in one transaction.
+pub(super) async fn apply(
     ctx: &Ctx,
     checked: Vec<routine_files::Checked>,
     now: DateTime<Utc>,
 ) -> anyhow::Result<()> {
     let mut report = Vec::new();
     let mut writes = Vec::new();
-    for c in checked {
+    let mut problems = Vec::new();
+    for mut c in checked {
         let name = c.spec.name.clone();
-        let outcome = match ctx.store.find_routine(&ctx.user, &name).await? {
+        let existing = ctx.store.find_routine(&ctx.user, &name).await?;
+        // A spec `show` printed carries "***" for its secret: keep the stored one.
+        if let Err(e) = c.spec.restore_secret(existing.as_ref().map(|r| &r.spec)) {
+            problems.push(format!("{}: routine \"{name}\": {e}", c.at(&e.path)));
+            continue;
+        }
+        let outcome = match existing {
             None => {
                 let mut routine = Routine::new(c.spec, ctx.user.clone(), now);
                 routine.runtime.next_fire_at = c.next_fire_at;
@@ -137,6 +157,9 @@ async fn apply(
             }
         };
         report.push((outcome, name, c.file));
+    }
+    if !problems.is_empty() {
+        return Err(routine_files::refusal(&problems).into());
     }
     // All the files or none: one transaction, one change for the engines.
     ctx.store.save_routines(&writes).await?;
@@ -256,7 +279,8 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
-    let routine = find(ctx, name).await?;
+    // A literal webhook secret is never shown; applying this output keeps it.
+    let routine = find(ctx, name).await?.redacted();
     let zone = zone_of(&routine.spec, ctx.zone);
     let next = ctx.service.next_of(&routine, SHOWN_FIRE_TIMES);
     let last = last_status(ctx, &routine).await?;
@@ -449,6 +473,8 @@ async fn fire(
         return fire_in_background(args, ctx.json);
     }
     let automation = wiring::automation(config, &ctx.store, None).await?;
+    // What the run records for delivery is delivered (or handed to a daemon) before exit.
+    automation.notifier.keep_recorded();
     let fired = automation
         .engine
         .fire_manual(&routine, payload, args.run_id)
@@ -462,16 +488,18 @@ async fn fire(
         rt.jobs.shutdown().await;
         rt.background.shutdown().await;
     }
+    let settled = super::delivery::settle(&automation.notifier, config).await;
     let run = ctx
         .store
         .get_run(fired.run_id)
         .await?
         .with_context(|| format!("run {} disappeared", fired.run_id))?;
     if ctx.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&run_json(ctx, &run).await?)?
-        );
+        let mut out = run_json(ctx, &run).await?;
+        if let serde_json::Value::Object(map) = &mut out {
+            map.insert("delivery".into(), serde_json::to_value(&settled)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         let text = run
             .skip_reason
@@ -479,8 +507,8 @@ async fn fire(
             .or(run.result_summary.as_deref())
             .unwrap_or("");
         println!("{}: {text}", run.status);
-        if let Some(id) = run.notification_id {
-            println!("notification {id} sent");
+        for s in &settled {
+            println!("{}", s.line);
         }
     }
     Ok(match run.status {

@@ -20,6 +20,23 @@ pub struct Checked {
     pub spec: RoutineSpec,
     /// Its next slot, for cron and once triggers.
     pub next_fire_at: Option<DateTime<Utc>>,
+    /// The file's text, to locate a field found wrong later.
+    text: String,
+}
+
+impl Checked {
+    /// `FILE:LINE` of the field at `path` (`FILE` when it cannot be found).
+    pub fn at(&self, path: &str) -> String {
+        at(&self.file.display().to_string(), &self.text, path)
+    }
+}
+
+/// `FILE:LINE` of the field at `path` in a file's `text`.
+fn at(shown: &str, text: &str, path: &str) -> String {
+    match line_of(text, SpecFormat::from_file_name(shown), path) {
+        Some(line) => format!("{shown}:{line}"),
+        None => shown.to_string(),
+    }
 }
 
 /// The files `path` names: itself, or every `*.yaml|*.yml|*.json` in it, by name.
@@ -82,17 +99,13 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
                 continue;
             }
         };
-        let at = |path: &str| match line_of(&text, format, path) {
-            Some(line) => format!("{shown}:{line}"),
-            None => shown.clone(),
-        };
         let next_fire_at = match prepare(&spec, user_zone, now) {
             Ok(next) => next,
             Err(found) => {
                 for p in found {
                     problems.push(format!(
                         "{}: routine \"{}\": {}: {}",
-                        at(&p.path),
+                        at(&shown, &text, &p.path),
                         spec.name,
                         p.path,
                         p.message
@@ -105,6 +118,7 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
             file,
             spec,
             next_fire_at,
+            text,
         });
     }
     let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
@@ -121,11 +135,16 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
     if problems.is_empty() {
         Ok(checked)
     } else {
-        let count = problems.len();
-        let noun = if count == 1 { "problem" } else { "problems" };
-        Err(BadInput(format!(
-            "{count} {noun}, nothing written:\n  {}",
-            problems.join("\n  ")
-        )))
+        Err(refusal(&problems))
     }
+}
+
+/// Every problem found, as one error: nothing is written.
+pub fn refusal(problems: &[String]) -> BadInput {
+    let count = problems.len();
+    let noun = if count == 1 { "problem" } else { "problems" };
+    BadInput(format!(
+        "{count} {noun}, nothing written:\n  {}",
+        problems.join("\n  ")
+    ))
 }

@@ -201,8 +201,11 @@ pub(super) async fn backfill(
     }
     let mut failed = false;
     let mut ran = Vec::new();
+    let mut settled = Vec::new();
     if !done.queued.is_empty() {
         let automation = wiring::automation(config, &ctx.store, None).await?;
+        // What the runs record for delivery is delivered (or handed to a daemon) before exit.
+        automation.notifier.keep_recorded();
         automation.engine.start_waiting(Some(routine.id)).await;
         automation.engine.idle().await;
         automation.engine.shutdown().await;
@@ -210,6 +213,7 @@ pub(super) async fn backfill(
             rt.jobs.shutdown().await;
             rt.background.shutdown().await;
         }
+        settled = super::delivery::settle(&automation.notifier, config).await;
         for queued in &done.queued {
             let run = ctx
                 .store
@@ -232,6 +236,7 @@ pub(super) async fn backfill(
             })).collect::<Vec<_>>(),
             "already_run": done.already.iter().map(|(slot, status)| json!({"slot": rfc3339(*slot), "status": status})).collect::<Vec<_>>(),
             "skipped": done.skipped.iter().map(|(slot, why)| json!({"slot": rfc3339(*slot), "reason": why})).collect::<Vec<_>>(),
+            "delivery": settled,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -252,6 +257,9 @@ pub(super) async fn backfill(
                 ),
                 status => println!("slot {slot}: {status}: {text}"),
             }
+        }
+        for s in &settled {
+            println!("{}", s.line);
         }
     }
     Ok(if failed {

@@ -59,16 +59,18 @@ impl DaemonLock {
     /// Takes the lock of `home` (created if needed) and writes this
     /// process's pid in it; [`AlreadyRunning`] when another daemon has it.
     pub async fn acquire(home: &Path) -> anyhow::Result<DaemonLock> {
-        tokio::fs::create_dir_all(home)
+        let dir = home.to_path_buf();
+        tokio::task::spawn_blocking(move || crate::home::create(&dir))
             .await
+            .context("the lock task failed")?
             .with_context(|| format!("cannot create {}", home.display()))?;
         let path = home.join(LOCK_FILE);
         // Not truncated on open: the holder's pid must stay readable.
-        let file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
+        let mut options = tokio::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        options.mode(crate::home::FILE_MODE);
+        let file = options
             .open(&path)
             .await
             .with_context(|| format!("cannot open {}", path.display()))?

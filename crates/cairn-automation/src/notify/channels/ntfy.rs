@@ -16,7 +16,7 @@ pub const MESSAGE_LIMIT: usize = 4_096;
 use crate::notify::channel::{Channel, DeliveryError, Receipt};
 
 /// `[channels.NAME]` with `type = "ntfy"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NtfySpec {
     /// The ntfy server.
@@ -33,14 +33,33 @@ fn default_server() -> String {
     "https://ntfy.sh".to_string()
 }
 
+// Anyone who knows a topic can read it and post to it: Debug never shows one.
+impl std::fmt::Debug for NtfySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NtfySpec")
+            .field("server", &self.server)
+            .field("token", &self.token.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// An ntfy channel: the body is the message (cut to [`MESSAGE_LIMIT`]
 /// bytes), the rest goes in headers.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Ntfy {
     /// `{server}/{topic}`.
     url: Url,
     token: Option<SecretString>,
     http: reqwest::Client,
+}
+
+impl std::fmt::Debug for Ntfy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ntfy")
+            .field("host", &self.url.host_str().unwrap_or_default())
+            .field("token", &self.token.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Ntfy {
@@ -125,8 +144,9 @@ impl Channel for Ntfy {
 
     async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
         let mut headers = HeaderMap::new();
-        if !n.title.trim().is_empty() {
-            headers.insert("Title", header_value(&header_text(n.title.trim()))?);
+        let headline = n.headline();
+        if !headline.is_empty() {
+            headers.insert("Title", header_value(&header_text(&headline))?);
         }
         headers.insert(
             "Priority",

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use async_trait::async_trait;
-use cairn_core::notification::{Notification, Priority};
+use cairn_core::notification::{Notification, Outcome, Priority};
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -20,7 +20,7 @@ use crate::notify::channel::{Channel, DeliveryError, Receipt};
 pub const SIGNATURE_HEADER: &str = "X-Cairn-Signature-256";
 
 /// `[channels.NAME]` with `type = "webhook"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSpec {
     /// Where to POST.
@@ -33,11 +33,14 @@ pub struct WebhookSpec {
     pub secret: Option<SecretString>,
 }
 
-/// What a webhook receiver gets, field for field.
+/// What a webhook receiver gets, field for field: `title` is the headline
+/// (outcome marker and title), `outcome` the outcome alone (`ok`,
+/// `attention`, `failed` or null).
 #[derive(Serialize)]
 struct Payload<'a> {
     id: Uuid,
-    title: &'a str,
+    title: String,
+    outcome: Option<Outcome>,
     body: &'a str,
     priority: Priority,
     tags: &'a [String],
@@ -80,15 +83,30 @@ impl Webhook {
     }
 }
 
+impl fmt::Debug for WebhookSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values are mostly credentials: their names only.
+        f.debug_struct("WebhookSpec")
+            .field("host", &host_of(&self.url))
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("signed", &self.secret.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host of a URL: the path and query may hold a token, so Debug shows
+/// where, not what.
+fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 impl fmt::Debug for Webhook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The path and query may hold a token: show where, not what.
-        let host = reqwest::Url::parse(&self.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_default();
         f.debug_struct("Webhook")
-            .field("host", &host)
+            .field("host", &host_of(&self.url))
             .field("headers", &self.headers)
             .field("signed", &self.secret.is_some())
             .finish_non_exhaustive()
@@ -121,7 +139,8 @@ impl Channel for Webhook {
     async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
         let payload = Payload {
             id: n.id,
-            title: &n.title,
+            title: n.headline(),
+            outcome: Outcome::from_tags(&n.tags),
             body: &n.body,
             priority: n.priority,
             tags: &n.tags,

@@ -7,15 +7,19 @@ use crate::routines::define;
 use crate::routines::plan::MissedWhile;
 
 impl RoutineEngine {
-    /// One timer round at `now`: reaps orphans and starts waiting slots,
-    /// then claims every due slot (a batch at a time) and starts the runs
-    /// its routine's `overlap` lets start.
+    /// One timer round at `now`: reaps orphans (when a lease can have
+    /// lapsed) and starts the waiting slots now free, then claims every due
+    /// slot (a batch at a time) and starts the runs its routine's `overlap`
+    /// lets start.
     pub async fn tick(&self, now: DateTime<Utc>) -> Result<TickReport, StoreError> {
         let inner = &self.inner;
-        let mut report = TickReport {
-            reaped: self.reap(now).await?,
-            ..TickReport::default()
-        };
+        let mut report = TickReport::default();
+        if self.lease_may_have_lapsed(now) {
+            report.reaped = self.reap(now).await?;
+        } else {
+            // A wake after a resume or a backfill comes here (a reap sweeps too).
+            self.start_waiting(None).await;
+        }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
         if due.is_empty() {
             return Ok(report);

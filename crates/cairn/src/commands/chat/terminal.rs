@@ -213,4 +213,10 @@ impl Approver for TerminalSink {
         }
         ApprovalAnswer::No
     }
+
+    /// The person at the terminal answers, or answered up front with
+    /// `--yes`; without a terminal and without `--yes` nobody does.
+    fn person_present(&self) -> bool {
+        !matches!(self.approvals, ApprovalMode::Decline)
+    }
 }

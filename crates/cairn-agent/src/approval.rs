@@ -1,0 +1,89 @@
+//! Who answers when the policy gate says "ask": the [`Approver`] trait, what
+//! it is asked ([`ApprovalRequest`]) and answers ([`ApprovalAnswer`]), the two
+//! approvers that answer by rule ([`DenyAll`], [`AutoApprove`]), and the one
+//! rule that depends on who is there: a call only a person may approve
+//! ([`crate::tools::Tool::needs_person`]) is refused where
+//! [`Approver::person_present`] says nobody is.
+
+use async_trait::async_trait;
+
+use crate::tools::RiskLevel;
+
+/// A user's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this call.
+    Yes,
+    /// Do not run it.
+    No,
+    /// Run it, and stop asking about this tool for the rest of the session.
+    Always,
+    /// Nobody answered within this time; the call is not run.
+    Expired(std::time::Duration),
+}
+
+/// What the user is asked to approve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    /// The session the call belongs to.
+    pub session_id: String,
+    /// The provider's call id.
+    pub call_id: String,
+    /// The canonical tool name.
+    pub tool: String,
+    /// The tool's risk level.
+    pub risk: RiskLevel,
+    /// The arguments, with credentials scrubbed.
+    pub arguments: serde_json::Value,
+    /// A one-line summary of the call for a prompt, credentials scrubbed.
+    pub summary: String,
+}
+
+/// Answers approval requests (a terminal prompt, a WebSocket round-trip, a policy).
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Decides whether a pending call may run.
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+
+    /// Whether a person answers this approver's requests (a terminal, a
+    /// WebSocket client, a later chat message). Approvers that answer by a
+    /// rule (deny-all for `/v1` and `/webhook`, a routine's or job's
+    /// `allowed_tools`, auto-approval of background work) say no, the
+    /// default: calls only a person may approve ([`crate::tools::Tool::needs_person`])
+    /// are then refused, whatever the autonomy.
+    fn person_present(&self) -> bool {
+        false
+    }
+}
+
+/// Declines everything; for non-interactive runs where "ask" must mean "no".
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyAll;
+
+#[async_trait]
+impl Approver for DenyAll {
+    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::No
+    }
+}
+
+/// Approves everything once (never "always"); for trusted non-interactive runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AutoApprove;
+
+#[async_trait]
+impl Approver for AutoApprove {
+    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Yes
+    }
+}
+
+/// Why a call only a person may approve was refused where nobody can.
+pub(crate) fn nobody_to_approve(tool: &str) -> String {
+    format!(
+        "`{tool}` changes what runs on the person's behalf (their routines, schedules or watchers), \
+         which only the person may approve, and nobody can approve here (an API client, a webhook, \
+         a routine run, a job or background work), so it was not run. Do not retry it; tell the person \
+         to make this change in a conversation (`cairn chat`, the WebSocket chat) or with `cairn routine`."
+    )
+}
