@@ -25,6 +25,27 @@ use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiBytes, ApiJson, ApiQuery};
 use crate::state::{AppState, Gateway};
 
+/// Who paused a routine, when and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PauseView {
+    /// Who: `ada (api)`, `ada (cli)`, `the agent`, `cairn` (after failures).
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Why, as written.
+    pub note: Option<String>,
+}
+
+impl From<&cairn_core::routine::Pause> for PauseView {
+    fn from(p: &cairn_core::routine::Pause) -> Self {
+        Self {
+            by: p.by.clone(),
+            at: p.at,
+            note: p.note.clone(),
+        }
+    }
+}
+
 /// The routes of this module.
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

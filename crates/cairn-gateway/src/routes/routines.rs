@@ -30,6 +30,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::routine_ops::PauseView;
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiBytes, ApiJson, ApiQuery};
@@ -91,27 +92,6 @@ pub struct RoutineView {
     /// literal webhook secret shows as `"***"`, which `PUT` keeps as stored.
     #[schema(value_type = Object)]
     pub spec: Value,
-}
-
-/// Who paused a routine, when and why.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PauseView {
-    /// Who: `ada (api)`, `ada (cli)`, `the agent`, `cairn` (after failures).
-    pub by: String,
-    /// When.
-    pub at: DateTime<Utc>,
-    /// Why, as written.
-    pub note: Option<String>,
-}
-
-impl From<&cairn_core::routine::Pause> for PauseView {
-    fn from(p: &cairn_core::routine::Pause) -> Self {
-        Self {
-            by: p.by.clone(),
-            at: p.at,
-            note: p.note.clone(),
-        }
-    }
 }
 
 /// The trigger in a few words.
