@@ -142,6 +142,9 @@ fn pause_with_a_note_stops_the_runs_and_resume_restarts_them() {
         .stdout(contains("routine tick: paused by "))
         .stdout(contains("moving the server"));
 
+    // Taken before the command: the daemon may fire the caught-up slot
+    // while the command is still exiting, and nothing fires before it.
+    let resumed_at = Utc::now();
     env.cairn()
         .args(["routine", "resume", "tick"])
         .assert()
@@ -150,7 +153,6 @@ fn pause_with_a_note_stops_the_runs_and_resume_restarts_them() {
         .stdout(contains(
             "were missed while paused; catch_up: once runs the latest of them now",
         ));
-    let resumed_at = Utc::now();
     let runs = wait_runs(&env, "tick", |runs| {
         runs.iter()
             .filter(|r| time(&r["started_at"]) > resumed_at && r["status"] == "ok")
