@@ -624,11 +624,18 @@ pub static SETTINGS: &[SettingDef] = &[
         D::Bool(true),
         "load MEMORY_SNAPSHOT.md at start-up when the memory store is empty",
     ),
+    def(
+        "skills.paths",
+        &["CAIRN_SKILLS_PATHS"],
+        K::List,
+        D::List(&[]),
+        "more directories of skills (folders with a SKILL.md) besides $CAIRN_HOME/workspace/skills, relative to $CAIRN_HOME unless absolute; file_read may read them",
+    ),
 ];
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed
 /// through whole to the crate that owns their shape, with the line they start on.
-pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools", "channels"];
+pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools", "channels", "hooks"];
 
 /// Looks up a setting by its dotted key.
 pub fn find(key: &str) -> Option<&'static SettingDef> {
