@@ -19,6 +19,7 @@ pub mod job;
 pub mod notification;
 pub mod routine;
 pub mod schedule;
+pub mod skill;
 pub mod submission;
 pub mod text;
 pub mod threshold;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::hooks::command::{UserHooks, parse_hooks};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::policy::{AutonomyLevel, PolicyDecision};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
@@ -26,9 +27,11 @@ use cairn_automation::primitives::schedule::schedule_tools;
 use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::primitives::watch::Watchers;
 use cairn_automation::routines::actions::AgentActions;
-use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
 use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
 use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::ops_tools::routine_ops_tools;
+use cairn_automation::routines::service::RoutineService;
 use cairn_automation::routines::system::{Ensured, SystemRoutine, SystemTask};
 use cairn_automation::routines::tools::routine_tools;
 use cairn_automation::routines::upkeep::{MEMORY_HYGIENE, MemoryHygiene, SELF_REPAIR, SelfRepair};
@@ -56,14 +59,23 @@ fn section<T: serde::de::DeserializeOwned>(
     section: &Section,
 ) -> anyhow::Result<T> {
     serde_json::from_value(section.value.clone()).map_err(|e| {
-        let file = config
-            .settings
-            .file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        BadInput(format!("{file}:{}: {key}: {e}", section.line)).into()
+        BadInput(format!(
+            "{}:{}: {key}: {e}",
+            config_file(config),
+            section.line
+        ))
+        .into()
     })
+}
+
+/// The config file's path as errors name it (empty when there is none).
+fn config_file(config: &Config) -> String {
+    config
+        .settings
+        .file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 /// One `[[llm.fallbacks]]` entry.
@@ -271,6 +283,8 @@ pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
     // The home as a whole is what a sandboxed command must never read (the
     // workspace inside it is granted on its own).
     tools.shell.protected_paths.push(home.to_path_buf());
+    // Skills outside the workspace are read with file_read, never written.
+    tools.files.read_only_roots.clone_from(&config.skills.paths);
     for path in private {
         tools.shell.protected_paths.push(path.clone().into());
         if !tools.shell.forbidden_paths.contains(&path) {
@@ -430,6 +444,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let link = EngineLink::new();
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
+    let user_hooks = user_hooks(config, &tools)?;
+    if !user_hooks.is_empty() {
+        hooks.register(Arc::new(user_hooks));
+    }
     let mut extra = routine_tools(
         store.clone(),
         link.clone(),
@@ -437,6 +455,9 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         config.user.timezone,
         Arc::clone(&clock),
     );
+    extra.extend(routine_ops_tools(
+        routine_service(config, &store, Arc::clone(&clock)).with_wake(link.clone()),
+    ));
     // The execution primitives run other tools through the runner, which
     // holds them: they reach it through a link attached once it is built.
     let runner_link = RunnerLink::new();
@@ -522,6 +543,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         tools: agent.runner().definitions(),
         more_tools: agent.runner().on_demand_listing(),
         runtime: RuntimeInfo::detect(),
+        skill_paths: config.skills.paths.clone(),
     })
     .await;
     let jobs = JobScheduler::builder(
@@ -593,12 +615,61 @@ pub async fn automation(
         runtime.as_ref(),
         home_prefix,
     )?;
+    if let Some(rt) = &runtime {
+        forward_routine_runs(&engine, Arc::clone(rt.agent.hooks()));
+    }
     Ok(Automation {
         runtime,
         notifier,
         engine,
         heartbeat,
     })
+}
+
+/// The `[[hooks]]` commands, run in the workspace under the shell's sandbox.
+pub fn user_hooks(config: &Config, tools: &ToolsConfig) -> anyhow::Result<UserHooks> {
+    let hooks = parse_hooks(config.hooks.as_ref()).map_err(|errors| {
+        let file = config_file(config);
+        let lines: Vec<String> = errors.iter().map(|e| format!("{file}: {e}")).collect();
+        BadInput(lines.join("\n"))
+    })?;
+    Ok(UserHooks::new(
+        hooks,
+        config.workspace.clone(),
+        tools.shell.sandbox_settings(),
+    ))
+}
+
+/// Tells the hooks of every routine run that ends (`on_routine_run`).
+fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
+    let mut runs = engine.subscribe_runs();
+    tokio::spawn(async move {
+        loop {
+            match runs.recv().await {
+                Ok(RunEvent::Finished {
+                    routine,
+                    run_id,
+                    status,
+                    summary,
+                }) => {
+                    let run = serde_json::json!({
+                        "run_id": run_id,
+                        "status": status.to_string(),
+                        "summary": summary,
+                    });
+                    hooks.on_routine_run(&routine, &run).await;
+                }
+                Ok(RunEvent::Started { .. }) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "on_routine_run hooks missed runs (too many at once)"
+                    );
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
 }
 
 /// The routine engine with the real executor. With a runtime, routines get
@@ -770,6 +841,7 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
                 runtime: RuntimeInfo::detect(),
                 tool_limits: rt.tools.limits.clone(),
                 approval_timeout: config.agent.approval_timeout,
+                skill_paths: config.skills.paths.clone(),
             },
         )
         .with_compactor(Arc::new(compactor))
@@ -873,6 +945,18 @@ pub async fn memory_service(config: &Config, store: &Store) -> anyhow::Result<Ar
         }
     }
     Ok(Arc::new(memory))
+}
+
+/// The routine service for the configured user: the one writer of routine
+/// operations for every front end (`routines.max_backfill` applied).
+pub fn routine_service(config: &Config, store: &Store, clock: Arc<dyn Clock>) -> RoutineService {
+    RoutineService::new(
+        store.clone(),
+        clock,
+        config.user.id.clone(),
+        config.user.timezone,
+    )
+    .with_max_backfill(config.routines.max_backfill)
 }
 
 #[cfg(test)]

@@ -247,6 +247,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "seconds a daemon holds a running run without renewing it; a killed daemon's runs are interrupted after it",
     ),
     def(
+        "routines.max_backfill",
+        &["CAIRN_ROUTINES_MAX_BACKFILL"],
+        K::UInt,
+        D::UInt(1000),
+        "slots one `routine backfill` may run without --yes",
+    ),
+    def(
         "gateway.enabled",
         &["CAIRN_GATEWAY_ENABLED"],
         K::Bool,
@@ -617,6 +624,13 @@ pub static SETTINGS: &[SettingDef] = &[
         D::Bool(true),
         "load MEMORY_SNAPSHOT.md at start-up when the memory store is empty",
     ),
+    def(
+        "skills.paths",
+        &["CAIRN_SKILLS_PATHS"],
+        K::List,
+        D::List(&[]),
+        "more directories of skills (folders with a SKILL.md) besides $CAIRN_HOME/workspace/skills, relative to $CAIRN_HOME unless absolute; file_read may read them",
+    ),
 ];
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed
@@ -626,6 +640,7 @@ pub static SECTIONS: &[&str] = &[
     "llm.fallbacks",
     "tools",
     "channels",
+    "hooks",
     "mcp.servers",
 ];
 

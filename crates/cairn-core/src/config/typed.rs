@@ -43,6 +43,17 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// The `[[mcp.servers]]` array, passed whole to cairn-mcp (line for errors).
     pub mcp_servers: Option<Section>,
+    /// Where skills are found.
+    pub skills: SkillsConfig,
+    /// The `[[hooks]]` array, passed whole to the agent's hook runner (line for errors).
+    pub hooks: Option<Section>,
+}
+
+/// Skills (`[skills]`): folders with a `SKILL.md` the agent may use.
+#[derive(Debug, Clone, Default)]
+pub struct SkillsConfig {
+    /// Directories holding skill folders besides `workspace/skills`, absolute.
+    pub paths: Vec<PathBuf>,
 }
 
 /// Self-repair: stuck jobs and failing tools (`[repair]`).
@@ -162,6 +173,8 @@ pub struct RoutinesConfig {
     pub event_cache_refresh: Duration,
     /// How long a running run's lease lasts (renewed every third of it).
     pub lease: Duration,
+    /// Slots one backfill may run without being told `--yes`.
+    pub max_backfill: u32,
 }
 
 /// The HTTP/WebSocket gateway's settings.
@@ -314,6 +327,7 @@ impl Config {
                     r.uint_at_least("routines.event_cache_refresh_secs", 1),
                 ),
                 lease: Duration::from_secs(r.uint_at_least("routines.lease_secs", 3)),
+                max_backfill: r.u32_at_least("routines.max_backfill", 1),
             },
             gateway: GatewayConfig {
                 enabled: r.bool("gateway.enabled"),
@@ -444,6 +458,14 @@ impl Config {
                 snapshot_on_hygiene: r.bool("memory.snapshot_on_hygiene"),
                 auto_hydrate: r.bool("memory.auto_hydrate"),
             },
+            skills: SkillsConfig {
+                paths: r
+                    .list("skills.paths")
+                    .into_iter()
+                    .map(|p| settings.home.join(p))
+                    .collect(),
+            },
+            hooks: settings.sections.get("hooks").cloned(),
             settings: settings.clone(),
         };
         if r.errors.is_empty() {

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod notifications;
 pub mod openai;
 pub mod pair;
+pub mod routine_ops;
 pub mod routines;
 pub mod sessions;
 pub mod status;
@@ -54,6 +55,7 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(health::routes())
         .merge(routines::routes())
+        .merge(routine_ops::routes())
         .merge(notifications::routes())
         .merge(sessions::routes())
         .merge(jobs::routes())

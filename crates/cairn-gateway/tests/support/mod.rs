@@ -230,6 +230,7 @@ impl TestGateway {
                 },
                 tool_limits: Default::default(),
                 approval_timeout,
+                skill_paths: Vec::new(),
             },
         ));
 

@@ -17,8 +17,10 @@ mod memory;
 mod notify;
 mod routine;
 mod routine_files;
+mod routine_ops;
 mod schedule;
 mod service;
+mod skill;
 mod status;
 mod token;
 mod tool;
@@ -62,6 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tool(command) => tool::run(&command, cli.json),
         Command::Memory(command) => memory::run(&command, cli.json),
         Command::Mcp(command) => mcp::run(&command, cli.json),
+        Command::Skill(command) => skill::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {
