@@ -95,6 +95,10 @@ impl LlmProvider for FailoverProvider {
         self.chain.iter().filter_map(|p| p.context_window()).min()
     }
 
+    fn vision(&self) -> bool {
+        self.primary().vision()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.run(request, |provider, req| provider.complete(req))
             .await

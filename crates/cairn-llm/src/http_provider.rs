@@ -111,12 +111,28 @@ impl<P: Protocol> LlmProvider for HttpProvider<P> {
         self.core.context_window
     }
 
+    fn vision(&self) -> bool {
+        self.core.vision
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        crate::images::admit(
+            request,
+            self.core.provider(),
+            self.core.model_for(request),
+            self.core.vision,
+        )?;
         let response = self.post(request, false).await?;
         self.parse_whole(request, response).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ResponseStream, LlmError> {
+        crate::images::admit(
+            request,
+            self.core.provider(),
+            self.core.model_for(request),
+            self.core.vision,
+        )?;
         let response = self.post(request, true).await?;
         if is_json_response(&response) {
             // The server ignored `"stream": true`; replay its whole answer.

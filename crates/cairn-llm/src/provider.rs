@@ -22,6 +22,12 @@ pub trait LlmProvider: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Whether the model accepts images in user messages (`llm.vision`).
+    /// Wrappers answer for what they wrap.
+    fn vision(&self) -> bool {
+        true
+    }
+
     /// Answers the request in one piece.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
 

@@ -140,6 +140,10 @@ impl LlmProvider for RetryingProvider {
         self.inner.context_window()
     }
 
+    fn vision(&self) -> bool {
+        self.inner.vision()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.policy
             .run(self.inner.name(), || self.inner.complete(request))

@@ -67,6 +67,10 @@ impl LlmProvider for GuardedProvider {
         self.inner.context_window()
     }
 
+    fn vision(&self) -> bool {
+        self.inner.vision()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let ticket = self.guard.admit().await?;
         let result = self.inner.complete(request).await;

@@ -428,6 +428,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "retries of rate-limited or failed requests",
     ),
     def(
+        "llm.vision",
+        &["CAIRN_LLM_VISION"],
+        K::Bool,
+        D::Bool(true),
+        "the model accepts images (false: messages with images are refused)",
+    ),
+    def(
         "llm.context_limit",
         &["CAIRN_LLM_CONTEXT_LIMIT"],
         K::UInt,
@@ -591,7 +598,13 @@ pub static SETTINGS: &[SettingDef] = &[
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed
 /// through whole to the crate that owns their shape, with the line they start on.
-pub static SECTIONS: &[&str] = &["llm.prices", "llm.fallbacks", "tools", "channels"];
+pub static SECTIONS: &[&str] = &[
+    "llm.prices",
+    "llm.fallbacks",
+    "tools",
+    "channels",
+    "routing",
+];
 
 /// Looks up a setting by its dotted key.
 pub fn find(key: &str) -> Option<&'static SettingDef> {

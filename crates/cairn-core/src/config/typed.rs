@@ -35,6 +35,8 @@ pub struct Config {
     pub cost: CostConfig,
     /// The `[tools]` table, passed whole to the agent's policy (line for errors).
     pub tools: Option<Section>,
+    /// The `[routing]` table (rules and model routes), passed whole.
+    pub routing: Option<Section>,
     /// Notification delivery.
     pub notify: NotifyConfig,
     /// Self-repair of stuck jobs and failing tools.
@@ -232,6 +234,8 @@ pub struct LlmConfig {
     pub max_retries: u32,
     /// Context window in tokens.
     pub context_limit: u32,
+    /// Whether the model accepts images.
+    pub vision: bool,
     /// `[llm.prices]`, passed whole.
     pub prices: Option<Section>,
     /// `[[llm.fallbacks]]`, passed whole.
@@ -364,6 +368,7 @@ impl Config {
                 timeout: Duration::from_secs(r.uint_at_least("llm.timeout_secs", 1)),
                 max_retries: r.u32_at_least("llm.max_retries", 0),
                 context_limit: r.u32_at_least("llm.context_limit", 1000),
+                vision: r.bool("llm.vision"),
                 prices: settings.sections.get("llm.prices").cloned(),
                 fallbacks: settings.sections.get("llm.fallbacks").cloned(),
             },
@@ -372,6 +377,7 @@ impl Config {
                 hourly_action_limit: r.uint_opt("cost.hourly_action_limit"),
             },
             tools: settings.sections.get("tools").cloned(),
+            routing: settings.sections.get("routing").cloned(),
             notify: NotifyConfig {
                 default_channel: r.text("notify.default_channel"),
                 max_attempts: r.u32_at_least("notify.max_attempts", 1),

@@ -6,5 +6,6 @@ mod basic;
 mod embeddings;
 mod errors;
 mod failover_cost;
+mod images;
 mod offspec;
 mod text_tools;
