@@ -200,7 +200,9 @@ fn contains_words(haystack: &str, needle: &str) -> bool {
             .chars()
             .next_back()
             .is_some_and(char::is_alphanumeric);
-        !(edge_start && word(before)) && !(edge_end && word(after))
+        let joined_before = edge_start && word(before);
+        let joined_after = edge_end && word(after);
+        !joined_before && !joined_after
     })
 }
 
