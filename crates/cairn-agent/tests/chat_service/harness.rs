@@ -193,6 +193,7 @@ impl Harness {
             channel: channel.into(),
             thread: thread.map(str::to_string),
             text: text.into(),
+            images: Vec::new(),
         }
     }
 

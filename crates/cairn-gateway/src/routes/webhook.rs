@@ -171,6 +171,7 @@ async fn run_turn(state: &AppState, message: String) -> Result<WebhookResponse, 
         channel: "webhook".into(),
         thread: None,
         text: message,
+        images: Vec::new(),
     };
     let model = state.model().unwrap_or_default().to_string();
     match chat.handle(inbound, &WebhookSink).await {

@@ -322,6 +322,7 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                                 channel: channel.clone(),
                                 thread: None,
                                 text: content,
+                                images: Vec::new(),
                             };
                             let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
                             turns.spawn(async move {

@@ -98,6 +98,7 @@ fn inbound(config: &Config, text: &str) -> Inbound {
         channel: CHANNEL.to_string(),
         thread: None,
         text: text.to_string(),
+        images: Vec::new(),
     }
 }
 
