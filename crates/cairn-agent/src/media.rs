@@ -57,13 +57,17 @@ impl MediaStore {
             data: None,
         };
         let path = self.dir.join(part.file_name());
-        let io = |what: &str, e: std::io::Error| MediaError::Io(format!("{what} {}: {e}", path.display()));
+        let io = |what: &str, e: std::io::Error| {
+            MediaError::Io(format!("{what} {}: {e}", path.display()))
+        };
         if tokio::fs::metadata(&path).await.is_err() {
             tokio::fs::create_dir_all(&self.dir)
                 .await
                 .map_err(|e| io("cannot create the folder of", e))?;
             // Written aside, then renamed: a reader never sees half an image.
-            let partial = self.dir.join(format!(".{}.{}", part.file_name(), uuid::Uuid::new_v4()));
+            let partial = self
+                .dir
+                .join(format!(".{}.{}", part.file_name(), uuid::Uuid::new_v4()));
             tokio::fs::write(&partial, &bytes)
                 .await
                 .map_err(|e| io("cannot write", e))?;
@@ -148,9 +152,10 @@ pub async fn request_messages(
                 return message.clone();
             }
             let mut sent = message.clone();
-            let (kept, dropped): (Vec<ImagePart>, Vec<ImagePart>) = std::mem::take(&mut sent.images)
-                .into_iter()
-                .partition(|part| vision && part.data.is_some());
+            let (kept, dropped): (Vec<ImagePart>, Vec<ImagePart>) =
+                std::mem::take(&mut sent.images)
+                    .into_iter()
+                    .partition(|part| vision && part.data.is_some());
             sent.images = kept;
             let notes: Vec<String> = dropped
                 .iter()
@@ -191,7 +196,10 @@ mod tests {
         assert_eq!(std::fs::read(&file).unwrap(), GIF);
         let again = store.store(GIF.to_vec()).await.unwrap();
         assert_eq!(again, part);
-        assert_eq!(std::fs::read_dir(dir.path().join("media")).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("media")).unwrap().count(),
+            1
+        );
 
         let mut stored: ImagePart =
             serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
@@ -201,7 +209,14 @@ mod tests {
 
         std::fs::write(&file, b"GIF89a tampered").unwrap();
         let mut stale = ImagePart { data: None, ..part };
-        assert!(store.load(&mut stale).await.unwrap_err().to_string().contains("hash"));
+        assert!(
+            store
+                .load(&mut stale)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("hash")
+        );
         assert!(matches!(
             store.store(b"not an image".to_vec()).await,
             Err(MediaError::Image(ImageError::UnknownFormat))
@@ -222,13 +237,22 @@ mod tests {
     #[tokio::test]
     async fn request_messages_load_images_or_leave_a_note() {
         let dir = tempfile::tempdir().unwrap();
-        let part = MediaStore::new(dir.path()).store(GIF.to_vec()).await.unwrap();
-        let unloaded = ImagePart { data: None, ..part.clone() };
+        let part = MediaStore::new(dir.path())
+            .store(GIF.to_vec())
+            .await
+            .unwrap();
+        let unloaded = ImagePart {
+            data: None,
+            ..part.clone()
+        };
         let gone = ImagePart {
             sha256: "f".repeat(64),
             ..unloaded.clone()
         };
-        let mut messages = vec![ChatMessage::user_with_images("look", vec![unloaded.clone(), gone])];
+        let mut messages = vec![ChatMessage::user_with_images(
+            "look",
+            vec![unloaded.clone(), gone],
+        )];
         let sent = request_messages(&mut messages, dir.path(), true).await;
         assert_eq!(sent[0].images.len(), 1);
         assert!(sent[0].images[0].data.is_some());
@@ -241,6 +265,10 @@ mod tests {
         let mut blind = vec![ChatMessage::user_with_images("look", vec![unloaded])];
         let sent = request_messages(&mut blind, dir.path(), false).await;
         assert!(sent[0].images.is_empty());
-        assert!(sent[0].content.contains("llm.vision = false"), "{}", sent[0].content);
+        assert!(
+            sent[0].content.contains("llm.vision = false"),
+            "{}",
+            sent[0].content
+        );
     }
 }

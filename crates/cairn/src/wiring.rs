@@ -49,7 +49,7 @@ use crate::exit::BadInput;
 pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Deserializes a free-form config table, naming the file, line and key on error.
-fn section<T: serde::de::DeserializeOwned>(
+pub fn section<T: serde::de::DeserializeOwned>(
     config: &Config,
     key: &str,
     section: &Section,
@@ -164,6 +164,7 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
             .with_timeout(Some(llm.timeout))
             .with_max_retries(llm.max_retries)
             .with_context_window(llm.context_limit)
+            .with_vision(llm.vision)
             .with_prices(prices.clone()))
     };
     let mut primary = base(provider, model)?;
@@ -198,12 +199,6 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
         cheap,
         fallbacks,
     })
-}
-
-/// The main and cheap providers.
-pub fn providers(config: &Config) -> anyhow::Result<Providers> {
-    let settings = llm_settings(config)?;
-    build_providers(&settings).map_err(|e| BadInput(e.to_string()).into())
 }
 
 /// The `[tools]` table, with cairn's own secrets added to the forbidden
@@ -361,6 +356,8 @@ pub struct Runtime {
     pub notifier: Notifier,
     /// The owner's memory (recall before turns, the memory tools).
     pub memory: Arc<MemoryService>,
+    /// Routes chat turns by the class of the message (`[routing]`).
+    pub router: Option<Arc<cairn_agent::routing::ModelRouter>>,
 }
 
 /// Builds and starts everything over an open store.
@@ -373,11 +370,13 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     // The guard wraps the outermost provider, so one logical call counts once
     // whatever retries and failover happen inside.
-    let raw = providers(config)?;
+    let llm = llm_settings(config)?;
+    let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
     let providers = Providers {
         main: Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))),
         cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
     };
+    let model_router = crate::routing::router(config, &llm, &providers.main, &guard)?.map(Arc::new);
     let tools = tools_config(config)?;
     install_sandbox(&tools);
     let link = EngineLink::new();
@@ -496,6 +495,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         background,
         notifier: router,
         memory,
+        router: model_router,
     })
 }
 
@@ -714,23 +714,26 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone)
         .with_memory(Arc::clone(&rt.memory));
-    Arc::new(
-        ChatService::new(
-            sessions,
-            rt.agent.clone(),
-            ChatSettings {
-                agent_name: config.agent.name.clone(),
-                workspace: config.workspace.clone(),
-                timezone: config.user.timezone,
-                runtime: RuntimeInfo::detect(),
-                tool_limits: rt.tools.limits.clone(),
-                approval_timeout: config.agent.approval_timeout,
-            },
-        )
-        .with_compactor(Arc::new(compactor))
-        .with_jobs(Arc::clone(&rt.jobs))
-        .with_memory(Arc::clone(&rt.memory)),
+    let service = ChatService::new(
+        sessions,
+        rt.agent.clone(),
+        ChatSettings {
+            agent_name: config.agent.name.clone(),
+            workspace: config.workspace.clone(),
+            timezone: config.user.timezone,
+            runtime: RuntimeInfo::detect(),
+            tool_limits: rt.tools.limits.clone(),
+            approval_timeout: config.agent.approval_timeout,
+        },
     )
+    .with_compactor(Arc::new(compactor))
+    .with_jobs(Arc::clone(&rt.jobs))
+    .with_memory(Arc::clone(&rt.memory));
+    let service = match &rt.router {
+        Some(router) => service.with_router(Arc::clone(router)),
+        None => service,
+    };
+    Arc::new(service)
 }
 
 /// Recall settings from `[memory]`.

@@ -121,9 +121,14 @@ impl ChatService {
         let Ok(id) = self.sessions.resolve_thread(session, external).await else {
             return format!("Model: {model}");
         };
-        let last = session
-            .split(id)
-            .and_then(|(_, thread)| thread.turns.iter().rev().find(|t| t.model.is_some()).cloned());
+        let last = session.split(id).and_then(|(_, thread)| {
+            thread
+                .turns
+                .iter()
+                .rev()
+                .find(|t| t.model.is_some())
+                .cloned()
+        });
         match last {
             Some(turn) => format!(
                 "Last answer: {} ({})",

@@ -319,7 +319,13 @@ impl ChatService {
                 text
             };
             return self
-                .input(&key, &mut session, inbound.thread.as_deref(), Some((text, images)), sink)
+                .input(
+                    &key,
+                    &mut session,
+                    inbound.thread.as_deref(),
+                    Some((text, images)),
+                    sink,
+                )
                 .await;
         }
         let input = match submission::parse(

@@ -1,0 +1,380 @@
+//! Black-box tests of the agent's reach from `cairn chat`: images sent to
+//! both wire protocols, model routing by message class, and `cairn doctor`'s
+//! routing check, against the fake LLM server.
+#![allow(clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+
+use assert_cmd::Command;
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use predicates::str::contains;
+use serde_json::Value;
+
+/// A 1×1 GIF and its base64.
+const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;";
+const GIF_BASE64: &str = "R0lGODlhAQABAAAAADs=";
+
+struct Env {
+    server: FakeLlmServer,
+    home: tempfile::TempDir,
+    provider: &'static str,
+}
+
+impl Env {
+    fn new(provider: &'static str) -> Env {
+        Env {
+            server: FakeLlmServer::start_on_thread().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            provider,
+        }
+    }
+
+    fn config(&self, toml: &str) {
+        std::fs::write(self.home.path().join("config.toml"), toml).unwrap();
+    }
+
+    fn cairn(&self) -> Command {
+        let base = match self.provider {
+            "anthropic" => self.server.base_url_anthropic(),
+            _ => self.server.base_url_openai(),
+        };
+        let mut cmd = Command::cargo_bin("cairn").unwrap();
+        cmd.env_clear()
+            .env("CAIRN_HOME", self.home.path())
+            .env("CAIRN_LLM_PROVIDER", self.provider)
+            .env("CAIRN_LLM_BASE_URL", base)
+            .env("CAIRN_LLM_MODEL", "test-model")
+            .env("CAIRN_LLM_API_KEY", "sk-test-0123456789")
+            .env("CAIRN_LLM_MAX_RETRIES", "0");
+        cmd
+    }
+
+    fn image(&self, name: &str, bytes: &[u8]) -> String {
+        let path = self.home.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    }
+
+    fn last_user_content(&self, n: usize) -> Value {
+        let messages = self.server.requests()[n].body["messages"].clone();
+        messages
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .unwrap()["content"]
+            .clone()
+    }
+}
+
+#[test]
+fn chat_image_goes_out_as_an_image_url_data_part() {
+    let env = Env::new("openai");
+    env.server.push(Scripted::text("A tiny picture."));
+    let file = env.image("pixel.gif", GIF);
+    env.cairn()
+        .args(["chat", "-m", "What is this?", "--image", &file])
+        .assert()
+        .success()
+        .stdout("A tiny picture.\n");
+    let content = env.last_user_content(0);
+    assert_eq!(content[0]["type"], "text");
+    assert_eq!(content[0]["text"], "What is this?");
+    assert_eq!(content[1]["type"], "image_url");
+    assert_eq!(
+        content[1]["image_url"]["url"],
+        format!("data:image/gif;base64,{GIF_BASE64}")
+    );
+    // Stored once, by content, in the workspace's media folder.
+    let media: Vec<_> = std::fs::read_dir(env.home.path().join("workspace/media"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(media.len(), 1);
+    assert!(
+        media[0].ends_with(".gif") && media[0].len() == 64 + 4,
+        "{media:?}"
+    );
+
+    // The next turn still shows the model the image, read back from the media folder.
+    env.server.push(Scripted::text("Still a pixel."));
+    env.cairn()
+        .args(["chat", "-m", "And now?"])
+        .assert()
+        .success();
+    let history = env.server.requests()[1].body["messages"].to_string();
+    assert!(history.contains(GIF_BASE64), "{history}");
+}
+
+#[test]
+fn chat_image_goes_out_as_an_anthropic_image_block() {
+    let env = Env::new("anthropic");
+    env.server.push(Scripted::text("A pixel."));
+    let file = env.image("pixel.gif", GIF);
+    env.cairn()
+        .args(["chat", "-m", "Describe it", "--image", &file])
+        .assert()
+        .success();
+    let content = env.last_user_content(0);
+    assert_eq!(content[0]["type"], "image");
+    assert_eq!(content[0]["source"]["type"], "base64");
+    assert_eq!(content[0]["source"]["media_type"], "image/gif");
+    assert_eq!(content[0]["source"]["data"], GIF_BASE64);
+    assert_eq!(content[1]["text"], "Describe it");
+}
+
+#[test]
+fn images_are_checked_and_refused_without_vision() {
+    let env = Env::new("openai");
+    let text = env.image("notes.txt", b"just text");
+    env.cairn()
+        .args(["chat", "-m", "look", "--image", &text])
+        .assert()
+        .failure()
+        .stderr(contains("not a PNG, JPEG, WebP or GIF image"));
+    let file = env.image("pixel.gif", GIF);
+    env.cairn()
+        .args(["chat", "-m", "look", "--image", &file])
+        .env("CAIRN_LLM_VISION", "false")
+        .assert()
+        .failure()
+        .stderr(contains("configured without vision (llm.vision = false)"));
+    assert!(
+        env.server.requests().is_empty(),
+        "nothing reached the model"
+    );
+}
+
+const ROUTING: &str = r#"
+[[routing.rules]]
+hint = "reasoning"
+keywords = ["prove", "step by step"]
+min_length = 30
+priority = 10
+
+[routing.models.reasoning]
+model = "big-thinker"
+"#;
+
+fn model_of(env: &Env, n: usize) -> String {
+    env.server.requests()[n].body["model"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_keyword_routes_to_the_routed_model_and_other_messages_to_the_default() {
+    let env = Env::new("openai");
+    env.config(ROUTING);
+    env.server.push_all([
+        Scripted::text("Because..."),
+        Scripted::text("Hi!"),
+        Scripted::text("Sure."),
+    ]);
+    let out = env
+        .cairn()
+        .args([
+            "chat",
+            "--json",
+            "-m",
+            "Please prove that the square root of two is irrational",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let report: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(model_of(&env, 0), "big-thinker");
+    assert_eq!(report["model"], "big-thinker");
+    assert_eq!(report["route"], "reasoning");
+
+    env.cairn()
+        .args(["chat", "-m", "Hello there, how is the weather today?"])
+        .assert()
+        .success();
+    assert_eq!(model_of(&env, 1), "test-model");
+
+    // Too short for the rule's min_length: the keyword alone does not route.
+    env.cairn()
+        .args(["chat", "-m", "prove it"])
+        .assert()
+        .success();
+    assert_eq!(model_of(&env, 2), "test-model");
+
+    // /status says which route answered last.
+    env.cairn()
+        .args(["chat", "-m", "/status"])
+        .assert()
+        .success()
+        .stdout(contains("Last answer: test-model (default route)"));
+}
+
+#[test]
+fn status_names_the_route_that_answered() {
+    let env = Env::new("openai");
+    env.config(ROUTING);
+    env.server.push(Scripted::text("Step one..."));
+    env.cairn()
+        .args([
+            "chat",
+            "-m",
+            "Explain step by step how a cairn is built, please",
+        ])
+        .assert()
+        .success();
+    env.cairn()
+        .args(["chat", "-m", "/status"])
+        .assert()
+        .success()
+        .stdout(contains("Last answer: big-thinker (route `reasoning`)"));
+}
+
+#[test]
+fn doctor_checks_hints_and_route_providers() {
+    let env = Env::new("openai");
+    env.config(
+        r#"
+[[routing.rules]]
+hint = "reasoning"
+keywords = ["prove"]
+
+[[routing.rules]]
+hint = "code"
+patterns = ["```"]
+
+[routing.models.reasoning]
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+"#,
+    );
+    let out = env
+        .cairn()
+        .args(["doctor", "--json"])
+        .assert()
+        .failure()
+        .get_output()
+        .stdout
+        .clone();
+    let report: Value = serde_json::from_slice(&out).unwrap();
+    let routing = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "routing")
+        .unwrap();
+    assert_eq!(routing["status"], "fail");
+    let message = routing["message"].as_str().unwrap();
+    assert!(
+        message.contains("routing.models.reasoning.provider: \"anthropic\" is not configured"),
+        "{message}"
+    );
+    // The same mistake stops chat at start-up, naming it.
+    env.cairn()
+        .args(["chat", "-m", "hi"])
+        .assert()
+        .failure()
+        .stderr(contains("routing.models.reasoning.provider"));
+
+    // With the provider configured as a fallback, only the unrouted hint is left.
+    env.config(
+        r#"
+[[llm.fallbacks]]
+provider = "anthropic"
+model = "claude-haiku"
+api_key = "sk-ant-test"
+
+[[routing.rules]]
+hint = "reasoning"
+keywords = ["prove"]
+
+[[routing.rules]]
+hint = "code"
+patterns = ["```"]
+
+[routing.models.reasoning]
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+"#,
+    );
+    let out = env
+        .cairn()
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap()
+        .stdout;
+    let report: Value = serde_json::from_slice(&out).unwrap();
+    let routing = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "routing")
+        .unwrap()
+        .clone();
+    assert_eq!(routing["status"], "warn", "{routing}");
+    assert!(
+        routing["message"]
+            .as_str()
+            .unwrap()
+            .contains("hint \"code\" has no [routing.models.code]"),
+        "{routing}"
+    );
+}
+
+#[test]
+fn a_route_to_another_provider_is_answered_and_priced_there() {
+    // Main provider: OpenAI-compatible; the route goes to an Anthropic
+    // fallback on a second fake server.
+    let env = Env::new("openai");
+    let other = FakeLlmServer::start_on_thread().unwrap();
+    env.config(&format!(
+        r#"
+[[llm.fallbacks]]
+provider = "anthropic"
+model = "claude-haiku"
+base_url = "{}"
+api_key = "sk-ant-test"
+
+[[routing.rules]]
+hint = "reasoning"
+keywords = ["prove"]
+
+[routing.models.reasoning]
+provider = "claude"
+model = "claude-sonnet-4-5"
+"#,
+        other.base_url_anthropic()
+    ));
+    other.push(Scripted::text("Proof.").with_usage(1_000_000, 0));
+    let out = env
+        .cairn()
+        .args(["chat", "--json", "-m", "prove the theorem"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert!(
+        env.server.requests().is_empty(),
+        "the main provider was not asked"
+    );
+    let sent = &other.requests()[0];
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.body["model"], "claude-sonnet-4-5");
+    let report: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(report["model"], "claude-sonnet-4-5");
+    // Priced as claude-sonnet-4-5 ($3 per million input tokens), by the
+    // model that answered, and counted by the cost guard.
+    assert_eq!(report["usage"]["cost_micros"], 3_000_000);
+    let out = env
+        .cairn()
+        .args(["cost", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let cost: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(cost["spent_micros"], 3_000_000, "{cost}");
+}
