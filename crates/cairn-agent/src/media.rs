@@ -31,6 +31,9 @@ pub enum MediaError {
     /// Reading or writing the media folder failed.
     #[error("{0}")]
     Io(String),
+    /// An image URL could not be fetched (refused by the network rules, or failed).
+    #[error("cannot fetch the image {0}")]
+    Fetch(String),
 }
 
 /// The media folder of one workspace.
@@ -99,6 +102,40 @@ impl MediaStore {
         part.data = Some(Arc::from(bytes));
         Ok(())
     }
+}
+
+/// The bytes of an image at an http(s) URL, fetched under the network rules
+/// of `[tools.http]` (the model's own rules: a client could otherwise make
+/// the daemon fetch from the home network), at most the image bound.
+pub async fn fetch_image(
+    net: &crate::tools::net::NetClient,
+    url: &str,
+) -> Result<Vec<u8>, MediaError> {
+    let fetch = |e: crate::tools::ToolError| MediaError::Fetch(format!("{url}: {e}"));
+    let url = net.parse_url(url).map_err(fetch)?;
+    let request = net.request(reqwest::Method::GET, url.clone()).header(
+        reqwest::header::ACCEPT,
+        "image/png,image/jpeg,image/webp,image/gif",
+    );
+    let response = net.send(request).await.map_err(fetch)?;
+    if !response.status().is_success() {
+        return Err(MediaError::Fetch(format!(
+            "{url}: HTTP {}",
+            response.status()
+        )));
+    }
+    let body = net
+        .read_body(response, image::MAX_IMAGE_BYTES)
+        .await
+        .map_err(fetch)?;
+    if body.cut {
+        return Err(ImageError::TooLarge {
+            size: image::MAX_IMAGE_BYTES + 1,
+            max: image::MAX_IMAGE_BYTES,
+        }
+        .into());
+    }
+    Ok(body.bytes)
 }
 
 /// The bytes of a `data:image/…;base64,…` URL.

@@ -733,6 +733,14 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
         Some(router) => service.with_router(Arc::clone(router)),
         None => service,
     };
+    // Image URLs (`/v1`) are fetched under the model's network rules.
+    let service = match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
+        Ok(net) => service.with_net(Arc::new(net)),
+        Err(e) => {
+            tracing::warn!(error = %e, "image URLs cannot be fetched");
+            service
+        }
+    };
     Arc::new(service)
 }
 

@@ -160,6 +160,7 @@ pub struct ChatService {
     jobs: Option<Arc<JobScheduler>>,
     memory: Option<Arc<crate::memory::MemoryService>>,
     router: Option<Arc<crate::routing::ModelRouter>>,
+    net: Option<Arc<crate::tools::net::NetClient>>,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
 }
 
@@ -182,6 +183,7 @@ impl ChatService {
             jobs: None,
             memory: None,
             router: None,
+            net: None,
             running: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -215,6 +217,33 @@ impl ChatService {
     pub fn with_router(mut self, router: Arc<crate::routing::ModelRouter>) -> Self {
         self.router = Some(router);
         self
+    }
+
+    /// Lets [`ChatService::image_from_url`] fetch http(s) image URLs under
+    /// these network rules (`[tools.http]`); without it only `data:` URLs work.
+    #[must_use]
+    pub fn with_net(mut self, net: Arc<crate::tools::net::NetClient>) -> Self {
+        self.net = Some(net);
+        self
+    }
+
+    /// An image given by URL (a `data:` URL, or http(s) fetched under the
+    /// network rules), checked and stored like [`ChatService::attach_image`].
+    pub async fn image_from_url(
+        &self,
+        url: &str,
+    ) -> Result<cairn_core::image::ImagePart, crate::media::MediaError> {
+        let bytes = if url.trim_start().starts_with("data:") {
+            crate::media::decode_data_url(url)?
+        } else {
+            let net = self.net.as_ref().ok_or_else(|| {
+                crate::media::MediaError::Fetch(format!("{url}: only data: URLs are accepted here"))
+            })?;
+            crate::media::fetch_image(net, url).await?
+        };
+        crate::media::MediaStore::new(&self.settings.workspace)
+            .store(bytes)
+            .await
     }
 
     /// Checks an image a channel received (PNG, JPEG, WebP or GIF, within

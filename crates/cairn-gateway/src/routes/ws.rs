@@ -11,7 +11,9 @@
 //! never interrupt each other's turns; a connection that sends a message
 //! while its own turn runs interrupts that turn, as every channel does.
 //!
-//! Client frames: `{"type":"message","content":…}` and
+//! Client frames: `{"type":"message","content":…}` (with optional
+//! `"images":["data:image/png;base64,…",…]`: PNG, JPEG, WebP or GIF, at
+//! most 5 MiB each, stored with the turn in the workspace's media folder) and
 //! `{"type":"approval","id":…,"decision":"approve|deny|always"}`. Server
 //! frames: `ready`, `chunk` (streamed text), `tool_call`, `tool_result`,
 //! `approval_request` (with the id to answer), `notification` (the person's
@@ -78,8 +80,15 @@ pub struct ChatQuery {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ClientFrame {
-    Message { content: String },
-    Approval { id: String, decision: Decision },
+    Message {
+        content: String,
+        #[serde(default)]
+        images: Vec<String>,
+    },
+    Approval {
+        id: String,
+        decision: Decision,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -316,8 +325,8 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                 match frame {
                 Some(Ok(Message::Text(text))) => {
                     match serde_json::from_str::<ClientFrame>(text.as_str()) {
-                        Ok(ClientFrame::Message { content }) => {
-                            let inbound = Inbound {
+                        Ok(ClientFrame::Message { content, images }) => {
+                            let mut inbound = Inbound {
                                 user_id: state.user_id().to_string(),
                                 channel: channel.clone(),
                                 thread: None,
@@ -326,6 +335,19 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                             };
                             let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
                             turns.spawn(async move {
+                                for (i, url) in images.iter().enumerate() {
+                                    if !url.trim_start().starts_with("data:") {
+                                        sink.send(error_frame(&format!("images[{i}]: send images as data: URLs")));
+                                        return;
+                                    }
+                                    match chat.image_from_url(url).await {
+                                        Ok(part) => inbound.images.push(part),
+                                        Err(e) => {
+                                            sink.send(error_frame(&format!("images[{i}]: {e}")));
+                                            return;
+                                        }
+                                    }
+                                }
                                 let reply = chat.handle(inbound, sink.as_ref()).await;
                                 sink.send(reply_frame(reply));
                             });

@@ -154,21 +154,31 @@ impl TestGateway {
             20,
             Duration::from_secs(3600),
         ));
-        let chat = Arc::new(ChatService::new(
-            sessions,
-            agent,
-            ChatSettings {
-                agent_name: "test".into(),
-                workspace: workspace.path().to_path_buf(),
-                timezone: chrono_tz::UTC,
-                runtime: RuntimeInfo {
-                    host: "h".into(),
-                    os: "o".into(),
+        let chat = Arc::new(
+            ChatService::new(
+                sessions,
+                agent,
+                ChatSettings {
+                    agent_name: "test".into(),
+                    workspace: workspace.path().to_path_buf(),
+                    timezone: chrono_tz::UTC,
+                    runtime: RuntimeInfo {
+                        host: "h".into(),
+                        os: "o".into(),
+                    },
+                    tool_limits: Default::default(),
+                    approval_timeout: Duration::from_secs(120),
                 },
-                tool_limits: Default::default(),
-                approval_timeout: Duration::from_secs(120),
-            },
-        ));
+            )
+            // Image URLs: loopback allowed for local test servers, other private ranges refused.
+            .with_net(Arc::new(
+                cairn_agent::tools::net::NetClient::new(cairn_agent::tools::http::HttpConfig {
+                    allowed_private_networks: vec!["127.0.0.1".into()],
+                    ..Default::default()
+                })
+                .unwrap(),
+            )),
+        );
 
         let notifier = Notifier::new(
             store.clone(),
