@@ -12,7 +12,8 @@
 # action is a notification to the inbox (no LLM). Its body never changes,
 # so the signature is computed once; the routine has no dedup window and
 # no cooldown, and allows the most concurrent runs a routine may have (100)
-# so that guardrail refusals (409, recorded as skipped runs) stay rare;
+# so that guardrail refusals (409; recorded as skipped runs at most once a
+# minute per reason) stay rare;
 # they are reported separately. The target is >= 5,000 acks/s with p99 < 20 ms.
 #
 # Figures on the 2-core development box (release build, SQLite, wrk on the

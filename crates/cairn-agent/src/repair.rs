@@ -23,7 +23,7 @@ use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use cairn_core::clock::Clock;
-use cairn_core::notification::{DeliveryStatus, NewNotification, Notification, Priority};
+use cairn_core::notification::{DeliveryStatus, NewNotification, Notification, Outcome, Priority};
 use cairn_store::{Store, StoreError, ToolHealthRow};
 use serde::Serialize;
 use uuid::Uuid;
@@ -64,32 +64,20 @@ impl InboxNotifier {
 impl RepairNotifier for InboxNotifier {
     async fn notify(&self, new: NewNotification) {
         let now = self.clock.now();
-        let n = Notification {
-            id: Uuid::now_v7(),
-            user_id: new.user_id,
-            channel: "inbox".to_string(),
-            title: new.title,
-            body: new.body,
-            priority: new.priority,
-            tags: new.tags,
-            data: new.data,
-            source: new.source,
-            created_at: now,
-            status: DeliveryStatus::Delivered,
-            attempts: 0,
-            next_attempt_at: None,
-            delivered_at: Some(now),
-            last_error: None,
-            in_inbox: true,
-            read_at: None,
-        };
+        // Kept in the inbox: delivered the moment it is recorded.
+        let mut n = Notification::pending(new, Uuid::now_v7(), "inbox".to_string(), now);
+        n.status = DeliveryStatus::Delivered;
+        n.next_attempt_at = None;
+        n.delivered_at = Some(now);
+        n.in_inbox = true;
         if let Err(error) = self.store.insert_notification(&n).await {
             tracing::warn!(%error, title = %n.title, "could not record a self-repair notification");
         }
     }
 }
 
-/// A notification from self-repair, for `user_id`.
+/// A notification from self-repair, for `user_id`: something (a job given
+/// up, a tool disabled) needs the person, so its outcome is attention (🔔).
 pub(crate) fn notice(user_id: &str, title: String, body: String, source: &str) -> NewNotification {
     NewNotification {
         user_id: user_id.to_string(),
@@ -97,7 +85,10 @@ pub(crate) fn notice(user_id: &str, title: String, body: String, source: &str) -
         title,
         body,
         priority: Priority::High,
-        tags: vec!["self-repair".to_string()],
+        tags: vec![
+            "self-repair".to_string(),
+            Outcome::Attention.tag().to_string(),
+        ],
         data: None,
         source: source.to_string(),
     }

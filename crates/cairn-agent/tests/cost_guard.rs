@@ -16,7 +16,7 @@ use cairn_agent::{
 use cairn_core::chat::ChatMessage;
 use cairn_core::clock::{Clock, FixedClock};
 use cairn_core::config::CostConfig;
-use cairn_llm::testing::{FakeLlmServer, InstantProvider, Scripted};
+use cairn_llm::testing::{FAKE_MODEL, FakeLlmServer, InstantProvider, Scripted};
 use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmErrorKind, LlmProvider, build_provider};
 use cairn_store::Store;
 use chrono::{DateTime, TimeZone, Utc};
@@ -115,6 +115,19 @@ async fn the_budget_refuses_before_the_request_leaves() {
         20,
         "default usage 10 in / 5 out"
     );
+}
+
+#[tokio::test]
+async fn listing_models_goes_through_and_costs_nothing_even_over_budget() {
+    let s = setup(limits(Some(1), None)).await;
+    s.server
+        .push(Scripted::text("spend").with_usage(600_000, 100_000));
+    s.llm.complete(&request()).await.unwrap();
+    assert!(s.guard.status().exceeded);
+    let models = s.llm.list_models().await.unwrap();
+    assert_eq!(models, [cairn_llm::ModelInfo::new(FAKE_MODEL)]);
+    assert!(s.guard.status().exceeded);
+    assert_eq!(s.server.requests().len(), 2);
 }
 
 #[tokio::test]

@@ -158,6 +158,7 @@ async fn five_failures_disable_a_tool_until_it_is_enabled() {
     let inbox = store.inbox("ada", true, 10).await.unwrap();
     assert_eq!(inbox.len(), 1);
     assert!(inbox[0].title.contains("flaky"), "{}", inbox[0].title);
+    assert_eq!(inbox[0].headline(), format!("🔔 {}", inbox[0].title));
     assert!(
         inbox[0].body.contains("upstream said 503"),
         "{}",

@@ -404,11 +404,7 @@ async fn the_dispatcher_sleeps_until_a_retry_is_due_and_wakes_on_a_send() {
     let dispatcher = Dispatcher::new(s.notifier.clone(), "loop");
     let running = {
         let (clock, cancel) = (clock.clone(), cancel.clone());
-        tokio::spawn(async move {
-            dispatcher
-                .run(clock, cancel, Duration::from_secs(3600))
-                .await
-        })
+        tokio::spawn(async move { dispatcher.run(clock, cancel).await })
     };
     let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
     let delivered = tokio::time::timeout(Duration::from_secs(60), async {
@@ -476,4 +472,61 @@ async fn a_receiver_asking_to_wait_is_retried_no_sooner_and_a_wait_past_the_age_
     let kept = fetch(&s.notifier, n.id).await;
     assert!(kept.in_inbox);
     assert_eq!(s.channel.calls(), 2);
+}
+
+/// Another process records a notification: the running dispatcher hears it
+/// through the store's change signal and delivers it, no recheck timer
+/// involved (the wait is bounded, in real time, by the test's timeout).
+#[tokio::test]
+async fn a_notification_recorded_by_another_process_is_delivered_at_once() {
+    let s = setup(Scripted::with(vec![]), NotifySettings::default()).await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let dispatcher = Dispatcher::new(s.notifier.clone(), "daemon");
+    let running = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            dispatcher
+                .run(Arc::new(cairn_core::clock::SystemClock), cancel)
+                .await
+        })
+    };
+    assert!(
+        s.notifier
+            .store()
+            .signal_ready(Duration::from_secs(10))
+            .await
+            .is_push()
+    );
+    // Its own store (own connections, own signal), as another process has.
+    let (other, _) = Store::open(&s.url).await.unwrap();
+    let elsewhere = Notifier::new(
+        other.clone(),
+        Arc::new({
+            let mut c = ChannelSet::new();
+            c.insert("hook", Scripted::with(vec![]));
+            c
+        }),
+        NotifySettings::default(),
+    );
+    let n = elsewhere
+        .send(note(Some("hook")), Utc::now())
+        .await
+        .unwrap();
+    let delivered = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let stored = fetch(&s.notifier, n.id).await;
+            if stored.status == DeliveryStatus::Delivered {
+                return stored;
+            }
+            // Only reads the outcome; the delivery itself was woken by the signal.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("delivered by the running dispatcher within 10 s");
+    assert_eq!(delivered.attempts, 1);
+    assert_eq!(s.channel.delivered.lock().unwrap().get(&n.id), Some(&1));
+    cancel.cancel();
+    running.await.unwrap();
+    other.close().await;
 }

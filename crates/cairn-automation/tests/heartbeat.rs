@@ -99,8 +99,7 @@ impl Env {
             Arc::new(channels),
             NotifySettings::default(),
         );
-        let mut s = EngineSettings::new(owner, PARIS);
-        s.change_poll = Duration::from_secs(3600);
+        let s = EngineSettings::new(owner, PARIS);
         RoutineEngine::new(
             self.store.clone(),
             clock,

@@ -1,7 +1,9 @@
 //! The scheduling primitives through the real runner, the real routine
 //! engine and a SQLite store, on a manual clock: `remember` delivers once at
 //! its time, also across a restart; one-shot and recurring phrases; a
-//! scheduled tool call; the output channel; cancel, list and status.
+//! scheduled tool call; an `llm_prompt` (into the conversation, or one model
+//! call of the fake LLM server for a channel); the output channel; cancel,
+//! list and status.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
@@ -18,6 +20,8 @@ use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
 use cairn_core::chat::ToolCall;
 use cairn_core::clock::{Clock, FixedClock};
 use cairn_core::routine::RunStatus;
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
@@ -94,6 +98,8 @@ struct Process {
 struct Fx {
     url: String,
     clock: Arc<FixedClock>,
+    /// The provider routine actions call, when the test gives one.
+    llm: Option<Arc<dyn LlmProvider>>,
     _dir: tempfile::TempDir,
 }
 
@@ -103,6 +109,7 @@ impl Fx {
         Fx {
             url: format!("sqlite://{}/cairn.db", dir.path().display()),
             clock: Arc::new(FixedClock::new(t0())),
+            llm: None,
             _dir: dir,
         }
     }
@@ -135,13 +142,15 @@ impl Fx {
         });
         let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
         link.attach(&runner);
-        let actions = AgentActions::new(store.clone(), std::env::temp_dir(), Arc::clone(&clock))
-            .with_tools(
+        let mut actions =
+            AgentActions::new(store.clone(), std::env::temp_dir(), Arc::clone(&clock)).with_tools(
                 Arc::clone(&runner),
                 ToolContext::new(std::env::temp_dir(), "routines").with_clock(Arc::clone(&clock)),
             );
-        let mut settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
-        settings.change_poll = std::time::Duration::from_secs(3600);
+        if let Some(llm) = &self.llm {
+            actions = actions.with_llm(Arc::clone(llm), Arc::clone(llm));
+        }
+        let settings = EngineSettings::new(owner, chrono_tz::Europe::Paris);
         let engine = RoutineEngine::new(
             store.clone(),
             clock,
@@ -478,4 +487,74 @@ async fn jobs_are_listed_by_status_and_cancelled() {
     assert!(out.to_string().contains("no scheduled job"), "{out}");
     let (_, list) = p.call("schedule_list", json!({})).await;
     assert_eq!(list["total"], 1);
+}
+
+#[tokio::test]
+async fn an_llm_prompt_is_a_prompt_in_the_conversation_or_one_model_call_for_a_channel() {
+    let server = FakeLlmServer::start().await.unwrap();
+    let mut fx = Fx::new();
+    fx.llm = Some(build_provider(&server.openai_settings()).unwrap());
+    let p = fx.start("proc-a").await;
+
+    // Into the conversation: the agent gets the prompt, with its tools, when it fires.
+    let (status, out) = p
+        .call(
+            "schedule_once",
+            json!({"when": "in 1m", "action_type": "llm_prompt",
+                   "prompt": "summarize my unread mail", "label": "mail digest"}),
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["action_type"], "llm_prompt");
+    assert_eq!(out["output_channel"], "conversation");
+    fx.at(&p, t0() + Duration::minutes(1)).await;
+    assert_eq!(
+        p.conversation(fx.clock.now()).await,
+        ["[SCHEDULED PROMPT] mail digest\nsummarize my unread mail"]
+    );
+    assert!(server.requests().is_empty(), "no model call of its own");
+
+    // To a channel: one model call per fire; its reply is what is sent.
+    let (status, out) = p
+        .call(
+            "schedule_cron",
+            json!({"cron": "every day at 9am", "action_type": "llm_prompt",
+                   "prompt": "check the weather in Lyon", "label": "weather",
+                   "output_channel": "desk"}),
+        )
+        .await;
+    assert_eq!(status, ToolStatus::Success, "{out}");
+    assert_eq!(out["action_type"], "llm_prompt");
+    assert_eq!(out["next_run_at"], "2026-11-24T08:00:00Z");
+    server.push(Scripted::text("Rain at 5pm: take an umbrella."));
+    server.push(Scripted::text("ROUTINE_OK"));
+    fx.at(&p, t0() + Duration::hours(20)).await;
+    fx.at(&p, t0() + Duration::hours(44)).await;
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one call per fire");
+    assert!(requests[0].raw_body.contains("check the weather in Lyon"));
+    let inbox = p.store.inbox("ada", false, 10).await.unwrap();
+    let desk: Vec<_> = inbox.iter().filter(|n| n.channel == "desk").collect();
+    assert_eq!(desk.len(), 1, "ROUTINE_OK sends nothing: {inbox:?}");
+    assert_eq!(desk[0].body, "Rain at 5pm: take an umbrella.");
+    assert!(
+        desk[0].title.ends_with(" needs attention"),
+        "{}",
+        desk[0].title
+    );
+
+    // Both are listed as what they were asked to be.
+    let (_, list) = p.call("schedule_list", json!({})).await;
+    let kinds: Vec<&str> = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["action_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["llm_prompt", "llm_prompt"], "{list}");
+    let (_, job) = p
+        .call("schedule_status", json!({"job_id": out["job_id"]}))
+        .await;
+    assert_eq!(job["run_count"], 2, "{job}");
 }

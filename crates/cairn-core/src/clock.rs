@@ -26,19 +26,25 @@ pub trait Clock: Send + Sync {
 }
 
 /// Longest a [`SystemClock`] sleep trusts tokio's timer before re-reading the
-/// wall clock.
+/// wall clock, where wall-clock jumps cannot be heard (see [`wall_jumps`]).
 ///
 /// tokio sleeps on the monotonic clock, which on Linux stops while the
 /// machine is suspended, and the wall clock can be stepped (NTP, the user):
 /// a single 2-hour timer armed before a 2-hour suspend would fire 2 hours
 /// late. Re-reading the wall clock at least this often bounds the lateness
-/// to 10 s after a resume or a forward step, well inside the minute that cron
-/// slots are counted in, while an idle daemon wakes 6 times a minute for a
-/// few microseconds each, far below the idle target of 0.1 CPU-second per
-/// minute.
+/// to 10 s after a resume or a forward step.
 pub const WALL_RECHECK: Duration = Duration::from_secs(10);
 
 /// The operating system's clock.
+///
+/// On Linux a sleep is one tokio timer for the whole wait, woken early only
+/// when the wall clock jumps: one process-wide timerfd armed on
+/// `CLOCK_REALTIME` with `TFD_TIMER_CANCEL_ON_SET` is cancelled by the
+/// kernel whenever the clock is set and on every resume from suspend, and a
+/// thread blocked on it tells every sleeper to re-read the time. So an idle
+/// daemon does not wake at all until its next slot, yet a slot is not late
+/// after a suspend or a clock step. Elsewhere (or if the timerfd cannot be
+/// made) sleeps re-read the wall clock every [`WALL_RECHECK`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -49,11 +55,102 @@ impl Clock for SystemClock {
 
     fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_> {
         Box::pin(async move {
+            if let Some(jumps) = wall_jumps() {
+                sleep_hearing_jumps(at, jumps, Utc::now).await;
+            }
+            // No jump signal (or it stopped): re-check on a timer.
             while let Some(wait) = next_wait(Utc::now(), at) {
                 tokio::time::sleep(wait).await;
             }
         })
     }
+}
+
+/// Sleeps until `at` on one timer per wall-clock jump; returns early only
+/// if the jump signal ends (the caller then re-checks on a timer).
+async fn sleep_hearing_jumps(
+    at: DateTime<Utc>,
+    mut jumps: watch::Receiver<u64>,
+    now: impl Fn() -> DateTime<Utc>,
+) {
+    loop {
+        // Marked before reading the time, so a jump in between is seen.
+        jumps.borrow_and_update();
+        let Some(left) = (at - now()).to_std().ok().filter(|d| !d.is_zero()) else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(left) => {}
+            changed = jumps.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// A receiver bumped on every wall-clock step and resume from suspend, when
+/// the platform can tell (Linux); `None` otherwise.
+fn wall_jumps() -> Option<watch::Receiver<u64>> {
+    static JUMPS: std::sync::OnceLock<Option<watch::Sender<u64>>> = std::sync::OnceLock::new();
+    JUMPS
+        .get_or_init(jump_signal)
+        .as_ref()
+        .map(watch::Sender::subscribe)
+}
+
+#[cfg(target_os = "linux")]
+fn jump_signal() -> Option<watch::Sender<u64>> {
+    use rustix::time::{
+        Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
+        timerfd_settime,
+    };
+    let fd = timerfd_create(TimerfdClockId::Realtime, TimerfdFlags::CLOEXEC).ok()?;
+    // Far away (2200-01-01): it only ever fires by being cancelled.
+    let far = Itimerspec {
+        it_interval: Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: Timespec {
+            tv_sec: 7_258_118_400,
+            tv_nsec: 0,
+        },
+    };
+    let arm = move |fd: &rustix::fd::OwnedFd| {
+        timerfd_settime(
+            fd,
+            TimerfdTimerFlags::ABSTIME | TimerfdTimerFlags::CANCEL_ON_SET,
+            &far,
+        )
+        .map(|_| ())
+    };
+    arm(&fd).ok()?;
+    let sender = watch::Sender::new(0u64);
+    let tell = sender.clone();
+    std::thread::Builder::new()
+        .name("cairn-clock".into())
+        .spawn(move || {
+            let mut buf = [0u8; 8];
+            loop {
+                // Blocks until the clock is set or the machine resumes.
+                match rustix::io::read(&fd, &mut buf) {
+                    Err(rustix::io::Errno::CANCELED) => {
+                        tell.send_modify(|n| *n = n.wrapping_add(1));
+                        if arm(&fd).is_err() {
+                            return;
+                        }
+                    }
+                    Err(rustix::io::Errno::INTR) => {}
+                    // Year 2200, or an error: sleepers fall back to re-checking.
+                    _ => return,
+                }
+            }
+        })
+        .ok()?;
+    Some(sender)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn jump_signal() -> Option<watch::Sender<u64>> {
+    None
 }
 
 /// How long a [`SystemClock`] sleeper waits before looking at the wall clock
@@ -197,6 +294,52 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
     use std::sync::Arc;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn linux_hears_wall_clock_jumps_through_a_timerfd() {
+        assert!(wall_jumps().is_some());
+    }
+
+    /// A resume from suspend: the wall clock moved 2 h while tokio's
+    /// monotonic timer did not. The jump wakes the sleeper, which re-reads
+    /// the wall clock and returns, instead of sleeping 2 h more.
+    #[tokio::test(start_paused = true)]
+    async fn a_wall_clock_jump_ends_a_long_sleep_that_is_now_due() {
+        let start = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap();
+        let wall = Arc::new(Mutex::new(start));
+        let jumps = watch::Sender::new(0u64);
+        let at = start + TimeDelta::hours(2);
+        let sleeper = tokio::spawn({
+            let (wall, rx) = (Arc::clone(&wall), jumps.subscribe());
+            async move { sleep_hearing_jumps(at, rx, move || *wall.lock().unwrap()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!sleeper.is_finished(), "still an hour and 59 minutes to go");
+        *wall.lock().unwrap() = at + TimeDelta::seconds(1);
+        jumps.send_modify(|n| *n += 1);
+        tokio::time::timeout(Duration::from_secs(1), sleeper)
+            .await
+            .expect("woken by the jump, not by its 2-hour timer")
+            .unwrap();
+    }
+
+    /// Without a jump signal any more, the sleeper hands back to re-checking.
+    #[tokio::test(start_paused = true)]
+    async fn a_sleeper_returns_when_the_jump_signal_ends() {
+        let start = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap();
+        let jumps = watch::Sender::new(0u64);
+        let rx = jumps.subscribe();
+        let sleeper = tokio::spawn(async move {
+            sleep_hearing_jumps(start + TimeDelta::hours(2), rx, move || start).await
+        });
+        tokio::task::yield_now().await;
+        drop(jumps);
+        tokio::time::timeout(Duration::from_secs(1), sleeper)
+            .await
+            .expect("returned at once")
+            .unwrap();
+    }
 
     const DAY: Duration = Duration::from_secs(24 * 3600);
 

@@ -15,6 +15,7 @@ pub mod config;
 pub mod duration;
 pub mod fold;
 pub mod image;
+pub mod ip_range;
 pub mod job;
 pub mod notification;
 pub mod routine;

@@ -180,6 +180,30 @@ pub fn conversation_session(channel: &str) -> Option<&str> {
 }
 
 impl Notification {
+    /// A new notification for `channel` (the default already applied),
+    /// pending its first delivery attempt at `now`.
+    pub fn pending(new: NewNotification, id: Uuid, channel: String, now: DateTime<Utc>) -> Self {
+        Notification {
+            id,
+            user_id: new.user_id,
+            channel,
+            title: new.title,
+            body: new.body,
+            priority: new.priority,
+            tags: new.tags,
+            data: new.data,
+            source: new.source,
+            created_at: now,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: Some(now),
+            delivered_at: None,
+            last_error: None,
+            in_inbox: false,
+            read_at: None,
+        }
+    }
+
     /// The text a conversation reads: a title that already carries its own
     /// bracketed header (`[WATCHER UPDATE] …`, `[REMINDER] …`) is kept as
     /// the first line; any other gets `[NOTIFICATION]` before it.
@@ -194,6 +218,67 @@ impl Notification {
         } else {
             format!("{head}\n{}", self.body)
         }
+    }
+}
+
+/// What a notification reports, shown at a glance before its title by
+/// every channel (the routines seed's markers). It travels as one of the
+/// notification's tags (`ok`, `attention`, `failed`: the run statuses), so
+/// any producer, the agent's `send_notification` included, can set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// It went well: ✅.
+    Ok,
+    /// Something needs the person: 🔔.
+    Attention,
+    /// Something failed: ❌.
+    Failed,
+}
+
+impl Outcome {
+    /// The marker shown before the title.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Outcome::Ok => "✅",
+            Outcome::Attention => "🔔",
+            Outcome::Failed => "❌",
+        }
+    }
+
+    /// The tag that carries it.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Attention => "attention",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// The outcome `tags` carry; the gravest wins when there are several.
+    pub fn from_tags(tags: &[String]) -> Option<Outcome> {
+        [Outcome::Failed, Outcome::Attention, Outcome::Ok]
+            .into_iter()
+            .find(|o| tags.iter().any(|t| t.trim().eq_ignore_ascii_case(o.tag())))
+    }
+}
+
+/// The title as receivers show it: the outcome's marker, a space, the
+/// title (trimmed); the title alone when `tags` carry no outcome, the marker
+/// alone when the title is empty. The one place a shown title is decided.
+pub fn headline(title: &str, tags: &[String]) -> String {
+    let title = title.trim();
+    match Outcome::from_tags(tags) {
+        Some(outcome) if title.is_empty() => outcome.marker().to_string(),
+        Some(outcome) => format!("{} {title}", outcome.marker()),
+        None => title.to_string(),
+    }
+}
+
+impl Notification {
+    /// The title as every channel shows it (see [`headline`]).
+    pub fn headline(&self) -> String {
+        headline(&self.title, &self.tags)
     }
 }
 
@@ -220,6 +305,26 @@ mod tests {
         assert_eq!(conversation_session("conversation:s-1"), Some("s-1"));
         assert_eq!(conversation_session("conversation: "), None);
         assert_eq!(conversation_session("inbox"), None);
+    }
+
+    #[test]
+    fn headlines_start_with_the_outcome_marker() {
+        let tags = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            headline(" backup failed ", &tags(&["routine", "failed"])),
+            "❌ backup failed"
+        );
+        assert_eq!(headline("disk", &tags(&["Attention"])), "🔔 disk");
+        assert_eq!(
+            headline("x: nothing to report", &tags(&["ok"])),
+            "✅ x: nothing to report"
+        );
+        assert_eq!(headline("both", &tags(&["ok", "failed"])), "❌ both");
+        assert_eq!(headline("", &tags(&["ok"])), "✅");
+        assert_eq!(headline(" plain ", &tags(&["disk", "okay"])), "plain");
+        for o in [Outcome::Ok, Outcome::Attention, Outcome::Failed] {
+            assert_eq!(Outcome::from_tags(&tags(&[o.tag()])), Some(o));
+        }
     }
 
     #[test]

@@ -113,6 +113,8 @@ pub enum Command {
         /// The model to switch to.
         name: Option<String>,
     },
+    /// `/models`: the provider's models, the current one marked.
+    Models,
 }
 
 /// What the parser needs to know about the thread.
@@ -143,6 +145,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("list", "/list: list recent jobs"),
     ("tools", "/tools: list the agent's tools"),
     ("model", "/model [name]: show or switch the model"),
+    (
+        "models",
+        "/models: list the provider's models (* marks the current one)",
+    ),
     ("ping", "/ping: check cairn is listening"),
     ("version", "/version: cairn's version"),
     ("debug", "/debug: the session's internal state"),
@@ -268,7 +274,8 @@ fn command(name: &str, arg: Option<String>) -> Submission {
         ("version", _) => cmd(Command::Version),
         ("tools", _) => cmd(Command::Tools),
         ("debug", _) => cmd(Command::Debug),
-        ("model" | "models", name) => cmd(Command::Model { name }),
+        ("model", name) => cmd(Command::Model { name }),
+        ("models", _) => cmd(Command::Models),
         (other, _) => Submission::UnknownCommand {
             name: other.to_string(),
             suggestion: suggest(other),
@@ -446,6 +453,8 @@ mod tests {
                 name: Some("gpt-x".into())
             })
         );
+        assert_eq!(parse("/models", IDLE), Submission::Command(Command::Models));
+        assert!(help(None).contains("/models"));
     }
 
     #[test]

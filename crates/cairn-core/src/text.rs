@@ -1,4 +1,5 @@
-//! Small text helpers: suggestions of what was meant, and errors on one line.
+//! Small text helpers: suggestions of what was meant, errors on one line,
+//! and `${VAR}` references to the environment.
 
 /// Levenshtein distance over chars, for "did you mean" hints on short names
 /// (config keys, commands, tool names); O(n·m), which is nothing at that size.
@@ -41,6 +42,29 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
+pub fn expand_vars(
+    text: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match env.get(name) {
+            Some(v) => out.push_str(v),
+            None => return Err(name.to_string()),
+        }
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ pub fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
     a.ct_eq(b).into()
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes
         .iter()
@@ -97,59 +98,22 @@ impl FromRequestParts<AppState> for Authed {
         } else {
             None
         };
-        // A client that keeps failing is refused before any lookup.
-        if let Some(ip) = ip {
-            state.limits().auth_allowed(ip)?;
-        }
+        // A valid token always passes: only failures count, and only a
+        // client past the limit of failures is refused (before counting).
         let found = match bearer_of(parts) {
             Some(token) => authenticate(state, token).await,
             None => Err(ApiError::unauthorized(
                 "missing bearer token: send Authorization: Bearer <token> (from POST /pair or `cairn token create`)",
             )),
         };
-        if found
-            .as_ref()
-            .is_err_and(|e| e.status == axum::http::StatusCode::UNAUTHORIZED)
-            && let Some(ip) = ip
+        if let (Err(e), Some(ip)) = (&found, ip)
+            && e.status == axum::http::StatusCode::UNAUTHORIZED
         {
+            state.limits().auth_allowed(ip)?;
             state.limits().auth_failed(ip);
         }
         found.map(Authed)
     }
-}
-
-/// How long a pairing code stays valid. Long enough to walk to the other
-/// device and type it in; short enough that a code read off a screen or a
-/// log is soon useless, and that guessing (6 digits, with the per-client
-/// lockout) has little time to succeed.
-pub const PAIRING_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
-
-/// A fresh 6-digit pairing code from the CSPRNG (`rand`'s thread generator
-/// is a ChaCha-based CSPRNG seeded from the OS).
-pub fn new_pairing_code() -> String {
-    use rand::Rng;
-    format!("{:06}", rand::rng().random_range(0..1_000_000u32))
-}
-
-/// Makes a pairing code, records its hash (valid for [`PAIRING_CODE_TTL`])
-/// and returns the code to show. Any gateway on the same database accepts it.
-pub async fn issue_pairing_code(
-    store: &cairn_store::Store,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<String, cairn_store::StoreError> {
-    let code = new_pairing_code();
-    let ttl = chrono::Duration::from_std(PAIRING_CODE_TTL).unwrap_or(chrono::Duration::minutes(15));
-    store
-        .create_pairing_code(&hash_secret(&code), now, now + ttl)
-        .await?;
-    Ok(code)
-}
-
-/// The name of a token bought by pairing: `paired-YYYYMMDD-HHMMSS-xxxx`.
-pub fn paired_token_name(now: chrono::DateTime<chrono::Utc>) -> String {
-    let mut suffix = [0u8; 2];
-    rand::rng().fill_bytes(&mut suffix);
-    format!("paired-{}-{}", now.format("%Y%m%d-%H%M%S"), hex(&suffix))
 }
 
 #[cfg(test)]
@@ -167,22 +131,5 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(secrets_equal(b"x", b"x") && !secrets_equal(b"x", b"y"));
-    }
-
-    #[test]
-    fn pairing_codes_are_six_digits_and_names_are_dated() {
-        let code = new_pairing_code();
-        assert!(
-            code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()),
-            "{code}"
-        );
-        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
-            .unwrap()
-            .with_timezone(&chrono::Utc);
-        let name = paired_token_name(now);
-        assert!(
-            name.starts_with("paired-20260102-030405-") && name.len() == 27,
-            "{name}"
-        );
     }
 }

@@ -1,5 +1,8 @@
 //! Request extractors whose rejections are [`ApiError`]s (axum's own
 //! answer in plain text), with the configured body limit named on 413.
+//! A body must arrive within `gateway.request_timeout_secs` (408 if not),
+//! also on routes whose answer may take longer (agent turns), so a client
+//! cannot hold a request open by sending its body slowly.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
@@ -31,11 +34,26 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
+        match in_time(state, axum::Json::<T>::from_request(req, state)).await? {
             Ok(axum::Json(value)) => Ok(ApiJson(value)),
             Err(rejection) => Err(json_rejection(&rejection, state)),
         }
     }
+}
+
+/// Reads a body within the request time limit.
+async fn in_time<T>(state: &AppState, read: impl Future<Output = T>) -> Result<T, ApiError> {
+    let limit = state.settings().request_timeout;
+    tokio::time::timeout(limit, read).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request body did not arrive within {} s (gateway.request_timeout_secs)",
+                limit.as_secs()
+            ),
+        )
+    })
 }
 
 fn json_rejection(rejection: &JsonRejection, state: &AppState) -> ApiError {
@@ -57,7 +75,7 @@ impl FromRequest<AppState> for ApiBytes {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        match Bytes::from_request(req, state).await {
+        match in_time(state, Bytes::from_request(req, state)).await? {
             Ok(bytes) => Ok(ApiBytes(bytes)),
             Err(rejection) => Err(bytes_rejection(&rejection, state)),
         }

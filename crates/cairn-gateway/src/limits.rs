@@ -1,10 +1,14 @@
-//! Per-client rate limits and the pairing lockout, kept in memory.
+//! Per-client rate limits, kept in memory: pairing attempts a minute, and
+//! failed bearer authentications a minute. The limit on wrong pairing
+//! codes is not here: it counts every client and daemon together, in the
+//! store (see [`crate::pairing`]), since a client that changes its address
+//! (every 127.x.y.z reaches a loopback listener) is a new client here.
 //!
-//! Hand-written rather than `governor`: besides two plain per-minute
-//! limits we need a lockout that counts *failures* and then refuses
-//! everything for a fixed time, which governor's keyed limiters do not
-//! model. One mutex-guarded map of small fixed-window counters does all
-//! three, and its size is bounded: idle clients are evicted when it fills.
+//! Hand-written rather than `governor`: the failure limit counts only
+//! failures and must never refuse a request that authenticates, which
+//! governor's keyed limiters (counting every request) do not model. One
+//! mutex-guarded map of small fixed-window counters does both, and its size
+//! is bounded: idle clients are evicted when it fills.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -17,10 +21,6 @@ use crate::error::ApiError;
 
 /// `POST /pair` attempts per client per minute.
 pub const PAIR_PER_MINUTE: u32 = 10;
-/// Wrong pairing codes before a client is locked out.
-pub const WRONG_CODES_BEFORE_LOCKOUT: u32 = 5;
-/// How long a lockout lasts.
-pub const LOCKOUT: Duration = Duration::from_secs(300);
 /// Failed bearer authentications per client per minute before 429.
 pub const AUTH_FAILURES_PER_MINUTE: u32 = 30;
 /// Clients remembered at most; idle ones are evicted past this.
@@ -67,8 +67,6 @@ fn secs_until(when: Instant, now: Instant) -> u64 {
 struct Client {
     pair: Window,
     auth_failures: Window,
-    wrong_codes: u32,
-    locked_until: Option<Instant>,
     last_seen: Instant,
 }
 
@@ -77,18 +75,13 @@ impl Client {
         Self {
             pair: Window::new(now),
             auth_failures: Window::new(now),
-            wrong_codes: 0,
-            locked_until: None,
             last_seen: now,
         }
     }
 
-    /// Nothing about this client matters any more: its windows ended, no
-    /// lockout runs and no wrong codes are counted.
+    /// Nothing about this client matters any more: its windows ended.
     fn idle(&self, now: Instant) -> bool {
-        self.locked_until.is_none_or(|t| t <= now)
-            && self.wrong_codes == 0
-            && now.duration_since(self.last_seen) >= WINDOW
+        now.duration_since(self.last_seen) >= WINDOW
     }
 }
 
@@ -124,22 +117,12 @@ impl Limits {
         client.last_seen = now;
         client.pair.roll(now);
         client.auth_failures.roll(now);
-        if client.locked_until.is_some_and(|t| t <= now) {
-            client.locked_until = None;
-        }
         f(client, now)
     }
 
-    /// Counts a `POST /pair` attempt: 429 while the client is locked out or
-    /// past [`PAIR_PER_MINUTE`].
+    /// Counts a `POST /pair` attempt: 429 past [`PAIR_PER_MINUTE`].
     pub fn pair_attempt(&self, ip: IpAddr) -> Result<(), ApiError> {
         self.with_client(ip, |c, now| {
-            if let Some(until) = c.locked_until {
-                return Err(ApiError::too_many(
-                    "too many wrong pairing codes from this client; try again later",
-                    secs_until(until, now),
-                ));
-            }
             if c.pair.count >= PAIR_PER_MINUTE {
                 return Err(ApiError::too_many(
                     format!("at most {PAIR_PER_MINUTE} pairing attempts a minute"),
@@ -149,27 +132,6 @@ impl Limits {
             c.pair.count += 1;
             Ok(())
         })
-    }
-
-    /// Counts a wrong pairing code; the [`WRONG_CODES_BEFORE_LOCKOUT`]th
-    /// locks the client out for [`LOCKOUT`]. Returns whether it is locked now.
-    pub fn pair_failed(&self, ip: IpAddr) -> bool {
-        self.with_client(ip, |c, now| {
-            c.wrong_codes += 1;
-            if c.wrong_codes >= WRONG_CODES_BEFORE_LOCKOUT {
-                c.wrong_codes = 0;
-                c.locked_until = Some(now + LOCKOUT);
-                tracing::warn!(client = %ip, "pairing locked out after {WRONG_CODES_BEFORE_LOCKOUT} wrong codes");
-                true
-            } else {
-                false
-            }
-        })
-    }
-
-    /// A pairing succeeded: earlier wrong codes no longer count.
-    pub fn pair_succeeded(&self, ip: IpAddr) {
-        self.with_client(ip, |c, _| c.wrong_codes = 0);
     }
 
     /// 429 when the client failed bearer authentication too often this minute.
@@ -226,30 +188,6 @@ mod tests {
         limits.pair_attempt(ip(2)).unwrap();
         tokio::time::advance(WINDOW).await;
         limits.pair_attempt(ip(1)).unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn five_wrong_codes_lock_out_for_five_minutes() {
-        let limits = Limits::new();
-        for i in 1..=WRONG_CODES_BEFORE_LOCKOUT {
-            limits.pair_attempt(ip(1)).unwrap();
-            assert_eq!(limits.pair_failed(ip(1)), i == WRONG_CODES_BEFORE_LOCKOUT);
-        }
-        tokio::time::advance(Duration::from_secs(100)).await;
-        let err = limits.pair_attempt(ip(1)).unwrap_err();
-        assert_eq!(err.retry_after, Some(200));
-        tokio::time::advance(Duration::from_secs(200)).await;
-        limits.pair_attempt(ip(1)).unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_success_forgives_earlier_wrong_codes() {
-        let limits = Limits::new();
-        for _ in 0..WRONG_CODES_BEFORE_LOCKOUT - 1 {
-            limits.pair_failed(ip(1));
-        }
-        limits.pair_succeeded(ip(1));
-        assert!(!limits.pair_failed(ip(1)));
     }
 
     #[tokio::test(start_paused = true)]

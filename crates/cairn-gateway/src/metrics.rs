@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -48,14 +49,35 @@ pub fn render() -> Option<String> {
     Some(handle.render())
 }
 
-/// Counts each request by method, route (the matched pattern, never the raw
-/// path, so labels stay few) and status, and times it.
+/// The label of requests that matched no route.
+pub const UNMATCHED: &str = "unmatched";
+
+/// A method's label: the standard methods by name, anything else `OTHER`,
+/// so a client cannot add series by inventing methods.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "OTHER",
+    }
+}
+
+/// Counts each request by method (see [`method_label`]), route (the
+/// matched pattern, never the raw path; [`UNMATCHED`] for any other) and
+/// status, and times it. Every label comes from a fixed set.
 pub async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = req.method().to_string();
+        .map_or_else(|| UNMATCHED.to_string(), |p| p.as_str().to_string());
+    let method = method_label(req.method());
     let started = Instant::now();
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();

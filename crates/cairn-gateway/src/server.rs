@@ -130,17 +130,14 @@ async fn time_limit(State(state): State<AppState>, req: Request, next: Next) -> 
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` is cancelled, then lets
+/// Serves `app` on `listener` with the connection limits of `settings`
+/// (see [`crate::listen`]) until `shutdown` is cancelled, then lets
 /// requests in flight finish.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    settings: &GatewayConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
-    .await
+    crate::listen::serve(listener, app, settings, shutdown).await
 }

@@ -40,16 +40,20 @@ pub struct Gateway {
     events: Arc<EventBus>,
     approval_timeout: std::time::Duration,
     ws_ping: std::time::Duration,
-    // Auth and webhooks (pairing lockout, rate limits, idempotency pruning).
+    // Auth and webhooks (pairing key, rate limits, idempotency claims and pruning).
+    pairing_key: crate::pairing::PairingKey,
+    instance: String,
     limits: crate::limits::Limits,
     last_idempotency_prune: std::sync::Mutex<Option<DateTime<Utc>>>,
+    // Open streams by token, ended when their token is revoked.
+    streams: Arc<crate::revocation::TokenStreams>,
     // Watchers (`/api/watchers`); built from the chat's tool runner when not given.
     watchers: Option<Arc<Watchers>>,
 }
 
-/// How long an approval asked over the WebSocket waits before the call is
-/// declined.
-pub const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long a WebSocket approval waits without a chat service to say
+/// otherwise (with one, its `agent.approval_timeout_secs` applies).
+const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The state axum hands every handler.
 pub type AppState = Arc<Gateway>;
@@ -74,6 +78,12 @@ impl Gateway {
     ) -> Self {
         let started_at = clock.now();
         let events = Arc::new(EventBus::new(Arc::clone(&clock)));
+        let shutdown = CancellationToken::new();
+        let streams = crate::revocation::TokenStreams::new(
+            store.clone(),
+            Arc::clone(&clock),
+            shutdown.clone(),
+        );
         Self {
             store,
             clock,
@@ -87,10 +97,13 @@ impl Gateway {
             model: None,
             components: Arc::new(Components::new()),
             started_at,
-            shutdown: CancellationToken::new(),
+            shutdown,
+            streams,
             events,
             approval_timeout: APPROVAL_TIMEOUT,
             ws_ping: crate::routes::ws::PING_EVERY,
+            pairing_key: crate::pairing::PairingKey::ephemeral(),
+            instance: format!("gateway-{}", uuid::Uuid::new_v4().simple()),
             limits: crate::limits::Limits::new(),
             last_idempotency_prune: std::sync::Mutex::new(None),
             watchers: None,
@@ -98,9 +111,11 @@ impl Gateway {
     }
 
     /// Runs agent turns (webhook, WebSocket, OpenAI API) on `chat`, whose
-    /// agent answers as `model`.
+    /// agent answers as `model`; WebSocket approvals wait as long as the
+    /// chat service's approval timeout.
     #[must_use]
     pub fn with_chat(mut self, chat: Arc<ChatService>, model: impl Into<String>) -> Self {
+        self.approval_timeout = chat.approval_timeout();
         self.chat = Some(chat);
         self.model = Some(model.into());
         self
@@ -152,6 +167,11 @@ impl Gateway {
     /// graceful shutdown is not held open by a connected client.
     #[must_use]
     pub fn with_shutdown(mut self, token: CancellationToken) -> Self {
+        self.streams = crate::revocation::TokenStreams::new(
+            self.store.clone(),
+            Arc::clone(&self.clock),
+            token.clone(),
+        );
         self.shutdown = token;
         self
     }
@@ -163,11 +183,11 @@ impl Gateway {
         self
     }
 
-    /// How long a WebSocket approval request waits before the call is
-    /// declined ([`APPROVAL_TIMEOUT`] unless changed, for tests).
+    /// Checks pairing codes with `key` (the install key of the daemon's
+    /// home); without it, only codes made with a key of this process pair.
     #[must_use]
-    pub fn with_approval_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.approval_timeout = timeout;
+    pub fn with_pairing_key(mut self, key: crate::pairing::PairingKey) -> Self {
+        self.pairing_key = key;
         self
     }
 
@@ -300,9 +320,27 @@ impl Gateway {
         &self.shutdown
     }
 
-    /// Per-client rate limits and the pairing lockout.
+    /// Registers a stream (WebSocket, event stream) opened with `token`:
+    /// the guard's `ended()` is cancelled when the token is revoked or
+    /// expires, or the daemon stops.
+    pub fn open_stream(&self, token: &cairn_store::ApiToken) -> crate::revocation::StreamGuard {
+        self.streams.open(token)
+    }
+
+    /// Per-client rate limits.
     pub fn limits(&self) -> &crate::limits::Limits {
         &self.limits
+    }
+
+    /// The key pairing codes are hashed with.
+    pub fn pairing_key(&self) -> &crate::pairing::PairingKey {
+        &self.pairing_key
+    }
+
+    /// This gateway's name as the owner of the claims it holds in the store
+    /// (idempotency keys), unique per process.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// Whether idempotency keys are due a prune (at most once a minute);

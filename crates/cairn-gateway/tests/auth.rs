@@ -1,11 +1,11 @@
-//! Pairing, its limits and lockout, token expiry and revocation, and the
-//! per-client limit on failed authentications.
+//! Pairing and its limits, token expiry and revocation, the per-client
+//! limit on failed authentications, and forwarded client addresses.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
 
 use cairn_core::clock::{Clock, SystemClock};
-use cairn_gateway::auth;
+use cairn_gateway::{auth, pairing};
 use cairn_store::NewApiToken;
 use serde_json::Value;
 use support::{TestGateway, error_code, settings};
@@ -29,18 +29,20 @@ async fn metrics_status(gw: &TestGateway, token: &str) -> u16 {
         .as_u16()
 }
 
-/// A code that is not `code` (codes are random, so a fixed wrong one could collide).
+/// A well-formed code that is not `code` (codes are random, so a fixed
+/// wrong one could collide).
 fn wrong(code: &str) -> String {
-    format!("{:06}", (code.parse::<u32>().unwrap() + 1) % 1_000_000)
+    let first = if code.starts_with('A') { 'B' } else { 'A' };
+    format!("{first}{}", &code[1..])
 }
 
 #[tokio::test]
 async fn a_pairing_code_buys_one_token_once() {
     let gw = TestGateway::start().await;
-    let code = auth::issue_pairing_code(&gw.store, SystemClock.now())
-        .await
-        .unwrap();
-    let response = pair(&gw, Some(&code)).await;
+    let code = gw.pairing_code().await;
+    // As printed (with the dash) and in lower case: still the code.
+    let typed = pairing::display(&code).to_lowercase();
+    let response = pair(&gw, Some(&typed)).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["expires_in"], 30 * 24 * 3600);
@@ -66,9 +68,7 @@ async fn tokens_never_expire_when_the_ttl_is_zero_and_a_missing_code_is_400() {
     let gw = TestGateway::start_with(s, |g| g).await;
     let (status, _) = error_code(pair(&gw, None).await).await;
     assert_eq!(status, 400);
-    let code = auth::issue_pairing_code(&gw.store, SystemClock.now())
-        .await
-        .unwrap();
+    let code = gw.pairing_code().await;
     let body: Value = pair(&gw, Some(&code)).await.json().await.unwrap();
     assert!(body["expires_in"].is_null(), "{body}");
     assert!(body["token"].is_string());
@@ -76,26 +76,75 @@ async fn tokens_never_expire_when_the_ttl_is_zero_and_a_missing_code_is_400() {
 }
 
 #[tokio::test]
-async fn five_wrong_codes_lock_the_client_out() {
+async fn only_codes_made_with_the_gateways_key_pair() {
     let gw = TestGateway::start().await;
-    let code = auth::issue_pairing_code(&gw.store, SystemClock.now())
+    // A code hashed with another home's install key is a wrong code here.
+    let other = pairing::PairingKey::ephemeral();
+    let code = pairing::issue_code(&gw.store, &other, SystemClock.now())
         .await
         .unwrap();
-    for _ in 0..5 {
-        let (status, _) = error_code(pair(&gw, Some(&wrong(&code))).await).await;
+    assert_eq!(pair(&gw, Some(&code)).await.status(), 401);
+    // The store keeps only the keyed hash, never the code.
+    assert_eq!(gw.store.pairing_state().await.unwrap().wrong_codes, 1);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_codes_are_400_and_do_not_count() {
+    let gw = TestGateway::start().await;
+    let code = gw.pairing_code().await;
+    for bad in ["123456", "ABCDE-FGHIO", "ABCDE-FGHJKM"] {
+        let (status, _) = error_code(pair(&gw, Some(bad)).await).await;
+        assert_eq!(status, 400, "{bad}");
+    }
+    assert_eq!(gw.store.pairing_state().await.unwrap().wrong_codes, 0);
+    assert_eq!(pair(&gw, Some(&code)).await.status(), 200);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn ten_wrong_codes_from_anywhere_void_every_code() {
+    let gw = TestGateway::start().await;
+    let code = gw.pairing_code().await;
+    let second = gw.pairing_code().await;
+    let again = gw.pairing_code().await;
+    // Codes made earlier stay valid until used, expired or voided.
+    for _ in 0..pairing::WRONG_CODES_LIMIT {
+        let (status, _) = error_code(pair(&gw, Some(&wrong(&again))).await).await;
         assert_eq!(status, 401);
     }
-    // Locked out: even the right code is refused, with Retry-After.
-    let response = pair(&gw, Some(&code)).await;
-    assert_eq!(response.status(), 429);
-    let retry: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
+    // Every outstanding code is void, the right ones included, whoever asks.
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 3]))
+        .build()
         .unwrap();
-    assert!((290..=300).contains(&retry), "{retry}");
-    let (_, code_name) = error_code(response).await;
-    assert_eq!(code_name, "rate_limited");
+    for right in [&code, &second, &again] {
+        let response = elsewhere
+            .post(gw.url("/pair"))
+            .header("X-Pairing-Code", right)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, 401, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cairn pair"),
+            "{body}"
+        );
+    }
+    // A new code from the machine pairs again.
+    let fresh = gw.pairing_code().await;
+    let response = elsewhere
+        .post(gw.url("/pair"))
+        .header("X-Pairing-Code", &fresh)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
     gw.stop().await;
 }
 
@@ -150,7 +199,69 @@ async fn repeated_auth_failures_are_rate_limited_per_client() {
         assert_eq!(metrics_status(&gw, "cairn_wrong").await, 401);
     }
     assert_eq!(metrics_status(&gw, "cairn_wrong").await, 429);
-    // The client is refused whatever it sends until the minute is over.
-    assert_eq!(metrics_status(&gw, &gw.token).await, 429);
+    // Failures stay refused until the minute is over…
+    let tokenless = gw.http.get(gw.url("/metrics")).send().await.unwrap();
+    assert_eq!(tokenless.status(), 429);
+    // …but a valid token is never refused by the failure limit.
+    assert_eq!(metrics_status(&gw, &gw.token).await, 200);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn thirty_tokenless_requests_do_not_lock_out_a_valid_token() {
+    let gw = TestGateway::start().await;
+    for _ in 0..30 {
+        let response = gw.http.get(gw.url("/api/routines")).send().await.unwrap();
+        assert!(matches!(response.status().as_u16(), 401 | 429));
+    }
+    assert_eq!(gw.get("/api/routines").send().await.unwrap().status(), 200);
+    assert_eq!(metrics_status(&gw, &gw.token).await, 200);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn forwarded_addresses_name_the_right_most_untrusted_client() {
+    let mut s = settings();
+    s.trust_forwarded_for = true;
+    let gw = TestGateway::start_with(s, |g| g).await;
+    // The client forges a fresh left-most address on every request; the
+    // proxy (loopback, trusted) appends the address it really saw.
+    for n in 0..cairn_gateway::limits::AUTH_FAILURES_PER_MINUTE {
+        let response = gw
+            .http
+            .get(gw.url("/metrics"))
+            .bearer_auth("cairn_wrong")
+            .header(
+                "X-Forwarded-For",
+                format!("10.0.{}.{}, 203.0.113.7", n / 250, n % 250),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401);
+    }
+    let response = gw
+        .http
+        .get(gw.url("/metrics"))
+        .bearer_auth("cairn_wrong")
+        .header("X-Forwarded-For", "198.18.0.1, 203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        429,
+        "the forged entries did not hide the client"
+    );
+    // Another client behind the same proxy is not affected.
+    let response = gw
+        .http
+        .get(gw.url("/metrics"))
+        .bearer_auth("cairn_wrong")
+        .header("X-Forwarded-For", "203.0.113.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
     gw.stop().await;
 }

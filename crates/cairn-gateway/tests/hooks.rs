@@ -224,7 +224,62 @@ async fn concurrent_duplicates_start_exactly_one_run() {
         "{statuses:?}"
     );
     gw.engine.idle().await;
+    // The run, and one skipped run for the 23 refusals with the same
+    // reason (refusals are recorded once a minute per reason).
     let runs = gw.store.list_runs(r.id, 100).await.unwrap();
-    assert_eq!(runs.len(), 24);
+    assert_eq!(runs.len(), 2);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_signed_timestamp_is_accepted_once_and_replays_are_recorded_once_a_minute() {
+    let gw = TestGateway::start().await;
+    let r = routine(
+        &gw,
+        "name: stamped\ntrigger: {type: webhook, path: stamped, secret: s3cret}\naction: {type: notification, message: hi}\nguardrails: {cooldown: 0s, max_concurrent: 50}\n",
+    )
+    .await;
+    let body: &[u8] = br#"{"ref":"main"}"#;
+    let ts = SystemClock.now().timestamp().to_string();
+    let mut signed_bytes = format!("{ts}.").into_bytes();
+    signed_bytes.extend_from_slice(body);
+    let sig = signature("s3cret", &signed_bytes);
+    let send = |ts: &str, sig: &str| {
+        gw.http
+            .post(gw.url("/hooks/routine/stamped"))
+            .header("X-Signature-256", sig)
+            .header("X-Cairn-Timestamp", ts)
+            .body(body)
+            .send()
+    };
+    assert_eq!(send(&ts, &sig).await.unwrap().status(), 202);
+    // Replays: 409, the first recorded as a skipped run, the others not.
+    let mut recorded = Vec::new();
+    for _ in 0..30 {
+        let response = send(&ts, &sig).await.unwrap();
+        assert_eq!(response.status(), 409);
+        let body: Value = response.json().await.unwrap();
+        assert!(
+            body["error"]["details"]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("replay:"),
+            "{body}"
+        );
+        recorded.push(body["error"]["details"]["run_id"].clone());
+    }
+    assert!(recorded[0].is_string() && recorded[1..].iter().all(Value::is_null));
+    assert_eq!(gw.store.list_runs(r.id, 100).await.unwrap().len(), 2);
+    // The body's signature alone does not do with a timestamp, and a
+    // timestamp out of the 5-minute window is refused.
+    let (status, _) = error_code(send(&ts, &signature("s3cret", body)).await.unwrap()).await;
+    assert_eq!(status, 401);
+    let old = (SystemClock.now().timestamp() - 301).to_string();
+    let mut old_bytes = format!("{old}.").into_bytes();
+    old_bytes.extend_from_slice(body);
+    let response = send(&old, &signature("s3cret", &old_bytes)).await.unwrap();
+    assert_eq!(response.status(), 401);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("X-Cairn-Timestamp"), "{text}");
     gw.stop().await;
 }

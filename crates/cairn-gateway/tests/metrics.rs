@@ -124,3 +124,60 @@ async fn traffic_shows_up_in_the_series() {
     }
     gw.stop().await;
 }
+
+/// The distinct values of `label` in the request counter's series.
+fn label_values(text: &str, label: &str) -> std::collections::BTreeSet<String> {
+    let key = format!("{label}=\"");
+    text.lines()
+        .filter(|l| l.starts_with("cairn_http_requests_total{"))
+        .filter_map(|l| l.split(&key).nth(1)?.split('"').next().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn junk_methods_and_paths_do_not_grow_the_label_set() {
+    let gw = TestGateway::start().await;
+    for n in 0..50 {
+        let method = reqwest::Method::from_bytes(format!("JUNK{n}").as_bytes()).unwrap();
+        for path in ["/healthz".to_string(), format!("/no/such/{n}")] {
+            let response = gw
+                .http
+                .request(method.clone(), gw.url(&path))
+                .send()
+                .await
+                .unwrap();
+            assert!(response.status().is_client_error(), "{}", response.status());
+        }
+        gw.http
+            .get(gw.url(&format!("/nothing-{n}")))
+            .send()
+            .await
+            .unwrap();
+    }
+    let text = gw
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let methods = label_values(&text, "method");
+    assert!(methods.contains("OTHER"), "{methods:?}");
+    assert!(
+        methods.iter().all(|m| !m.starts_with("JUNK")),
+        "methods: {methods:?}"
+    );
+    let routes = label_values(&text, "route");
+    assert!(
+        routes.contains(cairn_gateway::metrics::UNMATCHED),
+        "{routes:?}"
+    );
+    assert!(
+        routes
+            .iter()
+            .all(|r| !r.contains("nothing-") && !r.contains("/no/such")),
+        "routes: {routes:?}"
+    );
+    gw.stop().await;
+}

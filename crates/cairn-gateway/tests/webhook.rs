@@ -3,7 +3,12 @@
 
 mod support;
 
+use std::sync::Arc;
+
+use cairn_core::clock::{Clock, ManualClock, SystemClock};
+use cairn_gateway::routes::webhook::CLAIM_LEASE;
 use cairn_llm::testing::Scripted;
+use cairn_store::IdempotencyClaim;
 use serde_json::{Value, json};
 use support::{TestGateway, error_code};
 
@@ -20,16 +25,18 @@ async fn a_repeated_idempotency_key_returns_the_first_response() {
     let first = send().await.unwrap();
     assert_eq!(first.status(), 200);
     assert!(!first.headers().contains_key("idempotent-replayed"));
-    let first: Value = first.json().await.unwrap();
+    let first = first.text().await.unwrap();
     assert_eq!(
-        first,
+        serde_json::from_str::<Value>(&first).unwrap(),
         json!({"response": "first answer", "model": "fake-model"})
     );
 
     let again = send().await.unwrap();
     assert_eq!(again.status(), 200);
     assert_eq!(again.headers()["idempotent-replayed"], "true");
-    assert_eq!(again.json::<Value>().await.unwrap(), first);
+    assert_eq!(again.headers()["content-type"], "application/json");
+    // Byte for byte, key order included.
+    assert_eq!(again.text().await.unwrap(), first);
     assert_eq!(gw.llm.requests().len(), 1, "the agent ran once");
     gw.stop().await;
 }
@@ -115,5 +122,91 @@ async fn a_failed_turn_is_sanitized_and_releases_its_key() {
         retried.json::<Value>().await.unwrap()["response"],
         "now it works"
     );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_key_left_claimed_by_a_dead_process_is_free_once_its_lease_lapses() {
+    let gw = TestGateway::start().await;
+    let now = SystemClock.now();
+    let (day, lease) = (chrono::Duration::hours(24), chrono::Duration::seconds(60));
+    // A daemon claimed "crashed" two minutes ago and was killed mid-turn:
+    // its lease lapsed a minute ago.
+    gw.store
+        .claim_idempotency_key(
+            "webhook",
+            "crashed",
+            "gateway-dead",
+            now - chrono::Duration::minutes(2),
+            day,
+            lease,
+        )
+        .await
+        .unwrap();
+    // Another daemon holds "running" right now.
+    gw.store
+        .claim_idempotency_key("webhook", "running", "gateway-alive", now, day, lease)
+        .await
+        .unwrap();
+    let send = |key: &'static str| {
+        gw.post("/webhook")
+            .header("X-Idempotency-Key", key)
+            .json(&json!({"message": "hello"}))
+            .send()
+    };
+    let (status, code) = error_code(send("running").await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (409, "conflict"));
+
+    gw.llm.push(Scripted::text("done at last"));
+    let retried = send("crashed").await.unwrap();
+    assert_eq!(retried.status(), 200);
+    assert_eq!(
+        retried.json::<Value>().await.unwrap()["response"],
+        "done at last"
+    );
+    // And it is now answered from the store.
+    let again = send("crashed").await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(gw.llm.requests().len(), 1);
+    gw.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_turn_keeps_renewing_its_claim() {
+    let clock = Arc::new(ManualClock::new(SystemClock.now()));
+    let options = support::Options {
+        clock: clock.clone(),
+        ..Default::default()
+    };
+    let gw = TestGateway::start_opts(options, |g| g).await;
+    let lease = CLAIM_LEASE;
+    // The turn takes five leases of (paused) time.
+    gw.llm
+        .push(Scripted::text("slow answer").with_delay(lease * 5));
+    let request = gw
+        .post("/webhook")
+        .header("X-Idempotency-Key", "slow")
+        .json(&json!({"message": "hello"}));
+    let first = tokio::spawn(request.send());
+    // What another process finds when it tries to claim the key now.
+    let probe = || {
+        gw.store.claim_idempotency_key(
+            "webhook",
+            "slow",
+            "gateway-other",
+            clock.now(),
+            chrono::Duration::hours(24),
+            chrono::Duration::from_std(lease).unwrap(),
+        )
+    };
+    // Until the turn ends, the key is taken.
+    for _ in 0..4 {
+        tokio::time::sleep(lease).await;
+        assert_eq!(probe().await.unwrap(), IdempotencyClaim::InFlight);
+    }
+    let response = first.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    let probe = probe().await.unwrap();
+    assert!(matches!(probe, IdempotencyClaim::Done(_)), "{probe:?}");
     gw.stop().await;
 }

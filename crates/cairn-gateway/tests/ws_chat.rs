@@ -188,17 +188,24 @@ async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
 }
 
 #[tokio::test]
-async fn an_unanswered_approval_is_declined_after_the_timeout() {
-    let gw = TestGateway::start_with(settings(), |g| {
-        g.with_approval_timeout(Duration::from_millis(200))
-    })
-    .await;
+async fn an_unanswered_approval_is_declined_after_agent_approval_timeout_secs() {
+    // `agent.approval_timeout_secs = 1` reaches the WebSocket through the
+    // chat service (it was fixed at 120 s there).
+    let options = support::Options {
+        approval_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let gw = TestGateway::start_opts(options, |g| g).await;
     let mut socket = connect(&gw).await;
     gw.llm.push(Scripted::tool_call("writer", json!({})));
     gw.llm.push(Scripted::text("nobody answered"));
     send(&mut socket, json!({"type": "message", "content": "write"})).await;
     let frames = until(&mut socket, "done").await;
-    assert!(frames.iter().any(|f| f["type"] == "approval_request"));
+    let asked = frames
+        .iter()
+        .find(|f| f["type"] == "approval_request")
+        .unwrap();
+    assert_eq!(asked["timeout_secs"], 1, "{asked}");
     let result = frames.iter().find(|f| f["type"] == "tool_result").unwrap();
     assert_eq!(result["status"], "declined");
     assert_eq!(gw.writer.0.load(Ordering::SeqCst), 0);
@@ -470,5 +477,50 @@ async fn a_client_that_answers_no_ping_is_dropped_and_one_that_does_stays() {
     send(&mut alive, json!({"type": "message", "content": "hi"})).await;
     let frames = until(&mut alive, "done").await;
     assert_eq!(frames.last().unwrap()["response"], "still here");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_over_the_body_limit_is_refused_before_the_agent() {
+    let gw = TestGateway::start().await;
+    let limit = settings().body_limit;
+    let mut socket = connect(&gw).await;
+    let big = json!({"type": "message", "content": "x".repeat(limit)});
+    send(&mut socket, big).await;
+    let frame = next_frame(&mut socket).await;
+    assert_eq!(frame["type"], "error", "{frame}");
+    let message = frame["message"].as_str().unwrap();
+    assert!(
+        message.contains("gateway.body_limit_bytes") && message.contains(&limit.to_string()),
+        "{message}"
+    );
+    assert!(gw.llm.requests().is_empty(), "nothing reached the model");
+    assert!(
+        gw.store.list_sessions().await.unwrap().is_empty(),
+        "nothing reached the store"
+    );
+
+    // The connection stays open for messages within the limit.
+    gw.llm.push(Scripted::text("small is fine"));
+    send(&mut socket, json!({"type": "message", "content": "hi"})).await;
+    let frames = until(&mut socket, "done").await;
+    assert_eq!(frames.last().unwrap()["response"], "small is fine");
+
+    // Far past the limit, the connection is closed (the server stops
+    // reading, so the client may see a reset while still sending).
+    let huge = "y".repeat(4 << 20);
+    if socket.send(Message::Text(huge.into())).await.is_ok() {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match socket.next().await {
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+                    Some(Ok(_)) => {}
+                }
+            }
+        })
+        .await
+        .expect("the connection closed");
+    }
+    assert_eq!(gw.llm.requests().len(), 1);
     gw.stop().await;
 }

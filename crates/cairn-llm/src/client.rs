@@ -41,6 +41,8 @@ pub(crate) struct ClientCore {
     pub wire: Wire,
     pub http: reqwest::Client,
     pub endpoint: String,
+    /// Where the model list is (`GET`).
+    pub models_url: String,
     pub base_url: String,
     pub model: String,
     pub context_window: Option<u32>,
@@ -51,10 +53,12 @@ pub(crate) struct ClientCore {
 }
 
 impl ClientCore {
-    /// Validates `settings` and prepares the HTTP client; `endpoint` maps the base URL to the call URL.
+    /// Validates `settings` and prepares the HTTP client; `endpoint` and
+    /// `models` map the base URL to the call URL and the model-list URL.
     pub fn new(
         settings: &ProviderSettings,
         endpoint: fn(&str) -> String,
+        models: fn(&str) -> String,
     ) -> Result<Self, LlmError> {
         let model = settings.model.trim();
         if model.is_empty() {
@@ -97,6 +101,7 @@ impl ClientCore {
             },
             http,
             endpoint: endpoint(&base_url),
+            models_url: models(&base_url),
             base_url,
             model: model.to_owned(),
             context_window: settings.context_window,
@@ -148,6 +153,20 @@ impl ClientCore {
         } else {
             Err(self.wire.error_from_response(response).await)
         }
+    }
+
+    /// GETs `url` and reads its JSON body; a non-2xx answer becomes the
+    /// matching typed error.
+    pub async fn get_json(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+    ) -> Result<serde_json::Value, LlmError> {
+        let response = self.wire.send(self.http.get(url).headers(headers)).await?;
+        if !response.status().is_success() {
+            return Err(self.wire.error_from_response(response).await);
+        }
+        self.read_json(response).await
     }
 
     /// Reads a whole JSON body.

@@ -87,6 +87,14 @@ pub enum LlmError {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// The provider cannot do what was asked (list its models, …).
+    #[error("{provider} cannot {what}")]
+    Unsupported {
+        /// Provider name.
+        provider: String,
+        /// What it cannot do.
+        what: String,
+    },
     /// A spending or rate limit of cairn's own (the cost guard) refused the
     /// call before it reached any provider. Neither retried nor failed over:
     /// another provider would spend the same budget.
@@ -132,6 +140,8 @@ pub enum LlmErrorKind {
     Transport,
     /// [`LlmError::Config`].
     Config,
+    /// [`LlmError::Unsupported`].
+    Unsupported,
     /// [`LlmError::CostLimit`].
     CostLimit,
 }
@@ -149,6 +159,7 @@ impl LlmError {
             Self::BadResponse { .. } => LlmErrorKind::BadResponse,
             Self::Transport { .. } => LlmErrorKind::Transport,
             Self::Config { .. } => LlmErrorKind::Config,
+            Self::Unsupported { .. } => LlmErrorKind::Unsupported,
             Self::CostLimit { .. } => LlmErrorKind::CostLimit,
         }
     }
@@ -168,7 +179,7 @@ impl LlmError {
     /// Whether another provider may succeed where this one failed.
     ///
     /// Transient failures and unusable responses fail over; auth, bad request,
-    /// context length, config and cost-limit errors do not, because they would
+    /// context length, config, unsupported and cost-limit errors do not, because they would
     /// repeat (or hide a mistake the person must fix, or spend the same budget).
     pub fn should_fail_over(&self) -> bool {
         self.is_retryable() || matches!(self, Self::BadResponse { .. })
@@ -192,7 +203,8 @@ impl LlmError {
             | Self::ContextLengthExceeded { provider, .. }
             | Self::BadRequest { provider, .. }
             | Self::BadResponse { provider, .. }
-            | Self::Transport { provider, .. } => provider,
+            | Self::Transport { provider, .. }
+            | Self::Unsupported { provider, .. } => provider,
             Self::Config { .. } | Self::CostLimit { .. } => "",
         }
     }
@@ -202,6 +214,14 @@ impl LlmError {
         Self::BadResponse {
             provider: provider.to_owned(),
             message: message.into(),
+        }
+    }
+
+    /// Shorthand for a [`LlmError::Unsupported`].
+    pub fn unsupported(provider: &str, what: impl Into<String>) -> Self {
+        Self::Unsupported {
+            provider: provider.to_owned(),
+            what: what.into(),
         }
     }
 
@@ -250,6 +270,10 @@ mod tests {
         assert!(LlmError::bad_response("p", "x").should_fail_over());
         assert_eq!(ctx.kind(), LlmErrorKind::ContextLengthExceeded);
         assert_eq!(ctx.provider(), "p");
+        let unsupported = LlmError::unsupported("p", "list its models");
+        assert!(!unsupported.is_retryable() && !unsupported.should_fail_over());
+        assert_eq!(unsupported.to_string(), "p cannot list its models");
+        assert_eq!(unsupported.provider(), "p");
     }
 
     #[test]

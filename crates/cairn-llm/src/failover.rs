@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::LlmError;
+use crate::models::ModelInfo;
 use crate::provider::LlmProvider;
 use crate::types::{ChatRequest, ChatResponse, ResponseStream};
 
@@ -97,6 +98,11 @@ impl LlmProvider for FailoverProvider {
 
     fn vision(&self) -> bool {
         self.primary().vision()
+    }
+
+    /// The primary's models: a model named in a request is meant for it.
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        self.primary().list_models().await
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {

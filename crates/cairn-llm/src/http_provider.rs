@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::client::{ClientCore, Decoder, RawResponse, drive_stream, is_json_response};
 use crate::error::LlmError;
 use crate::http::Wire;
+use crate::models::{MAX_MODEL_PAGES, ModelInfo, ModelPage};
 use crate::provider::LlmProvider;
 use crate::settings::ProviderSettings;
 use crate::types::{ChatRequest, ChatResponse, ResponseStream};
@@ -33,6 +34,15 @@ pub(crate) trait Protocol: Clone + Debug + Send + Sync + 'static {
 
     /// Maps the configured base URL to the call URL.
     fn endpoint(base: &str) -> String;
+
+    /// Maps the configured base URL to the model list's URL.
+    fn models_endpoint(base: &str) -> String;
+
+    /// The URL of the model-list page after cursor `after` (the first page without).
+    fn models_page_url(models_url: &str, after: Option<&str>) -> String;
+
+    /// Parses one page of the model list; `Err` says what is missing.
+    fn parse_models(value: &Value) -> Result<ModelPage, &'static str>;
 
     /// Per-client protocol state, derived from the validated settings.
     fn new(core: &ClientCore) -> Self;
@@ -63,7 +73,7 @@ pub struct HttpProvider<P> {
 impl<P: Protocol> HttpProvider<P> {
     /// A client from settings (the kind is not checked).
     pub fn new(settings: &ProviderSettings) -> Result<Self, LlmError> {
-        let core = ClientCore::new(settings, P::endpoint)?;
+        let core = ClientCore::new(settings, P::endpoint, P::models_endpoint)?;
         Ok(Self {
             protocol: P::new(&core),
             core: Arc::new(core),
@@ -113,6 +123,33 @@ impl<P: Protocol> LlmProvider for HttpProvider<P> {
 
     fn vision(&self) -> bool {
         self.core.vision
+    }
+
+    /// Follows the list's pages (at most [`MAX_MODEL_PAGES`]).
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let headers = self.protocol.headers(&self.core)?;
+        let mut models = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..MAX_MODEL_PAGES {
+            let url = P::models_page_url(&self.core.models_url, after.as_deref());
+            let value = self.core.get_json(&url, headers.clone()).await?;
+            let page = P::parse_models(&value).map_err(|what| {
+                // The path only: a base URL may carry credentials.
+                let path = reqwest::Url::parse(&url)
+                    .map(|u| u.path().to_owned())
+                    .unwrap_or_default();
+                LlmError::bad_response(
+                    self.core.provider(),
+                    format!("the model list (GET {path}) {what}"),
+                )
+            })?;
+            models.extend(page.models);
+            match page.next {
+                Some(next) if after.as_deref() != Some(next.as_str()) => after = Some(next),
+                _ => break,
+            }
+        }
+        Ok(models)
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {

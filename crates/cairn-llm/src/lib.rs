@@ -4,7 +4,8 @@
 //! messages, tool definitions, optional model / temperature / output cap).
 //! **Out:** a [`ChatResponse`] (text and/or tool calls, finish reason, token
 //! [`Usage`] and cost in integer micro-dollars), whole or as a
-//! [`ResponseStream`] of deltas that ends with the assembled response.
+//! [`ResponseStream`] of deltas that ends with the assembled response; and,
+//! on request, the provider's list of models ([`ModelInfo`]).
 //!
 //! Two HTTP clients speak the wire protocols: OpenAI-compatible chat
 //! completions ([`OpenAiClient`]: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp,
@@ -32,6 +33,7 @@ mod failover;
 mod http;
 mod http_provider;
 mod images;
+mod models;
 mod openai;
 mod provider;
 mod retry;
@@ -51,6 +53,7 @@ pub use error::{LlmError, LlmErrorKind};
 pub use failover::FailoverProvider;
 pub use http::{is_context_length_message, parse_retry_after_value};
 pub use images::vision_refusal;
+pub use models::ModelInfo;
 pub use openai::OpenAiClient;
 pub use provider::LlmProvider;
 pub use retry::{RetryPolicy, RetryingProvider};

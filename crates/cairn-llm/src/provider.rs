@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use crate::error::LlmError;
+use crate::models::ModelInfo;
 use crate::types::{ChatRequest, ChatResponse, ResponseStream};
 
 /// A chat model behind some API.
@@ -26,6 +27,14 @@ pub trait LlmProvider: Send + Sync + std::fmt::Debug {
     /// Wrappers answer for what they wrap.
     fn vision(&self) -> bool {
         true
+    }
+
+    /// The models the provider serves, as it lists them.
+    ///
+    /// The default, for providers that cannot list, is
+    /// [`LlmError::Unsupported`].
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        Err(LlmError::unsupported(self.name(), "list its models"))
     }
 
     /// Answers the request in one piece.

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use rand::Rng;
 
 use crate::error::LlmError;
+use crate::models::ModelInfo;
 use crate::provider::LlmProvider;
 use crate::types::{ChatRequest, ChatResponse, ResponseStream};
 
@@ -142,6 +143,12 @@ impl LlmProvider for RetryingProvider {
 
     fn vision(&self) -> bool {
         self.inner.vision()
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        self.policy
+            .run(self.inner.name(), || self.inner.list_models())
+            .await
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {

@@ -38,6 +38,10 @@ pub struct Admission {
     pub global_max: Option<u32>,
     /// Disable the routine once it has run this many times.
     pub max_runs: Option<u64>,
+    /// Record a refusal only when no skipped run of the routine with the
+    /// same reason started within this window (else [`Admitted::Refused`]):
+    /// a flood of refused webhook deliveries leaves one record a window.
+    pub quiet: Option<std::time::Duration>,
 }
 
 /// What an admission did.
@@ -47,6 +51,9 @@ pub enum Admitted {
     Started,
     /// The runs are recorded as `skipped`, with this reason.
     Skipped(String),
+    /// Refused with this reason and not recorded: a skipped run with the
+    /// same reason was recorded within the admission's `quiet` window.
+    Refused(String),
     /// Nothing recorded: another process took the slot, or the routine is gone.
     Taken,
 }
@@ -295,6 +302,20 @@ async fn admit_one(
     .await?;
     batch.routine(&routine_id).running = running_here;
     if let Some(reason) = refused {
+        if let Some(quiet) = admission.quiet {
+            let recent = sqlx::query(
+                "SELECT id FROM routine_runs WHERE routine_id = $1 AND status = 'skipped' \
+                 AND skip_reason = $2 AND started_at > $3 LIMIT 1",
+            )
+            .bind(&routine_id)
+            .bind(&reason)
+            .bind(micros(window_start(first.started_at, quiet)))
+            .fetch_optional(&mut *conn)
+            .await?;
+            if recent.is_some() {
+                return Ok(Admitted::Refused(reason));
+            }
+        }
         let mut recorded = false;
         for run in runs {
             let mut skipped = run.clone();
@@ -373,6 +394,14 @@ impl Store {
             }
             for (routine_id, state) in &mut batch.routines {
                 flush_routine(&mut tx, routine_id, state).await?;
+            }
+            // A new lease for reapers to watch (see `Store::earliest_run_lease_end`).
+            let started = out.iter().zip(fires).any(|(admitted, (_, runs))| {
+                *admitted == Admitted::Started
+                    && runs.iter().any(|r| r.status == RunStatus::Running)
+            });
+            if started {
+                tx.publish(crate::signal::Topic::Runs).await?;
             }
             tx.commit().await?;
             Ok(out)

@@ -15,6 +15,7 @@ use sqlx::{AnyPool, Executor};
 use crate::StoreError;
 use crate::migrate::{self, MigrationReport};
 use crate::runtime::{self, OnStoreRuntime};
+use crate::signal::{self, Hub, Source, Topic};
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct Store {
     display_url: String,
     /// This process's SQLite writers, one at a time (see [`Store::begin_write`]).
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// The change signal (see [`crate::signal`]).
+    signal: Arc<Hub>,
 }
 
 /// How long a writer waits for SQLite's lock before giving up.
@@ -101,8 +104,21 @@ impl Store {
         if let Some(file) = sqlite_file(&url) {
             private_companions(&file);
         }
+        let source = match backend {
+            Backend::Postgres => Source::Postgres { url: url.clone() },
+            Backend::Sqlite if url.contains(":memory:") => Source::Memory,
+            Backend::Sqlite => {
+                let rest = url.strip_prefix("sqlite://").unwrap_or(&url);
+                let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+                Source::Sqlite {
+                    url: url.clone(),
+                    wal: PathBuf::from(format!("{path}-wal")),
+                }
+            }
+        };
         Ok(Store {
             pool,
+            signal: Arc::new(Hub::new(source, runtime.clone())),
             runtime,
             backend,
             display_url,
@@ -132,8 +148,9 @@ impl Store {
         Ok(())
     }
 
-    /// Closes every connection; further calls fail.
+    /// Closes every connection (the change signal's too); further calls fail.
     pub async fn close(&self) {
+        self.stop_signal();
         self.on_runtime(self.pool.close()).await;
     }
 
@@ -145,6 +162,10 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.signal
     }
 
     /// Starts a write transaction. SQLite takes the write lock up front
@@ -164,11 +185,17 @@ impl Store {
                 WriteTx {
                     tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
                     _writer: Some(guard),
+                    backend: self.backend,
+                    hub: Arc::clone(&self.signal),
+                    published: Vec::new(),
                 }
             }
             Backend::Postgres => WriteTx {
                 tx: self.pool.begin().await?,
                 _writer: None,
+                backend: self.backend,
+                hub: Arc::clone(&self.signal),
+                published: Vec::new(),
             },
         })
     }
@@ -179,12 +206,37 @@ pub(crate) struct WriteTx {
     tx: sqlx::Transaction<'static, sqlx::Any>,
     /// Released after the commit or rollback (or the drop) of `tx`.
     _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+    backend: Backend,
+    hub: Arc<Hub>,
+    /// Topics published in this transaction (with SQLite's new counter values).
+    published: Vec<(Topic, Option<i64>)>,
 }
 
 impl WriteTx {
-    /// Commits.
+    /// Publishes `topic` with this transaction: other processes hear it
+    /// when (and only if) it commits, this process's waiters right after.
+    pub(crate) async fn publish(&mut self, topic: Topic) -> Result<(), sqlx::Error> {
+        if self.published.iter().any(|(t, _)| *t == topic) {
+            return Ok(());
+        }
+        let counted = signal::publish_in(&mut self.tx, self.backend, self.hub.id(), topic).await?;
+        self.published.push((topic, counted));
+        Ok(())
+    }
+
+    /// Commits, then wakes this process's waiters of the published topics.
     pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+        let WriteTx {
+            tx,
+            _writer,
+            hub,
+            published,
+            ..
+        } = self;
+        tx.commit().await?;
+        drop(_writer);
+        hub.committed(&published);
+        Ok(())
     }
 
     /// Rolls back.

@@ -45,6 +45,14 @@ pub enum StoreError {
         /// Why.
         message: String,
     },
+    /// A copy between databases cannot go on (schemas differ, counts disagree).
+    #[error("copying table {table}: {message}")]
+    Copy {
+        /// The table at fault.
+        table: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Any other database error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

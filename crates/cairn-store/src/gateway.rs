@@ -1,5 +1,6 @@
-//! The gateway's persistent state: API tokens, pairing codes and idempotency
-//! keys. Secrets arrive here already hashed; the store never sees a token.
+//! The gateway's credentials: API tokens and pairing codes, with the count
+//! of wrong pairing codes shared by every daemon on the database. Secrets
+//! arrive here already hashed; the store never sees a token or a code.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -44,15 +45,49 @@ pub struct NewApiToken {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-/// What claiming an idempotency key found.
-#[derive(Debug, Clone, PartialEq)]
-pub enum IdempotencyClaim {
-    /// The key is new: this request runs and must complete or release it.
-    Claimed,
-    /// A request with this key finished; here is its response.
-    Done(serde_json::Value),
-    /// A request with this key is still running.
-    InFlight,
+/// What a pairing attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairOutcome {
+    /// The code was right: here is the token recorded for it.
+    Paired(ApiToken),
+    /// The code was wrong; this many wrong codes have been given since the
+    /// last code was made (at the limit, every outstanding code is void).
+    Wrong {
+        /// Wrong codes counted so far.
+        wrong_codes: u32,
+    },
+    /// Pairing is locked by earlier wrong codes: no code was even compared.
+    Locked,
+}
+
+/// Where pairing stands (see [`Store::pairing_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairingState {
+    /// Wrong codes given since the last code was made.
+    pub wrong_codes: u32,
+    /// Whether any API token was ever recorded (live or not).
+    pub tokens_ever: bool,
+}
+
+/// The `engine_counters` key counting wrong pairing codes (migration 12).
+macro_rules! wrong_codes_key {
+    () => {
+        "pairing.wrong_codes"
+    };
+}
+
+async fn wrong_codes(conn: &mut sqlx::AnyConnection) -> Result<u64, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT value FROM engine_counters WHERE key = '",
+        wrong_codes_key!(),
+        "'"
+    ))
+    .fetch_optional(&mut *conn)
+    .await?;
+    match row {
+        Some(row) => Cols(&row).uint("value"),
+        None => Ok(0),
+    }
 }
 
 /// How long `last_used_at` may lag, so that authenticating is not a write per request.
@@ -159,7 +194,9 @@ impl Store {
         .await
     }
 
-    /// Records a one-time pairing code (hashed) valid until `expires_at`.
+    /// Records a one-time pairing code (hashed) valid until `expires_at`,
+    /// and starts the count of wrong codes over: a code made on the machine
+    /// is what lifts a pairing lock.
     pub async fn create_pairing_code(
         &self,
         code_hash: &str,
@@ -167,6 +204,7 @@ impl Store {
         expires_at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             sqlx::query(
                 "INSERT INTO pairing_codes (code_hash, created_at, expires_at) VALUES ($1, $2, $3)
                  ON CONFLICT (code_hash) DO UPDATE
@@ -175,28 +213,53 @@ impl Store {
             .bind(code_hash)
             .bind(micros(now))
             .bind(micros(expires_at))
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
             // Spent and expired codes are of no further use.
             sqlx::query("DELETE FROM pairing_codes WHERE expires_at <= $1")
                 .bind(micros(now))
-                .execute(self.pool())
+                .execute(&mut *tx)
                 .await?;
+            sqlx::query(concat!(
+                "UPDATE engine_counters SET value = 0 WHERE key = '",
+                wrong_codes_key!(),
+                "'"
+            ))
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
             Ok(())
         })
         .await
     }
 
-    /// Spends a pairing code and records the token it buys, in one write:
-    /// `None` when the code is unknown, spent or expired (nothing recorded).
+    /// Spends a pairing code and records the token it buys, in one write.
+    /// A wrong code (unknown, spent or expired) is counted for the whole
+    /// database; the `limit`th voids every outstanding code, and from then
+    /// on every attempt is [`PairOutcome::Locked`] until
+    /// [`Store::create_pairing_code`] makes a new one.
     pub async fn pair_with_code(
         &self,
         code_hash: &str,
         token: &NewApiToken,
         now: DateTime<Utc>,
-    ) -> Result<Option<ApiToken>, StoreError> {
+        limit: u32,
+    ) -> Result<PairOutcome, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
+            // The no-op write locks the counter's row on PostgreSQL, so two
+            // daemons cannot both let a guess through at the limit.
+            sqlx::query(concat!(
+                "UPDATE engine_counters SET value = value WHERE key = '",
+                wrong_codes_key!(),
+                "'"
+            ))
+            .execute(&mut *tx)
+            .await?;
+            let wrong = wrong_codes(&mut tx).await?;
+            if wrong >= u64::from(limit) {
+                return Ok(PairOutcome::Locked);
+            }
             let spent = sqlx::query(
                 "UPDATE pairing_codes SET used_at = $1
                  WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1",
@@ -205,114 +268,46 @@ impl Store {
             .bind(code_hash)
             .execute(&mut *tx)
             .await?;
-            if spent.rows_affected() == 0 {
-                return Ok(None);
+            if spent.rows_affected() > 0 {
+                let row = insert_token(&mut tx, token, now).await?;
+                tx.commit().await?;
+                return Ok(PairOutcome::Paired(row));
             }
-            let row = insert_token(&mut tx, token, now).await?;
-            tx.commit().await?;
-            Ok(Some(row))
-        })
-        .await
-    }
-
-    /// Claims `key` in `scope` for a request. Keys older than `ttl` are
-    /// forgotten, so the request runs again.
-    pub async fn claim_idempotency_key(
-        &self,
-        scope: &str,
-        key: &str,
-        now: DateTime<Utc>,
-        ttl: Duration,
-    ) -> Result<IdempotencyClaim, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            sqlx::query(
-                "DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at <= $3",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(micros(now - ttl))
+            let wrong = wrong + 1;
+            sqlx::query(concat!(
+                "UPDATE engine_counters SET value = $1 WHERE key = '",
+                wrong_codes_key!(),
+                "'"
+            ))
+            .bind(i64::try_from(wrong).unwrap_or(i64::MAX))
             .execute(&mut *tx)
             .await?;
-            let inserted = sqlx::query(
-                "INSERT INTO idempotency_keys (scope, key, created_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (scope, key) DO NOTHING",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            let claim = if inserted.rows_affected() > 0 {
-                IdempotencyClaim::Claimed
-            } else {
-                let row = sqlx::query(
-                    "SELECT response FROM idempotency_keys WHERE scope = $1 AND key = $2",
-                )
-                .bind(scope)
-                .bind(key)
-                .fetch_one(&mut *tx)
-                .await?;
-                match Cols(&row).text_opt("response")? {
-                    Some(text) => {
-                        IdempotencyClaim::Done(serde_json::from_str(&text).map_err(|e| {
-                            StoreError::Corrupt {
-                                what: format!("idempotency response {scope}/{key}"),
-                                message: e.to_string(),
-                            }
-                        })?)
-                    }
-                    None => IdempotencyClaim::InFlight,
-                }
-            };
+            if wrong >= u64::from(limit) {
+                sqlx::query("DELETE FROM pairing_codes WHERE used_at IS NULL")
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
-            Ok(claim)
+            Ok(PairOutcome::Wrong {
+                wrong_codes: u32::try_from(wrong).unwrap_or(u32::MAX),
+            })
         })
         .await
     }
 
-    /// Keeps the response of the request that claimed `key`.
-    pub async fn complete_idempotency_key(
-        &self,
-        scope: &str,
-        key: &str,
-        response: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    /// Where pairing stands: wrong codes since the last code was made, and
+    /// whether any token was ever recorded (a device paired or a token made).
+    pub async fn pairing_state(&self) -> Result<PairingState, StoreError> {
         self.on_runtime(async {
-            sqlx::query("UPDATE idempotency_keys SET response = $1 WHERE scope = $2 AND key = $3")
-                .bind(crate::codec::json(response, "idempotency response")?)
-                .bind(scope)
-                .bind(key)
-                .execute(self.pool())
+            let mut conn = self.pool().acquire().await?;
+            let wrong = wrong_codes(&mut conn).await?;
+            let row = sqlx::query("SELECT COUNT(*) AS n FROM api_tokens")
+                .fetch_one(&mut *conn)
                 .await?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// Gives up a claim whose request failed, so a retry runs.
-    pub async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            sqlx::query(
-                "DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND response IS NULL",
-            )
-            .bind(scope)
-            .bind(key)
-            .execute(self.pool())
-            .await?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// Forgets keys created before `before`; returns how many went.
-    pub async fn prune_idempotency_keys(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-                .bind(micros(before))
-                .execute(self.pool())
-                .await?;
-            Ok(done.rows_affected())
+            Ok(PairingState {
+                wrong_codes: u32::try_from(wrong).unwrap_or(u32::MAX),
+                tokens_ever: Cols(&row).uint("n")? > 0,
+            })
         })
         .await
     }

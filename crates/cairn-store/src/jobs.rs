@@ -14,6 +14,7 @@ use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState, UnknownJob
 
 use crate::codec::{Cols, micros, micros_opt};
 use crate::error::is_unique_violation;
+use crate::signal::Topic;
 use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, title, description, owner, origin, parent_id, state, created_at, started_at, \
@@ -119,6 +120,7 @@ impl Store {
     /// Stores a new job; an id already used is a conflict.
     pub async fn create_job(&self, job: &JobRecord) -> Result<(), StoreError> {
         self.on_runtime(async {
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "INSERT INTO jobs ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
              $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
@@ -150,10 +152,14 @@ impl Store {
             .bind(micros_opt(job.lease_until))
             .bind(i64::from(job.repair_attempts))
             .bind(i64::from(job.needs_attention))
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await;
         match result {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Schedulers watching leases (to reap orphans) hear of it.
+                tx.publish(Topic::Jobs).await?;
+                Ok(tx.commit().await?)
+            }
             Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
                 "a job with id {} already exists",
                 job.id
@@ -259,35 +265,42 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
         self.on_runtime(async {
-        let cancelled = sqlx::query(
-            "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, completed_at = $2, \
-             error = 'cancelled before it started', lease_owner = NULL, lease_until = NULL \
-             WHERE id = $1 AND state = 'pending'",
-        )
-        .bind(id.to_string())
-        .bind(micros(now))
-        .execute(self.pool())
-        .await?;
-        if cancelled.rows_affected() == 1 {
-            return Ok(CancelOutcome::Cancelled);
-        }
-        // States never return to pending, so if the job is not running now it has ended.
-        let requested = sqlx::query(
-            "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state IN ('in_progress', 'stuck')",
-        )
-        .bind(id.to_string())
-        .execute(self.pool())
-        .await?;
-        if requested.rows_affected() == 1 {
-            return Ok(CancelOutcome::Requested);
-        }
-        match self.get_job(id).await? {
-            Some(job) => Ok(CancelOutcome::AlreadyEnded(job.state)),
-            None => Err(StoreError::NotFound {
-                what: "job",
-                id: id.to_string(),
-            }),
-        }
+            let mut tx = self.begin_write().await?;
+            let cancelled = sqlx::query(
+                "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, completed_at = $2, \
+                 error = 'cancelled before it started', lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND state = 'pending'",
+            )
+            .bind(id.to_string())
+            .bind(micros(now))
+            .execute(&mut *tx)
+            .await?;
+            if cancelled.rows_affected() == 1 {
+                tx.publish(Topic::Jobs).await?;
+                tx.commit().await?;
+                return Ok(CancelOutcome::Cancelled);
+            }
+            // States never return to pending, so if the job is not running now it has ended.
+            let requested = sqlx::query(
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state IN ('in_progress', 'stuck')",
+            )
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+            if requested.rows_affected() == 1 {
+                // The process running it hears this at once.
+                tx.publish(Topic::Jobs).await?;
+                tx.commit().await?;
+                return Ok(CancelOutcome::Requested);
+            }
+            tx.rollback().await?;
+            match self.get_job(id).await? {
+                Some(job) => Ok(CancelOutcome::AlreadyEnded(job.state)),
+                None => Err(StoreError::NotFound {
+                    what: "job",
+                    id: id.to_string(),
+                }),
+            }
         }).await
     }
 
@@ -396,6 +409,10 @@ impl Store {
             .fetch_optional(self.pool())
             .await?;
             if let Some(row) = restarted {
+                if ask_holder {
+                    // The holder hears the request at once.
+                    self.publish(&[Topic::Jobs]).await?;
+                }
                 return Ok(JobRepair::Restarted {
                     attempt: u32_of(Cols(&row).uint("repair_attempts")?),
                 });
@@ -414,6 +431,9 @@ impl Store {
             .bind(i64::from(ask_holder))
             .execute(self.pool())
             .await?;
+            if given_up.rows_affected() == 1 && ask_holder {
+                self.publish(&[Topic::Jobs]).await?;
+            }
             Ok(if given_up.rows_affected() == 1 {
                 JobRepair::GaveUp
             } else {

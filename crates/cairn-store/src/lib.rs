@@ -17,26 +17,33 @@ mod background;
 mod codec;
 mod connect;
 mod cost;
+mod daemons;
 mod error;
 mod gateway;
+mod idempotency;
 mod jobs;
+mod leases;
 mod memory;
 mod migrate;
 mod notifications;
+pub mod portable;
 mod reap;
 mod routines;
 mod runs;
 mod runtime;
 mod sessions;
 mod settings;
+pub mod signal;
 mod tool_health;
 mod turns;
 
 pub use admit::{Admission, Admitted, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use connect::{Backend, Store, sqlite_file};
+pub use daemons::DaemonRecord;
 pub use error::StoreError;
-pub use gateway::{ApiToken, IdempotencyClaim, NewApiToken};
+pub use gateway::{ApiToken, NewApiToken, PairOutcome, PairingState};
+pub use idempotency::IdempotencyClaim;
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
@@ -45,6 +52,7 @@ pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
 pub use runs::{FinishRun, RunOutcome};
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
+pub use signal::{SignalMode, Topic, Watch};
 // Shared cost guard and tool health (issue 13).
 pub use cost::{
     CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,

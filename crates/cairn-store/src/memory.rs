@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::codec::{Cols, micros};
 use crate::connect::Backend;
+use crate::signal::Topic;
 use crate::{Store, StoreError};
 
 /// What kind of memory a document is; decides how long it is kept.
@@ -261,6 +262,7 @@ impl Store {
                 }
             };
             bump_generation(&mut *tx).await?;
+            tx.publish(Topic::Memory).await?;
             tx.commit().await?;
             self.get_memory(id).await?.ok_or(StoreError::NotFound {
                 what: "memory",
@@ -341,6 +343,7 @@ impl Store {
                 return Err(not_found());
             }
             bump_generation(self.pool()).await?;
+            self.publish(&[Topic::Memory]).await?;
             self.get_memory(id).await?.ok_or_else(not_found)
         })
         .await
@@ -760,6 +763,7 @@ where
 async fn bump_if(store: &Store, changed: u64) -> Result<(), StoreError> {
     if changed > 0 {
         bump_generation(store.pool()).await?;
+        store.publish(&[Topic::Memory]).await?;
     }
     Ok(())
 }

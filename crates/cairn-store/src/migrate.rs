@@ -94,6 +94,18 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0012_run_attempts.sql"),
         postgres: include_str!("../migrations/0012_run_attempts.pg.sql"),
     },
+    Migration {
+        version: 13,
+        name: "signal",
+        sqlite: include_str!("../migrations/0013_signal.sql"),
+        postgres: include_str!("../migrations/0013_signal.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "gateway_security",
+        sqlite: include_str!("../migrations/0014_gateway_security.sql"),
+        postgres: include_str!("../migrations/0014_gateway_security.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

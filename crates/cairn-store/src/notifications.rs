@@ -11,6 +11,8 @@ use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::codec::{Cols, json, micros, micros_opt};
+use crate::connect::WriteTx;
+use crate::signal::Topic;
 use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, user_id, channel, title, body, priority, tags, data, source, created_at, \
@@ -85,11 +87,15 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
 const INSERT_CHUNK: usize = 16;
 
 /// Records notifications, a multi-row `INSERT` per chunk (one statement,
-/// so one round-trip to SQLite's worker thread, for a whole batch).
+/// so one round-trip to SQLite's worker thread, for a whole batch), and
+/// publishes them to dispatchers when any is pending.
 pub(crate) async fn insert_notifications(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut WriteTx,
     all: &[Notification],
 ) -> Result<(), StoreError> {
+    if all.iter().any(|n| n.status == DeliveryStatus::Pending) {
+        conn.publish(Topic::Notifications).await?;
+    }
     for chunk in all.chunks(INSERT_CHUNK) {
         let mut sql = format!("INSERT INTO notifications ({COLUMNS}) VALUES ");
         for i in 0..chunk.len() {
@@ -127,7 +133,7 @@ pub(crate) async fn insert_notifications(
                 .bind(i64::from(n.in_inbox))
                 .bind(micros_opt(n.read_at));
         }
-        q.execute(&mut *conn).await?;
+        q.execute(&mut **conn).await?;
     }
     Ok(())
 }
@@ -136,8 +142,9 @@ impl Store {
     /// Records a notification (the outbox row) before any delivery is tried.
     pub async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
         self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            insert_notifications(&mut conn, std::slice::from_ref(n)).await
+            let mut tx = self.begin_write().await?;
+            insert_notifications(&mut tx, std::slice::from_ref(n)).await?;
+            Ok(tx.commit().await?)
         })
         .await
     }

@@ -145,6 +145,15 @@ impl Store {
             for run in runs {
                 reaped.push(settle(&mut tx, run, now, cause).await?);
             }
+            // A re-run is a new lease for reapers to watch.
+            let rerun_started = reaped.iter().any(|r| {
+                r.rerun
+                    .as_ref()
+                    .is_some_and(|again| again.status == RunStatus::Running)
+            });
+            if rerun_started {
+                tx.publish(crate::signal::Topic::Runs).await?;
+            }
             tx.commit().await?;
             Ok(reaped)
         })

@@ -7,7 +7,9 @@ use uuid::Uuid;
 use cairn_core::routine::{Routine, RoutineRuntime, RoutineSpec};
 
 use crate::codec::{Cols, json, micros, micros_opt};
+use crate::connect::WriteTx;
 use crate::error::is_unique_violation;
+use crate::signal::Topic;
 use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, user_id, name, description, enabled, trigger_type, trigger_config, action_type, \
@@ -94,12 +96,10 @@ fn bind_routine<'q>(query: AnyQuery<'q>, routine: &Routine) -> Result<AnyQuery<'
         .bind(json(&rt.state, "state")?))
 }
 
-/// Marks the routines as changed, for engines in other processes.
-async fn bump_version(conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.version'")
-        .execute(conn)
-        .await
-        .map(|_| ())
+/// Marks the routines as changed (`routines.version`) and publishes it,
+/// for engines in this process and others.
+async fn bump_version(tx: &mut WriteTx) -> Result<(), sqlx::Error> {
+    tx.publish(Topic::Routines).await
 }
 
 impl Store {

@@ -5,6 +5,7 @@ use chrono::Utc;
 use sqlx::Row;
 
 use crate::codec::{json, micros};
+use crate::signal::Topic;
 use crate::{Store, StoreError};
 
 impl Store {
@@ -34,26 +35,34 @@ impl Store {
         value: &serde_json::Value,
     ) -> Result<(), StoreError> {
         self.on_runtime(async {
-        sqlx::query(
-            "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2, $3)
+            let mut tx = self.begin_write().await?;
+            sqlx::query(
+                "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2, $3)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        )
-        .bind(key)
-        .bind(json(value, "setting")?)
-        .bind(micros(Utc::now()))
-        .execute(self.pool())
-        .await?;
-        Ok(())
-        }).await
+            )
+            .bind(key)
+            .bind(json(value, "setting")?)
+            .bind(micros(Utc::now()))
+            .execute(&mut *tx)
+            .await?;
+            tx.publish(Topic::Settings).await?;
+            Ok(tx.commit().await?)
+        })
+        .await
     }
 
     /// Removes `key`; returns whether it existed.
     pub async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             let done = sqlx::query("DELETE FROM settings WHERE key = $1")
                 .bind(key)
-                .execute(self.pool())
+                .execute(&mut *tx)
                 .await?;
+            if done.rows_affected() > 0 {
+                tx.publish(Topic::Settings).await?;
+            }
+            tx.commit().await?;
             Ok(done.rows_affected() > 0)
         })
         .await

@@ -68,6 +68,32 @@ pub enum Command {
     /// Memory: search, add, forget, list, stats, export, reindex, hygiene.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// First-run set-up: the LLM, time zone and a notification channel,
+    /// tested, written to config.toml (0600); then `doctor`.
+    Init(crate::commands::init::InitArgs),
+    /// Print a shell completion script.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write a page per command into --dir.
+    Man {
+        /// Write cairn.1 and one page per subcommand here instead.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
+    /// Write one archive: a snapshot of the database (taken online), the
+    /// workspace and config.toml.
+    Backup(crate::commands::backup::BackupArgs),
+    /// Restore a `cairn backup` archive into an empty home.
+    Restore(crate::commands::backup::RestoreArgs),
+    /// The database: copy every table to another one.
+    #[command(subcommand)]
+    Db(crate::commands::db::DbCommand),
+    /// Write the routines as YAML files and the memories as JSON lines into a directory.
+    Export(crate::commands::export::ExportArgs),
+    /// Read what `cairn export` wrote: apply the routines, add the memories.
+    Import(crate::commands::export::ImportArgs),
 }
 
 /// The format of the logs on stderr.
@@ -342,6 +368,8 @@ pub struct ChatArgs {
 pub enum ConfigCommand {
     /// Every setting's effective value and where it came from (default, file or env).
     Show,
+    /// Print the reference of every setting as Markdown (docs/configuration.md).
+    Reference,
 }
 
 /// `cairn schedule …`

@@ -1,4 +1,5 @@
-//! `CAIRN_HOME` is the owner's alone: the directory is 0700 and the files
+//! `CAIRN_HOME` is the owner's alone, and so is what cairn writes for the
+//! person elsewhere (backups, restored files, exports): the directory is 0700 and the files
 //! cairn keeps there (the SQLite database and its `-wal`/`-shm`,
 //! `config.toml`, `daemon.lock`, `daemon_state.json`, `install.key`) are
 //! 0600. New ones are created so (the store creates the database, the daemon
@@ -14,7 +15,12 @@
     reason = "start-up and doctor: a few stats and chmods, before the runtime has work"
 )]
 
+use std::fs::{OpenOptions, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 
 /// The home directory's mode.
 pub const DIR_MODE: u32 = 0o700;
@@ -47,6 +53,42 @@ pub fn create(home: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, DIR_MODE);
     builder.create(home)
+}
+
+/// Creates `dir` and its missing parents with mode 0700.
+pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
+    create(dir).with_context(|| format!("cannot create {}", dir.display()))
+}
+
+/// Opens `path` for writing with mode 0600: a new file, or (with
+/// `replace`) an existing one emptied and set to 0600.
+pub fn create_file(path: &Path, replace: bool) -> anyhow::Result<std::fs::File> {
+    let mut options = OpenOptions::new();
+    options.write(true).mode(FILE_MODE);
+    if replace {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let file = options.open(path).with_context(|| {
+        if replace {
+            format!("cannot write {}", path.display())
+        } else {
+            format!("cannot create {} (does it exist already?)", path.display())
+        }
+    })?;
+    // An existing file keeps its mode on open: narrow it.
+    file.set_permissions(Permissions::from_mode(FILE_MODE))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(file)
+}
+
+/// Writes `bytes` to `path` (mode 0600), replacing any file there when `replace`.
+pub fn write(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<()> {
+    let mut file = create_file(path, replace)?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The SQLite database file (with its `-wal` and `-shm`) a database URL
@@ -204,5 +246,28 @@ mod tests {
         );
         assert!(database_files("postgres://u@h/db").is_empty());
         assert!(database_files("sqlite::memory:").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod private_file_tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn files_and_directories_are_the_owners_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        create_dir(&dir).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        let file = dir.join("config.toml");
+        write(&file, b"x", false).unwrap();
+        assert_eq!(mode(&file), 0o600);
+        assert!(write(&file, b"y", false).is_err(), "no silent overwrite");
+        std::fs::set_permissions(&file, Permissions::from_mode(0o644)).unwrap();
+        write(&file, b"y", true).unwrap();
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(std::fs::read(&file).unwrap(), b"y");
     }
 }

@@ -54,6 +54,15 @@ pub fn load() -> anyhow::Result<Config> {
         .map_err(|errors: ConfigErrors| anyhow::anyhow!("invalid configuration:\n{errors}"))
 }
 
+/// Resolves the configuration with `file` standing for config.toml: the
+/// text `cairn init` or `cairn restore` is about to write, checked first.
+pub fn load_with_file(file: Option<(PathBuf, String)>) -> anyhow::Result<Config> {
+    let mut input = gather_input()?;
+    input.file = file;
+    Config::load(&input)
+        .map_err(|errors: ConfigErrors| anyhow::anyhow!("invalid configuration:\n{errors}"))
+}
+
 /// The machine's IANA zone: `TZ`, then /etc/timezone, then the /etc/localtime link.
 #[allow(
     clippy::disallowed_methods,

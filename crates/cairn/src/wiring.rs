@@ -201,6 +201,12 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
     })
 }
 
+/// The main and cheap providers.
+pub fn providers(config: &Config) -> anyhow::Result<Providers> {
+    let settings = llm_settings(config)?;
+    build_providers(&settings).map_err(|e| BadInput(e.to_string()).into())
+}
+
 /// The `[tools]` table, with cairn's own secrets added to the forbidden
 /// paths and kept from sandboxed commands; refused when it lets `shell` run
 /// unapproved where commands cannot be confined (see [`check_unattended_shell`]).
@@ -629,12 +635,6 @@ pub fn routine_engine_with_heartbeat(
         .shutdown_grace
         .min(config.daemon.shutdown_deadline / 2);
     settings.lease = config.routines.lease;
-    // Changes are noticed through one counter, so reading it often is cheap;
-    // a longer configured refresh is still honoured as an upper bound.
-    settings.change_poll = config
-        .routines
-        .event_cache_refresh
-        .min(Duration::from_secs(1));
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
         rt.link.attach(engine.clone());

@@ -131,7 +131,8 @@ fn a_fired_lightweight_routine_needing_attention_reaches_the_webhook() {
     }
     let (headers, body) = receiver.requests.lock().unwrap()[0].clone();
     let body: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(body["title"], "disk-check needs attention");
+    assert_eq!(body["title"], "🔔 disk-check needs attention");
+    assert_eq!(body["outcome"], "attention");
     assert!(
         body["body"]
             .as_str()

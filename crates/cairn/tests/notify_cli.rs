@@ -60,7 +60,7 @@ fn a_receiver_failing_twice_is_delivered_on_the_third_attempt() {
         .assert()
         .code(1)
         .stdout(contains(
-            "not delivered to hook: HTTP 500: receiver trouble; cairn will retry",
+            "queued: HTTP 500: receiver trouble; next attempt at",
         ));
     // Retries are due at once with a zero base delay.
     env.cairn()

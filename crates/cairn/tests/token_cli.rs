@@ -65,17 +65,37 @@ fn pair(addr: &str, code: &str) -> (u16, String) {
     )
 }
 
-/// The code in a `pairing code: NNNNNN (…)` line.
+/// The code in a `pairing code: ABCDE-FGHJK (…)` line.
 fn code_in(line: &str) -> String {
-    let code = line.split("pairing code: ").nth(1).unwrap()[..6].to_string();
-    assert!(code.bytes().all(|b| b.is_ascii_digit()), "{line}");
+    let code = line.split("pairing code: ").nth(1).unwrap()[..11].to_string();
+    assert_eq!(&code[5..6], "-", "{line}");
+    assert!(
+        code.bytes()
+            .all(|b| b == b'-' || b.is_ascii_uppercase() || b.is_ascii_digit()),
+        "{line}"
+    );
     code
+}
+
+/// The code `cairn pair` prints for `home`.
+fn cairn_pair(home: &std::path::Path) -> String {
+    let out = cairn(home)
+        .arg("pair")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    code_in(&String::from_utf8(out).unwrap())
 }
 
 struct Daemon {
     child: Child,
     addr: String,
-    code: String,
+    /// The code printed at start; `None` when the daemon said to run `cairn pair`.
+    code: Option<String>,
+    /// The start-up line about pairing.
+    pairing: String,
 }
 
 impl Drop for Daemon {
@@ -103,22 +123,28 @@ fn start_daemon(home: &std::path::Path) -> Daemon {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut addr, mut code) = (None, None);
-    while addr.is_none() || code.is_none() {
+    let (mut addr, mut pairing) = (None, None);
+    while addr.is_none() || pairing.is_none() {
         let line = rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the daemon printed its address and a pairing code");
+            .expect("the daemon printed its address and how to pair");
         if let Some(a) = line.strip_prefix("gateway listening on http://") {
             addr = Some(a.trim().to_string());
         } else if line.starts_with("pairing code: ") {
             assert!(line.contains("valid 15 min"), "{line}");
-            code = Some(code_in(&line));
+            pairing = Some(line);
+        } else if line.contains("`cairn pair`") {
+            pairing = Some(line);
         }
     }
+    let pairing = pairing.unwrap();
     Daemon {
         child,
         addr: addr.unwrap(),
-        code: code.unwrap(),
+        code: pairing
+            .starts_with("pairing code: ")
+            .then(|| code_in(&pairing)),
+        pairing,
     }
 }
 
@@ -171,6 +197,8 @@ fn tokens_are_created_listed_and_revoked() {
         .stdout(contains("ci"));
 
     let daemon = start_daemon(home.path());
+    // A token exists, so no code is given out at start.
+    assert_eq!(daemon.code, None, "{}", daemon.pairing);
     assert_eq!(metrics_status(&daemon.addr, &token), 200);
     cairn(home.path())
         .args(["token", "revoke", "ci"])
@@ -189,21 +217,15 @@ fn tokens_are_created_listed_and_revoked() {
 fn codes_from_the_daemon_and_from_cairn_pair_buy_tokens() {
     let home = tempfile::tempdir().unwrap();
     let daemon = start_daemon(home.path());
-    let (status, body) = pair(&daemon.addr, &daemon.code);
+    let first = daemon.code.clone().expect("a first start gives a code");
+    let (status, body) = pair(&daemon.addr, &first);
     assert_eq!(status, 200, "{body}");
     let paired: Value = serde_json::from_str(&body).unwrap();
     let token = paired["token"].as_str().unwrap();
     assert_eq!(metrics_status(&daemon.addr, token), 200);
 
     // `cairn pair` writes a code into the database the running daemon reads.
-    let out = cairn(home.path())
-        .arg("pair")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let code = code_in(&String::from_utf8(out).unwrap());
+    let code = cairn_pair(home.path());
     let (status, body) = pair(&daemon.addr, &code);
     assert_eq!(status, 200, "{body}");
     // Spent.
@@ -221,4 +243,33 @@ fn codes_from_the_daemon_and_from_cairn_pair_buy_tokens() {
     assert_eq!(tokens.len(), 2);
     assert!(tokens.iter().all(|t| t["origin"] == "pairing"
         && t["name"].as_str().unwrap().starts_with("paired-")));
+}
+
+#[test]
+fn a_code_is_printed_at_start_only_until_something_is_paired() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let daemon = start_daemon(home.path());
+    let code = daemon.code.clone().expect("nothing paired yet: a code");
+    // The code is hashed with the install key, kept private in the home.
+    let key = std::fs::metadata(home.path().join("install.key")).unwrap();
+    assert_eq!((key.len(), key.permissions().mode() & 0o777), (32, 0o600));
+    drop(daemon);
+    // Restarted before anyone paired: a code again.
+    let daemon = start_daemon(home.path());
+    let code = daemon.code.clone().unwrap_or(code);
+    assert_eq!(pair(&daemon.addr, &code).0, 200);
+    drop(daemon);
+    // Once a device paired, a start gives no code, only the way to get one.
+    let daemon = start_daemon(home.path());
+    assert_eq!(daemon.code, None, "{}", daemon.pairing);
+    assert!(
+        daemon.pairing.contains("`cairn pair`"),
+        "{}",
+        daemon.pairing
+    );
+    // `cairn pair` of the same home still works for it (same install key),
+    // in lower case and without the dash too.
+    let code = cairn_pair(home.path()).replace('-', "").to_lowercase();
+    assert_eq!(pair(&daemon.addr, &code).0, 200);
 }

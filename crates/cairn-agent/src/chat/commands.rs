@@ -1,7 +1,9 @@
 //! Thread controls (`/undo`, `/new`, `/threads`, …) and router commands
-//! (`/help`, `/tools`, `/model`, …), answered without the LLM.
+//! (`/help`, `/tools`, `/model`, `/models`, …), answered without the LLM
+//! (`/models` asks the provider for its list, not the model).
 
 use cairn_core::submission::{self, Command, Submission};
+use cairn_llm::LlmError;
 
 use super::{ChatService, Reply};
 use crate::context::CompactionStrategy;
@@ -89,6 +91,7 @@ impl ChatService {
                     Err(e) => Reply::error(e.to_string()),
                 }
             }
+            Command::Models => self.models(session).await,
             Command::Debug => self.debug(session, external).await,
             Command::CreateJob { description } => self.create_job(session, description).await,
             Command::JobStatus { id: None } => {
@@ -140,6 +143,48 @@ impl ChatService {
             ),
             None => format!("Model: {model} (no answer in this thread yet)"),
         }
+    }
+
+    /// `/models`: the provider's models, sorted, `*` before this session's.
+    async fn models(&self, session: &LiveSession) -> Reply {
+        let current = self.model_of(session);
+        let provider = self.agent.provider();
+        let mut models = match provider.list_models().await {
+            Ok(models) => models,
+            Err(error @ LlmError::Unsupported { .. }) => {
+                return Reply::notice(format!("Model: {current} ({error})."));
+            }
+            Err(error) => {
+                return Reply::error(format!(
+                    "Could not list the models: {error}. This session's model: {current}."
+                ));
+            }
+        };
+        if models.is_empty() {
+            return Reply::notice(format!(
+                "{} lists no models. This session's model: {current}.",
+                provider.name()
+            ));
+        }
+        models.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut out = format!(
+            "Models of {} (* this session's; /model NAME switches):\n",
+            provider.name()
+        );
+        for model in &models {
+            let marker = if model.id == current { "*" } else { " " };
+            out.push_str(&format!("{marker} {}", model.id));
+            if let Some(name) = model.display_name.as_ref().filter(|n| **n != model.id) {
+                out.push_str(&format!("  ({name})"));
+            }
+            out.push('\n');
+        }
+        if !models.iter().any(|m| m.id == current) {
+            out.push_str(&format!(
+                "* {current}  (this session's, not in the provider's list)\n"
+            ));
+        }
+        Reply::notice(out.trim_end().to_string())
     }
 
     async fn list_threads(&self, session: &LiveSession) -> Reply {

@@ -188,6 +188,12 @@ impl ChatService {
         }
     }
 
+    /// How long an approval asked of a person waits before the call is
+    /// declined (`agent.approval_timeout_secs`), for every channel.
+    pub fn approval_timeout(&self) -> std::time::Duration {
+        self.settings.approval_timeout
+    }
+
     /// Keeps conversations within the model's context window with `compactor`:
     /// before each turn, when the provider reports an overflow, and on `/compact`.
     #[must_use]

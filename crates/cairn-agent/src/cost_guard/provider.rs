@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmProvider, ResponseStream, StreamEvent};
+use cairn_llm::{
+    ChatRequest, ChatResponse, LlmError, LlmProvider, ModelInfo, ResponseStream, StreamEvent,
+};
 use futures::StreamExt;
 
 use super::{CallTicket, CostGuard};
@@ -69,6 +71,11 @@ impl LlmProvider for GuardedProvider {
 
     fn vision(&self) -> bool {
         self.inner.vision()
+    }
+
+    /// Listing costs nothing, so it is not guarded.
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        self.inner.list_models().await
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {

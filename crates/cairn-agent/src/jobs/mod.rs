@@ -25,9 +25,9 @@
 //! the store.
 //!
 //! Cancellation from another process (`cairn job cancel`) sets a flag in the
-//! store; the scheduler checks its running jobs' flags every
-//! [`JobsConfig::poll_interval`] (tokio time). In-process [`JobScheduler::cancel`]
-//! is immediate.
+//! store and publishes it on the store's change signal; the scheduler checks
+//! its running jobs' flags when it hears it. In-process
+//! [`JobScheduler::cancel`] is immediate.
 
 mod batch;
 mod scheduler;
@@ -82,8 +82,6 @@ pub struct JobsConfig {
     pub default_timeout: Duration,
     /// How long a lease lasts; it is renewed every third of this.
     pub lease: Duration,
-    /// How often running jobs' cross-process cancellation flags are checked.
-    pub poll_interval: Duration,
     /// A running job without activity for this long is stuck (and
     /// [`JobScheduler::repair_stuck`] restarts it).
     pub stuck_after: Duration,
@@ -104,7 +102,6 @@ impl Default for JobsConfig {
             default_max_iterations: DEFAULT_MAX_ITERATIONS,
             default_timeout: DEFAULT_TIMEOUT,
             lease: Duration::from_secs(90),
-            poll_interval: Duration::from_secs(2),
             stuck_after: Duration::from_secs(10 * 60),
             max_repair_attempts: 3,
             system_prompt: "You are cairn, a personal AI agent.".to_string(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use cairn_core::job::{JobOutcome, JobRecord};
-use cairn_store::JobRepair;
+use cairn_store::{JobRepair, Topic};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -236,27 +236,74 @@ impl JobScheduler {
     }
 }
 
-/// Background upkeep until shutdown: cancel polling every `poll_interval`;
-/// lease renewal, activity flushing, retried finishes and reaping every third of a lease.
+/// Background upkeep until shutdown, asleep unless there is something to do:
+/// a stop or restart asked from elsewhere arrives through the store's change
+/// signal ([`Topic::Jobs`]); while this process holds jobs, lease renewal,
+/// activity flushing, retried finishes and reaping every third of a lease;
+/// otherwise it wakes only when some job's lease is due for renewal or
+/// lapses (another process's jobs, to reap them if it died).
 pub(super) async fn maintain(inner: Arc<Inner>) {
     let renew_every = inner.config.lease / 3;
+    let mut changes = inner.store.watch(Topic::Jobs);
     let mut last_renewal = tokio::time::Instant::now();
     loop {
+        let busy = {
+            let slots = lock(&inner.slots);
+            !slots.running.is_empty() || !slots.queue.is_empty()
+        } || !lock(&inner.unfinished).is_empty();
+        let at = if busy {
+            Some(last_renewal + renew_every)
+        } else {
+            idle_wake(&inner, renew_every).await
+        };
+        let sleep = async {
+            match at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             () = inner.shutdown.cancelled() => return,
-            () = tokio::time::sleep(inner.config.poll_interval) => {}
-        }
-        if let Err(error) = poll_cancellations(&inner).await {
-            tracing::warn!(%error, "could not check for job cancellations");
-        }
-        if last_renewal.elapsed() >= renew_every {
-            last_renewal = tokio::time::Instant::now();
-            if let Err(error) = renew(&inner).await {
-                tracing::warn!(%error, "job lease renewal failed");
+            () = changes.changed() => {
+                if let Err(error) = poll_cancellations(&inner).await {
+                    tracing::warn!(%error, "could not check for job cancellations");
+                }
+                continue;
             }
+            () = sleep => {}
+        }
+        last_renewal = tokio::time::Instant::now();
+        if let Err(error) = renew(&inner).await {
+            tracing::warn!(%error, "job lease renewal failed");
         }
     }
+}
+
+/// With no job here: when the earliest active job's lease should have been
+/// renewed (a job of ours just submitted is then held, so we start
+/// renewing), or, past that, when it lapses (its process died: reap it).
+async fn idle_wake(
+    inner: &Inner,
+    renew_every: std::time::Duration,
+) -> Option<tokio::time::Instant> {
+    let now = inner.clock.now();
+    let end = match inner.store.earliest_job_lease_end().await {
+        Ok(end) => end?,
+        Err(error) => {
+            tracing::warn!(%error, "could not read job leases");
+            return Some(tokio::time::Instant::now() + renew_every);
+        }
+    };
+    let renewal_due =
+        end - chrono::Duration::from_std(inner.config.lease - renew_every).unwrap_or_default();
+    let target = if renewal_due > now {
+        renewal_due
+    } else {
+        end + chrono::Duration::milliseconds(1)
+    };
+    let wait = (target - now).to_std().unwrap_or_default();
+    Some(tokio::time::Instant::now() + wait)
 }
 
 async fn poll_cancellations(inner: &Inner) -> Result<(), JobError> {

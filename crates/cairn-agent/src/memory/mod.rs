@@ -167,15 +167,15 @@ pub struct MemoryService {
     embedder: Option<EmbeddingsClient>,
     /// Embeddings computed in the background, awaited by [`MemoryService::flush`].
     pending: Arc<Mutex<JoinSet<()>>>,
-    /// The recallable vectors as last loaded, kept while the store's memory
-    /// generation and the model stay the same (reading them is most of a
-    /// hybrid recall's time).
+    /// The recallable vectors as last loaded, kept until the store's change
+    /// signal says memory changed (in any process) or the model changes
+    /// (reading them is most of a hybrid recall's time).
     vectors: Arc<tokio::sync::Mutex<Option<CachedVectors>>>,
 }
 
-/// Vectors loaded for one generation and model.
+/// Vectors loaded for one model, and the signal that they are out of date.
 struct CachedVectors {
-    generation: i64,
+    changes: cairn_store::Watch,
     model: String,
     vectors: Arc<Vec<(Uuid, Vec<f32>)>>,
 }
@@ -483,26 +483,33 @@ impl MemoryService {
     /// The person's recallable vectors from `model`, from memory unless the
     /// store changed since they were loaded (by this process or another).
     async fn stored_vectors(&self, model: &str) -> Result<Arc<Vec<(Uuid, Vec<f32>)>>, MemoryError> {
-        let generation = self.store.memory_generation().await?;
         let mut cached = self.vectors.lock().await;
         if let Some(c) = cached.as_ref()
-            && c.generation == generation
+            && !c.changes.has_changed()
             && c.model == model
         {
             return Ok(Arc::clone(&c.vectors));
         }
+        // Watching before the read: a change committed meanwhile makes the
+        // next recall read again.
+        let changes = self.store.watch(cairn_store::Topic::Memory);
         let vectors = Arc::new(self.store.memory_vectors(&self.user_id, model).await?);
         *cached = Some(CachedVectors {
-            generation,
+            changes,
             model: model.to_string(),
             vectors: Arc::clone(&vectors),
         });
         Ok(vectors)
     }
 
-    /// Deletes a document by id.
+    /// Deletes one of this person's documents by id; returns whether it
+    /// existed. Another person's document is left alone and reported as
+    /// missing (ids are not secrets: recall shows them).
     pub async fn forget(&self, id: Uuid) -> Result<bool, MemoryError> {
-        Ok(self.store.forget_memory(id).await?)
+        match self.store.get_memory(id).await? {
+            Some(doc) if doc.user_id == self.user_id => Ok(self.store.forget_memory(id).await?),
+            _ => Ok(false),
+        }
     }
 
     /// Deletes a document by key.

@@ -11,8 +11,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use cairn_core::ip_range::IpRange;
 use futures::StreamExt;
-use ipnet::IpNet;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Method, Url};
 
@@ -31,7 +31,7 @@ pub struct NetClient {
 struct Rules {
     config: HttpConfig,
     /// Parsed `allowed_private_networks`.
-    allowed: Vec<IpNet>,
+    allowed: Vec<IpRange>,
 }
 
 /// A body read up to a bound.
@@ -181,16 +181,12 @@ pub fn content_type(response: &reqwest::Response) -> String {
         .unwrap_or_default()
 }
 
-/// `10.0.0.0/8`, or a bare address (`127.0.0.1`: that address alone).
-fn parse_network(text: &str) -> Result<IpNet, ToolError> {
-    let text = text.trim();
-    text.parse::<IpNet>()
-        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| {
-            ToolError::InvalidArguments(format!(
-                "tools.http.allowed_private_networks: `{text}` is not a network (10.0.0.0/8) or an address"
-            ))
-        })
+/// `10.0.0.0/8`, or a bare address (`127.0.0.1`: that address alone),
+/// read like `gateway.trusted_proxies`.
+fn parse_network(text: &str) -> Result<IpRange, ToolError> {
+    text.parse::<IpRange>().map_err(|e| {
+        ToolError::InvalidArguments(format!("tools.http.allowed_private_networks: {e}"))
+    })
 }
 
 impl Rules {
@@ -202,7 +198,7 @@ impl Rules {
         };
         !self.config.block_private_networks
             || is_public(ip)
-            || self.allowed.iter().any(|net| net.contains(&ip))
+            || self.allowed.iter().any(|net| net.contains(ip))
     }
 
     /// Checks scheme, host allow-list and (for IP literals and `localhost`)

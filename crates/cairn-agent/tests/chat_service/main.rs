@@ -5,6 +5,7 @@
 #![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
 
 mod harness;
+mod models;
 mod safety;
 
 use std::sync::Arc;

@@ -105,6 +105,12 @@ async fn after_the_last_attempt_a_job_needs_attention_with_one_notification() {
         inbox[0].title
     );
     assert!(inbox[0].body.contains(&done.id.to_string()));
+    // Every channel shows it as needing the person.
+    assert!(
+        inbox[0].headline().starts_with("🔔 Job needs attention"),
+        "{}",
+        inbox[0].headline()
+    );
     h.scheduler.shutdown().await;
 }
 

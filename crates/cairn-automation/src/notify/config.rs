@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use cairn_core::text::expand_vars;
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -231,7 +232,7 @@ fn expand_env(
     errors: &mut Vec<ChannelConfigError>,
 ) {
     match value {
-        Value::String(s) => match expand(s, env) {
+        Value::String(s) => match expand_vars(s, env) {
             Ok(expanded) => *s = expanded,
             Err(var) => errors.push(ChannelConfigError {
                 key: key.to_string(),
@@ -250,26 +251,6 @@ fn expand_env(
         }
         _ => {}
     }
-}
-
-/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
-fn expand(text: &str, env: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        match env.get(name) {
-            Some(v) => out.push_str(v),
-            None => return Err(name.to_string()),
-        }
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -394,9 +375,12 @@ mod tests {
     #[test]
     fn expansion_leaves_other_text_alone() {
         let e = env(&[("A", "1")]);
-        assert_eq!(expand("x${A}y${A}", &e).unwrap(), "x1y1");
-        assert_eq!(expand("no vars, $A, ${", &e).unwrap(), "no vars, $A, ${");
-        assert_eq!(expand("${B}", &e).unwrap_err(), "B");
+        assert_eq!(expand_vars("x${A}y${A}", &e).unwrap(), "x1y1");
+        assert_eq!(
+            expand_vars("no vars, $A, ${", &e).unwrap(),
+            "no vars, $A, ${"
+        );
+        assert_eq!(expand_vars("${B}", &e).unwrap_err(), "B");
         assert!(looks_like_address("Cairn <c@example.org>"));
         assert!(!looks_like_address("c at example.org"));
     }

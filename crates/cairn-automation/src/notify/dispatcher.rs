@@ -10,7 +10,7 @@ use cairn_core::clock::Clock;
 use tokio_util::sync::CancellationToken;
 
 use cairn_core::notification::{DeliveryAttempt, DeliveryStatus, Notification};
-use cairn_store::{AttemptOutcome, StoreError};
+use cairn_store::{AttemptOutcome, StoreError, Topic};
 use chrono::{DateTime, Utc};
 use rand::Rng;
 use tokio::task::JoinSet;
@@ -20,6 +20,9 @@ use super::router::{Activity, GivenUp, Notifier, NotifySettings, unknown_channel
 
 /// Notifications claimed per store round-trip.
 const BATCH: u32 = 16;
+
+/// How soon the dispatcher tries again after the store failed.
+const STORE_RETRY: chrono::Duration = chrono::Duration::seconds(5);
 
 /// What one delivery attempt came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,35 +89,44 @@ impl Dispatcher {
         }
     }
 
-    /// Delivers until `cancel` fires: what is due, then sleeps until the next
-    /// notification is due, this process's notifier wakes it, or `recheck`
-    /// passes (another process's notifications cannot wake this one). Never
-    /// polls faster than that when nothing is due.
-    pub async fn run(&self, clock: Arc<dyn Clock>, cancel: CancellationToken, recheck: Duration) {
-        let recheck = chrono::Duration::from_std(recheck).unwrap_or(chrono::Duration::MAX);
+    /// Delivers until `cancel` fires: what is due, then sleeps until the
+    /// next notification is due (a retry, or a lease another process holds
+    /// lapsing), or until one is recorded: by this process (the notifier
+    /// wakes it) or any other (the store's change signal,
+    /// [`Topic::Notifications`]). Nothing polls.
+    pub async fn run(&self, clock: Arc<dyn Clock>, cancel: CancellationToken) {
+        let mut recorded = self.notifier.store().watch(Topic::Notifications);
         loop {
             let now = clock.now();
+            // Whatever is recorded from here on wakes the next sleep.
+            recorded.mark_seen();
             let wake = match self.deliver_due(now).await {
                 Ok(_) => match self.notifier.store().next_notification_due().await {
-                    Ok(Some(due)) => due.min(now + recheck),
-                    Ok(None) => now + recheck,
+                    Ok(due) => due,
                     Err(e) => {
                         tracing::warn!(error = %e, "notification dispatcher: cannot read the next due time");
-                        now + recheck
+                        Some(now + STORE_RETRY)
                     }
                 },
                 Err(e) => {
                     tracing::warn!(error = %e, "notification dispatcher: delivery round failed");
-                    now + recheck
+                    Some(now + STORE_RETRY)
                 }
             };
-            if wake <= now {
+            if wake.is_some_and(|w| w <= now) {
                 continue;
             }
+            let due = async {
+                match wake {
+                    Some(at) => clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = self.notifier.wake().notified() => {}
-                () = clock.sleep_until(wake) => {}
+                () = recorded.changed() => {}
+                () = due => {}
             }
         }
     }

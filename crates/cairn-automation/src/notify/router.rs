@@ -146,6 +146,9 @@ pub struct Notifier {
     wake: Arc<Notify>,
     given_up: tokio::sync::broadcast::Sender<GivenUp>,
     activity: tokio::sync::broadcast::Sender<Activity>,
+    /// Pending notifications recorded through this notifier, when a command
+    /// asked to keep them (see [`Notifier::keep_recorded`]).
+    kept: Arc<std::sync::Mutex<Option<Vec<Uuid>>>>,
 }
 
 /// A notification was recorded or delivered, for live observers (the
@@ -185,7 +188,23 @@ impl Notifier {
             wake: Arc::new(Notify::new()),
             given_up: tokio::sync::broadcast::channel(64).0,
             activity: tokio::sync::broadcast::channel(256).0,
+            kept: Arc::new(std::sync::Mutex::new(None)),
         }
+    }
+
+    /// From now on, remembers the pending notifications recorded through
+    /// this notifier (and its clones), for a command that must see them
+    /// delivered, or handed to a daemon, before it exits.
+    pub fn keep_recorded(&self) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get_or_insert_with(Vec::new);
+    }
+
+    /// The pending notifications recorded since [`keep_recorded`](Self::keep_recorded)
+    /// or the last call, oldest first.
+    pub fn take_recorded(&self) -> Vec<Uuid> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Notifications given up on from now on (for the `notification.failed` event).
@@ -268,25 +287,7 @@ impl Notifier {
             .clone()
             .filter(|c| !c.trim().is_empty())
             .unwrap_or_else(|| settings.default_channel.clone());
-        let mut n = Notification {
-            id: Uuid::now_v7(),
-            user_id: new.user_id,
-            channel,
-            title: new.title,
-            body: new.body,
-            priority: new.priority,
-            tags: new.tags,
-            data: new.data,
-            source: new.source,
-            created_at: now,
-            status: DeliveryStatus::Pending,
-            attempts: 0,
-            next_attempt_at: Some(now),
-            delivered_at: None,
-            last_error: None,
-            in_inbox: false,
-            read_at: None,
-        };
+        let mut n = Notification::pending(new, Uuid::now_v7(), channel, now);
         if channels.is_inbox(&n.channel) {
             n.status = DeliveryStatus::Delivered;
             n.next_attempt_at = None;
@@ -315,6 +316,10 @@ impl Notifier {
             .increment(1);
         if n.status == DeliveryStatus::Pending {
             self.wake.notify_one();
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(kept) = kept.as_mut() {
+                kept.push(n.id);
+            }
         }
         self.announce(Activity::Recorded(Box::new(n.clone())));
     }

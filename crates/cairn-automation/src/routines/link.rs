@@ -66,6 +66,7 @@ impl RoutineFirer for EngineLink {
                 "not fired: {reason} (run {} records it)",
                 fired.run_id
             )),
+            Admitted::Refused(reason) => Err(format!("not fired: {reason}")),
             Admitted::Taken => Err(format!(
                 "routine \"{}\" no longer exists",
                 routine.spec.name

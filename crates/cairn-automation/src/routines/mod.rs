@@ -1,7 +1,8 @@
 //! The routine engine: [`engine`] fires routines on time, events, webhooks
 //! and by hand, exactly once across processes, under their guardrails;
 //! [`action`] is the seam to what a routine does and [`actions`] the real
-//! executor (LLM, tools, jobs, reminders); [`define`] turns a spec into what
+//! executor (LLM, tools, jobs, reminders); [`notice`] decides what a
+//! finished run tells the person; [`define`] turns a spec into what
 //! the store keeps; [`plan`] decides catch-up; [`event_matcher`] picks the
 //! event routines a chat message fires; [`events`] are cairn's own events;
 //! [`webhook`] verifies signatures; [`tools`] are the agent's routine tools;
@@ -15,6 +16,7 @@ pub mod event_matcher;
 pub mod events;
 pub mod heartbeat;
 pub mod link;
+pub mod notice;
 pub mod plan;
 pub mod system;
 pub mod tools;

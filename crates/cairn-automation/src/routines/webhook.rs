@@ -1,14 +1,47 @@
 //! Verifying a signed routine webhook: `X-Signature-256: sha256=<hex>`, the
-//! HMAC-SHA256 of the raw body under the routine's secret, compared in
-//! constant time.
+//! HMAC-SHA256 under the routine's secret of the raw body or, when the
+//! sender adds `X-Cairn-Timestamp: <unix seconds>`, of `<timestamp>.<body>`,
+//! compared in constant time. A timestamped delivery is accepted only
+//! within [`TIMESTAMP_WINDOW`] of now, and only once: its replay key lets
+//! the engine refuse a captured delivery sent again.
 
 use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The header that carries the signature.
 pub const SIGNATURE_HEADER: &str = "X-Signature-256";
+
+/// The header that carries the signed timestamp (Unix seconds).
+pub const TIMESTAMP_HEADER: &str = "X-Cairn-Timestamp";
+
+/// How far a signed timestamp may be from now, either way.
+pub const TIMESTAMP_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What a webhook request brought.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    /// The raw body.
+    pub body: &'a [u8],
+    /// The [`SIGNATURE_HEADER`] value.
+    pub signature: Option<&'a str>,
+    /// The [`TIMESTAMP_HEADER`] value.
+    pub timestamp: Option<&'a str>,
+    /// Whether the caller checked a valid bearer token (a routine without
+    /// a secret needs one).
+    pub bearer_ok: bool,
+}
+
+/// A delivery whose signature holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// For a timestamped delivery, what identifies it (timestamp and
+    /// signature): the same key again is a replay.
+    pub replay_key: Option<String>,
+}
 
 /// Why a webhook was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +61,14 @@ pub enum WebhookError {
     /// The signature does not match the body.
     #[error("signature does not match the body")]
     BadSignature,
+    /// The timestamp header is not Unix seconds.
+    #[error("malformed {TIMESTAMP_HEADER} header: expected Unix seconds")]
+    MalformedTimestamp,
+    /// The timestamp is too far from now.
+    #[error(
+        "{TIMESTAMP_HEADER} is {0} s away from the daemon's clock; at most 300 s is accepted (resend with a fresh timestamp)"
+    )]
+    StaleTimestamp(i64),
     /// The routine's secret names an environment variable that is not set.
     #[error("routine \"{routine}\": its webhook secret refers to {var}, which is not set")]
     SecretUnavailable {
@@ -65,9 +106,18 @@ fn hex_digit(b: u8) -> Option<u8> {
     }
 }
 
-/// Checks `header` (the value of [`SIGNATURE_HEADER`]) against `body`.
-pub fn verify(secret: &str, body: &[u8], header: Option<&str>) -> Result<(), WebhookError> {
-    let header = header.ok_or(WebhookError::MissingSignature)?.trim();
+/// Checks the delivery's signature under `secret`: over the body, or over
+/// `<timestamp>.<body>` when a timestamp came, which must then be within
+/// [`TIMESTAMP_WINDOW`] of `now`.
+pub fn verify(
+    secret: &str,
+    delivery: &Delivery<'_>,
+    now: DateTime<Utc>,
+) -> Result<Verified, WebhookError> {
+    let header = delivery
+        .signature
+        .ok_or(WebhookError::MissingSignature)?
+        .trim();
     let hex = header
         .strip_prefix("sha256=")
         .ok_or(WebhookError::MalformedSignature)?;
@@ -81,13 +131,32 @@ pub fn verify(secret: &str, body: &[u8], header: Option<&str>) -> Result<(), Web
         };
         given[i] = hi << 4 | lo;
     }
+    let timestamp = match delivery.timestamp.map(str::trim) {
+        None => None,
+        Some(text) => {
+            let secs: i64 = text.parse().map_err(|_| WebhookError::MalformedTimestamp)?;
+            let skew = now.timestamp().saturating_sub(secs);
+            let window = i64::try_from(TIMESTAMP_WINDOW.as_secs()).unwrap_or(i64::MAX);
+            if skew.saturating_abs() > window {
+                return Err(WebhookError::StaleTimestamp(skew));
+            }
+            Some(text)
+        }
+    };
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
         return Err(WebhookError::BadSignature);
     };
-    mac.update(body);
+    if let Some(ts) = timestamp {
+        mac.update(ts.as_bytes());
+        mac.update(b".");
+    }
+    mac.update(delivery.body);
     // `verify_slice` compares in constant time.
     mac.verify_slice(&given)
-        .map_err(|_| WebhookError::BadSignature)
+        .map_err(|_| WebhookError::BadSignature)?;
+    Ok(Verified {
+        replay_key: timestamp.map(|ts| format!("{ts}.{}", hex.to_ascii_lowercase())),
+    })
 }
 
 #[cfg(test)]
@@ -95,44 +164,104 @@ mod tests {
     use super::*;
     use crate::notify::channels::webhook::signature;
 
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+    }
+
+    fn check(secret: &str, body: &[u8], sig: Option<&str>) -> Result<Verified, WebhookError> {
+        let delivery = Delivery {
+            body,
+            signature: sig,
+            timestamp: None,
+            bearer_ok: false,
+        };
+        verify(secret, &delivery, now())
+    }
+
     #[test]
     fn a_correct_signature_passes_and_any_change_fails() {
         let body = br#"{"ref":"main"}"#;
         let good = signature("s3cret", body);
-        assert_eq!(verify("s3cret", body, Some(&good)), Ok(()));
+        let plain = Verified { replay_key: None };
+        assert_eq!(check("s3cret", body, Some(&good)), Ok(plain.clone()));
         assert_eq!(
-            verify(
+            check(
                 "s3cret",
                 body,
                 Some(&good.to_uppercase().replace("SHA256=", "sha256="))
             ),
-            Ok(())
+            Ok(plain)
         );
         assert_eq!(
-            verify("other", body, Some(&good)),
+            check("other", body, Some(&good)),
             Err(WebhookError::BadSignature)
         );
         assert_eq!(
-            verify("s3cret", b"{}", Some(&good)),
+            check("s3cret", b"{}", Some(&good)),
             Err(WebhookError::BadSignature)
         );
         assert_eq!(
-            verify("s3cret", body, None),
+            check("s3cret", body, None),
             Err(WebhookError::MissingSignature)
         );
         assert_eq!(
-            verify("s3cret", body, Some("sha1=abc")),
+            check("s3cret", body, Some("sha1=abc")),
             Err(WebhookError::MalformedSignature)
         );
         let short = &good[..good.len() - 2];
         assert_eq!(
-            verify("s3cret", body, Some(short)),
+            check("s3cret", body, Some(short)),
             Err(WebhookError::MalformedSignature)
         );
         let bad_hex = format!("sha256={}", "zz".repeat(32));
         assert_eq!(
-            verify("s3cret", body, Some(&bad_hex)),
+            check("s3cret", body, Some(&bad_hex)),
             Err(WebhookError::MalformedSignature)
+        );
+    }
+
+    fn stamped(ts: &str, sig: &str, at: DateTime<Utc>) -> Result<Verified, WebhookError> {
+        let delivery = Delivery {
+            body: BODY,
+            signature: Some(sig),
+            timestamp: Some(ts),
+            bearer_ok: false,
+        };
+        verify("s3cret", &delivery, at)
+    }
+
+    const BODY: &[u8] = br#"{"ref":"main"}"#;
+
+    #[test]
+    fn a_timestamp_is_signed_with_the_body_and_must_be_recent() {
+        let ts = now().timestamp().to_string();
+        let mut signed = format!("{ts}.").into_bytes();
+        signed.extend_from_slice(BODY);
+        let good = signature("s3cret", &signed);
+        let key = stamped(&ts, &good, now()).unwrap().replay_key.unwrap();
+        assert!(key.starts_with(&format!("{ts}.")), "{key}");
+        // The signature of the body alone does not do once a timestamp came,
+        // nor does this signature with another timestamp.
+        assert_eq!(
+            stamped(&ts, &signature("s3cret", BODY), now()),
+            Err(WebhookError::BadSignature)
+        );
+        let next = (now().timestamp() + 1).to_string();
+        assert_eq!(
+            stamped(&next, &good, now()),
+            Err(WebhookError::BadSignature)
+        );
+        // Five minutes either way, and no more.
+        for (skew, ok) in [(300, true), (-300, true), (301, false), (-301, false)] {
+            let result = stamped(&ts, &good, now() + chrono::Duration::seconds(skew));
+            assert_eq!(result.is_ok(), ok, "{skew}: {result:?}");
+            if !ok {
+                assert_eq!(result, Err(WebhookError::StaleTimestamp(skew)));
+            }
+        }
+        assert_eq!(
+            stamped("soon", &good, now()),
+            Err(WebhookError::MalformedTimestamp)
         );
     }
 

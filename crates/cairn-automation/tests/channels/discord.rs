@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::server::FakeServer;
-use crate::{ID, assert_status_mapping, channel, notification};
+use crate::{ID, assert_status_mapping, channel, notification, with_outcome};
 
 #[tokio::test]
 async fn posts_content_with_the_title_in_bold_and_no_mentions() {
@@ -68,4 +68,15 @@ async fn statuses_map_to_delivered_retryable_and_permanent() {
         "",
     )
     .await;
+}
+
+#[tokio::test]
+async fn the_bold_title_starts_with_the_outcome_marker() {
+    let fake = FakeServer::answering(204, "").await;
+    let discord = channel(json!({"type": "discord", "webhook_url": fake.url("/d")}));
+    discord.deliver(&with_outcome("attention")).await.unwrap();
+    assert_eq!(
+        fake.only_request().json()["content"],
+        "**🔔 Disk almost full**\n/var is at 93 %.\nClean up the caches."
+    );
 }

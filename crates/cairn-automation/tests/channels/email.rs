@@ -9,7 +9,7 @@ use cairn_automation::notify::channels::email::{Email, EmailSpec};
 use serde_json::{Value, json};
 
 use crate::python::python;
-use crate::{ID, channel, closed_url, notification, permanent, retryable};
+use crate::{ID, channel, closed_url, notification, permanent, retryable, with_outcome};
 
 /// The SMTP sink as a child process; killed when dropped.
 struct Sink {
@@ -149,4 +149,17 @@ async fn a_server_that_is_not_there_is_retryable() {
     let spec: EmailSpec = serde_json::from_value(fields).unwrap();
     let debug = format!("{:?}", Email::new(&spec).unwrap());
     assert!(!debug.contains("pw-do-not-show"), "{debug}");
+}
+
+#[tokio::test]
+async fn the_subject_starts_with_the_outcome_marker() {
+    let Some(python) = python("email subject marker") else {
+        return;
+    };
+    let sink = Sink::start(&python);
+    channel(sink.table(json!("me@example.org")))
+        .deliver(&with_outcome("attention"))
+        .await
+        .unwrap();
+    assert_eq!(sink.message(1)["subject"], "🔔 Disk almost full");
 }

@@ -51,6 +51,14 @@ pub fn notification() -> Notification {
     }
 }
 
+/// [`notification`] tagged with an outcome (`ok`, `attention`, `failed`),
+/// as a routine run's notification is.
+pub fn with_outcome(outcome: &str) -> Notification {
+    let mut n = notification();
+    n.tags = vec!["routine".into(), outcome.into()];
+    n
+}
+
 /// One `[channels.ops]` table through the real config path (`${VAR}`
 /// expansion from `env`, field checks), then [`build`].
 pub fn channel_with_env(table: Value, env: &[(&str, &str)]) -> Arc<dyn Channel> {

@@ -4,7 +4,7 @@ use cairn_core::notification::Priority;
 use serde_json::json;
 
 use crate::server::FakeServer;
-use crate::{ID, assert_status_mapping, channel, notification};
+use crate::{ID, assert_status_mapping, channel, notification, with_outcome};
 
 #[tokio::test]
 async fn publishes_the_body_with_title_priority_tags_and_token_headers() {
@@ -99,4 +99,16 @@ async fn a_body_over_4096_bytes_is_cut_to_fit() {
     );
     assert!(body.ends_with('…'));
     assert!(body.trim_end_matches('…').chars().all(|c| c == 'é'));
+}
+
+#[tokio::test]
+async fn the_title_header_starts_with_the_outcome_marker() {
+    let fake = FakeServer::answering(200, "{}").await;
+    let ntfy = channel(json!({"type": "ntfy", "server": fake.url("/"), "topic": "t"}));
+    ntfy.deliver(&with_outcome("failed")).await.unwrap();
+    // base64 of "❌ Disk almost full", as Python's base64.b64encode gives it.
+    assert_eq!(
+        fake.only_request().header("title"),
+        "=?UTF-8?B?4p2MIERpc2sgYWxtb3N0IGZ1bGw=?="
+    );
 }

@@ -3,7 +3,9 @@
 use serde_json::json;
 
 use crate::server::FakeServer;
-use crate::{ID, assert_status_mapping, channel, closed_url, notification, retryable};
+use crate::{
+    ID, assert_status_mapping, channel, closed_url, notification, retryable, with_outcome,
+};
 
 #[tokio::test]
 async fn posts_a_text_message_with_the_title_in_bold() {
@@ -44,4 +46,15 @@ async fn errors_never_show_the_webhook_url() {
             .await,
     );
     assert!(!error.contains("secretpath"), "{error}");
+}
+
+#[tokio::test]
+async fn the_bold_title_starts_with_the_outcome_marker() {
+    let fake = FakeServer::answering(200, "ok").await;
+    let slack = channel(json!({"type": "slack", "webhook_url": fake.url("/s")}));
+    slack.deliver(&with_outcome("failed")).await.unwrap();
+    assert_eq!(
+        fake.only_request().json()["text"],
+        "*❌ Disk almost full*\n/var is at 93 %.\nClean up the caches."
+    );
 }

@@ -5,7 +5,10 @@ use cairn_automation::notify::channels::telegram::{Telegram, TelegramSpec};
 use serde_json::{Value, json};
 
 use crate::server::FakeServer;
-use crate::{ID, assert_status_mapping, channel, closed_url, notification, permanent, retryable};
+use crate::{
+    ID, assert_status_mapping, channel, closed_url, notification, permanent, retryable,
+    with_outcome,
+};
 
 const TOKEN: &str = "123456:AAH-very-secret-token";
 const OK: &str = r#"{"ok":true,"result":{"message_id":7}}"#;
@@ -147,4 +150,17 @@ async fn a_429_with_retry_after_asks_the_dispatcher_to_wait() {
         }
         other => panic!("expected RetryAfter, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn the_first_line_starts_with_the_outcome_marker() {
+    let fake = FakeServer::answering(200, OK).await;
+    channel(telegram(&fake.url("/")))
+        .deliver(&with_outcome("ok"))
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.only_request().json()["text"],
+        "✅ Disk almost full\n\n/var is at 93 %.\nClean up the caches."
+    );
 }

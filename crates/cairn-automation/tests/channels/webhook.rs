@@ -10,6 +10,7 @@ use crate::python::python;
 use crate::server::FakeServer;
 use crate::{
     ID, assert_status_mapping, channel, channel_with_env, closed_url, notification, retryable,
+    with_outcome,
 };
 
 #[tokio::test]
@@ -36,6 +37,7 @@ async fn posts_the_notification_as_json_with_its_id_and_the_extra_headers() {
         json!({
             "id": ID,
             "title": "Disk almost full",
+            "outcome": null,
             "body": "/var is at 93 %.\nClean up the caches.",
             "priority": "high",
             "tags": ["disk", "warning"],
@@ -151,4 +153,14 @@ async fn a_retry_after_header_is_honoured() {
         other => panic!("expected RetryAfter, got {other:?}"),
     }
     server.abort();
+}
+
+#[tokio::test]
+async fn the_title_carries_the_outcome_marker_and_the_outcome_its_own_field() {
+    let fake = FakeServer::answering(200, "").await;
+    let hook = channel(json!({"type": "webhook", "url": fake.url("/h")}));
+    hook.deliver(&with_outcome("attention")).await.unwrap();
+    let body = fake.only_request().json();
+    assert_eq!(body["title"], "🔔 Disk almost full");
+    assert_eq!(body["outcome"], "attention");
 }

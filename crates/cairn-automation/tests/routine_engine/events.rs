@@ -29,6 +29,8 @@ async fn outcomes_notify_as_the_routine_says_and_the_run_keeps_the_id() {
         .unwrap()
         .unwrap();
     assert_eq!(n.title, "alert-disk needs attention");
+    assert_eq!(n.headline(), "🔔 alert-disk needs attention");
+    assert_eq!(n.tags, ["routine", "attention"]);
     assert_eq!(n.body, "disk 91% full");
     assert_eq!(n.source, format!("routine:{}", alert_run.id));
     // ROUTINE_OK with on_success false: nothing sent.
@@ -45,6 +47,9 @@ async fn outcomes_notify_as_the_routine_says_and_the_run_keeps_the_id() {
         (n.title.as_str(), n.body.as_str()),
         ("Reminder", "stand up")
     );
+    // The run is `ok`, but a reminder is for the person's attention.
+    assert_eq!(remind_run.status, RunStatus::Ok);
+    assert_eq!(n.headline(), "🔔 Reminder");
 }
 
 #[tokio::test(start_paused = true)]

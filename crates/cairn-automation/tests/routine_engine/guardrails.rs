@@ -2,6 +2,7 @@
 //! leases and shutdown.
 
 use super::*;
+use cairn_automation::routines::webhook::Delivery;
 
 #[tokio::test(start_paused = true)]
 async fn cooldown_refuses_an_event_fire_with_the_reason() {
@@ -100,6 +101,16 @@ async fn a_reloaded_global_limit_applies_to_the_next_fire() {
     engine.idle().await;
 }
 
+/// A webhook delivery without a timestamp.
+fn delivery<'a>(body: &'a [u8], signature: Option<&'a str>, bearer_ok: bool) -> Delivery<'a> {
+    Delivery {
+        body,
+        signature,
+        timestamp: None,
+        bearer_ok,
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn dedup_refuses_the_same_webhook_body_within_the_window() {
     let s = setup(t0()).await;
@@ -110,12 +121,12 @@ async fn dedup_refuses_the_same_webhook_body_within_the_window() {
     let body = br#"{"ref":"main"}"#;
     let sig = cairn_automation::notify::channels::webhook::signature("s3cret", body);
     let first = engine
-        .fire_webhook("deploys", body, Some(&sig), false)
+        .fire_webhook("deploys", &delivery(body, Some(&sig), false))
         .await
         .unwrap();
     assert_eq!(first.admitted, Admitted::Started);
     let dup = engine
-        .fire_webhook("deploys", body, Some(&sig), false)
+        .fire_webhook("deploys", &delivery(body, Some(&sig), false))
         .await
         .unwrap();
     let Admitted::Skipped(reason) = &dup.admitted else {
@@ -126,7 +137,7 @@ async fn dedup_refuses_the_same_webhook_body_within_the_window() {
     let sig2 = cairn_automation::notify::channels::webhook::signature("s3cret", other);
     assert_eq!(
         engine
-            .fire_webhook("deploys", other, Some(&sig2), false)
+            .fire_webhook("deploys", &delivery(other, Some(&sig2), false))
             .await
             .unwrap()
             .admitted,
@@ -135,19 +146,19 @@ async fn dedup_refuses_the_same_webhook_body_within_the_window() {
     // Wrong or missing signatures fire nothing.
     assert!(
         engine
-            .fire_webhook("deploys", other, Some(&sig), false)
+            .fire_webhook("deploys", &delivery(other, Some(&sig), false))
             .await
             .is_err()
     );
     assert!(
         engine
-            .fire_webhook("deploys", other, None, true)
+            .fire_webhook("deploys", &delivery(other, None, true))
             .await
             .is_err()
     );
     assert!(
         engine
-            .fire_webhook("nope", other, Some(&sig2), false)
+            .fire_webhook("nope", &delivery(other, Some(&sig2), false))
             .await
             .is_err()
     );
@@ -311,4 +322,77 @@ async fn a_refused_catch_up_round_keeps_the_count_of_missed_slots() {
             .unwrap()
             .starts_with("backoff: 3 failure(s)")
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn replays_and_refusals_of_webhooks_are_recorded_once_a_minute() {
+    use cairn_automation::notify::channels::webhook::signature;
+    use cairn_automation::routines::engine::{QUIET_REFUSALS, REPLAY_REASON};
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: hook\ntrigger: {type: webhook, path: deploys, secret: s3cret}\naction: {type: notification, message: x}\nguardrails: {cooldown: 10m}\n")
+        .await;
+    let engine = s.engine("a");
+    let body = br#"{"ref":"main"}"#;
+    let stamped = |ts: i64| {
+        let mut signed = format!("{ts}.").into_bytes();
+        signed.extend_from_slice(body);
+        (ts.to_string(), signature("s3cret", &signed))
+    };
+    let (ts, sig) = stamped(s.clock.now().timestamp());
+    let send = |ts: &str, sig: &str| {
+        let engine = engine.clone();
+        let (ts, sig) = (ts.to_string(), sig.to_string());
+        async move {
+            let delivery = Delivery {
+                body,
+                signature: Some(&sig),
+                timestamp: Some(&ts),
+                bearer_ok: false,
+            };
+            engine
+                .fire_webhook("deploys", &delivery)
+                .await
+                .unwrap()
+                .admitted
+        }
+    };
+    assert_eq!(send(&ts, &sig).await, Admitted::Started);
+    // 300 replays of the captured delivery: refused, one skipped run.
+    for i in 0..300 {
+        let admitted = send(&ts, &sig).await;
+        match (i, admitted) {
+            (0, Admitted::Skipped(reason)) | (1.., Admitted::Refused(reason)) => {
+                assert_eq!(reason, REPLAY_REASON);
+            }
+            (i, other) => panic!("replay {i}: {other:?}"),
+        }
+    }
+    // 300 fresh deliveries during the cooldown: one skipped run too.
+    for i in 0..300 {
+        let (ts, sig) = stamped(s.clock.now().timestamp() - 1 - i);
+        match (i, send(&ts, &sig).await) {
+            (0, Admitted::Skipped(reason)) | (1.., Admitted::Refused(reason)) => {
+                assert!(reason.starts_with("cooldown:"), "{reason}");
+            }
+            (i, other) => panic!("delivery {i}: {other:?}"),
+        }
+    }
+    engine.idle().await;
+    let statuses = statuses(&s.runs(&r).await);
+    assert_eq!(statuses.len(), 3, "{statuses:?}");
+    // A minute later the next refusal is recorded again.
+    tokio::time::sleep(QUIET_REFUSALS).await;
+    assert!(matches!(send(&ts, &sig).await, Admitted::Skipped(_)));
+    assert_eq!(s.runs(&r).await.len(), 4);
+    // Past the 5-minute window the delivery is refused before any record.
+    tokio::time::sleep(std::time::Duration::from_secs(300)).await;
+    let delivery = Delivery {
+        body,
+        signature: Some(&sig),
+        timestamp: Some(&ts),
+        bearer_ok: false,
+    };
+    assert!(engine.fire_webhook("deploys", &delivery).await.is_err());
+    assert_eq!(s.runs(&r).await.len(), 4);
 }

@@ -119,14 +119,45 @@ async fn setup_on(url: &str, start: DateTime<Utc>) -> Setup {
 
 fn settings(owner: &str) -> EngineSettings {
     let mut s = EngineSettings::new(owner, chrono_tz::UTC);
-    // Upkeep rarely, so paused time does not crawl through it second by second.
-    s.change_poll = Duration::from_secs(3600);
     s.lease = Duration::from_secs(3600);
     s.max_concurrent = 1000;
     s
 }
 
 impl Setup {
+    /// Runs `write` (a change by another process) and returns once this
+    /// store's signal has heard it, holding tokio's paused clock meanwhile
+    /// (the signal arrives in real time, from the store's own runtime) and
+    /// failing after 15 real seconds.
+    async fn heard<F: std::future::Future>(
+        &self,
+        topic: cairn_store::Topic,
+        write: F,
+    ) -> F::Output {
+        assert!(
+            self.store
+                .signal_ready(Duration::from_secs(15))
+                .await
+                .is_push()
+        );
+        let mut watch = self.store.watch(topic);
+        let out = write.await;
+        tokio::task::spawn_blocking(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(tokio::time::timeout(
+                Duration::from_secs(15),
+                watch.changed(),
+            ))
+            .expect("the change was heard");
+        })
+        .await
+        .unwrap();
+        out
+    }
+
     fn engine(&self, owner: &str) -> RoutineEngine {
         self.engine_with(settings(owner))
     }

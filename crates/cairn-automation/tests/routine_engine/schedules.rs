@@ -213,19 +213,20 @@ async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again()
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_routine_added_by_another_process_is_live_within_two_seconds() {
+async fn a_routine_added_by_another_process_is_live_at_once() {
     let s = setup(t0()).await;
-    let mut fast = settings("a");
-    fast.change_poll = Duration::from_secs(1);
-    let engine = s.engine_with(fast);
+    let engine = s.engine("a");
     let (cancel, handle) = s.spawn(&engine);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    // Another process (its own connection pool) adds a routine due in 3 s.
+    // Another process (its own connection pool, its own signal) adds a
+    // routine due in 3 s: the engine hears it from the database.
     let (other, _) = Store::open(&s.url).await.unwrap();
     let spec = RoutineSpec::parse("name: later\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: x}\n", SpecFormat::Yaml).unwrap();
     let mut r = Routine::new(spec, "ada", s.clock.now());
     r.runtime.next_fire_at = Some(s.clock.now() + chrono::Duration::seconds(3));
-    other.create_routine(&r).await.unwrap();
+    s.heard(cairn_store::Topic::Routines, other.create_routine(&r))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     cancel.cancel();
     handle.await.unwrap();
@@ -241,19 +242,20 @@ async fn a_routine_added_by_another_process_is_live_within_two_seconds() {
 #[tokio::test(start_paused = true)]
 async fn a_change_a_webhook_noticed_first_still_wakes_the_timer() {
     let s = setup(t0()).await;
-    let mut fast = settings("a");
-    fast.change_poll = Duration::from_secs(1);
-    let engine = s.engine_with(fast);
+    let engine = s.engine("a");
     let (cancel, handle) = s.spawn(&engine);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (other, _) = Store::open(&s.url).await.unwrap();
     let spec = RoutineSpec::parse("name: later\ntrigger: {type: once, at: 'in 3s'}\naction: {type: notification, message: x}\n", SpecFormat::Yaml).unwrap();
     let mut r = Routine::new(spec, "ada", s.clock.now());
     r.runtime.next_fire_at = Some(s.clock.now() + chrono::Duration::seconds(3));
-    other.create_routine(&r).await.unwrap();
-    // A webhook (or chat message) reloads the cache before the change poll
-    // runs: the poll must still wake the timer for the new slot.
-    assert!(engine.refresh_triggered().await.unwrap());
+    // A webhook (or chat message) reloads the cache before the engine's
+    // own reload runs: the engine must still wake the timer for the new slot.
+    s.heard(cairn_store::Topic::Routines, async {
+        other.create_routine(&r).await.unwrap();
+        assert!(engine.refresh_triggered().await.unwrap());
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     cancel.cancel();
     handle.await.unwrap();

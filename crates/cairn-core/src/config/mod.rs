@@ -9,6 +9,7 @@
 
 mod file;
 mod redact;
+pub mod reference;
 pub mod registry;
 mod resolve;
 mod typed;

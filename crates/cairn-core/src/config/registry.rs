@@ -49,6 +49,8 @@ pub enum DefaultValue {
     SqliteUnderHome(&'static str),
     /// The time zone of the machine, detected by the caller.
     SystemZone,
+    /// A fixed list of strings.
+    List(&'static [&'static str]),
 }
 
 /// One known setting.
@@ -235,7 +237,7 @@ pub static SETTINGS: &[SettingDef] = &[
         ],
         K::UInt,
         D::UInt(60),
-        "seconds between reloads of event patterns",
+        "accepted for old config files; unused: routine changes arrive through the store's change signal",
     ),
     def(
         "routines.lease_secs",
@@ -299,6 +301,34 @@ pub static SETTINGS: &[SettingDef] = &[
         K::Bool,
         D::Bool(false),
         "identify clients by X-Forwarded-For (only behind a proxy you run)",
+    ),
+    def(
+        "gateway.trusted_proxies",
+        &["CAIRN_GATEWAY_TRUSTED_PROXIES"],
+        K::List,
+        D::List(&crate::ip_range::IpRange::LOOPBACK),
+        "proxies (addresses or ranges) whose X-Forwarded-For entries are skipped to find the client",
+    ),
+    def(
+        "gateway.max_connections",
+        &["CAIRN_GATEWAY_MAX_CONNECTIONS"],
+        K::UInt,
+        D::UInt(256),
+        "open connections served at once; past it a request gets 503 (health checks excepted)",
+    ),
+    def(
+        "gateway.header_timeout_secs",
+        &["CAIRN_GATEWAY_HEADER_TIMEOUT_SECS"],
+        K::UInt,
+        D::UInt(10),
+        "time a client has to send a request's headers before its connection is closed",
+    ),
+    def(
+        "gateway.idle_timeout_secs",
+        &["CAIRN_GATEWAY_IDLE_TIMEOUT_SECS"],
+        K::UInt,
+        D::UInt(60),
+        "a kept-alive connection with no request for this long is closed",
     ),
     def(
         "gateway.token_ttl_secs",

@@ -118,6 +118,19 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
         if let Some(fv) = file_settings.values.get(def.key) {
             resolved.value = Some(fv.value.clone());
             resolved.source = Source::File { line: fv.line };
+            // A secret may name the variable that holds it: `api_key = "${VAR}"`.
+            if def.secret
+                && let Some(Value::Text(text)) = &resolved.value
+            {
+                match crate::text::expand_vars(text, &input.env) {
+                    Ok(value) => resolved.value = Some(Value::Text(value)),
+                    Err(var) => errors.push(ConfigError::BadValue {
+                        origin: format!("{file_name}:{}", fv.line),
+                        key: def.key.to_string(),
+                        message: format!("environment variable {var} is not set"),
+                    }),
+                }
+            }
         }
         if let Some((var, raw)) = def.env.iter().find_map(|var| {
             input
@@ -194,6 +207,9 @@ fn default_value(def: &SettingDef, input: &ConfigInput) -> Option<Value> {
             "sqlite://{}",
             input.home.join(rel).display()
         ))),
+        DefaultValue::List(items) => Some(Value::List(
+            items.iter().map(|item| (*item).to_string()).collect(),
+        )),
         DefaultValue::SystemZone => Some(Value::Text(
             input
                 .system_zone
@@ -237,6 +253,26 @@ mod tests {
                 .collect(),
             system_zone: Some("Europe/Paris".to_string()),
         }
+    }
+
+    #[test]
+    fn secrets_in_the_file_may_name_their_variable() {
+        let file = "[llm]\napi_key = \"${MY_KEY}\"\n";
+        let s = resolve(&input(Some(file), &[("MY_KEY", "sk-from-env")])).unwrap();
+        let key = s.get("llm.api_key").unwrap();
+        assert_eq!(key.value, Some(Value::Text("sk-from-env".into())));
+        assert_eq!(key.source, Source::File { line: 2 });
+        let err = resolve(&input(Some(file), &[])).unwrap_err().to_string();
+        assert!(
+            err.contains("config.toml:2: llm.api_key: environment variable MY_KEY is not set"),
+            "{err}"
+        );
+        // Other settings keep their text as written.
+        let s = resolve(&input(Some("[agent]\nname = \"${X}\"\n"), &[])).unwrap();
+        assert_eq!(
+            s.get("agent.name").unwrap().value,
+            Some(Value::Text("${X}".into()))
+        );
     }
 
     #[test]

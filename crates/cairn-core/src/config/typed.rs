@@ -157,7 +157,8 @@ pub struct RoutinesConfig {
     pub enabled: bool,
     /// Routine runs at once across all routines.
     pub max_concurrent: u32,
-    /// How often event patterns are reloaded from the store.
+    /// Unused (kept so old config files load): routine changes arrive
+    /// through the store's change signal.
     pub event_cache_refresh: Duration,
     /// How long a running run's lease lasts (renewed every third of it).
     pub lease: Duration,
@@ -182,8 +183,16 @@ pub struct GatewayConfig {
     pub metrics_public: bool,
     /// Whether `X-Forwarded-For` names the client.
     pub trust_forwarded_for: bool,
+    /// Proxies skipped, from the right, to find the client in `X-Forwarded-For`.
+    pub trusted_proxies: Vec<crate::ip_range::IpRange>,
     /// Lifetime of paired tokens; `None` means they never expire.
     pub token_ttl: Option<Duration>,
+    /// Connections served at once (health checks have a little room past it).
+    pub max_connections: usize,
+    /// Time allowed for a request's headers.
+    pub header_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
 }
 
 /// `cairn daemon`'s supervision and shutdown.
@@ -329,10 +338,17 @@ impl Config {
                 ),
                 metrics_public: r.bool("gateway.metrics_public"),
                 trust_forwarded_for: r.bool("gateway.trust_forwarded_for"),
+                trusted_proxies: r.ip_ranges("gateway.trusted_proxies"),
                 token_ttl: match r.uint_at_least("gateway.token_ttl_secs", 0) {
                     0 => None,
                     secs => Some(Duration::from_secs(secs)),
                 },
+                max_connections: usize::try_from(r.uint_at_least("gateway.max_connections", 1))
+                    .unwrap_or(usize::MAX),
+                header_timeout: Duration::from_secs(
+                    r.uint_at_least("gateway.header_timeout_secs", 1),
+                ),
+                idle_timeout: Duration::from_secs(r.uint_at_least("gateway.idle_timeout_secs", 1)),
             },
             heartbeat: HeartbeatConfig {
                 enabled: r.bool("heartbeat.enabled"),
@@ -475,6 +491,25 @@ impl Reader<'_> {
         )
     }
 
+    fn list(&self, key: &str) -> Vec<String> {
+        match self.get(key).and_then(|r| r.value.as_ref()) {
+            Some(Value::List(items)) => items.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Address ranges, each one that does not parse reported.
+    fn ip_ranges(&mut self, key: &str) -> Vec<crate::ip_range::IpRange> {
+        let mut ranges = Vec::new();
+        for item in self.list(key) {
+            match item.parse() {
+                Ok(range) => ranges.push(range),
+                Err(e) => self.bad(key, format!("{e}")),
+            }
+        }
+        ranges
+    }
+
     fn uint_opt(&self, key: &str) -> Option<u64> {
         match self.get(key).and_then(|r| r.value.as_ref()) {
             Some(Value::UInt(n)) => Some(*n),
@@ -535,6 +570,26 @@ mod tests {
                 .collect(),
             system_zone: Some("America/New_York".into()),
         })
+    }
+
+    #[test]
+    fn trusted_proxies_default_to_loopback_and_bad_ones_are_named() {
+        let c = load(None, &[]).unwrap();
+        let lo: std::net::IpAddr = "127.0.0.5".parse().unwrap();
+        assert!(c.gateway.trusted_proxies.iter().any(|r| r.contains(lo)));
+        assert_eq!(c.gateway.trusted_proxies.len(), 2);
+        let c = load(Some("[gateway]\ntrusted_proxies = [\"10.0.0.0/8\"]\n"), &[]).unwrap();
+        assert!(!c.gateway.trusted_proxies.iter().any(|r| r.contains(lo)));
+        let err = load(
+            None,
+            &[("CAIRN_GATEWAY_TRUSTED_PROXIES", "10.0.0.0/8, nope")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("gateway.trusted_proxies") && err.contains("\"nope\""),
+            "{err}"
+        );
     }
 
     #[test]

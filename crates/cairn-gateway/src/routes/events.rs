@@ -1,7 +1,8 @@
 //! `GET /api/events`: the daemon's events as Server-Sent Events. Each
 //! carries its id; a client reconnecting with `Last-Event-ID` first gets
 //! the buffered events after it (or `events.lost` when some are gone), then
-//! live ones. Keep-alive comments every 15 s; the stream ends at shutdown.
+//! live ones. Keep-alive comments every 15 s; the stream ends at shutdown,
+//! and within seconds of its token being revoked or expiring.
 //!
 //! Events carry no SSE `event:` name, so a browser's `EventSource.onmessage`
 //! sees them all; the kind is the `type` field of the JSON data.
@@ -17,13 +18,13 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
 use serde_json::json;
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::events::{EVENTS_LOST, Event, EventBus};
+use crate::revocation::StreamGuard;
 use crate::state::AppState;
 
 /// The routes of this module.
@@ -43,7 +44,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     security(("bearer" = [])))]
 async fn events(
     State(state): State<AppState>,
-    _auth: Authed,
+    Authed(token): Authed,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let last = match headers.get("last-event-id") {
@@ -56,14 +57,14 @@ async fn events(
                 .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event id"))?,
         ),
     };
-    let stream = event_stream(state.events(), last, state.shutdown().clone());
+    let stream = event_stream(state.events(), last, state.open_stream(&token));
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 struct Pump {
     queue: VecDeque<SseEvent>,
     live: broadcast::Receiver<Arc<Event>>,
-    stop: CancellationToken,
+    stop: StreamGuard,
 }
 
 fn sse(event: &Event) -> SseEvent {
@@ -79,11 +80,11 @@ fn lost(message: &str) -> SseEvent {
     SseEvent::default().data(body.to_string())
 }
 
-/// The replay, then live events, until `stop`.
+/// The replay, then live events, until `stop` ends.
 pub(crate) fn event_stream(
     bus: &Arc<EventBus>,
     last: Option<u64>,
-    stop: CancellationToken,
+    stop: StreamGuard,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> + use<> {
     let replay = bus.subscribe(last);
     let mut queue = VecDeque::new();
@@ -103,7 +104,7 @@ pub(crate) fn event_stream(
             return Some((Ok(event), pump));
         }
         tokio::select! {
-            () = pump.stop.cancelled() => None,
+            () = pump.stop.ended().cancelled() => None,
             received = pump.live.recv() => match received {
                 Ok(event) => Some((Ok(sse(&event)), pump)),
                 Err(broadcast::error::RecvError::Lagged(n)) => {

@@ -1,14 +1,17 @@
 //! `POST /hooks/routine/{path}`: fires a webhook routine. The engine checks
 //! the signature (`X-Signature-256: sha256=<hex>`, HMAC-SHA256 of the raw
-//! body) or, for a routine without a secret, that a bearer token came; the
-//! run is recorded before the 202 goes out.
+//! body, or of `<timestamp>.<body>` with `X-Cairn-Timestamp`, which must
+//! be within 5 minutes and new) or, for a routine without a secret, that a
+//! bearer token came; the run is recorded before the 202 goes out.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cairn_automation::routines::engine::{FireError, WebhookFireError};
-use cairn_automation::routines::webhook::{SIGNATURE_HEADER, WebhookError};
+use cairn_automation::routines::webhook::{
+    Delivery, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookError,
+};
 use cairn_store::Admitted;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -47,13 +50,15 @@ pub struct Accepted {
     security((), ("bearer" = [])),
     params(
         ("path" = String, Path, description = "The routine's webhook path (may contain slashes) or its id"),
-        ("X-Signature-256" = Option<String>, Header, description = "sha256=<hex HMAC-SHA256 of the body under the routine's secret>")),
+        ("X-Signature-256" = Option<String>, Header, description = "sha256=<hex HMAC-SHA256 under the routine's secret of the body, or of <timestamp>.<body> when X-Cairn-Timestamp is sent>"),
+        ("X-Cairn-Timestamp" = Option<i64>, Header, description = "Unix seconds, signed with the body; accepted within 5 minutes of the daemon's clock, once")),
     request_body(content = String, description = "Any body; JSON is handed to the action as the payload", content_type = "application/octet-stream"),
     responses(
         (status = 202, description = "The run is recorded and started", body = Accepted),
-        (status = 401, description = "Missing or wrong signature (or bearer token, for a routine without a secret)", body = ErrorBody),
+        (status = 401, description = "Missing or wrong signature or timestamp (or bearer token, for a routine without a secret)", body = ErrorBody),
         (status = 404, description = "No webhook routine there", body = ErrorBody),
-        (status = 409, description = "Refused by a guardrail (dedup, cooldown, concurrency) or disabled; the run id and reason are in details", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the request time limit", body = ErrorBody),
+        (status = 409, description = "A replayed delivery, refused by a guardrail (dedup, cooldown, concurrency), or disabled; the reason and the skipped run's id (null when the same refusal was recorded within the last minute) are in details", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 429, description = "Too many failed authentications", body = ErrorBody)))]
 async fn fire_routine_hook(
@@ -65,17 +70,24 @@ async fn fire_routine_hook(
 ) -> Result<Response, ApiError> {
     let engine = state.engine()?;
     let bearer_ok = bearer_ok(&state, ip, &headers).await?;
-    let signature = headers
-        .get(SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (signature, timestamp) = (header(SIGNATURE_HEADER), header(TIMESTAMP_HEADER));
     // In a task of its own: a client hanging up mid-request must not leave
     // a run admitted but never started.
     let engine = engine.clone();
     let fire = tokio::spawn(async move {
-        engine
-            .fire_webhook(&path, &body, signature.as_deref(), bearer_ok)
-            .await
+        let delivery = Delivery {
+            body: &body,
+            signature: signature.as_deref(),
+            timestamp: timestamp.as_deref(),
+            bearer_ok,
+        };
+        engine.fire_webhook(&path, &delivery).await
     });
     let fired = fire
         .await
@@ -94,6 +106,11 @@ async fn fire_routine_hook(
                 fired.routine
             ))
             .with_details(serde_json::json!({ "run_id": fired.run_id, "reason": reason }))),
+            Admitted::Refused(reason) => Err(ApiError::conflict(format!(
+                "routine \"{}\" did not run: {reason} (recorded once a minute)",
+                fired.routine
+            ))
+            .with_details(serde_json::json!({ "run_id": null, "reason": reason }))),
             Admitted::Taken => Err(ApiError::not_found(format!(
                 "routine \"{}\" no longer exists",
                 fired.routine
@@ -107,7 +124,9 @@ async fn fire_routine_hook(
             )),
             WebhookError::MissingSignature
             | WebhookError::MalformedSignature
-            | WebhookError::BadSignature => ApiError::unauthorized(e.to_string()),
+            | WebhookError::BadSignature
+            | WebhookError::MalformedTimestamp
+            | WebhookError::StaleTimestamp(_) => ApiError::unauthorized(e.to_string()),
             WebhookError::SecretUnavailable { .. } => {
                 tracing::error!(error = %e, "a webhook routine's secret is not available");
                 ApiError::unavailable(
@@ -124,8 +143,8 @@ async fn fire_routine_hook(
 }
 
 /// Whether a valid bearer token came. A wrong one counts as an
-/// authentication failure (and a client over the limit is refused), but
-/// is not itself an error: the signature may still do.
+/// authentication failure (and a client over the limit of failures is
+/// refused), but is not itself an error: the signature may still do.
 async fn bearer_ok(
     state: &AppState,
     ip: std::net::IpAddr,
@@ -134,10 +153,11 @@ async fn bearer_ok(
     let Some(token) = auth::bearer_in(headers) else {
         return Ok(false);
     };
-    state.limits().auth_allowed(ip)?;
+    // A valid token always counts; only failures are limited.
     match auth::authenticate(state, token).await {
         Ok(_) => Ok(true),
         Err(e) if e.status == StatusCode::UNAUTHORIZED => {
+            state.limits().auth_allowed(ip)?;
             state.limits().auth_failed(ip);
             Ok(false)
         }

@@ -584,6 +584,11 @@ async fn fire_routine(
             fired.routine
         ))
         .with_details(json!({ "run_id": fired.run_id, "reason": reason }))),
+        Admitted::Refused(reason) => Err(ApiError::conflict(format!(
+            "routine \"{}\" did not fire: {reason}",
+            fired.routine
+        ))
+        .with_details(json!({ "run_id": null, "reason": reason }))),
         Admitted::Taken => Err(ApiError::conflict(format!(
             "routine \"{}\" did not fire: it was deleted or another process took the fire",
             fired.routine

@@ -1,7 +1,9 @@
 //! `POST /webhook`: one agent turn for a message from another program, on
 //! the same chat service as the terminal (channel `webhook`). An
 //! `X-Idempotency-Key` is claimed in the database for 24 h: a repeat gets
-//! the first response again instead of a second turn.
+//! the first response again, byte for byte, instead of a second turn. The
+//! claim is leased to this process and renewed while the turn runs, so a
+//! daemon killed mid-turn leaves the key free again once the lease lapses.
 
 use std::sync::Arc;
 
@@ -32,6 +34,8 @@ const SCOPE: &str = "webhook";
 const KEY_TTL_HOURS: i64 = 24;
 /// Longest key accepted.
 const MAX_KEY_LEN: usize = 200;
+/// How long a claim outlives its last renewal; renewed every third of it.
+pub const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The routes of this module.
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -74,6 +78,7 @@ impl ChatSink for WebhookSink {
         (status = 200, description = "The agent's answer", body = WebhookResponse),
         (status = 400, description = "Malformed request or key", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within the request time limit", body = ErrorBody),
         (status = 409, description = "A request with this key is still running", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 422, description = "The message was refused", body = ErrorBody),
@@ -119,9 +124,13 @@ async fn webhook(
     {
         tracing::warn!(error = %e, "cannot prune idempotency keys");
     }
-    match store.claim_idempotency_key(SCOPE, &key, now, ttl).await? {
+    let lease = chrono::Duration::from_std(CLAIM_LEASE).unwrap_or(chrono::Duration::minutes(1));
+    match store
+        .claim_idempotency_key(SCOPE, &key, state.instance(), now, ttl, lease)
+        .await?
+    {
         IdempotencyClaim::Done(stored) => {
-            let mut response = (StatusCode::OK, Json(stored)).into_response();
+            let mut response = json_body(stored);
             response
                 .headers_mut()
                 .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
@@ -136,28 +145,78 @@ async fn webhook(
             let task_state = Arc::clone(&state);
             let task = tokio::spawn(async move {
                 let state = task_state;
-                let result = run_turn(&state, request.message).await;
-                let store = state.store();
-                match &result {
-                    Ok(body) => {
-                        let stored = serde_json::to_value(body).unwrap_or_default();
-                        if let Err(e) = store.complete_idempotency_key(SCOPE, &key, &stored).await {
+                let result = tokio::select! {
+                    result = run_turn(&state, request.message) => result,
+                    never = renew_claim(&state, &key) => match never {},
+                };
+                let (store, owner) = (state.store(), state.instance());
+                let body = match result {
+                    Ok(body) => serde_json::to_string(&body)
+                        .map_err(|e| ApiError::internal("cannot encode the answer", &e)),
+                    Err(e) => Err(e),
+                };
+                match &body {
+                    Ok(text) => match store
+                        .complete_idempotency_key(SCOPE, &key, owner, text)
+                        .await
+                    {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!(
+                            "a webhook's idempotency claim lapsed before its turn ended; a repeat may run again"
+                        ),
+                        Err(e) => {
                             tracing::warn!(error = %e, "cannot store a webhook's response");
-                            let _ = store.release_idempotency_key(SCOPE, &key).await;
+                            let _ = store.release_idempotency_key(SCOPE, &key, owner).await;
                         }
-                    }
+                    },
                     Err(_) => {
-                        if let Err(e) = store.release_idempotency_key(SCOPE, &key).await {
+                        if let Err(e) = store.release_idempotency_key(SCOPE, &key, owner).await {
                             tracing::warn!(error = %e, "cannot release a webhook's idempotency key");
                         }
                     }
                 }
-                result
+                body
             });
             match task.await {
-                Ok(result) => result.map(|body| Json(body).into_response()),
+                Ok(body) => body.map(json_body),
                 Err(e) => Err(ApiError::internal("the agent turn failed", &e)),
             }
+        }
+    }
+}
+
+/// A JSON answer whose body is `text` exactly, so a replay is byte for
+/// byte the first answer.
+fn json_body(text: String) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// Renews this process's claim on `key` every third of the lease, for as
+/// long as the turn runs (never returns; the turn's end drops it). A
+/// renewal the store refuses or cannot make is logged; the turn goes on.
+async fn renew_claim(state: &AppState, key: &str) -> std::convert::Infallible {
+    let mut ticker = tokio::time::interval(CLAIM_LEASE / 3);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let lease = chrono::Duration::from_std(CLAIM_LEASE).unwrap_or(chrono::Duration::minutes(1));
+        let until = state.clock().now() + lease;
+        match state
+            .store()
+            .renew_idempotency_key(SCOPE, key, state.instance(), until)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!("lost a webhook's idempotency claim while its turn ran"),
+            Err(e) => tracing::warn!(error = %e, "cannot renew a webhook's idempotency claim"),
         }
     }
 }

@@ -11,6 +11,10 @@
 //! never interrupt each other's turns; a connection that sends a message
 //! while its own turn runs interrupts that turn, as every channel does.
 //!
+//! A text message longer than `gateway.body_limit_bytes` is refused with an
+//! `error` frame (the connection stays open) and never reaches the agent;
+//! one longer than four times that (at least 1 MiB) closes the connection.
+//!
 //! Client frames: `{"type":"message","content":…}` (with optional
 //! `"images":["data:image/png;base64,…",…]`: PNG, JPEG, WebP or GIF, at
 //! most 5 MiB each, stored with the turn in the workspace's media folder) and
@@ -20,11 +24,12 @@
 //! notifications as they are recorded), `done` (the full response and
 //! usage) and `error` (a bad frame or a failed turn; the connection stays
 //! open). The server pings every 30 s and closes a connection that sent
-//! nothing (not even a pong) for two intervals; an approval not answered within the
-//! gateway's approval timeout (120 s) is declined. The connection closes
+//! nothing (not even a pong) for two intervals; an approval not answered within
+//! `agent.approval_timeout_secs` (120 s) is declined. The connection closes
 //! when the daemon stops. When a background task of the conversation ends
 //! while no turn runs, the agent reacts on its own: that turn's frames end
-//! with a `done` marked `"automatic": true`.
+//! with a `done` marked `"automatic": true`. Revoking the token (or its
+//! expiry) closes the connection within seconds (close code 1008).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,6 +43,7 @@ use axum::response::{IntoResponse, Response};
 use cairn_agent::agent_loop::LoopEvent;
 use cairn_agent::chat::{ChatSink, Inbound, Reply};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolStatus};
+use cairn_store::ApiToken;
 use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -132,7 +138,7 @@ async fn accept(
             "missing bearer token: send Authorization: Bearer <token> or the subprotocol bearer.<token>",
         )
     })?;
-    auth::authenticate(&state, &token).await?;
+    let token = auth::authenticate(&state, &token).await?;
     state.chat()?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let conversation = match query.conversation {
@@ -150,7 +156,11 @@ async fn accept(
     if let Some(protocol) = protocol {
         upgrade = upgrade.protocols([protocol]);
     }
-    Ok(upgrade.on_upgrade(move |socket| serve(socket, state, conversation)))
+    // Messages up to this are read and refused with an error frame when
+    // past the body limit; a bigger one ends the connection unread.
+    let hard_cap = state.settings().body_limit.saturating_mul(4).max(1 << 20);
+    upgrade = upgrade.max_message_size(hard_cap).max_frame_size(hard_cap);
+    Ok(upgrade.on_upgrade(move |socket| serve(socket, state, token, conversation)))
 }
 
 fn valid_conversation(id: &str) -> bool {
@@ -284,11 +294,13 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// Runs one connection until the client leaves or the daemon stops.
-async fn serve(socket: WebSocket, state: AppState, conversation: String) {
+/// Runs one connection until the client leaves, its token is revoked or
+/// expires, or the daemon stops.
+async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation: String) {
     let Ok(chat) = state.chat().cloned() else {
         return;
     };
+    let stream = state.open_stream(&token);
     let (mut socket_tx, mut socket_rx) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
     let pending: Pending = Arc::default();
@@ -313,8 +325,12 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
     let _ = out.send(json!({"type": "ready", "conversation": conversation, "channel": channel}));
     loop {
         tokio::select! {
-            () = state.shutdown().cancelled() => {
-                let close = CloseFrame { code: 1001, reason: "the daemon is stopping".into() };
+            () = stream.ended().cancelled() => {
+                let close = if state.shutdown().is_cancelled() {
+                    CloseFrame { code: 1001, reason: "the daemon is stopping".into() }
+                } else {
+                    CloseFrame { code: 1008, reason: "the token was revoked or expired".into() }
+                };
                 let _ = socket_tx.send(Message::Close(Some(close))).await;
                 break;
             }
@@ -323,6 +339,14 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                     last_heard = tokio::time::Instant::now();
                 }
                 match frame {
+                Some(Ok(Message::Text(text))) if text.len() > state.settings().body_limit => {
+                    // Refused before it is parsed: never reaches the agent or the store.
+                    let _ = out.send(error_frame(&format!(
+                        "the message is {} bytes, more than the limit of {} (gateway.body_limit_bytes); it was not sent to the agent",
+                        text.len(),
+                        state.settings().body_limit
+                    )));
+                }
                 Some(Ok(Message::Text(text))) => {
                     match serde_json::from_str::<ClientFrame>(text.as_str()) {
                         Ok(ClientFrame::Message { content, images }) => {
@@ -380,7 +404,15 @@ async fn serve(socket: WebSocket, state: AppState, conversation: String) {
                     let _ = out.send(error_frame("binary frames are not understood; send JSON text frames"));
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Err(e)) => {
+                    // A message past the hard cap, or a broken frame: say why, then close.
+                    let reason = format!("closing the connection: {e}");
+                    let _ = socket_tx.send(Message::Text(error_frame(&reason).to_string().into())).await;
+                    let close = CloseFrame { code: 1009, reason: "message too big or malformed".into() };
+                    let _ = socket_tx.send(Message::Close(Some(close))).await;
+                    break;
+                }
+                Some(Ok(Message::Close(_))) | None => break,
                 }
             }
             Some(frame) = out_rx.recv() => {

@@ -24,6 +24,7 @@ use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::GatewayConfig;
+use cairn_gateway::pairing::PairingKey;
 use cairn_gateway::{Gateway, auth};
 use cairn_llm::testing::FakeLlmServer;
 use cairn_llm::{LlmProvider, build_provider};
@@ -71,7 +72,40 @@ pub fn settings() -> GatewayConfig {
         request_timeout: Duration::from_secs(30),
         metrics_public: false,
         trust_forwarded_for: false,
+        trusted_proxies: cairn_core::ip_range::IpRange::LOOPBACK
+            .iter()
+            .map(|r| r.parse().unwrap())
+            .collect(),
         token_ttl: Some(Duration::from_secs(30 * 24 * 3600)),
+        max_connections: 256,
+        header_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(60),
+    }
+}
+
+/// What a test gateway is built with.
+pub struct Options {
+    /// The `[gateway]` settings.
+    pub settings: GatewayConfig,
+    /// `agent.approval_timeout_secs` of its chat service.
+    pub approval_timeout: Duration,
+    /// The clock every part reads.
+    pub clock: Arc<dyn Clock>,
+    /// The agent's autonomy.
+    pub autonomy: AutonomyLevel,
+    /// Tools registered over the store besides [`Writer`].
+    pub tools: Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            settings: settings(),
+            approval_timeout: Duration::from_secs(120),
+            clock: Arc::new(SystemClock),
+            autonomy: AutonomyLevel::Supervised,
+            tools: Box::new(|_| Vec::new()),
+        }
     }
 }
 
@@ -91,6 +125,8 @@ pub struct TestGateway {
     pub shutdown: CancellationToken,
     pub server: tokio::task::JoinHandle<std::io::Result<()>>,
     pub workspace: tempfile::TempDir,
+    /// The key the gateway checks pairing codes with.
+    pub pairing_key: PairingKey,
     _db: tempfile::TempDir,
 }
 
@@ -105,10 +141,11 @@ impl TestGateway {
         settings: GatewayConfig,
         customize: impl FnOnce(Gateway) -> Gateway,
     ) -> TestGateway {
-        Self::start_with_agent(
-            settings,
-            AutonomyLevel::Supervised,
-            |_| Vec::new(),
+        Self::start_opts(
+            Options {
+                settings,
+                ..Options::default()
+            },
             customize,
         )
         .await
@@ -119,16 +156,39 @@ impl TestGateway {
     pub async fn start_with_agent(
         settings: GatewayConfig,
         autonomy: AutonomyLevel,
-        tools: impl FnOnce(&Store) -> Vec<Arc<dyn Tool>>,
+        tools: impl FnOnce(&Store) -> Vec<Arc<dyn Tool>> + 'static,
         customize: impl FnOnce(Gateway) -> Gateway,
     ) -> TestGateway {
+        Self::start_opts(
+            Options {
+                settings,
+                autonomy,
+                tools: Box::new(tools),
+                ..Options::default()
+            },
+            customize,
+        )
+        .await
+    }
+
+    /// Starts one as `options` say, letting `customize` add to the gateway.
+    pub async fn start_opts(
+        options: Options,
+        customize: impl FnOnce(Gateway) -> Gateway,
+    ) -> TestGateway {
+        let Options {
+            settings,
+            approval_timeout,
+            clock,
+            autonomy,
+            tools,
+        } = options;
         let llm = FakeLlmServer::start().await.unwrap();
         let provider: Arc<dyn LlmProvider> = build_provider(&llm.openai_settings()).unwrap();
         let db = tempfile::tempdir().unwrap();
         let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
             .await
             .unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let workspace = tempfile::tempdir().unwrap();
 
         let writer = Arc::new(Writer(AtomicUsize::new(0)));
@@ -167,7 +227,7 @@ impl TestGateway {
                         os: "o".into(),
                     },
                     tool_limits: Default::default(),
-                    approval_timeout: Duration::from_secs(120),
+                    approval_timeout,
                 },
             )
             // Image URLs: loopback allowed for local test servers, other private ranges refused.
@@ -213,14 +273,20 @@ impl TestGateway {
 
         let shutdown = CancellationToken::new();
         let listener = cairn_gateway::bind(&settings).await.unwrap();
+        let limits = settings.clone();
         let base = format!("http://{}", listener.local_addr().unwrap());
+        let pairing_key = PairingKey::ephemeral();
         let gateway = Gateway::new(store.clone(), clock, settings, "ada")
+            .with_pairing_key(pairing_key.clone())
             .with_chat(chat.clone(), "fake-model")
             .with_engine(engine.clone())
             .with_notifier(notifier.clone())
             .with_shutdown(shutdown.clone());
         let app = cairn_gateway::router(Arc::new(customize(gateway)));
-        let server = tokio::spawn(cairn_gateway::serve(listener, app, shutdown.clone()));
+        let server = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { cairn_gateway::serve(listener, app, &limits, shutdown).await }
+        });
         TestGateway {
             base,
             token,
@@ -234,6 +300,7 @@ impl TestGateway {
             shutdown,
             server,
             workspace,
+            pairing_key,
             _db: db,
         }
     }
@@ -246,6 +313,13 @@ impl TestGateway {
     /// A GET with the bearer token.
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
         self.http.get(self.url(path)).bearer_auth(&self.token)
+    }
+
+    /// A fresh pairing code this gateway accepts (as `cairn pair` makes one).
+    pub async fn pairing_code(&self) -> String {
+        cairn_gateway::pairing::issue_code(&self.store, &self.pairing_key, SystemClock.now())
+            .await
+            .unwrap()
     }
 
     /// A POST with the bearer token.

@@ -11,6 +11,7 @@ use crate::client::{ClientCore, RawResponse};
 use crate::error::LlmError;
 use crate::http::Wire;
 use crate::http_provider::{HttpProvider, ParseProblem, Protocol};
+use crate::models::{ModelPage, models_in};
 use crate::types::ChatRequest;
 use stream::AnthropicDecoder;
 use wire::{DEFAULT_MAX_TOKENS, parse_message, request_body};
@@ -25,20 +26,51 @@ pub type AnthropicClient = HttpProvider<AnthropicProtocol>;
 #[derive(Debug, Clone)]
 pub struct AnthropicProtocol;
 
-fn endpoint(base: &str) -> String {
-    // Accept both `https://api.anthropic.com` and `https://api.anthropic.com/v1`.
+/// `{base}/v1/{path}`, accepting both `https://api.anthropic.com` and
+/// `https://api.anthropic.com/v1` as the base.
+fn endpoint(base: &str, path: &str) -> String {
     if base.ends_with("/v1") {
-        format!("{base}/messages")
+        format!("{base}/{path}")
     } else {
-        format!("{base}/v1/messages")
+        format!("{base}/v1/{path}")
     }
 }
+
+/// Models per page asked for (the API's maximum).
+const MODELS_PAGE: &str = "1000";
 
 impl Protocol for AnthropicProtocol {
     type Decoder = AnthropicDecoder;
 
     fn endpoint(base: &str) -> String {
-        endpoint(base)
+        endpoint(base, "messages")
+    }
+
+    fn models_endpoint(base: &str) -> String {
+        endpoint(base, "models")
+    }
+
+    fn models_page_url(models_url: &str, after: Option<&str>) -> String {
+        let Ok(mut url) = reqwest::Url::parse(models_url) else {
+            return models_url.to_owned();
+        };
+        url.query_pairs_mut().append_pair("limit", MODELS_PAGE);
+        if let Some(after) = after {
+            url.query_pairs_mut().append_pair("after_id", after);
+        }
+        url.into()
+    }
+
+    /// `{"data": [{"id", "display_name"}, …], "has_more", "last_id"}`.
+    fn parse_models(value: &Value) -> Result<ModelPage, &'static str> {
+        let models = models_in(value, Some("display_name"))?;
+        let more = value.get("has_more").and_then(Value::as_bool) == Some(true);
+        let next = value
+            .get("last_id")
+            .and_then(Value::as_str)
+            .filter(|_| more)
+            .map(str::to_owned);
+        Ok(ModelPage { models, next })
     }
 
     fn new(_core: &ClientCore) -> Self {
@@ -79,9 +111,38 @@ impl Protocol for AnthropicProtocol {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn model_pages_carry_the_next_cursor_only_when_there_is_more() {
+        let page = AnthropicProtocol::parse_models(&json!({
+            "data": [{"id": "claude-x", "display_name": "Claude X"}],
+            "has_more": true, "last_id": "claude-x"
+        }))
+        .unwrap();
+        assert_eq!(page.models[0].display_name.as_deref(), Some("Claude X"));
+        assert_eq!(page.next.as_deref(), Some("claude-x"));
+        let last = AnthropicProtocol::parse_models(
+            &json!({"data": [], "has_more": false, "last_id": "z"}),
+        );
+        assert_eq!(last.unwrap().next, None);
+        assert!(AnthropicProtocol::parse_models(&json!({"error": {}})).is_err());
+        assert_eq!(
+            AnthropicProtocol::models_page_url("https://a.b/v1/models", Some("m 1")),
+            "https://a.b/v1/models?limit=1000&after_id=m+1"
+        );
+    }
+
     #[test]
     fn endpoint_accepts_base_with_or_without_v1() {
-        assert_eq!(super::endpoint("https://a.b"), "https://a.b/v1/messages");
-        assert_eq!(super::endpoint("https://a.b/v1"), "https://a.b/v1/messages");
+        assert_eq!(
+            super::endpoint("https://a.b", "messages"),
+            "https://a.b/v1/messages"
+        );
+        assert_eq!(
+            super::endpoint("https://a.b/v1", "models"),
+            "https://a.b/v1/models"
+        );
     }
 }

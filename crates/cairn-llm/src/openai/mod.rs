@@ -14,6 +14,7 @@ use crate::client::{ClientCore, RawResponse};
 use crate::error::LlmError;
 use crate::http::Wire;
 use crate::http_provider::{HttpProvider, ParseProblem, Protocol};
+use crate::models::{ModelPage, models_in};
 use crate::types::ChatRequest;
 use stream::OpenAiDecoder;
 use wire::{MaxTokensField, parse_completion, request_body};
@@ -32,6 +33,23 @@ impl Protocol for OpenAiProtocol {
 
     fn endpoint(base: &str) -> String {
         format!("{base}/chat/completions")
+    }
+
+    fn models_endpoint(base: &str) -> String {
+        format!("{base}/models")
+    }
+
+    /// One page: OpenAI-compatible servers list every model at once.
+    fn models_page_url(models_url: &str, _after: Option<&str>) -> String {
+        models_url.to_owned()
+    }
+
+    /// `{"data": [{"id": …}, …]}`.
+    fn parse_models(value: &Value) -> Result<ModelPage, &'static str> {
+        Ok(ModelPage {
+            models: models_in(value, None)?,
+            next: None,
+        })
     }
 
     fn new(core: &ClientCore) -> Self {
@@ -72,5 +90,26 @@ impl Protocol for OpenAiProtocol {
 
     fn decoder(wire: Wire) -> OpenAiDecoder {
         OpenAiDecoder::new(wire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::ModelInfo;
+    use serde_json::json;
+
+    #[test]
+    fn model_lists_need_a_data_array_and_skip_entries_without_id() {
+        let page = OpenAiProtocol::parse_models(
+            &json!({"data": [{"id": "a"}, {"object": "model"}, {"id": " "}]}),
+        )
+        .unwrap();
+        assert_eq!(page.models, [ModelInfo::new("a")]);
+        assert_eq!(page.next, None);
+        assert_eq!(
+            OpenAiProtocol::parse_models(&json!({"models": []})).unwrap_err(),
+            "has no `data` array"
+        );
     }
 }

@@ -6,6 +6,8 @@
 //! with the next [`Scripted`] response from one queue shared by both
 //! endpoints. It records every request. When the queue is empty it answers
 //! HTTP 500 with a body saying the script ran out (it never hangs).
+//! `GET /v1/models` lists [`FAKE_MODEL`], or what
+//! [`FakeLlmServer::set_models`] set, in either protocol's shape.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,6 +37,7 @@
 
 mod embeddings;
 mod instant;
+mod models;
 mod render;
 mod script;
 mod server;
@@ -53,8 +56,10 @@ pub use instant::InstantProvider;
 pub use script::{FakeToolCall, Scripted};
 
 use crate::cost::{ModelPrice, PriceTable};
+use crate::models::ModelInfo;
 use crate::retry::RetryPolicy;
 use crate::settings::{ProviderKind, ProviderSettings};
+use models::ModelsAnswer;
 use server::{Runner, ServerState};
 
 /// The API key the `*_settings()` helpers use.
@@ -175,6 +180,22 @@ impl FakeLlmServer {
         for one in scripted {
             self.state.push(one);
         }
+        self
+    }
+
+    /// What `GET /v1/models` lists from now on (Anthropic pages of at most
+    /// `page_size`, when given, so paging is exercised).
+    pub fn set_models(&self, models: Vec<ModelInfo>, page_size: Option<usize>) -> &Self {
+        *server::lock(&self.state.models) = ModelsAnswer::List { models, page_size };
+        self
+    }
+
+    /// `GET /v1/models` answers HTTP `status` with `message` from now on.
+    pub fn fail_models(&self, status: u16, message: &str) -> &Self {
+        *server::lock(&self.state.models) = ModelsAnswer::Error {
+            status,
+            message: message.to_owned(),
+        };
         self
     }
 

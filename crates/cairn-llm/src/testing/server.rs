@@ -11,10 +11,11 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
+use super::models::{self, ModelsAnswer};
 use super::render::{Rendered, render};
 use super::script::Scripted;
 use super::{Protocol, RecordedRequest};
@@ -27,10 +28,12 @@ pub(crate) struct ServerState {
     script: Mutex<VecDeque<Scripted>>,
     requests: Mutex<Vec<RecordedRequest>>,
     serial: AtomicU64,
+    /// What `GET /v1/models` answers.
+    pub(crate) models: Mutex<ModelsAnswer>,
 }
 
 /// Locks a mutex even if a panicking test thread poisoned it.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -59,6 +62,7 @@ pub(crate) fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai))
         .route("/v1/messages", post(anthropic))
+        .route("/v1/models", get(models::list))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
@@ -97,7 +101,7 @@ async fn unknown_route(
     let path = uri.path().to_owned();
     record(&state, method.as_str(), &path, &headers, &body);
     let message = format!(
-        "FakeLlmServer: no route for {method} {path}; use POST /v1/chat/completions (OpenAI) or POST /v1/messages (Anthropic)"
+        "FakeLlmServer: no route for {method} {path}; use POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic) or GET /v1/models"
     );
     (
         StatusCode::NOT_FOUND,
@@ -106,7 +110,7 @@ async fn unknown_route(
         .into_response()
 }
 
-fn record(
+pub(crate) fn record(
     state: &ServerState,
     method: &str,
     path: &str,

@@ -7,5 +7,6 @@ mod embeddings;
 mod errors;
 mod failover_cost;
 mod images;
+mod models;
 mod offspec;
 mod text_tools;

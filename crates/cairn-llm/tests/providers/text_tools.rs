@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::common::*;
 
-const FORMATS: [(&str, &str); 3] = [
+const FORMATS: [(&str, &str); 10] = [
     (
         "xml tag",
         "Let me check.\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"uptime\"}}\n</tool_call>",
@@ -18,6 +18,34 @@ const FORMATS: [(&str, &str); 3] = [
     (
         "fenced block",
         "Let me check.\n```json\n{\"name\": \"shell\", \"arguments\": \"{\\\"command\\\": \\\"uptime\\\"}\"}\n```",
+    ),
+    (
+        "mistral",
+        "Let me check.[TOOL_CALLS] [{\"name\": \"shell\", \"arguments\": {\"command\": \"uptime\"}}]",
+    ),
+    (
+        "mistral v11",
+        "Let me check.[TOOL_CALLS]shell[ARGS]{\"command\": \"uptime\"}",
+    ),
+    (
+        "llama function",
+        "Let me check.\n<function=shell>{\"command\": \"uptime\"}</function>",
+    ),
+    (
+        "llama python tag",
+        "Let me check.\n<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"command\": \"uptime\"}}<|eom_id|>",
+    ),
+    (
+        "invoke xml",
+        "Let me check.\n<function_calls>\n<invoke name=\"shell\">\n<parameter name=\"command\">uptime</parameter>\n</invoke>\n</function_calls>",
+    ),
+    (
+        "glm",
+        "Let me check.\n<tool_call>shell\n<arg_key>command</arg_key>\n<arg_value>uptime</arg_value>\n</tool_call>",
+    ),
+    (
+        "deepseek",
+        "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>shell\n```json\n{\"command\": \"uptime\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     ),
 ];
 

@@ -585,3 +585,46 @@ pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
     let flaky = fx.store.get_routine(a.id).await.unwrap().unwrap();
     assert_eq!(flaky.runtime.consecutive_failures, 0);
 }
+
+pub async fn a_quiet_admission_records_one_refusal_per_reason_a_window(fx: &Fixture) {
+    let r = routine("ada", "quiet");
+    fx.store.create_routine(&r).await.unwrap();
+    let quiet = |refuse: &str| Admission {
+        refuse: Some(refuse.to_string()),
+        quiet: Some(StdDuration::from_secs(60)),
+        ..Admission::default()
+    };
+    // 300 refusals in 30 s: one record for the first, none for the rest.
+    let mut recorded = 0;
+    for i in 0..300 {
+        match admit(fx, quiet("replay"), vec![run_for(&r, None, at(i / 10))]).await {
+            Admitted::Skipped(reason) => {
+                assert_eq!(reason, "replay");
+                recorded += 1;
+            }
+            Admitted::Refused(reason) => assert_eq!(reason, "replay"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(recorded, 1);
+    // Another reason is recorded on its own; so is the same one a window later.
+    assert_eq!(
+        admit(fx, quiet("cooldown"), vec![run_for(&r, None, at(31))]).await,
+        Admitted::Skipped("cooldown".into())
+    );
+    assert_eq!(
+        admit(fx, quiet("replay"), vec![run_for(&r, None, at(61))]).await,
+        Admitted::Skipped("replay".into())
+    );
+    let runs = fx.store.list_runs(r.id, 1000).await.unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    // Without `quiet`, every refusal is recorded as before.
+    let loud = Admission {
+        refuse: Some("replay".into()),
+        ..Admission::default()
+    };
+    assert_eq!(
+        admit(fx, loud, vec![run_for(&r, None, at(62))]).await,
+        Admitted::Skipped("replay".into())
+    );
+}

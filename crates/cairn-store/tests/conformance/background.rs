@@ -10,7 +10,7 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap()
 }
 
-fn task(id: &str, session: &str, started: DateTime<Utc>) -> BackgroundTask {
+pub fn task(id: &str, session: &str, started: DateTime<Utc>) -> BackgroundTask {
     BackgroundTask {
         id: id.into(),
         owner: "proc-a".into(),

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::fixture::Fixture;
 use crate::routines::at;
 
-fn job(owner: &str, title: &str, created: i64) -> JobRecord {
+pub fn job(owner: &str, title: &str, created: i64) -> JobRecord {
     let mut job = JobRecord::new(
         Uuid::now_v7(),
         title,

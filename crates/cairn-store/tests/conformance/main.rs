@@ -6,11 +6,13 @@
 mod admission;
 mod background;
 mod cost_tools;
+mod daemons;
 mod fixture;
 mod gateway;
 mod jobs;
 mod memory;
 mod notifications;
+mod portable;
 mod reap;
 mod routines;
 mod runs;
@@ -43,6 +45,8 @@ macro_rules! conformance {
 }
 
 conformance!(
+    daemons::a_daemon_is_recorded_listed_and_withdrawn,
+    daemons::no_lease_end_when_nothing_runs,
     background::background_tasks_finish_once_and_deliver_once,
     background::background_tasks_of_a_dead_process_are_reaped_as_interrupted,
     background::recent_background_tasks_span_sessions_newest_first,
@@ -56,6 +60,7 @@ conformance!(
     admission::finishing_keeps_state_and_notification,
     admission::retention_prunes_old_ended_runs,
     admission::a_reaped_run_is_not_a_failure,
+    admission::a_quiet_admission_records_one_refusal_per_reason_a_window,
     admission::definition_changes_bump_the_version,
     admission::finishing_with_retain_prunes_in_the_same_write,
     admission::only_triggered_routines_are_listed_for_the_engine,
@@ -64,7 +69,10 @@ conformance!(
     admission::a_batch_of_run_ends_matches_ending_them_one_by_one,
     gateway::tokens_authenticate_until_revoked_or_expired,
     gateway::a_pairing_code_buys_one_token,
+    gateway::wrong_pairing_codes_void_every_code_at_the_limit,
     gateway::idempotency_keys_replay_the_first_response,
+    gateway::a_lapsed_idempotency_claim_is_free_again,
+    gateway::a_one_time_key_is_seen_once_within_its_ttl,
     settings::migrations_apply_once,
     settings::settings_round_trip,
     settings::settings_prefix_is_literal,
@@ -123,4 +131,7 @@ conformance!(
     memory::memory_keyword_search_folds_accents,
     memory::memory_embeddings_and_cache,
     memory::memory_hygiene_never_touches_core,
+    portable::the_copier_knows_every_table,
+    portable::a_copy_keeps_every_row_of_every_table,
+    portable::a_copy_through_json_lines_is_the_same,
 );

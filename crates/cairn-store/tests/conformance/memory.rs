@@ -9,7 +9,7 @@ fn at(day: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, day, 9, 0, 0).unwrap()
 }
 
-fn memo(user: &str, key: Option<&str>, content: &str, category: MemoryCategory) -> NewMemory {
+pub fn memo(user: &str, key: Option<&str>, content: &str, category: MemoryCategory) -> NewMemory {
     NewMemory {
         user_id: user.to_string(),
         key: key.map(str::to_string),

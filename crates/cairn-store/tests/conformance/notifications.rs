@@ -33,7 +33,7 @@ pub fn pending(secs: i64, channel: &str) -> Notification {
     }
 }
 
-fn attempt(n: u32, secs: i64, delivered: bool, detail: &str) -> DeliveryAttempt {
+pub fn attempt(n: u32, secs: i64, delivered: bool, detail: &str) -> DeliveryAttempt {
     DeliveryAttempt {
         attempt: n,
         at: at(secs),

@@ -23,7 +23,7 @@ pub fn thread_row(session_id: Uuid, external: Option<&str>, secs: i64) -> Thread
     }
 }
 
-fn checkpoint(n: usize) -> CheckpointRow {
+pub fn checkpoint(n: usize) -> CheckpointRow {
     CheckpointRow {
         id: format!("c{n}"),
         data: json!({"n": n}),

@@ -9,7 +9,7 @@ use crate::fixture::Fixture;
 use crate::routines::at;
 use crate::sessions::thread_row;
 
-fn stored(position: i64, text: &str) -> StoredTurn {
+pub fn stored(position: i64, text: &str) -> StoredTurn {
     StoredTurn {
         position,
         number: position,

@@ -55,7 +55,9 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
         Some(config) => {
             checks.push(check_home(config.home()));
             checks.push(check_workspace(&config.workspace));
-            checks.push(crate::commands::runtime()?.block_on(check_database(config)));
+            let (database, signal) = crate::commands::runtime()?.block_on(check_database(config));
+            checks.push(database);
+            checks.push(signal);
             checks.push(check_permissions(config));
             checks.push(check_zone(config));
             checks.push(check_llm(config));
@@ -70,6 +72,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "workspace",
                 "database",
                 "permissions",
+                "signal",
                 "timezone",
                 "llm",
                 "routing",
@@ -145,7 +148,8 @@ fn check_workspace(workspace: &Path) -> Check {
     }
 }
 
-async fn check_database(config: &Config) -> Check {
+/// The database, then the change signal on it.
+async fn check_database(config: &Config) -> (Check, Check) {
     let url = config.database_url.expose_secret();
     match Store::open(url).await {
         Ok((store, report)) => {
@@ -162,10 +166,35 @@ async fn check_database(config: &Config) -> Check {
                     report.applied
                 )
             };
+            let signal = check_signal(&store).await;
             store.close().await;
-            check("database", Status::Ok, message)
+            (check("database", Status::Ok, message), signal)
         }
-        Err(err) => check("database", Status::Fail, err.to_string()),
+        Err(err) => (
+            check("database", Status::Fail, err.to_string()),
+            check("signal", Status::Warn, "not checked: no database"),
+        ),
+    }
+}
+
+/// How a process hears other processes' changes on this database: by push
+/// (PostgreSQL LISTEN, file events on SQLite's WAL), or, warned, by polling.
+async fn check_signal(store: &Store) -> Check {
+    let mode = store.signal_ready(std::time::Duration::from_secs(5)).await;
+    if mode.is_push() {
+        check(
+            "signal",
+            Status::Ok,
+            format!("changes from other processes arrive by {mode}"),
+        )
+    } else {
+        check(
+            "signal",
+            Status::Warn,
+            format!(
+                "changes from other processes arrive by {mode}; they take up to that long to be seen"
+            ),
+        )
     }
 }
 

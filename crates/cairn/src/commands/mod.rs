@@ -1,11 +1,17 @@
 //! Command implementations, one module per top-level command.
 
+pub(crate) mod backup;
 mod chat;
 mod config;
 mod cost;
 mod daemon;
+pub(crate) mod db;
+pub(crate) mod delivery;
 mod doctor;
+pub(crate) mod export;
+pub(crate) mod init;
 mod job;
+mod manual;
 mod memory;
 mod notify;
 mod routine;
@@ -28,6 +34,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Version => version::run(cli.json),
         Command::Config(ConfigCommand::Show) => config::show(cli.json),
+        Command::Config(ConfigCommand::Reference) => {
+            print!("{}", cairn_core::config::reference::markdown());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Init(args) => init::run(&args, cli.json),
+        Command::Completions { shell } => manual::completions(shell),
+        Command::Man { dir } => manual::man(dir.as_deref()),
+        Command::Backup(args) => backup::backup(&args, cli.json),
+        Command::Restore(args) => backup::restore(&args, cli.json),
+        Command::Db(command) => db::run(&command, cli.json),
+        Command::Export(args) => export::export(&args, cli.json),
+        Command::Import(args) => export::import(&args, cli.json),
         Command::Doctor => doctor::run(cli.json),
         Command::Job(command) => job::run(&command, cli.json),
         Command::Cost => cost::run(cli.json),
@@ -57,6 +75,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // A blocking thread outlives the daemon's 15 s state-file heartbeat
+        // (the default 10 s would start a new thread for each).
+        .thread_keep_alive(std::time::Duration::from_secs(60))
         .enable_all()
         .build()?)
 }

@@ -26,7 +26,15 @@ pub fn run(command: &NotifyCommand, as_json: bool) -> anyhow::Result<ExitCode> {
         let result = match command {
             NotifyCommand::Test { channel, message } => {
                 let notifier = wiring::notifier(&config, &store)?;
-                test(&notifier, &config.user.id, channel, message, as_json).await
+                test(
+                    &config,
+                    &notifier,
+                    &config.user.id,
+                    channel,
+                    message,
+                    as_json,
+                )
+                .await
             }
             NotifyCommand::List(args) => {
                 let filter = NotificationFilter {
@@ -117,6 +125,7 @@ async fn find(store: &Store, text: &str) -> anyhow::Result<Uuid> {
 }
 
 async fn test(
+    config: &cairn_core::config::Config,
     notifier: &Notifier,
     user: &str,
     channel: &str,
@@ -131,6 +140,7 @@ async fn test(
         .into());
     }
     let now = Utc::now();
+    notifier.keep_recorded();
     let sent = notifier
         .send(
             NewNotification {
@@ -146,43 +156,29 @@ async fn test(
             now,
         )
         .await?;
-    let dispatcher = Dispatcher::new(notifier.clone(), owner_id());
-    let report = match sent.status {
-        DeliveryStatus::Pending => dispatcher.deliver_now(sent.id, now).await?,
-        _ => None,
-    };
+    // Delivered here now, or handed to a running daemon.
+    let settled = super::delivery::settle(notifier, config).await;
     let stored = notifier
         .store()
         .get_notification(sent.id)
         .await?
         .context("the test notification vanished from the store")?;
-    let detail = report.as_ref().map(|r| r.attempt.detail.clone());
     if as_json {
-        let out = json!({ "notification": stored, "detail": detail });
+        let out = json!({ "notification": stored, "delivery": settled });
         println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if let Some(s) = settled.first() {
+        println!("{} ({})", s.line, stored.id);
+    } else if stored.in_inbox && stored.status == DeliveryStatus::Delivered {
+        println!("kept in the inbox ({})", stored.id);
     } else {
-        let detail = detail.unwrap_or_default();
-        match (stored.status, stored.in_inbox) {
-            (DeliveryStatus::Delivered, true) => println!("kept in the inbox ({})", stored.id),
-            (DeliveryStatus::Delivered, false) => {
-                println!("delivered to {channel}: {detail} ({})", stored.id)
-            }
-            (DeliveryStatus::Pending, _) => println!(
-                "not delivered to {channel}: {detail}; cairn will retry{} ({})",
-                stored
-                    .next_attempt_at
-                    .map(|t| format!(" at {}", t.to_rfc3339()))
-                    .unwrap_or_default(),
-                stored.id
-            ),
-            (DeliveryStatus::Failed, _) => println!(
-                "not delivered to {channel}: {}; kept in the inbox ({})",
-                stored.last_error.as_deref().unwrap_or(&detail),
-                stored.id
-            ),
-        }
+        println!(
+            "not delivered to {channel}: {}; kept in the inbox ({})",
+            stored.last_error.as_deref().unwrap_or("-"),
+            stored.id
+        );
     }
-    Ok(if stored.status == DeliveryStatus::Delivered {
+    let handed = settled.iter().any(|s| s.outcome == "queued_for_daemon");
+    Ok(if stored.status == DeliveryStatus::Delivered || handed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -241,7 +237,7 @@ fn print_list(items: &[Notification], as_json: bool, empty: &str) -> anyhow::Res
             n.channel,
             n.attempts,
             cairn_core::duration::age(now, n.created_at),
-            n.title
+            n.headline()
         );
     }
     if items.iter().any(|n| n.in_inbox && n.read_at.is_none()) {
@@ -267,7 +263,7 @@ async fn show(store: &Store, id: Uuid, as_json: bool, zone: Tz) -> anyhow::Resul
             .to_string()
     };
     println!("notification {}", n.id);
-    println!("title      {}", n.title);
+    println!("title      {}", n.headline());
     println!("channel    {}", n.channel);
     println!(
         "status     {}{}",

@@ -22,11 +22,11 @@ use crate::{settings, wiring};
 const SHOWN_FIRE_TIMES: usize = 5;
 
 /// Who and where the commands act for.
-struct Ctx {
-    store: Store,
-    user: String,
-    zone: Tz,
-    json: bool,
+pub(super) struct Ctx {
+    pub(super) store: Store,
+    pub(super) user: String,
+    pub(super) zone: Tz,
+    pub(super) json: bool,
 }
 
 /// Runs one `cairn routine` subcommand.
@@ -53,15 +53,7 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         confirm_delete(name)?;
     }
     super::runtime()?.block_on(async {
-        let (store, _) = Store::open(config.database_url.expose_secret())
-            .await
-            .context("cannot open the database")?;
-        let ctx = Ctx {
-            store,
-            user: config.user.id.clone(),
-            zone: config.user.timezone,
-            json: as_json,
-        };
+        let ctx = Ctx::open(&config, as_json).await?;
         let result = match command {
             RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default(), now).await),
             RoutineCommand::List => done(list(&ctx).await),
@@ -76,6 +68,24 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         ctx.store.close().await;
         result
     })
+}
+
+impl Ctx {
+    /// Opens the configured database for the configured person.
+    pub(super) async fn open(
+        config: &cairn_core::config::Config,
+        json: bool,
+    ) -> anyhow::Result<Ctx> {
+        let (store, _) = Store::open(config.database_url.expose_secret())
+            .await
+            .context("cannot open the database")?;
+        Ok(Ctx {
+            store,
+            user: config.user.id.clone(),
+            zone: config.user.timezone,
+            json,
+        })
+    }
 }
 
 fn done(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
@@ -101,7 +111,8 @@ fn confirm_delete(name: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn apply(
+/// Creates or updates the checked routines by name, all in one transaction.
+pub(super) async fn apply(
     ctx: &Ctx,
     checked: Vec<routine_files::Checked>,
     now: DateTime<Utc>,
@@ -444,6 +455,8 @@ async fn fire(
         return fire_in_background(args, ctx.json);
     }
     let automation = wiring::automation(config, &ctx.store, None).await?;
+    // What the run records for delivery is delivered (or handed to a daemon) before exit.
+    automation.notifier.keep_recorded();
     let fired = automation
         .engine
         .fire_manual(&routine, payload, args.run_id)
@@ -457,16 +470,18 @@ async fn fire(
         rt.jobs.shutdown().await;
         rt.background.shutdown().await;
     }
+    let settled = super::delivery::settle(&automation.notifier, config).await;
     let run = ctx
         .store
         .get_run(fired.run_id)
         .await?
         .with_context(|| format!("run {} disappeared", fired.run_id))?;
     if ctx.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&run_json(ctx, &run).await?)?
-        );
+        let mut out = run_json(ctx, &run).await?;
+        if let serde_json::Value::Object(map) = &mut out {
+            map.insert("delivery".into(), serde_json::to_value(&settled)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         let text = run
             .skip_reason
@@ -474,8 +489,8 @@ async fn fire(
             .or(run.result_summary.as_deref())
             .unwrap_or("");
         println!("{}: {text}", run.status);
-        if let Some(id) = run.notification_id {
-            println!("notification {id} sent");
+        for s in &settled {
+            println!("{}", s.line);
         }
     }
     Ok(match run.status {

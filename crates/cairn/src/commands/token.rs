@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_gateway::auth;
+use cairn_gateway::pairing::{self, PairingKey};
 use cairn_store::{ApiToken, NewApiToken, Store, StoreError};
 use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
@@ -32,14 +33,19 @@ pub fn run(command: &TokenCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Runs `cairn pair`: records a fresh pairing code and prints it.
+/// Runs `cairn pair`: records a fresh pairing code (hashed with this
+/// home's install key, so the daemons of this home accept it) and prints
+/// it. A new code also lifts a lock left by wrong codes.
 pub fn pair() -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     super::runtime()?.block_on(async {
+        let key = PairingKey::load_or_create(config.home())
+            .await
+            .context("cannot read the install key")?;
         let (store, _) = Store::open(config.database_url.expose_secret())
             .await
             .context("cannot open the database")?;
-        let code = auth::issue_pairing_code(&store, SystemClock.now()).await;
+        let code = pairing::issue_code(&store, &key, SystemClock.now()).await;
         store.close().await;
         let code = code.context("cannot record the pairing code")?;
         println!("{}", pairing_line(&code));
@@ -50,8 +56,9 @@ pub fn pair() -> anyhow::Result<ExitCode> {
 /// How a pairing code is shown, by `cairn pair` and `cairn daemon`.
 pub fn pairing_line(code: &str) -> String {
     format!(
-        "pairing code: {code} (valid {} min; `cairn pair` makes another)",
-        auth::PAIRING_CODE_TTL.as_secs() / 60
+        "pairing code: {} (valid {} min; `cairn pair` makes another)",
+        pairing::display(code),
+        pairing::PAIRING_CODE_TTL.as_secs() / 60
     )
 }
 

@@ -8,6 +8,7 @@
 //! `[daemon] shutdown_deadline_secs`; SIGHUP or a changed config.toml
 //! reloads what can change while running ([`reload`]).
 
+pub mod config_watch;
 pub mod lock;
 pub mod reload;
 pub mod service;
@@ -50,13 +51,6 @@ pub const PRUNING: &str = "session_pruning";
 pub const JOB_UPKEEP: &str = "job_upkeep";
 /// The state file writer.
 pub const STATE_WRITER: &str = "state_writer";
-
-/// How often the dispatcher re-reads the outbox when nothing woke it (a
-/// notification recorded by another process).
-const OUTBOX_RECHECK: Duration = Duration::from_secs(30);
-
-/// How often config.toml's modification time is checked.
-const CONFIG_CHECK: Duration = Duration::from_secs(5);
 
 /// Runs until a stop signal.
 pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
@@ -107,6 +101,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     if !report.applied.is_empty() {
         tracing::info!(migrations = ?report.applied, "database migrated");
     }
+    announce(&store, &config).await;
     // Its engine's owner id names this home, so it can reap at once what
     // an earlier daemon of the home left running.
     let automation = wiring::automation(&config, &store, Some(lock.owner_prefix())).await?;
@@ -156,7 +151,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             let dispatcher = Dispatcher::new(notifier.clone(), owner_id());
             let clock = Arc::clone(&clock);
             async move {
-                dispatcher.run(clock, cancel, OUTBOX_RECHECK).await;
+                dispatcher.run(clock, cancel).await;
                 Ok(())
             }
         }
@@ -216,6 +211,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         Some(listener) => {
             let addr = listener.local_addr().context("the gateway's address")?;
             gateway_addr = Some(addr);
+            let pairing_key = cairn_gateway::pairing::PairingKey::load_or_create(config.home())
+                .await
+                .context("cannot read the install key pairing codes are hashed with")?;
             if !addr.ip().is_loopback() {
                 tracing::warn!(%addr, "the gateway is reachable from other machines (gateway.allow_public_bind)");
             }
@@ -228,6 +226,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             .with_engine(automation.engine.clone())
             .with_notifier(automation.notifier.clone())
             .with_components(Arc::clone(&components))
+            .with_pairing_key(pairing_key.clone())
             .with_shutdown(sup.cancel_token());
             if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
                 gateway = gateway
@@ -242,9 +241,11 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             // The first run serves the socket bound above; a restart binds
             // the same address again.
             let first = Arc::new(std::sync::Mutex::new(Some(listener)));
+            let limits = config.gateway.clone();
             sup.spawn(GATEWAY, move |cancel| {
                 let app = app.clone();
                 let first = Arc::clone(&first);
+                let limits = limits.clone();
                 async move {
                     let bound = first.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let listener = match bound {
@@ -253,7 +254,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
                             .await
                             .with_context(|| format!("cannot bind {addr} again"))?,
                     };
-                    cairn_gateway::serve(listener, app, cancel.clone())
+                    cairn_gateway::serve(listener, app, &limits, cancel.clone())
                         .await
                         .context("the gateway stopped")?;
                     if !cancel.is_cancelled() {
@@ -263,10 +264,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
                 }
             });
             eprintln!("gateway listening on http://{addr}");
-            match cairn_gateway::auth::issue_pairing_code(&store, clock.now()).await {
-                Ok(code) => eprintln!("{}", crate::commands::pairing_line(&code)),
-                Err(e) => tracing::warn!(error = %e, "cannot record a pairing code"),
-            }
+            first_pairing(&store, &pairing_key, clock.now()).await;
         }
         None => sup.disabled(GATEWAY),
     }
@@ -316,6 +314,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             rt.jobs.shutdown().await;
             rt.background.shutdown().await;
         }
+        if let Err(e) = store.withdraw_daemon(store.signal_id()).await {
+            tracing::warn!(error = %e, "cannot remove this daemon's record from the database");
+        }
         store.close().await;
     };
     in_time &= tokio::time::timeout(left, rest).await.is_ok();
@@ -334,6 +335,59 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             deadline.as_secs()
         );
         Ok(ExitCode::from(1))
+    }
+}
+
+/// Records this daemon on the database, so commands (here or on another
+/// home sharing it) hand it what they record instead of delivering it
+/// themselves; forgets the records of daemons of this host that died.
+async fn announce(store: &Store, config: &Config) {
+    let host = crate::commands::delivery::host_name();
+    if let Ok(daemons) = store.daemons().await {
+        for d in daemons {
+            let dead = d.connected.is_none() && d.host == host && !state_file::pid_alive(d.pid);
+            if dead {
+                let _ = store.withdraw_daemon(&d.id).await;
+            }
+        }
+    }
+    let home = config.home().display().to_string();
+    if let Err(e) = store
+        .announce_daemon(std::process::id(), &host, &home, chrono::Utc::now())
+        .await
+    {
+        tracing::warn!(error = %e, "cannot record this daemon on the database; commands will deliver what they record themselves");
+    }
+}
+
+/// Prints a pairing code at start only while nothing was ever paired (no
+/// token was ever made) and wrong codes have not locked pairing; otherwise
+/// says how to get one. A code at every start would give whoever can
+/// restart or watch the daemon a fresh code each time.
+async fn first_pairing(
+    store: &cairn_store::Store,
+    key: &cairn_gateway::pairing::PairingKey,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    use cairn_gateway::pairing::{self, WRONG_CODES_LIMIT};
+    let state = match store.pairing_state().await {
+        Ok(state) => state,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the pairing state");
+            return;
+        }
+    };
+    if state.wrong_codes >= WRONG_CODES_LIMIT {
+        eprintln!(
+            "pairing is locked after {WRONG_CODES_LIMIT} wrong codes; run `cairn pair` for a new code"
+        );
+    } else if state.tokens_ever {
+        eprintln!("to pair another device, run `cairn pair` for a code");
+    } else {
+        match pairing::issue_code(store, key, now).await {
+            Ok(code) => eprintln!("{}", crate::commands::pairing_line(&code)),
+            Err(e) => tracing::warn!(error = %e, "cannot record a pairing code"),
+        }
     }
 }
 
@@ -379,10 +433,12 @@ fn register_reloads(reloader: &mut Reloader, automation: &wiring::Automation) {
 }
 
 /// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
-/// and when config.toml's modification time changes.
+/// and when config.toml changes (file events, see [`config_watch`]).
 async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'static str {
     let path = settings::config_path(home);
     let mut seen = modified(&path).await;
+    let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
+    tracing::debug!(file_events = watch.has_events(), path = %path.display(), "watching config.toml");
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let stop = stop_signal();
@@ -403,7 +459,7 @@ async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'sta
                 seen = modified(&path).await;
                 reload(reloader, "SIGHUP");
             }
-            () = tokio::time::sleep(CONFIG_CHECK) => {
+            () = watch.changed() => {
                 let now = modified(&path).await;
                 if now != seen {
                     seen = now;

@@ -1,7 +1,7 @@
 //! `daemon_state.json` in `CAIRN_HOME`: what the daemon is doing, rewritten
-//! atomically (a temporary file renamed over it) every few seconds and on
-//! every component change, so `cairn status` answers from the file even when
-//! the gateway is down or wedged.
+//! atomically (a temporary file renamed over it) on every component change
+//! and as a heartbeat every [`WRITE_EVERY`], so `cairn status` answers from
+//! the file even when the gateway is down or wedged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 /// The file's name under `CAIRN_HOME`.
 pub const STATE_FILE: &str = "daemon_state.json";
 
-/// How often the file is rewritten when nothing changes.
-pub const WRITE_EVERY: Duration = Duration::from_secs(5);
+/// How often the file is rewritten when nothing changes (the heartbeat).
+pub const WRITE_EVERY: Duration = Duration::from_secs(15);
 
-/// Older than this, the file no longer describes a live daemon.
-pub const STALE_AFTER: Duration = Duration::from_secs(30);
+/// Older than this (three heartbeats), the file no longer describes a live daemon.
+pub const STALE_AFTER: Duration = Duration::from_secs(45);
 
 /// What the file holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,24 +52,32 @@ pub fn path(home: &Path) -> PathBuf {
 }
 
 /// Writes `state` atomically: readers see the old file or the new one.
+/// Both steps run in one blocking task (one thread hand-off, not two: the
+/// heartbeat is most of an idle daemon's wake-ups).
 pub async fn write(home: &Path, state: &DaemonState) -> anyhow::Result<()> {
     let target = path(home);
     let temp = home.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
     let text = serde_json::to_vec_pretty(state)?;
-    let mut options = tokio::fs::OpenOptions::new();
+    tokio::task::spawn_blocking(move || write_now(&temp, &target, &text))
+        .await
+        .context("the state file task failed")?
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "runs inside spawn_blocking: a small local file"
+)]
+fn write_now(temp: &Path, target: &Path, text: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
-    options.mode(crate::home::FILE_MODE);
-    let written = async {
-        let mut file = options.open(&temp).await?;
-        tokio::io::AsyncWriteExt::write_all(&mut file, &text).await
-    };
-    written
-        .await
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, crate::home::FILE_MODE);
+    options
+        .open(temp)
+        .and_then(|mut file| file.write_all(text))
         .with_context(|| format!("cannot write {}", temp.display()))?;
-    tokio::fs::rename(&temp, &target)
-        .await
-        .with_context(|| format!("cannot replace {}", target.display()))
+    std::fs::rename(temp, target).with_context(|| format!("cannot replace {}", target.display()))
 }
 
 /// Reads the file; `None` when there is none.
@@ -111,7 +119,7 @@ pub fn liveness(state: &DaemonState, now: DateTime<Utc>) -> Liveness {
 }
 
 /// Whether a process with this pid exists (signal 0).
-fn pid_alive(pid: u32) -> bool {
+pub fn pid_alive(pid: u32) -> bool {
     #[cfg(unix)]
     {
         let Some(pid) = i32::try_from(pid)
@@ -242,7 +250,7 @@ mod tests {
         );
         assert_eq!(
             liveness(
-                &state(std::process::id(), now - chrono::Duration::seconds(31)),
+                &state(std::process::id(), now - chrono::Duration::seconds(46)),
                 now
             ),
             Liveness::Stale

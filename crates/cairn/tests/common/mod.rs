@@ -98,3 +98,54 @@ impl Receiver {
             .collect()
     }
 }
+
+/// A `cairn daemon` child process, killed if the test ends early.
+pub struct DaemonChild(pub std::process::Child);
+
+impl DaemonChild {
+    /// Starts `cmd` (a cairn command with its environment) as `cairn daemon`.
+    pub fn start(mut cmd: std::process::Command) -> DaemonChild {
+        cmd.arg("daemon")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        DaemonChild(cmd.spawn().unwrap())
+    }
+
+    /// Waits until `status` (a `cairn --json status` command maker) reports this daemon.
+    pub fn wait_running(&self, status: impl Fn() -> std::process::Command) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let out = status().args(["--json", "status"]).output().unwrap();
+            let pid = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .ok()
+                .and_then(|v| v["daemon"]["pid"].as_u64());
+            if out.status.success() && pid == Some(u64::from(self.0.id())) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never came up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn stop(mut self) {
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let status = self.0.wait().unwrap();
+        assert!(status.success(), "the daemon exited with {status}");
+    }
+}
+
+impl Drop for DaemonChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -38,10 +38,11 @@ impl Discord {
     }
 }
 
-/// The message's `content`: the title in bold, then the body, cut with an
-/// ellipsis to [`CONTENT_LIMIT`].
+/// The message's `content`: the headline (outcome marker and title) in
+/// bold, then the body, cut with an ellipsis to [`CONTENT_LIMIT`].
 pub fn message_content(n: &Notification) -> String {
-    let title = n.title.trim();
+    let headline = n.headline();
+    let title = headline.as_str();
     let text = match (title.is_empty(), n.body.is_empty()) {
         (true, _) => n.body.clone(),
         (false, true) => format!("**{title}**"),

@@ -152,12 +152,12 @@ impl Email {
         })
     }
 
-    /// The message for `n`: subject = title, plain-text body, and
+    /// The message for `n`: subject = headline (outcome marker and title), plain-text body, and
     /// `Message-ID: <id@cairn>` so receivers can drop duplicates.
     pub fn message(&self, n: &Notification) -> Result<Message, DeliveryError> {
         let mut builder = Message::builder()
             .from(self.from.clone())
-            .subject(n.title.trim())
+            .subject(n.headline())
             .message_id(Some(format!("<{}@cairn>", n.id)))
             .raw_header(HeaderValue::new(
                 HeaderName::new_from_ascii_str("X-Priority"),

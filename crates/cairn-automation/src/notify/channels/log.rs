@@ -26,7 +26,7 @@ impl Channel for Log {
             source = %n.source,
             tags = ?n.tags,
             // Debug-quoted: a line break in the text must not split the line.
-            title = ?n.title,
+            title = ?n.headline(),
             body = ?n.body,
             "notification"
         );

@@ -144,8 +144,9 @@ impl Channel for Ntfy {
 
     async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
         let mut headers = HeaderMap::new();
-        if !n.title.trim().is_empty() {
-            headers.insert("Title", header_value(&header_text(n.title.trim()))?);
+        let headline = n.headline();
+        if !headline.is_empty() {
+            headers.insert("Title", header_value(&header_text(&headline))?);
         }
         headers.insert(
             "Priority",

@@ -38,10 +38,11 @@ impl Slack {
     }
 }
 
-/// The message's `text`: the title in bold, then the body. Slack reads
-/// `&`, `<` and `>` as markup, so they are escaped as Slack asks.
+/// The message's `text`: the headline (outcome marker and title) in bold,
+/// then the body. Slack reads `&`, `<` and `>` as markup, so they are
+/// escaped as Slack asks.
 pub fn message_text(n: &Notification) -> String {
-    let title = escape(n.title.trim());
+    let title = escape(&n.headline());
     let body = escape(&n.body);
     let text = match (title.is_empty(), body.is_empty()) {
         (true, _) => body,

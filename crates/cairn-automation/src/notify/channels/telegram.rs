@@ -171,10 +171,12 @@ impl Telegram {
     }
 }
 
-/// The message text: the title, a blank line, the body; plain text (no
-/// `parse_mode`), so nothing needs escaping. Cut to [`TEXT_LIMIT`].
+/// The message text: the headline (outcome marker and title), a blank
+/// line, the body; plain text (no `parse_mode`), so nothing needs escaping.
+/// Cut to [`TEXT_LIMIT`].
 pub fn message_text(n: &Notification) -> String {
-    let title = n.title.trim();
+    let headline = n.headline();
+    let title = headline.as_str();
     let text = match (title.is_empty(), n.body.is_empty()) {
         (true, _) => n.body.clone(),
         (false, true) => title.to_string(),

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use async_trait::async_trait;
-use cairn_core::notification::{Notification, Priority};
+use cairn_core::notification::{Notification, Outcome, Priority};
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -33,11 +33,14 @@ pub struct WebhookSpec {
     pub secret: Option<SecretString>,
 }
 
-/// What a webhook receiver gets, field for field.
+/// What a webhook receiver gets, field for field: `title` is the headline
+/// (outcome marker and title), `outcome` the outcome alone (`ok`,
+/// `attention`, `failed` or null).
 #[derive(Serialize)]
 struct Payload<'a> {
     id: Uuid,
-    title: &'a str,
+    title: String,
+    outcome: Option<Outcome>,
     body: &'a str,
     priority: Priority,
     tags: &'a [String],
@@ -136,7 +139,8 @@ impl Channel for Webhook {
     async fn deliver(&self, n: &Notification) -> Result<Receipt, DeliveryError> {
         let payload = Payload {
             id: n.id,
-            title: &n.title,
+            title: n.headline(),
+            outcome: Outcome::from_tags(&n.tags),
             body: &n.body,
             priority: n.priority,
             tags: &n.tags,

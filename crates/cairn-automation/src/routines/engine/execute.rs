@@ -2,6 +2,7 @@
 //! lease kept, the notification, the record, the `routine.finished` event.
 
 use super::*;
+use crate::routines::notice::run_notice;
 
 impl RoutineEngine {
     /// Renews the leases of `run_ids` (those still running) every third of
@@ -205,51 +206,14 @@ impl RoutineEngine {
         let notifier = self.inner.notifier.as_ref()?;
         let n = &routine.spec.notify;
         let name = &routine.spec.name;
-        let (title, body, priority) = match &outcome.notice {
-            Some(notice) => (
-                notice.title.clone().unwrap_or_else(|| name.clone()),
-                notice.body.clone(),
-                Priority::Normal,
-            ),
-            None => {
-                let wanted = match outcome.status {
-                    RunStatus::Attention => n.on_attention,
-                    RunStatus::Failed => n.on_failure,
-                    RunStatus::Ok => n.on_success,
-                    _ => false,
-                };
-                if !wanted {
-                    return None;
-                }
-                let title = match outcome.status {
-                    RunStatus::Failed => format!("{name} failed"),
-                    RunStatus::Attention => format!("{name} needs attention"),
-                    _ => match &routine.spec.action {
-                        cairn_core::routine::RoutineAction::ToolCall { tool, .. } => {
-                            format!("{name}: {tool} ran")
-                        }
-                        _ => format!("{name}: nothing to report"),
-                    },
-                };
-                let priority = if outcome.status == RunStatus::Failed {
-                    Priority::High
-                } else {
-                    Priority::Normal
-                };
-                let body = outcome
-                    .summary
-                    .clone()
-                    .unwrap_or_else(|| format!("run {} ended {}", run.id, outcome.status));
-                (title, body, priority)
-            }
-        };
+        let told = run_notice(&routine.spec, run.id, outcome)?;
         let new = NewNotification {
             user_id: n.user.clone().unwrap_or_else(|| routine.user_id.clone()),
             channel: n.channel.clone(),
-            title,
-            body,
-            priority,
-            tags: vec!["routine".into(), outcome.status.to_string()],
+            title: told.title,
+            body: told.body,
+            priority: told.priority,
+            tags: vec!["routine".into(), told.outcome.tag().into()],
             data: Some(serde_json::json!({
                 "routine": name,
                 "routine_id": routine.id,

@@ -22,6 +22,8 @@ impl RoutineEngine {
             payload,
             cooled: false,
             depth: 0,
+            refuse: None,
+            quiet: None,
         };
         self.fire_unscheduled(routine, fire, run_id).await
     }
@@ -63,6 +65,8 @@ impl RoutineEngine {
                 payload: Some(serde_json::json!({ "channel": channel, "text": text })),
                 cooled: true,
                 depth: 0,
+                refuse: None,
+                quiet: None,
             };
             match self.fire_unscheduled(&routine, fire, None).await {
                 Ok(f) => fired.push(f),
@@ -98,6 +102,8 @@ impl RoutineEngine {
                 payload: Some(event.payload()),
                 cooled: true,
                 depth: event.depth + 1,
+                refuse: None,
+                quiet: None,
             };
             match self.fire_unscheduled(&routine, fire, None).await {
                 Ok(f) => fired.push(f),
@@ -168,16 +174,16 @@ impl RoutineEngine {
             .cloned()
     }
 
-    /// Fires the webhook routine at `path` with `body`. A routine with a
-    /// secret needs `signature` (the `X-Signature-256` header) to match;
-    /// one without needs the caller to have checked a bearer token
-    /// (`bearer_ok`).
+    /// Fires the webhook routine at `path` with a delivery. A routine with
+    /// a secret needs its signature to match (over `<timestamp>.<body>`
+    /// when a timestamp came, which must be recent and new: a replay is
+    /// refused); one without needs the caller to have checked a bearer
+    /// token. Refusals (a replay, a guardrail) are recorded as skipped
+    /// runs at most once a [`QUIET_REFUSALS`] window per reason.
     pub async fn fire_webhook(
         &self,
         path: &str,
-        body: &[u8],
-        signature: Option<&str>,
-        bearer_ok: bool,
+        delivery: &Delivery<'_>,
     ) -> Result<Fired, WebhookFireError> {
         self.refresh_triggered().await.map_err(FireError::from)?;
         let routine = self
@@ -187,17 +193,32 @@ impl RoutineEngine {
         if !routine.spec.enabled {
             return Err(WebhookError::Disabled(routine.spec.name.clone()).into());
         }
+        let now = self.inner.clock.now();
+        let mut refuse = None;
         match &routine.spec.trigger {
             Trigger::Webhook {
                 secret: Some(secret),
                 ..
             } => {
                 let secret = webhook::resolve_secret(&routine.spec.name, secret, &self.inner.env)?;
-                webhook::verify(&secret, body, signature)?;
+                let verified = webhook::verify(&secret, delivery, now)?;
+                if let Some(key) = verified.replay_key {
+                    let scope = format!("routine-webhook:{}", routine.id);
+                    let fresh = self
+                        .inner
+                        .store
+                        .first_sighting(&scope, &key, now, REPLAY_MEMORY)
+                        .await
+                        .map_err(FireError::from)?;
+                    if !fresh {
+                        refuse = Some(REPLAY_REASON.to_string());
+                    }
+                }
             }
-            _ if bearer_ok => {}
+            _ if delivery.bearer_ok => {}
             _ => return Err(WebhookError::MissingSignature.into()),
         }
+        let body = delivery.body;
         let payload = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_else(|_| {
             serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
         });
@@ -207,6 +228,8 @@ impl RoutineEngine {
             payload: Some(payload),
             cooled: true,
             depth: 0,
+            refuse,
+            quiet: Some(QUIET_REFUSALS),
         };
         Ok(self.fire_unscheduled(&routine, fire, None).await?)
     }
@@ -224,6 +247,8 @@ impl RoutineEngine {
             payload,
             cooled,
             depth,
+            refuse,
+            quiet,
         } = unscheduled;
         let mut run = self.new_run(routine, trigger_type, None, self.inner.clock.now());
         if let Some(id) = run_id {
@@ -246,6 +271,8 @@ impl RoutineEngine {
             max_concurrent: Some(g.max_concurrent),
             global_max: Some(self.max_concurrent()),
             max_runs: g.max_runs,
+            refuse,
+            quiet,
             ..Admission::default()
         };
         let admitted = self
@@ -270,6 +297,10 @@ impl RoutineEngine {
                 metrics::counter!("cairn_routine_fires_total", "status" => "skipped").increment(1);
                 tracing::info!(routine = %routine.spec.name, %reason, "routine fire skipped");
             }
+            Admitted::Refused(reason) => {
+                metrics::counter!("cairn_routine_fires_total", "status" => "refused").increment(1);
+                tracing::debug!(routine = %routine.spec.name, %reason, "routine fire refused (recorded a moment ago)");
+            }
             Admitted::Taken => return Err(FireError::Gone(routine.spec.name.clone())),
         }
         Ok(Fired {
@@ -293,7 +324,25 @@ struct Unscheduled {
     cooled: bool,
     /// Links of system-event firings that led here.
     depth: u32,
+    /// A refusal already decided (a replayed webhook delivery).
+    refuse: Option<String>,
+    /// Record a refusal at most once in this window per reason.
+    quiet: Option<std::time::Duration>,
 }
+
+/// Refusals of webhook fires are recorded as skipped runs at most once in
+/// this window per routine and reason: a flood of replays or of deliveries
+/// during a cooldown leaves one record a minute, not one each.
+pub const QUIET_REFUSALS: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a timestamped delivery is remembered: twice
+/// [`webhook::TIMESTAMP_WINDOW`], so the memory outlasts the window on both
+/// sides of its timestamp and a replay is caught whenever it comes.
+const REPLAY_MEMORY: chrono::Duration = chrono::Duration::minutes(10);
+
+/// The reason a replayed delivery is refused with.
+pub const REPLAY_REASON: &str =
+    "replay: this signed delivery (same X-Cairn-Timestamp and signature) was already received";
 
 /// Why a webhook fire failed.
 #[derive(Debug, thiserror::Error)]

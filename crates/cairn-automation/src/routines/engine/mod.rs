@@ -3,10 +3,10 @@
 //!
 //! - **Time**: one timer sleeps until the earliest `next_fire_at` of any
 //!   enabled routine (the store's index), then claims every due slot in one
-//!   transaction. No fixed polling of the routines table: a second loop only
-//!   reads one counter (`Store::routines_version`) every
-//!   [`EngineSettings::change_poll`], so a routine changed by the CLI, a tool
-//!   or another process is live within that time.
+//!   transaction. Nothing polls: a second loop waits on the store's change
+//!   signal ([`Topic::Routines`]), so a routine changed by the CLI, a tool or
+//!   another process wakes the timer at once, and reaps orphaned runs only
+//!   when a lease can have lapsed (the earliest lease end of a running run).
 //! - **Exactly once**: a slot is taken by the store's compare-and-set on
 //!   `next_fire_at` together with the unique `(routine, scheduled_for)` key,
 //!   so of several engines on one database one runs each slot. Guardrails
@@ -24,10 +24,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cairn_core::clock::Clock;
-use cairn_core::notification::{NewNotification, Notification, Priority};
+use cairn_core::notification::{NewNotification, Notification};
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
 use cairn_core::schedule::Schedule;
-use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove, Store, StoreError};
+use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove, Store, StoreError, Topic};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
@@ -40,7 +40,7 @@ use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext};
 use super::event_matcher::{EventMatcher, EventPattern};
 use super::events::{self, MAX_EVENT_DEPTH, SystemEvent};
 use super::plan::{SlotPlan, plan};
-use super::webhook::{self, WebhookError};
+use super::webhook::{self, Delivery, WebhookError};
 use crate::notify::Notifier;
 
 mod admit;
@@ -49,7 +49,7 @@ mod fire;
 mod reap;
 mod timed;
 
-pub use fire::WebhookFireError;
+pub use fire::{QUIET_REFUSALS, REPLAY_REASON, WebhookFireError};
 /// Waits after consecutive failures before the next scheduled fire is
 /// attempted: 30 s, 1 min, 5 min, 15 min, then 60 min.
 pub const BACKOFF: [Duration; 5] = [
@@ -71,8 +71,6 @@ pub struct EngineSettings {
     pub max_concurrent: u32,
     /// The user's zone, for routines without their own.
     pub user_zone: Tz,
-    /// How often the routines' change counter is read.
-    pub change_poll: Duration,
     /// Due routines claimed per transaction.
     pub batch: u32,
     /// A slot later than this counts as missed (for `catch_up`).
@@ -93,7 +91,6 @@ impl EngineSettings {
             lease: Duration::from_secs(60),
             max_concurrent: 10,
             user_zone,
-            change_poll: Duration::from_secs(1),
             batch: 500,
             late_grace: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
@@ -101,6 +98,11 @@ impl EngineSettings {
         }
     }
 }
+
+/// [`Inner::lease_hint`] when no run is running.
+const NO_LEASE: i64 = i64::MAX;
+/// [`Inner::lease_hint`] before the upkeep read it.
+const LEASE_UNKNOWN: i64 = i64::MIN;
 
 /// What became of a fire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,6 +174,11 @@ struct Inner {
     refresh_started: AtomicU64,
     /// The number of the latest counter read that completed.
     refresh_served: AtomicU64,
+    /// The earliest lease end of a running run as the upkeep last read it
+    /// (microseconds; [`NO_LEASE`] when none runs, [`LEASE_UNKNOWN`]
+    /// before the first read). Leases only move later and new runs end
+    /// later, so a stale value can only cause an extra reap, never a missed one.
+    lease_hint: std::sync::atomic::AtomicI64,
     runs: tokio::sync::broadcast::Sender<RunEvent>,
 }
 
@@ -252,6 +259,7 @@ impl RoutineEngine {
                 refresh_gate: tokio::sync::Mutex::new(()),
                 refresh_started: AtomicU64::new(0),
                 refresh_served: AtomicU64::new(0),
+                lease_hint: std::sync::atomic::AtomicI64::new(LEASE_UNKNOWN),
                 runs: tokio::sync::broadcast::channel(256).0,
             }),
         }
@@ -358,42 +366,93 @@ impl RoutineEngine {
         self.shutdown().await;
     }
 
-    /// The loop beside the timer: the change counter every `change_poll`,
-    /// orphan reaping every third of the lease. (Each run renews its own
-    /// lease, so runs made by `routine fire` or a chat are covered too.)
+    /// The loop beside the timer, asleep until something happens: a routine
+    /// changed anywhere (the store's signal) reloads the cached routines
+    /// and wakes the timer; a run's lease reaching its end (the earliest
+    /// among running runs, re-read when a run is admitted anywhere) reaps
+    /// orphans. (Each run renews its own lease, so runs made by `routine
+    /// fire` or a chat are covered too.)
     async fn upkeep(&self, cancel: CancellationToken) {
-        let s = &self.inner.settings;
-        let reap_every = (s.lease / 3).max(Duration::from_millis(100));
-        let poll = s.change_poll.max(Duration::from_millis(10));
-        let mut last_reap = self.inner.clock.now();
+        let store = &self.inner.store;
+        let clock = &self.inner.clock;
+        let mut routines = store.watch(Topic::Routines);
+        let mut runs = store.watch(Topic::Runs);
         let mut polled = self.inner.triggered.read().await.version;
         loop {
-            let now = self.inner.clock.now();
-            let at = now + chrono::Duration::from_std(poll).unwrap_or_default();
+            let lapse = match store.earliest_run_lease_end().await {
+                Ok(at) => {
+                    let hint = at.map_or(NO_LEASE, |t| t.timestamp_micros());
+                    self.inner.lease_hint.store(hint, Ordering::SeqCst);
+                    at
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "routine engine: cannot read run leases");
+                    self.inner.lease_hint.store(LEASE_UNKNOWN, Ordering::SeqCst);
+                    Some(clock.now() + chrono::Duration::seconds(5))
+                }
+            };
+            if let Some(at) = lapse
+                && at < clock.now()
+            {
+                self.reap_lapsed(clock.now()).await;
+            }
+            // The reap's condition is `lease_until < now`: wake just after.
+            let lapse_sleep = async {
+                match lapse {
+                    Some(at) => {
+                        clock
+                            .sleep_until(at + chrono::Duration::milliseconds(1))
+                            .await
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = self.inner.clock.sleep_until(at) => {}
-            }
-            // Its own read, compared with its own last: a webhook's refresh
-            // may have reloaded the cache, but the timer still needs the poke.
-            match self.reload_triggered().await {
-                Ok((version, _)) if Some(version) != polled => {
-                    polled = Some(version);
-                    self.poke();
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "routine engine: cannot read routine changes"),
-            }
-            let now = self.inner.clock.now();
-            if (now - last_reap).to_std().unwrap_or_default() >= reap_every {
-                last_reap = now;
-                match self.reap(now).await {
-                    Ok(n) if n > 0 => self.poke(),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "routine engine: cannot reap orphaned runs")
+                () = routines.changed() => {
+                    // Its own read, compared with its own last: a webhook's
+                    // refresh may have reloaded the cache, but the timer
+                    // still needs the poke.
+                    match self.reload_triggered().await {
+                        Ok((version, _)) if Some(version) != polled => {
+                            polled = Some(version);
+                            self.poke();
+                            tracing::debug!(version, "routine engine: routines changed; live");
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "routine engine: cannot read routine changes");
+                            self.poke();
+                        }
                     }
                 }
+                () = runs.changed() => {}
+                () = lapse_sleep => {}
+            }
+        }
+    }
+
+    /// Whether a running run's lease can have ended by `now` (so a timer
+    /// round reaps first): unknown counts as yes.
+    fn lease_may_have_lapsed(&self, now: DateTime<Utc>) -> bool {
+        match self.inner.lease_hint.load(Ordering::SeqCst) {
+            NO_LEASE => false,
+            LEASE_UNKNOWN => true,
+            end => end < now.timestamp_micros(),
+        }
+    }
+
+    /// Reaps runs whose lease lapsed (see `reap.rs`), logging a failure and
+    /// waiting a little before the next lease read decides again.
+    async fn reap_lapsed(&self, now: DateTime<Utc>) {
+        match self.reap(now).await {
+            Ok(n) if n > 0 => self.poke(),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "routine engine: cannot reap orphaned runs");
+                // Not at once again: the next lease read decides.
+                let later = now + chrono::Duration::seconds(5);
+                self.inner.clock.sleep_until(later).await;
             }
         }
     }

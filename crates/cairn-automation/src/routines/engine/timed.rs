@@ -4,14 +4,14 @@ use super::*;
 use crate::routines::define;
 
 impl RoutineEngine {
-    /// One timer round at `now`: reaps orphans, then claims and starts every
-    /// due slot (a batch at a time).
+    /// One timer round at `now`: reaps orphans (when a lease can have
+    /// lapsed), then claims and starts every due slot (a batch at a time).
     pub async fn tick(&self, now: DateTime<Utc>) -> Result<TickReport, StoreError> {
         let inner = &self.inner;
-        let mut report = TickReport {
-            reaped: self.reap(now).await?,
-            ..TickReport::default()
-        };
+        let mut report = TickReport::default();
+        if self.lease_may_have_lapsed(now) {
+            report.reaped = self.reap(now).await?;
+        }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
         if due.is_empty() {
             return Ok(report);
@@ -92,7 +92,7 @@ impl RoutineEngine {
                         }
                     });
                 }
-                Admitted::Skipped(reason) => {
+                Admitted::Skipped(reason) | Admitted::Refused(reason) => {
                     report.skipped += runs.len();
                     metrics::counter!("cairn_routine_fires_total", "status" => "skipped")
                         .increment(runs.len() as u64);

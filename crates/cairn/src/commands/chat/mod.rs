@@ -12,7 +12,8 @@ use serde_json::json;
 use crate::cli::ChatArgs;
 use crate::exit::BadInput;
 use crate::{settings, wiring};
-use terminal::{ApprovalMode, Line, LineReader, TerminalSink};
+use terminal::{ApprovalMode, TerminalSink};
+pub(crate) use terminal::{Line, LineReader};
 
 /// The channel name of the terminal.
 const CHANNEL: &str = "terminal";
@@ -29,12 +30,15 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         let rt = wiring::runtime(&config, store.clone()).await?;
         let service = wiring::chat_service(&config, &rt);
         // Chat messages fire event routines; their runs happen in this process.
-        let engine = wiring::routine_engine(
-            &config,
-            &store,
-            Some(wiring::notifier(&config, &store)?),
-            Some(&rt),
-        )?;
+        let routine_notifier = wiring::notifier(&config, &store)?;
+        let engine =
+            wiring::routine_engine(&config, &store, Some(routine_notifier.clone()), Some(&rt))?;
+        // What tools and routines record for delivery is delivered before
+        // the chat exits, or handed to a running daemon (and said so).
+        let notifiers = [rt.notifier.clone(), routine_notifier];
+        for n in &notifiers {
+            n.keep_recorded();
+        }
         let reader = LineReader::new(Some(config.home().join("history.txt")));
         if args.new {
             service
@@ -56,11 +60,15 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
                 "--json needs -m: the interactive chat has no JSON form".into(),
             )
             .into()),
-            None => repl(&config, &service, &store, reader, args).await,
+            None => repl(&config, &service, &store, reader, args, &notifiers).await,
         };
         finish_jobs(&rt.jobs).await;
         rt.background.shutdown().await;
         engine.shutdown().await;
+        // On stderr: `-m` prints only the answer on stdout.
+        for line in settle(&config, &notifiers).await {
+            eprintln!("{line}");
+        }
         result
     })
 }
@@ -85,7 +93,7 @@ async fn show_unread(store: &cairn_store::Store, user: &str) {
             .as_deref()
             .map(|e| format!(" (not delivered to {}: {e})", n.channel))
             .unwrap_or_default();
-        println!("  • {}: {}{why}", n.title, n.body);
+        println!("  • {}: {}{why}", n.headline(), n.body);
         if let Err(e) = store.mark_read(user, Some(n.id), chrono::Utc::now()).await {
             tracing::warn!(error = %e, "could not mark a notification read");
         }
@@ -202,12 +210,27 @@ async fn one_shot(
     }
 }
 
+/// Settles what the notifiers recorded (see [`super::delivery::settle`]): one line each.
+async fn settle(config: &Config, notifiers: &[cairn_automation::notify::Notifier]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for n in notifiers {
+        lines.extend(
+            super::delivery::settle(n, config)
+                .await
+                .into_iter()
+                .map(|s| s.line),
+        );
+    }
+    lines
+}
+
 async fn repl(
     config: &Config,
     service: &ChatService,
     store: &cairn_store::Store,
     reader: LineReader,
     args: &ChatArgs,
+    notifiers: &[cairn_automation::notify::Notifier],
 ) -> anyhow::Result<ExitCode> {
     let interactive = reader.interactive();
     let approvals = if args.yes {
@@ -261,7 +284,11 @@ async fn repl(
         if text.trim().is_empty() {
             continue;
         }
-        if show(handle(config, service, &sink, &text).await, &sink) {
+        let quit = show(handle(config, service, &sink, &text).await, &sink);
+        for line in settle(config, notifiers).await {
+            println!("{line}");
+        }
+        if quit {
             break;
         }
     }

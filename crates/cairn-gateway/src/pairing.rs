@@ -1,0 +1,289 @@
+//! Pairing codes: what a person types on a new device to get a token.
+//!
+//! A code is ten characters from a 30-symbol alphabet without look-alikes
+//! (no 0/O, 1/I/L, nor U), about 49 bits, shown as `ABCDE-FGHJK` and read
+//! in any case, with or without the dash. The store keeps only the code's
+//! HMAC-SHA256 under the install key (`$CAIRN_HOME/install.key`, 32 random
+//! bytes, mode 0600), so a copy of the database alone does not let anyone
+//! search the codes offline. Daemons pair with a code only when they hold
+//! the key it was made with: those of one home (and `cairn pair` there)
+//! do; daemons of other homes on the same PostgreSQL database do not,
+//! unless their homes hold a copy of the same key.
+//!
+//! Wrong codes are counted in the store for every client and daemon
+//! together: at [`WRONG_CODES_LIMIT`] every outstanding code is void until
+//! a new one is made on the machine.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use rand::{Rng, RngCore};
+use sha2::Sha256;
+
+/// How long a pairing code stays valid: long enough to walk to the other
+/// device and type it in; short enough that a code read off a screen or a
+/// log is soon useless.
+pub const PAIRING_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Wrong codes, from all clients and daemons together, that void every
+/// outstanding code.
+pub const WRONG_CODES_LIMIT: u32 = 10;
+
+/// The symbols of a code: digits and capitals without 0, 1, I, L, O, U.
+const ALPHABET: &[u8; 30] = b"23456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/// Characters in a code (30^10 ≈ 2^49).
+pub const CODE_LEN: usize = 10;
+
+/// Name of the install key's file in `$CAIRN_HOME`.
+pub const INSTALL_KEY_FILE: &str = "install.key";
+
+/// A fresh code from the CSPRNG (`rand`'s thread generator is ChaCha-based
+/// and seeded from the OS), as it is stored and compared: no dash.
+pub fn new_code() -> String {
+    let mut rng = rand::rng();
+    (0..CODE_LEN)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// A code as people read it: `ABCDE-FGHJK`.
+pub fn display(code: &str) -> String {
+    let (a, b) = code.split_at(code.len().min(CODE_LEN / 2));
+    format!("{a}-{b}")
+}
+
+/// The code someone typed, in the stored form (upper case, without dashes
+/// or spaces), or `None` when it cannot be a code at all (wrong length or
+/// a character outside the alphabet).
+pub fn normalize(typed: &str) -> Option<String> {
+    let code: String = typed
+        .chars()
+        .filter(|c| *c != '-' && !c.is_whitespace())
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    (code.len() == CODE_LEN && code.bytes().all(|b| ALPHABET.contains(&b))).then_some(code)
+}
+
+/// The per-install secret codes are hashed with.
+#[derive(Clone)]
+pub struct PairingKey([u8; 32]);
+
+impl std::fmt::Debug for PairingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PairingKey(..)")
+    }
+}
+
+/// Why the install key could not be read or made.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Reading or writing the file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file is not 32 bytes.
+    #[error(
+        "{path}: expected 32 bytes, found {len}; remove it to make a new key (codes made with the old one stop working)"
+    )]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: usize,
+    },
+}
+
+impl PairingKey {
+    /// A key that lives only in this process (a gateway given no install
+    /// key accepts only codes made with this one).
+    pub fn ephemeral() -> Self {
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        Self(bytes)
+    }
+
+    /// The key in `home`'s `install.key`, made (32 random bytes, mode 0600)
+    /// when there is none. Two processes starting together agree on one:
+    /// the key is written to a private temporary file and linked into
+    /// place, so a reader never sees a partial key.
+    pub async fn load_or_create(home: &Path) -> Result<Self, KeyError> {
+        let path = home.join(INSTALL_KEY_FILE);
+        let io = |source| KeyError::Io {
+            path: path.clone(),
+            source,
+        };
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => return Self::from_file(&path, &bytes),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let key = Self::ephemeral();
+        let tmp = home.join(format!(
+            ".{INSTALL_KEY_FILE}.{}.{:08x}",
+            std::process::id(),
+            rand::rng().next_u32()
+        ));
+        let write = async {
+            use tokio::io::AsyncWriteExt;
+            let mut file = private_file(&tmp).await?;
+            file.write_all(&key.0).await?;
+            file.sync_all().await?;
+            tokio::fs::hard_link(&tmp, &path).await
+        };
+        let linked = write.await;
+        let _ = tokio::fs::remove_file(&tmp).await;
+        match linked {
+            Ok(()) => {
+                tracing::info!(path = %path.display(), "made the install key pairing codes are hashed with");
+                Ok(key)
+            }
+            // Another process linked its key first: use that one.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                let bytes = tokio::fs::read(&path).await.map_err(io)?;
+                Self::from_file(&path, &bytes)
+            }
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    fn from_file(path: &Path, bytes: &[u8]) -> Result<Self, KeyError> {
+        <[u8; 32]>::try_from(bytes)
+            .map(Self)
+            .map_err(|_| KeyError::Malformed {
+                path: path.to_path_buf(),
+                len: bytes.len(),
+            })
+    }
+
+    /// The hex HMAC-SHA256 of a normalized code, as the store keeps it.
+    pub fn hash(&self, code: &str) -> String {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
+            // HMAC takes keys of any length; this cannot happen.
+            return String::new();
+        };
+        mac.update(code.as_bytes());
+        crate::auth::hex(&mac.finalize().into_bytes())
+    }
+}
+
+/// A new file only its owner can read and write.
+async fn private_file(path: &Path) -> std::io::Result<tokio::fs::File> {
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    options.open(path).await
+}
+
+/// Makes a code, records its keyed hash (valid for [`PAIRING_CODE_TTL`];
+/// the count of wrong codes starts over) and returns the code to show.
+pub async fn issue_code(
+    store: &cairn_store::Store,
+    key: &PairingKey,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, cairn_store::StoreError> {
+    let code = new_code();
+    let ttl = chrono::Duration::from_std(PAIRING_CODE_TTL).unwrap_or(chrono::Duration::minutes(15));
+    store
+        .create_pairing_code(&key.hash(&code), now, now + ttl)
+        .await?;
+    Ok(code)
+}
+
+/// The name of a token bought by pairing: `paired-YYYYMMDD-HHMMSS-xxxx`.
+pub fn paired_token_name(now: chrono::DateTime<chrono::Utc>) -> String {
+    let mut suffix = [0u8; 2];
+    rand::rng().fill_bytes(&mut suffix);
+    format!(
+        "paired-{}-{}",
+        now.format("%Y%m%d-%H%M%S"),
+        crate::auth::hex(&suffix)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+    use super::*;
+
+    #[test]
+    fn codes_have_at_least_40_bits_from_an_unambiguous_alphabet() {
+        let bits = (ALPHABET.len() as f64).log2() * CODE_LEN as f64;
+        assert!(bits >= 40.0, "{bits}");
+        for look_alike in b"01ILOU" {
+            assert!(!ALPHABET.contains(look_alike));
+        }
+        let (a, b) = (new_code(), new_code());
+        assert_ne!(a, b);
+        assert_eq!(normalize(&a), Some(a.clone()));
+        let shown = display(&a);
+        assert_eq!(shown.len(), CODE_LEN + 1);
+        assert_eq!(&shown[5..6], "-");
+    }
+
+    #[test]
+    fn typed_codes_are_read_in_any_case_with_or_without_the_dash() {
+        let code = "ABCDE23456";
+        for typed in [
+            "ABCDE-23456",
+            "abcde23456",
+            " abCde - 23456 ",
+            "ABCDE 23456",
+        ] {
+            assert_eq!(normalize(typed).as_deref(), Some(code), "{typed}");
+        }
+        for bad in [
+            "ABCDE-2345",
+            "ABCDE-234567",
+            "ABCDO-23456",
+            "ABCDE-10000",
+            "",
+        ] {
+            assert_eq!(normalize(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_hash_is_keyed() {
+        let (k1, k2) = (PairingKey::ephemeral(), PairingKey::ephemeral());
+        assert_eq!(k1.hash("ABCDE23456"), k1.hash("ABCDE23456"));
+        assert_ne!(k1.hash("ABCDE23456"), k2.hash("ABCDE23456"));
+        assert_eq!(k1.hash("x").len(), 64);
+        assert_eq!(format!("{k1:?}"), "PairingKey(..)");
+    }
+
+    #[tokio::test]
+    async fn the_install_key_is_made_once_private_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let made = PairingKey::load_or_create(home.path()).await.unwrap();
+        let path = home.path().join(INSTALL_KEY_FILE);
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), 32);
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let again = PairingKey::load_or_create(home.path()).await.unwrap();
+        assert_eq!(made.hash("c"), again.hash("c"));
+        // Only the key is left in the home: no temporary file.
+        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 1);
+        std::fs::write(&path, b"short").unwrap();
+        let err = PairingKey::load_or_create(home.path()).await.unwrap_err();
+        assert!(err.to_string().contains("install.key"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn processes_starting_together_agree_on_one_key() {
+        let home = tempfile::tempdir().unwrap();
+        let keys =
+            futures::future::join_all((0..8).map(|_| PairingKey::load_or_create(home.path())))
+                .await;
+        let hashes: std::collections::BTreeSet<String> =
+            keys.into_iter().map(|k| k.unwrap().hash("c")).collect();
+        assert_eq!(hashes.len(), 1);
+    }
+}

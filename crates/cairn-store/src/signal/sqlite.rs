@@ -1,0 +1,182 @@
+//! SQLite: a watch on the WAL file, confirmed with `PRAGMA data_version`
+//! on a dedicated connection; a slow poll where file events are unavailable.
+//!
+//! A file event can come before the commit it belongs to is visible: the
+//! writer appends its frames (the events) and only then publishes the new
+//! end of the log in the shared memory index, which makes no event. So
+//! after events the connection looks again a little later
+//! ([`RECHECKS`]) before going back to sleep; a later commit always makes
+//! new events.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Row};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::{FALLBACK_POLL, Hub, SignalMode, Topic};
+
+/// Looks after file events, from the first: a commit still being published
+/// when the first look ran is seen by one of these.
+const RECHECKS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(100)];
+
+/// How long to wait before trying to open the dedicated connection again.
+const RETRY: Duration = Duration::from_secs(5);
+
+pub(super) async fn listen(
+    hub: Weak<Hub>,
+    url: String,
+    wal: PathBuf,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut conn = loop {
+        match connect(&url).await {
+            Ok(conn) => break conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "change signal: cannot open a connection to watch the database; retrying");
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    () = tokio::time::sleep(RETRY) => {}
+                }
+            }
+        }
+    };
+    // The WAL exists once a connection has read the database.
+    let mut version = data_version(&mut conn).await.ok();
+    let events = Arc::new(Notify::new());
+    let watcher = watch_file(&wal, Arc::clone(&events));
+    // The first reading of the counters, then every waiter looks once:
+    // a change made before we listened is not lost. The mode is set after,
+    // so whoever waits for it (`signal_ready`) has had that wake.
+    match read_counters(&mut conn).await {
+        Ok(counters) => match hub.upgrade() {
+            Some(hub) => {
+                hub.counters_read(&counters);
+                hub.wake_all();
+            }
+            None => return,
+        },
+        Err(e) => tracing::warn!(error = %e, "change signal: cannot read the change counters"),
+    }
+    let polling = match &watcher {
+        Ok(_) => {
+            tracing::debug!(wal = %wal.display(), "change signal: watching the WAL");
+            set_mode(&hub, SignalMode::WatchingWal { path: wal.clone() });
+            false
+        }
+        Err(e) => {
+            let reason = e.to_string();
+            tracing::warn!(wal = %wal.display(), error = %reason, every_secs = FALLBACK_POLL.as_secs(),
+                "change signal: file events unavailable; polling the database instead");
+            set_mode(
+                &hub,
+                SignalMode::Polling {
+                    every: FALLBACK_POLL,
+                    reason,
+                },
+            );
+            true
+        }
+    };
+    let mut rechecks: Vec<Instant> = Vec::new();
+    loop {
+        let next_recheck = rechecks.first().copied();
+        let poll = async {
+            if polling {
+                tokio::time::sleep(FALLBACK_POLL).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let recheck = async {
+            match next_recheck {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = events.notified() => {
+                let now = Instant::now();
+                rechecks = RECHECKS.iter().map(|d| now + *d).collect();
+            }
+            () = recheck => { rechecks.remove(0); }
+            () = poll => {}
+        }
+        let Some(hub) = hub.upgrade() else { return };
+        match data_version(&mut conn).await {
+            Ok(now) if Some(now) == version => {}
+            Ok(now) => {
+                version = Some(now);
+                match read_counters(&mut conn).await {
+                    Ok(counters) => hub.counters_read(&counters),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "change signal: cannot read the change counters");
+                        hub.wake_all();
+                    }
+                }
+            }
+            Err(e) => {
+                // Look again soon; meanwhile waiters re-read what they need.
+                tracing::warn!(error = %e, "change signal: cannot read PRAGMA data_version");
+                hub.wake_all();
+                rechecks.push(Instant::now() + RETRY);
+            }
+        }
+    }
+}
+
+fn set_mode(hub: &Weak<Hub>, mode: SignalMode) {
+    if let Some(hub) = hub.upgrade() {
+        hub.set_mode(mode);
+    }
+}
+
+async fn connect(url: &str) -> Result<SqliteConnection, sqlx::Error> {
+    SqliteConnectOptions::from_str(url)?
+        .busy_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+}
+
+/// Changes whenever another connection (in any process) committed.
+async fn data_version(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {
+    let row = sqlx::query("PRAGMA data_version").fetch_one(conn).await?;
+    row.try_get::<i64, _>(0)
+}
+
+async fn read_counters(conn: &mut SqliteConnection) -> Result<Vec<(Topic, i64)>, sqlx::Error> {
+    let rows = sqlx::query("SELECT key, value FROM engine_counters")
+        .fetch_all(conn)
+        .await?;
+    let mut out = Vec::new();
+    for row in &rows {
+        let key: String = row.try_get("key")?;
+        if let Some(topic) = Topic::ALL.into_iter().find(|t| t.counter_key() == key) {
+            out.push((topic, row.try_get::<i64, _>("value")?));
+        }
+    }
+    Ok(out)
+}
+
+/// Watches `wal` for writes; each event wakes `events`. The watch lives as
+/// long as the returned watcher.
+pub(super) fn watch_file(
+    wal: &Path,
+    events: Arc<Notify>,
+) -> Result<notify::RecommendedWatcher, notify::Error> {
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        match event {
+            Ok(e) if e.kind.is_access() => {}
+            // An error is a reason to look too.
+            _ => events.notify_one(),
+        }
+    })?;
+    watcher.watch(wal, RecursiveMode::NonRecursive)?;
+    Ok(watcher)
+}

@@ -1,0 +1,311 @@
+//! `cairn backup FILE` and `cairn restore FILE`: one archive with a
+//! consistent snapshot of the database (taken online: `VACUUM INTO` on
+//! SQLite, a repeatable-read export on PostgreSQL), the workspace and
+//! config.toml; restored into an empty home, into whichever database the
+//! restored configuration names, with every table's row count checked.
+
+mod archive;
+mod data;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use cairn_store::Store;
+use cairn_store::portable::{self, TableCount};
+use chrono::Utc;
+use clap::Args;
+use secrecy::ExposeSecret;
+
+use self::archive::{DatabaseForm, Manifest};
+use crate::exit::BadInput;
+use crate::{home, settings};
+
+/// Arguments of `cairn backup`.
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The archive to write (a .tar.gz).
+    pub file: PathBuf,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `cairn restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// An archive written by `cairn backup`.
+    pub file: PathBuf,
+    /// Restore into a home (and database) that is not empty, replacing
+    /// config.toml, every table's rows and the archive's workspace files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// A private scratch directory, removed when dropped.
+struct Staging(PathBuf);
+
+impl Staging {
+    fn new(what: &str) -> anyhow::Result<Staging> {
+        let nanos = Utc::now().timestamp_subsec_nanos();
+        let dir = std::env::temp_dir().join(format!("cairn-{what}-{}-{nanos}", std::process::id()));
+        home::create_dir(&dir)?;
+        Ok(Staging(dir))
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Staging {
+    #[allow(clippy::disallowed_methods, reason = "cleanup of a scratch directory")]
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "one-shot command, outside async code"
+)]
+fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Whether `dir` is missing or holds nothing.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "one-shot command, outside async code"
+)]
+pub(crate) fn is_empty_dir(dir: &Path) -> anyhow::Result<bool> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => Ok(entries.next().is_none()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    }
+}
+
+/// Runs `cairn backup`.
+pub fn backup(args: &BackupArgs, as_json: bool) -> anyhow::Result<ExitCode> {
+    let config = settings::load()?;
+    let staging = Staging::new("backup")?;
+    let url = config.database_url.expose_secret();
+    let (backend, form, tables, schema_version) = super::runtime()?.block_on(async {
+        let (store, _) = Store::open(url).await.context("cannot open the database")?;
+        let schema_version = store.applied_schema_version().await?;
+        let taken = match store.backend() {
+            cairn_store::Backend::Sqlite => {
+                let copy = staging.join("cairn.db");
+                store.vacuum_into(&copy).await?;
+                let copy_store = Store::connect(&sqlite_url(&copy)).await?;
+                let counts = copy_store.snapshot().await?.counts();
+                copy_store.close().await;
+                (DatabaseForm::SqliteFile, counts)
+            }
+            cairn_store::Backend::Postgres => {
+                let counts = data::export(&store, &staging.join("database")).await?;
+                (DatabaseForm::Jsonl, counts)
+            }
+        };
+        let backend = store.backend().as_str();
+        store.close().await;
+        anyhow::Ok((backend, taken.0, taken.1, schema_version))
+    })?;
+    let config_path = settings::config_path(config.home());
+    let config_text = read_optional(&config_path)?;
+    let (workspace, skipped) = archive::list_tree("workspace", &config.workspace)?;
+    let manifest = Manifest {
+        format: archive::FORMAT,
+        cairn_version: env!("CARGO_PKG_VERSION").to_string(),
+        schema_version,
+        backend: backend.to_string(),
+        created_at: Utc::now(),
+        database: form,
+        tables,
+        config: config_text.is_some(),
+        workspace_files: workspace.len() as u64,
+    };
+    let mut out = archive::Writer::create(&args.file, args.force, &manifest)?;
+    if let Some(text) = &config_text {
+        out.bytes("config.toml", text.as_bytes())?;
+    }
+    match form {
+        DatabaseForm::SqliteFile => out.file("database/cairn.db", &staging.join("cairn.db"))?,
+        DatabaseForm::Jsonl => {
+            for t in &manifest.tables {
+                let name = format!("database/{}.jsonl", t.table);
+                out.file(&name, &staging.join(&name))?;
+            }
+        }
+    }
+    for (name, path) in &workspace {
+        out.file(name, path)?;
+    }
+    out.finish()?;
+    report(&args.file, &manifest, skipped, as_json, "backed up")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `cairn restore`.
+pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
+    let manifest = archive::read_manifest(&args.file)?;
+    let known = portable::schema_version();
+    if manifest.schema_version > known {
+        return Err(BadInput(format!(
+            "{} holds a database at schema version {}, newer than this cairn knows ({known}): \
+             install cairn {} or later to restore it",
+            args.file.display(),
+            manifest.schema_version,
+            manifest.cairn_version
+        ))
+        .into());
+    }
+    let home = settings::home_dir()?;
+    if !args.force && !is_empty_dir(&home)? {
+        return Err(BadInput(format!(
+            "{} is not empty: restore into a new home (set CAIRN_HOME to an empty or missing \
+             directory), or add --force to replace what is there",
+            home.display()
+        ))
+        .into());
+    }
+    let staging = Staging::new("restore")?;
+    archive::unpack(&args.file, &staging.0)?;
+    let config_path = settings::config_path(&home);
+    let config_text = read_optional(&staging.join("config.toml"))?;
+    let config = settings::load_with_file(config_text.clone().map(|t| (config_path.clone(), t)))
+        .context("the archive's config.toml does not load here")?;
+    if !args.force && !is_empty_dir(&config.workspace)? {
+        return Err(BadInput(format!(
+            "the workspace {} is not empty; add --force to replace its files",
+            config.workspace.display()
+        ))
+        .into());
+    }
+    // The home is the owner's alone (0700) before the database creates files in it.
+    home::create_dir(&home)?;
+    let url = config.database_url.expose_secret();
+    let counts = super::runtime()?.block_on(async {
+        match manifest.database {
+            DatabaseForm::SqliteFile => {
+                let file = staging.join("database").join("cairn.db");
+                let (source, _) = Store::open(&sqlite_url(&file))
+                    .await
+                    .context("the archive's database does not open")?;
+                let (target, _) = Store::open(url)
+                    .await
+                    .context("cannot open the database to restore into")?;
+                let snapshot = source.snapshot().await?;
+                if manifest.schema_version == known {
+                    same_counts(&manifest.tables, &snapshot.counts())?;
+                }
+                let counts = super::db::copy_snapshot(snapshot, &target, args.force).await;
+                source.close().await;
+                target.close().await;
+                counts
+            }
+            DatabaseForm::Jsonl => {
+                let target = Store::connect(url)
+                    .await
+                    .context("cannot open the database to restore into")?;
+                // The rows fit the schema they were taken at: build that,
+                // fill it, then bring it up to date (conversions included).
+                target.migrate_up_to(manifest.schema_version).await?;
+                let counts =
+                    data::import(&target, &staging.join("database"), &manifest, args.force).await;
+                if counts.is_ok() {
+                    target.migrate().await?;
+                }
+                target.close().await;
+                counts
+            }
+        }
+    })?;
+    if let Some(text) = &config_text {
+        home::write(&config_path, text.as_bytes(), args.force)?;
+    }
+    let (files, _) = archive::list_tree("workspace", &staging.join("workspace"))?;
+    home::create_dir(&config.workspace)?;
+    for (name, path) in &files {
+        let relative = name.trim_start_matches("workspace/");
+        let out = config.workspace.join(relative);
+        if let Some(parent) = out.parent() {
+            home::create_dir(parent)?;
+        }
+        copy_file(path, &out, args.force)?;
+    }
+    let restored = Manifest {
+        tables: counts,
+        ..manifest
+    };
+    report(&args.file, &restored, 0, as_json, "restored")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "one-shot command, outside async code"
+)]
+fn copy_file(from: &Path, to: &Path, replace: bool) -> anyhow::Result<()> {
+    let mut input =
+        std::fs::File::open(from).with_context(|| format!("cannot read {}", from.display()))?;
+    let mut output = home::create_file(to, replace)?;
+    std::io::copy(&mut input, &mut output)
+        .with_context(|| format!("cannot write {}", to.display()))?;
+    Ok(())
+}
+
+/// The archive's own database must hold what its manifest says.
+fn same_counts(expected: &[TableCount], found: &[TableCount]) -> anyhow::Result<()> {
+    for e in expected {
+        let got = found.iter().find(|f| f.table == e.table).map(|f| f.rows);
+        if got != Some(e.rows) {
+            anyhow::bail!(
+                "the archive is damaged: table {} should hold {} rows, its database has {}",
+                e.table,
+                e.rows,
+                got.map_or("none".to_string(), |n| n.to_string())
+            );
+        }
+    }
+    Ok(())
+}
+
+fn report(
+    file: &Path,
+    manifest: &Manifest,
+    skipped: u64,
+    as_json: bool,
+    verb: &str,
+) -> anyhow::Result<()> {
+    if as_json {
+        let mut out = serde_json::to_value(manifest)?;
+        out["file"] = serde_json::Value::String(file.display().to_string());
+        out["skipped_links"] = serde_json::Value::from(skipped);
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let rows: u64 = manifest.tables.iter().map(|t| t.rows).sum();
+    println!(
+        "{verb} {}: {rows} rows in {} tables ({}, schema {}), {} workspace files{}",
+        file.display(),
+        manifest.tables.len(),
+        manifest.backend,
+        manifest.schema_version,
+        manifest.workspace_files,
+        if manifest.config { ", config.toml" } else { "" }
+    );
+    if skipped > 0 {
+        println!("left out {skipped} symbolic link(s) or special file(s) of the workspace");
+    }
+    Ok(())
+}
