@@ -216,12 +216,36 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
     Ok(tools)
 }
 
+/// `tools.web_search.api_key = "${VAR}"` read from the environment, as
+/// every secret in config.toml may be.
+fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result<()> {
+    let Some(key) = tools.web_search.as_mut().and_then(|s| s.api_key.as_mut()) else {
+        return Ok(());
+    };
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
+        let file = config
+            .settings
+            .file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let line = config.tools.as_ref().map_or(0, |s| s.line);
+        BadInput(format!(
+            "{file}:{line}: tools.web_search.api_key: environment variable {var} is not set"
+        ))
+    })?;
+    *key = SecretString::from(expanded);
+    Ok(())
+}
+
 /// The `[tools]` table as written, with cairn's own secrets added (no checks).
 pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
     let mut tools: ToolsConfig = match &config.tools {
         Some(sec) => section(config, "tools", sec)?,
         None => ToolsConfig::default(),
     };
+    expand_search_key(config, &mut tools)?;
     let home = config.home();
     let mut private = vec![
         crate::settings::config_path(home).display().to_string(),

@@ -378,3 +378,67 @@ model = "claude-sonnet-4-5"
     let cost: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(cost["spent_micros"], 3_000_000, "{cost}");
 }
+
+/// A Brave-compatible stand-in on 127.0.0.1 (a thread, one answer per
+/// connection); returns its base URL and the request heads it saw.
+fn brave_stand_in() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&heads);
+    std::thread::spawn(move || {
+        for mut socket in listener.incoming().map_while(Result::ok) {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && socket.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).to_string());
+            let body = r#"{"web":{"results":[{"title":"Cairn","url":"https://example.org/cairn","description":"A pile of stones."}]}}"#;
+            let _ = write!(
+                socket,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (base, heads)
+}
+
+#[test]
+fn web_search_reads_its_key_from_the_environment() {
+    let env = Env::new("openai");
+    let (base, heads) = brave_stand_in();
+    env.config(&format!(
+        "[tools.web_search]\nprovider = \"brave\"\napi_key = \"${{SEARCH_TEST_KEY}}\"\nbase_url = \"{base}\"\n"
+    ));
+    env.server.push_all([
+        Scripted::tool_call("web_search", serde_json::json!({"query": "cairn"})),
+        Scripted::text("Stones."),
+    ]);
+    env.cairn()
+        .env("SEARCH_TEST_KEY", "BSA-from-env")
+        .args(["chat", "-m", "search cairn"])
+        .assert()
+        .success()
+        .stdout("Stones.\n");
+    let head = heads.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(
+        head.contains("x-subscription-token: bsa-from-env"),
+        "{head}"
+    );
+    let tool = env.server.requests()[1].body["messages"].to_string();
+    assert!(tool.contains("A pile of stones."), "{tool}");
+
+    // An unset variable stops start-up, naming it and the key.
+    env.cairn()
+        .args(["chat", "-m", "search again"])
+        .assert()
+        .failure()
+        .stderr(contains(
+            "tools.web_search.api_key: environment variable SEARCH_TEST_KEY is not set",
+        ));
+}
