@@ -78,7 +78,7 @@ pub trait ChatSink: Send + Sync {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Reply {
     /// The agent's answer to a message.
-    Answer(TurnReport),
+    Answer(Box<TurnReport>),
     /// Information from a command or control (`/threads`, `/undo`, …).
     Notice {
         /// The text to show.

@@ -374,7 +374,7 @@ impl ChatService {
             return e.into();
         }
         match (state, error) {
-            (TurnState::Completed, _) => Reply::Answer(report),
+            (TurnState::Completed, _) => Reply::Answer(Box::new(report)),
             (TurnState::Interrupted, _) => {
                 Reply::notice("Interrupted. /resume continues the turn, /undo drops it.")
             }

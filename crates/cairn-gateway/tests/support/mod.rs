@@ -83,6 +83,9 @@ pub fn settings() -> GatewayConfig {
     }
 }
 
+/// Builds the extra tools of a test gateway over its store.
+pub type ToolMaker = Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>;
+
 /// What a test gateway is built with.
 pub struct Options {
     /// The `[gateway]` settings.
@@ -94,7 +97,7 @@ pub struct Options {
     /// The agent's autonomy.
     pub autonomy: AutonomyLevel,
     /// Tools registered over the store besides [`Writer`].
-    pub tools: Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>,
+    pub tools: ToolMaker,
 }
 
 impl Default for Options {
