@@ -14,6 +14,9 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// A 1×1 GIF and its data URL.
 const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;";
 const GIF_URL: &str = "data:image/gif;base64,R0lGODlhAQABAAAAADs=";
@@ -127,21 +130,8 @@ async fn v1_fetches_http_image_urls_under_the_network_rules() {
 async fn a_websocket_message_may_carry_images() {
     let gw = TestGateway::start().await;
     gw.llm.push(Scripted::text("Nice pixel."));
-    let mut request = format!("{}/ws/chat", gw.base.replacen("http://", "ws://", 1))
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {}", gw.token).parse().unwrap(),
-    );
-    let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut socket = socket;
+    let mut socket = ws_connect(&gw).await;
     let frame = |m: Message| serde_json::from_str::<Value>(m.to_text().unwrap()).unwrap();
-    assert_eq!(
-        frame(socket.next().await.unwrap().unwrap())["type"],
-        "ready"
-    );
-    let mut socket = socket;
     let message = json!({"type": "message", "content": "look", "images": [GIF_URL]});
     socket
         .send(Message::Text(message.to_string().into()))
@@ -170,5 +160,130 @@ async fn a_websocket_message_may_carry_images() {
             .contains("images[0]: send images as data: URLs"),
         "{f}"
     );
+    gw.stop().await;
+}
+
+/// A GIF of about `size` bytes (the header, then padding), as a data URL:
+/// past the test gateway's 64 KiB body limit once encoded.
+fn big_gif_url(size: usize) -> String {
+    use base64::Engine;
+    let mut bytes = GIF.to_vec();
+    bytes.resize(size, 0);
+    format!(
+        "data:image/gif;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
+}
+
+async fn ws_connect(gw: &TestGateway) -> Socket {
+    let mut request = format!("{}/ws/chat", gw.base.replacen("http://", "ws://", 1))
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", gw.token).parse().unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let ready = socket.next().await.unwrap().unwrap();
+    assert!(ready.to_text().unwrap().contains("\"ready\""));
+    socket
+}
+
+/// The next frame that is not a streamed chunk.
+async fn ws_frame(socket: &mut Socket) -> Value {
+    loop {
+        let m = socket.next().await.unwrap().unwrap();
+        let f: Value = serde_json::from_str(m.to_text().unwrap()).unwrap();
+        if f["type"] != "chunk" {
+            return f;
+        }
+    }
+}
+
+#[tokio::test]
+async fn images_may_take_a_websocket_message_past_the_body_limit_text_may_not() {
+    let gw = TestGateway::start().await;
+    let limit = support::settings().body_limit;
+    let picture = big_gif_url(200_000);
+    assert!(picture.len() > 3 * limit);
+    let mut socket = ws_connect(&gw).await;
+
+    gw.llm.push(Scripted::text("A big pixel."));
+    let message = json!({"type": "message", "content": "look", "images": [picture]});
+    socket
+        .send(Message::Text(message.to_string().into()))
+        .await
+        .unwrap();
+    let done = loop {
+        let f = ws_frame(&mut socket).await;
+        assert_ne!(f["type"], "error", "{f}");
+        if f["type"] == "done" {
+            break f;
+        }
+    };
+    assert_eq!(done["response"], "A big pixel.");
+    assert_eq!(last_user(&gw)["content"][1]["image_url"]["url"], picture);
+
+    // The text beside the images still has to fit the body limit.
+    let wordy = json!({"type": "message", "content": "x".repeat(limit), "images": [GIF_URL]});
+    socket
+        .send(Message::Text(wordy.to_string().into()))
+        .await
+        .unwrap();
+    let f = ws_frame(&mut socket).await;
+    assert_eq!(f["type"], "error", "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("gateway.body_limit_bytes"),
+        "{f}"
+    );
+    assert_eq!(gw.llm.requests().len(), 1, "the wordy message never ran");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn images_may_take_a_v1_request_past_the_body_limit_text_may_not() {
+    let gw = TestGateway::start().await;
+    let limit = support::settings().body_limit;
+    gw.llm.push(Scripted::text("Large."));
+    let picture = big_gif_url(200_000);
+    let response = gw
+        .post("/v1/chat/completions")
+        .json(&asks_about(&picture))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(last_user(&gw)["content"][1]["image_url"]["url"], picture);
+
+    let wordy = json!({"model": "cairn", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "x".repeat(limit)},
+        {"type": "image_url", "image_url": {"url": GIF_URL}}
+    ]}]});
+    let (status, code) = support::error_code(
+        gw.post("/v1/chat/completions")
+            .json(&wordy)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (413, "payload_too_large"));
+
+    // Past the body limit and the images' allowance together, nothing is read.
+    let image_limit = support::settings().image_limit;
+    let huge = asks_about(&big_gif_url(image_limit));
+    let (status, _) = support::error_code(
+        gw.post("/v1/chat/completions")
+            .json(&huge)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 413);
+    assert_eq!(gw.llm.requests().len(), 1);
     gw.stop().await;
 }

@@ -282,6 +282,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "largest request body accepted",
     ),
     def(
+        "gateway.image_limit_bytes",
+        &["CAIRN_GATEWAY_IMAGE_LIMIT_BYTES"],
+        K::UInt,
+        D::UInt(8 * 1024 * 1024),
+        "bytes of images (data: URLs) a /v1 chat request or a WebSocket message may carry on top of gateway.body_limit_bytes",
+    ),
+    def(
         "gateway.request_timeout_secs",
         &["CAIRN_GATEWAY_REQUEST_TIMEOUT_SECS"],
         K::UInt,

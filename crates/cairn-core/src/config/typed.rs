@@ -177,6 +177,9 @@ pub struct GatewayConfig {
     pub allow_public_bind: bool,
     /// Largest request body, in bytes.
     pub body_limit: usize,
+    /// Bytes of images (`data:` URLs) a chat request or WebSocket message
+    /// may carry beyond `body_limit`.
+    pub image_limit: usize,
     /// Time limit of ordinary requests (streams and agent turns are exempt).
     pub request_timeout: Duration,
     /// Whether `/metrics` is served without a token.
@@ -332,6 +335,8 @@ impl Config {
                 },
                 allow_public_bind: r.bool("gateway.allow_public_bind"),
                 body_limit: usize::try_from(r.uint_at_least("gateway.body_limit_bytes", 1024))
+                    .unwrap_or(usize::MAX),
+                image_limit: usize::try_from(r.uint_at_least("gateway.image_limit_bytes", 0))
                     .unwrap_or(usize::MAX),
                 request_timeout: Duration::from_secs(
                     r.uint_at_least("gateway.request_timeout_secs", 1),

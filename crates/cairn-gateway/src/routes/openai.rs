@@ -13,7 +13,8 @@
 //! are refused with 400: client-defined `tools` (or `functions`), `tool`
 //! messages, content parts other than text and `image_url` (user messages
 //! only; see `openai_images`), images for a model without vision, and `n`
-//! other than 1.
+//! other than 1. Images sent as `data:` URLs may take a request past
+//! `gateway.body_limit_bytes` (see [`crate::image_allowance`]).
 //!
 //! The model must be the agent's (`GET /v1/models` lists it) or the alias
 //! `cairn`; anything else is 404 `model_not_found`. Errors use OpenAI's
@@ -47,7 +48,7 @@ use utoipa_axum::routes;
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::events::EventBus;
-use crate::extract::ApiJson;
+use crate::image_allowance::JsonWithImages;
 use crate::state::AppState;
 
 /// The model alias accepted besides the agent's own model.
@@ -281,7 +282,7 @@ async fn models(State(state): State<AppState>, _auth: Authed) -> Result<Json<Mod
 async fn chat_completions(
     State(state): State<AppState>,
     _auth: Authed,
-    ApiJson(request): ApiJson<CompletionRequest>,
+    JsonWithImages(request): JsonWithImages<CompletionRequest>,
 ) -> Response {
     match complete(state, request).await {
         Ok(response) => response,

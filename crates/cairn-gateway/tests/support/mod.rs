@@ -69,6 +69,8 @@ pub fn settings() -> GatewayConfig {
         port: 0,
         allow_public_bind: false,
         body_limit: 64 * 1024,
+        // Room for the images tests send; small enough that a 4 MiB message is far past it.
+        image_limit: 1024 * 1024,
         request_timeout: Duration::from_secs(30),
         metrics_public: false,
         trust_forwarded_for: false,
