@@ -442,3 +442,83 @@ fn web_search_reads_its_key_from_the_environment() {
             "tools.web_search.api_key: environment variable SEARCH_TEST_KEY is not set",
         ));
 }
+
+#[test]
+fn a_route_on_the_main_provider_is_priced_by_its_model() {
+    let env = Env::new("openai");
+    env.config(
+        r#"
+[[routing.rules]]
+hint = "reasoning"
+keywords = ["prove"]
+
+[routing.models.reasoning]
+model = "gpt-4.1"
+"#,
+    );
+    env.server.push_all([
+        Scripted::text("Proof.").with_usage(1_000_000, 0),
+        Scripted::text("Hello.").with_usage(1_000_000, 0),
+    ]);
+    let cost_of = |message: &str| -> Value {
+        let out = env
+            .cairn()
+            .env("CAIRN_LLM_MODEL", "gpt-4.1-mini")
+            .args(["chat", "--json", "-m", message])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    };
+    // gpt-4.1: $2 per million input tokens; gpt-4.1-mini: $0.40.
+    let routed = cost_of("prove it for me");
+    assert_eq!(model_of(&env, 0), "gpt-4.1");
+    assert_eq!(routed["usage"]["cost_micros"], 2_000_000, "{routed}");
+    let default = cost_of("hello there");
+    assert_eq!(model_of(&env, 1), "gpt-4.1-mini");
+    assert_eq!(default["usage"]["cost_micros"], 400_000, "{default}");
+    let out = env
+        .cairn()
+        .args(["cost", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let cost: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(cost["spent_micros"], 2_400_000, "{cost}");
+}
+
+#[test]
+fn an_image_comes_back_with_a_restored_backup() {
+    let env = Env::new("openai");
+    env.server.push(Scripted::text("A pixel."));
+    let file = env.image("pixel.gif", GIF);
+    env.cairn()
+        .args(["chat", "-m", "keep this", "--image", &file])
+        .assert()
+        .success();
+    let archive = env.home.path().join("backup.tar.gz");
+    env.cairn().arg("backup").arg(&archive).assert().success();
+
+    // The turn names the image by hash; the bytes come back from the
+    // archive's workspace, so the restored history still shows it.
+    let restored = tempfile::tempdir().unwrap();
+    let home = restored.path().join("home");
+    env.cairn()
+        .env("CAIRN_HOME", &home)
+        .arg("restore")
+        .arg(&archive)
+        .assert()
+        .success();
+    env.server.push(Scripted::text("Still a pixel."));
+    env.cairn()
+        .env("CAIRN_HOME", &home)
+        .args(["chat", "-m", "what did I send?"])
+        .assert()
+        .success();
+    let history = env.server.requests()[1].body["messages"].to_string();
+    assert!(history.contains(GIF_BASE64), "{history}");
+}
