@@ -3,6 +3,8 @@
 //! model's next request carries what the tool returned.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +19,7 @@ use cairn_core::chat::ChatMessage;
 use cairn_llm::build_provider;
 use cairn_llm::testing::{FakeLlmServer, Scripted};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 /// One canned answer of the stand-in server.
@@ -55,17 +57,8 @@ impl StandIn {
                 let routes = Arc::clone(&routes);
                 let seen = Arc::clone(&seen);
                 tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let head_end = loop {
-                        let n = socket.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break i + 4;
-                        }
+                    let Some((buf, head_end)) = support::read_head(&mut socket).await else {
+                        return;
                     };
                     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
                     seen.lock().unwrap().push(head.clone());

@@ -80,6 +80,16 @@ impl<P: Protocol> HttpProvider<P> {
         })
     }
 
+    /// Refuses images the model cannot take before anything is sent.
+    fn admit_images(&self, request: &ChatRequest) -> Result<(), LlmError> {
+        crate::images::admit(
+            request,
+            self.core.provider(),
+            self.core.model_for(request),
+            self.core.vision,
+        )
+    }
+
     async fn post(
         &self,
         request: &ChatRequest,
@@ -153,23 +163,13 @@ impl<P: Protocol> LlmProvider for HttpProvider<P> {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        crate::images::admit(
-            request,
-            self.core.provider(),
-            self.core.model_for(request),
-            self.core.vision,
-        )?;
+        self.admit_images(request)?;
         let response = self.post(request, false).await?;
         self.parse_whole(request, response).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ResponseStream, LlmError> {
-        crate::images::admit(
-            request,
-            self.core.provider(),
-            self.core.model_for(request),
-            self.core.vision,
-        )?;
+        self.admit_images(request)?;
         let response = self.post(request, true).await?;
         if is_json_response(&response) {
             // The server ignored `"stream": true`; replay its whole answer.

@@ -55,14 +55,23 @@ pub fn section<T: serde::de::DeserializeOwned>(
     section: &Section,
 ) -> anyhow::Result<T> {
     serde_json::from_value(section.value.clone()).map_err(|e| {
-        let file = config
-            .settings
-            .file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        BadInput(format!("{file}:{}: {key}: {e}", section.line)).into()
+        BadInput(format!(
+            "{}:{}: {key}: {e}",
+            file_name(config),
+            section.line
+        ))
+        .into()
     })
+}
+
+/// The config file's path as errors name it (empty without a file).
+fn file_name(config: &Config) -> String {
+    config
+        .settings
+        .file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
 }
 
 /// One `[[llm.fallbacks]]` entry.
@@ -224,15 +233,10 @@ fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result
     };
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
-        let file = config
-            .settings
-            .file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let line = config.tools.as_ref().map_or(0, |s| s.line);
         BadInput(format!(
-            "{file}:{line}: tools.web_search.api_key: environment variable {var} is not set"
+            "{}:{}: tools.web_search.api_key: environment variable {var} is not set",
+            file_name(config),
+            config.tools.as_ref().map_or(0, |s| s.line)
         ))
     })?;
     *key = SecretString::from(expanded);
