@@ -231,11 +231,8 @@ fn status_names_the_route_that_answered() {
         .stdout(contains("Last answer: big-thinker (route `reasoning`)"));
 }
 
-#[test]
-fn doctor_checks_hints_and_route_providers() {
-    let env = Env::new("openai");
-    env.config(
-        r#"
+/// Two rules, one route to Anthropic; the `code` hint has no route.
+const ROUTES_TO_ANTHROPIC: &str = r#"
 [[routing.rules]]
 hint = "reasoning"
 keywords = ["prove"]
@@ -247,23 +244,32 @@ patterns = ["```"]
 [routing.models.reasoning]
 provider = "anthropic"
 model = "claude-sonnet-4-5"
-"#,
-    );
+"#;
+
+/// `cairn doctor --json`'s routing check.
+fn routing_check(env: &Env) -> Value {
     let out = env
         .cairn()
         .args(["doctor", "--json"])
-        .assert()
-        .failure()
-        .get_output()
-        .stdout
-        .clone();
+        .output()
+        .unwrap()
+        .stdout;
     let report: Value = serde_json::from_slice(&out).unwrap();
-    let routing = report["checks"]
+    report["checks"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == "routing")
-        .unwrap();
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn doctor_checks_hints_and_route_providers() {
+    let env = Env::new("openai");
+    env.config(ROUTES_TO_ANTHROPIC);
+    env.cairn().args(["doctor", "--json"]).assert().failure();
+    let routing = routing_check(&env);
     assert_eq!(routing["status"], "fail");
     let message = routing["message"].as_str().unwrap();
     assert!(
@@ -278,40 +284,10 @@ model = "claude-sonnet-4-5"
         .stderr(contains("routing.models.reasoning.provider"));
 
     // With the provider configured as a fallback, only the unrouted hint is left.
-    env.config(
-        r#"
-[[llm.fallbacks]]
-provider = "anthropic"
-model = "claude-haiku"
-api_key = "sk-ant-test"
-
-[[routing.rules]]
-hint = "reasoning"
-keywords = ["prove"]
-
-[[routing.rules]]
-hint = "code"
-patterns = ["```"]
-
-[routing.models.reasoning]
-provider = "anthropic"
-model = "claude-sonnet-4-5"
-"#,
-    );
-    let out = env
-        .cairn()
-        .args(["doctor", "--json"])
-        .output()
-        .unwrap()
-        .stdout;
-    let report: Value = serde_json::from_slice(&out).unwrap();
-    let routing = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "routing")
-        .unwrap()
-        .clone();
+    env.config(&format!(
+        "[[llm.fallbacks]]\nprovider = \"anthropic\"\nmodel = \"claude-haiku\"\napi_key = \"sk-ant-test\"\n{ROUTES_TO_ANTHROPIC}"
+    ));
+    let routing = routing_check(&env);
     assert_eq!(routing["status"], "warn", "{routing}");
     assert!(
         routing["message"]
