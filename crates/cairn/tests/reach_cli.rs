@@ -54,6 +54,19 @@ impl Env {
         path.display().to_string()
     }
 
+    /// A successful command's JSON output.
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self
+            .cairn()
+            .args(args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    }
+
     fn last_user_content(&self, n: usize) -> Value {
         let messages = self.server.requests()[n].body["messages"].clone();
         messages
@@ -172,20 +185,12 @@ fn a_keyword_routes_to_the_routed_model_and_other_messages_to_the_default() {
         Scripted::text("Hi!"),
         Scripted::text("Sure."),
     ]);
-    let out = env
-        .cairn()
-        .args([
-            "chat",
-            "--json",
-            "-m",
-            "Please prove that the square root of two is irrational",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let report: Value = serde_json::from_slice(&out).unwrap();
+    let report = env.json(&[
+        "chat",
+        "--json",
+        "-m",
+        "Please prove that the square root of two is irrational",
+    ]);
     assert_eq!(model_of(&env, 0), "big-thinker");
     assert_eq!(report["model"], "big-thinker");
     assert_eq!(report["route"], "reasoning");
@@ -323,14 +328,7 @@ model = "claude-sonnet-4-5"
         other.base_url_anthropic()
     ));
     other.push(Scripted::text("Proof.").with_usage(1_000_000, 0));
-    let out = env
-        .cairn()
-        .args(["chat", "--json", "-m", "prove the theorem"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let report = env.json(&["chat", "--json", "-m", "prove the theorem"]);
     assert!(
         env.server.requests().is_empty(),
         "the main provider was not asked"
@@ -338,20 +336,11 @@ model = "claude-sonnet-4-5"
     let sent = &other.requests()[0];
     assert_eq!(sent.path, "/v1/messages");
     assert_eq!(sent.body["model"], "claude-sonnet-4-5");
-    let report: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(report["model"], "claude-sonnet-4-5");
     // Priced as claude-sonnet-4-5 ($3 per million input tokens), by the
     // model that answered, and counted by the cost guard.
     assert_eq!(report["usage"]["cost_micros"], 3_000_000);
-    let out = env
-        .cairn()
-        .args(["cost", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let cost: Value = serde_json::from_slice(&out).unwrap();
+    let cost = env.json(&["cost", "--json"]);
     assert_eq!(cost["spent_micros"], 3_000_000, "{cost}");
 }
 
@@ -455,15 +444,7 @@ model = "gpt-4.1"
     let default = cost_of("hello there");
     assert_eq!(model_of(&env, 1), "gpt-4.1-mini");
     assert_eq!(default["usage"]["cost_micros"], 400_000, "{default}");
-    let out = env
-        .cairn()
-        .args(["cost", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let cost: Value = serde_json::from_slice(&out).unwrap();
+    let cost = env.json(&["cost", "--json"]);
     assert_eq!(cost["spent_micros"], 2_400_000, "{cost}");
 }
 
