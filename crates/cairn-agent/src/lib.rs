@@ -37,6 +37,7 @@ pub mod runner;
 pub mod safety;
 pub mod sandbox;
 pub mod session;
+pub mod skills;
 pub mod tools;
 
 pub use agent_loop::{

@@ -1,5 +1,5 @@
 //! The system prompt, built from sections: identity files from the
-//! workspace, the tools, safety rules, the workspace path, the date and time
+//! workspace, the tools, the skills (name, description, path), safety rules, the workspace path, the date and time
 //! in the user's zone, and the runtime (host, OS, model).
 
 use std::path::{Path, PathBuf};
@@ -54,6 +54,8 @@ pub struct PromptContext {
     pub more_tools: Vec<String>,
     /// Host name and operating system.
     pub runtime: RuntimeInfo,
+    /// Skill directories besides `workspace/skills` (`skills.paths`).
+    pub skill_paths: Vec<PathBuf>,
 }
 
 /// Where the agent runs.
@@ -115,6 +117,9 @@ pub async fn build_system_prompt(ctx: &PromptContext) -> String {
             }
         }
     }
+    let skills =
+        crate::skills::discover(&crate::skills::skill_dirs(&ctx.workspace, &ctx.skill_paths)).await;
+    out.push_str(&crate::skills::prompt_section(&skills, &ctx.workspace));
     out.push_str(&format!("\n## Safety\n\n{SAFETY_RULES}\n"));
     out.push_str(&format!(
         "\n## Workspace\n\nWorking directory: {}\n",
@@ -208,6 +213,7 @@ mod tests {
             now: Utc.with_ymd_and_hms(2026, 3, 9, 13, 0, 0).unwrap(),
             model: "test-model".into(),
             more_tools: Vec::new(),
+            skill_paths: Vec::new(),
             tools: vec![ToolDefinition {
                 name: "shell".into(),
                 description: "Runs a command.\nMore detail.".into(),

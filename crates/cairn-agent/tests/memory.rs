@@ -239,6 +239,7 @@ async fn chat(fx: &Fx, server: &FakeLlmServer, memory: Arc<MemoryService>) -> Ch
             },
             tool_limits: Default::default(),
             approval_timeout: Duration::from_secs(60),
+            skill_paths: Vec::new(),
         },
     )
     .with_memory(memory)

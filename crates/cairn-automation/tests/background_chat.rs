@@ -172,6 +172,7 @@ impl Fx {
                 },
                 tool_limits: Default::default(),
                 approval_timeout: Duration::from_secs(60),
+                skill_paths: Vec::new(),
             },
         );
         Fx {

@@ -659,6 +659,7 @@ mod chat {
                 },
                 tool_limits: Default::default(),
                 approval_timeout: Duration::from_secs(60),
+                skill_paths: Vec::new(),
             },
         );
         let say = |text: &str| {

@@ -21,6 +21,7 @@ pub mod notification;
 pub mod routine;
 pub mod routing;
 pub mod schedule;
+pub mod skill;
 pub mod submission;
 pub mod text;
 pub mod threshold;

@@ -150,8 +150,11 @@ impl Store {
 
     /// Closes every connection (the change signal's too); further calls fail.
     pub async fn close(&self) {
-        self.stop_signal();
-        self.on_runtime(self.pool.close()).await;
+        self.on_runtime(async {
+            self.stop_signal().await;
+            self.pool.close().await;
+        })
+        .await;
     }
 
     /// Wraps a store call so sqlx's timers and tasks run on the store's own

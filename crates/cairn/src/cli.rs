@@ -68,6 +68,9 @@ pub enum Command {
     /// Memory: search, add, forget, list, stats, export, reindex, hygiene.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Skills (folders with a SKILL.md): list them, show one.
+    #[command(subcommand)]
+    Skill(SkillCommand),
     /// First-run set-up: the LLM, time zone and a notification channel,
     /// tested, written to config.toml (0600); then `doctor`.
     Init(crate::commands::init::InitArgs),
@@ -113,6 +116,18 @@ pub enum ToolCommand {
     /// Re-enable a tool self-repair disabled (and clear its failures).
     Enable {
         /// The tool's name, as `cairn tool list` shows it.
+        name: String,
+    },
+}
+
+/// `cairn skill …`
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// Every skill found: name, description, file; and the files skipped.
+    List,
+    /// One skill's SKILL.md, whole.
+    Show {
+        /// The skill's name, as `cairn skill list` shows it.
         name: String,
     },
 }

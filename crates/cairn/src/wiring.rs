@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::hooks::command::{UserHooks, parse_hooks};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::policy::{AutonomyLevel, PolicyDecision};
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
@@ -26,7 +27,7 @@ use cairn_automation::primitives::schedule::schedule_tools;
 use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::primitives::watch::Watchers;
 use cairn_automation::routines::actions::AgentActions;
-use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
+use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
 use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
 use cairn_automation::routines::link::EngineLink;
 use cairn_automation::routines::system::{Ensured, SystemRoutine, SystemTask};
@@ -57,15 +58,15 @@ pub fn section<T: serde::de::DeserializeOwned>(
     serde_json::from_value(section.value.clone()).map_err(|e| {
         BadInput(format!(
             "{}:{}: {key}: {e}",
-            file_name(config),
+            config_file(config),
             section.line
         ))
         .into()
     })
 }
 
-/// The config file's path as errors name it (empty without a file).
-fn file_name(config: &Config) -> String {
+/// The config file's path as errors name it (empty when there is none).
+fn config_file(config: &Config) -> String {
     config
         .settings
         .file
@@ -235,7 +236,7 @@ fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result
     let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
         BadInput(format!(
             "{}:{}: tools.web_search.api_key: environment variable {var} is not set",
-            file_name(config),
+            config_file(config),
             config.tools.as_ref().map_or(0, |s| s.line)
         ))
     })?;
@@ -267,6 +268,8 @@ pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
     // The home as a whole is what a sandboxed command must never read (the
     // workspace inside it is granted on its own).
     tools.shell.protected_paths.push(home.to_path_buf());
+    // Skills outside the workspace are read with file_read, never written.
+    tools.files.read_only_roots.clone_from(&config.skills.paths);
     for path in private {
         tools.shell.protected_paths.push(path.clone().into());
         if !tools.shell.forbidden_paths.contains(&path) {
@@ -416,6 +419,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let link = EngineLink::new();
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
+    let user_hooks = user_hooks(config, &tools)?;
+    if !user_hooks.is_empty() {
+        hooks.register(Arc::new(user_hooks));
+    }
     let mut extra = routine_tools(
         store.clone(),
         link.clone(),
@@ -505,6 +512,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         tools: agent.runner().definitions(),
         more_tools: agent.runner().on_demand_listing(),
         runtime: RuntimeInfo::detect(),
+        skill_paths: config.skills.paths.clone(),
     })
     .await;
     let jobs = JobScheduler::builder(
@@ -576,12 +584,61 @@ pub async fn automation(
         runtime.as_ref(),
         home_prefix,
     )?;
+    if let Some(rt) = &runtime {
+        forward_routine_runs(&engine, Arc::clone(rt.agent.hooks()));
+    }
     Ok(Automation {
         runtime,
         notifier,
         engine,
         heartbeat,
     })
+}
+
+/// The `[[hooks]]` commands, run in the workspace under the shell's sandbox.
+pub fn user_hooks(config: &Config, tools: &ToolsConfig) -> anyhow::Result<UserHooks> {
+    let hooks = parse_hooks(config.hooks.as_ref()).map_err(|errors| {
+        let file = config_file(config);
+        let lines: Vec<String> = errors.iter().map(|e| format!("{file}: {e}")).collect();
+        BadInput(lines.join("\n"))
+    })?;
+    Ok(UserHooks::new(
+        hooks,
+        config.workspace.clone(),
+        tools.shell.sandbox_settings(),
+    ))
+}
+
+/// Tells the hooks of every routine run that ends (`on_routine_run`).
+fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
+    let mut runs = engine.subscribe_runs();
+    tokio::spawn(async move {
+        loop {
+            match runs.recv().await {
+                Ok(RunEvent::Finished {
+                    routine,
+                    run_id,
+                    status,
+                    summary,
+                }) => {
+                    let run = serde_json::json!({
+                        "run_id": run_id,
+                        "status": status.to_string(),
+                        "summary": summary,
+                    });
+                    hooks.on_routine_run(&routine, &run).await;
+                }
+                Ok(RunEvent::Started { .. }) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "on_routine_run hooks missed runs (too many at once)"
+                    );
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
 }
 
 /// The routine engine with the real executor. With a runtime, routines get
@@ -752,6 +809,7 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
             runtime: RuntimeInfo::detect(),
             tool_limits: rt.tools.limits.clone(),
             approval_timeout: config.agent.approval_timeout,
+            skill_paths: config.skills.paths.clone(),
         },
     )
     .with_compactor(Arc::new(compactor))

@@ -578,3 +578,99 @@ fn a_schema_loaded_with_tool_schema_is_offered_from_then_on() {
         "unknown names are reported: {result}"
     );
 }
+
+/// Skills: the first request names each skill with its description and path,
+/// never its body; the body is read with file_read, also from `skills.paths`
+/// (read-only); a broken SKILL.md is skipped and doctor names its line.
+#[test]
+fn skills_are_listed_by_name_and_read_on_demand() {
+    let env = Env::new();
+    let extra = tempfile::tempdir().unwrap();
+    let skill = |dir: &std::path::Path, folder: &str, text: &str| {
+        std::fs::create_dir_all(dir.join(folder)).unwrap();
+        std::fs::write(dir.join(folder).join("SKILL.md"), text).unwrap();
+    };
+    skill(
+        &env.workspace().join("skills"),
+        "haiku",
+        "---\nname: haiku\ndescription: Write haiku in 5-7-5.\n---\nCOUNT THE SYLLABLES TWICE\n",
+    );
+    skill(
+        extra.path(),
+        "pdf-forms",
+        "---\nname: pdf-forms\ndescription: Fill PDF forms.\n---\nUSE THE FORM FIELDS\n",
+    );
+    skill(
+        extra.path(),
+        "broken",
+        "---\nname: broken\ndescription: [oops\n---\n",
+    );
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        // Autonomy `full`: the write is not declined, so the path check answers.
+        format!(
+            "[skills]\npaths = [\"{}\"]\n\n[tools.policy]\nautonomy = \"full\"\n",
+            extra.path().display()
+        ),
+    )
+    .unwrap();
+    let pdf = extra.path().join("pdf-forms/SKILL.md");
+    env.server.push_all([
+        Scripted::tool_calls([
+            (
+                "file_read",
+                serde_json::json!({"path": pdf.display().to_string()}),
+            ),
+            (
+                "file_write",
+                serde_json::json!({"path": pdf.display().to_string(), "content": "x"}),
+            ),
+        ]),
+        Scripted::text("Done."),
+    ]);
+    env.cairn()
+        .args(["chat", "-m", "fill my form"])
+        .assert()
+        .success();
+    let first = serde_json::to_string(&env.server.requests()[0].body).unwrap();
+    assert!(
+        first.contains("- haiku: Write haiku in 5-7-5. (skills/haiku/SKILL.md)"),
+        "{first}"
+    );
+    assert!(first.contains("- pdf-forms: Fill PDF forms."), "{first}");
+    assert!(!first.contains("COUNT THE SYLLABLES") && !first.contains("USE THE FORM FIELDS"));
+    assert!(!first.contains("broken"));
+    let results = text_of(&env.sent(1));
+    assert!(results.contains("USE THE FORM FIELDS"), "{results}");
+    assert!(results.contains("outside the workspace"), "{results}");
+    assert_eq!(
+        std::fs::read_to_string(&pdf).unwrap(),
+        "---\nname: pdf-forms\ndescription: Fill PDF forms.\n---\nUSE THE FORM FIELDS\n"
+    );
+
+    let listed = env
+        .cairn()
+        .args(["skill", "list", "--json"])
+        .assert()
+        .success();
+    let listed: serde_json::Value = serde_json::from_slice(&listed.get_output().stdout).unwrap();
+    assert_eq!(listed["skills"][0]["name"], "haiku");
+    assert_eq!(listed["skills"][1]["name"], "pdf-forms");
+    // The parser finds the unclosed list where the front matter ends.
+    assert_eq!(listed["skipped"][0]["line"], 4, "{listed}");
+    env.cairn()
+        .args(["skill", "show", "haiku"])
+        .assert()
+        .success()
+        .stdout(contains("COUNT THE SYLLABLES TWICE"));
+    env.cairn()
+        .args(["skill", "show", "nope"])
+        .assert()
+        .failure()
+        .stderr(contains("no skill named `nope`"));
+    env.cairn().arg("doctor").assert().stdout(contains(format!(
+        "{}:{}:",
+        extra.path().join("broken/SKILL.md").display(),
+        4
+    )));
+}

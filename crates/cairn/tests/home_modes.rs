@@ -89,7 +89,8 @@ fn the_daemon_tightens_a_wide_home_and_says_so_and_doctor_warns_before() {
     // A home as an earlier cairn (or a careless copy) left it.
     std::fs::create_dir(&home).unwrap();
     std::fs::write(home.join("config.toml"), "[agent]\nname = \"pebble\"\n").unwrap();
-    std::fs::write(home.join("install.key"), "k").unwrap();
+    // A well-formed key (32 bytes): the daemon refuses a damaged one.
+    std::fs::write(home.join("install.key"), [7u8; 32]).unwrap();
     Command::from_std(cairn(&home))
         .args(["doctor"])
         .assert()

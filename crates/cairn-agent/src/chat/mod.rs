@@ -143,6 +143,8 @@ pub struct ChatSettings {
     /// How long a tool call waits for an approval answered by a later
     /// message before it is declined (the session is locked meanwhile).
     pub approval_timeout: std::time::Duration,
+    /// Skill directories besides `workspace/skills` (`skills.paths`).
+    pub skill_paths: Vec<PathBuf>,
 }
 
 /// The turn running in a session, reachable without the session's lock.
@@ -274,8 +276,12 @@ impl ChatService {
     pub async fn prune_idle(&self) -> usize {
         let pruned = self.sessions.prune_idle().await;
         let policy = self.agent.runner().policy();
-        for id in &pruned {
+        for (id, key) in &pruned {
             policy.forget_session(&id.to_string());
+            self.agent
+                .hooks()
+                .on_session_end(&key.user_id, &key.channel, &id.to_string())
+                .await;
         }
         pruned.len()
     }

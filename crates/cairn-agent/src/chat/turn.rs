@@ -249,6 +249,7 @@ impl ChatService {
             tools: agent.runner().definitions(),
             more_tools: agent.runner().on_demand_listing(),
             runtime: self.settings.runtime.clone(),
+            skill_paths: self.settings.skill_paths.clone(),
         })
         .await;
         if let Some(compactor) = &self.compactor {

@@ -167,16 +167,16 @@ impl SessionManager {
     }
 
     /// Drops sessions idle longer than the timeout from memory (they stay in
-    /// the store) and returns their ids. A session busy with a turn is
-    /// skipped, never waited for.
-    pub async fn prune_idle(&self) -> Vec<Uuid> {
+    /// the store) and returns their ids and keys. A session busy with a turn
+    /// is skipped, never waited for.
+    pub async fn prune_idle(&self) -> Vec<(Uuid, SessionKey)> {
         let cutoff = self.clock.now()
             - chrono::Duration::from_std(self.idle_timeout).unwrap_or(chrono::Duration::MAX);
         let mut sessions = self.sessions.write().await;
         let mut pruned = Vec::new();
-        sessions.retain(|_, live| match live.try_lock() {
+        sessions.retain(|key, live| match live.try_lock() {
             Ok(session) if session.row.last_active_at < cutoff => {
-                pruned.push(session.row.id);
+                pruned.push((session.row.id, key.clone()));
                 false
             }
             _ => true,

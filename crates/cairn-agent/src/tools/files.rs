@@ -33,6 +33,11 @@ pub struct FilesConfig {
     pub max_write_bytes: usize,
     /// Most entries `list_dir` returns.
     pub max_list_entries: usize,
+    /// Directories `file_read` and `list_dir` may read but `file_write`
+    /// never writes: the skill folders of `skills.paths`, set at start-up
+    /// (not a `[tools.files]` key).
+    #[serde(skip)]
+    pub read_only_roots: Vec<PathBuf>,
 }
 
 impl Default for FilesConfig {
@@ -43,17 +48,26 @@ impl Default for FilesConfig {
             max_read_bytes: 256 * 1024,
             max_write_bytes: 4 * 1024 * 1024,
             max_list_entries: 1000,
+            read_only_roots: Vec::new(),
         }
     }
 }
 
 impl FilesConfig {
-    /// Resolves the model's `raw` path inside the workspace or an extra root,
-    /// refusing forbidden paths; every file tool goes through here. The
-    /// file-system walk runs off the async runtime.
-    async fn target(&self, ctx: &ToolContext, raw: &str) -> Result<Target, ToolError> {
+    /// Resolves the model's `raw` path inside the workspace or an extra root
+    /// (or, for reading, a read-only root), refusing forbidden paths; every
+    /// file tool goes through here. The file-system walk runs off the async runtime.
+    async fn target(
+        &self,
+        ctx: &ToolContext,
+        raw: &str,
+        access: Access,
+    ) -> Result<Target, ToolError> {
         let workspace = ctx.workspace.clone();
-        let extra_roots = self.extra_roots.clone();
+        let mut extra_roots = self.extra_roots.clone();
+        if access == Access::Read {
+            extra_roots.extend(self.read_only_roots.iter().cloned());
+        }
         let forbidden = ForbiddenPaths::new(&self.forbidden_paths);
         let raw = raw.to_string();
         off_runtime(move || {
@@ -64,6 +78,15 @@ impl FilesConfig {
         })
         .await
     }
+}
+
+/// What a file tool does with its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Reads it (read-only roots allowed).
+    Read,
+    /// Writes it (workspace and extra roots only).
+    Write,
 }
 
 /// A path argument after resolution.
@@ -146,7 +169,7 @@ impl Tool for FileReadTool {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
-        let target = self.config.target(ctx, raw).await?;
+        let target = self.config.target(ctx, raw, Access::Read).await?;
         let shown = target.shown.clone();
         let file = target.open(OpenFor::Read).await.map_err(|e| match e {
             ToolError::InvalidArguments(m) if m.ends_with("is a directory") => {
@@ -251,7 +274,7 @@ impl Tool for FileWriteTool {
                 self.config.max_write_bytes
             )));
         }
-        let target = self.config.target(ctx, raw).await?;
+        let target = self.config.target(ctx, raw, Access::Write).await?;
         let shown = target.shown.clone();
         let how = if append {
             OpenFor::Append
@@ -324,7 +347,7 @@ impl Tool for ListDirTool {
     ) -> Result<ToolOutput, ToolError> {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
-        let target = self.config.target(ctx, raw).await?;
+        let target = self.config.target(ctx, raw, Access::Read).await?;
         // Checks that no link leads there; the walk below does not follow links.
         drop(target.open(OpenFor::List).await?);
         let Target {

@@ -413,7 +413,7 @@ impl Tool for ShellTool {
 }
 
 /// Kills the child's process group when dropped (timeout, cancel, or normal end).
-struct GroupKiller(Option<u32>);
+pub(crate) struct GroupKiller(pub(crate) Option<u32>);
 
 impl Drop for GroupKiller {
     fn drop(&mut self) {
@@ -430,14 +430,14 @@ impl Drop for GroupKiller {
 }
 
 /// Bytes kept from a stream and the total the stream produced.
-struct Captured {
-    kept: Vec<u8>,
+pub(crate) struct Captured {
+    pub(crate) kept: Vec<u8>,
     total: u64,
 }
 
 /// Reads a stream to its end, keeping at most `cap` bytes; the rest is drained so the
 /// child never blocks on a full pipe.
-async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>, cap: usize) -> Captured {
+pub(crate) async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>, cap: usize) -> Captured {
     let mut captured = Captured {
         kept: Vec::new(),
         total: 0,

@@ -6,3 +6,4 @@ mod fixtures;
 mod reuse;
 mod scenarios;
 mod tool_calls;
+mod user_hooks;

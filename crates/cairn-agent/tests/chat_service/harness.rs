@@ -173,6 +173,7 @@ impl Harness {
                 },
                 tool_limits: Default::default(),
                 approval_timeout,
+                skill_paths: Vec::new(),
             },
         )
         .with_compactor(Arc::new(compactor));

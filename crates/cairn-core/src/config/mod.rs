@@ -21,7 +21,7 @@ pub use redact::{redact_json, redact_url};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
     AgentConfig, Config, CostConfig, DaemonConfig, GatewayConfig, HeartbeatConfig, LlmConfig,
-    MemoryConfig, NotifyConfig, RepairConfig, RoutinesConfig, UserConfig,
+    MemoryConfig, NotifyConfig, RepairConfig, RoutinesConfig, SkillsConfig, UserConfig,
 };
 
 /// A scalar setting value.

@@ -50,6 +50,16 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …). Any string may be \
          `\"${VAR}\"`, read from the environment at start-up",
     ),
+    (
+        "hooks",
+        "[[hooks]]",
+        "a command run at an agent event, with a JSON description of the event on stdin: \
+         `event` (`before_tool`, `after_tool`, `on_message`, `on_session_end`, `on_routine_run`), \
+         optional `matcher` (a regex on the tool, channel or routine name), `command` (run by \
+         `/bin/sh -c` in the shell sandbox) and `timeout_secs` (default 10). A `before_tool` \
+         hook exiting 2 blocks the call (its stderr is the result the model sees) and may print \
+         a JSON object of replacement arguments when it exits 0",
+    ),
 ];
 
 fn kind_name(kind: Kind) -> &'static str {

@@ -631,6 +631,13 @@ pub static SETTINGS: &[SettingDef] = &[
         D::Bool(true),
         "load MEMORY_SNAPSHOT.md at start-up when the memory store is empty",
     ),
+    def(
+        "skills.paths",
+        &["CAIRN_SKILLS_PATHS"],
+        K::List,
+        D::List(&[]),
+        "more directories of skills (folders with a SKILL.md) besides $CAIRN_HOME/workspace/skills, relative to $CAIRN_HOME unless absolute; file_read may read them",
+    ),
 ];
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed
@@ -640,6 +647,7 @@ pub static SECTIONS: &[&str] = &[
     "llm.fallbacks",
     "tools",
     "channels",
+    "hooks",
     "routing",
 ];
 

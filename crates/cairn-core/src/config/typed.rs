@@ -43,6 +43,17 @@ pub struct Config {
     pub repair: RepairConfig,
     /// Memory recall, embeddings and hygiene.
     pub memory: MemoryConfig,
+    /// Where skills are found.
+    pub skills: SkillsConfig,
+    /// The `[[hooks]]` array, passed whole to the agent's hook runner (line for errors).
+    pub hooks: Option<Section>,
+}
+
+/// Skills (`[skills]`): folders with a `SKILL.md` the agent may use.
+#[derive(Debug, Clone, Default)]
+pub struct SkillsConfig {
+    /// Directories holding skill folders besides `workspace/skills`, absolute.
+    pub paths: Vec<PathBuf>,
 }
 
 /// Self-repair: stuck jobs and failing tools (`[repair]`).
@@ -452,6 +463,14 @@ impl Config {
                 snapshot_on_hygiene: r.bool("memory.snapshot_on_hygiene"),
                 auto_hydrate: r.bool("memory.auto_hydrate"),
             },
+            skills: SkillsConfig {
+                paths: r
+                    .list("skills.paths")
+                    .into_iter()
+                    .map(|p| settings.home.join(p))
+                    .collect(),
+            },
+            hooks: settings.sections.get("hooks").cloned(),
             settings: settings.clone(),
         };
         if r.errors.is_empty() {

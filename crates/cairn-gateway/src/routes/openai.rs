@@ -495,6 +495,7 @@ async fn system_prompt(
         tools: agent.runner().definitions(),
         more_tools: agent.runner().on_demand_listing(),
         runtime: settings.runtime.clone(),
+        skill_paths: settings.skill_paths.clone(),
     })
     .await;
     if instructions.trim().is_empty() {

@@ -85,8 +85,8 @@ pub fn settings() -> GatewayConfig {
     }
 }
 
-/// Builds the extra tools of a test gateway over its store.
-pub type ToolMaker = Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>;
+/// Builds the tools a test gateway registers over its store.
+pub type ToolsOver = Box<dyn FnOnce(&Store) -> Vec<Arc<dyn Tool>>>;
 
 /// What a test gateway is built with.
 pub struct Options {
@@ -99,7 +99,7 @@ pub struct Options {
     /// The agent's autonomy.
     pub autonomy: AutonomyLevel,
     /// Tools registered over the store besides [`Writer`].
-    pub tools: ToolMaker,
+    pub tools: ToolsOver,
 }
 
 impl Default for Options {
@@ -233,6 +233,7 @@ impl TestGateway {
                     },
                     tool_limits: Default::default(),
                     approval_timeout,
+                    skill_paths: Vec::new(),
                 },
             )
             // Image URLs: loopback allowed for local test servers, other private ranges refused.

@@ -226,6 +226,10 @@ pub(crate) struct Hub {
     relabel: Arc<tokio::sync::Notify>,
     /// Dropped with the hub (or set by `close`): the listener stops.
     stop: watch::Sender<bool>,
+    /// The listener's task, awaited by `close` so that its connection is
+    /// closed before the process exits (SQLite checkpoints its WAL when
+    /// the last connection closes).
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -251,6 +255,7 @@ impl Hub {
             source: Mutex::new(source),
             relabel: Arc::new(tokio::sync::Notify::new()),
             stop: watch::Sender::new(false),
+            task: Mutex::new(None),
             runtime,
         }
     }
@@ -333,17 +338,21 @@ impl Hub {
         let source = lock(&self.source).clone();
         let hub = Arc::downgrade(self);
         let stop = self.stopped();
-        match source {
-            Source::Memory => self.set_mode(SignalMode::ThisProcessOnly),
+        let task = match source {
+            Source::Memory => {
+                self.set_mode(SignalMode::ThisProcessOnly);
+                return;
+            }
             Source::Postgres { url } => {
                 self.set_mode(SignalMode::Starting);
-                self.runtime.spawn(postgres::listen(hub, url, stop));
+                self.runtime.spawn(postgres::listen(hub, url, stop))
             }
             Source::Sqlite { url, wal } => {
                 self.set_mode(SignalMode::Starting);
-                self.runtime.spawn(sqlite::listen(hub, url, wal, stop));
+                self.runtime.spawn(sqlite::listen(hub, url, wal, stop))
             }
-        }
+        };
+        *lock(&self.task) = Some(task);
     }
 }
 
@@ -452,9 +461,14 @@ impl Store {
         hub.ensure_started();
     }
 
-    /// Stops the listener (at close).
-    pub(crate) fn stop_signal(&self) {
+    /// Stops the listener (at close) and waits until its connection is closed.
+    pub(crate) async fn stop_signal(&self) {
         self.hub().stop.send_replace(true);
+        let task = lock(&self.hub().task).take();
+        if let Some(task) = task {
+            // An error here is the task's panic or cancellation: nothing left to close.
+            let _ = task.await;
+        }
     }
 
     /// Test hook: the WAL path the SQLite listener watches (before it starts).

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{ConnectOptions, Row};
+use sqlx::{ConnectOptions, Connection, Row};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -100,7 +100,11 @@ pub(super) async fn listen(
             }
         };
         tokio::select! {
-            _ = stop.changed() => return,
+            _ = stop.changed() => {
+                // Closed, not dropped: the close finishes before the store's.
+                let _ = conn.close().await;
+                return;
+            }
             () = events.notified() => {
                 let now = Instant::now();
                 rechecks = RECHECKS.iter().map(|d| now + *d).collect();

@@ -372,7 +372,7 @@ pub async fn the_attempt_migration_keeps_runs_as_first_attempts(fx: &Fixture) {
     .await
     .unwrap();
     raw.close().await;
-    let report = old.store.migrate_up_to(i64::MAX).await.unwrap();
+    let report = old.store.migrate_up_to(12).await.unwrap();
     assert_eq!(report.applied, vec![12]);
     let got = old.store.get_run(run.id).await.unwrap().unwrap();
     assert_eq!((got.attempt, got.status), (1, RunStatus::Running));

@@ -63,6 +63,8 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_llm(config));
             checks.push(check_routing(config));
             checks.push(check_tools(config));
+            checks.push(check_hooks(config));
+            checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
         }
@@ -77,6 +79,8 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "llm",
                 "routing",
                 "tools",
+                "hooks",
+                "skills",
                 "sandbox",
                 "channels",
             ] {
@@ -328,6 +332,33 @@ fn check_tools(config: &Config) -> Check {
             .to_lowercase(),
         ),
         Err(e) => check("tools", Status::Fail, format!("{e:#}")),
+    }
+}
+
+/// Whether every `[[hooks]]` entry is usable.
+fn check_hooks(config: &Config) -> Check {
+    match cairn_agent::hooks::command::parse_hooks(config.hooks.as_ref()) {
+        Ok(hooks) if hooks.is_empty() => check("hooks", Status::Ok, "none configured"),
+        Ok(hooks) => check("hooks", Status::Ok, format!("{} configured", hooks.len())),
+        Err(errors) => {
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            check("hooks", Status::Fail, lines.join("\n"))
+        }
+    }
+}
+
+/// The skills found; a skipped `SKILL.md` (bad front matter, duplicate name)
+/// is a warning naming its file and line.
+async fn check_skills(config: &Config) -> Check {
+    let dirs = cairn_agent::skills::skill_dirs(&config.workspace, &config.skills.paths);
+    let set = cairn_agent::skills::discover(&dirs).await;
+    let found = format!("{} skills", set.skills.len());
+    if set.problems.is_empty() {
+        check("skills", Status::Ok, found)
+    } else {
+        let mut lines = vec![format!("{found}; skipped:")];
+        lines.extend(set.problems.iter().map(ToString::to_string));
+        check("skills", Status::Warn, lines.join("\n"))
     }
 }
 

@@ -18,6 +18,7 @@ mod routine;
 mod routine_files;
 mod schedule;
 mod service;
+mod skill;
 mod status;
 mod token;
 mod tool;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(command) => service::run(&command, cli.json),
         Command::Tool(command) => tool::run(&command, cli.json),
         Command::Memory(command) => memory::run(&command, cli.json),
+        Command::Skill(command) => skill::run(&command, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

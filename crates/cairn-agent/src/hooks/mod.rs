@@ -1,7 +1,10 @@
 //! Hooks: points where extensions may watch, change or stop what the agent does.
 //!
 //! Every method has a do-nothing default, so a hook implements only what it
-//! needs. Hooks run in registration order; the first `Cancel` wins.
+//! needs. Hooks run in registration order; the first `Cancel` wins. The
+//! user's `[[hooks]]` commands are one such hook ([`command::UserHooks`]).
+
+pub mod command;
 
 use std::sync::Arc;
 
@@ -49,6 +52,12 @@ pub trait Hook: Send + Sync {
     async fn before_sending(&self, _text: &mut String) -> HookFlow {
         HookFlow::Continue
     }
+
+    /// An idle session was closed.
+    async fn on_session_end(&self, _user: &str, _channel: &str, _session_id: &str) {}
+
+    /// A routine run finished (`run`: its id, status, summary).
+    async fn on_routine_run(&self, _routine: &str, _run: &serde_json::Value) {}
 }
 
 /// The hooks of one agent, in order.
@@ -110,6 +119,20 @@ impl HookRegistry {
     pub async fn after_tool_call(&self, call: &ToolCall, result: &ToolResult) {
         for hook in &self.hooks {
             hook.after_tool_call(call, result).await;
+        }
+    }
+
+    /// Runs `on_session_end` of every hook.
+    pub async fn on_session_end(&self, user: &str, channel: &str, session_id: &str) {
+        for hook in &self.hooks {
+            hook.on_session_end(user, channel, session_id).await;
+        }
+    }
+
+    /// Runs `on_routine_run` of every hook.
+    pub async fn on_routine_run(&self, routine: &str, run: &serde_json::Value) {
+        for hook in &self.hooks {
+            hook.on_routine_run(routine, run).await;
         }
     }
 

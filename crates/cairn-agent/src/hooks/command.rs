@@ -1,0 +1,425 @@
+//! User hooks: the `[[hooks]]` commands of config.toml, run at the agent's
+//! hook points with a JSON description of the event on standard input.
+//!
+//! - `before_tool`: exit 0 continues, and a JSON object on stdout replaces the
+//!   call's arguments (before the schema check and the policy gate, so a hook
+//!   never bypasses approval); exit 2 blocks the call and its stderr is the
+//!   result the model sees; any other end (a failure, the timeout) is logged
+//!   and the call goes on.
+//! - `after_tool`, `on_message`, `on_session_end`, `on_routine_run`:
+//!   notifications, started in the background so a slow hook never delays an
+//!   answer; their exit codes are logged.
+//!
+//! Every command runs through `/bin/sh -c` in the shell sandbox
+//! ([`crate::sandbox`]) with the workspace as its directory, the directory of
+//! its program readable, a timeout that kills its whole process group, and
+//! an event whose strings went through [`scrub`] (no secrets).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_core::chat::ToolCall;
+use cairn_core::config::Section;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use super::{Hook, HookFlow};
+use crate::runner::ToolResult;
+use crate::safety::scrub::scrub;
+use crate::sandbox::{Sandbox, SandboxSettings};
+use crate::tools::shell::{GroupKiller, read_capped};
+
+/// Seconds a hook may run when its entry does not say.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
+/// Bytes kept of a hook's stdout and of its stderr.
+const MAX_OUTPUT_BYTES: usize = 64 * 1024;
+/// The exit code by which a `before_tool` hook blocks the call.
+pub const BLOCK_EXIT_CODE: i32 = 2;
+
+/// The hook points a user hook can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// Before a tool call (may change or block it).
+    BeforeTool,
+    /// After a tool call, with its result.
+    AfterTool,
+    /// A message arrived on a channel.
+    OnMessage,
+    /// An idle session was closed.
+    OnSessionEnd,
+    /// A routine run finished.
+    OnRoutineRun,
+}
+
+impl HookEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::BeforeTool => "before_tool",
+            Self::AfterTool => "after_tool",
+            Self::OnMessage => "on_message",
+            Self::OnSessionEnd => "on_session_end",
+            Self::OnRoutineRun => "on_routine_run",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    event: HookEvent,
+    matcher: Option<String>,
+    command: String,
+    timeout_secs: Option<u64>,
+}
+
+/// One configured hook.
+#[derive(Debug, Clone)]
+pub struct UserHook {
+    /// `hooks[N]`, for logs and errors.
+    pub label: String,
+    /// When it runs.
+    pub event: HookEvent,
+    /// Which tool, channel or routine names it applies to (all when `None`).
+    pub matcher: Option<Regex>,
+    /// The shell command.
+    pub command: String,
+    /// How long it may run.
+    pub timeout: Duration,
+}
+
+/// A `[[hooks]]` entry that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config.toml line {line}: hooks[{index}]: {message}")]
+pub struct HookConfigError {
+    /// Line where `[[hooks]]` starts.
+    pub line: usize,
+    /// 0-based position of the entry.
+    pub index: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Reads the `[[hooks]]` array; every bad entry (unknown event, invalid
+/// regex, empty command, zero timeout) is an error naming it.
+pub fn parse_hooks(section: Option<&Section>) -> Result<Vec<UserHook>, Vec<HookConfigError>> {
+    let Some(section) = section else {
+        return Ok(Vec::new());
+    };
+    let err = |index, message: String| HookConfigError {
+        line: section.line,
+        index,
+        message,
+    };
+    let Value::Array(items) = &section.value else {
+        return Err(vec![err(
+            0,
+            "write each hook as a `[[hooks]]` table".to_string(),
+        )]);
+    };
+    let (mut hooks, mut errors) = (Vec::new(), Vec::new());
+    for (index, item) in items.iter().enumerate() {
+        let entry: Entry = match serde_json::from_value(item.clone()) {
+            Ok(entry) => entry,
+            Err(e) => {
+                errors.push(err(index, e.to_string()));
+                continue;
+            }
+        };
+        let matcher = match entry.matcher.as_deref().map(Regex::new).transpose() {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(err(index, format!("matcher is not a valid regex: {e}")));
+                continue;
+            }
+        };
+        if entry.command.trim().is_empty() {
+            errors.push(err(index, "command is empty".to_string()));
+            continue;
+        }
+        let secs = entry.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if secs == 0 {
+            errors.push(err(index, "timeout_secs must be at least 1".to_string()));
+            continue;
+        }
+        hooks.push(UserHook {
+            label: format!("hooks[{index}]"),
+            event: entry.event,
+            matcher,
+            command: entry.command,
+            timeout: Duration::from_secs(secs),
+        });
+    }
+    if errors.is_empty() {
+        Ok(hooks)
+    } else {
+        Err(errors)
+    }
+}
+
+/// How a hook's command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookExit {
+    /// It exited with this code (`None`: killed by a signal).
+    Exited {
+        /// The exit code.
+        code: Option<i32>,
+        /// Its standard output (capped).
+        stdout: String,
+        /// Its standard error (capped).
+        stderr: String,
+    },
+    /// It ran past its timeout; its process group was killed.
+    TimedOut,
+    /// It could not be started.
+    NotStarted(String),
+}
+
+/// The user hooks of one agent, registered as one [`Hook`].
+#[derive(Clone)]
+pub struct UserHooks {
+    hooks: Arc<Vec<UserHook>>,
+    workspace: PathBuf,
+    sandbox: SandboxSettings,
+    background: tokio_util::task::TaskTracker,
+}
+
+impl std::fmt::Debug for UserHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserHooks")
+            .field("count", &self.hooks.len())
+            .finish()
+    }
+}
+
+impl UserHooks {
+    /// These hooks, run in `workspace` under the sandbox `settings` (the shell's).
+    pub fn new(hooks: Vec<UserHook>, workspace: PathBuf, settings: SandboxSettings) -> Self {
+        Self {
+            hooks: Arc::new(hooks),
+            workspace,
+            sandbox: settings,
+            background: tokio_util::task::TaskTracker::new(),
+        }
+    }
+
+    /// True when no hook is configured.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
+    /// Waits until every notification hook started so far has ended (at
+    /// shutdown, and in tests).
+    pub async fn settle(&self) {
+        self.background.close();
+        self.background.wait().await;
+        self.background.reopen();
+    }
+
+    fn matching<'a>(
+        &'a self,
+        event: HookEvent,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a UserHook> + 'a {
+        self.hooks.iter().filter(move |h| {
+            h.event == event && h.matcher.as_ref().is_none_or(|m| m.is_match(name))
+        })
+    }
+
+    /// Starts the notification hooks of `event` matching `name`, without waiting.
+    pub fn notify(&self, event: HookEvent, name: &str, mut payload: Value) {
+        payload["event"] = json!(event.as_str());
+        let payload = scrubbed(&payload);
+        for hook in self.matching(event, name) {
+            let (this, hook, payload) = (self.clone(), hook.clone(), payload.clone());
+            self.background.spawn(async move {
+                match this.run(&hook, &payload).await {
+                    HookExit::Exited { code: Some(0), .. } => {}
+                    other => log_end(&hook, &other),
+                }
+            });
+        }
+    }
+
+    /// Runs one hook's command with `payload` on stdin.
+    pub async fn run(&self, hook: &UserHook, payload: &Value) -> HookExit {
+        let mut settings = self.sandbox.clone();
+        // The program a hook names (`/home/me/bin/check`) must be readable inside.
+        if let Some(dir) = hook
+            .command
+            .split_whitespace()
+            .next()
+            .map(Path::new)
+            .filter(|p| p.is_absolute())
+            .and_then(Path::parent)
+        {
+            settings.read_paths.push(dir.to_path_buf());
+        }
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(&hook.command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        let mut confined = match Sandbox::new(settings).spawn(command, &self.workspace).await {
+            Ok(confined) => confined,
+            Err(e) => return HookExit::NotStarted(e.to_string()),
+        };
+        let child = &mut confined.child;
+        let _group = GroupKiller(child.id());
+        let input = payload.to_string();
+        let mut stdin = child.stdin.take();
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let work = async {
+            let feed = async {
+                if let Some(stdin) = stdin.as_mut() {
+                    // A hook that ignores its input closes the pipe early: fine.
+                    let _ = stdin.write_all(input.as_bytes()).await;
+                }
+                drop(stdin.take());
+            };
+            let ((), out, err, status) = tokio::join!(
+                feed,
+                read_capped(stdout, MAX_OUTPUT_BYTES),
+                read_capped(stderr, MAX_OUTPUT_BYTES),
+                child.wait()
+            );
+            (out, err, status)
+        };
+        match tokio::time::timeout(hook.timeout, work).await {
+            Err(_) => HookExit::TimedOut,
+            Ok((out, err, status)) => HookExit::Exited {
+                code: status.ok().and_then(|s| s.code()),
+                stdout: String::from_utf8_lossy(&out.kept).into_owned(),
+                stderr: String::from_utf8_lossy(&err.kept).trim().to_string(),
+            },
+        }
+    }
+}
+
+fn log_end(hook: &UserHook, end: &HookExit) {
+    match end {
+        HookExit::Exited { code, stderr, .. } => {
+            tracing::warn!(hook = %hook.label, ?code, stderr = %scrub(stderr), "hook command failed")
+        }
+        HookExit::TimedOut => {
+            tracing::warn!(hook = %hook.label, timeout = ?hook.timeout, "hook command timed out and was killed")
+        }
+        HookExit::NotStarted(e) => {
+            tracing::warn!(hook = %hook.label, error = %e, "hook command could not start")
+        }
+    }
+}
+
+/// `value` with every string scrubbed of credentials.
+fn scrubbed(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(scrub(s).into_owned()),
+        Value::Array(items) => Value::Array(items.iter().map(scrubbed).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), scrubbed(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+#[async_trait]
+impl Hook for UserHooks {
+    fn name(&self) -> &str {
+        "user hooks"
+    }
+
+    async fn before_inbound(&self, channel: &str, text: &mut String) -> HookFlow {
+        self.notify(
+            HookEvent::OnMessage,
+            channel,
+            json!({"channel": channel, "text": text}),
+        );
+        HookFlow::Continue
+    }
+
+    async fn before_tool_call(&self, call: &mut ToolCall) -> HookFlow {
+        let hooks: Vec<UserHook> = self
+            .matching(HookEvent::BeforeTool, &call.name)
+            .cloned()
+            .collect();
+        for hook in hooks {
+            let payload = scrubbed(&json!({
+                "event": "before_tool",
+                "tool": call.name,
+                "call_id": call.id,
+                "arguments": call.arguments,
+            }));
+            match self.run(&hook, &payload).await {
+                HookExit::Exited {
+                    code: Some(0),
+                    stdout,
+                    ..
+                } => {
+                    let stdout = stdout.trim();
+                    if stdout.is_empty() {
+                        continue;
+                    }
+                    match serde_json::from_str::<Value>(stdout) {
+                        // Checked later like the model's own arguments: schema, then the gate.
+                        Ok(replaced @ Value::Object(_)) => call.arguments = replaced,
+                        _ => {
+                            tracing::warn!(hook = %hook.label, "before_tool hook printed something other than a JSON object; arguments kept")
+                        }
+                    }
+                }
+                HookExit::Exited {
+                    code: Some(BLOCK_EXIT_CODE),
+                    stderr,
+                    ..
+                } => {
+                    let reason = if stderr.is_empty() {
+                        format!("{} blocked the call", hook.label)
+                    } else {
+                        scrub(&stderr).into_owned()
+                    };
+                    return HookFlow::Cancel(reason);
+                }
+                other => log_end(&hook, &other),
+            }
+        }
+        HookFlow::Continue
+    }
+
+    async fn after_tool_call(&self, call: &ToolCall, result: &ToolResult) {
+        self.notify(
+            HookEvent::AfterTool,
+            &call.name,
+            json!({
+                "tool": result.tool,
+                "call_id": call.id,
+                "arguments": call.arguments,
+                "status": result.status,
+                "result": result.content,
+                "duration_ms": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+            }),
+        );
+    }
+
+    async fn on_session_end(&self, user: &str, channel: &str, session_id: &str) {
+        self.notify(
+            HookEvent::OnSessionEnd,
+            channel,
+            json!({"user": user, "channel": channel, "session_id": session_id}),
+        );
+    }
+
+    async fn on_routine_run(&self, routine: &str, run: &Value) {
+        let mut payload = run.clone();
+        payload["routine"] = json!(routine);
+        self.notify(HookEvent::OnRoutineRun, routine, payload);
+    }
+}
