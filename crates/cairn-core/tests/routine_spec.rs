@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)] // test helpers unwrap freely
 
 use cairn_core::routine::{
-    CatchUp, OnInterrupt, RoutineAction, RoutineSpec, SpecFormat, Trigger, line_of,
+    CatchUp, OnInterrupt, Overlap, Retry, RoutineAction, RoutineSpec, SpecFormat, Trigger, line_of,
 };
 use std::time::Duration;
 
@@ -406,4 +406,93 @@ fn on_interrupt_is_checked_with_its_field_and_line() {
         "{errs}"
     );
     assert!(errs.to_string().contains("not webhook"), "{errs}");
+}
+
+#[test]
+fn schedule_operations_parse_default_and_round_trip() {
+    let spec = with_action("{type: notification, message: hi}", "{}");
+    assert_eq!(spec.overlap(), Overlap::Skip);
+    let yaml = spec.to_yaml().unwrap();
+    for field in ["overlap", "jitter", "pause_after_failures", "retry"] {
+        assert!(!yaml.contains(field), "{yaml}");
+    }
+    // Several runs allowed at once, as written before `overlap` existed.
+    let spec = with_action("{type: notification, message: hi}", "{max_concurrent: 3}");
+    assert_eq!(spec.overlap(), Overlap::AllowAll);
+    let spec = with_action(
+        "{type: notification, message: hi}",
+        "{overlap: buffer_one, jitter: 30s, pause_after_failures: 3, retry: {max_attempts: 3, backoff: 30s}}",
+    );
+    spec.validate().unwrap();
+    let g = &spec.guardrails;
+    assert_eq!(spec.overlap(), Overlap::BufferOne);
+    assert_eq!(g.jitter, Some(Duration::from_secs(30)));
+    assert_eq!(g.pause_after_failures, Some(3));
+    let retry = g.retry.unwrap();
+    assert_eq!(
+        retry,
+        Retry {
+            max_attempts: 3,
+            backoff: Duration::from_secs(30)
+        }
+    );
+    assert_eq!(retry.wait_before(2), Duration::from_secs(30));
+    assert_eq!(retry.wait_before(3), Duration::from_secs(60));
+    let yaml = spec.to_yaml().unwrap();
+    assert_eq!(RoutineSpec::parse(&yaml, SpecFormat::Yaml).unwrap(), spec);
+    let json = serde_json::to_string(&spec).unwrap();
+    assert_eq!(RoutineSpec::parse(&json, SpecFormat::Json).unwrap(), spec);
+    // `backoff` defaults to 30s.
+    let spec = with_action(
+        "{type: notification, message: hi}",
+        "{retry: {max_attempts: 2}}",
+    );
+    assert_eq!(
+        spec.guardrails.retry.unwrap().backoff,
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn schedule_operations_are_checked_with_their_fields() {
+    let text = "name: x\ntrigger: {type: cron, schedule: '0 9 * * *'}\naction: {type: notification, message: hi}\nguardrails:\n  overlap: sometimes\n";
+    let err = RoutineSpec::parse(text, SpecFormat::Yaml).unwrap_err();
+    assert!(
+        err.message.contains("sometimes") && err.line == Some(5),
+        "{err}"
+    );
+    let spec = with_action(
+        "{type: notification, message: hi}",
+        "{jitter: 0s, pause_after_failures: 0, retry: {max_attempts: 11, backoff: 0s}}",
+    );
+    let errs = spec.validate().unwrap_err();
+    let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "guardrails.jitter",
+            "guardrails.pause_after_failures",
+            "guardrails.retry.max_attempts",
+            "guardrails.retry.backoff"
+        ],
+        "{errs}"
+    );
+    let text = "name: x\ntrigger: {type: webhook}\naction: {type: notification, message: hi}\nguardrails:\n  overlap: skip\n  jitter: 10s\n";
+    let errs = RoutineSpec::parse(text, SpecFormat::Yaml)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    let found: Vec<(&str, Option<usize>)> = errs
+        .0
+        .iter()
+        .map(|e| (e.path.as_str(), line_of(text, SpecFormat::Yaml, &e.path)))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("guardrails.overlap", Some(5)),
+            ("guardrails.jitter", Some(6))
+        ],
+        "{errs}"
+    );
 }

@@ -10,6 +10,7 @@ use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
 use cairn_automation::primitives::watch::Watchers;
 use cairn_automation::routines::engine::RoutineEngine;
+use cairn_automation::routines::service::RoutineService;
 use cairn_core::clock::Clock;
 use cairn_core::config::GatewayConfig;
 use cairn_store::Store;
@@ -49,6 +50,8 @@ pub struct Gateway {
     streams: Arc<crate::revocation::TokenStreams>,
     // Watchers (`/api/watchers`); built from the chat's tool runner when not given.
     watchers: Option<Arc<Watchers>>,
+    // The routine service (`/api/routines/{id}/pause` …); a default one when not given.
+    routines: Option<RoutineService>,
 }
 
 /// How long a WebSocket approval waits without a chat service to say
@@ -107,6 +110,7 @@ impl Gateway {
             limits: crate::limits::Limits::new(),
             last_idempotency_prune: std::sync::Mutex::new(None),
             watchers: None,
+            routines: None,
         }
     }
 
@@ -308,6 +312,36 @@ impl Gateway {
             self.user_id.clone(),
             link,
         )
+    }
+
+    /// Decides routine operations through `service` (the daemon's, with
+    /// its `routines.max_backfill`) instead of a default one.
+    #[must_use]
+    pub fn with_routines(mut self, service: RoutineService) -> Self {
+        self.routines = Some(service);
+        self
+    }
+
+    /// The routine service: the given one, else one over the store for the
+    /// person, in the engine's zone (UTC without one), waking the engine.
+    pub fn routines(&self) -> RoutineService {
+        if let Some(service) = &self.routines {
+            return service.clone();
+        }
+        let zone = self
+            .engine
+            .as_ref()
+            .map_or(chrono_tz::UTC, |e| e.settings().user_zone);
+        let service = RoutineService::new(
+            self.store.clone(),
+            Arc::clone(&self.clock),
+            self.user_id.clone(),
+            zone,
+        );
+        match &self.engine {
+            Some(engine) => service.with_wake(Arc::new(engine.clone())),
+            None => service,
+        }
     }
 
     /// When this gateway was built.

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use cairn_core::routine::{RoutineRun, RunStatus};
+use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 
 use crate::codec::{Cols, micros, micros_opt};
 use crate::runs::insert;
@@ -38,16 +38,55 @@ pub struct Admission {
     pub global_max: Option<u32>,
     /// Disable the routine once it has run this many times.
     pub max_runs: Option<u64>,
+    /// For a round of slots (a scheduled round, a backfill): what its slots
+    /// do while another run of the routine is going. It replaces the
+    /// `max_concurrent` refusal (which `overlap: allow_all` applies itself).
+    pub overlap: Option<OverlapRule>,
     /// Record a refusal only when no skipped run of the routine with the
     /// same reason started within this window (else [`Admitted::Refused`]):
     /// a flood of refused webhook deliveries leaves one record a window.
     pub quiet: Option<std::time::Duration>,
 }
 
+/// How a round of slots is admitted beside the routine's runs going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverlapRule {
+    /// The policy.
+    pub policy: Overlap,
+    /// Whether the round's first slot may start at once (an engine is there
+    /// to run it) or only wait its turn (a backfill a front end records).
+    pub start_first: bool,
+    /// Most slots waiting under `buffer_all`.
+    pub buffer_limit: u32,
+}
+
+/// What an admission recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Round {
+    /// The verdict on the fire as a whole.
+    pub admitted: Admitted,
+    /// The runs as recorded (`running`, `waiting` or `skipped`), in order; a
+    /// slot that already had its run is not among them.
+    pub runs: Vec<RoutineRun>,
+    /// The runs of the routine this admission cancelled (`overlap:
+    /// cancel_other`), as recorded: their holders must stop them.
+    pub cancelled: Vec<RoutineRun>,
+}
+
+impl Round {
+    fn taken() -> Self {
+        Round {
+            admitted: Admitted::Taken,
+            runs: Vec::new(),
+            cancelled: Vec::new(),
+        }
+    }
+}
+
 /// What an admission did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admitted {
-    /// The runs are recorded as `running` and may start.
+    /// The runs are recorded: `running` ones may start, `waiting` ones wait their turn.
     Started,
     /// The runs are recorded as `skipped`, with this reason.
     Skipped(String),
@@ -176,25 +215,27 @@ pub(crate) async fn insert_new(
 /// transaction holds the locks: SQLite's write lock, and on PostgreSQL the
 /// routine's row (locked by its first admission) and the global counter row.
 #[derive(Default)]
-struct BatchState {
+pub(crate) struct BatchState {
     /// Running runs of all routines (read once under the global cap's lock).
-    running_total: Option<u64>,
+    pub(crate) running_total: Option<u64>,
     /// Per routine id, in order of first appearance.
     routines: Vec<(String, RoutineState)>,
 }
 
 #[derive(Default)]
-struct RoutineState {
+pub(crate) struct RoutineState {
     /// Its row is locked by this transaction (and it exists).
     locked: bool,
+    /// Why it is paused, if it is (read when it was locked by an unscheduled fire).
+    paused: Option<String>,
     /// Its running runs, once counted.
-    running: Option<u64>,
+    pub(crate) running: Option<u64>,
     /// Runs started and the latest `last_run_at`, not yet written.
     unwritten: Option<(i64, DateTime<Utc>)>,
 }
 
 impl BatchState {
-    fn routine(&mut self, id: &str) -> &mut RoutineState {
+    pub(crate) fn routine(&mut self, id: &str) -> &mut RoutineState {
         let at = match self.routines.iter().position(|(r, _)| r == id) {
             Some(at) => at,
             None => {
@@ -208,7 +249,7 @@ impl BatchState {
 }
 
 /// Writes a routine's started runs and last fire time.
-async fn count_started(
+pub(crate) async fn count_started(
     conn: &mut sqlx::AnyConnection,
     routine_id: &str,
     started: i64,
@@ -247,9 +288,9 @@ async fn admit_one(
     admission: &Admission,
     runs: &[RoutineRun],
     batch: &mut BatchState,
-) -> Result<Admitted, StoreError> {
+) -> Result<Round, StoreError> {
     let Some(first) = runs.first() else {
-        return Ok(Admitted::Taken);
+        return Ok(Round::taken());
     };
     let routine_id = first.routine_id.to_string();
     // The claim (or, unscheduled, a no-op write) also locks the routine's row
@@ -259,9 +300,9 @@ async fn admit_one(
     let locked = match &admission.slot {
         Some(slot) => {
             sqlx::query(
-                "UPDATE routines SET next_fire_at = $3, \
+                "UPDATE routines SET next_fire_at = $3, due_at = $3 + jitter_us, \
              enabled = CASE WHEN $4 = 1 THEN 0 ELSE enabled END \
-             WHERE id = $1 AND enabled = 1 AND next_fire_at = $2",
+             WHERE id = $1 AND enabled = 1 AND paused_at IS NULL AND next_fire_at = $2",
             )
             .bind(&routine_id)
             .bind(micros(slot.expected))
@@ -274,20 +315,44 @@ async fn admit_one(
         }
         None if batch.routine(&routine_id).locked => true,
         None => {
-            sqlx::query("UPDATE routines SET run_count = run_count WHERE id = $1")
-                .bind(&routine_id)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected()
-                > 0
+            let row = sqlx::query(
+                "UPDATE routines SET run_count = run_count WHERE id = $1 \
+                 RETURNING paused_at, paused_by, pause_note",
+            )
+            .bind(&routine_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+            match row {
+                Some(row) => {
+                    let c = Cols(&row);
+                    batch.routine(&routine_id).paused = match c.time_opt("paused_at")? {
+                        Some(at) => {
+                            Some(crate::pause::paused_reason(&cairn_core::routine::Pause {
+                                at,
+                                by: c.text_opt("paused_by")?.unwrap_or_default(),
+                                note: c.text_opt("pause_note")?,
+                            }))
+                        }
+                        None => None,
+                    };
+                    true
+                }
+                None => false,
+            }
         }
     };
     if !locked {
-        return Ok(Admitted::Taken);
+        return Ok(Round::taken());
     }
     batch.routine(&routine_id).locked = true;
     if admission.global_max.is_some() && batch.running_total.is_none() {
         batch.running_total = Some(running_total_locked(conn).await?);
+    }
+    if let Some(reason) = batch.routine(&routine_id).paused.clone() {
+        return refuse(conn, admission, runs, &reason).await;
+    }
+    if let Some(rule) = &admission.overlap {
+        return crate::rounds::admit_round(conn, admission, rule, runs, batch).await;
     }
     let running_total = batch.running_total;
     let mut running_here = batch.routine(&routine_id).running;
@@ -302,74 +367,135 @@ async fn admit_one(
     .await?;
     batch.routine(&routine_id).running = running_here;
     if let Some(reason) = refused {
-        if let Some(quiet) = admission.quiet {
-            let recent = sqlx::query(
-                "SELECT id FROM routine_runs WHERE routine_id = $1 AND status = 'skipped' \
-                 AND skip_reason = $2 AND started_at > $3 LIMIT 1",
-            )
-            .bind(&routine_id)
-            .bind(&reason)
-            .bind(micros(window_start(first.started_at, quiet)))
-            .fetch_optional(&mut *conn)
-            .await?;
-            if recent.is_some() {
-                return Ok(Admitted::Refused(reason));
-            }
-        }
-        let mut recorded = false;
-        for run in runs {
-            let mut skipped = run.clone();
-            skipped.status = RunStatus::Skipped;
-            skipped.completed_at = Some(run.started_at);
-            // A catch-up note ("3 slot(s) were missed…") stays first: it is
-            // the only record of the slots that run stood for.
-            skipped.skip_reason = Some(match &run.skip_reason {
-                Some(note) => format!("{note}; then refused: {reason}"),
-                None => reason.clone(),
-            });
-            skipped.owner = None;
-            skipped.lease_until = None;
-            recorded |= insert_new(conn, &skipped).await?;
-        }
-        return Ok(if recorded {
-            Admitted::Skipped(reason)
-        } else {
-            Admitted::Taken
-        });
+        return refuse(conn, admission, runs, &reason).await;
     }
-    let (mut recorded, mut started) = (false, 0u64);
+    let mut recorded = Vec::new();
+    let mut started = 0u64;
     for run in runs {
         // A slot that already has its run (the unique key) is left as it is.
         if insert_new(conn, run).await? {
-            recorded = true;
             started += u64::from(run.status == RunStatus::Running);
+            recorded.push(run.clone());
         }
     }
-    if !recorded {
-        return Ok(Admitted::Taken);
+    if recorded.is_empty() {
+        return Ok(Round::taken());
     }
-    if let Some(total) = batch.running_total.as_mut() {
-        *total += started;
-    }
-    let state = batch.routine(&routine_id);
-    if let Some(n) = state.running.as_mut() {
-        *n += started;
-    }
-    let count = i64::try_from(started).unwrap_or(i64::MAX);
-    match admission.max_runs {
-        // Without a run limit nothing in the batch reads the counter: one
-        // write per routine at the end of the batch.
-        None if admission.slot.is_none() => {
-            let (n, _) = state.unwritten.unwrap_or((0, first.started_at));
-            state.unwritten = Some((n + count, first.started_at));
+    batch
+        .count(&routine_id, admission, started, first.started_at, conn)
+        .await?;
+    Ok(Round {
+        admitted: Admitted::Started,
+        runs: recorded,
+        cancelled: Vec::new(),
+    })
+}
+
+/// Refuses a fire with `reason`: records its runs as `skipped`, unless the
+/// admission is `quiet` and a skipped run of the routine with the same
+/// reason started within that window ([`Admitted::Refused`], nothing recorded).
+pub(crate) async fn refuse(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    runs: &[RoutineRun],
+    reason: &str,
+) -> Result<Round, StoreError> {
+    if let (Some(quiet), Some(first)) = (admission.quiet, runs.first()) {
+        let recent = sqlx::query(
+            "SELECT id FROM routine_runs WHERE routine_id = $1 AND status = 'skipped' \
+             AND skip_reason = $2 AND started_at > $3 LIMIT 1",
+        )
+        .bind(first.routine_id.to_string())
+        .bind(reason)
+        .bind(micros(window_start(first.started_at, quiet)))
+        .fetch_optional(&mut *conn)
+        .await?;
+        if recent.is_some() {
+            return Ok(Round {
+                admitted: Admitted::Refused(reason.to_string()),
+                runs: Vec::new(),
+                cancelled: Vec::new(),
+            });
         }
-        max_runs => {
-            flush_routine(conn, &routine_id, state).await?;
-            let max_runs = max_runs.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
-            count_started(conn, &routine_id, count, first.started_at, max_runs).await?;
+    }
+    record_refused(conn, runs, reason).await
+}
+
+/// Records every run of a refused fire as `skipped` with `reason`.
+async fn record_refused(
+    conn: &mut sqlx::AnyConnection,
+    runs: &[RoutineRun],
+    reason: &str,
+) -> Result<Round, StoreError> {
+    let mut recorded = Vec::new();
+    for run in runs {
+        let skipped = skipped(run, reason);
+        if insert_new(conn, &skipped).await? {
+            recorded.push(skipped);
         }
     }
-    Ok(Admitted::Started)
+    Ok(Round {
+        admitted: if recorded.is_empty() {
+            Admitted::Taken
+        } else {
+            Admitted::Skipped(reason.to_string())
+        },
+        runs: recorded,
+        cancelled: Vec::new(),
+    })
+}
+
+/// `run` as a skipped run with `reason`.
+pub(crate) fn skipped(run: &RoutineRun, reason: &str) -> RoutineRun {
+    let mut skipped = run.clone();
+    skipped.status = RunStatus::Skipped;
+    skipped.completed_at = Some(run.started_at);
+    // A catch-up note ("3 slot(s) were missed…") stays first: it is
+    // the only record of the slots that run stood for.
+    skipped.skip_reason = Some(match &run.skip_reason {
+        Some(note) => format!("{note}; then refused: {reason}"),
+        None => reason.to_string(),
+    });
+    skipped.owner = None;
+    skipped.lease_until = None;
+    skipped
+}
+
+impl BatchState {
+    /// Counts `started` runs of a routine (and its last fire at `at`) for
+    /// the batch: at once when a run limit or a slot claim needs the
+    /// counter current, else once at the end of the batch.
+    pub(crate) async fn count(
+        &mut self,
+        routine_id: &str,
+        admission: &Admission,
+        started: u64,
+        at: DateTime<Utc>,
+        conn: &mut sqlx::AnyConnection,
+    ) -> Result<(), StoreError> {
+        if let Some(total) = self.running_total.as_mut() {
+            *total += started;
+        }
+        let state = self.routine(routine_id);
+        if let Some(n) = state.running.as_mut() {
+            *n += started;
+        }
+        let count = i64::try_from(started).unwrap_or(i64::MAX);
+        match admission.max_runs {
+            // Without a run limit nothing in the batch reads the counter: one
+            // write per routine at the end of the batch.
+            None if admission.slot.is_none() => {
+                let (n, _) = state.unwritten.unwrap_or((0, at));
+                state.unwritten = Some((n + count, at));
+            }
+            max_runs => {
+                flush_routine(conn, routine_id, state).await?;
+                let max_runs = max_runs.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
+                count_started(conn, routine_id, count, at, max_runs).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Store {
@@ -385,6 +511,16 @@ impl Store {
         &self,
         fires: &[(Admission, Vec<RoutineRun>)],
     ) -> Result<Vec<Admitted>, StoreError> {
+        let rounds = self.admit_rounds(fires).await?;
+        Ok(rounds.into_iter().map(|r| r.admitted).collect())
+    }
+
+    /// [`Store::admit_runs`], saying what each admission recorded: the runs
+    /// (running, waiting or skipped) and the runs it cancelled.
+    pub async fn admit_rounds(
+        &self,
+        fires: &[(Admission, Vec<RoutineRun>)],
+    ) -> Result<Vec<Round>, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
             let mut out = Vec::with_capacity(fires.len());
@@ -395,11 +531,12 @@ impl Store {
             for (routine_id, state) in &mut batch.routines {
                 flush_routine(&mut tx, routine_id, state).await?;
             }
-            // A new lease for reapers to watch (see `Store::earliest_run_lease_end`).
-            let started = out.iter().zip(fires).any(|(admitted, (_, runs))| {
-                *admitted == Admitted::Started
-                    && runs.iter().any(|r| r.status == RunStatus::Running)
-            });
+            // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
+            // or a slot waiting for an engine to start it.
+            let started = out
+                .iter()
+                .flat_map(|r| &r.runs)
+                .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting));
             if started {
                 tx.publish(crate::signal::Topic::Runs).await?;
             }

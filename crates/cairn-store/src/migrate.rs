@@ -106,6 +106,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0014_gateway_security.sql"),
         postgres: include_str!("../migrations/0014_gateway_security.sql"),
     },
+    Migration {
+        version: 15,
+        name: "schedule_ops",
+        sqlite: include_str!("../migrations/0015_schedule_ops.sql"),
+        postgres: include_str!("../migrations/0015_schedule_ops.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

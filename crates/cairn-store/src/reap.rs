@@ -20,7 +20,8 @@ use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};
 use crate::{Store, StoreError};
 
-/// The engine that re-runs the slots its reaps interrupt.
+/// The engine that takes on the runs a store call starts for it: the slots
+/// its reaps interrupt (re-run) and waiting slots (`Store::start_waiting`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rerunner {
     /// Its owner id, given to the re-runs.
@@ -230,6 +231,10 @@ async fn crashed(
     // was stopped by someone and is not run again.
     if !routine.spec.enabled && !matches!(routine.spec.trigger, Trigger::Once { .. }) {
         let why = format!("{crash}; not re-run (the routine is disabled)");
+        return Ok((why, None, Some(routine)));
+    }
+    if routine.runtime.paused.is_some() {
+        let why = format!("{crash}; not re-run (the routine is paused)");
         return Ok((why, None, Some(routine)));
     }
     if routine.spec.on_interrupt() == OnInterrupt::Skip {

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use cairn_core::routine::{Routine, RoutineRuntime, RoutineSpec};
+use cairn_core::routine::{Pause, Routine, RoutineRuntime, RoutineSpec};
 
 use crate::codec::{Cols, json, micros, micros_opt};
 use crate::connect::WriteTx;
@@ -14,7 +14,14 @@ use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, user_id, name, description, enabled, trigger_type, trigger_config, action_type, \
      action_config, guardrails, notify, timezone, last_run_at, next_fire_at, run_count, \
-     consecutive_failures, state, created_at, updated_at";
+     consecutive_failures, state, created_at, updated_at, paused_at, paused_by, pause_note, resumed_at";
+
+/// What a routine is written with beyond [`COLUMNS`]' first 19: its jitter
+/// and when its next slot fires (`due_at`, which the timer's index orders).
+const WRITTEN: &str = "id, user_id, name, description, enabled, trigger_type, trigger_config, action_type, \
+     action_config, guardrails, notify, timezone, last_run_at, next_fire_at, run_count, \
+     consecutive_failures, state, created_at, updated_at, jitter_us, due_at, paused_at, paused_by, \
+     pause_note, resumed_at";
 
 fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
     let c = Cols(row);
@@ -38,6 +45,15 @@ fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
             run_count: c.uint("run_count")?,
             consecutive_failures: u32::try_from(failures).unwrap_or(u32::MAX),
             state: c.json("state")?,
+            paused: match c.time_opt("paused_at")? {
+                Some(at) => Some(Pause {
+                    at,
+                    by: c.text_opt("paused_by")?.unwrap_or_default(),
+                    note: c.text_opt("pause_note")?,
+                }),
+                None => None,
+            },
+            resumed_at: c.time_opt("resumed_at")?,
         },
         created_at: c.time("created_at")?,
         updated_at: c.time("updated_at")?,
@@ -66,6 +82,11 @@ fn name_taken(routine: &Routine) -> StoreError {
 
 fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The routine's jitter in microseconds, as `due_at = next_fire_at + jitter_us` needs it.
+fn jitter_us(routine: &Routine) -> i64 {
+    routine.jitter().num_microseconds().unwrap_or(0)
 }
 
 /// A query on the `Any` driver, as `sqlx::query` builds it.
@@ -98,7 +119,7 @@ fn bind_routine<'q>(query: AnyQuery<'q>, routine: &Routine) -> Result<AnyQuery<'
 
 /// Marks the routines as changed (`routines.version`) and publishes it,
 /// for engines in this process and others.
-async fn bump_version(tx: &mut WriteTx) -> Result<(), sqlx::Error> {
+pub(crate) async fn bump_version(tx: &mut WriteTx) -> Result<(), sqlx::Error> {
     tx.publish(Topic::Routines).await
 }
 
@@ -258,7 +279,8 @@ impl Store {
         .await
     }
 
-    /// Enabled routines whose next slot is at or before `now`, earliest first.
+    /// Enabled, unpaused routines whose next slot fires (jitter applied) at
+    /// or before `now`, earliest first.
     pub async fn due_routines(
         &self,
         now: DateTime<Utc>,
@@ -266,8 +288,8 @@ impl Store {
     ) -> Result<Vec<Routine>, StoreError> {
         self.on_runtime(async {
             let sql = format!(
-                "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL \
-             AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2"
+                "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND paused_at IS NULL \
+             AND due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT $2"
             );
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(micros(now))
@@ -279,11 +301,12 @@ impl Store {
         .await
     }
 
-    /// The earliest next slot of any enabled routine: when the timer must wake.
+    /// When the earliest next slot of any enabled, unpaused routine fires
+    /// (jitter applied): when the timer must wake.
     pub async fn earliest_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.on_runtime(async {
         let row = sqlx::query(
-            "SELECT MIN(next_fire_at) AS at FROM routines WHERE enabled = 1 AND next_fire_at IS NOT NULL",
+            "SELECT MIN(due_at) AS at FROM routines WHERE enabled = 1 AND paused_at IS NULL AND due_at IS NOT NULL",
         )
         .fetch_one(self.pool())
         .await?;
@@ -301,7 +324,7 @@ impl Store {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
             let done =
-                sqlx::query("UPDATE routines SET next_fire_at = $2, updated_at = $3 WHERE id = $1")
+                sqlx::query("UPDATE routines SET next_fire_at = $2, due_at = $2 + jitter_us, updated_at = $3 WHERE id = $1")
                     .bind(id.to_string())
                     .bind(micros_opt(next))
                     .bind(micros(now))
@@ -329,11 +352,19 @@ async fn insert_routine(
     routine: &Routine,
 ) -> Result<(), StoreError> {
     let sql = format!(
-        "INSERT INTO routines ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        "INSERT INTO routines ({WRITTEN}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+         $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
     );
+    let pause = routine.runtime.paused.as_ref();
     let result = bind_routine(sqlx::query(sqlx::AssertSqlSafe(sql)), routine)?
         .bind(micros(routine.created_at))
         .bind(micros(routine.updated_at))
+        .bind(jitter_us(routine))
+        .bind(micros_opt(routine.next_due()))
+        .bind(micros_opt(pause.map(|p| p.at)))
+        .bind(pause.map(|p| p.by.clone()))
+        .bind(pause.and_then(|p| p.note.clone()))
+        .bind(micros_opt(routine.runtime.resumed_at))
         .execute(&mut *conn)
         .await;
     match result {
@@ -343,6 +374,9 @@ async fn insert_routine(
     }
 }
 
+/// A replace leaves the pause alone: only `pause_routine` and
+/// `resume_routine` write it, so rewriting a routine (`routine apply`) from
+/// an older read neither pauses nor resumes it.
 async fn replace_routine(
     conn: &mut sqlx::AnyConnection,
     routine: &Routine,
@@ -351,10 +385,13 @@ async fn replace_routine(
         "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
          trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
          timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
-         consecutive_failures = $16, state = $17, updated_at = $18 WHERE id = $1",
+         consecutive_failures = $16, state = $17, updated_at = $18, jitter_us = $19, due_at = $20 \
+         WHERE id = $1",
     );
     let result = bind_routine(query, routine)?
         .bind(micros(routine.updated_at))
+        .bind(jitter_us(routine))
+        .bind(micros_opt(routine.next_due()))
         .execute(&mut *conn)
         .await;
     match result {

@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use cairn_core::notification::Notification;
 use cairn_core::routine::{RoutineRun, RunStatus};
 
 use crate::codec::{Cols, micros, micros_opt};
@@ -20,17 +19,10 @@ const INSERT: &str = "INSERT INTO routine_runs (id, routine_id, trigger_type, tr
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
      ON CONFLICT DO NOTHING";
 
-/// Deletes a routine's (`$1`) ended runs beyond its newest `$2`.
-pub(crate) const PRUNE: &str = "DELETE FROM routine_runs WHERE routine_id = $1 AND status <> 'running' AND id NOT IN \
+/// Deletes a routine's (`$1`) ended runs beyond its newest `$2` (runs
+/// running or waiting their turn are kept whatever their age).
+pub(crate) const PRUNE: &str = "DELETE FROM routine_runs WHERE routine_id = $1 AND status NOT IN ('running', 'waiting') AND id NOT IN \
      (SELECT id FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2)";
-
-async fn routine_id_of(conn: &mut sqlx::AnyConnection, run_id: Uuid) -> Result<String, StoreError> {
-    let row = sqlx::query("SELECT routine_id FROM routine_runs WHERE id = $1")
-        .bind(run_id.to_string())
-        .fetch_one(conn)
-        .await?;
-    Cols(&row).text("routine_id")
-}
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,43 +42,6 @@ pub struct RunOutcome {
     /// Keep only this many of the routine's latest runs (pruned in the same
     /// transaction, so a run costs one write transaction to end).
     pub retain: Option<u32>,
-}
-
-/// One run to end in [`Store::finish_runs`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct FinishRun {
-    /// The run.
-    pub run_id: Uuid,
-    /// Its routine.
-    pub routine_id: Uuid,
-    /// How it ended (`notification_id` names `notification`, if any).
-    pub outcome: RunOutcome,
-    /// The notification about it, recorded in the same transaction.
-    pub notification: Option<Notification>,
-}
-
-/// A routine's failure streak after some runs ended, relative to before.
-#[derive(Debug, Clone, Copy)]
-enum Streak {
-    /// Unchanged (no run that counts).
-    Keep,
-    /// This many more failures.
-    Add(i64),
-    /// Reset by a success, then this many failures.
-    Set(i64),
-}
-
-impl Streak {
-    /// The streak after a further run ending `status`.
-    fn then(self, status: RunStatus) -> Streak {
-        match (status, self) {
-            (RunStatus::Failed, Streak::Keep) => Streak::Add(1),
-            (RunStatus::Failed, Streak::Add(n)) => Streak::Add(n + 1),
-            (RunStatus::Failed, Streak::Set(n)) => Streak::Set(n + 1),
-            (RunStatus::Ok | RunStatus::Attention, _) => Streak::Set(0),
-            (_, s) => s,
-        }
-    }
 }
 
 pub(crate) fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
@@ -120,7 +75,7 @@ pub(crate) fn decode(row: &AnyRow) -> Result<RoutineRun, StoreError> {
     })
 }
 
-fn tokens(n: Option<u64>) -> Option<i64> {
+pub(crate) fn tokens(n: Option<u64>) -> Option<i64> {
     n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
@@ -150,87 +105,6 @@ pub(crate) async fn insert(
         .execute(conn)
         .await
         .map(|done| done.rows_affected())
-}
-
-/// Rows per multi-row run-ending `UPDATE` (7 parameters each; kept small
-/// for the same reason as notification inserts).
-const END_CHUNK: usize = 16;
-
-/// Ends the batch's runs that are still running; per entry, whether it was.
-/// One `UPDATE … FROM (VALUES …) RETURNING` per chunk (SQLite ≥ 3.35 and
-/// PostgreSQL both name the values' columns `column1`, `column2`, …); a
-/// batch naming a run twice is ended row by row, in order, instead.
-async fn end_runs(
-    conn: &mut sqlx::AnyConnection,
-    batch: &[FinishRun],
-) -> Result<Vec<bool>, StoreError> {
-    let mut ids: Vec<Uuid> = batch.iter().map(|f| f.run_id).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    if ids.len() < batch.len() {
-        let mut ended = Vec::with_capacity(batch.len());
-        for f in batch {
-            let o = &f.outcome;
-            let done = sqlx::query(
-                "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
-                 notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
-            )
-            .bind(f.run_id.to_string())
-            .bind(o.status.as_str())
-            .bind(o.summary.clone())
-            .bind(tokens(o.tokens_used))
-            .bind(micros(o.completed_at))
-            .bind(o.notification_id.map(|n| n.to_string()))
-            .execute(&mut *conn)
-            .await?;
-            ended.push(done.rows_affected() > 0);
-        }
-        return Ok(ended);
-    }
-    let mut done = std::collections::HashSet::with_capacity(batch.len());
-    for chunk in batch.chunks(END_CHUNK) {
-        let mut values = String::new();
-        for i in 0..chunk.len() {
-            let b = i * 6;
-            if i > 0 {
-                values.push_str(", ");
-            }
-            values.push_str(&format!(
-                "(${}, ${}, ${}, ${}, ${}, ${})",
-                b + 1,
-                b + 2,
-                b + 3,
-                b + 4,
-                b + 5,
-                b + 6
-            ));
-        }
-        let sql = format!(
-            "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
-             tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
-             owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
-             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running' \
-             RETURNING routine_runs.id AS id"
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for f in chunk {
-            let o = &f.outcome;
-            q = q
-                .bind(f.run_id.to_string())
-                .bind(o.status.as_str())
-                .bind(o.summary.clone())
-                .bind(tokens(o.tokens_used))
-                .bind(micros(o.completed_at))
-                .bind(o.notification_id.map(|n| n.to_string()));
-        }
-        for row in q.fetch_all(&mut *conn).await? {
-            done.insert(Cols(&row).text("id")?);
-        }
-    }
-    Ok(batch
-        .iter()
-        .map(|f| done.contains(&f.run_id.to_string()))
-        .collect())
 }
 
 impl Store {
@@ -279,149 +153,6 @@ impl Store {
         .await
     }
 
-    /// Ends a running run and updates its routine's failure streak.
-    /// Returns `false` if the run had already ended (reaped as interrupted, say).
-    pub async fn finish_run(&self, run_id: Uuid, outcome: &RunOutcome) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let done = sqlx::query(
-                "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
-                 notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
-            )
-            .bind(run_id.to_string())
-            .bind(outcome.status.as_str())
-            .bind(outcome.summary.clone())
-            .bind(tokens(outcome.tokens_used))
-            .bind(micros(outcome.completed_at))
-            .bind(outcome.notification_id.map(|n| n.to_string()))
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() == 0 {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            let streak = match outcome.status {
-                RunStatus::Failed => Some("consecutive_failures + 1"),
-                RunStatus::Ok | RunStatus::Attention => Some("0"),
-                _ => None,
-            };
-            if let Some(expr) = streak {
-                let sql = format!(
-                    "UPDATE routines SET consecutive_failures = {expr} \
-                     WHERE id = (SELECT routine_id FROM routine_runs WHERE id = $1)"
-                );
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(run_id.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if let Some(keep) = outcome.retain {
-                sqlx::query(PRUNE)
-                    .bind(routine_id_of(&mut tx, run_id).await?)
-                    .bind(i64::from(keep))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if let Some(state) = &outcome.state {
-                sqlx::query(
-                    "UPDATE routines SET state = $2 WHERE id = (SELECT routine_id FROM routine_runs WHERE id = $1)",
-                )
-                .bind(run_id.to_string())
-                .bind(crate::codec::json(state, "state")?)
-                .execute(&mut *tx)
-                .await?;
-            }
-            tx.commit().await?;
-            Ok(true)
-        })
-        .await
-    }
-
-    /// Ends several running runs in one transaction, each with the
-    /// notification sent about it (recorded in the same transaction, whether
-    /// or not its run was still running, so it is never lost). Returns, per
-    /// entry, whether its run was still running (as [`Store::finish_run`]).
-    ///
-    /// Failure streaks, state and retention are applied once per routine
-    /// for the batch, with the same result as ending the runs one by one in
-    /// order; a routine's runs beyond its retention are pruned after the
-    /// batch rather than after each run.
-    pub async fn finish_runs(&self, batch: &[FinishRun]) -> Result<Vec<bool>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let notes: Vec<Notification> = batch
-                .iter()
-                .filter_map(|f| f.notification.clone())
-                .collect();
-            crate::notifications::insert_notifications(&mut tx, &notes).await?;
-            let ended = end_runs(&mut tx, batch).await?;
-            // Per routine: streak, state, retention.
-            let mut routines: Vec<(Uuid, Streak, Option<&serde_json::Value>, Option<u32>)> =
-                Vec::new();
-            for (f, was_running) in batch.iter().zip(&ended) {
-                if !was_running {
-                    continue;
-                }
-                let o = &f.outcome;
-                let at = match routines.iter().position(|r| r.0 == f.routine_id) {
-                    Some(i) => i,
-                    None => {
-                        routines.push((f.routine_id, Streak::Keep, None, None));
-                        routines.len() - 1
-                    }
-                };
-                let entry = &mut routines[at];
-                entry.1 = entry.1.then(o.status);
-                if let Some(state) = &o.state {
-                    entry.2 = Some(state);
-                }
-                if o.retain.is_some() {
-                    entry.3 = o.retain;
-                }
-            }
-            // In id order, so two processes' batches lock routine rows in
-            // the same order on PostgreSQL (no deadlock between them).
-            routines.sort_by_key(|r| r.0);
-            for (routine_id, streak, state, retain) in routines {
-                let id = routine_id.to_string();
-                match streak {
-                    Streak::Keep | Streak::Add(0) => {}
-                    Streak::Add(n) => {
-                        sqlx::query("UPDATE routines SET consecutive_failures = consecutive_failures + $2 WHERE id = $1")
-                            .bind(&id)
-                            .bind(n)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    Streak::Set(n) => {
-                        sqlx::query("UPDATE routines SET consecutive_failures = $2 WHERE id = $1")
-                            .bind(&id)
-                            .bind(n)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
-                if let Some(state) = state {
-                    sqlx::query("UPDATE routines SET state = $2 WHERE id = $1")
-                        .bind(&id)
-                        .bind(crate::codec::json(state, "state")?)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                if let Some(keep) = retain {
-                    sqlx::query(PRUNE)
-                        .bind(&id)
-                        .bind(i64::from(keep))
-                        .execute(&mut *tx)
-                        .await?;
-                }
-            }
-            tx.commit().await?;
-            Ok(ended)
-        })
-        .await
-    }
-
     /// One run by id.
     pub async fn get_run(&self, id: Uuid) -> Result<Option<RoutineRun>, StoreError> {
         self.on_runtime(async {
@@ -448,6 +179,30 @@ impl Store {
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(routine_id.to_string())
                 .bind(i64::from(limit))
+                .fetch_all(self.pool())
+                .await?;
+            rows.iter().map(decode).collect()
+        })
+        .await
+    }
+
+    /// The runs of a routine's slots from `from` to `to` (both included),
+    /// every attempt, oldest slot first.
+    pub async fn slot_runs(
+        &self,
+        routine_id: Uuid,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<RoutineRun>, StoreError> {
+        self.on_runtime(async {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 AND scheduled_for >= $2 \
+                 AND scheduled_for <= $3 ORDER BY scheduled_for, attempt"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(routine_id.to_string())
+                .bind(micros(from))
+                .bind(micros(to))
                 .fetch_all(self.pool())
                 .await?;
             rows.iter().map(decode).collect()

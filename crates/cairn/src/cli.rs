@@ -44,7 +44,7 @@ pub enum Command {
     Notify(NotifyCommand),
     /// What could not be delivered elsewhere, and what went to the inbox channel.
     Inbox(InboxArgs),
-    /// Routines: apply files, validate, list, show, enable, disable, fire, runs, delete.
+    /// Routines: apply files, validate, list, show, enable, disable, pause, resume, fire, backfill, next, runs, delete.
     #[command(subcommand)]
     Routine(RoutineCommand),
     /// Run cairn's always-on half in the foreground: the routine engine,
@@ -249,6 +249,30 @@ pub enum RoutineCommand {
         /// The routine's name.
         name: String,
     },
+    /// Pause a routine: it keeps its schedule and history and fires nothing
+    /// until resumed (the slots it misses are then caught up by its catch_up).
+    Pause {
+        /// The routine's name.
+        name: String,
+        /// Why, for whoever looks at it later.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Resume a paused routine; says what becomes of the slots it missed.
+    Resume {
+        /// The routine's name.
+        name: String,
+    },
+    /// Run a cron routine's past slots in a range, in order, as trigger `backfill`.
+    Backfill(RoutineBackfillArgs),
+    /// A routine's next fire times (jitter applied).
+    Next {
+        /// The routine's name.
+        name: String,
+        /// How many.
+        #[arg(long, default_value_t = 5)]
+        count: usize,
+    },
     /// Fire a routine now, by hand; waits for the result unless --no-wait.
     Fire(RoutineFireArgs),
     /// A routine's latest runs, newest first.
@@ -283,6 +307,27 @@ pub struct RoutineFireArgs {
     /// The id to give the run (used by --no-wait's background process).
     #[arg(long, hide = true)]
     pub run_id: Option<uuid::Uuid>,
+}
+
+/// Arguments of `cairn routine backfill`.
+#[derive(Debug, Args)]
+pub struct RoutineBackfillArgs {
+    /// The routine's name.
+    pub name: String,
+    /// From (included): RFC 3339, `YYYY-MM-DDTHH:MM` or `YYYY-MM-DD` (its
+    /// start) in your time zone.
+    #[arg(long)]
+    pub from: String,
+    /// To (included, not in the future), written as --from (a date is its end).
+    #[arg(long)]
+    pub to: String,
+    /// What the slots do while a run of the routine goes: skip, buffer_one,
+    /// buffer_all (the default: they wait, in order), cancel_other, allow_all.
+    #[arg(long)]
+    pub overlap: Option<String>,
+    /// Run more slots than routines.max_backfill allows without asking.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// The file or directory `cairn routine apply|validate` reads.

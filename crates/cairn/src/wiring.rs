@@ -30,6 +30,8 @@ use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
 use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
 use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::ops_tools::routine_ops_tools;
+use cairn_automation::routines::service::RoutineService;
 use cairn_automation::routines::system::{Ensured, SystemRoutine, SystemTask};
 use cairn_automation::routines::tools::routine_tools;
 use cairn_automation::routines::upkeep::{MEMORY_HYGIENE, MemoryHygiene, SELF_REPAIR, SelfRepair};
@@ -430,6 +432,9 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         config.user.timezone,
         Arc::clone(&clock),
     );
+    extra.extend(routine_ops_tools(
+        routine_service(config, &store, Arc::clone(&clock)).with_wake(link.clone()),
+    ));
     // The execution primitives run other tools through the runner, which
     // holds them: they reach it through a link attached once it is built.
     let runner_link = RunnerLink::new();
@@ -925,6 +930,18 @@ pub async fn memory_service(config: &Config, store: &Store) -> anyhow::Result<Ar
         }
     }
     Ok(Arc::new(memory))
+}
+
+/// The routine service for the configured user: the one writer of routine
+/// operations for every front end (`routines.max_backfill` applied).
+pub fn routine_service(config: &Config, store: &Store, clock: Arc<dyn Clock>) -> RoutineService {
+    RoutineService::new(
+        store.clone(),
+        clock,
+        config.user.id.clone(),
+        config.user.timezone,
+    )
+    .with_max_backfill(config.routines.max_backfill)
 }
 
 #[cfg(test)]

@@ -530,7 +530,7 @@ fn the_first_request_for_hi_fits_in_6_kb_with_every_tool() {
     for listed in [
         "remember, schedule_{cancel,cron,list,once,status}: ",
         "background_{cancel,list,result,run,status,wait}: ",
-        "routine_{create,delete,fire,list,runs,update}: ",
+        "routine_{backfill,create,delete,fire,list,next,pause,resume,runs,update}: ",
         "- send_notification: ",
         "- web_fetch: ",
         "- web_search: ",

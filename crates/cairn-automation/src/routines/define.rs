@@ -54,6 +54,25 @@ pub fn schedule_of(
     Some(Schedule::parse(text, zone_of(spec, user_zone), now).map_err(|e| e.to_string()))
 }
 
+/// The schedule of a cron trigger `text`, read again at one of its slots
+/// so that the slot stays on its grid: an interval counts from the slot; a
+/// day step (`every 2 days at 9am`) starts on the slot's own day, which
+/// reading it at the slot itself would skip (the slot's time is not ahead
+/// of itself), making it fire every day from its second fire on.
+pub fn schedule_at_slot(
+    text: &str,
+    zone: Tz,
+    slot: DateTime<Utc>,
+) -> Result<Schedule, cairn_core::schedule::ScheduleError> {
+    let schedule = Schedule::parse(text, zone, slot)?;
+    match schedule.rule() {
+        cairn_core::schedule::Rule::EveryDays { .. } => {
+            Schedule::parse(text, zone, slot - chrono::Duration::seconds(1))
+        }
+        _ => Ok(schedule),
+    }
+}
+
 /// Checks `spec` as of `now` and computes its next slot (`None` for triggers
 /// that are not timed, or a recurring schedule with no future slot).
 ///

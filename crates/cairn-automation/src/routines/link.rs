@@ -33,6 +33,11 @@ impl EngineLink {
     pub fn attach(&self, engine: RoutineEngine) {
         let _ = self.engine.set(engine);
     }
+
+    /// The engine, once attached.
+    pub fn engine(&self) -> Option<&RoutineEngine> {
+        self.engine.get()
+    }
 }
 
 #[async_trait]

@@ -1,6 +1,6 @@
 //! Which slots a due timed routine runs now: the slot that came due, or,
-//! after the daemon was down or the machine slept, what its `catch_up`
-//! policy says about the slots it missed.
+//! after the daemon was down, the machine slept or the routine was paused,
+//! what its `catch_up` policy says about the slots it missed.
 
 use std::time::Duration;
 
@@ -11,6 +11,24 @@ use chrono::{DateTime, Utc};
 /// Most due slots counted for one routine: an every-second routine left
 /// alone for 11 days. Beyond it, the count says "at least".
 const MAX_COUNTED: usize = 1_000_000;
+
+/// Why slots were missed, for the note that says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissedWhile {
+    /// cairn was not running (or the machine slept).
+    Down,
+    /// The routine was paused (pausing is not disabling: its slots are owed).
+    Paused,
+}
+
+impl MissedWhile {
+    fn words(self) -> &'static str {
+        match self {
+            MissedWhile::Down => "while cairn was not running",
+            MissedWhile::Paused => "while the routine was paused",
+        }
+    }
+}
 
 /// What to do with a routine whose slot has come due.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,19 +50,25 @@ impl SlotPlan {
     }
 
     /// A line for the run's summary or skip reason, when slots were missed.
-    pub fn note(&self, catch_up: CatchUp) -> Option<String> {
+    pub fn note(&self, catch_up: CatchUp, why: MissedWhile) -> Option<String> {
         let missed = self.left_out + usize::from(self.skip.is_some());
+        let paused = if why == MissedWhile::Paused {
+            " while the routine was paused"
+        } else {
+            ""
+        };
         match catch_up {
             _ if missed == 0 && self.run.len() <= 1 => None,
             CatchUp::Once => Some(format!(
-                "caught up: {} slot(s) were missed; ran the latest once (catch_up: once)",
+                "caught up: {} slot(s) were missed{paused}; ran the latest once (catch_up: once)",
                 self.left_out + 1
             )),
             CatchUp::Skip => Some(format!(
-                "{missed} slot(s) were missed while cairn was not running; none run (catch_up: skip)"
+                "{missed} slot(s) were missed {}; none run (catch_up: skip)",
+                why.words()
             )),
             CatchUp::All => Some(format!(
-                "caught up: running {} missed slot(s){} (catch_up: all)",
+                "caught up: running {} missed slot(s){paused}{} (catch_up: all)",
                 self.run.len(),
                 if self.left_out > 0 {
                     format!("; {} older ones left out by catch_up_limit", self.left_out)
@@ -153,7 +177,7 @@ mod tests {
         let p = plan(Some(&hourly()), t(9, 0), t(9, 0), CatchUp::Once, 10, GRACE);
         assert_eq!(p.run, vec![t(9, 0)]);
         assert_eq!(p.next, Some(t(10, 0)));
-        assert_eq!(p.note(CatchUp::Once), None);
+        assert_eq!(p.note(CatchUp::Once, MissedWhile::Down), None);
         // Late by less than the grace: still on time, even with catch_up: skip.
         let p = plan(
             Some(&hourly()),
@@ -174,7 +198,7 @@ mod tests {
         assert_eq!(p.left_out, 6);
         assert_eq!(p.next, Some(t(10, 0)));
         assert!(
-            p.note(CatchUp::Once)
+            p.note(CatchUp::Once, MissedWhile::Down)
                 .unwrap()
                 .contains("7 slot(s) were missed")
         );
@@ -187,7 +211,7 @@ mod tests {
         assert_eq!(p.skip, Some(t(9, 0)));
         assert_eq!(p.next, Some(t(10, 0)));
         assert!(
-            p.note(CatchUp::Skip)
+            p.note(CatchUp::Skip, MissedWhile::Down)
                 .unwrap()
                 .starts_with("7 slot(s) were missed")
         );
@@ -206,9 +230,23 @@ mod tests {
         assert_eq!(p.run, vec![t(7, 0), t(8, 0), t(9, 0)]);
         assert_eq!(p.left_out, 7);
         assert!(
-            p.note(CatchUp::All)
+            p.note(CatchUp::All, MissedWhile::Down)
                 .unwrap()
                 .contains("7 older ones left out")
+        );
+    }
+
+    #[test]
+    fn slots_missed_while_paused_say_so() {
+        let p = plan(Some(&hourly()), t(3, 0), t(9, 30), CatchUp::Once, 10, GRACE);
+        assert_eq!(
+            p.note(CatchUp::Once, MissedWhile::Paused).unwrap(),
+            "caught up: 7 slot(s) were missed while the routine was paused; ran the latest once (catch_up: once)"
+        );
+        let p = plan(Some(&hourly()), t(3, 0), t(9, 30), CatchUp::Skip, 10, GRACE);
+        assert_eq!(
+            p.note(CatchUp::Skip, MissedWhile::Paused).unwrap(),
+            "7 slot(s) were missed while the routine was paused; none run (catch_up: skip)"
         );
     }
 

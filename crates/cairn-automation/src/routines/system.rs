@@ -94,10 +94,10 @@ impl SystemTasks {
     }
 }
 
-/// Why the agent may not change, disable or delete `routine`, when it is
-/// a built-in one (action `system`): the person controls those through
-/// their settings, which the daemon writes over the stored routine at start
-/// anyway. `None` for every other routine.
+/// Why the agent may not change, disable, pause, resume, backfill or delete
+/// `routine`, when it is a built-in one (action `system`): the person
+/// controls those through their settings, which the daemon writes over the
+/// stored routine at start anyway. `None` for every other routine.
 pub fn builtin_refusal(routine: &Routine) -> Option<String> {
     let RoutineAction::System { task } = &routine.spec.action else {
         return None;
@@ -115,7 +115,7 @@ pub fn builtin_refusal(routine: &Routine) -> Option<String> {
         _ => "its settings in config.toml",
     };
     Some(format!(
-        "\"{}\" is a built-in routine (cairn's own {task}); the agent cannot change, disable or delete it. \
+        "\"{}\" is a built-in routine (cairn's own {task}); the agent cannot change, disable, pause, resume, backfill or delete it. \
          The person controls it with {setting}.",
         routine.spec.name
     ))

@@ -32,7 +32,8 @@ use super::system::builtin_refusal;
 use crate::primitives::{json_output, rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
-const ROUTINE_FAMILY: &str = "routines: tasks fired by a schedule, an event, a webhook or by hand";
+pub(super) const ROUTINE_FAMILY: &str =
+    "routines: tasks fired by a schedule, an event, a webhook or by hand";
 
 /// Most runs `routine_runs` returns.
 const MAX_RUNS: u64 = 100;
@@ -139,7 +140,7 @@ async fn changeable(s: &Shared, name: &str) -> Result<Routine, ToolError> {
     }
 }
 
-fn name_arg(args: &Value) -> Result<&str, ToolError> {
+pub(super) fn name_arg(args: &Value) -> Result<&str, ToolError> {
     match args.get("name") {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
         _ => Err(ToolError::InvalidArguments(

@@ -179,7 +179,7 @@ async fn a_run_past_its_timeout_fails_saying_so() {
     assert_eq!(statuses(&runs), [RunStatus::Failed]);
     assert_eq!(
         runs[0].result_summary.as_deref(),
-        Some("timed out after 30s")
+        Some("timed out after 30s; cancelled")
     );
     assert_eq!(
         runs[0].completed_at.unwrap() - runs[0].started_at,

@@ -234,36 +234,6 @@ async fn a_restarted_daemon_reaps_its_homes_runs_at_once(url: &str) {
     handle.await.unwrap();
 }
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(start_paused = true, flavor = "current_thread")]
-                async fn $case() {
-                    let dir = tempfile::tempdir().unwrap();
-                    let url = format!("sqlite://{}/cairn.db", dir.path().display());
-                    super::$case(&url).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                // The admin pool runs on real time; only the case is paused.
-                #[tokio::test(flavor = "current_thread")]
-                async fn $case() {
-                    let Some((admin, schema, url)) = crate::postgres_schema().await else {
-                        return;
-                    };
-                    tokio::time::pause();
-                    super::$case(&url).await;
-                    tokio::time::resume();
-                    crate::drop_schema(admin, &schema).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     three_interruptions_in_a_row_leave_the_backoff_untouched,
     an_interrupted_notification_slot_is_rerun_once,

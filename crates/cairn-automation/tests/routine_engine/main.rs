@@ -23,9 +23,42 @@ use chrono::{DateTime, TimeZone, Utc};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+/// Runs each listed case on SQLite and, when `CAIRN_TEST_POSTGRES_URL` is
+/// set, on PostgreSQL, both under tokio's paused time.
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(start_paused = true, flavor = "current_thread")]
+                async fn $case() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+                    super::$case(&url).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                // The admin pool runs on real time; only the case is paused.
+                #[tokio::test(flavor = "current_thread")]
+                async fn $case() {
+                    let Some((admin, schema, url)) = crate::postgres_schema().await else {
+                        return;
+                    };
+                    tokio::time::pause();
+                    super::$case(&url).await;
+                    tokio::time::resume();
+                    crate::drop_schema(admin, &schema).await;
+                }
+            )*
+        }
+    };
+}
+
 mod events;
 mod guardrails;
 mod interrupts;
+mod schedule_ops;
 mod schedules;
 mod two_engines;
 
@@ -34,8 +67,16 @@ mod two_engines;
 struct Script {
     /// Calls seen: routine name and fire context.
     calls: Mutex<Vec<(String, FireContext)>>,
-    /// Routines named `slow*` wait for a permit (or their cancel token).
+    /// Routines named `slow*` wait for a permit (or their cancel token);
+    /// `stubborn*` wait for a permit whatever their token says.
     gate: Option<Arc<Semaphore>>,
+    /// The runs whose action saw its cancel token fire (one entry per try).
+    cancelled: Mutex<Vec<uuid::Uuid>>,
+    /// For routines named `*retry*`: how many tries of the run the store
+    /// held when each call started.
+    tries_seen: Mutex<Vec<usize>>,
+    /// The store, to read those tries.
+    store: Option<Store>,
 }
 
 #[async_trait]
@@ -46,12 +87,24 @@ impl ActionExecutor for Script {
             .lock()
             .unwrap()
             .push((name.clone(), request.fire.clone()));
+        if name.contains("retry")
+            && let Some(store) = &self.store
+        {
+            let seen = store.run_tries(request.run_id).await.unwrap().len();
+            self.tries_seen.lock().unwrap().push(seen);
+        }
         if name.starts_with("slow") {
             let gate = self.gate.clone().unwrap();
             tokio::select! {
                 permit = gate.acquire() => drop(permit),
-                () = request.cancel.cancelled() => return ActionOutcome::failed("cancelled"),
+                () = request.cancel.cancelled() => {
+                    self.cancelled.lock().unwrap().push(request.run_id);
+                    return ActionOutcome::failed("cancelled");
+                }
             }
+        }
+        if name.starts_with("stubborn") {
+            drop(self.gate.clone().unwrap().acquire().await);
         }
         if name.starts_with("fail") {
             return ActionOutcome::failed("the check broke");
@@ -105,14 +158,16 @@ async fn setup(start: DateTime<Utc>) -> Setup {
 /// A setup on the database at `url` (SQLite or PostgreSQL).
 async fn setup_on(url: &str, start: DateTime<Utc>) -> Setup {
     let (store, _) = Store::open(url).await.unwrap();
+    let script = Arc::new(Script {
+        gate: Some(Arc::new(Semaphore::new(0))),
+        store: Some(store.clone()),
+        ..Script::default()
+    });
     Setup {
         store,
         url: url.to_string(),
         clock: Arc::new(ManualClock::new(start)),
-        script: Arc::new(Script {
-            gate: Some(Arc::new(Semaphore::new(0))),
-            ..Script::default()
-        }),
+        script,
         _dir: None,
     }
 }

@@ -38,6 +38,28 @@ async fn cron_fires_at_the_right_instants_across_a_dst_change() {
     }
 }
 
+/// A day step keeps its step after its first fire: the schedule is read
+/// again at each slot, anchored so the slot stays on its grid.
+#[tokio::test(start_paused = true)]
+async fn every_other_day_fires_every_other_day() {
+    let s = setup(t0()).await;
+    let r = s
+        .routine("name: plants\ntrigger: {type: cron, schedule: 'every 2 days at 9am'}\naction: {type: notification, message: water}\n")
+        .await;
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    tokio::time::sleep(Duration::from_secs(7 * 86_400)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let days: Vec<u32> = s
+        .runs(&r)
+        .await
+        .iter()
+        .map(|r| chrono::Datelike::day(&r.scheduled_for.unwrap()))
+        .collect();
+    assert_eq!(days, [8, 10, 12, 14]);
+}
+
 /// The daemon was down from 03:00 to 08:30: an hourly routine missed six slots.
 async fn after_downtime(policy: &str) -> (Setup, Routine, RoutineEngine) {
     let s = setup(t0()).await;

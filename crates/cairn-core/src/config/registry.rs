@@ -247,6 +247,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "seconds a daemon holds a running run without renewing it; a killed daemon's runs are interrupted after it",
     ),
     def(
+        "routines.max_backfill",
+        &["CAIRN_ROUTINES_MAX_BACKFILL"],
+        K::UInt,
+        D::UInt(1000),
+        "slots one `routine backfill` may run without --yes",
+    ),
+    def(
         "gateway.enabled",
         &["CAIRN_GATEWAY_ENABLED"],
         K::Bool,

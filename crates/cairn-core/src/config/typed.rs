@@ -173,6 +173,8 @@ pub struct RoutinesConfig {
     pub event_cache_refresh: Duration,
     /// How long a running run's lease lasts (renewed every third of it).
     pub lease: Duration,
+    /// Slots one backfill may run without being told `--yes`.
+    pub max_backfill: u32,
 }
 
 /// The HTTP/WebSocket gateway's settings.
@@ -330,6 +332,7 @@ impl Config {
                     r.uint_at_least("routines.event_cache_refresh_secs", 1),
                 ),
                 lease: Duration::from_secs(r.uint_at_least("routines.lease_secs", 3)),
+                max_backfill: r.u32_at_least("routines.max_backfill", 1),
             },
             gateway: GatewayConfig {
                 enabled: r.bool("gateway.enabled"),

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::Overlap;
 use crate::duration::{serde_compact, serde_compact_opt};
 
 /// Keeps a routine from running away. Durations are written `300s`, `5m`, `1h`.
@@ -56,6 +57,47 @@ pub struct RoutineGuardrails {
     /// `full_job` slot is re-run by default too.
     #[serde(default, skip_serializing_if = "is_false")]
     pub idempotent: bool,
+    /// What a slot that comes due while a run of the routine is still going
+    /// does; absent: [`RoutineSpec::overlap`](super::RoutineSpec::overlap) decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<Overlap>,
+    /// Every scheduled slot fires this routine's own fixed offset (a hash of
+    /// its id) later, within this bound; the slot keeps its unjittered time.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "serde_compact_opt"
+    )]
+    pub jitter: Option<Duration>,
+    /// After this many failed runs in a row the routine pauses itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_after_failures: Option<u32>,
+    /// A failed action is tried again within the same run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
+}
+
+/// Tries of a failed action within one run: `retry: { max_attempts: 3, backoff: 30s }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    /// Tries in all, the first included.
+    pub max_attempts: u32,
+    /// The wait before the second try; it doubles before each later one.
+    #[serde(default = "default_backoff", with = "serde_compact")]
+    pub backoff: Duration,
+}
+
+impl Retry {
+    /// The wait before try `next` (2 or more): `backoff` doubled `next - 2` times.
+    pub fn wait_before(&self, next: u32) -> Duration {
+        let doublings = next.saturating_sub(2).min(20);
+        self.backoff.saturating_mul(1 << doublings)
+    }
+}
+
+fn default_backoff() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// What happens to a scheduled slot whose run was interrupted by a crash.
@@ -152,6 +194,10 @@ impl Default for RoutineGuardrails {
             retention: DEFAULT_RETENTION,
             on_interrupt: None,
             idempotent: false,
+            overlap: None,
+            jitter: None,
+            pause_after_failures: None,
+            retry: None,
         }
     }
 }

@@ -8,7 +8,9 @@
 mod action;
 mod file;
 mod guardrails;
+pub mod jitter;
 mod locate;
+mod overlap;
 mod run;
 mod secret;
 mod trigger;
@@ -21,11 +23,12 @@ use uuid::Uuid;
 pub use action::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, RoutineAction, WatchStrategy};
 pub use file::{RoutineFileError, SpecFormat};
 pub use guardrails::{
-    CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, OnInterrupt,
+    CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, OnInterrupt, Retry,
     RoutineGuardrails,
 };
 pub use locate::line_of;
-pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, UnknownStatus};
+pub use overlap::{Fate, Going, Overlap, RoundPlan, decide as decide_overlap};
+pub use run::{FIRST_ATTEMPT, RoutineRun, RunStatus, RunTry, UnknownStatus};
 pub use secret::{REDACTED_SECRET, env_reference};
 pub use trigger::Trigger;
 pub use validate::{ValidationError, ValidationErrors};
@@ -84,6 +87,17 @@ impl RoutineSpec {
             OnInterrupt::Skip
         }
     }
+
+    /// What a slot does while a run of this routine is going: as written,
+    /// else `allow_all` when `max_concurrent` allows several runs (as before
+    /// `overlap` existed), else `skip`.
+    pub fn overlap(&self) -> Overlap {
+        match self.guardrails.overlap {
+            Some(chosen) => chosen,
+            None if self.guardrails.max_concurrent > 1 => Overlap::AllowAll,
+            None => Overlap::Skip,
+        }
+    }
 }
 
 fn enabled_default() -> bool {
@@ -107,6 +121,23 @@ pub struct RoutineRuntime {
     pub consecutive_failures: u32,
     /// Free-form state the routine carries between runs.
     pub state: serde_json::Value,
+    /// Set while the routine is paused: it keeps its schedule and fires nothing.
+    #[serde(default)]
+    pub paused: Option<Pause>,
+    /// When it was last resumed (slots older than this were missed while paused).
+    #[serde(default)]
+    pub resumed_at: Option<DateTime<Utc>>,
+}
+
+/// Who paused a routine, when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Who: a person through a front end (`ada (cli)`), the agent, or cairn itself.
+    pub by: String,
+    /// Why, as they wrote it.
+    pub note: Option<String>,
 }
 
 impl Default for RoutineRuntime {
@@ -117,6 +148,8 @@ impl Default for RoutineRuntime {
             run_count: 0,
             consecutive_failures: 0,
             state: serde_json::Value::Object(serde_json::Map::new()),
+            paused: None,
+            resumed_at: None,
         }
     }
 }
@@ -149,5 +182,21 @@ impl Routine {
             created_at: now,
             updated_at: now,
         }
+    }
+
+    /// This routine's fixed `jitter` offset (zero without `jitter`).
+    pub fn jitter(&self) -> chrono::Duration {
+        let bound = self.spec.guardrails.jitter.unwrap_or_default();
+        chrono::Duration::from_std(jitter::offset(self.id, bound)).unwrap_or_default()
+    }
+
+    /// When the slot `slot` fires: the slot plus the routine's jitter.
+    pub fn fires_at(&self, slot: DateTime<Utc>) -> DateTime<Utc> {
+        slot + self.jitter()
+    }
+
+    /// When its next slot fires (jitter applied), if it has one.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.runtime.next_fire_at.map(|s| self.fires_at(s))
     }
 }

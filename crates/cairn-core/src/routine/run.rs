@@ -22,19 +22,27 @@ pub enum RunStatus {
     /// Its process went away before it finished (crash, kill, restart): not
     /// the routine's failure, and a scheduled slot may be re-run once.
     Interrupted,
-    /// Not run: a guardrail (cooldown, concurrency, dedup, budget) held it back.
+    /// Not run: a guardrail (cooldown, concurrency, dedup, budget, overlap) held it back.
     Skipped,
+    /// A slot queued behind another run of its routine (`overlap: buffer_*`,
+    /// caught-up slots, a backfill): not started yet, held by no process.
+    Waiting,
+    /// Stopped before it ended, on purpose (`overlap: cancel_other`): not the
+    /// routine's failure.
+    Cancelled,
 }
 
 impl RunStatus {
     /// Every status, for listings and parsing.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 8] = [
         RunStatus::Running,
         RunStatus::Ok,
         RunStatus::Attention,
         RunStatus::Failed,
         RunStatus::Interrupted,
         RunStatus::Skipped,
+        RunStatus::Waiting,
+        RunStatus::Cancelled,
     ];
 
     /// The lowercase name used in files, the store and JSON.
@@ -46,12 +54,14 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Skipped => "skipped",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Cancelled => "cancelled",
         }
     }
 
-    /// Whether the run is over.
+    /// Whether the run is over (not running, not waiting its turn).
     pub fn is_terminal(self) -> bool {
-        self != RunStatus::Running
+        !matches!(self, RunStatus::Running | RunStatus::Waiting)
     }
 }
 
@@ -61,10 +71,10 @@ impl fmt::Display for RunStatus {
     }
 }
 
-/// A status name that is not one of the six.
+/// A status name that is not one of the eight.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run status \"{0}\"; expected running, ok, attention, failed, interrupted or skipped"
+    "unknown run status \"{0}\"; expected running, ok, attention, failed, interrupted, skipped, waiting or cancelled"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -86,7 +96,7 @@ pub struct RoutineRun {
     pub id: Uuid,
     /// The routine it belongs to.
     pub routine_id: Uuid,
-    /// What fired it: `cron`, `once`, `event`, `system_event`, `webhook`, `manual`.
+    /// What fired it: `cron`, `once`, `event`, `system_event`, `webhook`, `manual`, `backfill`.
     pub trigger_type: String,
     /// Details of the fire (the matched message, the webhook's delivery id…).
     pub trigger_detail: Option<String>,
@@ -125,4 +135,22 @@ pub const FIRST_ATTEMPT: u32 = 1;
 
 fn first_attempt() -> u32 {
     FIRST_ATTEMPT
+}
+
+/// One try of a run whose routine has `retry`: the run stays one record
+/// (its slot and attempt unchanged) and each try is kept beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTry {
+    /// The run.
+    pub run_id: Uuid,
+    /// 1 for the first try.
+    pub number: u32,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended (for a timed-out try: once its cancellation was seen through).
+    pub ended_at: DateTime<Utc>,
+    /// How it ended: `ok`, `attention` or `failed`.
+    pub status: RunStatus,
+    /// What it found or why it failed ("timed out after 30s; cancelled").
+    pub summary: Option<String>,
 }

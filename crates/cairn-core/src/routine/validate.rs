@@ -47,6 +47,12 @@ const MAX_CONCURRENT: u32 = 100;
 const MAX_CATCH_UP_LIMIT: u32 = 1000;
 /// Most runs kept per routine.
 const MAX_RETENTION: u32 = 100_000;
+/// Longest `jitter` and retry `backoff`: a day.
+const MAX_DELAY: Duration = Duration::from_secs(86_400);
+/// Most tries `retry.max_attempts` allows.
+const MAX_TRIES: u32 = 10;
+/// Largest `pause_after_failures`.
+const MAX_PAUSE_AFTER: u32 = 1000;
 
 struct Checker {
     errors: Vec<ValidationError>,
@@ -373,6 +379,7 @@ fn check_guardrails(c: &mut Checker, spec: &RoutineSpec) {
             format!("must be between 1 and {MAX_RETENTION}"),
         );
     }
+    check_schedule_ops(c, spec);
     let timed = matches!(spec.trigger, Trigger::Cron { .. } | Trigger::Once { .. });
     if !timed {
         // Only scheduled slots are re-run; say so rather than ignore it.
@@ -409,5 +416,60 @@ fn check_guardrails(c: &mut Checker, spec: &RoutineSpec) {
                 spec.trigger.kind()
             ),
         );
+    }
+}
+
+/// `overlap`, `jitter`, `pause_after_failures`, `retry`.
+fn check_schedule_ops(c: &mut Checker, spec: &RoutineSpec) {
+    let g = &spec.guardrails;
+    let timed = matches!(spec.trigger, Trigger::Cron { .. } | Trigger::Once { .. });
+    if let Some(jitter) = g.jitter {
+        if jitter.is_zero() {
+            c.fail(
+                "guardrails.jitter",
+                "must be longer than 0s (leave it out for none)",
+            );
+        } else if jitter > MAX_DELAY {
+            c.fail("guardrails.jitter", "must be at most 1d");
+        }
+    }
+    if !timed {
+        // Slots are what these act on; say so rather than ignore them.
+        for (field, set) in [
+            ("overlap", g.overlap.is_some()),
+            ("jitter", g.jitter.is_some()),
+        ] {
+            if set {
+                c.fail(
+                    &format!("guardrails.{field}"),
+                    format!(
+                        "applies to cron and once triggers (their scheduled slots), not {}",
+                        spec.trigger.kind()
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(n) = g.pause_after_failures
+        && !(1..=MAX_PAUSE_AFTER).contains(&n)
+    {
+        c.fail(
+            "guardrails.pause_after_failures",
+            format!("must be between 1 and {MAX_PAUSE_AFTER} (leave it out to never pause)"),
+        );
+    }
+    if let Some(retry) = g.retry {
+        if !(1..=MAX_TRIES).contains(&retry.max_attempts) {
+            c.fail(
+                "guardrails.retry.max_attempts",
+                format!("must be between 1 and {MAX_TRIES} (tries in all, the first included)"),
+            );
+        }
+        if retry.backoff.is_zero() || retry.backoff > MAX_DELAY {
+            c.fail(
+                "guardrails.retry.backoff",
+                "must be longer than 0s and at most 1d",
+            );
+        }
     }
 }

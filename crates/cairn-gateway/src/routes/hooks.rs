@@ -135,7 +135,7 @@ async fn fire_routine_hook(
             }
         }),
         Err(WebhookFireError::Fire(e)) => Err(match e {
-            FireError::Disabled(_) => ApiError::conflict(e.to_string()),
+            FireError::Disabled(_) | FireError::Paused(..) => ApiError::conflict(e.to_string()),
             FireError::Gone(_) => ApiError::not_found(e.to_string()),
             FireError::Store(e) => e.into(),
         }),

@@ -18,6 +18,7 @@ pub mod notifications;
 pub mod openai;
 mod openai_images;
 pub mod pair;
+pub mod routine_ops;
 pub mod routines;
 pub mod sessions;
 pub mod status;
@@ -55,6 +56,7 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(health::routes())
         .merge(routines::routes())
+        .merge(routine_ops::routes())
         .merge(notifications::routes())
         .merge(sessions::routes())
         .merge(jobs::routes())

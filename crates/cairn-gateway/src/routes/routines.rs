@@ -30,6 +30,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::routine_ops::PauseView;
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiBytes, ApiJson, ApiQuery};
@@ -69,8 +70,12 @@ pub struct RoutineView {
     pub action: String,
     /// The IANA zone its schedule is read in.
     pub timezone: String,
-    /// Its next scheduled slot (enabled timed routines only).
+    /// When its next slot fires, jitter applied (enabled timed routines only).
     pub next_fire_at: Option<DateTime<Utc>>,
+    /// Its next slot (its identity in the runs; `next_fire_at` without jitter).
+    pub next_slot: Option<DateTime<Utc>>,
+    /// Set while it is paused: who paused it, when and why.
+    pub paused: Option<PauseView>,
     /// When its latest run started.
     pub last_run_at: Option<DateTime<Utc>>,
     /// The status of its latest run.
@@ -107,7 +112,7 @@ fn user_zone(state: &Gateway) -> Tz {
         .map_or(chrono_tz::UTC, |e| e.settings().user_zone)
 }
 
-async fn view_of(state: &Gateway, routine: &Routine) -> Result<RoutineView, ApiError> {
+pub(super) async fn view_of(state: &Gateway, routine: &Routine) -> Result<RoutineView, ApiError> {
     let last = state.store().list_runs(routine.id, 1).await?;
     // A literal webhook secret is shown as "***" (PUT keeps the stored one).
     let spec = serde_json::to_value(routine.spec.redacted())
@@ -122,10 +127,12 @@ async fn view_of(state: &Gateway, routine: &Routine) -> Result<RoutineView, ApiE
         trigger_type: routine.spec.trigger.kind().to_string(),
         action: routine.spec.action.kind().to_string(),
         timezone: zone.name().to_string(),
-        next_fire_at: routine
+        next_fire_at: routine.next_due().filter(|_| routine.spec.enabled),
+        next_slot: routine
             .runtime
             .next_fire_at
             .filter(|_| routine.spec.enabled),
+        paused: routine.runtime.paused.as_ref().map(PauseView::from),
         last_run_at: routine.runtime.last_run_at,
         last_status: last.first().map(|r| r.status.as_str().to_string()),
         run_count: routine.runtime.run_count,
@@ -137,7 +144,7 @@ async fn view_of(state: &Gateway, routine: &Routine) -> Result<RoutineView, ApiE
 }
 
 /// The person's routine `key` names (its id, else its name), or 404.
-async fn resolve(state: &Gateway, key: &str) -> Result<Routine, ApiError> {
+pub(super) async fn resolve(state: &Gateway, key: &str) -> Result<Routine, ApiError> {
     // No name holds a NUL, and PostgreSQL refuses one in a query parameter.
     if key.contains('\0') {
         return Err(ApiError::not_found(
@@ -159,7 +166,7 @@ async fn resolve(state: &Gateway, key: &str) -> Result<Routine, ApiError> {
 }
 
 /// 422 listing every problem with its field path.
-fn invalid(problems: &[Problem]) -> ApiError {
+pub(super) fn invalid(problems: &[Problem]) -> ApiError {
     let count = problems.len();
     let noun = if count == 1 { "problem" } else { "problems" };
     let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -566,7 +573,7 @@ async fn fire_routine(
         .fire_manual(&routine, payload, None)
         .await
         .map_err(|e| match e {
-            FireError::Disabled(_) => ApiError::conflict(e.to_string()),
+            FireError::Disabled(_) | FireError::Paused(..) => ApiError::conflict(e.to_string()),
             FireError::Gone(_) => ApiError::not_found(e.to_string()),
             FireError::Store(e) => ApiError::from(e),
         })?;

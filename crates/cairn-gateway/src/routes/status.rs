@@ -48,6 +48,8 @@ pub struct Counts {
     pub routines: u64,
     /// Of which enabled.
     pub enabled_routines: u64,
+    /// Of which paused (`GET /api/routines` says by whom, when and why).
+    pub paused_routines: u64,
     /// Notifications not yet delivered (nor given up on).
     pub pending_notifications: u64,
 }
@@ -79,6 +81,10 @@ async fn status(_: Authed, State(state): State<AppState>) -> Result<Json<StatusV
         counts: Counts {
             routines: routines.len() as u64,
             enabled_routines: routines.iter().filter(|r| r.spec.enabled).count() as u64,
+            paused_routines: routines
+                .iter()
+                .filter(|r| r.runtime.paused.is_some())
+                .count() as u64,
             pending_notifications: pending,
         },
     }))

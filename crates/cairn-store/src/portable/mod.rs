@@ -57,6 +57,7 @@ pub static TABLES: &[TableSpec] = &[
     table("settings"),
     table("routines"),
     table("routine_runs"),
+    table("routine_run_tries"),
     seeded("engine_counters"),
     table("sessions"),
     table("threads"),

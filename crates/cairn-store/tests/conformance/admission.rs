@@ -535,6 +535,7 @@ pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
             routine_id: run.routine_id,
             outcome,
             notification: Some(note),
+            auto_pause: None,
         }
     };
     let batch = vec![
@@ -546,8 +547,10 @@ pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
         finish(&a_runs[3], RunStatus::Failed, 35, None),
         finish(&b_runs[2], RunStatus::Failed, 36, None),
     ];
-    let ended_now = fx.store.finish_runs(&batch).await.unwrap();
+    let done = fx.store.finish_runs(&batch).await.unwrap();
+    let ended_now: Vec<bool> = done.iter().map(|f| f.ended).collect();
     assert_eq!(ended_now, vec![true, true, true, true, false, true, true]);
+    assert!(done.iter().all(|f| !f.paused && !f.waiting), "{done:?}");
     // Every notification is recorded, the late run's too.
     for f in &batch {
         let id = f.notification.as_ref().unwrap().id;
@@ -576,8 +579,9 @@ pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
         finish(&twice, RunStatus::Ok, 41, None),
         finish(&twice, RunStatus::Failed, 42, None),
     ];
+    let done = fx.store.finish_runs(&again).await.unwrap();
     assert_eq!(
-        fx.store.finish_runs(&again).await.unwrap(),
+        done.iter().map(|f| f.ended).collect::<Vec<_>>(),
         vec![true, false]
     );
     let stored = fx.store.get_run(twice.id).await.unwrap().unwrap();

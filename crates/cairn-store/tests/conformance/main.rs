@@ -16,6 +16,7 @@ mod portable;
 mod reap;
 mod routines;
 mod runs;
+mod schedule_ops;
 mod sessions;
 mod settings;
 mod turns;
@@ -98,6 +99,12 @@ conformance!(
     reap::a_rerun_obeys_the_concurrency_limits,
     reap::a_home_reaps_its_predecessors_and_nothing_else,
     reap::the_attempt_migration_keeps_runs_as_first_attempts,
+    schedule_ops::a_paused_routine_keeps_its_slot_and_fires_nothing,
+    schedule_ops::jitter_moves_when_a_slot_fires_not_the_slot,
+    schedule_ops::overlap_rounds_record_every_slot_with_its_fate,
+    schedule_ops::waiting_slots_start_one_at_a_time_oldest_first,
+    schedule_ops::pause_after_failures_pauses_once_with_its_notification,
+    schedule_ops::tries_are_kept_beside_their_run,
     sessions::concurrent_first_messages_create_one_session,
     sessions::session_updates_persist,
     sessions::threads_round_trip,

@@ -21,9 +21,25 @@ pub async fn populate(s: &Store) {
         .unwrap();
     let r = routine("ada", "daily-check");
     s.create_routine(&r).await.unwrap();
-    s.start_run(&run_for(&r, Some(at(60)), at(61)))
-        .await
-        .unwrap();
+    let run = run_for(&r, Some(at(60)), at(61));
+    s.start_run(&run).await.unwrap();
+    s.record_run_try(&cairn_core::routine::RunTry {
+        run_id: run.id,
+        number: 1,
+        started_at: at(61),
+        ended_at: at(62),
+        status: cairn_core::routine::RunStatus::Failed,
+        summary: Some("timed out after 30s; cancelled".into()),
+    })
+    .await
+    .unwrap();
+    // A paused routine: its pause columns travel with it.
+    let pause = cairn_core::routine::Pause {
+        at: at(70),
+        by: "ada (cli)".into(),
+        note: Some("moving house".into()),
+    };
+    assert!(s.pause_routine(r.id, &pause).await.unwrap());
 
     let session = s
         .get_or_create_session("ada", "terminal", at(0))

@@ -16,6 +16,7 @@ mod memory;
 mod notify;
 mod routine;
 mod routine_files;
+mod routine_ops;
 mod schedule;
 mod service;
 mod skill;

@@ -1,19 +1,21 @@
-//! `cairn routine apply|validate|list|show|enable|disable|delete`: routine
-//! definitions as the database keeps them. Works without a daemon; routines
-//! fire once `cairn daemon` runs the engine.
+//! `cairn routine apply|validate|list|show|enable|disable|delete|fire|runs`:
+//! routine definitions as the database keeps them (the schedule operations
+//! are in `routine_ops`). Works without a daemon; routines fire once `cairn
+//! daemon` runs the engine.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use cairn_automation::routines::service::RoutineService;
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
-use cairn_core::text::closest;
 use cairn_store::{RoutineWrite, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use secrecy::ExposeSecret;
 
 use super::routine_files::{self, schedule_of, zone_of};
+use super::routine_ops;
 use crate::cli::{RoutineCommand, RoutineFireArgs};
 use crate::exit::BadInput;
 use crate::{settings, wiring};
@@ -24,6 +26,7 @@ const SHOWN_FIRE_TIMES: usize = 5;
 /// Who and where the commands act for.
 pub(super) struct Ctx {
     pub(super) store: Store,
+    pub(super) service: RoutineService,
     pub(super) user: String,
     pub(super) zone: Tz,
     pub(super) json: bool,
@@ -57,10 +60,18 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         let result = match command {
             RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default(), now).await),
             RoutineCommand::List => done(list(&ctx).await),
-            RoutineCommand::Show { name } => done(show(&ctx, name, now).await),
+            RoutineCommand::Show { name } => done(show(&ctx, name).await),
             RoutineCommand::Enable { name } => done(set_enabled(&ctx, name, true, now).await),
             RoutineCommand::Disable { name } => done(set_enabled(&ctx, name, false, now).await),
             RoutineCommand::Delete { name, .. } => done(delete(&ctx, name).await),
+            RoutineCommand::Pause { name, note } => {
+                done(routine_ops::pause(&ctx, name, note.as_deref()).await)
+            }
+            RoutineCommand::Resume { name } => done(routine_ops::resume(&ctx, name).await),
+            RoutineCommand::Backfill(args) => routine_ops::backfill(&ctx, &config, args).await,
+            RoutineCommand::Next { name, count } => {
+                done(routine_ops::next(&ctx, name, *count).await)
+            }
             RoutineCommand::Runs { name, limit } => runs(&ctx, name, *limit).await,
             RoutineCommand::Fire(args) => fire(&ctx, &config, args).await,
             RoutineCommand::Validate(_) => Ok(ExitCode::SUCCESS),
@@ -80,6 +91,7 @@ impl Ctx {
             .await
             .context("cannot open the database")?;
         Ok(Ctx {
+            service: routine_ops::service(config, &store),
             store,
             user: config.user.id.clone(),
             zone: config.user.timezone,
@@ -172,22 +184,14 @@ pub(super) async fn apply(
 
 /// The routine named `name`, or an error suggesting the closest name.
 async fn find(ctx: &Ctx, name: &str) -> anyhow::Result<Routine> {
-    if let Some(routine) = ctx.store.find_routine(&ctx.user, name).await? {
-        return Ok(routine);
-    }
-    let all = ctx.store.list_routines(Some(&ctx.user)).await?;
-    let hint = match closest(name, all.iter().map(|r| r.spec.name.as_str())) {
-        Some(candidate) => format!("; did you mean \"{candidate}\"?"),
-        None => "; `cairn routine list` shows them".to_string(),
-    };
-    Err(BadInput(format!("no routine named \"{name}\"{hint}")).into())
+    ctx.service.find(name).await.map_err(routine_ops::cli_error)
 }
 
-fn rfc3339(t: DateTime<Utc>) -> String {
+pub(super) fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-fn local(t: DateTime<Utc>, zone: Tz) -> String {
+pub(super) fn local(t: DateTime<Utc>, zone: Tz) -> String {
     t.with_timezone(&zone)
         .format("%a %Y-%m-%d %H:%M %Z")
         .to_string()
@@ -222,10 +226,12 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
                 serde_json::json!({
                     "name": r.spec.name,
                     "enabled": r.spec.enabled,
+                    "paused": routine_ops::pause_json(r.runtime.paused.as_ref()),
                     "trigger": trigger_short(&r.spec.trigger),
                     "timezone": zone.name(),
-                    "next_fire_at": r.runtime.next_fire_at.map(rfc3339),
-                    "next_fire_local": r.runtime.next_fire_at.map(|t| local(t, *zone)),
+                    "next_fire_at": r.next_due().map(rfc3339),
+                    "next_fire_local": r.next_due().map(|t| local(t, *zone)),
+                    "next_slot": r.runtime.next_fire_at.map(rfc3339),
                     "last_status": last.map(|s| s.to_string()),
                 })
             })
@@ -242,54 +248,52 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
         "NAME", "ENABLED", "TRIGGER", "NEXT FIRE"
     );
     for (r, zone, last) in &rows {
-        let next = match (r.spec.enabled, r.runtime.next_fire_at) {
+        let next = match (r.spec.enabled, r.next_due()) {
             (true, Some(t)) => local(t, *zone),
             _ => "-".to_string(),
+        };
+        let enabled = match (r.spec.enabled, &r.runtime.paused) {
+            (false, _) => "no",
+            (true, Some(_)) => "paused",
+            (true, None) => "yes",
         };
         println!(
             "{:<24}  {:<7}  {:<28}  {:<26}  {}",
             r.spec.name,
-            if r.spec.enabled { "yes" } else { "no" },
+            enabled,
             trigger_short(&r.spec.trigger),
             next,
             last.map_or_else(|| "-".to_string(), |s| s.to_string())
         );
     }
+    for (r, zone, _) in &rows {
+        if let Some(p) = &r.runtime.paused {
+            println!(
+                "{} is paused {}",
+                r.spec.name,
+                routine_ops::pause_line(p, *zone)
+            );
+        }
+    }
     Ok(())
 }
 
-/// The next fire times of a timed routine from `now`: the stored slot first.
-fn next_fire_times(routine: &Routine, user_zone: Tz, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
-    let Some(next) = routine.runtime.next_fire_at else {
-        return Vec::new();
-    };
-    let mut times = vec![next];
-    if let Some(Ok(schedule)) = schedule_of(&routine.spec, user_zone, now)
-        && matches!(routine.spec.trigger, Trigger::Cron { .. })
-    {
-        times.extend(
-            schedule
-                .fire_times(next.max(now))
-                .take(SHOWN_FIRE_TIMES - 1),
-        );
-    }
-    times.truncate(SHOWN_FIRE_TIMES);
-    times
-}
-
-async fn show(ctx: &Ctx, name: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
+async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     // A literal webhook secret is never shown; applying this output keeps it.
     let routine = find(ctx, name).await?.redacted();
     let zone = zone_of(&routine.spec, ctx.zone);
-    let next = next_fire_times(&routine, ctx.zone, now);
+    let next = ctx.service.next_of(&routine, SHOWN_FIRE_TIMES);
     let last = last_status(ctx, &routine).await?;
+    let pause = routine.runtime.paused.as_ref();
     if ctx.json {
         let out = serde_json::json!({
             "routine": routine,
             "timezone": zone.name(),
             "last_status": last.map(|s| s.to_string()),
-            "next": next.iter().map(|t| rfc3339(*t)).collect::<Vec<_>>(),
-            "next_local": next.iter().map(|t| local(*t, zone)).collect::<Vec<_>>(),
+            "paused": routine_ops::pause_json(pause),
+            "next": next.iter().map(|f| rfc3339(f.fires_at)).collect::<Vec<_>>(),
+            "next_local": next.iter().map(|f| local(f.fires_at, zone)).collect::<Vec<_>>(),
+            "next_fires": routine_ops::fires_json(&next, zone),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -301,6 +305,9 @@ async fn show(ctx: &Ctx, name: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
         "enabled:      {}",
         if routine.spec.enabled { "yes" } else { "no" }
     );
+    if let Some(p) = pause {
+        println!("paused:       {}", routine_ops::pause_line(p, zone));
+    }
     println!("trigger:      {}", trigger_short(&routine.spec.trigger));
     println!("timezone:     {}", zone.name());
     println!("runs:         {}", rt.run_count);
@@ -314,13 +321,15 @@ async fn show(ctx: &Ctx, name: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
         last.map_or_else(|| "-".into(), |s| s.to_string())
     );
     println!("created:      {}", local(routine.created_at, zone));
-    println!("next fires:");
-    if next.is_empty() {
-        println!("  (none)");
-    }
-    for t in &next {
-        println!("  {}  ({})", local(*t, zone), rfc3339(*t));
-    }
+    println!(
+        "next fires:{}",
+        if pause.is_some() {
+            " (once resumed)"
+        } else {
+            ""
+        }
+    );
+    routine_ops::print_fires(&next, zone);
     println!("\nspec:");
     for line in routine.spec.to_yaml()?.lines() {
         println!("  {line}");
@@ -448,6 +457,15 @@ async fn fire(
         return Err(BadInput(format!(
             "routine \"{}\" is disabled; `cairn routine enable {}` first",
             args.name, args.name
+        ))
+        .into());
+    }
+    if let Some(pause) = &routine.runtime.paused {
+        return Err(BadInput(format!(
+            "routine \"{}\" is paused {}; `cairn routine resume {}` first",
+            args.name,
+            routine_ops::pause_line(pause, ctx.zone),
+            args.name
         ))
         .into());
     }

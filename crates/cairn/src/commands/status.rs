@@ -22,6 +22,12 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
     let age = state
         .as_ref()
         .map(|s| (now - s.updated_at).num_seconds().max(0));
+    // Only a home whose daemon has run has a database to read (opening one
+    // would create it); a database that cannot be read is said so, not fatal.
+    let paused = match &state {
+        Some(_) => paused_routines(),
+        None => Ok(Vec::new()),
+    };
     if json {
         let status = match liveness {
             Some(l) => serde_json::to_value(l)?,
@@ -32,10 +38,35 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
             "state_file": state_file::path(&home),
             "age_secs": age,
             "daemon": state,
+            "paused_routines": match &paused {
+                Ok(list) => serde_json::json!(list.iter().map(|(name, p)| serde_json::json!({
+                    "name": name,
+                    "by": p.by,
+                    "at": p.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    "note": p.note,
+                })).collect::<Vec<_>>()),
+                Err(_) => serde_json::Value::Null,
+            },
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_text(&home, state.as_ref(), liveness, age.unwrap_or(0));
+        match &paused {
+            Ok(list) => {
+                for (name, p) in list {
+                    let mut line = format!(
+                        "routine {name}: paused by {} at {}",
+                        p.by,
+                        p.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    );
+                    if let Some(note) = &p.note {
+                        line.push_str(&format!(": {note}"));
+                    }
+                    println!("{line}");
+                }
+            }
+            Err(e) => println!("routines: cannot read the database: {e:#}"),
+        }
     }
     Ok(if liveness == Some(Liveness::Running) {
         ExitCode::SUCCESS
@@ -98,4 +129,19 @@ fn print_text(
         }
         println!("{line}");
     }
+}
+
+/// The configured user's paused routines, by name, with their pause.
+fn paused_routines() -> anyhow::Result<Vec<(String, cairn_core::routine::Pause)>> {
+    use secrecy::ExposeSecret;
+    let config = crate::settings::load()?;
+    super::runtime()?.block_on(async {
+        let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
+        let routines = store.list_routines(Some(&config.user.id)).await;
+        store.close().await;
+        Ok(routines?
+            .into_iter()
+            .filter_map(|r| r.runtime.paused.map(|p| (r.spec.name, p)))
+            .collect())
+    })
 }

@@ -16,6 +16,7 @@ use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
 use cairn_automation::primitives::parallel::RunParallelTool;
 use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::ops_tools::routine_ops_tools;
 use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
@@ -71,6 +72,11 @@ fn known_tools(
         config.user.timezone,
         Arc::clone(&clock),
     );
+    extra.extend(routine_ops_tools(crate::wiring::routine_service(
+        config,
+        store,
+        Arc::clone(&clock),
+    )));
     let link = RunnerLink::new();
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(&link))));
     extra.extend(BackgroundTasks::new(store.clone(), link, clock, "cli".to_string()).tools());

@@ -224,6 +224,10 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
                 config.user.id.clone(),
             )
             .with_engine(automation.engine.clone())
+            .with_routines(
+                crate::wiring::routine_service(&config, &store, Arc::clone(&clock))
+                    .with_wake(Arc::new(automation.engine.clone())),
+            )
             .with_notifier(automation.notifier.clone())
             .with_components(Arc::clone(&components))
             .with_pairing_key(pairing_key.clone())

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use cairn_core::routine::RoutineRun;
-use cairn_store::{Admission, Admitted, FinishRun, Store, StoreError};
+use cairn_store::{Admission, Admitted, FinishRun, Finished, Store, StoreError};
 use tokio::sync::oneshot;
 
 /// Entries committed per transaction at most (keeps one transaction short).
@@ -135,12 +135,16 @@ impl AdmitQueue {
 }
 
 /// Ends of runs, each with its notification.
-pub(super) type FinishQueue = GroupCommit<FinishRun, bool>;
+pub(super) type FinishQueue = GroupCommit<FinishRun, Finished>;
 
 impl FinishQueue {
     /// Ends one run (and records its notification), batched with whatever
-    /// else is waiting; whether the run was still running.
-    pub(super) async fn finish(&self, store: &Store, run: FinishRun) -> Result<bool, StoreError> {
+    /// else is waiting; what ending it did.
+    pub(super) async fn finish(
+        &self,
+        store: &Store,
+        run: FinishRun,
+    ) -> Result<Finished, StoreError> {
         self.submit(run, |batch| {
             let store = store.clone();
             async move { store.finish_runs(&batch).await }

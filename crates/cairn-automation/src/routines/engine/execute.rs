@@ -4,33 +4,47 @@
 use super::*;
 use crate::routines::notice::run_notice;
 
-impl RoutineEngine {
-    /// Renews the leases of `run_ids` (those still running) every third of
-    /// the lease, for as long as it is awaited.
-    pub(super) async fn keep_leases(&self, run_ids: &[Uuid]) -> std::convert::Infallible {
-        let lease = self.inner.settings.lease;
-        let every = chrono::Duration::from_std((lease / 3).max(Duration::from_millis(100)))
-            .unwrap_or_default();
-        loop {
-            let at = self.inner.clock.now() + every;
-            self.inner.clock.sleep_until(at).await;
-            for run_id in run_ids {
-                self.renew(*run_id).await;
-            }
-        }
-    }
+/// The runs an engine is carrying out, by id: their tokens, to stop one
+/// that `overlap: cancel_other` replaced.
+#[derive(Default)]
+pub(super) struct LiveRuns(std::sync::Mutex<std::collections::HashMap<Uuid, LiveRun>>);
 
-    /// Renews one run's lease; `false` when it is no longer running (reaped).
-    pub(super) async fn renew(&self, run_id: Uuid) -> bool {
-        let lease = chrono::Duration::from_std(self.inner.settings.lease).unwrap_or_default();
-        let until = self.inner.clock.now() + lease;
-        match self.inner.store.renew_run_lease(run_id, until).await {
-            Ok(held) => held,
-            Err(e) => {
-                // Go on: if it was reaped meanwhile, its end is refused.
-                tracing::warn!(run = %run_id, error = %e, "cannot renew a routine run's lease");
-                true
+#[derive(Clone)]
+struct LiveRun {
+    cancel: CancellationToken,
+    /// Set when a later slot replaced it: its end is already recorded.
+    replaced: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LiveRuns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Uuid, LiveRun>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl RoutineEngine {
+    /// Stops the runs an admission cancelled (`overlap: cancel_other`): ours
+    /// at once through their tokens; another process's see it when they
+    /// next renew their lease, and the job such a run started is asked to
+    /// stop through the store now.
+    pub(super) async fn stop_cancelled(&self, runs: &[RoutineRun]) {
+        for run in runs {
+            let live = self.inner.live.lock().get(&run.id).cloned();
+            match live {
+                Some(live) => {
+                    live.replaced.store(true, Ordering::SeqCst);
+                    live.cancel.cancel();
+                }
+                None => {
+                    if let Some(job) = run.job_id {
+                        let now = self.inner.clock.now();
+                        if let Err(e) = self.inner.store.request_job_cancel(job, now).await {
+                            tracing::warn!(run = %run.id, %job, error = %e, "cannot ask a cancelled run's job to stop");
+                        }
+                    }
+                }
             }
+            tracing::info!(run = %run.id, routine_id = %run.routine_id, "routine run cancelled: a later slot replaced it (overlap: cancel_other)");
         }
     }
 
@@ -66,37 +80,28 @@ impl RoutineEngine {
             run_id: run.id,
             trigger: run.trigger_type.clone(),
         });
-        let cancel = inner.stop_runs.child_token();
-        let request = ActionRequest {
-            routine: routine.clone(),
-            run_id: run.id,
-            fire,
-            cancel: cancel.clone(),
+        let live = LiveRun {
+            cancel: inner.stop_runs.child_token(),
+            replaced: Arc::default(),
         };
-        let executed = inner.executor.execute(request);
-        let action = async {
-            tokio::select! {
-                outcome = executed => outcome,
-                never = self.keep_leases(std::slice::from_ref(&run.id)) => match never {},
-            }
-        };
-        let mut outcome = match routine.spec.guardrails.timeout {
-            Some(limit) => {
-                let deadline =
-                    inner.clock.now() + chrono::Duration::from_std(limit).unwrap_or_default();
-                tokio::select! {
-                    outcome = action => outcome,
-                    () = inner.clock.sleep_until(deadline) => {
-                        cancel.cancel();
-                        ActionOutcome::failed(format!(
-                            "timed out after {}",
-                            cairn_core::duration::format(limit)
-                        ))
-                    }
-                }
-            }
-            None => action.await,
-        };
+        inner.live.lock().insert(run.id, live.clone());
+        let carried = self.carry_out(&routine, &run, &fire, &live.cancel).await;
+        inner.live.lock().remove(&run.id);
+        let replaced = live.replaced.load(Ordering::SeqCst)
+            || (carried.lost && self.was_cancelled(run.id).await);
+        if replaced {
+            // Recorded `cancelled` by the admission that replaced it: no
+            // outcome, no notification (the person wanted the later slot).
+            tracing::info!(routine = %routine.spec.name, run = %run.id, "routine run stopped: a later slot replaced it");
+            let _ = inner.runs.send(RunEvent::Finished {
+                routine: routine.spec.name.clone(),
+                run_id: run.id,
+                status: RunStatus::Cancelled,
+                summary: None,
+            });
+            return;
+        }
+        let mut outcome = carried.outcome;
         if let Some(note) = note {
             outcome.summary = Some(match outcome.summary.take() {
                 Some(s) => format!("{note}\n{s}"),
@@ -114,6 +119,7 @@ impl RoutineEngine {
             state: outcome.state.clone(),
             retain: Some(routine.spec.guardrails.retention),
         };
+        let auto_pause = self.auto_pause(&routine, &outcome, now);
         // The notification and the run's end in one transaction, shared with
         // the other runs ending meanwhile (group commit).
         let finish = FinishRun {
@@ -121,25 +127,20 @@ impl RoutineEngine {
             routine_id: routine.id,
             outcome: record.clone(),
             notification: notification.clone(),
+            auto_pause: auto_pause.clone(),
         };
-        let finished = match inner.finishes.finish(&inner.store, finish).await {
-            Ok(finished) => {
-                if let (Some(n), Some(notifier)) = (&notification, &inner.notifier) {
-                    notifier.recorded(n);
-                }
-                Ok(finished)
-            }
+        let finished = match inner.finishes.finish(&inner.store, finish.clone()).await {
+            Ok(finished) => Ok(finished),
             Err(e) => {
                 // Keep the notification apart from a run end that cannot be recorded.
                 tracing::warn!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot end the run with its notification; recording them apart");
-                self.finish_apart(&routine, run.id, record, notification)
-                    .await
+                self.finish_apart(&routine, finish).await
             }
         };
         match finished {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(routine = %routine.spec.name, run = %run.id, "run had already been marked interrupted; its late outcome was not recorded")
+            Ok(finished) => {
+                self.after_finish(&routine, &run, finished, notification, auto_pause)
+                    .await
             }
             Err(e) => {
                 tracing::error!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot record the run's outcome")
@@ -173,26 +174,125 @@ impl RoutineEngine {
         }
     }
 
+    /// Whether the store recorded the run `cancelled` (another engine's
+    /// `cancel_other` replaced it).
+    async fn was_cancelled(&self, run_id: Uuid) -> bool {
+        matches!(
+            self.inner.store.get_run(run_id).await,
+            Ok(Some(run)) if run.status == RunStatus::Cancelled
+        )
+    }
+
+    /// What a run's end reports: the notification that was recorded, the
+    /// pause it made, the slots now free to start.
+    async fn after_finish(
+        &self,
+        routine: &Routine,
+        run: &RoutineRun,
+        finished: Finished,
+        notification: Option<Notification>,
+        auto_pause: Option<AutoPause>,
+    ) {
+        if !finished.ended {
+            tracing::warn!(routine = %routine.spec.name, run = %run.id, "run had already ended (interrupted or cancelled); its late outcome was not recorded");
+        }
+        let sent = if finished.paused {
+            let note = auto_pause.as_ref().and_then(|a| a.pause.note.clone());
+            tracing::warn!(routine = %routine.spec.name, note = note.as_deref().unwrap_or(""), "routine paused after failures");
+            auto_pause.and_then(|a| a.notification)
+        } else {
+            notification
+        };
+        if let (Some(n), Some(notifier)) = (&sent, &self.inner.notifier) {
+            notifier.recorded(n);
+        }
+        if finished.waiting {
+            self.start_waiting(Some(routine.id)).await;
+        }
+    }
+
+    /// `pause_after_failures` for a failed run's end: the pause to make if
+    /// the streak reaches the bound, and the one notification saying so.
+    fn auto_pause(
+        &self,
+        routine: &Routine,
+        outcome: &ActionOutcome,
+        now: DateTime<Utc>,
+    ) -> Option<AutoPause> {
+        let after = routine.spec.guardrails.pause_after_failures?;
+        if outcome.status != RunStatus::Failed {
+            return None;
+        }
+        let name = &routine.spec.name;
+        let error = outcome.summary.as_deref().unwrap_or("no error given");
+        let note = format!(
+            "paused after {after} failures in a row: {}",
+            clip(error, 500)
+        );
+        let notification = self.inner.notifier.as_ref().map(|notifier| {
+            let new = NewNotification {
+                user_id: routine
+                    .spec
+                    .notify
+                    .user
+                    .clone()
+                    .unwrap_or_else(|| routine.user_id.clone()),
+                channel: routine.spec.notify.channel.clone(),
+                title: format!("{name} paused"),
+                body: format!("{note}\n`cairn routine resume {name}` starts it again."),
+                priority: cairn_core::notification::Priority::High,
+                // It stands for the failed run it replaces: shown as a failure.
+                tags: vec![
+                    "routine".into(),
+                    cairn_core::notification::Outcome::Failed.tag().into(),
+                    "paused".into(),
+                ],
+                data: Some(serde_json::json!({
+                    "routine": name,
+                    "routine_id": routine.id,
+                    "paused_after_failures": after,
+                })),
+                source: format!("routine:{}:paused", routine.id),
+            };
+            notifier.prepare(new, now)
+        });
+        Some(AutoPause {
+            after,
+            pause: cairn_core::routine::Pause {
+                at: now,
+                by: "cairn".to_string(),
+                note: Some(note),
+            },
+            notification,
+        })
+    }
+
     /// Records the notification (if any) and then the run's end, each on
     /// its own: the fallback when they cannot be recorded together.
     async fn finish_apart(
         &self,
         routine: &Routine,
-        run_id: Uuid,
-        mut record: RunOutcome,
-        notification: Option<Notification>,
-    ) -> Result<bool, StoreError> {
+        mut finish: FinishRun,
+    ) -> Result<Finished, StoreError> {
         let inner = &self.inner;
-        if let (Some(n), Some(notifier)) = (notification, &inner.notifier) {
+        if let (Some(n), Some(notifier)) = (finish.notification.take(), &inner.notifier) {
             match inner.store.insert_notification(&n).await {
                 Ok(()) => notifier.recorded(&n),
                 Err(e) => {
                     tracing::error!(routine = %routine.spec.name, error = %e, "cannot record the run's notification");
-                    record.notification_id = None;
+                    finish.outcome.notification_id = None;
                 }
             }
         }
-        inner.store.finish_run(run_id, &record).await
+        let done = inner
+            .store
+            .finish_runs(std::slice::from_ref(&finish))
+            .await?;
+        Ok(done.first().copied().unwrap_or(Finished {
+            ended: false,
+            paused: false,
+            waiting: false,
+        }))
     }
 
     /// The notification the run's outcome and the routine's notify settings

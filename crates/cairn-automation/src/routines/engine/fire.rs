@@ -16,6 +16,12 @@ impl RoutineEngine {
         if !routine.spec.enabled {
             return Err(FireError::Disabled(routine.spec.name.clone()));
         }
+        if let Some(pause) = &routine.runtime.paused {
+            return Err(FireError::Paused(
+                routine.spec.name.clone(),
+                cairn_store::paused_reason(pause),
+            ));
+        }
         let fire = Unscheduled {
             trigger_type: "manual",
             detail: "fired by hand".to_string(),
@@ -52,7 +58,8 @@ impl RoutineEngine {
         let mut fired = Vec::new();
         for id in ids {
             let routine = match self.inner.store.get_routine(id).await {
-                Ok(Some(r)) if r.spec.enabled => r,
+                // A paused routine fires nothing: its messages pass it by.
+                Ok(Some(r)) if r.spec.enabled && r.runtime.paused.is_none() => r,
                 Ok(_) => continue,
                 Err(e) => {
                     tracing::warn!(error = %e, "event routine lookup failed");
@@ -91,7 +98,9 @@ impl RoutineEngine {
             .await
             .system
             .iter()
-            .filter(|r| r.spec.enabled && event.fires(&r.spec.trigger))
+            .filter(|r| {
+                r.spec.enabled && r.runtime.paused.is_none() && event.fires(&r.spec.trigger)
+            })
             .cloned()
             .collect();
         let mut fired = Vec::new();

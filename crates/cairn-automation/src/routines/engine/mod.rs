@@ -26,8 +26,10 @@ use std::time::Duration;
 use cairn_core::clock::Clock;
 use cairn_core::notification::{NewNotification, Notification};
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
-use cairn_core::schedule::Schedule;
-use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove, Store, StoreError, Topic};
+use cairn_store::{
+    Admission, Admitted, AutoPause, FinishRun, Finished, RunOutcome, SlotMove, Store, StoreError,
+    Topic,
+};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
@@ -39,7 +41,7 @@ use uuid::Uuid;
 use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext};
 use super::event_matcher::{EventMatcher, EventPattern};
 use super::events::{self, MAX_EVENT_DEPTH, SystemEvent};
-use super::plan::{SlotPlan, plan};
+use super::plan::plan;
 use super::webhook::{self, Delivery, WebhookError};
 use crate::notify::Notifier;
 
@@ -48,6 +50,8 @@ mod execute;
 mod fire;
 mod reap;
 mod timed;
+mod tries;
+mod waiting;
 
 pub use fire::{QUIET_REFUSALS, REPLAY_REASON, WebhookFireError};
 /// Waits after consecutive failures before the next scheduled fire is
@@ -123,6 +127,9 @@ pub enum FireError {
     /// The routine is disabled.
     #[error("routine \"{0}\" is disabled; enable it first")]
     Disabled(String),
+    /// The routine is paused (the reason says by whom, when, why).
+    #[error("routine \"{0}\" is {1}; resume it first")]
+    Paused(String, String),
     /// The routine was deleted meanwhile.
     #[error("routine \"{0}\" no longer exists")]
     Gone(String),
@@ -140,6 +147,8 @@ pub struct TickReport {
     pub skipped: usize,
     /// Slots another engine had taken first.
     pub taken: usize,
+    /// Slots recorded waiting their turn (`overlap: buffer_*`, catch-up).
+    pub waiting: usize,
     /// Orphaned runs reaped.
     pub reaped: usize,
 }
@@ -180,6 +189,8 @@ struct Inner {
     /// later, so a stale value can only cause an extra reap, never a missed one.
     lease_hint: std::sync::atomic::AtomicI64,
     runs: tokio::sync::broadcast::Sender<RunEvent>,
+    /// The runs this engine is carrying out, to stop one `cancel_other` replaced.
+    live: execute::LiveRuns,
 }
 
 /// A run started or finished, for live observers (the gateway's event
@@ -261,6 +272,7 @@ impl RoutineEngine {
                 refresh_served: AtomicU64::new(0),
                 lease_hint: std::sync::atomic::AtomicI64::new(LEASE_UNKNOWN),
                 runs: tokio::sync::broadcast::channel(256).0,
+                live: execute::LiveRuns::default(),
             }),
         }
     }
@@ -335,7 +347,7 @@ impl RoutineEngine {
             let mut full = false;
             match self.tick(now).await {
                 Ok(report) => {
-                    full = report.started + report.skipped + report.taken
+                    full = report.started + report.skipped + report.taken + report.waiting
                         >= self.inner.settings.batch as usize
                 }
                 Err(e) => tracing::warn!(error = %e, "routine engine: round failed"),
@@ -426,7 +438,10 @@ impl RoutineEngine {
                         }
                     }
                 }
-                () = runs.changed() => {}
+                // A slot set waiting elsewhere (a backfill) may start here.
+                () = runs.changed() => {
+                    self.start_waiting(None).await;
+                }
                 () = lapse_sleep => {}
             }
         }

@@ -8,8 +8,9 @@ use cairn_store::{Reaped, Rerunner};
 use super::*;
 
 impl RoutineEngine {
-    /// This engine as the one re-running what its reaps interrupt.
-    fn rerunner(&self, now: DateTime<Utc>) -> Rerunner {
+    /// This engine as the one taking on the runs a store call starts (what
+    /// its reaps interrupt, waiting slots).
+    pub(super) fn rerunner(&self, now: DateTime<Utc>) -> Rerunner {
         let lease = chrono::Duration::from_std(self.inner.settings.lease).unwrap_or_default();
         Rerunner {
             owner: self.inner.settings.owner.clone(),
@@ -19,14 +20,17 @@ impl RoutineEngine {
     }
 
     /// Reaps the runs whose lease lapsed before `now` and starts the slots'
-    /// re-runs; returns how many runs were reaped.
+    /// re-runs, then the waiting slots now free to start; returns how many
+    /// runs were reaped.
     pub(super) async fn reap(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         let reaped = self
             .inner
             .store
             .reap_orphans(now, &self.rerunner(now))
             .await?;
-        Ok(self.after_reap(reaped))
+        let count = self.after_reap(reaped);
+        self.start_waiting(None).await;
+        Ok(count)
     }
 
     /// At start: reaps at once, whatever their lease, the runs that earlier

@@ -1,16 +1,24 @@
 //! Scheduled fires: the timer's round, catch-up and backoff, the slot claim.
 
+use cairn_store::OverlapRule;
+
 use super::*;
 use crate::routines::define;
+use crate::routines::plan::MissedWhile;
 
 impl RoutineEngine {
     /// One timer round at `now`: reaps orphans (when a lease can have
-    /// lapsed), then claims and starts every due slot (a batch at a time).
+    /// lapsed) and starts the waiting slots now free, then claims every due
+    /// slot (a batch at a time) and starts the runs its routine's `overlap`
+    /// lets start.
     pub async fn tick(&self, now: DateTime<Utc>) -> Result<TickReport, StoreError> {
         let inner = &self.inner;
         let mut report = TickReport::default();
         if self.lease_may_have_lapsed(now) {
             report.reaped = self.reap(now).await?;
+        } else {
+            // A wake after a resume or a backfill comes here (a reap sweeps too).
+            self.start_waiting(None).await;
         }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
         if due.is_empty() {
@@ -22,95 +30,75 @@ impl RoutineEngine {
             let Some(slot) = routine.runtime.next_fire_at else {
                 continue;
             };
-            let (admission, runs, fire_plan) = self.plan_slot(&routine, slot, now).await?;
+            let (admission, runs, note) = self.plan_slot(&routine, slot, now).await?;
             fires.push((admission, runs));
-            plans.push((routine, fire_plan));
+            plans.push((routine, note));
         }
-        let admitted = inner.store.admit_runs(&fires).await?;
-        for (((routine, fire_plan), (_, runs)), result) in
-            plans.into_iter().zip(fires).zip(admitted)
-        {
-            match result {
-                Admitted::Started => {
-                    report.started += runs
-                        .iter()
-                        .filter(|r| r.status == RunStatus::Running)
-                        .count();
-                    report.skipped += runs
-                        .iter()
-                        .filter(|r| r.status == RunStatus::Skipped)
-                        .count();
-                    for run in &runs {
-                        let lateness = run.started_at - run.scheduled_for.unwrap_or(run.started_at);
-                        metrics::counter!("cairn_routine_fires_total", "status" => if run.status == RunStatus::Running { "started" } else { run.status.as_str() })
-                            .increment(1);
-                        metrics::histogram!("cairn_routine_fire_lateness_seconds")
-                            .record(lateness.num_milliseconds().max(0) as f64 / 1000.0);
-                        tracing::info!(
-                            routine = %routine.spec.name,
-                            slot = %run.scheduled_for.map(rfc3339).unwrap_or_default(),
-                            lateness_ms = (run.started_at - run.scheduled_for.unwrap_or(run.started_at)).num_milliseconds(),
-                            "routine fired"
-                        );
-                    }
-                    let engine = self.clone();
-                    let catch_up = fire_plan.note(routine.spec.guardrails.catch_up);
-                    inner.tasks.spawn(async move {
-                        let runs: Vec<RoutineRun> = runs
-                            .into_iter()
-                            .filter(|r| r.status == RunStatus::Running)
-                            .collect();
-                        // Missed slots caught up with `all` run one after
-                        // another. Those waiting their turn keep their
-                        // leases; one reaped all the same was settled by its
-                        // reaper (maybe re-run) and is not run here too.
-                        let waiting: Vec<Uuid> = runs.iter().skip(1).map(|r| r.id).collect();
-                        let in_turn = async {
-                            for (i, run) in runs.into_iter().enumerate() {
-                                if i > 0 && !engine.renew(run.id).await {
-                                    tracing::warn!(routine = %routine.spec.name, run = %run.id, "a caught-up run was reaped while it waited its turn; not run here");
-                                    continue;
-                                }
-                                let fire = FireContext {
-                                    trigger_type: run.trigger_type.clone(),
-                                    detail: run.trigger_detail.clone(),
-                                    payload: None,
-                                    scheduled_for: run.scheduled_for,
-                                };
-                                engine
-                                    .execute(routine.clone(), run, fire, 0, catch_up.clone())
-                                    .await;
-                            }
-                        };
-                        if waiting.is_empty() {
-                            in_turn.await;
-                        } else {
-                            tokio::select! {
-                                () = in_turn => {}
-                                never = engine.keep_leases(&waiting) => match never {},
-                            }
-                        }
-                    });
+        let rounds = inner.store.admit_rounds(&fires).await?;
+        for ((routine, note), round) in plans.into_iter().zip(rounds) {
+            if round.admitted == Admitted::Taken {
+                report.taken += 1;
+                continue;
+            }
+            let offset = routine.jitter();
+            for run in &round.runs {
+                match run.status {
+                    RunStatus::Running => report.started += 1,
+                    RunStatus::Waiting => report.waiting += 1,
+                    _ => report.skipped += 1,
                 }
-                Admitted::Skipped(reason) | Admitted::Refused(reason) => {
-                    report.skipped += runs.len();
-                    metrics::counter!("cairn_routine_fires_total", "status" => "skipped")
-                        .increment(runs.len() as u64);
-                    tracing::info!(routine = %routine.spec.name, %reason, "routine slot skipped");
+                let label = if run.status == RunStatus::Running {
+                    "started"
+                } else {
+                    run.status.as_str()
+                };
+                metrics::counter!("cairn_routine_fires_total", "status" => label).increment(1);
+                let fires_at = run.scheduled_for.map_or(run.started_at, |s| s + offset);
+                let lateness = (run.started_at - fires_at).num_milliseconds();
+                if run.status == RunStatus::Running {
+                    metrics::histogram!("cairn_routine_fire_lateness_seconds")
+                        .record(lateness.max(0) as f64 / 1000.0);
                 }
-                Admitted::Taken => report.taken += 1,
+                tracing::info!(
+                    routine = %routine.spec.name,
+                    slot = %run.scheduled_for.map(rfc3339).unwrap_or_default(),
+                    status = %run.status,
+                    reason = run.skip_reason.as_deref().unwrap_or(""),
+                    lateness_ms = lateness,
+                    "routine fired"
+                );
+            }
+            self.stop_cancelled(&round.cancelled).await;
+            for run in round.runs {
+                if run.status != RunStatus::Running {
+                    continue;
+                }
+                let fire = FireContext {
+                    trigger_type: run.trigger_type.clone(),
+                    detail: run.trigger_detail.clone(),
+                    payload: None,
+                    scheduled_for: run.scheduled_for,
+                };
+                let (engine, routine, note) = (self.clone(), routine.clone(), note.clone());
+                inner.tasks.spawn(async move {
+                    engine.execute(routine, run, fire, 0, note).await;
+                });
             }
         }
         Ok(report)
     }
 
     /// The admission and runs for a due timed routine.
+    ///
+    /// Jitter shifts the routine's whole schedule: its slot `s` fires at
+    /// `s + offset`, so the round is planned as the unjittered routine would
+    /// be at `now - offset`. The note says what catch-up did, if anything.
     async fn plan_slot(
         &self,
         routine: &Routine,
         slot: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<(Admission, Vec<RoutineRun>, SlotPlan), StoreError> {
+    ) -> Result<(Admission, Vec<RoutineRun>, Option<String>), StoreError> {
         let inner = &self.inner;
         let g = &routine.spec.guardrails;
         let mut broken = None;
@@ -118,7 +106,7 @@ impl RoutineEngine {
             Trigger::Cron { schedule } => {
                 let zone = define::zone_of(&routine.spec, inner.settings.user_zone);
                 // Anchored at the slot, an interval continues its grid.
-                match Schedule::parse(schedule, zone, slot) {
+                match define::schedule_at_slot(schedule, zone, slot) {
                     Ok(s) => Some(s),
                     Err(e) => {
                         broken = Some(format!(
@@ -134,11 +122,17 @@ impl RoutineEngine {
         let fire_plan = plan(
             schedule.as_ref(),
             slot,
-            now,
+            now - routine.jitter(),
             g.catch_up,
             g.catch_up_limit,
             inner.settings.late_grace,
         );
+        // A slot older than the last resume was owed while paused.
+        let missed_while = match routine.runtime.resumed_at {
+            Some(resumed) if slot < resumed => MissedWhile::Paused,
+            _ => MissedWhile::Down,
+        };
+        let note = fire_plan.note(g.catch_up, missed_while);
         let mut admission = Admission {
             slot: Some(SlotMove {
                 expected: slot,
@@ -152,6 +146,11 @@ impl RoutineEngine {
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),
             max_runs: g.max_runs,
+            overlap: Some(OverlapRule {
+                policy: routine.spec.overlap(),
+                start_first: true,
+                buffer_limit: g.catch_up_limit,
+            }),
             ..Admission::default()
         };
         let kind = routine.spec.trigger.kind();
@@ -163,7 +162,7 @@ impl RoutineEngine {
         if let Some(skip) = fire_plan.skip {
             // A skip round records one run saying why; its slots stay unrun.
             let mut run = self.new_run(routine, kind, Some(skip), now);
-            run.skip_reason = fire_plan.note(g.catch_up);
+            run.skip_reason = note.clone();
             run.status = RunStatus::Skipped;
             run.completed_at = Some(now);
             run.owner = None;
@@ -188,7 +187,7 @@ impl RoutineEngine {
                 }
             }
         }
-        Ok((admission, runs, fire_plan))
+        Ok((admission, runs, note))
     }
 
     pub(super) fn new_run(

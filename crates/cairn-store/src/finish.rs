@@ -1,0 +1,350 @@
+//! How runs end: the outcome, the notification about it and the
+//! routine's failure streak in one transaction, group-committed by the
+//! engine; and `pause_after_failures`, which pauses a routine in that same
+//! transaction when its streak reaches the bound, so exactly one process
+//! pauses it and one notification says so.
+
+use std::collections::HashSet;
+
+use uuid::Uuid;
+
+use cairn_core::notification::Notification;
+use cairn_core::routine::{Pause, RunStatus};
+
+use crate::codec::{Cols, micros};
+use crate::runs::{PRUNE, RunOutcome, tokens};
+use crate::{Store, StoreError};
+
+/// One run to end in [`Store::finish_runs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishRun {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its routine.
+    pub routine_id: Uuid,
+    /// How it ended (`notification_id` names `notification`, if any).
+    pub outcome: RunOutcome,
+    /// The notification about it, recorded in the same transaction.
+    pub notification: Option<Notification>,
+    /// For a failed run of a routine with `pause_after_failures`: the pause
+    /// to make when its failure streak reaches the bound.
+    pub auto_pause: Option<AutoPause>,
+}
+
+/// `pause_after_failures`, as a run's end carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoPause {
+    /// Pause once this many runs in a row have failed.
+    pub after: u32,
+    /// The pause: by cairn, with the note saying why.
+    pub pause: Pause,
+    /// Sent, in place of the run's own notification, when the pause takes.
+    pub notification: Option<Notification>,
+}
+
+/// What ending one run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// The run was still running and is now ended (`false`: it had ended
+    /// already, reaped or cancelled, and this outcome was not recorded).
+    pub ended: bool,
+    /// Its failure paused the routine; the pause's notification was recorded
+    /// instead of the run's own.
+    pub paused: bool,
+    /// Its routine has slots waiting their turn (`Store::start_waiting`).
+    pub waiting: bool,
+}
+
+/// A routine's failure streak after some runs ended, relative to before.
+#[derive(Debug, Clone, Copy)]
+enum Streak {
+    /// Unchanged (no run that counts).
+    Keep,
+    /// This many more failures.
+    Add(i64),
+    /// Reset by a success, then this many failures.
+    Set(i64),
+}
+
+impl Streak {
+    /// The streak after a further run ending `status`.
+    fn then(self, status: RunStatus) -> Streak {
+        match (status, self) {
+            (RunStatus::Failed, Streak::Keep) => Streak::Add(1),
+            (RunStatus::Failed, Streak::Add(n)) => Streak::Add(n + 1),
+            (RunStatus::Failed, Streak::Set(n)) => Streak::Set(n + 1),
+            (RunStatus::Ok | RunStatus::Attention, _) => Streak::Set(0),
+            (_, s) => s,
+        }
+    }
+}
+
+/// Rows per multi-row run-ending `UPDATE` (7 parameters each; kept small
+/// for the same reason as notification inserts).
+const END_CHUNK: usize = 16;
+
+/// Ends the batch's runs that are still running; per entry, whether it was.
+/// One `UPDATE … FROM (VALUES …) RETURNING` per chunk (SQLite ≥ 3.35 and
+/// PostgreSQL both name the values' columns `column1`, `column2`, …); a
+/// batch naming a run twice is ended row by row, in order, instead.
+async fn end_runs(
+    conn: &mut sqlx::AnyConnection,
+    batch: &[FinishRun],
+) -> Result<Vec<bool>, StoreError> {
+    let mut ids: Vec<Uuid> = batch.iter().map(|f| f.run_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() < batch.len() {
+        let mut ended = Vec::with_capacity(batch.len());
+        for f in batch {
+            let o = &f.outcome;
+            let done = sqlx::query(
+                "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
+                 notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
+            )
+            .bind(f.run_id.to_string())
+            .bind(o.status.as_str())
+            .bind(o.summary.clone())
+            .bind(tokens(o.tokens_used))
+            .bind(micros(o.completed_at))
+            .bind(o.notification_id.map(|n| n.to_string()))
+            .execute(&mut *conn)
+            .await?;
+            ended.push(done.rows_affected() > 0);
+        }
+        return Ok(ended);
+    }
+    let mut done = std::collections::HashSet::with_capacity(batch.len());
+    for chunk in batch.chunks(END_CHUNK) {
+        let mut values = String::new();
+        for i in 0..chunk.len() {
+            let b = i * 6;
+            if i > 0 {
+                values.push_str(", ");
+            }
+            values.push_str(&format!(
+                "(${}, ${}, ${}, ${}, ${}, ${})",
+                b + 1,
+                b + 2,
+                b + 3,
+                b + 4,
+                b + 5,
+                b + 6
+            ));
+        }
+        let sql = format!(
+            "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
+             tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
+             owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
+             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running' \
+             RETURNING routine_runs.id AS id"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for f in chunk {
+            let o = &f.outcome;
+            q = q
+                .bind(f.run_id.to_string())
+                .bind(o.status.as_str())
+                .bind(o.summary.clone())
+                .bind(tokens(o.tokens_used))
+                .bind(micros(o.completed_at))
+                .bind(o.notification_id.map(|n| n.to_string()));
+        }
+        for row in q.fetch_all(&mut *conn).await? {
+            done.insert(Cols(&row).text("id")?);
+        }
+    }
+    Ok(batch
+        .iter()
+        .map(|f| done.contains(&f.run_id.to_string()))
+        .collect())
+}
+
+impl Store {
+    /// Ends a running run and updates its routine's failure streak.
+    /// Returns `false` if the run had already ended (reaped as interrupted, say).
+    pub async fn finish_run(&self, run_id: Uuid, outcome: &RunOutcome) -> Result<bool, StoreError> {
+        self.on_runtime(async {
+            let row = sqlx::query("SELECT routine_id FROM routine_runs WHERE id = $1")
+                .bind(run_id.to_string())
+                .fetch_optional(self.pool())
+                .await?;
+            let Some(row) = row else {
+                return Ok(false);
+            };
+            let routine_id = Cols(&row).uuid("routine_id")?;
+            let finish = FinishRun {
+                run_id,
+                routine_id,
+                outcome: outcome.clone(),
+                notification: None,
+                auto_pause: None,
+            };
+            let done = self.finish_runs(std::slice::from_ref(&finish)).await?;
+            Ok(done.first().is_some_and(|f| f.ended))
+        })
+        .await
+    }
+
+    /// Ends several running runs in one transaction, each with the
+    /// notification sent about it (recorded in the same transaction, whether
+    /// or not its run was still running, so it is never lost). Returns, per
+    /// entry, what ending it did.
+    ///
+    /// Failure streaks, state and retention are applied once per routine
+    /// for the batch, with the same result as ending the runs one by one in
+    /// order; a routine's runs beyond its retention are pruned after the
+    /// batch rather than after each run. A routine whose streak reaches its
+    /// entries' `auto_pause` bound is paused (unless it already is), and the
+    /// pause's notification replaces the notification of the run that did it.
+    pub async fn finish_runs(&self, batch: &[FinishRun]) -> Result<Vec<Finished>, StoreError> {
+        self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
+            let ended = end_runs(&mut tx, batch).await?;
+            // Per routine: streak, state, retention, the last auto-pause.
+            let mut routines: Vec<PerRoutine<'_>> = Vec::new();
+            for (i, (f, was_running)) in batch.iter().zip(&ended).enumerate() {
+                if !was_running {
+                    continue;
+                }
+                let o = &f.outcome;
+                let at = match routines.iter().position(|r| r.id == f.routine_id) {
+                    Some(i) => i,
+                    None => {
+                        routines.push(PerRoutine::new(f.routine_id));
+                        routines.len() - 1
+                    }
+                };
+                let entry = &mut routines[at];
+                entry.streak = entry.streak.then(o.status);
+                if let Some(state) = &o.state {
+                    entry.state = Some(state);
+                }
+                if o.retain.is_some() {
+                    entry.retain = o.retain;
+                }
+                if o.status == RunStatus::Failed && f.auto_pause.is_some() {
+                    entry.pauser = Some(i);
+                }
+            }
+            // In id order, so two processes' batches lock routine rows in
+            // the same order on PostgreSQL (no deadlock between them).
+            routines.sort_by_key(|r| r.id);
+            let mut paused_by = HashSet::new();
+            for r in &routines {
+                let id = r.id.to_string();
+                write_streak(&mut tx, &id, r.streak).await?;
+                if let Some(i) = r.pauser
+                    && let Some(auto) = &batch[i].auto_pause
+                    && crate::pause::pause_in(&mut tx, &id, &auto.pause, Some(auto.after)).await?
+                {
+                    paused_by.insert(i);
+                }
+                if let Some(state) = r.state {
+                    sqlx::query("UPDATE routines SET state = $2 WHERE id = $1")
+                        .bind(&id)
+                        .bind(crate::codec::json(state, "state")?)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(keep) = r.retain {
+                    sqlx::query(PRUNE)
+                        .bind(&id)
+                        .bind(i64::from(keep))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            let mut notes = Vec::new();
+            for (i, f) in batch.iter().enumerate() {
+                let pause_note = f.auto_pause.as_ref().and_then(|a| a.notification.as_ref());
+                match pause_note {
+                    Some(n) if paused_by.contains(&i) => {
+                        sqlx::query("UPDATE routine_runs SET notification_id = $2 WHERE id = $1")
+                            .bind(f.run_id.to_string())
+                            .bind(n.id.to_string())
+                            .execute(&mut *tx)
+                            .await?;
+                        notes.push(n.clone());
+                    }
+                    _ => notes.extend(f.notification.clone()),
+                }
+            }
+            crate::notifications::insert_notifications(&mut tx, &notes).await?;
+            if !paused_by.is_empty() {
+                crate::routines::bump_version(&mut tx).await?;
+            }
+            // Waiting slots are few (a partial index holds only them).
+            let rows = sqlx::query(
+                "SELECT DISTINCT routine_id FROM routine_runs WHERE status = 'waiting'",
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            let waiting = rows
+                .iter()
+                .map(|r| Cols(r).uuid("routine_id"))
+                .collect::<Result<HashSet<Uuid>, _>>()?;
+            tx.commit().await?;
+            Ok(batch
+                .iter()
+                .zip(ended)
+                .enumerate()
+                .map(|(i, (f, ended))| Finished {
+                    ended,
+                    paused: paused_by.contains(&i),
+                    waiting: waiting.contains(&f.routine_id),
+                })
+                .collect())
+        })
+        .await
+    }
+}
+
+/// What a batch changes on one routine.
+struct PerRoutine<'a> {
+    id: Uuid,
+    streak: Streak,
+    state: Option<&'a serde_json::Value>,
+    retain: Option<u32>,
+    /// The batch entry whose failure may pause it.
+    pauser: Option<usize>,
+}
+
+impl PerRoutine<'_> {
+    fn new(id: Uuid) -> Self {
+        Self {
+            id,
+            streak: Streak::Keep,
+            state: None,
+            retain: None,
+            pauser: None,
+        }
+    }
+}
+
+async fn write_streak(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    streak: Streak,
+) -> Result<(), StoreError> {
+    match streak {
+        Streak::Keep | Streak::Add(0) => {}
+        Streak::Add(n) => {
+            sqlx::query(
+                "UPDATE routines SET consecutive_failures = consecutive_failures + $2 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(n)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Streak::Set(n) => {
+            sqlx::query("UPDATE routines SET consecutive_failures = $2 WHERE id = $1")
+                .bind(id)
+                .bind(n)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Admitting a round of slots under its routine's `overlap` policy: the
+//! runs of the routine going are counted in the admission's transaction,
+//! [`cairn_core::routine::decide_overlap`] gives each slot its fate, and the
+//! slots are recorded `running`, `waiting` or `skipped` (with the reason),
+//! the runs a `cancel_other` replaces `cancelled`.
+
+use chrono::{DateTime, Utc};
+
+use cairn_core::routine::{Fate, Going, RoutineRun, RunStatus, decide_overlap};
+
+use crate::StoreError;
+use crate::admit::{
+    Admission, Admitted, BatchState, OverlapRule, Round, insert_new, refuse, skipped,
+};
+use crate::codec::{Cols, micros};
+use crate::runs::{COLUMNS, decode};
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The routine's runs going: running and waiting.
+async fn going(conn: &mut sqlx::AnyConnection, routine_id: &str) -> Result<Going, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, status, scheduled_for FROM routine_runs \
+         WHERE routine_id = $1 AND status IN ('running', 'waiting')",
+    )
+    .bind(routine_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut going = Going::default();
+    for row in &rows {
+        let c = Cols(row);
+        if c.text("status")? == "running" {
+            going.running += 1;
+            going.a_running.get_or_insert(c.uuid("id")?);
+        } else {
+            going.waiting += 1;
+            let slot = c.time_opt("scheduled_for")?;
+            going.last_waiting = going.last_waiting.max(slot);
+        }
+    }
+    Ok(going)
+}
+
+/// Cancels the routine's running runs and drops its waiting slots, for the
+/// slot `by` (run `by_run`) of a `cancel_other` round; the cancelled runs.
+async fn cancel_going(
+    conn: &mut sqlx::AnyConnection,
+    routine_id: &str,
+    by: &RoutineRun,
+) -> Result<Vec<RoutineRun>, StoreError> {
+    let now = by.started_at;
+    let slot = by.scheduled_for.map(rfc3339).unwrap_or_default();
+    let why = format!(
+        "overlap: cancel_other; slot {slot} (run {}) replaced it",
+        by.id
+    );
+    // The owner is kept: it says whose run it was, and its holder sees the
+    // run is no longer `running` when it next renews the lease.
+    let sql = format!(
+        "UPDATE routine_runs SET status = 'cancelled', completed_at = $2, lease_until = NULL, \
+         result_summary = $3 WHERE routine_id = $1 AND status = 'running' RETURNING {COLUMNS}"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(routine_id)
+        .bind(micros(now))
+        .bind(format!("cancelled: {why}"))
+        .fetch_all(&mut *conn)
+        .await?;
+    sqlx::query(
+        "UPDATE routine_runs SET status = 'skipped', completed_at = $2, skip_reason = $3 \
+         WHERE routine_id = $1 AND status = 'waiting'",
+    )
+    .bind(routine_id)
+    .bind(micros(now))
+    .bind(&why)
+    .execute(&mut *conn)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// Admits `runs` (a round's slots, oldest first; a run the caller already
+/// recorded skipped, such as a `catch_up: skip` note, is kept as it is)
+/// under `rule`, in the admission's transaction.
+pub(crate) async fn admit_round(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    rule: &OverlapRule,
+    runs: &[RoutineRun],
+    batch: &mut BatchState,
+) -> Result<Round, StoreError> {
+    let Some(first) = runs.first() else {
+        return Ok(Round {
+            admitted: Admitted::Taken,
+            runs: Vec::new(),
+            cancelled: Vec::new(),
+        });
+    };
+    if let Some(reason) = &admission.refuse {
+        return refuse(conn, admission, runs, reason).await;
+    }
+    let routine_id = first.routine_id.to_string();
+    let going = going(conn, &routine_id).await?;
+    let (noted, slots): (Vec<&RoutineRun>, Vec<&RoutineRun>) =
+        runs.iter().partition(|r| r.status == RunStatus::Skipped);
+    let times: Vec<DateTime<Utc>> = slots
+        .iter()
+        .map(|r| r.scheduled_for.unwrap_or(r.started_at))
+        .collect();
+    let plan = decide_overlap(
+        rule.policy,
+        &going,
+        &times,
+        rule.start_first,
+        admission.max_concurrent.unwrap_or(1),
+        rule.buffer_limit,
+    );
+    let mut cancelled = Vec::new();
+    if plan.cancel_going
+        && let Some(by) = slots.first()
+    {
+        cancelled = cancel_going(conn, &routine_id, by).await?;
+        let gone = cancelled.len() as u64;
+        if let Some(total) = batch.running_total.as_mut() {
+            *total = total.saturating_sub(gone);
+        }
+        batch.routine(&routine_id).running = Some(0);
+    }
+    let mut recorded = Vec::new();
+    for run in noted {
+        if insert_new(conn, run).await? {
+            recorded.push(run.clone());
+        }
+    }
+    let mut started = 0u64;
+    let mut first_skip = None;
+    for (run, fate) in slots.into_iter().zip(plan.fates) {
+        let run = match fate {
+            Fate::Start => match global_refusal(admission, batch) {
+                Some(reason) => skipped(run, &reason),
+                None => run.clone(),
+            },
+            Fate::Wait => {
+                let mut waiting = run.clone();
+                waiting.status = RunStatus::Waiting;
+                waiting.owner = None;
+                waiting.lease_until = None;
+                waiting
+            }
+            Fate::Skip(reason) => skipped(run, &reason),
+        };
+        if insert_new(conn, &run).await? {
+            if run.status == RunStatus::Running {
+                started += 1;
+                if let Some(total) = batch.running_total.as_mut() {
+                    *total += 1;
+                }
+            }
+            if run.status == RunStatus::Skipped && first_skip.is_none() {
+                first_skip = run.skip_reason.clone();
+            }
+            recorded.push(run);
+        }
+    }
+    if started > 0 {
+        // `count` adds to the batch's running total itself.
+        if let Some(total) = batch.running_total.as_mut() {
+            *total -= started;
+        }
+        batch
+            .count(&routine_id, admission, started, first.started_at, conn)
+            .await?;
+    }
+    let admitted = if recorded
+        .iter()
+        .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
+    {
+        Admitted::Started
+    } else if recorded.is_empty() {
+        Admitted::Taken
+    } else {
+        Admitted::Skipped(first_skip.unwrap_or_else(|| "skipped".to_string()))
+    };
+    Ok(Round {
+        admitted,
+        runs: recorded,
+        cancelled,
+    })
+}
+
+/// The global cap's refusal of one more running run, if it refuses.
+fn global_refusal(admission: &Admission, batch: &BatchState) -> Option<String> {
+    match (admission.global_max, batch.running_total) {
+        (Some(max), Some(n)) if n >= u64::from(max) => Some(format!(
+            "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
+        )),
+        _ => None,
+    }
+}
