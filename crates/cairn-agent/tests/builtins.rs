@@ -23,11 +23,12 @@ fn registers_every_builtin_with_definitions() {
             "http_request",
             "list_dir",
             "shell",
-            "time_now"
+            "time_now",
+            "web_fetch"
         ]
     );
     let definitions = registry.definitions();
-    assert_eq!(definitions.len(), 6);
+    assert_eq!(definitions.len(), 7);
     for d in &definitions {
         assert!(!d.description.is_empty(), "{}", d.name);
         assert_eq!(d.parameters["type"], "object", "{}", d.name);
@@ -39,6 +40,8 @@ fn registers_every_builtin_with_definitions() {
     assert_eq!(risk("file_write"), RiskLevel::Write);
     assert_eq!(risk("shell"), RiskLevel::Dangerous);
     assert_eq!(risk("http_request"), RiskLevel::Dangerous);
+    // A GET under the same network rules, its answer made readable.
+    assert_eq!(risk("web_fetch"), RiskLevel::ReadOnly);
 }
 
 #[test]

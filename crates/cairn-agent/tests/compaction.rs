@@ -47,6 +47,8 @@ fn turn(number: u32, messages: Vec<ChatMessage>) -> Turn {
         completed_at: Some(started(number)),
         error: None,
         usage: TurnUsage::default(),
+        model: None,
+        route: None,
     }
 }
 

@@ -23,18 +23,10 @@ async fn serve() -> String {
                 return;
             };
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    let n = socket.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
+                let Some((mut buf, head_end)) = support::read_head(&mut socket).await else {
+                    return;
                 };
+                let mut chunk = [0u8; 4096];
                 let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
                 let length: usize = head
                     .lines()

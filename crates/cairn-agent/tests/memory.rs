@@ -251,6 +251,7 @@ fn inbound(text: &str) -> Inbound {
         channel: "terminal".into(),
         thread: None,
         text: text.into(),
+        images: Vec::new(),
     }
 }
 
@@ -503,6 +504,8 @@ async fn the_compactors_daily_summary_becomes_a_daily_memory() {
             completed_at: Some(at),
             error: None,
             usage: TurnUsage::default(),
+            model: None,
+            route: None,
         })
         .collect();
     let result = compactor

@@ -277,7 +277,7 @@ async fn refused_addresses_never_disable_http_request() {
                 !addrs.is_empty()
                     && addrs
                         .iter()
-                        .all(|a| !cairn_agent::tools::http::is_public(a.ip()))
+                        .all(|a| !cairn_agent::tools::net::is_public(a.ip()))
             });
     if local_name {
         urls.push(format!("http://{host}:9/"));

@@ -191,6 +191,7 @@ impl Fx {
             channel: "terminal".into(),
             thread: None,
             text: text.into(),
+            images: Vec::new(),
         };
         self.service.handle(inbound, &Sink).await
     }

@@ -668,6 +668,7 @@ mod chat {
                 channel: "terminal".into(),
                 thread: None,
                 text: text.into(),
+                images: Vec::new(),
             };
             let service = &service;
             async move { service.handle(inbound, &Sink).await }

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::image::ImagePart;
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -48,6 +50,10 @@ pub struct ChatMessage {
     /// For a tool message: the tool's name (some providers require it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Images the person attached to a user message, by reference (the
+    /// bytes are stored apart; see [`crate::image`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImagePart>,
 }
 
 impl ChatMessage {
@@ -58,6 +64,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            images: Vec::new(),
         }
     }
 
@@ -69,6 +76,14 @@ impl ChatMessage {
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
         Self::plain(Role::User, content)
+    }
+
+    /// A user message with images attached.
+    pub fn user_with_images(content: impl Into<String>, images: Vec<ImagePart>) -> Self {
+        Self {
+            images,
+            ..Self::plain(Role::User, content)
+        }
     }
 
     /// An assistant text message.

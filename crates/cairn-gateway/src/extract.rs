@@ -42,7 +42,10 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
 }
 
 /// Reads a body within the request time limit.
-async fn in_time<T>(state: &AppState, read: impl Future<Output = T>) -> Result<T, ApiError> {
+pub(crate) async fn in_time<T>(
+    state: &AppState,
+    read: impl Future<Output = T>,
+) -> Result<T, ApiError> {
     let limit = state.settings().request_timeout;
     tokio::time::timeout(limit, read).await.map_err(|_| {
         ApiError::new(

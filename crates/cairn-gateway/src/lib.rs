@@ -14,6 +14,7 @@ pub mod client;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod image_allowance;
 pub mod limits;
 pub mod listen;
 pub mod metrics;

@@ -442,6 +442,7 @@ async fn a_chat_turn_shows_in_sessions_and_its_thread_history() {
                 channel: "api-test".into(),
                 thread: None,
                 text: "hi there".into(),
+                images: Vec::new(),
             },
             &Quiet,
         )

@@ -47,6 +47,7 @@ pub(crate) struct ClientCore {
     pub model: String,
     pub context_window: Option<u32>,
     pub max_tokens: Option<u32>,
+    pub vision: bool,
     prices: PriceTable,
     text_tool_calls: bool,
 }
@@ -105,6 +106,7 @@ impl ClientCore {
             model: model.to_owned(),
             context_window: settings.context_window,
             max_tokens: settings.max_tokens,
+            vision: settings.vision,
             prices: settings.prices.clone(),
             text_tool_calls: settings.text_tool_calls,
         })

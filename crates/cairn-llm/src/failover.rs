@@ -96,6 +96,10 @@ impl LlmProvider for FailoverProvider {
         self.chain.iter().filter_map(|p| p.context_window()).min()
     }
 
+    fn vision(&self) -> bool {
+        self.primary().vision()
+    }
+
     /// The primary's models: a model named in a request is meant for it.
     async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         self.primary().list_models().await

@@ -80,6 +80,16 @@ impl<P: Protocol> HttpProvider<P> {
         })
     }
 
+    /// Refuses images the model cannot take before anything is sent.
+    fn admit_images(&self, request: &ChatRequest) -> Result<(), LlmError> {
+        crate::images::admit(
+            request,
+            self.core.provider(),
+            self.core.model_for(request),
+            self.core.vision,
+        )
+    }
+
     async fn post(
         &self,
         request: &ChatRequest,
@@ -121,6 +131,10 @@ impl<P: Protocol> LlmProvider for HttpProvider<P> {
         self.core.context_window
     }
 
+    fn vision(&self) -> bool {
+        self.core.vision
+    }
+
     /// Follows the list's pages (at most [`MAX_MODEL_PAGES`]).
     async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         let headers = self.protocol.headers(&self.core)?;
@@ -149,11 +163,13 @@ impl<P: Protocol> LlmProvider for HttpProvider<P> {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.admit_images(request)?;
         let response = self.post(request, false).await?;
         self.parse_whole(request, response).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ResponseStream, LlmError> {
+        self.admit_images(request)?;
         let response = self.post(request, true).await?;
         if is_json_response(&response) {
             // The server ignored `"stream": true`; replay its whole answer.

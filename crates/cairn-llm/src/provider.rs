@@ -23,6 +23,12 @@ pub trait LlmProvider: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Whether the model accepts images in user messages (`llm.vision`).
+    /// Wrappers answer for what they wrap.
+    fn vision(&self) -> bool {
+        true
+    }
+
     /// The models the provider serves, as it lists them.
     ///
     /// The default, for providers that cannot list, is

@@ -141,6 +141,10 @@ impl LlmProvider for RetryingProvider {
         self.inner.context_window()
     }
 
+    fn vision(&self) -> bool {
+        self.inner.vision()
+    }
+
     async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         self.policy
             .run(self.inner.name(), || self.inner.list_models())

@@ -149,6 +149,9 @@ pub struct ProviderSettings {
     pub prices: PriceTable,
     /// Recover tool calls written as text when the model made no native call.
     pub text_tool_calls: bool,
+    /// The model accepts images (`llm.vision`); without it a request
+    /// carrying images is refused before it is sent.
+    pub vision: bool,
 }
 
 impl ProviderSettings {
@@ -167,6 +170,7 @@ impl ProviderSettings {
             max_tokens: None,
             prices: PriceTable::builtin(),
             text_tool_calls: true,
+            vision: true,
         }
     }
 
@@ -231,6 +235,13 @@ impl ProviderSettings {
     #[must_use]
     pub fn with_context_window(mut self, tokens: u32) -> Self {
         self.context_window = Some(tokens);
+        self
+    }
+
+    /// Says whether the model accepts images.
+    #[must_use]
+    pub fn with_vision(mut self, vision: bool) -> Self {
+        self.vision = vision;
         self
     }
 

@@ -72,6 +72,7 @@ impl ChatRequest {
             .iter()
             .map(|m| {
                 m.content.len()
+                    + m.images.len() * cairn_core::image::IMAGE_TOKENS * 4
                     + m.tool_calls
                         .iter()
                         .map(|c| c.name.len() + c.arguments.to_string().len())

@@ -440,6 +440,10 @@ pub struct ChatArgs {
     /// Use this model for the session.
     #[arg(long)]
     pub model: Option<String>,
+    /// Attach an image to the `-m` message (PNG, JPEG, WebP or GIF, at most
+    /// 5 MiB; repeat for several).
+    #[arg(long, value_name = "FILE", requires = "message")]
+    pub image: Vec<std::path::PathBuf>,
 }
 
 /// `cairn config …`

@@ -5,6 +5,7 @@ mod commands;
 mod daemon;
 mod exit;
 mod home;
+mod routing;
 mod settings;
 mod wiring;
 

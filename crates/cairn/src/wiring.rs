@@ -53,7 +53,7 @@ use crate::exit::BadInput;
 pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Deserializes a free-form config table, naming the file, line and key on error.
-fn section<T: serde::de::DeserializeOwned>(
+pub fn section<T: serde::de::DeserializeOwned>(
     config: &Config,
     key: &str,
     section: &Section,
@@ -209,6 +209,7 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
             .with_timeout(Some(llm.timeout))
             .with_max_retries(llm.max_retries)
             .with_context_window(llm.context_limit)
+            .with_vision(llm.vision)
             .with_prices(prices.clone()))
     };
     let mut primary = base(provider, model)?;
@@ -260,12 +261,31 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
     Ok(tools)
 }
 
+/// `tools.web_search.api_key = "${VAR}"` read from the environment, as
+/// every secret in config.toml may be.
+fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result<()> {
+    let Some(key) = tools.web_search.as_mut().and_then(|s| s.api_key.as_mut()) else {
+        return Ok(());
+    };
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
+        BadInput(format!(
+            "{}:{}: tools.web_search.api_key: environment variable {var} is not set",
+            config_file(config),
+            config.tools.as_ref().map_or(0, |s| s.line)
+        ))
+    })?;
+    *key = SecretString::from(expanded);
+    Ok(())
+}
+
 /// The `[tools]` table as written, with cairn's own secrets added (no checks).
 pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
     let mut tools: ToolsConfig = match &config.tools {
         Some(sec) => section(config, "tools", sec)?,
         None => ToolsConfig::default(),
     };
+    expand_search_key(config, &mut tools)?;
     let home = config.home();
     let mut private = vec![
         crate::settings::config_path(home).display().to_string(),
@@ -422,6 +442,8 @@ pub struct Runtime {
     pub memory: Arc<MemoryService>,
     /// The MCP servers whose tools the agent has (started as configured).
     pub mcp: Arc<McpClients>,
+    /// Routes chat turns by the class of the message (`[routing]`).
+    pub router: Option<Arc<cairn_agent::routing::ModelRouter>>,
 }
 
 /// Builds and starts everything over an open store.
@@ -434,11 +456,13 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     );
     // The guard wraps the outermost provider, so one logical call counts once
     // whatever retries and failover happen inside.
-    let raw = providers(config)?;
+    let llm = llm_settings(config)?;
+    let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
     let providers = Providers {
         main: Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))),
         cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
     };
+    let model_router = crate::routing::router(config, &llm, &providers.main, &guard)?.map(Arc::new);
     let tools = tools_config(config)?;
     install_sandbox(&tools);
     let link = EngineLink::new();
@@ -569,6 +593,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         notifier: router,
         memory,
         mcp,
+        router: model_router,
     })
 }
 
@@ -830,24 +855,35 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone)
         .with_memory(Arc::clone(&rt.memory));
-    Arc::new(
-        ChatService::new(
-            sessions,
-            rt.agent.clone(),
-            ChatSettings {
-                agent_name: config.agent.name.clone(),
-                workspace: config.workspace.clone(),
-                timezone: config.user.timezone,
-                runtime: RuntimeInfo::detect(),
-                tool_limits: rt.tools.limits.clone(),
-                approval_timeout: config.agent.approval_timeout,
-                skill_paths: config.skills.paths.clone(),
-            },
-        )
-        .with_compactor(Arc::new(compactor))
-        .with_jobs(Arc::clone(&rt.jobs))
-        .with_memory(Arc::clone(&rt.memory)),
+    let service = ChatService::new(
+        sessions,
+        rt.agent.clone(),
+        ChatSettings {
+            agent_name: config.agent.name.clone(),
+            workspace: config.workspace.clone(),
+            timezone: config.user.timezone,
+            runtime: RuntimeInfo::detect(),
+            tool_limits: rt.tools.limits.clone(),
+            approval_timeout: config.agent.approval_timeout,
+            skill_paths: config.skills.paths.clone(),
+        },
     )
+    .with_compactor(Arc::new(compactor))
+    .with_jobs(Arc::clone(&rt.jobs))
+    .with_memory(Arc::clone(&rt.memory));
+    let service = match &rt.router {
+        Some(router) => service.with_router(Arc::clone(router)),
+        None => service,
+    };
+    // Image URLs (`/v1`) are fetched under the model's network rules.
+    let service = match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
+        Ok(net) => service.with_net(Arc::new(net)),
+        Err(e) => {
+            tracing::warn!(error = %e, "image URLs cannot be fetched");
+            service
+        }
+    };
+    Arc::new(service)
 }
 
 /// Recall settings from `[memory]`.

@@ -509,6 +509,12 @@ fn piped_chat_reacts_to_a_finished_background_task_without_another_line() {
 #[test]
 fn the_first_request_for_hi_fits_in_6_kb_with_every_tool() {
     let env = Env::new();
+    // A search provider, so web_search is registered too.
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:9\"\n",
+    )
+    .unwrap();
     env.server.push(Scripted::text("Hello."));
     env.cairn().args(["chat", "-m", "hi"]).assert().success();
     let request = &env.server.requests()[0].body;
@@ -526,6 +532,8 @@ fn the_first_request_for_hi_fits_in_6_kb_with_every_tool() {
         "background_{cancel,list,result,run,status,wait}: ",
         "routine_{backfill,create,delete,fire,list,next,pause,resume,runs,update}: ",
         "- send_notification: ",
+        "- web_fetch: ",
+        "- web_search: ",
     ] {
         assert!(
             system.contains(listed),

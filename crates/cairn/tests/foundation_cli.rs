@@ -135,6 +135,27 @@ fn config_show_redacts_secrets() {
 }
 
 #[test]
+fn config_show_redacts_search_api_keys() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[tools.web_search]\nprovider = \"brave\"\napi_key = \"BSA-S3CR-key\"\n\
+         base_url = \"https://user:pw-S3CR@search.example.org\"\n",
+    )
+    .unwrap();
+    for args in [&["config", "show", "--json"][..], &["config", "show"][..]] {
+        let text = String::from_utf8(stdout_of(cairn(home.path()).args(args))).unwrap();
+        assert!(!text.contains("S3CR"), "a search key leaked:\n{text}");
+    }
+    let v = json_of(&stdout_of(
+        cairn(home.path()).args(["config", "show", "--json"]),
+    ));
+    let search = &v["sections"]["tools"]["value"]["web_search"];
+    assert_eq!(search["provider"], "brave");
+    assert_eq!(search["api_key"], "********");
+}
+
+#[test]
 fn config_show_redacts_ntfy_topics_and_every_header_value() {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -178,6 +178,9 @@ pub struct LoopOutcome {
     pub cost_micros: u64,
     /// Every tool call, in the order the model made them.
     pub tool_calls: Vec<ToolCallRecord>,
+    /// The model that gave the last answer, as the provider reported it
+    /// (empty when no call answered).
+    pub model: String,
 }
 
 impl LoopOutcome {
@@ -189,6 +192,7 @@ impl LoopOutcome {
             usage: Usage::default(),
             cost_micros: 0,
             tool_calls: Vec::new(),
+            model: String::new(),
         }
     }
 
@@ -243,6 +247,22 @@ impl AgentLoop {
         copy
     }
 
+    /// The same loop answered by another provider and model (a route).
+    pub fn with_provider(&self, provider: Arc<dyn LlmProvider>, model: String) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.provider = provider;
+        copy.config.model = Some(model);
+        copy
+    }
+
+    /// The model this loop asks: its override, else the provider's own.
+    pub fn model(&self) -> &str {
+        self.config
+            .model
+            .as_deref()
+            .unwrap_or_else(|| self.provider.model())
+    }
+
     /// The model provider.
     pub fn provider(&self) -> &Arc<dyn LlmProvider> {
         &self.provider
@@ -295,6 +315,7 @@ impl AgentLoop {
             outcome.usage.output_tokens += response.usage.output_tokens;
             outcome.usage.estimated |= response.usage.estimated;
             outcome.cost_micros = outcome.cost_micros.saturating_add(response.cost_micros);
+            outcome.model.clone_from(&response.model);
 
             if !response.has_tool_calls() {
                 if offers_tools
@@ -354,9 +375,12 @@ impl AgentLoop {
             delegate.before_llm(messages).await;
             // Another process may have disabled or re-enabled a tool.
             self.runner.refresh_health().await;
+            let sent =
+                crate::media::request_messages(messages, &ctx.workspace, self.provider.vision())
+                    .await;
             let mut request = ChatRequest {
-                messages: messages.clone(),
                 tools: self.runner.offered(messages),
+                messages: sent,
                 model: self.config.model.clone(),
                 temperature: self.config.temperature,
                 max_tokens: self.config.max_tokens,

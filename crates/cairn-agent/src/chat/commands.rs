@@ -94,6 +94,15 @@ impl ChatService {
             Command::Models => self.models(session).await,
             Command::Debug => self.debug(session, external).await,
             Command::CreateJob { description } => self.create_job(session, description).await,
+            Command::JobStatus { id: None } => {
+                let answered = self.last_answer(session, external).await;
+                match self.job_status(session, None).await {
+                    Reply::Notice { text } => Reply::notice(format!("{answered}\n{text}")),
+                    // Without a job scheduler, the route is the status.
+                    Reply::Error { .. } => Reply::notice(answered),
+                    other => other,
+                }
+            }
             Command::JobStatus { id } => self.job_status(session, id).await,
             Command::CancelJob { id } => self.cancel_job(session, id).await,
             Command::ListJobs => self.list_jobs(session).await,
@@ -106,9 +115,34 @@ impl ChatService {
             .metadata
             .get("model")
             .and_then(|m| m.as_str())
-            .map(str::to_string)
-            .or_else(|| self.agent.config().model.clone())
-            .unwrap_or_else(|| self.agent.provider().model().to_string())
+            .map_or_else(|| self.agent.model().to_string(), str::to_string)
+    }
+
+    /// Which model, by which route, answered the thread's last turn (`/status`).
+    async fn last_answer(&self, session: &mut LiveSession, external: Option<&str>) -> String {
+        let model = self.model_of(session);
+        let Ok(id) = self.sessions.resolve_thread(session, external).await else {
+            return format!("Model: {model}");
+        };
+        let last = session.split(id).and_then(|(_, thread)| {
+            thread
+                .turns
+                .iter()
+                .rev()
+                .find(|t| t.model.is_some())
+                .cloned()
+        });
+        match last {
+            Some(turn) => format!(
+                "Last answer: {} ({})",
+                turn.model.unwrap_or_default(),
+                match &turn.route {
+                    Some(hint) => format!("route `{hint}`"),
+                    None => "default route".to_string(),
+                }
+            ),
+            None => format!("Model: {model} (no answer in this thread yet)"),
+        }
     }
 
     /// `/models`: the provider's models, sorted, `*` before this session's.

@@ -34,7 +34,7 @@ use crate::session::{SessionError, SessionKey, SessionManager, TurnUsage};
 use crate::tools::ToolLimits;
 
 /// A message from a channel.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inbound {
     /// Who sent it.
     pub user_id: String,
@@ -44,6 +44,9 @@ pub struct Inbound {
     pub thread: Option<String>,
     /// The text.
     pub text: String,
+    /// Images attached to the message, already stored in the workspace's
+    /// media folder ([`ChatService::attach_image`]).
+    pub images: Vec<cairn_core::image::ImagePart>,
 }
 
 /// What a channel does with a turn while it runs.
@@ -75,7 +78,7 @@ pub trait ChatSink: Send + Sync {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Reply {
     /// The agent's answer to a message.
-    Answer(TurnReport),
+    Answer(Box<TurnReport>),
     /// Information from a command or control (`/threads`, `/undo`, …).
     Notice {
         /// The text to show.
@@ -118,6 +121,10 @@ pub struct TurnReport {
     pub tool_calls: Vec<ToolCallRecord>,
     /// Tokens and cost.
     pub usage: TurnUsage,
+    /// The model that answered.
+    pub model: Option<String>,
+    /// The routing hint that chose it; `None` for the default model.
+    pub route: Option<String>,
 }
 
 /// Fixed facts the system prompt and tools need.
@@ -154,6 +161,8 @@ pub struct ChatService {
     compactor: Option<Arc<Compactor>>,
     jobs: Option<Arc<JobScheduler>>,
     memory: Option<Arc<crate::memory::MemoryService>>,
+    router: Option<Arc<crate::routing::ModelRouter>>,
+    net: Option<Arc<crate::tools::net::NetClient>>,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
 }
 
@@ -175,6 +184,8 @@ impl ChatService {
             compactor: None,
             jobs: None,
             memory: None,
+            router: None,
+            net: None,
             running: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -206,6 +217,57 @@ impl ChatService {
     pub fn with_memory(mut self, memory: Arc<crate::memory::MemoryService>) -> Self {
         self.memory = Some(memory);
         self
+    }
+
+    /// Routes each turn to the model its message's class calls for
+    /// (`[routing]`); a session's `/model` choice still wins.
+    #[must_use]
+    pub fn with_router(mut self, router: Arc<crate::routing::ModelRouter>) -> Self {
+        self.router = Some(router);
+        self
+    }
+
+    /// Lets [`ChatService::image_from_url`] fetch http(s) image URLs under
+    /// these network rules (`[tools.http]`); without it only `data:` URLs work.
+    #[must_use]
+    pub fn with_net(mut self, net: Arc<crate::tools::net::NetClient>) -> Self {
+        self.net = Some(net);
+        self
+    }
+
+    /// An image given by URL (a `data:` URL, or http(s) fetched under the
+    /// network rules), checked and stored like [`ChatService::attach_image`].
+    pub async fn image_from_url(
+        &self,
+        url: &str,
+    ) -> Result<cairn_core::image::ImagePart, crate::media::MediaError> {
+        let bytes = if url.trim_start().starts_with("data:") {
+            crate::media::decode_data_url(url)?
+        } else {
+            let net = self.net.as_ref().ok_or_else(|| {
+                crate::media::MediaError::Fetch(format!("{url}: only data: URLs are accepted here"))
+            })?;
+            crate::media::fetch_image(net, url).await?
+        };
+        crate::media::MediaStore::new(&self.settings.workspace)
+            .store(bytes)
+            .await
+    }
+
+    /// Checks an image a channel received (PNG, JPEG, WebP or GIF, within
+    /// the size bound), stores it in the workspace's media folder and
+    /// attaches it to `inbound`. Chat adapters (Telegram photos, …) call
+    /// this before [`ChatService::handle`].
+    pub async fn attach_image(
+        &self,
+        inbound: &mut Inbound,
+        bytes: Vec<u8>,
+    ) -> Result<(), crate::media::MediaError> {
+        let part = crate::media::MediaStore::new(&self.settings.workspace)
+            .store(bytes)
+            .await?;
+        inbound.images.push(part);
+        Ok(())
     }
 
     /// Drops idle sessions from memory, and their "always" answers from the
@@ -270,6 +332,9 @@ impl ChatService {
             user_id: inbound.user_id.clone(),
             channel: inbound.channel.clone(),
         };
+        if !inbound.images.is_empty() && !self.agent.provider().vision() {
+            return Reply::error(cairn_llm::vision_refusal(self.agent.model()));
+        }
         let live = match self.sessions.session(&key).await {
             Ok(live) => live,
             Err(e) => return Reply::error(e.to_string()),
@@ -286,6 +351,24 @@ impl ChatService {
         };
         let awaiting = self.with_running(&key, |r| r.is_some_and(|r| r.pending.is_some()));
         // Everything that starts a turn funnels into one `input` call; `None` resumes.
+        let images = inbound.images;
+        if !images.is_empty() {
+            // Images always go with a message, even one that reads like a command.
+            let text = if text.trim().is_empty() {
+                "(image)".to_string()
+            } else {
+                text
+            };
+            return self
+                .input(
+                    &key,
+                    &mut session,
+                    inbound.thread.as_deref(),
+                    Some((text, images)),
+                    sink,
+                )
+                .await;
+        }
         let input = match submission::parse(
             &text,
             ParseContext {
@@ -312,6 +395,7 @@ impl ChatService {
                     .await;
             }
         };
+        let input = input.map(|text| (text, Vec::new()));
         self.input(&key, &mut session, inbound.thread.as_deref(), input, sink)
             .await
     }
@@ -390,7 +474,10 @@ impl ChatService {
         };
         let text =
             format!("(automatic notice from cairn, not a message from the person)\n{notices}");
-        Some(self.input(&key, &mut session, None, Some(text), sink).await)
+        Some(
+            self.input(&key, &mut session, None, Some((text, Vec::new())), sink)
+                .await,
+        )
     }
 
     /// Handles a message that arrives while a turn runs in the session:

@@ -162,9 +162,13 @@ impl ChatService {
         key: &SessionKey,
         session: &mut LiveSession,
         external: Option<&str>,
-        text: Option<String>,
+        input: Option<(String, Vec<cairn_core::image::ImagePart>)>,
         sink: &dyn ChatSink,
     ) -> Reply {
+        let (text, images) = match input {
+            Some((text, images)) => (Some(text), images),
+            None => (None, Vec::new()),
+        };
         let clock = Arc::clone(self.sessions.clock());
         let thread_id = match self.sessions.resolve_thread(session, external).await {
             Ok(id) => id,
@@ -203,7 +207,7 @@ impl ChatService {
                 if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
                     return e.into();
                 }
-                Turn::start(number, text, clock.now())
+                Turn::start_with_images(number, text, images, clock.now())
             }
             None => match thread
                 .turns
@@ -223,20 +227,25 @@ impl ChatService {
             },
         };
 
-        let agent = match model {
-            Some(m) => self.agent.with_model(Some(m)),
-            None => self.agent.clone(),
+        // The person's `/model` choice wins; otherwise the message's route, if any.
+        let route = match (&model, &self.router) {
+            (None, Some(router)) => router.route(&current.user_input),
+            _ => None,
         };
+        let agent = match (model, route) {
+            (Some(m), _) => self.agent.with_model(Some(m)),
+            (None, Some(route)) => self
+                .agent
+                .with_provider(Arc::clone(&route.provider), route.model.clone()),
+            (None, None) => self.agent.clone(),
+        };
+        let route = route.map(|r| r.hint.clone());
         let prompt = build_system_prompt(&PromptContext {
             agent_name: self.settings.agent_name.clone(),
             workspace: self.settings.workspace.clone(),
             timezone: self.settings.timezone,
             now: clock.now(),
-            model: agent
-                .config()
-                .model
-                .clone()
-                .unwrap_or_else(|| agent.provider().model().to_string()),
+            model: agent.model().to_string(),
             tools: agent.runner().definitions(),
             more_tools: agent.runner().on_demand_listing(),
             runtime: self.settings.runtime.clone(),
@@ -334,13 +343,17 @@ impl ChatService {
             set_allowed_tools(&mut row.metadata, allowed);
         }
         let index = thread.turns.len() - 1;
-        let turn = record(
+        let mut turn = record(
             &thread.turns[index],
             prior,
             &messages[base..],
             &outcome,
             clock.now(),
         );
+        if !outcome.model.is_empty() {
+            turn.model = Some(outcome.model.clone());
+        }
+        turn.route = route;
         thread.state = match turn.state {
             TurnState::Interrupted => ThreadState::Interrupted,
             _ => ThreadState::Completed,
@@ -352,6 +365,8 @@ impl ChatService {
             response: turn.response.clone().unwrap_or_default(),
             tool_calls: turn.tool_calls.clone(),
             usage: turn.usage,
+            model: turn.model.clone(),
+            route: turn.route.clone(),
         };
         let error = turn.error.clone();
         let state = turn.state;
@@ -360,7 +375,7 @@ impl ChatService {
             return e.into();
         }
         match (state, error) {
-            (TurnState::Completed, _) => Reply::Answer(report),
+            (TurnState::Completed, _) => Reply::Answer(Box::new(report)),
             (TurnState::Interrupted, _) => {
                 Reply::notice("Interrupted. /resume continues the turn, /undo drops it.")
             }
@@ -457,6 +472,8 @@ fn record(
             output_tokens: prior.usage.output_tokens + outcome.usage.output_tokens,
             cost_micros: prior.usage.cost_micros.saturating_add(outcome.cost_micros),
         },
+        model: running.model.clone(),
+        route: running.route.clone(),
     }
 }
 

@@ -8,6 +8,7 @@
 //! err on the high side, which is the safe side for a context limit.
 
 use cairn_core::chat::{ChatMessage, ToolCall};
+use cairn_core::image::IMAGE_TOKENS;
 
 /// Tokens each message costs beyond its text (role and separators).
 pub const MESSAGE_OVERHEAD: usize = 4;
@@ -32,10 +33,12 @@ pub fn estimate_tool_call(call: &ToolCall) -> usize {
     estimate_text(&call.name) + estimate_text(&call.arguments.to_string())
 }
 
-/// Estimated tokens of one message: framing, text and any tool calls it makes.
+/// Estimated tokens of one message: framing, text, images (a fixed
+/// [`IMAGE_TOKENS`] each) and any tool calls it makes.
 pub fn estimate_message(message: &ChatMessage) -> usize {
     MESSAGE_OVERHEAD
         + estimate_text(&message.content)
+        + message.images.len() * IMAGE_TOKENS
         + message
             .tool_calls
             .iter()
@@ -67,6 +70,20 @@ mod tests {
     fn non_ascii_counts_bytes() {
         // Twelve CJK characters are 36 bytes: 9 tokens, not 3.
         assert_eq!(estimate_text("文字文字文字文字文字文字"), 9);
+    }
+
+    #[test]
+    fn each_image_counts_a_fixed_estimate() {
+        let part = cairn_core::image::ImagePart {
+            media_type: "image/png".into(),
+            sha256: "0".repeat(64),
+            data: None,
+        };
+        let two = ChatMessage::user_with_images("hi", vec![part.clone(), part]);
+        assert_eq!(
+            estimate_message(&two),
+            estimate_message(&ChatMessage::user("hi")) + 2 * IMAGE_TOKENS
+        );
     }
 
     #[test]

@@ -69,6 +69,10 @@ impl LlmProvider for GuardedProvider {
         self.inner.context_window()
     }
 
+    fn vision(&self) -> bool {
+        self.inner.vision()
+    }
+
     /// Listing costs nothing, so it is not guarded.
     async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         self.inner.list_models().await
@@ -77,7 +81,10 @@ impl LlmProvider for GuardedProvider {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let ticket = self.guard.admit().await?;
         let result = self.inner.complete(request).await;
-        observe(self.inner.model(), result.as_ref().ok());
+        // Counted under the model that answered (a route's, when routed).
+        let asked = request.model.as_deref().unwrap_or(self.inner.model());
+        let model = result.as_ref().map_or(asked, |r| r.model.as_str());
+        observe(model, result.as_ref().ok());
         let cost = result.as_ref().map_or(0, |response| response.cost_micros);
         self.guard.finish(ticket, cost).await;
         result
@@ -88,7 +95,7 @@ impl LlmProvider for GuardedProvider {
         let stream = match self.inner.stream(request).await {
             Ok(stream) => stream,
             Err(error) => {
-                observe(self.inner.model(), None);
+                observe(request.model.as_deref().unwrap_or(self.inner.model()), None);
                 self.guard.finish(ticket, 0).await;
                 return Err(error);
             }
@@ -104,7 +111,10 @@ impl LlmProvider for GuardedProvider {
         });
         let reports = {
             let settle = Arc::clone(&settle);
-            let model = self.inner.model().to_string();
+            let model = request
+                .model
+                .clone()
+                .unwrap_or_else(|| self.inner.model().to_string());
             stream.on_partial(move |partial| {
                 metrics::counter!("cairn_llm_cost_microdollars_total", "model" => model)
                     .increment(partial.cost_micros);

@@ -119,16 +119,32 @@ pub struct Turn {
     /// Tokens and cost.
     #[serde(default)]
     pub usage: TurnUsage,
+    /// The model that answered, as the provider reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The routing hint that chose the model (`[routing]`); `None` for the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
 }
 
 impl Turn {
     /// A turn starting now with the person's message.
     pub fn start(number: u32, user_input: String, at: DateTime<Utc>) -> Turn {
+        Self::start_with_images(number, user_input, Vec::new(), at)
+    }
+
+    /// A turn starting now with the person's message and the images they attached.
+    pub fn start_with_images(
+        number: u32,
+        user_input: String,
+        images: Vec<cairn_core::image::ImagePart>,
+        at: DateTime<Utc>,
+    ) -> Turn {
         Turn {
             position: 0,
             number,
             kind: TurnKind::Exchange,
-            messages: vec![ChatMessage::user(user_input.clone())],
+            messages: vec![ChatMessage::user_with_images(user_input.clone(), images)],
             user_input,
             response: None,
             tool_calls: Vec::new(),
@@ -137,6 +153,8 @@ impl Turn {
             completed_at: None,
             error: None,
             usage: TurnUsage::default(),
+            model: None,
+            route: None,
         }
     }
 
@@ -158,6 +176,8 @@ impl Turn {
             completed_at: Some(at),
             error: None,
             usage: TurnUsage::default(),
+            model: None,
+            route: None,
         }
     }
 }

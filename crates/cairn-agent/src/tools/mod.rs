@@ -10,13 +10,17 @@
 pub mod files;
 pub mod http;
 pub mod lines;
+pub mod net;
 mod nofollow;
 pub mod offer;
 pub mod paths;
+pub mod readable;
 pub mod registry;
 pub mod shell;
 pub mod shell_words;
 pub mod time;
+pub mod web_fetch;
+pub mod web_search;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -324,8 +328,10 @@ pub struct ToolsConfig {
     pub shell: shell::ShellConfig,
     /// The file tools (`file_read`, `file_write`, `list_dir`).
     pub files: files::FilesConfig,
-    /// The `http_request` tool.
+    /// The network rules of `http_request` and `web_fetch`.
     pub http: http::HttpConfig,
+    /// The `web_search` tool's provider; without it the tool is not offered.
+    pub web_search: Option<web_search::WebSearchConfig>,
 }
 
 /// A registry holding every built-in tool, configured from `config`.
@@ -335,9 +341,17 @@ pub fn builtin_registry(config: &ToolsConfig) -> Result<ToolRegistry, RegistryEr
     registry.register_core(Arc::new(files::FileReadTool::new(config.files.clone())))?;
     registry.register_core(Arc::new(files::FileWriteTool::new(config.files.clone())))?;
     registry.register_core(Arc::new(files::ListDirTool::new(config.files.clone())))?;
-    let http = http::HttpRequestTool::new(config.http.clone())
-        .map_err(|e| RegistryError::Init(format!("http_request: {e}")))?;
-    registry.register_core(Arc::new(http))?;
+    let net = Arc::new(
+        net::NetClient::new(config.http.clone())
+            .map_err(|e| RegistryError::Init(format!("tools.http: {e}")))?,
+    );
+    registry.register_core(Arc::new(http::HttpRequestTool::over(Arc::clone(&net))))?;
+    registry.register(Arc::new(web_fetch::WebFetchTool::new(net)))?;
+    if let Some(search) = &config.web_search {
+        let tool = web_search::WebSearchTool::new(search.clone())
+            .map_err(|e| RegistryError::Init(format!("web_search: {e}")))?;
+        registry.register(Arc::new(tool))?;
+    }
     // Not core: the system prompt already carries the date and time.
     registry.register(Arc::new(time::TimeNowTool))?;
     Ok(registry)

@@ -194,6 +194,7 @@ impl Harness {
             channel: channel.into(),
             thread: thread.map(str::to_string),
             text: text.into(),
+            images: Vec::new(),
         }
     }
 

@@ -237,3 +237,22 @@ fn parse_limit(text: &str) -> Duration {
         None => Duration::from_secs(text.strip_suffix('s').unwrap().parse().unwrap()),
     }
 }
+
+/// Reads a request's head, through the blank line, from a test server's
+/// socket: the bytes read so far (the body may have begun) and where the
+/// head ends; `None` when the client left first.
+pub async fn read_head(socket: &mut tokio::net::TcpStream) -> Option<(Vec<u8>, usize)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some((buf, i + 4));
+        }
+    }
+}

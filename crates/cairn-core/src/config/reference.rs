@@ -24,7 +24,23 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
         "tools",
         "[tools] / [tools.policy]",
         "the agent's tools: `[tools.policy]` has `autonomy` (`readonly`, `supervised`, `full`), \
-         `allow` and `deny` lists of tool names or globs; other tables configure single tools",
+         `allow` and `deny` lists of tool names or globs; `[tools.http]` holds the network rules \
+         of `http_request`, `web_fetch` and image URLs (`timeout`, `max_response_bytes`, \
+         `max_request_bytes`, `block_private_networks`, `allowed_hosts`, \
+         `allowed_private_networks` as ranges like `192.168.1.0/24`, `max_redirects`, \
+         `user_agent`); `[tools.web_search]` offers `web_search` through `provider` `searxng` \
+         (`url` of the instance), `brave` or `tavily` (`api_key`, a secret; `\"${VAR}\"` reads it \
+         from the environment), with `base_url`, `count` and `timeout`; other tables configure \
+         single tools",
+    ),
+    (
+        "routing",
+        "[[routing.rules]] / [routing.models.HINT]",
+        "model routing by the class of the person's message: rules are tried by descending \
+         `priority`, each with a `hint`, `min_length`, `max_length`, `keywords` (whole words, any \
+         case) and `patterns` (regular expressions, case-sensitive); the first match gives its \
+         hint, and `[routing.models.HINT]` names the `model` that answers and optionally its \
+         `provider` (`llm.provider` or a `[[llm.fallbacks]]` one)",
     ),
     (
         "channels",

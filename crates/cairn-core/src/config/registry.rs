@@ -289,6 +289,13 @@ pub static SETTINGS: &[SettingDef] = &[
         "largest request body accepted",
     ),
     def(
+        "gateway.image_limit_bytes",
+        &["CAIRN_GATEWAY_IMAGE_LIMIT_BYTES"],
+        K::UInt,
+        D::UInt(8 * 1024 * 1024),
+        "bytes of images (data: URLs) a /v1 chat request or a WebSocket message may carry on top of gateway.body_limit_bytes",
+    ),
+    def(
         "gateway.request_timeout_secs",
         &["CAIRN_GATEWAY_REQUEST_TIMEOUT_SECS"],
         K::UInt,
@@ -463,6 +470,13 @@ pub static SETTINGS: &[SettingDef] = &[
         K::UInt,
         D::UInt(3),
         "retries of rate-limited or failed requests",
+    ),
+    def(
+        "llm.vision",
+        &["CAIRN_LLM_VISION"],
+        K::Bool,
+        D::Bool(true),
+        "the model accepts images (false: messages with images are refused)",
     ),
     def(
         "llm.context_limit",
@@ -642,6 +656,7 @@ pub static SECTIONS: &[&str] = &[
     "channels",
     "hooks",
     "mcp.servers",
+    "routing",
 ];
 
 /// Looks up a setting by its dotted key.

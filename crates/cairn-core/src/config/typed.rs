@@ -35,6 +35,8 @@ pub struct Config {
     pub cost: CostConfig,
     /// The `[tools]` table, passed whole to the agent's policy (line for errors).
     pub tools: Option<Section>,
+    /// The `[routing]` table (rules and model routes), passed whole.
+    pub routing: Option<Section>,
     /// Notification delivery.
     pub notify: NotifyConfig,
     /// Self-repair of stuck jobs and failing tools.
@@ -190,6 +192,9 @@ pub struct GatewayConfig {
     pub allow_public_bind: bool,
     /// Largest request body, in bytes.
     pub body_limit: usize,
+    /// Bytes of images (`data:` URLs) a chat request or WebSocket message
+    /// may carry beyond `body_limit`.
+    pub image_limit: usize,
     /// Time limit of ordinary requests (streams and agent turns are exempt).
     pub request_timeout: Duration,
     /// Whether `/metrics` is served without a token.
@@ -256,6 +261,8 @@ pub struct LlmConfig {
     pub max_retries: u32,
     /// Context window in tokens.
     pub context_limit: u32,
+    /// Whether the model accepts images.
+    pub vision: bool,
     /// `[llm.prices]`, passed whole.
     pub prices: Option<Section>,
     /// `[[llm.fallbacks]]`, passed whole.
@@ -345,6 +352,8 @@ impl Config {
                 allow_public_bind: r.bool("gateway.allow_public_bind"),
                 body_limit: usize::try_from(r.uint_at_least("gateway.body_limit_bytes", 1024))
                     .unwrap_or(usize::MAX),
+                image_limit: usize::try_from(r.uint_at_least("gateway.image_limit_bytes", 0))
+                    .unwrap_or(usize::MAX),
                 request_timeout: Duration::from_secs(
                     r.uint_at_least("gateway.request_timeout_secs", 1),
                 ),
@@ -396,6 +405,7 @@ impl Config {
                 timeout: Duration::from_secs(r.uint_at_least("llm.timeout_secs", 1)),
                 max_retries: r.u32_at_least("llm.max_retries", 0),
                 context_limit: r.u32_at_least("llm.context_limit", 1000),
+                vision: r.bool("llm.vision"),
                 prices: settings.sections.get("llm.prices").cloned(),
                 fallbacks: settings.sections.get("llm.fallbacks").cloned(),
             },
@@ -405,6 +415,7 @@ impl Config {
             },
             tools: settings.sections.get("tools").cloned(),
             mcp_servers: settings.sections.get("mcp.servers").cloned(),
+            routing: settings.sections.get("routing").cloned(),
             notify: NotifyConfig {
                 default_channel: r.text("notify.default_channel"),
                 max_attempts: r.u32_at_least("notify.max_attempts", 1),

@@ -11,7 +11,10 @@
 //! `seed` and other sampling fields are accepted and ignored: the agent
 //! answers with its configured settings. Requests the agent cannot honour
 //! are refused with 400: client-defined `tools` (or `functions`), `tool`
-//! messages, non-text content parts and `n` other than 1.
+//! messages, content parts other than text and `image_url` (user messages
+//! only; see `openai_images`), images for a model without vision, and `n`
+//! other than 1. Images sent as `data:` URLs may take a request past
+//! `gateway.body_limit_bytes` (see [`crate::image_allowance`]).
 //!
 //! The model must be the agent's (`GET /v1/models` lists it) or the alias
 //! `cairn`; anything else is 404 `model_not_found`. Errors use OpenAI's
@@ -45,7 +48,7 @@ use utoipa_axum::routes;
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::events::EventBus;
-use crate::extract::ApiJson;
+use crate::image_allowance::JsonWithImages;
 use crate::state::AppState;
 
 /// The model alias accepted besides the agent's own model.
@@ -279,7 +282,7 @@ async fn models(State(state): State<AppState>, _auth: Authed) -> Result<Json<Mod
 async fn chat_completions(
     State(state): State<AppState>,
     _auth: Authed,
-    ApiJson(request): ApiJson<CompletionRequest>,
+    JsonWithImages(request): JsonWithImages<CompletionRequest>,
 ) -> Response {
     match complete(state, request).await {
         Ok(response) => response,
@@ -311,7 +314,8 @@ async fn complete(state: AppState, request: CompletionRequest) -> Result<Respons
     if request.n.is_some_and(|n| n != 1) {
         return Err(OpenAiError::invalid("only n = 1 is supported"));
     }
-    let (instructions, conversation) = translate(&request.messages)?;
+    let (instructions, mut conversation) = translate(&request.messages)?;
+    attach_images(&chat, &request.messages, &mut conversation).await?;
     let mut messages = vec![ChatMessage::system(
         system_prompt(&chat, state.clock().now(), &instructions).await,
     )];
@@ -392,7 +396,9 @@ fn translate(messages: &[InMessage]) -> Result<(String, Vec<ChatMessage>), OpenA
     let mut conversation = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let text = text_of(&m.content).ok_or_else(|| {
-            OpenAiError::invalid(format!("messages[{i}].content: only text is supported"))
+            OpenAiError::invalid(format!(
+                "messages[{i}].content: only text and image_url parts are supported"
+            ))
         })?;
         match m.role.as_str() {
             "system" | "developer" => instructions.push(text),
@@ -416,13 +422,15 @@ fn translate(messages: &[InMessage]) -> Result<(String, Vec<ChatMessage>), OpenA
     Ok((instructions.join("\n\n"), conversation))
 }
 
-/// A message's text: a string, or text parts joined (`None`: other parts).
+/// A message's text: a string, or text parts joined (image parts are read
+/// by [`attach_images`]; `None`: other parts).
 fn text_of(content: &Value) -> Option<String> {
     match content {
         Value::String(s) => Some(s.clone()),
         Value::Null => Some(String::new()),
         Value::Array(parts) => parts
             .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) != Some("image_url"))
             .map(|p| {
                 (p.get("type").and_then(Value::as_str) == Some("text"))
                     .then(|| p.get("text").and_then(Value::as_str).map(str::to_string))
@@ -432,6 +440,39 @@ fn text_of(content: &Value) -> Option<String> {
             .map(|texts| texts.join("\n")),
         _ => None,
     }
+}
+
+/// Gives each translated user message the images of its request message
+/// (`conversation` holds the user and assistant messages in request order).
+async fn attach_images(
+    chat: &ChatService,
+    messages: &[InMessage],
+    conversation: &mut [ChatMessage],
+) -> Result<(), OpenAiError> {
+    let spoken = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m.role.as_str(), "user" | "assistant"));
+    for ((i, m), translated) in spoken.zip(conversation.iter_mut()) {
+        let images = super::openai_images::images_of(chat, i, &m.content)
+            .await
+            .map_err(OpenAiError::invalid)?;
+        if images.is_empty() {
+            continue;
+        }
+        if m.role != "user" {
+            return Err(OpenAiError::invalid(format!(
+                "messages[{i}]: images are accepted in user messages only"
+            )));
+        }
+        if !chat.agent().provider().vision() {
+            return Err(OpenAiError::invalid(cairn_llm::vision_refusal(
+                chat.agent().model(),
+            )));
+        }
+        translated.images = images;
+    }
+    Ok(())
 }
 
 async fn system_prompt(

@@ -230,12 +230,14 @@ async fn run_turn(state: &AppState, message: String) -> Result<WebhookResponse, 
         channel: "webhook".into(),
         thread: None,
         text: message,
+        images: Vec::new(),
     };
     let model = state.model().unwrap_or_default().to_string();
     match chat.handle(inbound, &WebhookSink).await {
+        // The model that answered (a route's, when the message was routed).
         Reply::Answer(report) => Ok(WebhookResponse {
             response: report.response,
-            model,
+            model: report.model.unwrap_or(model),
         }),
         // A command's output (`/threads`, say) is the answer to that message.
         Reply::Notice { text } => Ok(WebhookResponse {

@@ -12,10 +12,15 @@
 //! while its own turn runs interrupts that turn, as every channel does.
 //!
 //! A text message longer than `gateway.body_limit_bytes` is refused with an
-//! `error` frame (the connection stays open) and never reaches the agent;
-//! one longer than four times that (at least 1 MiB) closes the connection.
+//! `error` frame (the connection stays open) and never reaches the agent,
+//! unless its images' `data:` URLs make up the difference, within
+//! `gateway.image_limit_bytes` (see [`crate::image_allowance`]); one longer
+//! than four times the body limit (at least 1 MiB, at least both limits
+//! together) closes the connection.
 //!
-//! Client frames: `{"type":"message","content":…}` and
+//! Client frames: `{"type":"message","content":…}` (with optional
+//! `"images":["data:image/png;base64,…",…]`: PNG, JPEG, WebP or GIF, at
+//! most 5 MiB each, stored with the turn in the workspace's media folder) and
 //! `{"type":"approval","id":…,"decision":"approve|deny|always"}`. Server
 //! frames: `ready`, `chunk` (streamed text), `tool_call`, `tool_result`,
 //! `approval_request` (with the id to answer), `notification` (the person's
@@ -54,6 +59,7 @@ use utoipa_axum::routes;
 use crate::auth;
 use crate::error::{ApiError, ErrorBody};
 use crate::events::{EventBus, NOTIFICATION_RECORDED};
+use crate::image_allowance;
 use crate::state::AppState;
 
 /// How often the server pings an open connection.
@@ -84,8 +90,15 @@ pub struct ChatQuery {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ClientFrame {
-    Message { content: String },
-    Approval { id: String, decision: Decision },
+    Message {
+        content: String,
+        #[serde(default)]
+        images: Vec<String>,
+    },
+    Approval {
+        id: String,
+        decision: Decision,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -149,9 +162,35 @@ async fn accept(
     }
     // Messages up to this are read and refused with an error frame when
     // past the body limit; a bigger one ends the connection unread.
-    let hard_cap = state.settings().body_limit.saturating_mul(4).max(1 << 20);
+    let hard_cap = state
+        .settings()
+        .body_limit
+        .saturating_mul(4)
+        .max(1 << 20)
+        .max(image_allowance::read_limit(state.settings()));
     upgrade = upgrade.max_message_size(hard_cap).max_frame_size(hard_cap);
     Ok(upgrade.on_upgrade(move |socket| serve(socket, state, token, conversation)))
+}
+
+/// A client frame, or why it is refused. One within the body limit is
+/// parsed as it is; a longer one only when its images' `data:` URLs make up
+/// the difference (see [`crate::image_allowance`]), and refused unparsed
+/// past the limits together.
+fn parse_frame(
+    settings: &cairn_core::config::GatewayConfig,
+    text: &str,
+) -> Result<Result<ClientFrame, serde_json::Error>, String> {
+    if text.len() <= settings.body_limit {
+        return Ok(serde_json::from_str(text));
+    }
+    // Parsed only within both limits together, to see what its images make up.
+    let value = (text.len() <= image_allowance::read_limit(settings))
+        .then(|| serde_json::from_str::<serde_json::Value>(text).ok())
+        .flatten();
+    let images = value.as_ref().map_or(0, image_allowance::in_frame);
+    image_allowance::check(settings, "message", text.len(), images)
+        .map_err(|why| format!("{why}; it was not sent to the agent"))?;
+    Ok(value.map_or_else(|| serde_json::from_str(text), serde_json::from_value))
 }
 
 fn valid_conversation(id: &str) -> bool {
@@ -330,25 +369,39 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
                     last_heard = tokio::time::Instant::now();
                 }
                 match frame {
-                Some(Ok(Message::Text(text))) if text.len() > state.settings().body_limit => {
-                    // Refused before it is parsed: never reaches the agent or the store.
-                    let _ = out.send(error_frame(&format!(
-                        "the message is {} bytes, more than the limit of {} (gateway.body_limit_bytes); it was not sent to the agent",
-                        text.len(),
-                        state.settings().body_limit
-                    )));
-                }
                 Some(Ok(Message::Text(text))) => {
-                    match serde_json::from_str::<ClientFrame>(text.as_str()) {
-                        Ok(ClientFrame::Message { content }) => {
-                            let inbound = Inbound {
+                    let frame = match parse_frame(state.settings(), text.as_str()) {
+                        Ok(frame) => frame,
+                        Err(refusal) => {
+                            // Never reaches the agent or the store.
+                            let _ = out.send(error_frame(&refusal));
+                            continue;
+                        }
+                    };
+                    match frame {
+                        Ok(ClientFrame::Message { content, images }) => {
+                            let mut inbound = Inbound {
                                 user_id: state.user_id().to_string(),
                                 channel: channel.clone(),
                                 thread: None,
                                 text: content,
+                                images: Vec::new(),
                             };
                             let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
                             turns.spawn(async move {
+                                for (i, url) in images.iter().enumerate() {
+                                    if !url.trim_start().starts_with("data:") {
+                                        sink.send(error_frame(&format!("images[{i}]: send images as data: URLs")));
+                                        return;
+                                    }
+                                    match chat.image_from_url(url).await {
+                                        Ok(part) => inbound.images.push(part),
+                                        Err(e) => {
+                                            sink.send(error_frame(&format!("images[{i}]: {e}")));
+                                            return;
+                                        }
+                                    }
+                                }
                                 let reply = chat.handle(inbound, sink.as_ref()).await;
                                 sink.send(reply_frame(reply));
                             });

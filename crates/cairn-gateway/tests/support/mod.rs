@@ -69,6 +69,8 @@ pub fn settings() -> GatewayConfig {
         port: 0,
         allow_public_bind: false,
         body_limit: 64 * 1024,
+        // Room for the images tests send; small enough that a 4 MiB message is far past it.
+        image_limit: 1024 * 1024,
         request_timeout: Duration::from_secs(30),
         metrics_public: false,
         trust_forwarded_for: false,
@@ -217,22 +219,32 @@ impl TestGateway {
             20,
             Duration::from_secs(3600),
         ));
-        let chat = Arc::new(ChatService::new(
-            sessions,
-            agent,
-            ChatSettings {
-                agent_name: "test".into(),
-                workspace: workspace.path().to_path_buf(),
-                timezone: chrono_tz::UTC,
-                runtime: RuntimeInfo {
-                    host: "h".into(),
-                    os: "o".into(),
+        let chat = Arc::new(
+            ChatService::new(
+                sessions,
+                agent,
+                ChatSettings {
+                    agent_name: "test".into(),
+                    workspace: workspace.path().to_path_buf(),
+                    timezone: chrono_tz::UTC,
+                    runtime: RuntimeInfo {
+                        host: "h".into(),
+                        os: "o".into(),
+                    },
+                    tool_limits: Default::default(),
+                    approval_timeout,
+                    skill_paths: Vec::new(),
                 },
-                tool_limits: Default::default(),
-                approval_timeout,
-                skill_paths: Vec::new(),
-            },
-        ));
+            )
+            // Image URLs: loopback allowed for local test servers, other private ranges refused.
+            .with_net(Arc::new(
+                cairn_agent::tools::net::NetClient::new(cairn_agent::tools::http::HttpConfig {
+                    allowed_private_networks: vec!["127.0.0.1".into()],
+                    ..Default::default()
+                })
+                .unwrap(),
+            )),
+        );
 
         let notifier = Notifier::new(
             store.clone(),

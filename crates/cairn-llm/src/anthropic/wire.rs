@@ -31,7 +31,7 @@ pub(crate) fn request_body(
     for message in &request.messages {
         let (role, blocks) = match message.role {
             Role::System => continue,
-            Role::User => ("user", text_block(&message.content).into_iter().collect()),
+            Role::User => ("user", user_blocks(message)),
             Role::Assistant => ("assistant", assistant_blocks(message)),
             Role::Tool => ("user", vec![tool_result_block(message)]),
         };
@@ -77,6 +77,24 @@ pub(crate) fn request_body(
 fn text_block(text: &str) -> Option<Value> {
     // The API rejects empty text blocks.
     (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
+}
+
+/// A user message's blocks: its images first (Anthropic's advice for image
+/// questions), then its text.
+fn user_blocks(message: &ChatMessage) -> Vec<Value> {
+    let mut blocks: Vec<Value> = message
+        .images
+        .iter()
+        .filter_map(|image| {
+            let data = crate::images::base64_of(image)?;
+            Some(json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.media_type, "data": data},
+            }))
+        })
+        .collect();
+    blocks.extend(text_block(&message.content));
+    blocks
 }
 
 fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {

@@ -58,7 +58,10 @@ pub(crate) fn request_body(
 fn message_json(message: &ChatMessage) -> Value {
     match message.role {
         Role::System => json!({"role": "system", "content": message.content}),
-        Role::User => json!({"role": "user", "content": message.content}),
+        Role::User if message.images.is_empty() => {
+            json!({"role": "user", "content": message.content})
+        }
+        Role::User => json!({"role": "user", "content": user_parts(message)}),
         Role::Assistant if message.tool_calls.is_empty() => {
             json!({"role": "assistant", "content": message.content})
         }
@@ -80,6 +83,22 @@ fn message_json(message: &ChatMessage) -> Value {
             "content": message.content,
         }),
     }
+}
+
+/// A user message with images as content parts: the text (when any), then
+/// one `image_url` part per image, carried as a `data:` URL.
+fn user_parts(message: &ChatMessage) -> Vec<Value> {
+    let mut parts = Vec::new();
+    if !message.content.is_empty() {
+        parts.push(json!({"type": "text", "text": message.content}));
+    }
+    for image in &message.images {
+        if let Some(data) = crate::images::base64_of(image) {
+            let url = format!("data:{};base64,{data}", image.media_type);
+            parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+        }
+    }
+    parts
 }
 
 fn tool_call_json(call: &ToolCall) -> Value {

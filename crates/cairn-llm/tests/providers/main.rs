@@ -6,6 +6,7 @@ mod basic;
 mod embeddings;
 mod errors;
 mod failover_cost;
+mod images;
 mod models;
 mod offspec;
 mod text_tools;

@@ -61,6 +61,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_permissions(config));
             checks.push(check_zone(config));
             checks.push(check_llm(config));
+            checks.push(check_routing(config));
             checks.push(check_tools(config));
             checks.push(check_hooks(config));
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
@@ -77,6 +78,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "signal",
                 "timezone",
                 "llm",
+                "routing",
                 "tools",
                 "hooks",
                 "skills",
@@ -283,6 +285,34 @@ fn check_llm(config: &Config) -> Check {
             ),
         ),
         Err(e) => check("llm", Status::Fail, format!("{e:#}")),
+    }
+}
+
+/// Every rule's hint has a route, every route's provider is configured,
+/// every pattern compiles.
+fn check_routing(config: &Config) -> Check {
+    if config.routing.is_none() {
+        return check(
+            "routing",
+            Status::Ok,
+            "no [routing]: every turn uses the default model",
+        );
+    }
+    let checked =
+        crate::wiring::llm_settings(config).and_then(|llm| crate::routing::check(config, &llm));
+    match checked {
+        Err(e) => check("routing", Status::Fail, format!("{e:#}")),
+        Ok(c) if !c.errors.is_empty() => check("routing", Status::Fail, c.errors.join("\n")),
+        Ok(c) if !c.warnings.is_empty() => check("routing", Status::Warn, c.warnings.join("\n")),
+        Ok(c) => check(
+            "routing",
+            Status::Ok,
+            format!(
+                "{} rule(s), {} route(s)",
+                c.config.rules.len(),
+                c.config.models.len()
+            ),
+        ),
     }
 }
 

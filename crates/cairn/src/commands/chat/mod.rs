@@ -112,12 +112,53 @@ fn inbound(config: &Config, text: &str) -> Inbound {
         channel: CHANNEL.to_string(),
         thread: None,
         text: text.to_string(),
+        images: Vec::new(),
     }
 }
 
 /// Handles a message; Ctrl-C while it runs interrupts the turn.
 async fn handle(config: &Config, service: &ChatService, sink: &TerminalSink, text: &str) -> Reply {
-    let work = service.handle(inbound(config, text), sink);
+    send(config, service, sink, inbound(config, text)).await
+}
+
+/// Reads `--image` files (bounded before reading) and stores them with the message.
+async fn with_images(
+    service: &ChatService,
+    mut message: Inbound,
+    files: &[std::path::PathBuf],
+) -> anyhow::Result<Inbound> {
+    for file in files {
+        let size = tokio::fs::metadata(file)
+            .await
+            .map_err(|e| BadInput(format!("--image {}: {e}", file.display())))?
+            .len();
+        if size > cairn_core::image::MAX_IMAGE_BYTES as u64 {
+            return Err(BadInput(format!(
+                "--image {}: {size} bytes; at most {} are accepted",
+                file.display(),
+                cairn_core::image::MAX_IMAGE_BYTES
+            ))
+            .into());
+        }
+        let bytes = tokio::fs::read(file)
+            .await
+            .map_err(|e| BadInput(format!("--image {}: {e}", file.display())))?;
+        service
+            .attach_image(&mut message, bytes)
+            .await
+            .map_err(|e| BadInput(format!("--image {}: {e}", file.display())))?;
+    }
+    Ok(message)
+}
+
+/// Handles an inbound message; Ctrl-C while it runs interrupts the turn.
+async fn send(
+    config: &Config,
+    service: &ChatService,
+    sink: &TerminalSink,
+    message: Inbound,
+) -> Reply {
+    let work = service.handle(message, sink);
     tokio::pin!(work);
     loop {
         tokio::select! {
@@ -147,13 +188,16 @@ async fn one_shot(
         ApprovalMode::Decline
     };
     let sink = TerminalSink::new(reader, approvals, false, false);
-    match handle(config, service, &sink, message).await {
+    let message = with_images(service, inbound(config, message), &args.image).await?;
+    match send(config, service, &sink, message).await {
         Reply::Answer(report) if json => {
             let out = json!({
                 "response": report.response,
                 "tool_calls": report.tool_calls,
                 "usage": report.usage,
                 "thread_id": report.thread_id,
+                "model": report.model,
+                "route": report.route,
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
