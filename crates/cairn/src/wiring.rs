@@ -228,13 +228,14 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
     let mut fallbacks = Vec::new();
     if let Some(sec) = &llm.fallbacks {
         let entries: Vec<Fallback> = section(config, "llm.fallbacks", sec)?;
-        for f in entries {
+        for (i, f) in entries.into_iter().enumerate() {
             let mut settings = base(&f.provider, &f.model)?;
             if let Some(url) = f.base_url {
                 settings = settings.with_base_url(url);
             }
             if let Some(key) = f.api_key {
-                settings.api_key = Some(key);
+                let field = format!("llm.fallbacks[{i}].api_key");
+                settings.api_key = Some(expand_secret(config, &key, &field, sec.line)?);
             }
             fallbacks.push(settings);
         }
@@ -261,22 +262,33 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
     Ok(tools)
 }
 
-/// `tools.web_search.api_key = "${VAR}"` read from the environment, as
-/// every secret in config.toml may be.
+/// `tools.web_search.api_key = "${VAR}"` read from the environment.
 fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result<()> {
     let Some(key) = tools.web_search.as_mut().and_then(|s| s.api_key.as_mut()) else {
         return Ok(());
     };
+    let line = config.tools.as_ref().map_or(0, |s| s.line);
+    *key = expand_secret(config, key, "tools.web_search.api_key", line)?;
+    Ok(())
+}
+
+/// A secret of config.toml with its `${VAR}`s read from the environment, as
+/// every secret there may be written; an unset variable is bad input naming
+/// the file, line and key.
+fn expand_secret(
+    config: &Config,
+    key: &SecretString,
+    field: &str,
+    line: usize,
+) -> anyhow::Result<SecretString> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
         BadInput(format!(
-            "{}:{}: tools.web_search.api_key: environment variable {var} is not set",
-            config_file(config),
-            config.tools.as_ref().map_or(0, |s| s.line)
+            "{}:{line}: {field}: environment variable {var} is not set",
+            config_file(config)
         ))
     })?;
-    *key = SecretString::from(expanded);
-    Ok(())
+    Ok(SecretString::from(expanded))
 }
 
 /// The `[tools]` table as written, with cairn's own secrets added (no checks).

@@ -409,6 +409,51 @@ fn web_search_reads_its_key_from_the_environment() {
 }
 
 #[test]
+fn a_fallback_key_is_read_from_the_environment() {
+    let env = Env::new("openai");
+    let other = FakeLlmServer::start_on_thread().unwrap();
+    env.config(&format!(
+        r#"
+[[llm.fallbacks]]
+provider = "anthropic"
+model = "claude-haiku"
+base_url = "{}"
+api_key = "${{FALLBACK_TEST_KEY}}"
+
+[[routing.rules]]
+hint = "reasoning"
+keywords = ["prove"]
+
+[routing.models.reasoning]
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+"#,
+        other.base_url_anthropic()
+    ));
+    other.push(Scripted::text("Proof."));
+    env.cairn()
+        .env("FALLBACK_TEST_KEY", "sk-ant-from-env")
+        .args(["chat", "-m", "prove it"])
+        .assert()
+        .success()
+        .stdout("Proof.\n");
+    let sent = &other.requests()[0];
+    assert_eq!(
+        sent.headers.get("x-api-key").map(String::as_str),
+        Some("sk-ant-from-env")
+    );
+
+    // An unset variable stops start-up, naming it and the key.
+    env.cairn()
+        .args(["chat", "-m", "prove it again"])
+        .assert()
+        .failure()
+        .stderr(contains(
+            "llm.fallbacks[0].api_key: environment variable FALLBACK_TEST_KEY is not set",
+        ));
+}
+
+#[test]
 fn a_route_on_the_main_provider_is_priced_by_its_model() {
     let env = Env::new("openai");
     env.config(
