@@ -1,0 +1,341 @@
+//! Turning the configuration into running parts: LLM providers, tools and
+//! policy, the agent loop, sessions and the chat service. One place, so
+//! `chat`, `job`, the daemon and `doctor` build things the same way.
+//!
+//! Split by part: [`llm`] (providers, embeddings), [`tools`] (tool policy,
+//! sandbox, MCP, hooks), [`automation`] (notifications, routines, the
+//! engine), [`memory`]; this file assembles the runtime and chat service.
+
+mod automation;
+mod llm;
+mod memory;
+mod tools;
+
+pub use automation::*;
+pub use llm::*;
+pub use memory::*;
+pub use tools::*;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::jobs::{JobScheduler, JobsConfig};
+use cairn_agent::memory::MemoryService;
+use cairn_agent::memory::tools::memory_tools;
+use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
+use cairn_agent::repair::{RepairNotifier, ToolHealth};
+use cairn_agent::session::SessionManager;
+use cairn_agent::tools::{ToolContext, ToolsConfig};
+use cairn_agent::{AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry};
+use cairn_automation::notify::{Notifier, owner_id};
+use cairn_automation::primitives::RunnerLink;
+use cairn_automation::primitives::background::BackgroundTasks;
+use cairn_automation::primitives::parallel::RunParallelTool;
+use cairn_automation::primitives::schedule::schedule_tools;
+use cairn_automation::primitives::send::SendNotificationTool;
+use cairn_automation::primitives::watch::Watchers;
+use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::ops_tools::routine_ops_tools;
+use cairn_automation::routines::tools::routine_tools;
+use cairn_core::clock::{Clock, SystemClock};
+use cairn_core::config::{Config, Section};
+use cairn_llm::{Providers, build_providers};
+use cairn_mcp::McpClients;
+use cairn_store::Store;
+
+use crate::exit::BadInput;
+
+/// How often idle sessions are looked for.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Deserializes a free-form config table, naming the file, line and key on error.
+pub fn section<T: serde::de::DeserializeOwned>(
+    config: &Config,
+    key: &str,
+    section: &Section,
+) -> anyhow::Result<T> {
+    serde_json::from_value(section.value.clone()).map_err(|e| {
+        BadInput(format!(
+            "{}:{}: {key}: {e}",
+            config_file(config),
+            section.line
+        ))
+        .into()
+    })
+}
+
+/// The config file's path as errors name it (empty when there is none).
+pub(super) fn config_file(config: &Config) -> String {
+    config
+        .settings
+        .file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Problems of a free-form table as one bad-input error, each line
+/// prefixed with the file and the table's line.
+pub(super) fn located(
+    config: &Config,
+    section: Option<&Section>,
+    problems: &[String],
+) -> anyhow::Error {
+    let file = config
+        .settings
+        .file
+        .as_ref()
+        .map(|p| format!("{}:{}: ", p.display(), section.map_or(0, |s| s.line)))
+        .unwrap_or_default();
+    let lines: Vec<String> = problems.iter().map(|e| format!("{file}{e}")).collect();
+    BadInput(lines.join("\n")).into()
+}
+
+/// Self-repair's notifications through the notifications router.
+struct RouterNotifier(Notifier, Arc<dyn Clock>);
+
+#[async_trait::async_trait]
+impl RepairNotifier for RouterNotifier {
+    async fn notify(&self, notification: cairn_core::notification::NewNotification) {
+        if let Err(error) = self.0.send(notification, self.1.now()).await {
+            tracing::warn!(%error, "could not record a self-repair notification");
+        }
+    }
+}
+
+/// The running parts shared by every front end of one process.
+pub struct Runtime {
+    /// The database.
+    pub store: Store,
+    /// The main and cheap providers, both behind the cost guard.
+    pub providers: Providers,
+    /// The `[tools]` configuration.
+    pub tools: ToolsConfig,
+    /// The agent loop over the main provider.
+    pub agent: AgentLoop,
+    /// Background jobs (started; shut it down before exit).
+    pub jobs: Arc<JobScheduler>,
+    /// Reaches the routine engine once attached: chat messages fire event
+    /// routines, the `routine_fire` tool fires routines.
+    pub link: Arc<EngineLink>,
+    /// This process's background tasks (`background_run`); started.
+    pub background: Arc<BackgroundTasks>,
+    /// The notification router every part of this runtime sends through
+    /// (one instance, so a reload reaches them all).
+    pub notifier: Notifier,
+    /// The owner's memory (recall before turns, the memory tools).
+    pub memory: Arc<MemoryService>,
+    /// The MCP servers whose tools the agent has (started as configured).
+    pub mcp: Arc<McpClients>,
+    /// Routes chat turns by the class of the message (`[routing]`).
+    pub router: Option<Arc<cairn_agent::routing::ModelRouter>>,
+}
+
+/// Builds and starts everything over an open store.
+pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let guard = Arc::new(
+        CostGuard::load(store.clone(), &config.cost, Arc::clone(&clock))
+            .await
+            .context("cannot load the cost guard's state")?,
+    );
+    // The guard wraps the outermost provider, so one logical call counts once
+    // whatever retries and failover happen inside.
+    let llm = llm_settings(config)?;
+    let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
+    let providers = Providers {
+        main: Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))),
+        cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
+    };
+    let model_router = crate::routing::router(config, &llm, &providers.main, &guard)?.map(Arc::new);
+    let tools = tools_config(config)?;
+    install_sandbox(&tools);
+    let link = EngineLink::new();
+    let mut hooks = HookRegistry::new();
+    hooks.register(link.clone());
+    let user_hooks = user_hooks(config, &tools)?;
+    if !user_hooks.is_empty() {
+        hooks.register(Arc::new(user_hooks));
+    }
+    let mut extra = routine_tools(
+        store.clone(),
+        link.clone(),
+        config.user.id.clone(),
+        config.user.timezone,
+        Arc::clone(&clock),
+    );
+    extra.extend(routine_ops_tools(
+        routine_service(config, &store, Arc::clone(&clock)).with_wake(link.clone()),
+    ));
+    // The execution primitives run other tools through the runner, which
+    // holds them: they reach it through a link attached once it is built.
+    let runner_link = RunnerLink::new();
+    let background = BackgroundTasks::new(
+        store.clone(),
+        Arc::clone(&runner_link),
+        Arc::clone(&clock),
+        owner_id(),
+    );
+    extra.push(Arc::new(RunParallelTool::new(Arc::clone(&runner_link))));
+    extra.extend(background.tools());
+    let router = notifier(config, &store)?;
+    extra.extend(schedule_tools(
+        store.clone(),
+        Arc::clone(&runner_link),
+        router.clone(),
+        config.user.id.clone(),
+        config.user.timezone,
+        Arc::clone(&clock),
+    ));
+    extra.push(Arc::new(SendNotificationTool::new(
+        router.clone(),
+        config.user.id.clone(),
+    )));
+    // Watchers are routines: the engine runs their checks.
+    extra.extend(
+        Watchers::new(
+            store.clone(),
+            Arc::clone(&clock),
+            config.user.id.clone(),
+            Arc::clone(&runner_link),
+        )
+        .tools(),
+    );
+    let memory = memory_service(config, &store).await?;
+    extra.extend(memory_tools(Arc::clone(&memory)));
+    let mcp = mcp_clients(config, Some(&store)).await?;
+    let agent = agent_loop(config, &providers, &tools, hooks, extra, Some(&mcp))?;
+    runner_link.attach(agent.runner());
+    // Self-repair (issue 13): tool health shared through the store, its
+    // notifications through the router.
+    let repair_notifier: Arc<dyn RepairNotifier> =
+        Arc::new(RouterNotifier(router.clone(), Arc::clone(&clock)));
+    agent.runner().attach_health(Arc::new(ToolHealth::new(
+        store.clone(),
+        config.repair.tool_failure_limit,
+        Arc::clone(&repair_notifier),
+        Arc::clone(&clock),
+        config.user.id.clone(),
+    )));
+    let reaped = background
+        .start()
+        .await
+        .context("cannot reap the background tasks of stopped processes")?;
+    if !reaped.is_empty() {
+        tracing::info!(tasks = ?reaped, "background tasks of a stopped process marked failed (interrupted)");
+    }
+    // The home first, private, when the workspace is its first content.
+    let home = config.home().to_path_buf();
+    tokio::task::spawn_blocking(move || crate::home::create(&home))
+        .await
+        .context("the home task failed")?
+        .with_context(|| format!("cannot create {}", config.home().display()))?;
+    tokio::fs::create_dir_all(&config.workspace)
+        .await
+        .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
+    // Stdio servers start in the workspace by default.
+    mcp.start();
+
+    let base_ctx = ToolContext::new(&config.workspace, "jobs")
+        .with_timezone(config.user.timezone)
+        .with_clock(Arc::clone(&clock))
+        .with_limits(tools.limits.clone());
+    let mut jobs_config = JobsConfig::from_agent(&config.agent);
+    jobs_config.stuck_after = config.repair.stuck_after;
+    jobs_config.max_repair_attempts = config.repair.max_attempts;
+    jobs_config.system_prompt = build_system_prompt(&PromptContext {
+        agent_name: config.agent.name.clone(),
+        workspace: config.workspace.clone(),
+        timezone: config.user.timezone,
+        now: clock.now(),
+        model: providers.main.model().to_string(),
+        tools: agent.runner().definitions(),
+        more_tools: agent.runner().on_demand_listing(),
+        runtime: RuntimeInfo::detect(),
+        skill_paths: config.skills.paths.clone(),
+    })
+    .await;
+    let jobs = JobScheduler::builder(
+        store.clone(),
+        Arc::clone(&providers.main),
+        Arc::clone(agent.runner()),
+        base_ctx,
+    )
+    .config(jobs_config)
+    .notifier(repair_notifier)
+    .build();
+    jobs.start()
+        .await
+        .context("cannot start the job scheduler")?;
+    Ok(Runtime {
+        store,
+        providers,
+        tools,
+        agent,
+        jobs: Arc::new(jobs),
+        link,
+        background,
+        notifier: router,
+        memory,
+        mcp,
+        router: model_router,
+    })
+}
+
+/// Everything a chat channel needs; idle sessions are pruned every 10 minutes.
+pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
+    let service = chat_service_unpruned(config, rt);
+    // Runs until the process ends; pruning skips a session that is busy.
+    drop(service.spawn_pruner(PRUNE_EVERY));
+    service
+}
+
+/// [`chat_service`] without its pruning task, for `cairn daemon`, whose
+/// supervisor runs the pruning (every [`PRUNE_EVERY`]) as a component.
+pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> {
+    let sessions = Arc::new(SessionManager::new(
+        rt.store.clone(),
+        Arc::new(SystemClock),
+        config.agent.undo_depth as usize,
+        config.agent.session_idle,
+    ));
+    let monitor = ContextMonitor::for_model(
+        config.llm.context_limit as usize,
+        rt.providers.main.context_window(),
+    );
+    let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
+        .with_monitor(monitor)
+        .with_time_zone(config.user.timezone)
+        .with_memory(Arc::clone(&rt.memory));
+    let service = ChatService::new(
+        sessions,
+        rt.agent.clone(),
+        ChatSettings {
+            agent_name: config.agent.name.clone(),
+            workspace: config.workspace.clone(),
+            timezone: config.user.timezone,
+            runtime: RuntimeInfo::detect(),
+            tool_limits: rt.tools.limits.clone(),
+            approval_timeout: config.agent.approval_timeout,
+            skill_paths: config.skills.paths.clone(),
+        },
+    )
+    .with_compactor(Arc::new(compactor))
+    .with_jobs(Arc::clone(&rt.jobs))
+    .with_memory(Arc::clone(&rt.memory));
+    let service = match &rt.router {
+        Some(router) => service.with_router(Arc::clone(router)),
+        None => service,
+    };
+    // Image URLs (`/v1`) are fetched under the model's network rules.
+    let service = match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
+        Ok(net) => service.with_net(Arc::new(net)),
+        Err(e) => {
+            tracing::warn!(error = %e, "image URLs cannot be fetched");
+            service
+        }
+    };
+    Arc::new(service)
+}

@@ -1,0 +1,222 @@
+//! The tool registry, its policy and sandbox, MCP servers and user hooks.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use cairn_agent::hooks::command::{UserHooks, parse_hooks};
+use cairn_agent::policy::{AutonomyLevel, PolicyDecision};
+use cairn_agent::sandbox::Sandbox;
+use cairn_agent::tools::{RiskLevel, Tool, ToolsConfig, builtin_registry};
+use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolRunner};
+use cairn_core::config::Config;
+use cairn_llm::Providers;
+use cairn_mcp::{McpClients, ServerSpec, Supervision};
+use cairn_store::Store;
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{config_file, located, section};
+use crate::exit::BadInput;
+
+/// The `[[mcp.servers]]` entries, checked, `${VAR}` expanded (nothing started).
+pub fn mcp_specs(config: &Config) -> anyhow::Result<Vec<ServerSpec>> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let section = config.mcp_servers.as_ref();
+    cairn_mcp::parse_servers(section.map(|s| &s.value), &env).map_err(|problems| {
+        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        located(config, section, &lines)
+    })
+}
+
+/// The configured MCP servers, not started, each with its tool list
+/// remembered in `store` (when given); installs the host sandbox, which
+/// starts the servers that set `sandbox = true`.
+pub async fn mcp_clients(
+    config: &Config,
+    store: Option<&Store>,
+) -> anyhow::Result<Arc<McpClients>> {
+    let specs = mcp_specs(config)?;
+    install_sandbox(&parse_tools(config)?);
+    let workspace = config.workspace.clone();
+    Ok(Arc::new(
+        McpClients::new(specs, workspace, store.cloned(), Supervision::default()).await,
+    ))
+}
+
+/// The `[tools]` table, with cairn's own secrets added to the forbidden
+/// paths and kept from sandboxed commands; refused when it lets `shell` run
+/// unapproved where commands cannot be confined (see [`check_unattended_shell`]).
+pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
+    let tools = parse_tools(config)?;
+    check_unattended_shell(config, &tools)?;
+    Ok(tools)
+}
+
+/// `tools.web_search.api_key = "${VAR}"` read from the environment.
+fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result<()> {
+    let Some(key) = tools.web_search.as_mut().and_then(|s| s.api_key.as_mut()) else {
+        return Ok(());
+    };
+    let line = config.tools.as_ref().map_or(0, |s| s.line);
+    *key = expand_secret(config, key, "tools.web_search.api_key", line)?;
+    Ok(())
+}
+
+/// A secret of config.toml with its `${VAR}`s read from the environment, as
+/// every secret there may be written; an unset variable is bad input naming
+/// the file, line and key.
+pub(super) fn expand_secret(
+    config: &Config,
+    key: &SecretString,
+    field: &str,
+    line: usize,
+) -> anyhow::Result<SecretString> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
+        BadInput(format!(
+            "{}:{line}: {field}: environment variable {var} is not set",
+            config_file(config)
+        ))
+    })?;
+    Ok(SecretString::from(expanded))
+}
+
+/// The `[tools]` table as written, with cairn's own secrets added (no checks).
+pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
+    let mut tools: ToolsConfig = match &config.tools {
+        Some(sec) => section(config, "tools", sec)?,
+        None => ToolsConfig::default(),
+    };
+    expand_search_key(config, &mut tools)?;
+    let home = config.home();
+    let mut private = vec![
+        crate::settings::config_path(home).display().to_string(),
+        home.join("history.txt").display().to_string(),
+    ];
+    let db = config.database_url.expose_secret();
+    if let Some(path) = db.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or(path);
+        private.extend([
+            path.to_string(),
+            format!("{path}-wal"),
+            format!("{path}-shm"),
+        ]);
+    }
+    // The home as a whole is what a sandboxed command must never read (the
+    // workspace inside it is granted on its own).
+    tools.shell.protected_paths.push(home.to_path_buf());
+    // Skills outside the workspace are read with file_read, never written.
+    tools.files.read_only_roots.clone_from(&config.skills.paths);
+    for path in private {
+        tools.shell.protected_paths.push(path.clone().into());
+        if !tools.shell.forbidden_paths.contains(&path) {
+            tools.shell.forbidden_paths.push(path.clone());
+        }
+        if !tools.files.forbidden_paths.contains(&path) {
+            tools.files.forbidden_paths.push(path);
+        }
+    }
+    Ok(tools)
+}
+
+/// Refuses a policy that runs `shell` without asking (autonomy `full`, an
+/// `allow` rule) where Landlock cannot confine it, unless the owner set
+/// `tools.shell.allow_unconfined`. Checked when the configuration is loaded;
+/// routines whose `allowed_tools` list `shell` are checked when defined and
+/// when run (cairn-automation's `define::prepare` and `AgentActions`).
+fn check_unattended_shell(config: &Config, tools: &ToolsConfig) -> anyhow::Result<()> {
+    let gate = PolicyGate::new(&tools.policy);
+    if gate.decide("shell", RiskLevel::Dangerous, "") != PolicyDecision::Allow {
+        return Ok(());
+    }
+    let what = if tools.policy.autonomy == AutonomyLevel::Full {
+        "tools.policy.autonomy = \"full\""
+    } else {
+        "a tools.policy.allow rule matching `shell`"
+    };
+    match Sandbox::new(tools.shell.sandbox_settings()).unattended_refusal(what) {
+        None => Ok(()),
+        Some(why) => {
+            let at = match (&config.settings.file, &config.tools) {
+                (Some(file), Some(sec)) => format!("{}:{}: ", file.display(), sec.line),
+                (Some(file), None) => format!("{}: ", file.display()),
+                _ => String::new(),
+            };
+            Err(BadInput(format!("{at}{why}")).into())
+        }
+    }
+}
+
+/// The sandbox the agent's processes start in, made this process's host
+/// sandbox (what routine checks consult). Cheap: the kernel is probed once.
+pub fn install_sandbox(tools: &ToolsConfig) -> Arc<Sandbox> {
+    let sandbox = Arc::new(Sandbox::new(tools.shell.sandbox_settings()));
+    cairn_agent::sandbox::install(Arc::clone(&sandbox));
+    sandbox
+}
+
+/// The agent loop over the main provider and the configured tools.
+pub fn agent_loop(
+    config: &Config,
+    providers: &Providers,
+    tools: &ToolsConfig,
+    hooks: HookRegistry,
+    extra_tools: Vec<Arc<dyn Tool>>,
+    mcp: Option<&McpClients>,
+) -> anyhow::Result<AgentLoop> {
+    Ok(AgentLoop::new(
+        Arc::clone(&providers.main),
+        tool_runner(tools, extra_tools, mcp)?,
+        Arc::new(hooks),
+        LoopConfig {
+            max_iterations: config.agent.max_iterations,
+            ..LoopConfig::default()
+        },
+    ))
+}
+
+/// The built-in tools, `extra` (automation's) and the MCP servers' behind
+/// the configured policy (with the servers' `allow` and `deny` as rules).
+pub fn tool_runner(
+    tools: &ToolsConfig,
+    extra: Vec<Arc<dyn Tool>>,
+    mcp: Option<&McpClients>,
+) -> anyhow::Result<Arc<ToolRunner>> {
+    let mut registry = builtin_registry(tools).context("cannot set up the tools")?;
+    let mut policy = tools.policy.clone();
+    let mut extra = extra;
+    if let Some(mcp) = mcp {
+        registry.register_source(mcp.source());
+        extra.extend(mcp.tools());
+        let (allow, deny) = mcp.policy_rules();
+        policy.allow.extend(allow);
+        policy.deny.extend(deny);
+    }
+    for tool in extra {
+        registry
+            .register(tool)
+            .context("cannot register the automation tools")?;
+    }
+    // Requests carry the built-ins' schemas; the others load on demand.
+    registry
+        .enable_schema_tool()
+        .context("cannot register tool_schema")?;
+    let policy = PolicyGate::new(&policy);
+    Ok(Arc::new(ToolRunner::new(
+        Arc::new(registry),
+        Arc::new(policy),
+    )))
+}
+
+/// The `[[hooks]]` commands, run in the workspace under the shell's sandbox.
+pub fn user_hooks(config: &Config, tools: &ToolsConfig) -> anyhow::Result<UserHooks> {
+    let hooks = parse_hooks(config.hooks.as_ref()).map_err(|errors| {
+        let file = config_file(config);
+        let lines: Vec<String> = errors.iter().map(|e| format!("{file}: {e}")).collect();
+        BadInput(lines.join("\n"))
+    })?;
+    Ok(UserHooks::new(
+        hooks,
+        config.workspace.clone(),
+        tools.shell.sandbox_settings(),
+    ))
+}
