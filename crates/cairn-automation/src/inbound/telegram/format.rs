@@ -113,10 +113,7 @@ enum Piece<'a> {
 fn pairs<'a>(text: &'a str, marker: &str) -> Vec<Piece<'a>> {
     let mut out = Vec::new();
     let mut rest = text;
-    loop {
-        let Some(open) = rest.find(marker) else {
-            break;
-        };
+    while let Some(open) = rest.find(marker) {
         let after = &rest[open + marker.len()..];
         match after.find(marker) {
             Some(close) if close > 0 && !after[..close].contains('\n') => {
