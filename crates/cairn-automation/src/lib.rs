@@ -8,6 +8,9 @@
 //! first piece of the routine engine, the event matcher; the engine itself,
 //! watchers and the heartbeat come next and notify through [`notify`].
 //!
+//! [`inbound`] has the front ends that receive messages (a Telegram bot),
+//! one adapter shape for all of them.
+//!
 //! [`primitives`] are the agent's execution primitives (`run_parallel`,
 //! background tasks, `send_notification`).
 //!
@@ -15,6 +18,7 @@
 //! confirmed it (a 2xx, an SMTP 250); nothing that should reach the person is
 //! dropped (guide invariant 9).
 
+pub mod inbound;
 pub mod notify;
 pub mod primitives;
 pub mod routines;

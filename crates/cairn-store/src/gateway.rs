@@ -247,50 +247,13 @@ impl Store {
     ) -> Result<PairOutcome, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
-            // The no-op write locks the counter's row on PostgreSQL, so two
-            // daemons cannot both let a guess through at the limit.
-            sqlx::query(concat!(
-                "UPDATE engine_counters SET value = value WHERE key = '",
-                wrong_codes_key!(),
-                "'"
-            ))
-            .execute(&mut *tx)
-            .await?;
-            let wrong = wrong_codes(&mut tx).await?;
-            if wrong >= u64::from(limit) {
-                return Ok(PairOutcome::Locked);
-            }
-            let spent = sqlx::query(
-                "UPDATE pairing_codes SET used_at = $1
-                 WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1",
-            )
-            .bind(micros(now))
-            .bind(code_hash)
-            .execute(&mut *tx)
-            .await?;
-            if spent.rows_affected() > 0 {
-                let row = insert_token(&mut tx, token, now).await?;
-                tx.commit().await?;
-                return Ok(PairOutcome::Paired(row));
-            }
-            let wrong = wrong + 1;
-            sqlx::query(concat!(
-                "UPDATE engine_counters SET value = $1 WHERE key = '",
-                wrong_codes_key!(),
-                "'"
-            ))
-            .bind(i64::try_from(wrong).unwrap_or(i64::MAX))
-            .execute(&mut *tx)
-            .await?;
-            if wrong >= u64::from(limit) {
-                sqlx::query("DELETE FROM pairing_codes WHERE used_at IS NULL")
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
+                Spent::Yes => PairOutcome::Paired(insert_token(&mut tx, token, now).await?),
+                Spent::Wrong(wrong_codes) => PairOutcome::Wrong { wrong_codes },
+                Spent::Locked => PairOutcome::Locked,
+            };
             tx.commit().await?;
-            Ok(PairOutcome::Wrong {
-                wrong_codes: u32::try_from(wrong).unwrap_or(u32::MAX),
-            })
+            Ok(outcome)
         })
         .await
     }
@@ -311,6 +274,68 @@ impl Store {
         })
         .await
     }
+}
+
+/// What spending a pairing code did, in the caller's transaction.
+pub(crate) enum Spent {
+    /// The code was right and is now spent: record what it buys.
+    Yes,
+    /// The code was wrong; this many wrong codes are counted.
+    Wrong(u32),
+    /// Pairing is locked: no code was compared.
+    Locked,
+}
+
+/// Spends a pairing code in `tx`. A wrong code (unknown, spent or expired)
+/// is counted for the whole database; the `limit`th voids every
+/// outstanding code, and from then on every attempt is [`Spent::Locked`]
+/// until [`Store::create_pairing_code`] makes a new one. Shared by the
+/// gateway's `/pair` and chat channels' `/pair`.
+pub(crate) async fn spend_pairing_code(
+    tx: &mut sqlx::AnyConnection,
+    code_hash: &str,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> Result<Spent, StoreError> {
+    // The no-op write locks the counter's row on PostgreSQL, so two
+    // daemons cannot both let a guess through at the limit.
+    sqlx::query(concat!(
+        "UPDATE engine_counters SET value = value WHERE key = '",
+        wrong_codes_key!(),
+        "'"
+    ))
+    .execute(&mut *tx)
+    .await?;
+    let wrong = wrong_codes(&mut *tx).await?;
+    if wrong >= u64::from(limit) {
+        return Ok(Spent::Locked);
+    }
+    let spent = sqlx::query(
+        "UPDATE pairing_codes SET used_at = $1
+         WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1",
+    )
+    .bind(micros(now))
+    .bind(code_hash)
+    .execute(&mut *tx)
+    .await?;
+    if spent.rows_affected() > 0 {
+        return Ok(Spent::Yes);
+    }
+    let wrong = wrong + 1;
+    sqlx::query(concat!(
+        "UPDATE engine_counters SET value = $1 WHERE key = '",
+        wrong_codes_key!(),
+        "'"
+    ))
+    .bind(i64::try_from(wrong).unwrap_or(i64::MAX))
+    .execute(&mut *tx)
+    .await?;
+    if wrong >= u64::from(limit) {
+        sqlx::query("DELETE FROM pairing_codes WHERE used_at IS NULL")
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(Spent::Wrong(u32::try_from(wrong).unwrap_or(u32::MAX)))
 }
 
 async fn insert_token(

@@ -14,6 +14,7 @@
 
 mod admit;
 mod background;
+mod channels;
 mod codec;
 mod connect;
 mod cost;
@@ -44,6 +45,7 @@ mod waiting;
 
 pub use admit::{Admission, Admitted, OverlapRule, Round, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
+pub use channels::{ChannelPairing, ChannelUser};
 pub use connect::{Backend, Store, sqlite_file};
 pub use daemons::DaemonRecord;
 pub use error::StoreError;

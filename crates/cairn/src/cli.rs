@@ -56,6 +56,9 @@ pub enum Command {
     /// API tokens for the gateway: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Telegram bots that receive messages: allow a user, list the allowed.
+    #[command(subcommand)]
+    Telegram(TelegramCommand),
     /// Whether the daemon runs, and its components' health (from
     /// daemon_state.json, so it answers even when the gateway does not).
     Status,
@@ -217,6 +220,22 @@ pub enum MemoryCommand {
     Reindex,
     /// Archive and purge old memories now, as the daemon does daily.
     Hygiene,
+}
+
+/// `cairn telegram …`
+#[derive(Debug, Subcommand)]
+pub enum TelegramCommand {
+    /// Let a Telegram user talk to the agent (their id is in the reply they got).
+    Allow {
+        /// The Telegram user id.
+        user_id: String,
+        /// The channel's name (`[channels.NAME]`); needed when several
+        /// Telegram channels receive messages.
+        #[arg(long)]
+        channel: Option<String>,
+    },
+    /// The users allowed by `allow` or `/pair` (besides `allowed_users`).
+    List,
 }
 
 /// `cairn token …`

@@ -79,6 +79,14 @@ impl ChannelSpec {
                 if t.bot_token.expose_secret().trim().is_empty() {
                     out.push(("bot_token", "must not be empty".into()));
                 }
+                for id in &t.allowed_users {
+                    if id.parse::<i64>().is_err() {
+                        out.push((
+                            "allowed_users",
+                            format!("\"{id}\" is not a Telegram user id (a number)"),
+                        ));
+                    }
+                }
             }
             ChannelSpec::Ntfy(n) => {
                 url("server", &n.server);

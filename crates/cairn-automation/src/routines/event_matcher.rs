@@ -384,6 +384,8 @@ impl EventMatcher {
     }
 
     /// The routines a message from `channel` with `text` fires, sorted by id.
+    /// A filter names a channel (`telegram:42`) or a kind of channel
+    /// (`telegram` matches every Telegram chat, `ws` every WebSocket).
     pub fn matches(&self, channel: &str, text: &str) -> Vec<Uuid> {
         if self.routines.is_empty() {
             return Vec::new();
@@ -399,7 +401,11 @@ impl EventMatcher {
         let mut ids: Vec<Uuid> = hits
             .into_iter()
             .filter_map(|i| self.routines.get(i))
-            .filter(|(_, filter)| filter.as_deref().is_none_or(|c| c == channel))
+            .filter(|(_, filter)| {
+                filter
+                    .as_deref()
+                    .is_none_or(|c| channel_matches(c, channel))
+            })
             .map(|(id, _)| *id)
             .collect();
         // An id given twice to `build` is still one routine.
@@ -411,5 +417,29 @@ impl EventMatcher {
 impl Default for EventMatcher {
     fn default() -> Self {
         Self::empty()
+    }
+}
+
+/// Whether a routine's channel filter takes a message from `channel`:
+/// the same channel, or the kind before its `:` (`telegram` for `telegram:42`).
+fn channel_matches(filter: &str, channel: &str) -> bool {
+    channel == filter
+        || channel
+            .strip_prefix(filter)
+            .is_some_and(|rest| rest.starts_with(':'))
+}
+
+#[cfg(test)]
+mod channel_tests {
+    use super::channel_matches;
+
+    #[test]
+    fn a_filter_names_a_channel_or_its_kind() {
+        assert!(channel_matches("telegram", "telegram"));
+        assert!(channel_matches("telegram", "telegram:42"));
+        assert!(channel_matches("telegram:42", "telegram:42"));
+        assert!(!channel_matches("telegram:42", "telegram:43"));
+        assert!(!channel_matches("tele", "telegram:42"));
+        assert!(!channel_matches("telegram", "ws:abc"));
     }
 }

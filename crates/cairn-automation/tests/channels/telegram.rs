@@ -127,6 +127,8 @@ async fn the_token_never_appears_in_errors_or_debug() {
         bot_token: TOKEN.into(),
         chat_id: "-1001234".into(),
         api_url: fake.url(""),
+        inbound: false,
+        allowed_users: Vec::new(),
     };
     let debug = format!("{:?}", Telegram::new(&spec, reqwest::Client::new()));
     assert!(!debug.contains(TOKEN), "{debug}");

@@ -137,6 +137,13 @@ pub async fn populate(s: &Store) {
     s.record_tool_failure("shell", "exit 1", Some(5), at(0))
         .await
         .unwrap();
+    s.claim_channel_poll("tg", "proc", at(0), chrono::Duration::seconds(60))
+        .await
+        .unwrap();
+    s.allow_channel_user("tg", "42", "cli", at(0))
+        .await
+        .unwrap();
+    s.note_channel_stranger("tg", "7", at(0)).await.unwrap();
 }
 
 /// Every copied table's rows by column name (backend-only columns left

@@ -67,6 +67,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
+            checks.push(crate::commands::runtime()?.block_on(check_telegram(config)));
             checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
         None => {
@@ -84,6 +85,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "skills",
                 "sandbox",
                 "channels",
+                "telegram",
                 "mcp",
             ] {
                 checks.push(check(
@@ -412,6 +414,37 @@ fn check_channels(config: &Config) -> Check {
         ),
         Err(e) => check("channels", Status::Fail, format!("{e:#}")),
     }
+}
+
+/// Each Telegram bot's token works (`getMe`), with the bot's name: a token
+/// Telegram refuses fails; a Bot API out of reach is a warning.
+async fn check_telegram(config: &Config) -> Check {
+    use cairn_automation::inbound::telegram::api::ApiError;
+    let bots = match crate::commands::telegram::bots(config).await {
+        Ok(bots) if bots.is_empty() => {
+            return check("telegram", Status::Ok, "no Telegram channels configured");
+        }
+        Ok(bots) => bots,
+        Err(e) => return check("telegram", Status::Fail, format!("{e:#}")),
+    };
+    let mut status = Status::Ok;
+    let mut lines = Vec::new();
+    for (name, checked) in bots {
+        lines.push(match checked {
+            Ok(bot) => format!("channels.{name}: the token works: bot {bot}"),
+            Err(e) => {
+                let this = match e {
+                    ApiError::Refused { .. } => Status::Fail,
+                    _ => Status::Warn,
+                };
+                if this == Status::Fail || status == Status::Ok {
+                    status = this;
+                }
+                format!("channels.{name}: {e}")
+            }
+        });
+    }
+    check("telegram", status, lines.join("\n"))
 }
 
 /// Each MCP server answers: connected from here, with its tool count and

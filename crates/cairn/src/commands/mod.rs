@@ -22,6 +22,7 @@ mod schedule;
 mod service;
 mod skill;
 mod status;
+mod telegram;
 mod token;
 mod tool;
 mod version;
@@ -59,6 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(args) => daemon::run(&args),
         Command::Pair => token::pair(),
         Command::Token(command) => token::run(&command, cli.json),
+        Command::Telegram(command) => telegram::run(&command, cli.json),
         Command::Status => status::run(cli.json),
         Command::Service(command) => service::run(&command, cli.json),
         Command::Tool(command) => tool::run(&command, cli.json),

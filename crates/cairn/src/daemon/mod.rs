@@ -188,6 +188,16 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         }
         None => sup.disabled(PRUNING),
     }
+    // Inbound chat channels (a Telegram bot): one component each.
+    if let Some(chat) = &chat {
+        for adapter in wiring::inbound_adapters(&config, &store, chat).await? {
+            let name = format!("channel.{}", adapter.name());
+            sup.spawn(&name, move |cancel| {
+                let adapter = Arc::clone(&adapter);
+                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
+            });
+        }
+    }
     match &automation.runtime {
         Some(rt) => {
             let jobs = Arc::clone(&rt.jobs);

@@ -4,14 +4,16 @@
 //!
 //! Split by part: [`llm`] (providers, embeddings), [`tools`] (tool policy,
 //! sandbox, MCP, hooks), [`automation`] (notifications, routines, the
-//! engine), [`memory`]; this file assembles the runtime and chat service.
+//! engine), [`channels`] (inbound chat channels), [`memory`]; this file assembles the runtime and chat service.
 
 mod automation;
+mod channels;
 mod llm;
 mod memory;
 mod tools;
 
 pub use automation::*;
+pub use channels::*;
 pub use llm::*;
 pub use memory::*;
 pub use tools::*;

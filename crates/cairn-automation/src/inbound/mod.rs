@@ -1,0 +1,259 @@
+//! Front ends that receive messages (a Telegram bot; the next apps the
+//! same way), beside the output channels of [`crate::notify`].
+//!
+//! One shape for all of them: an [`InboundAdapter`] runs under the
+//! daemon's supervisor and turns what its service delivers into
+//! [`Inbound`] messages (each chat its own session, channel
+//! `<kind>:<chat id>`); [`converse`] hands one to the [`ChatService`] and
+//! shows the turn through the adapter's [`Conversation`]: a typing
+//! indicator while it runs, the answer streamed by editing one message at
+//! a bounded rate, then sent whole in parts of the service's size, and
+//! approvals asked with the service's buttons ([`Approvals`] matches the
+//! press to the waiting call). The chat service offers every message to
+//! the event matcher with its channel, so an event routine filtered on
+//! `channel: telegram` fires on Telegram messages.
+//!
+//! Architecture invariant: nothing from a person the adapter does not
+//! allow reaches the [`ChatService`] (nor the LLM or the event matcher).
+
+pub mod telegram;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agent::agent_loop::LoopEvent;
+use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
+use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// A front end that receives messages, run by the daemon's supervisor.
+#[async_trait]
+pub trait InboundAdapter: Send + Sync {
+    /// The configured channel's name (`[channels.NAME]`).
+    fn name(&self) -> &str;
+
+    /// Receives and answers messages until `cancel` fires; an `Err` (the
+    /// service unreachable at start, say) is restarted with backoff.
+    async fn run(&self, cancel: CancellationToken) -> Result<(), String>;
+}
+
+/// A message a [`Conversation`] showed, by the service's id.
+pub type MessageId = i64;
+
+/// One chat on a front end: how a turn is shown there. Texts are plain;
+/// the conversation renders them in the service's markup.
+#[async_trait]
+pub trait Conversation: Send + Sync {
+    /// The most characters one message may hold.
+    fn limit(&self) -> usize;
+
+    /// Sends a message.
+    async fn send(&self, text: &str) -> Result<MessageId, String>;
+
+    /// Replaces a message's text (and any buttons on it).
+    async fn edit(&self, message: MessageId, text: &str) -> Result<(), String>;
+
+    /// Shows that the agent is working.
+    async fn typing(&self);
+
+    /// Asks for an approval with buttons carrying `ticket`.
+    async fn ask(&self, request: &ApprovalRequest, ticket: &str) -> Result<MessageId, String>;
+}
+
+/// Approvals waiting for a button press, by ticket.
+#[derive(Debug, Default, Clone)]
+pub struct Approvals(Arc<Mutex<HashMap<String, oneshot::Sender<ApprovalAnswer>>>>);
+
+impl Approvals {
+    fn wait(&self) -> (String, oneshot::Receiver<ApprovalAnswer>) {
+        let ticket = uuid::Uuid::new_v4().simple().to_string()[..16].to_string();
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(ticket.clone(), tx);
+        (ticket, rx)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalAnswer>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Answers the approval with `ticket`; `false` when none waits
+    /// (answered, expired, or asked by another process).
+    pub fn decide(&self, ticket: &str, answer: ApprovalAnswer) -> bool {
+        match self.lock().remove(ticket) {
+            Some(tx) => tx.send(answer).is_ok(),
+            None => false,
+        }
+    }
+}
+
+/// How a turn is shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// At most one edit of the streamed answer this often.
+    pub edit_every: Duration,
+    /// The typing indicator is renewed this often.
+    pub typing_every: Duration,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        // Telegram allows about one edit a second in a chat; its typing
+        // indicator lasts five seconds.
+        Self {
+            edit_every: Duration::from_secs(1),
+            typing_every: Duration::from_secs(4),
+        }
+    }
+}
+
+/// The turn as a [`ChatSink`]: streamed text collected for the preview,
+/// approvals asked through the conversation.
+struct TurnSink<'a> {
+    conversation: &'a dyn Conversation,
+    approvals: &'a Approvals,
+    timeout: Duration,
+    streamed: Mutex<String>,
+}
+
+impl ChatSink for TurnSink<'_> {
+    fn on_event(&self, event: LoopEvent) {
+        if let LoopEvent::TextDelta(text) = event {
+            self.streamed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&text);
+        }
+    }
+
+    fn streaming(&self) -> bool {
+        true
+    }
+
+    fn approver(&self) -> Option<&dyn Approver> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Approver for TurnSink<'_> {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let (ticket, rx) = self.approvals.wait();
+        let shown = match self.conversation.ask(request, &ticket).await {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::warn!(error = %e, tool = %request.tool, "cannot ask for an approval; declined");
+                self.approvals.decide(&ticket, ApprovalAnswer::No);
+                return ApprovalAnswer::No;
+            }
+        };
+        let answer = tokio::select! {
+            answer = rx => answer.unwrap_or(ApprovalAnswer::No),
+            () = tokio::time::sleep(self.timeout) => {
+                self.approvals.decide(&ticket, ApprovalAnswer::No);
+                ApprovalAnswer::Expired(self.timeout)
+            }
+        };
+        let decision = match answer {
+            ApprovalAnswer::Yes => "✅ Approved",
+            ApprovalAnswer::Always => "✅ Approved (always for this tool)",
+            ApprovalAnswer::No => "❌ Denied",
+            ApprovalAnswer::Expired(_) => "⌛ Not answered in time: declined",
+        };
+        let text = format!("{decision}: {}", request.summary);
+        if let Err(e) = self.conversation.edit(shown, &text).await {
+            tracing::debug!(error = %e, "cannot show the approval's decision");
+        }
+        answer
+    }
+
+    fn person_present(&self) -> bool {
+        true
+    }
+}
+
+/// The text that shows a reply.
+pub fn reply_text(reply: &Reply) -> String {
+    match reply {
+        Reply::Answer(report) => report.response.clone(),
+        Reply::Notice { text } => text.clone(),
+        Reply::Error { text } => format!("⚠️ {text}"),
+        Reply::Dropped { reason } => format!("The message was dropped: {reason}"),
+        Reply::Quit => "Goodbye.".into(),
+    }
+}
+
+/// The first `limit` characters (UTF-16 units) of `text`, cut between characters.
+fn head(text: &str, limit: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        if used + c.len_utf16() > limit {
+            return &text[..at];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
+/// Hands `inbound` to `chat` and shows the turn in `conversation`.
+pub async fn converse(
+    chat: &ChatService,
+    inbound: Inbound,
+    conversation: &dyn Conversation,
+    approvals: &Approvals,
+    pace: Pace,
+) {
+    let sink = TurnSink {
+        conversation,
+        approvals,
+        timeout: chat.approval_timeout(),
+        streamed: Mutex::new(String::new()),
+    };
+    let limit = conversation.limit();
+    let mut preview: Option<(MessageId, String)> = None;
+    let turn = chat.handle(inbound, &sink);
+    tokio::pin!(turn);
+    let mut typing = tokio::time::interval(pace.typing_every);
+    let mut edits = tokio::time::interval(pace.edit_every);
+    edits.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let reply = loop {
+        tokio::select! {
+            reply = &mut turn => break reply,
+            _ = typing.tick() => conversation.typing().await,
+            _ = edits.tick() => {
+                let text = sink.streamed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let shown = head(text.trim(), limit).to_string();
+                if shown.is_empty() || preview.as_ref().is_some_and(|(_, s)| *s == shown) {
+                    continue;
+                }
+                match &preview {
+                    Some((id, _)) => {
+                        if conversation.edit(*id, &shown).await.is_ok() {
+                            preview = Some((*id, shown));
+                        }
+                    }
+                    None => {
+                        if let Ok(id) = conversation.send(&shown).await {
+                            preview = Some((id, shown));
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let parts = telegram::format::split(&reply_text(&reply), limit);
+    let mut parts = parts.iter();
+    if let Some((id, _)) = preview
+        && let Some(first) = parts.next()
+        && let Err(e) = conversation.edit(id, first).await
+    {
+        tracing::warn!(error = %e, "cannot show the answer");
+    }
+    for part in parts {
+        if let Err(e) = conversation.send(part).await {
+            tracing::warn!(error = %e, "cannot send the answer");
+        }
+    }
+}

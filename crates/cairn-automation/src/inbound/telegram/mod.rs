@@ -1,0 +1,620 @@
+//! Inbound Telegram: a `[channels.NAME]` of `type = "telegram"` with
+//! `inbound = true` receives messages by long polling `getUpdates`.
+//!
+//! Of several daemons on one database, the one holding the channel's lease
+//! in the store polls (the others look again every quarter lease and take
+//! over when it lapses); the next update to ask for is kept in the store,
+//! moved past each update as it is taken, so a restart neither repeats nor
+//! loses one. Each chat is its own session (`telegram:<chat id>`). People
+//! not allowed (`allowed_users`, `cairn telegram allow`, `/pair <code>`)
+//! are told once how to be allowed and reach nothing else; in groups the
+//! bot listens only when mentioned or replied to.
+
+pub mod api;
+pub mod format;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agent::chat::{ChatService, Inbound};
+use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
+use cairn_core::clock::Clock;
+use cairn_store::{ChannelPairing, Store};
+use serde_json::json;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use self::api::{ApiError, Bot, BotApi, CallbackQuery, Message};
+use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, converse};
+
+/// The commands registered with `setMyCommands`, as the chat service reads them.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("new", "Start a new thread"),
+    ("undo", "Go back one turn"),
+    ("status", "What the last turn did, and job status"),
+    ("jobs", "List recent jobs"),
+    ("cancel", "Cancel a job: /cancel <id>"),
+    ("help", "What you can type"),
+];
+
+/// Turns a typed pairing code into the hash the store keeps (the
+/// gateway's codes and key, given by the binary).
+pub trait PairingCodes: Send + Sync {
+    /// The code's keyed hash; `None` when it is not the shape of a code.
+    fn hash(&self, typed: &str) -> Option<String>;
+
+    /// Wrong codes, from every client together, that void every code.
+    fn wrong_codes_limit(&self) -> u32;
+}
+
+/// What the adapter needs besides the bot.
+pub struct TelegramInbound {
+    /// The channel's name (`[channels.NAME]`), which keys its lease,
+    /// cursor and allowed users in the store.
+    pub name: String,
+    /// The bot.
+    pub api: BotApi,
+    /// Telegram user ids allowed by the configuration.
+    pub allowed: BTreeSet<String>,
+    /// The database.
+    pub store: Store,
+    /// Where messages go.
+    pub chat: Arc<ChatService>,
+    /// The owner's cairn user id, whose sessions the chats are.
+    pub user_id: String,
+    /// Checks `/pair` codes.
+    pub pairing: Option<Arc<dyn PairingCodes>>,
+    /// This process's lease owner id.
+    pub owner: String,
+    /// Wall time for the lease.
+    pub clock: Arc<dyn Clock>,
+    /// How long one `getUpdates` waits.
+    pub poll_wait: Duration,
+    /// How long the polling lease lasts unrenewed.
+    pub lease: Duration,
+    /// How turns are shown.
+    pub pace: Pace,
+}
+
+/// The adapter: cheap to share; one `run` at a time.
+#[derive(Clone)]
+pub struct TelegramAdapter(Arc<Inner>);
+
+struct Inner {
+    cfg: TelegramInbound,
+    approvals: Approvals,
+}
+
+/// How a stranger is told how to be allowed.
+pub fn stranger_reply(user: i64) -> String {
+    format!(
+        "This agent answers only the people its owner allowed. Your Telegram user id is {user}. \
+         To be allowed, ask the owner to run `cairn telegram allow {user}`, \
+         or send /pair <code> with a code from `cairn pair` on the owner's machine."
+    )
+}
+
+impl TelegramAdapter {
+    /// An adapter over `cfg`.
+    pub fn new(cfg: TelegramInbound) -> Self {
+        Self(Arc::new(Inner {
+            cfg,
+            approvals: Approvals::default(),
+        }))
+    }
+
+    fn lease(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.0.cfg.lease).unwrap_or(chrono::Duration::seconds(60))
+    }
+
+    /// Polls while holding the lease, until `cancel`.
+    async fn poll(&self, bot: &Bot, cancel: &CancellationToken) -> Result<(), String> {
+        let cfg = &self.0.cfg;
+        let store = &cfg.store;
+        let mut turns = JoinSet::new();
+        let mut holding = false;
+        let mut backoff = Duration::from_secs(1);
+        let result = loop {
+            let claimed = store
+                .claim_channel_poll(&cfg.name, &cfg.owner, cfg.clock.now(), self.lease())
+                .await;
+            let offset = match claimed {
+                Ok(Some(offset)) => offset,
+                Ok(None) => {
+                    holding = false;
+                    // Another process polls; look again before its lease can lapse.
+                    tokio::select! {
+                        () = cancel.cancelled() => break Ok(()),
+                        () = tokio::time::sleep(cfg.lease / 4) => continue,
+                    }
+                }
+                Err(e) => break Err(format!("channels.{}: cannot claim polling: {e}", cfg.name)),
+            };
+            if !holding {
+                holding = true;
+                tracing::info!(channel = %cfg.name, bot = %bot.first_name, "polling Telegram for messages");
+                // A webhook would keep getUpdates from answering.
+                if let Err(e) = cfg.api.delete_webhook().await {
+                    tracing::warn!(channel = %cfg.name, error = %e, "deleteWebhook failed");
+                }
+                if let Err(e) = cfg.api.set_my_commands(COMMANDS).await {
+                    tracing::warn!(channel = %cfg.name, error = %e, "setMyCommands failed");
+                }
+            }
+            let updates = tokio::select! {
+                () = cancel.cancelled() => break Ok(()),
+                got = cfg.api.get_updates(offset, cfg.poll_wait) => got,
+            };
+            let updates = match updates {
+                Ok(updates) => {
+                    backoff = Duration::from_secs(1);
+                    updates
+                }
+                Err(e) => {
+                    let wait = match &e {
+                        ApiError::RetryAfter(wait) => *wait,
+                        _ => {
+                            let wait = backoff;
+                            backoff = (backoff * 2).min(Duration::from_secs(60));
+                            wait
+                        }
+                    };
+                    tracing::warn!(channel = %cfg.name, error = %e, retry_in = ?wait, "getUpdates failed");
+                    tokio::select! {
+                        () = cancel.cancelled() => break Ok(()),
+                        () = tokio::time::sleep(wait) => continue,
+                    }
+                }
+            };
+            for update in updates {
+                // Taken before it is handled: never handled twice.
+                match store
+                    .advance_channel_cursor(&cfg.name, &cfg.owner, update.update_id + 1)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        tracing::warn!(channel = %cfg.name, error = %e, "cannot record the update as taken");
+                        break;
+                    }
+                }
+                if let Some(query) = update.callback_query {
+                    self.on_button(&query).await;
+                } else if let Some(message) = update.message {
+                    let (this, bot) = (self.clone(), bot.clone());
+                    turns.spawn(async move { this.on_message(&bot, message).await });
+                }
+            }
+            while turns.try_join_next().is_some() {}
+        };
+        turns.abort_all();
+        if let Err(e) = store.release_channel_poll(&cfg.name, &cfg.owner).await {
+            tracing::warn!(channel = %cfg.name, error = %e, "cannot release the polling lease");
+        }
+        result
+    }
+
+    /// Whether `user` may talk to the agent.
+    async fn allowed(&self, user: i64) -> bool {
+        let cfg = &self.0.cfg;
+        let id = user.to_string();
+        if cfg.allowed.contains(&id) {
+            return true;
+        }
+        match cfg.store.channel_user_allowed(&cfg.name, &id).await {
+            Ok(allowed) => allowed,
+            Err(e) => {
+                tracing::warn!(channel = %cfg.name, error = %e, "cannot read the allowed users");
+                false
+            }
+        }
+    }
+
+    async fn say(&self, chat: i64, text: &str) {
+        if let Err(e) = self.0.cfg.api.send_message(chat, text, false, None).await {
+            tracing::warn!(channel = %self.0.cfg.name, error = %e, "cannot answer on Telegram");
+        }
+    }
+
+    async fn on_message(&self, bot: &Bot, message: Message) {
+        let cfg = &self.0.cfg;
+        let Some(from) = message.from.as_ref().filter(|u| !u.is_bot) else {
+            return;
+        };
+        let chat = message.chat.id;
+        let raw = message
+            .text
+            .clone()
+            .or_else(|| message.caption.clone())
+            .unwrap_or_default();
+        let Some(mut text) = addressed(bot, &message, &raw) else {
+            return;
+        };
+        if !self.allowed(from.id).await {
+            if let Some(code) = text.strip_prefix("/pair") {
+                let answer = self.pair(from.id, code.trim()).await;
+                self.say(chat, &answer).await;
+                return;
+            }
+            match cfg
+                .store
+                .note_channel_stranger(&cfg.name, &from.id.to_string(), cfg.clock.now())
+                .await
+            {
+                Ok(true) => self.say(chat, &stranger_reply(from.id)).await,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(channel = %cfg.name, error = %e, "cannot record a stranger")
+                }
+            }
+            tracing::info!(channel = %cfg.name, user = from.id, "a message from someone not allowed was ignored");
+            return;
+        }
+        if text.starts_with("/pair") {
+            self.say(chat, "You are already allowed to talk to this agent.")
+                .await;
+            return;
+        }
+        if text == "/start" {
+            text = "/help".into();
+        }
+        let mut inbound = Inbound {
+            user_id: cfg.user_id.clone(),
+            channel: format!("telegram:{chat}"),
+            thread: None,
+            text,
+            images: Vec::new(),
+        };
+        if let Some(photo) = message.photo.last() {
+            let added = match cfg.api.download(&photo.file_id).await {
+                Ok(bytes) => cfg
+                    .chat
+                    .attach_image(&mut inbound, bytes)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = added {
+                self.say(chat, &format!("⚠️ The photo could not be used: {e}"))
+                    .await;
+                return;
+            }
+        }
+        if let Some(document) = &message.document {
+            match self.save_document(document).await {
+                Ok(saved) => {
+                    let note =
+                        format!("(The person sent a file, saved in the workspace as {saved}.)");
+                    inbound.text = if inbound.text.trim().is_empty() {
+                        note
+                    } else {
+                        format!("{}\n\n{note}", inbound.text)
+                    };
+                }
+                Err(e) => {
+                    self.say(chat, &format!("⚠️ The file could not be saved: {e}"))
+                        .await;
+                    return;
+                }
+            }
+        }
+        if inbound.text.trim().is_empty() && inbound.images.is_empty() {
+            return;
+        }
+        let conversation = TelegramChat {
+            api: &cfg.api,
+            chat,
+        };
+        converse(
+            &cfg.chat,
+            inbound,
+            &conversation,
+            &self.0.approvals,
+            cfg.pace,
+        )
+        .await;
+    }
+
+    /// Saves a document into the workspace's `inbox/`, under its own name
+    /// (made safe, and numbered when taken); returns the relative path.
+    async fn save_document(&self, document: &api::Document) -> Result<String, String> {
+        let cfg = &self.0.cfg;
+        if document.file_size.is_some_and(|n| n > api::DOWNLOAD_LIMIT) {
+            return Err(format!("it is over {} MiB", api::DOWNLOAD_LIMIT >> 20));
+        }
+        let bytes = cfg
+            .api
+            .download(&document.file_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let dir = cfg.chat.settings().workspace.join("inbox");
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = safe_name(document.file_name.as_deref().unwrap_or("file"));
+        let (stem, ext) = match name.rsplit_once('.') {
+            Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
+            _ => (name.clone(), String::new()),
+        };
+        for n in 0..1000 {
+            let candidate = if n == 0 {
+                name.clone()
+            } else {
+                format!("{stem}-{n}{ext}")
+            };
+            let path = dir.join(&candidate);
+            let mut options = tokio::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            match options.open(&path).await {
+                Ok(mut file) => {
+                    use tokio::io::AsyncWriteExt;
+                    file.write_all(&bytes)
+                        .await
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    return Ok(format!("inbox/{candidate}"));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+        Err(format!("{}: too many files named {name}", dir.display()))
+    }
+
+    /// `/pair <code>` from someone not allowed yet.
+    async fn pair(&self, user: i64, typed: &str) -> String {
+        let cfg = &self.0.cfg;
+        let Some(pairing) = &cfg.pairing else {
+            return "Pairing is not available here; ask the owner to run `cairn telegram allow`."
+                .into();
+        };
+        let Some(hash) = pairing.hash(typed) else {
+            return "That is not a pairing code: send /pair ABCDE-FGHJK with the code `cairn pair` printed.".into();
+        };
+        let limit = pairing.wrong_codes_limit();
+        let now = cfg.clock.now();
+        match cfg
+            .store
+            .pair_channel_user(&hash, &cfg.name, &user.to_string(), now, limit)
+            .await
+        {
+            Ok(ChannelPairing::Allowed) => {
+                tracing::info!(channel = %cfg.name, user, "a Telegram user paired");
+                "Paired: you can talk to the agent now.".into()
+            }
+            Ok(ChannelPairing::Wrong { .. }) => {
+                "The code is wrong, spent or expired (`cairn pair` prints a fresh one).".into()
+            }
+            Ok(ChannelPairing::Locked) => format!(
+                "Pairing is locked after {limit} wrong codes; the owner runs `cairn pair` for a new code."
+            ),
+            Err(e) => {
+                tracing::warn!(channel = %cfg.name, error = %e, "pairing failed");
+                "Pairing failed on the owner's side; try again later.".into()
+            }
+        }
+    }
+
+    /// A button press: an approval's decision.
+    async fn on_button(&self, query: &CallbackQuery) {
+        let cfg = &self.0.cfg;
+        let toast = if !self.allowed(query.from.id).await {
+            "You are not allowed to answer this."
+        } else {
+            match query.data.as_deref().and_then(parse_button) {
+                Some((ticket, answer)) if self.0.approvals.decide(ticket, answer) => match answer {
+                    ApprovalAnswer::No => "Denied",
+                    _ => "Approved",
+                },
+                Some(_) => "This request is no longer waiting.",
+                None => "Unknown button.",
+            }
+        };
+        if let Err(e) = cfg.api.answer_callback(&query.id, toast).await {
+            tracing::debug!(channel = %cfg.name, error = %e, "answerCallbackQuery failed");
+        }
+    }
+}
+
+/// `ap:<ticket>:<y|n|a>` → the ticket and the answer.
+fn parse_button(data: &str) -> Option<(&str, ApprovalAnswer)> {
+    let rest = data.strip_prefix("ap:")?;
+    let (ticket, choice) = rest.rsplit_once(':')?;
+    let answer = match choice {
+        "y" => ApprovalAnswer::Yes,
+        "n" => ApprovalAnswer::No,
+        "a" => ApprovalAnswer::Always,
+        _ => return None,
+    };
+    Some((ticket, answer))
+}
+
+/// The text for the agent when the message is for the bot: always in a
+/// private chat; in a group only when it mentions the bot or replies to
+/// it (the mention removed). Commands lose their `@bot` suffix.
+fn addressed(bot: &Bot, message: &Message, text: &str) -> Option<String> {
+    let mention = bot.username.as_deref().map(|u| format!("@{u}"));
+    let mut text = text.trim().to_string();
+    if message.chat.kind != "private" {
+        let mentioned = mention.as_deref().is_some_and(|m| text.contains(m));
+        let replied = message
+            .reply_to_message
+            .as_ref()
+            .and_then(|r| r.from.as_ref())
+            .is_some_and(|u| u.id == bot.id);
+        if !mentioned && !replied {
+            return None;
+        }
+    }
+    if let Some(m) = mention {
+        text = text.replace(&m, "").trim().to_string();
+    }
+    Some(text)
+}
+
+/// A file name without directories or characters a shell would trip on.
+fn safe_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.').to_string();
+    if cleaned.is_empty() {
+        "file".into()
+    } else {
+        cleaned.chars().take(100).collect()
+    }
+}
+
+#[async_trait]
+impl InboundAdapter for TelegramAdapter {
+    fn name(&self) -> &str {
+        &self.0.cfg.name
+    }
+
+    async fn run(&self, cancel: CancellationToken) -> Result<(), String> {
+        let cfg = &self.0.cfg;
+        let bot = tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            me = cfg.api.get_me() => me.map_err(|e| format!("channels.{}: {e}", cfg.name))?,
+        };
+        self.poll(&bot, &cancel).await
+    }
+}
+
+/// One Telegram chat as a [`Conversation`]: HTML, falling back to plain
+/// text when Telegram cannot parse what was made of the answer.
+struct TelegramChat<'a> {
+    api: &'a BotApi,
+    chat: i64,
+}
+
+fn show(e: ApiError) -> String {
+    e.to_string()
+}
+
+fn unparsable(e: &ApiError) -> bool {
+    matches!(e, ApiError::Refused { description, .. } if description.contains("parse entities"))
+}
+
+#[async_trait]
+impl Conversation for TelegramChat<'_> {
+    fn limit(&self) -> usize {
+        format::MESSAGE_LIMIT
+    }
+
+    async fn send(&self, text: &str) -> Result<MessageId, String> {
+        match self
+            .api
+            .send_message(self.chat, &format::html(text), true, None)
+            .await
+        {
+            Err(e) if unparsable(&e) => self.api.send_message(self.chat, text, false, None).await,
+            other => other,
+        }
+        .map_err(show)
+    }
+
+    async fn edit(&self, message: MessageId, text: &str) -> Result<(), String> {
+        match self
+            .api
+            .edit_message(self.chat, message, &format::html(text), true)
+            .await
+        {
+            Err(e) if unparsable(&e) => {
+                self.api.edit_message(self.chat, message, text, false).await
+            }
+            other => other,
+        }
+        .map_err(show)
+    }
+
+    async fn typing(&self) {
+        if let Err(e) = self.api.typing(self.chat).await {
+            tracing::debug!(error = %e, "sendChatAction failed");
+        }
+    }
+
+    async fn ask(&self, request: &ApprovalRequest, ticket: &str) -> Result<MessageId, String> {
+        let keyboard = json!({"inline_keyboard": [[
+            {"text": "Approve", "callback_data": format!("ap:{ticket}:y")},
+            {"text": "Deny", "callback_data": format!("ap:{ticket}:n")},
+            {"text": "Always", "callback_data": format!("ap:{ticket}:a")},
+        ]]});
+        let text = format!("Approve {}?\n{}", request.tool, request.summary);
+        self.api
+            .send_message(self.chat, &text, false, Some(keyboard))
+            .await
+            .map_err(show)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn message(kind: &str, reply_to_bot: bool) -> Message {
+        serde_json::from_value(json!({
+            "message_id": 1,
+            "from": {"id": 5},
+            "chat": {"id": -100, "type": kind},
+            "reply_to_message": if reply_to_bot {
+                json!({"message_id": 0, "from": {"id": 9, "is_bot": true}, "chat": {"id": -100, "type": kind}})
+            } else { serde_json::Value::Null },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn groups_are_heard_only_when_the_bot_is_mentioned_or_replied_to() {
+        let bot = Bot {
+            id: 9,
+            first_name: "Cairn".into(),
+            username: Some("cairn_bot".into()),
+        };
+        let private = message("private", false);
+        assert_eq!(addressed(&bot, &private, "hi").as_deref(), Some("hi"));
+        assert_eq!(
+            addressed(&bot, &private, "/new@cairn_bot").as_deref(),
+            Some("/new")
+        );
+        let group = message("group", false);
+        assert_eq!(addressed(&bot, &group, "hello all"), None);
+        assert_eq!(
+            addressed(&bot, &group, "@cairn_bot what time").as_deref(),
+            Some("what time")
+        );
+        let reply = message("supergroup", true);
+        assert_eq!(
+            addressed(&bot, &reply, "and then?").as_deref(),
+            Some("and then?")
+        );
+    }
+
+    #[test]
+    fn buttons_and_file_names_are_read_safely() {
+        assert!(matches!(
+            parse_button("ap:abc:y"),
+            Some(("abc", ApprovalAnswer::Yes))
+        ));
+        assert!(matches!(
+            parse_button("ap:abc:a"),
+            Some(("abc", ApprovalAnswer::Always))
+        ));
+        assert!(parse_button("ap:abc:x").is_none());
+        assert!(parse_button("other").is_none());
+        assert_eq!(safe_name("../../etc/passwd"), "passwd");
+        assert_eq!(safe_name("my report (1).pdf"), "my_report__1_.pdf");
+        assert_eq!(safe_name(".."), "file");
+    }
+}
