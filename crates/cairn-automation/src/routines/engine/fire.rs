@@ -34,6 +34,31 @@ impl RoutineEngine {
         self.fire_unscheduled(routine, fire, run_id).await
     }
 
+    /// Fires a built-in routine outside its schedule because its task has
+    /// work now (self-repair when a job went quiet): recorded with trigger
+    /// `system` and `detail`. Cooldown does not apply; concurrency limits do.
+    pub async fn fire_upkeep(&self, routine: &Routine, detail: String) -> Result<Fired, FireError> {
+        if !routine.spec.enabled {
+            return Err(FireError::Disabled(routine.spec.name.clone()));
+        }
+        if let Some(pause) = &routine.runtime.paused {
+            return Err(FireError::Paused(
+                routine.spec.name.clone(),
+                cairn_store::paused_reason(pause),
+            ));
+        }
+        let fire = Unscheduled {
+            trigger_type: "system",
+            detail,
+            payload: None,
+            cooled: false,
+            depth: 0,
+            refuse: None,
+            quiet: None,
+        };
+        self.fire_unscheduled(routine, fire, None).await
+    }
+
     /// [`offer_message`](Self::offer_message) in a task of this engine, so
     /// the chat's answer does not wait and [`shutdown`](Self::shutdown)
     /// still waits for the fires.
@@ -323,7 +348,7 @@ impl RoutineEngine {
 
 /// A fire that is not a scheduled slot.
 struct Unscheduled {
-    /// `manual`, `event`, `system_event` or `webhook`.
+    /// `manual`, `event`, `system_event`, `system` or `webhook`.
     trigger_type: &'static str,
     /// The run's trigger detail.
     detail: String,
