@@ -13,15 +13,7 @@ impl RoutineEngine {
         payload: Option<serde_json::Value>,
         run_id: Option<Uuid>,
     ) -> Result<Fired, FireError> {
-        if !routine.spec.enabled {
-            return Err(FireError::Disabled(routine.spec.name.clone()));
-        }
-        if let Some(pause) = &routine.runtime.paused {
-            return Err(FireError::Paused(
-                routine.spec.name.clone(),
-                cairn_store::paused_reason(pause),
-            ));
-        }
+        can_fire(routine)?;
         let fire = Unscheduled {
             trigger_type: "manual",
             detail: "fired by hand".to_string(),
@@ -38,15 +30,7 @@ impl RoutineEngine {
     /// work now (self-repair when a job went quiet): recorded with trigger
     /// `system` and `detail`. Cooldown does not apply; concurrency limits do.
     pub async fn fire_upkeep(&self, routine: &Routine, detail: String) -> Result<Fired, FireError> {
-        if !routine.spec.enabled {
-            return Err(FireError::Disabled(routine.spec.name.clone()));
-        }
-        if let Some(pause) = &routine.runtime.paused {
-            return Err(FireError::Paused(
-                routine.spec.name.clone(),
-                cairn_store::paused_reason(pause),
-            ));
-        }
+        can_fire(routine)?;
         let fire = Unscheduled {
             trigger_type: "system",
             detail,
@@ -344,6 +328,20 @@ impl RoutineEngine {
             admitted,
         })
     }
+}
+
+/// Refuses a disabled or paused routine, naming it.
+fn can_fire(routine: &Routine) -> Result<(), FireError> {
+    if !routine.spec.enabled {
+        return Err(FireError::Disabled(routine.spec.name.clone()));
+    }
+    if let Some(pause) = &routine.runtime.paused {
+        return Err(FireError::Paused(
+            routine.spec.name.clone(),
+            cairn_store::paused_reason(pause),
+        ));
+    }
+    Ok(())
 }
 
 /// A fire that is not a scheduled slot.
