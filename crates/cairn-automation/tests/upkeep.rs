@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use cairn_agent::memory::hygiene::HygieneSettings;
+use cairn_automation::routines::action::{ActionOutcome, ActionRequest};
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine};
-use cairn_automation::routines::system::ensure_system_routines;
+use cairn_automation::routines::system::{SystemTask, ensure_system_routines};
 use cairn_automation::routines::upkeep::{MEMORY_HYGIENE, MemoryHygiene, SELF_REPAIR, SelfRepair};
 use cairn_core::clock::{Clock, FixedClock};
 use cairn_core::routine::RunStatus;
@@ -128,4 +129,107 @@ async fn self_repair_and_memory_hygiene_run_as_routines_and_say_what_they_did() 
         snapshot.contains("Ada takes her coffee black"),
         "{snapshot}"
     );
+}
+
+/// Counts its runs and says so on a channel (a stand-in for self-repair's
+/// work: the watch decides only when the routine fires).
+struct Counted(tokio::sync::mpsc::UnboundedSender<()>);
+
+#[async_trait::async_trait]
+impl SystemTask for Counted {
+    async fn run(&self, _: &ActionRequest) -> ActionOutcome {
+        let _ = self.0.send(());
+        ActionOutcome::new(RunStatus::Ok, "counted")
+    }
+}
+
+#[tokio::test]
+async fn self_repair_fires_for_a_quiet_job_and_never_while_no_job_is_active() {
+    use cairn_automation::routines::upkeep_watch::{REPAIR_CHECK_EVERY, watch_quiet_jobs};
+    use cairn_core::job::{JobRecord, JobState};
+    use std::time::Duration as StdDuration;
+
+    let db = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
+        .await
+        .unwrap();
+    let clock = Arc::new(FixedClock::new(t0()));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let (ran, mut runs) = tokio::sync::mpsc::unbounded_channel();
+    let actions = AgentActions::new(store.clone(), workspace.path(), dyn_clock.clone())
+        .with_system_task(SELF_REPAIR, Arc::new(Counted(ran)));
+    let engine = RoutineEngine::new(
+        store.clone(),
+        dyn_clock.clone(),
+        Arc::new(actions),
+        None,
+        EngineSettings::new("a", chrono_tz::UTC),
+    );
+    ensure_system_routines(
+        &store,
+        "ada",
+        &[SelfRepair::routine()],
+        chrono_tz::UTC,
+        t0(),
+    )
+    .await
+    .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stuck_after = StdDuration::from_secs(600);
+    let watch = tokio::spawn(watch_quiet_jobs(
+        engine.clone(),
+        dyn_clock.clone(),
+        "ada".into(),
+        stuck_after,
+        cancel.clone(),
+    ));
+    // No job anywhere: hours pass, nothing fires (the watch waits for the
+    // jobs signal, not the clock).
+    for minutes in [1, 2, 30, 120] {
+        clock.set(t0() + Duration::minutes(minutes));
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        tokio::time::timeout(StdDuration::from_millis(300), runs.recv())
+            .await
+            .is_err(),
+        "self-repair ran with no job active"
+    );
+    // A job running (leased) but quiet for 20 minutes: fired at once, by
+    // the signal its creation published.
+    let now = clock.now();
+    let mut job = JobRecord::new(uuid::Uuid::now_v7(), "scrape", "scrape", "ada", now);
+    job.state = JobState::InProgress;
+    job.started_at = Some(now - Duration::minutes(20));
+    job.last_activity_at = Some(now - Duration::minutes(20));
+    job.lease_owner = Some("elsewhere".into());
+    job.lease_until = Some(now + Duration::hours(1));
+    store.create_job(&job).await.unwrap();
+    let within = StdDuration::from_secs(10);
+    tokio::time::timeout(within, runs.recv())
+        .await
+        .expect("self-repair fired for the quiet job")
+        .unwrap();
+    engine.idle().await;
+    let routine = store
+        .find_routine("ada", SELF_REPAIR)
+        .await
+        .unwrap()
+        .unwrap();
+    let recorded = store.list_runs(routine.id, 10).await.unwrap();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].trigger_type, "system");
+    assert_eq!(
+        recorded[0].trigger_detail.as_deref(),
+        Some("1 job(s) without progress")
+    );
+    // Still quiet a check later: fired again.
+    clock.set(now + chrono::Duration::from_std(REPAIR_CHECK_EVERY).unwrap());
+    tokio::time::timeout(within, runs.recv())
+        .await
+        .expect("fired again while the job stays quiet")
+        .unwrap();
+    cancel.cancel();
+    watch.await.unwrap();
 }

@@ -24,5 +24,6 @@ pub mod slots;
 pub mod system;
 pub mod tools;
 pub mod upkeep;
+pub mod upkeep_watch;
 pub mod watch;
 pub mod webhook;

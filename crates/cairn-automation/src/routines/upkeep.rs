@@ -1,5 +1,6 @@
 //! The two upkeep tasks besides the heartbeat, run as system routines
-//! ([`super::system`]): `self-repair` every minute and `memory-hygiene`
+//! ([`super::system`]): `self-repair` every hour, and at once when a job
+//! stops making progress ([`super::upkeep_watch`]), and `memory-hygiene`
 //! once a day. Each does its work through cairn-agent's functions and
 //! leaves what it did as the run's summary, so `cairn routine runs
 //! self-repair` is its log; the people concerned were already told by those
@@ -26,8 +27,9 @@ pub const SELF_REPAIR: &str = "self-repair";
 /// The memory hygiene routine's (and task's) name.
 pub const MEMORY_HYGIENE: &str = "memory-hygiene";
 
-/// How often self-repair looks.
-pub const SELF_REPAIR_EVERY: Duration = Duration::from_secs(60);
+/// Self-repair's own cadence: an idle daemon records no run a minute; a
+/// job that stops making progress fires it sooner ([`super::upkeep_watch`]).
+pub const SELF_REPAIR_EVERY: Duration = Duration::from_secs(3600);
 /// How often memory hygiene runs.
 pub const HYGIENE_EVERY: Duration = Duration::from_secs(24 * 3600);
 

@@ -82,9 +82,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        // A blocking thread outlives the daemon's 15 s state-file heartbeat
-        // (the default 10 s would start a new thread for each).
-        .thread_keep_alive(std::time::Duration::from_secs(60))
         .enable_all()
         .build()?)
 }

@@ -122,6 +122,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_state_files_writes_beside_a_missing_config_wake_nothing() {
+        use crate::daemon::state_file::{self, StateHeader};
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("config.toml");
+        // No config.toml: its directory (the home) is watched.
+        let mut watch = ConfigWatch::start(path.clone()).await;
+        assert!(watch.has_events());
+        let header = StateHeader {
+            home: home.path().to_path_buf(),
+            started_at: chrono::Utc::now(),
+            gateway: None,
+            database: "sqlite:///x.db".into(),
+        };
+        let components = cairn_gateway::Components::new();
+        for _ in 0..5 {
+            let state = header.snapshot(&components, chrono::Utc::now());
+            state_file::write(home.path(), &state).await.unwrap();
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), watch.changed())
+                .await
+                .is_err(),
+            "the state file's writes woke the config watch"
+        );
+        // A real config.toml appearing is seen.
+        tokio::fs::write(&path, "[user]\n").await.unwrap();
+        sees(&mut watch).await;
+    }
+
+    #[tokio::test]
     async fn creation_writes_and_a_rename_over_the_file_are_seen() {
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join("config.toml");

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use cairn_agent::sandbox::Confinement;
 use cairn_automation::notify::{Dispatcher, NotifySettings, owner_id};
+use cairn_automation::routines::upkeep_watch as repair_watch;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
 use cairn_gateway::{Components, Gateway};
@@ -47,7 +48,8 @@ pub const DISPATCHER: &str = "notification_dispatcher";
 pub const EVENTS: &str = "event_forwarding";
 /// Pruning idle chat sessions.
 pub const PRUNING: &str = "session_pruning";
-/// The job scheduler's upkeep (leases, cancellations, orphans).
+/// The job scheduler's upkeep (leases, cancellations, orphans), and
+/// self-repair fired when a job stops making progress.
 pub const JOB_UPKEEP: &str = "job_upkeep";
 /// The state file writer.
 pub const STATE_WRITER: &str = "state_writer";
@@ -201,13 +203,31 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     match &automation.runtime {
         Some(rt) => {
             let jobs = Arc::clone(&rt.jobs);
+            let (engine, clock) = (automation.engine.clone(), Arc::clone(&clock));
+            let (user, stuck_after) = (config.user.id.clone(), config.repair.stuck_after);
+            let repairs = config.routines.enabled;
             sup.spawn(JOB_UPKEEP, move |cancel| {
                 let jobs = Arc::clone(&jobs);
+                let watch = repair_watch::watch_quiet_jobs(
+                    engine.clone(),
+                    Arc::clone(&clock),
+                    user.clone(),
+                    stuck_after,
+                    cancel.clone(),
+                );
                 async move {
+                    let watch = async {
+                        if repairs {
+                            watch.await;
+                        } else {
+                            std::future::pending::<()>().await;
+                        }
+                    };
                     // Ends by itself at the scheduler's shutdown, after this.
                     tokio::select! {
                         () = cancel.cancelled() => {}
                         () = jobs.upkeep() => {}
+                        () = watch => {}
                     }
                     Ok(())
                 }

@@ -13,15 +13,7 @@ impl RoutineEngine {
         payload: Option<serde_json::Value>,
         run_id: Option<Uuid>,
     ) -> Result<Fired, FireError> {
-        if !routine.spec.enabled {
-            return Err(FireError::Disabled(routine.spec.name.clone()));
-        }
-        if let Some(pause) = &routine.runtime.paused {
-            return Err(FireError::Paused(
-                routine.spec.name.clone(),
-                cairn_store::paused_reason(pause),
-            ));
-        }
+        can_fire(routine)?;
         let fire = Unscheduled {
             trigger_type: "manual",
             detail: "fired by hand".to_string(),
@@ -32,6 +24,23 @@ impl RoutineEngine {
             quiet: None,
         };
         self.fire_unscheduled(routine, fire, run_id).await
+    }
+
+    /// Fires a built-in routine outside its schedule because its task has
+    /// work now (self-repair when a job went quiet): recorded with trigger
+    /// `system` and `detail`. Cooldown does not apply; concurrency limits do.
+    pub async fn fire_upkeep(&self, routine: &Routine, detail: String) -> Result<Fired, FireError> {
+        can_fire(routine)?;
+        let fire = Unscheduled {
+            trigger_type: "system",
+            detail,
+            payload: None,
+            cooled: false,
+            depth: 0,
+            refuse: None,
+            quiet: None,
+        };
+        self.fire_unscheduled(routine, fire, None).await
     }
 
     /// [`offer_message`](Self::offer_message) in a task of this engine, so
@@ -321,9 +330,23 @@ impl RoutineEngine {
     }
 }
 
+/// Refuses a disabled or paused routine, naming it.
+fn can_fire(routine: &Routine) -> Result<(), FireError> {
+    if !routine.spec.enabled {
+        return Err(FireError::Disabled(routine.spec.name.clone()));
+    }
+    if let Some(pause) = &routine.runtime.paused {
+        return Err(FireError::Paused(
+            routine.spec.name.clone(),
+            cairn_store::paused_reason(pause),
+        ));
+    }
+    Ok(())
+}
+
 /// A fire that is not a scheduled slot.
 struct Unscheduled {
-    /// `manual`, `event`, `system_event` or `webhook`.
+    /// `manual`, `event`, `system_event`, `system` or `webhook`.
     trigger_type: &'static str,
     /// The run's trigger detail.
     detail: String,
