@@ -61,6 +61,7 @@ pub use settings::{
     LlmSettings, ProviderKind, ProviderSettings, Providers, build_provider, build_providers,
 };
 pub use types::{
+    GenerationOptions, ResponseFormat, STRUCTURED_OUTPUT_TOOL, ToolChoice,
     ChatRequest, ChatResponse, FinishReason, PartialMeter, PartialUsage, ResponseStream,
     StreamEvent, Usage,
 };
