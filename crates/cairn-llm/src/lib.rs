@@ -61,7 +61,6 @@ pub use settings::{
     LlmSettings, ProviderKind, ProviderSettings, Providers, build_provider, build_providers,
 };
 pub use types::{
-    GenerationOptions, ResponseFormat, STRUCTURED_OUTPUT_TOOL, ToolChoice,
-    ChatRequest, ChatResponse, FinishReason, PartialMeter, PartialUsage, ResponseStream,
-    StreamEvent, Usage,
+    ChatRequest, ChatResponse, FinishReason, GenerationOptions, PartialMeter, PartialUsage,
+    ResponseFormat, ResponseStream, STRUCTURED_OUTPUT_TOOL, StreamEvent, ToolChoice, Usage,
 };

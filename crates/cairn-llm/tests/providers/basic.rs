@@ -288,6 +288,9 @@ async fn anthropic_structured_output_comes_back_as_the_answer_text() {
         assert!(response.tool_calls.is_empty());
         assert_eq!(response.finish_reason, cairn_llm::FinishReason::Stop);
         let sent = server.last_request().unwrap().body;
-        assert_eq!(sent["tool_choice"]["name"], cairn_llm::STRUCTURED_OUTPUT_TOOL);
+        assert_eq!(
+            sent["tool_choice"]["name"],
+            cairn_llm::STRUCTURED_OUTPUT_TOOL
+        );
     }
 }
