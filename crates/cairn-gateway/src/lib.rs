@@ -20,6 +20,7 @@ pub mod layers;
 pub mod limits;
 pub mod listen;
 pub mod metrics;
+pub mod openapi;
 pub mod pairing;
 pub mod revocation;
 pub mod routes;

@@ -91,7 +91,7 @@ pub fn router(state: AppState) -> Router {
         .split_for_parts();
     let (long, long_doc) = routes::long().split_for_parts();
     doc.merge(long_doc);
-    let doc = std::sync::Arc::new(doc);
+    let doc = std::sync::Arc::new(crate::openapi::finish(&doc));
     let ordinary = ordinary.layer(middleware::from_fn_with_state(state.clone(), time_limit));
     Router::new()
         .merge(ordinary)
