@@ -100,3 +100,64 @@ fn allow(headers: &mut HeaderMap, origin: HeaderValue) {
     headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
     headers.append(header::VARY, HeaderValue::from_static("Origin"));
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Body;
+    use tower_service::Service;
+
+    use super::*;
+
+    /// Everything the subscriber writes, for the assertions.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_request_id_is_answered_and_in_the_requests_logs() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let mut app = axum::Router::new()
+            .route(
+                "/",
+                axum::routing::get(|| async {
+                    tracing::info!("handled");
+                }),
+            )
+            .layer(axum::middleware::from_fn(request_id));
+        let call = |id: Option<&str>| {
+            let mut request = Request::builder().uri("/");
+            if let Some(id) = id {
+                request = request.header(REQUEST_ID, id);
+            }
+            request.body(Body::empty()).unwrap()
+        };
+        let kept = app.call(call(Some("client-7"))).await.unwrap();
+        assert_eq!(kept.headers()[REQUEST_ID], "client-7");
+        let fresh = app.call(call(Some("bad id with spaces"))).await.unwrap();
+        let fresh = fresh.headers()[REQUEST_ID].to_str().unwrap().to_string();
+        assert!(fresh.starts_with("req_") && fresh.len() == 36, "{fresh}");
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logs.contains("request_id=client-7") && logs.contains("handled"),
+            "{logs}"
+        );
+        assert!(logs.contains(&format!("request_id={fresh}")), "{logs}");
+    }
+}

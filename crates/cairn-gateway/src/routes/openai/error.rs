@@ -147,19 +147,25 @@ pub async fn openai_errors(req: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(rewritten.to_string()))
 }
 
-/// The field a parser message names (`missing field `messages``, or
-/// serde_path_to_error's `messages[0].role: …`).
+/// The field a parser message names: axum's `…: messages[0].role: invalid
+/// type …` (serde_path_to_error's path), `…: missing field `model` …`, or both.
 fn param_of(message: &str) -> Option<String> {
-    if let Some(rest) = message.split("missing field `").nth(1) {
-        return rest.split('`').next().map(str::to_string);
+    let is_path = |p: &&str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'))
+    };
+    let path = message.split(": ").skip(1).find(is_path);
+    let missing = message
+        .split("missing field `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next());
+    match (path, missing) {
+        (Some(path), Some(field)) => Some(format!("{path}.{field}")),
+        (Some(path), None) => Some(path.to_string()),
+        (None, Some(field)) => Some(field.to_string()),
+        (None, None) => None,
     }
-    let (head, _) = message.split_once(": ")?;
-    let path = head.rsplit(": ").next()?.trim();
-    (!path.is_empty()
-        && path
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']')))
-    .then(|| path.to_string())
 }
 
 #[cfg(test)]

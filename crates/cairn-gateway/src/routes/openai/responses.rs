@@ -37,7 +37,14 @@ pub const KEPT: usize = 1000;
 /// The conversations of recent responses (without the system prompt).
 #[derive(Debug, Default)]
 pub struct ResponseMemory {
-    inner: Mutex<(HashMap<String, Arc<Vec<ChatMessage>>>, VecDeque<String>)>,
+    inner: Mutex<Kept>,
+}
+
+/// The conversations by response id, and the ids oldest first.
+#[derive(Debug, Default)]
+struct Kept {
+    by_id: HashMap<String, Arc<Vec<ChatMessage>>>,
+    order: VecDeque<String>,
 }
 
 impl ResponseMemory {
@@ -46,7 +53,7 @@ impl ResponseMemory {
             .inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        inner.0.get(id).cloned()
+        inner.by_id.get(id).cloned()
     }
 
     fn keep(&self, id: String, conversation: Vec<ChatMessage>) {
@@ -54,12 +61,11 @@ impl ResponseMemory {
             .inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (map, order) = &mut *inner;
-        map.insert(id.clone(), Arc::new(conversation));
-        order.push_back(id);
-        while order.len() > KEPT {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
+        inner.by_id.insert(id.clone(), Arc::new(conversation));
+        inner.order.push_back(id);
+        while inner.order.len() > KEPT {
+            if let Some(old) = inner.order.pop_front() {
+                inner.by_id.remove(&old);
             }
         }
     }
