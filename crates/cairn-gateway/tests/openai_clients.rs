@@ -59,7 +59,7 @@ for body in [
     out["routines"].append([response.status_code.value, type(parsed).__name__, getattr(parsed, "name", None)])
 answer = chat_completions.sync_detailed(
     client=client,
-    body=CompletionRequest(model="cairn", messages=[InMessage(role="user", content="hello")]),
+    body=CompletionRequest(model="cairn", messages=[InMessage(role="user", content="hello")], tool_choice="none"),
 )
 out["chat"] = [answer.status_code.value, type(answer.parsed).__name__,
                answer.parsed.choices[0].message.content if isinstance(answer.parsed, Completion) else None]

@@ -55,7 +55,7 @@ pub struct CompletionRequest {
     pub tools: Option<Vec<InTool>>,
     /// `auto`, `none`, `required`, or `{"type":"function","function":{"name":…}}`.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<ToolChoiceSchema>)]
     pub tool_choice: Option<Value>,
     /// Whether the model may call several tools in one response.
     #[serde(default)]
@@ -67,6 +67,36 @@ pub struct CompletionRequest {
     /// Only 1 is supported.
     #[serde(default)]
     pub n: Option<u32>,
+}
+
+/// `tool_choice`, as the document declares it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code, reason = "describes the field in the OpenAPI document only")]
+pub enum ToolChoiceSchema {
+    /// `auto`, `none` or `required`.
+    Mode(String),
+    /// `{"type":"function","function":{"name":…}}`.
+    Named(NamedToolChoice),
+}
+
+/// A named function for `tool_choice`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code, reason = "describes the field in the OpenAPI document only")]
+pub struct NamedToolChoice {
+    /// `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function.
+    pub function: NamedFunction,
+}
+
+/// The function a `tool_choice` names.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code, reason = "describes the field in the OpenAPI document only")]
+pub struct NamedFunction {
+    /// Its name.
+    pub name: String,
 }
 
 /// `stop`: one sequence or several.
