@@ -6,7 +6,10 @@
 #   - aiosmtpd: a local SMTP server (email channel test)
 #   - openapi-spec-validator: checks the gateway's OpenAPI document
 #   - schemathesis: property-based fuzzing of the gateway's API from that document
-#   - openai: the official client, against the gateway's OpenAI-compatible API
+#   - openai, langchain-openai: the official client and LangChain's, against
+#     the gateway's OpenAI-compatible API
+#   - openapi-python-client: generates a client from the gateway's OpenAPI
+#     document, which the gateway's tests then drive
 #   - mcp: the official MCP SDK: a test server cairn connects to (stdio and
 #     streamable HTTP, with uvicorn), and the client that drives `cairn mcp serve`
 #
@@ -15,7 +18,7 @@
 #   cargo test -p cairn-core --test schedule_cronsim
 #   cargo test -p cairn-automation --test channels
 #   cargo test -p cairn-gateway --test openapi
-#   cargo test -p cairn-gateway --test openai
+#   cargo test -p cairn-gateway --test openai_clients
 #   cargo test -p cairn-mcp; cargo test -p cairn --test mcp_cli
 set -euo pipefail
 
@@ -26,6 +29,8 @@ PACKAGES=(
   "openapi-spec-validator==0.9.0"
   "schemathesis==4.32.5"
   "openai==3.51.0"
+  "langchain-openai==1.7.4"
+  "openapi-python-client==0.29.1"
   "mcp==2.3.0"
 )
 

@@ -6,8 +6,9 @@
 //! Architecture invariant: handlers hold no business logic of their own;
 //! they authenticate, translate HTTP to calls on the store, the chat service,
 //! the routine engine or the notifier, and translate the answer back. Every
-//! error leaves as `{"error":{"code":…,"message":…}}` without internal
-//! paths or secrets.
+//! error leaves as `{"error":{"code":…,"message":…}}` (on `/v1`, OpenAI's
+//! `{"error":{"message","type","param","code"}}`) without internal paths or
+//! secrets. Every answer carries an `x-request-id`.
 
 pub mod auth;
 pub mod client;
@@ -15,9 +16,11 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod image_allowance;
+pub mod layers;
 pub mod limits;
 pub mod listen;
 pub mod metrics;
+pub mod openapi;
 pub mod pairing;
 pub mod revocation;
 pub mod routes;

@@ -82,8 +82,8 @@ pub async fn bind(settings: &GatewayConfig) -> Result<TcpListener, BindError> {
 }
 
 /// The gateway's routes over `state`, with the body limit, the request time
-/// limit (not on streams or agent turns) and JSON answers for unknown
-/// routes; `/api/openapi.json` describes them all.
+/// limit (not on streams or agent turns), JSON answers for unknown
+/// routes (OpenAI's shape under `/v1`), CORS and request ids; `/api/openapi.json` describes them all.
 pub fn router(state: AppState) -> Router {
     crate::metrics::install();
     let (ordinary, mut doc) = OpenApiRouter::with_openapi(routes::ApiDoc::openapi())
@@ -91,7 +91,7 @@ pub fn router(state: AppState) -> Router {
         .split_for_parts();
     let (long, long_doc) = routes::long().split_for_parts();
     doc.merge(long_doc);
-    let doc = std::sync::Arc::new(doc);
+    let doc = std::sync::Arc::new(crate::openapi::finish(&doc));
     let ordinary = ordinary.layer(middleware::from_fn_with_state(state.clone(), time_limit));
     Router::new()
         .merge(ordinary)
@@ -111,8 +111,14 @@ pub fn router(state: AppState) -> Router {
                 "this endpoint does not take that method",
             )
         })
+        .layer(middleware::from_fn(routes::openai::openai_errors))
         .layer(middleware::from_fn(crate::metrics::track))
         .layer(DefaultBodyLimit::max(state.settings().body_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::layers::cors,
+        ))
+        .layer(middleware::from_fn(crate::layers::request_id))
         .with_state(state)
 }
 

@@ -52,6 +52,8 @@ pub struct Gateway {
     watchers: Option<Arc<Watchers>>,
     // The routine service (`/api/routines/{id}/pause` …); a default one when not given.
     routines: Option<RoutineService>,
+    /// Conversations of `/v1/responses`, for `previous_response_id`.
+    responses: crate::routes::openai::ResponseMemory,
 }
 
 /// How long a WebSocket approval waits without a chat service to say
@@ -111,7 +113,13 @@ impl Gateway {
             last_idempotency_prune: std::sync::Mutex::new(None),
             watchers: None,
             routines: None,
+            responses: crate::routes::openai::ResponseMemory::default(),
         }
+    }
+
+    /// Conversations of `/v1/responses`, for `previous_response_id`.
+    pub fn responses(&self) -> &crate::routes::openai::ResponseMemory {
+        &self.responses
     }
 
     /// Runs agent turns (webhook, WebSocket, OpenAI API) on `chat`, whose

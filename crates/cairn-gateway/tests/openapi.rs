@@ -8,48 +8,15 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 use support::TestGateway;
+use support::clients::{python, run, text};
 
 /// Test cases schemathesis generates per operation in its fuzzing phase
 /// (bounded so the whole run stays well under a minute on CI).
 const MAX_EXAMPLES: u32 = 50;
-
-/// The venv's interpreter, or `None` (after saying so) when `test` must skip.
-fn python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("CAIRN_TEST_PYTHON") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            let required = std::env::var("CAIRN_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "CAIRN_REQUIRE_PYTHON=1 but CAIRN_TEST_PYTHON is not set; run: export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)"
-            );
-            eprintln!(
-                "SKIPPED {test}: set CAIRN_TEST_PYTHON (export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh))"
-            );
-            None
-        }
-    }
-}
-
-/// Runs `cmd` off the runtime's threads (the gateway it talks to runs on them).
-async fn run(mut cmd: Command) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// The number in schemathesis's summary line `N generated, …`.
 fn generated(out: &str) -> Option<u64> {

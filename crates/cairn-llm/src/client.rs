@@ -198,6 +198,20 @@ impl ClientCore {
         let mut text = raw.text;
         let mut tool_calls = raw.tool_calls;
         let mut finish_reason = FinishReason::from_wire(raw.finish_reason.as_deref());
+        // An emulated `response_format`: the stand-in tool's input is the answer.
+        if request.options.response_format.is_some()
+            && let Some(at) = tool_calls
+                .iter()
+                .position(|c| c.name == crate::types::STRUCTURED_OUTPUT_TOOL)
+        {
+            let call = tool_calls.remove(at);
+            text = match call.arguments {
+                serde_json::Value::String(raw) => raw,
+                other => other.to_string(),
+            };
+            tool_calls.clear();
+            finish_reason = FinishReason::Stop;
+        }
         if tool_calls.is_empty() && self.text_tool_calls && !request.tools.is_empty() {
             let recovered = extract_tool_calls(&text, &request.tools);
             if !recovered.calls.is_empty() {

@@ -61,6 +61,6 @@ pub use settings::{
     LlmSettings, ProviderKind, ProviderSettings, Providers, build_provider, build_providers,
 };
 pub use types::{
-    ChatRequest, ChatResponse, FinishReason, PartialMeter, PartialUsage, ResponseStream,
-    StreamEvent, Usage,
+    ChatRequest, ChatResponse, FinishReason, GenerationOptions, PartialMeter, PartialUsage,
+    ResponseFormat, ResponseStream, STRUCTURED_OUTPUT_TOOL, StreamEvent, ToolChoice, Usage,
 };

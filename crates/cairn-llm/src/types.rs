@@ -27,6 +27,86 @@ pub struct ChatRequest {
     /// Cap on generated tokens; provider default when `None`.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// Further sampling and output settings of this call (an API client's).
+    #[serde(default)]
+    pub options: GenerationOptions,
+}
+
+/// Name of the tool that stands in for `response_format` on providers
+/// without a native one (Anthropic): the model is made to call it, and its
+/// input, the structured answer, becomes the response's text.
+pub const STRUCTURED_OUTPUT_TOOL: &str = "cairn_structured_output";
+
+/// Sampling and output settings beyond temperature and the token cap, as an
+/// OpenAI-style client sets them; each is sent where the provider has it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GenerationOptions {
+    /// Nucleus sampling mass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Sequences that end the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Seed for reproducible sampling (OpenAI-compatible servers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// Presence penalty (OpenAI-compatible servers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f32>,
+    /// Frequency penalty (OpenAI-compatible servers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
+    /// The shape the answer must have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    /// Whether and which tool the model must call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+}
+
+/// The shape of the answer (OpenAI's `response_format`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Any JSON object.
+    JsonObject,
+    /// JSON matching a schema.
+    JsonSchema {
+        /// The schema's name.
+        name: String,
+        /// The JSON Schema.
+        schema: serde_json::Value,
+        /// Whether the provider must follow the schema exactly.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strict: Option<bool>,
+    },
+}
+
+impl ResponseFormat {
+    /// The schema the answer follows (`{"type":"object"}` for any object).
+    pub fn schema(&self) -> serde_json::Value {
+        match self {
+            Self::JsonObject => serde_json::json!({"type": "object"}),
+            Self::JsonSchema { schema, .. } => schema.clone(),
+        }
+    }
+}
+
+/// Whether and which tool the model must call (OpenAI's `tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool call.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call to this tool.
+    Tool(String),
 }
 
 impl ChatRequest {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
+use predicates::prelude::PredicateBooleanExt;
 use predicates::str::contains;
 use serde_json::Value;
 
@@ -397,12 +398,33 @@ fn service_install_writes_a_user_unit_and_uninstall_removes_it() {
         cmd
     };
     let unit = xdg.path().join("systemd/user/cairn.service");
+    let env_file = xdg.path().join("systemd/user/cairn.env");
     cairn(&["service", "install"])
+        .env("OPENAI_API_KEY", "sk-secret-value")
+        .env("CAIRN_LLM_MODEL", "gpt-test")
         .assert()
         .success()
         .stdout(contains(format!("wrote {}", unit.display())))
+        // Names only (the harness sets the port and zone too).
+        .stdout(contains(
+            "with CAIRN_GATEWAY_PORT, CAIRN_LLM_MODEL, CAIRN_TIMEZONE, OPENAI_API_KEY;",
+        ))
+        .stdout(contains("sk-secret-value").not())
         .stdout(contains("systemctl --user enable --now cairn"))
         .stdout(contains("journalctl --user -u cairn -f"));
+    // The variables reach the service through a private file the unit names.
+    use std::os::unix::fs::PermissionsExt;
+    let env_text = std::fs::read_to_string(&env_file).unwrap();
+    assert!(
+        env_text.contains("OPENAI_API_KEY=\"sk-secret-value\"\n"),
+        "{env_text}"
+    );
+    assert!(
+        env_text.contains("CAIRN_LLM_MODEL=\"gpt-test\"\n"),
+        "{env_text}"
+    );
+    let mode = std::fs::metadata(&env_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
     let text = std::fs::read_to_string(&unit).unwrap();
     let exe = assert_cmd::cargo::cargo_bin("cairn");
     assert!(
@@ -414,6 +436,10 @@ fn service_install_writes_a_user_unit_and_uninstall_removes_it() {
         home.path().display()
     )));
     assert!(text.contains("Restart=on-failure\n"));
+    assert!(
+        text.contains(&format!("EnvironmentFile=-\"{}\"\n", env_file.display())),
+        "{text}"
+    );
     cairn(&["service", "install"])
         .assert()
         .code(2)
@@ -429,7 +455,7 @@ fn service_install_writes_a_user_unit_and_uninstall_removes_it() {
         .assert()
         .success()
         .stdout(contains(format!("removed {}", unit.display())));
-    assert!(!unit.exists());
+    assert!(!unit.exists() && !env_file.exists());
     cairn(&["service", "uninstall"])
         .assert()
         .code(2)

@@ -20,9 +20,10 @@ mod tools;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cairn_core::chat::ChatMessage;
+use cairn_core::chat::{ChatMessage, ToolCall, ToolDefinition};
 use cairn_llm::{
-    ChatRequest, ChatResponse, LlmError, LlmErrorKind, LlmProvider, StreamEvent, Usage,
+    ChatRequest, ChatResponse, GenerationOptions, LlmError, LlmErrorKind, LlmProvider, StreamEvent,
+    ToolChoice, Usage,
 };
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,12 @@ pub struct LoopConfig {
     pub temperature: Option<f32>,
     /// Cap on each answer's tokens.
     pub max_tokens: Option<u32>,
+    /// Further sampling and output settings (an API client's, per request).
+    /// A `tool_choice` that forces a call applies to the first model call only.
+    pub options: GenerationOptions,
+    /// Tools the caller runs itself (an API client's): offered beside the
+    /// agent's own; a call to one ends the turn with [`LoopStatus::ClientTools`].
+    pub client_tools: Vec<ToolDefinition>,
 }
 
 impl Default for LoopConfig {
@@ -57,6 +64,8 @@ impl Default for LoopConfig {
             model: None,
             temperature: None,
             max_tokens: None,
+            options: GenerationOptions::default(),
+            client_tools: Vec::new(),
         }
     }
 }
@@ -138,6 +147,12 @@ pub enum LoopStatus {
     Cancelled {
         /// Why.
         reason: String,
+    },
+    /// The model called tools the caller runs (see [`LoopConfig::client_tools`]):
+    /// the turn pauses for their results, which the caller sends with the next turn.
+    ClientTools {
+        /// The calls to the caller's tools, in order.
+        calls: Vec<ToolCall>,
     },
     /// The model could not be called.
     Failed {
@@ -255,6 +270,23 @@ impl AgentLoop {
         copy
     }
 
+    /// The same loop with a caller's per-request settings: the temperature
+    /// and token cap when given, further options, and the caller's own tools.
+    pub fn with_request(
+        &self,
+        temperature: Option<f32>,
+        max_tokens: Option<u32>,
+        options: GenerationOptions,
+        client_tools: Vec<ToolDefinition>,
+    ) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.config.temperature = temperature.or(copy.config.temperature);
+        copy.config.max_tokens = max_tokens.or(copy.config.max_tokens);
+        copy.config.options = options;
+        copy.config.client_tools = client_tools;
+        copy
+    }
+
     /// The model this loop asks: its override, else the provider's own.
     pub fn model(&self) -> &str {
         self.config
@@ -303,7 +335,8 @@ impl AgentLoop {
             delegate.on_event(LoopEvent::LlmCall {
                 iteration: outcome.iterations,
             });
-            let response = match self.call_model(delegate, messages, ctx).await {
+            let first = outcome.iterations == 1;
+            let response = match self.call_model(delegate, messages, ctx, first).await {
                 Ok(response) => response,
                 Err(CallError::Interrupted) => return outcome.finish(LoopStatus::Interrupted),
                 Err(CallError::Cancelled(reason)) => {
@@ -342,6 +375,22 @@ impl AgentLoop {
                 return outcome.finish(LoopStatus::Answered);
             }
 
+            let client: Vec<ToolCall> = response
+                .tool_calls
+                .iter()
+                .filter(|c| self.config.client_tools.iter().any(|t| t.name == c.name))
+                .cloned()
+                .collect();
+            if !client.is_empty() {
+                // The caller runs these. The agent's own calls of the same
+                // response are not run: their results could not reach the
+                // model, as the caller sends back only its calls' results.
+                let message =
+                    ChatMessage::assistant_tool_calls(response.text.clone(), client.clone());
+                push(delegate, messages, message).await;
+                outcome.text = response.text;
+                return outcome.finish(LoopStatus::ClientTools { calls: client });
+            }
             push(delegate, messages, response.to_message()).await;
             let first_result = messages.len();
             let results = turn
@@ -369,6 +418,7 @@ impl AgentLoop {
         delegate: &dyn LoopDelegate,
         messages: &mut Vec<ChatMessage>,
         ctx: &ToolContext,
+        first: bool,
     ) -> Result<ChatResponse, CallError> {
         let mut recovered = false;
         loop {
@@ -378,12 +428,25 @@ impl AgentLoop {
             let sent =
                 crate::media::request_messages(messages, &ctx.workspace, self.provider.vision())
                     .await;
+            let mut tools = self.runner.offered(messages);
+            tools.extend(self.config.client_tools.iter().cloned());
+            let mut options = self.config.options.clone();
+            // A forced call is made once; after it the model answers freely.
+            if !first
+                && matches!(
+                    options.tool_choice,
+                    Some(ToolChoice::Required | ToolChoice::Tool(_))
+                )
+            {
+                options.tool_choice = Some(ToolChoice::Auto);
+            }
             let mut request = ChatRequest {
-                tools: self.runner.offered(messages),
+                tools,
                 messages: sent,
                 model: self.config.model.clone(),
                 temperature: self.config.temperature,
                 max_tokens: self.config.max_tokens,
+                options,
             };
             if let HookFlow::Cancel(reason) = self.hooks.before_llm_call(&mut request).await {
                 return Err(CallError::Cancelled(reason));

@@ -11,6 +11,7 @@ mod commands;
 mod jobs;
 pub mod notices;
 mod turn;
+mod turn_parts;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -10,14 +10,12 @@ use tokio_util::sync::CancellationToken;
 use super::{ChatService, ChatSink, PendingApprover, Reply, Running, TurnReport};
 use crate::agent_loop::{LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
 use crate::context::Compactor;
-use crate::prompt::{PromptContext, build_system_prompt};
 use crate::runner::Approver;
 use crate::session::model::{answered, history_of, summary_of};
 use crate::session::{
     Checkpoint, LiveSession, SessionKey, SessionManager, ThreadState, Turn, TurnState, TurnUsage,
     title_from,
 };
-use crate::tools::ToolContext;
 
 /// The loop delegate of a chat turn.
 struct TurnDelegate<'a> {
@@ -240,18 +238,7 @@ impl ChatService {
             (None, None) => self.agent.clone(),
         };
         let route = route.map(|r| r.hint.clone());
-        let prompt = build_system_prompt(&PromptContext {
-            agent_name: self.settings.agent_name.clone(),
-            workspace: self.settings.workspace.clone(),
-            timezone: self.settings.timezone,
-            now: clock.now(),
-            model: agent.model().to_string(),
-            tools: agent.runner().definitions(),
-            more_tools: agent.runner().on_demand_listing(),
-            runtime: self.settings.runtime.clone(),
-            skill_paths: self.settings.skill_paths.clone(),
-        })
-        .await;
+        let prompt = self.system_prompt(&agent).await;
         if let Some(compactor) = &self.compactor {
             match compactor
                 .maybe_compact(&mut thread.turns, &prompt, clock.now())
@@ -296,12 +283,9 @@ impl ChatService {
 
         let cancel = CancellationToken::new();
         let _running = self.register(key, cancel.clone());
-        let ctx = ToolContext::new(&self.settings.workspace, &session_id)
-            .with_thread(thread.id.to_string())
-            .with_cancel(cancel.clone())
-            .with_timezone(self.settings.timezone)
-            .with_clock(Arc::clone(&clock))
-            .with_limits(self.settings.tool_limits.clone());
+        let ctx = self
+            .tool_context(&session_id, cancel.clone())
+            .with_thread(thread.id.to_string());
         let pending = PendingApprover {
             key: key.clone(),
             running: Arc::clone(&self.running),
@@ -452,6 +436,11 @@ fn record(
             Some(format!("stopped by a hook: {reason}")),
         ),
         LoopStatus::Failed { error } => (TurnState::Failed, Some(error.to_string())),
+        // Chat offers no client tools; were it to happen, the turn did not answer.
+        LoopStatus::ClientTools { .. } => (
+            TurnState::Failed,
+            Some("the model called a tool this channel does not run".to_string()),
+        ),
     };
     let mut tool_calls = prior.tool_calls;
     tool_calls.extend(outcome.tool_calls.iter().cloned());

@@ -429,6 +429,12 @@ fn outcome_of(
                     Some(format!("stopped by a hook: {reason}")),
                 ),
                 LoopStatus::Failed { error } => (JobState::Failed, None, Some(error.to_string())),
+                // Jobs offer no client tools; were it to happen, the job did not answer.
+                LoopStatus::ClientTools { .. } => (
+                    JobState::Failed,
+                    None,
+                    Some("the model called a tool jobs do not run".to_string()),
+                ),
             }
         }
     };

@@ -270,3 +270,58 @@ async fn hooks_can_change_and_refuse() {
         "history keeps what the model said"
     );
 }
+
+fn client_tool(name: &str) -> cairn_core::chat::ToolDefinition {
+    cairn_core::chat::ToolDefinition {
+        name: name.into(),
+        description: "the caller's tool".into(),
+        parameters: json!({"type": "object"}),
+    }
+}
+
+#[tokio::test]
+async fn a_client_tool_call_ends_the_turn_and_the_agents_own_calls_of_it_wait() {
+    let (echo, h) = echo_harness_config(LoopConfig {
+        client_tools: vec![client_tool("get_weather")],
+        options: cairn_llm::GenerationOptions {
+            tool_choice: Some(cairn_llm::ToolChoice::Required),
+            top_p: Some(0.5),
+            ..Default::default()
+        },
+        ..LoopConfig::default()
+    });
+    let h = h.await;
+    // First the agent's own tool (run server-side), then a response mixing
+    // the client's tool with the agent's: the turn pauses for the client.
+    h.server
+        .push(Scripted::tool_call("echo", json!({"text": "a"})));
+    h.server.push(Scripted::tool_calls([
+        ("get_weather", json!({"city": "Oslo"})),
+        ("echo", json!({"text": "b"})),
+    ]));
+    let d = Recorder::new();
+    let (outcome, messages) = h.turn(&d, "weather?").await;
+    let LoopStatus::ClientTools { calls } = &outcome.status else {
+        panic!("{:?}", outcome.status);
+    };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "get_weather");
+    assert_eq!(calls[0].arguments, json!({"city": "Oslo"}));
+    assert_eq!(echo.runs(), 1, "the mixed response's own call did not run");
+    let last = messages.last().unwrap();
+    assert_eq!(last.role, Role::Assistant);
+    assert_eq!(last.tool_calls.len(), 1, "only the client's call is kept");
+
+    let requests = h.server.requests();
+    let names: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["echo", "get_weather"]);
+    assert_eq!(requests[0].body["top_p"], 0.5);
+    // The forced choice applies to the first call only.
+    assert_eq!(requests[0].body["tool_choice"], "required");
+    assert_eq!(requests[1].body["tool_choice"], "auto");
+}

@@ -324,6 +324,20 @@ pub static SETTINGS: &[SettingDef] = &[
         "proxies (addresses or ranges) whose X-Forwarded-For entries are skipped to find the client",
     ),
     def(
+        "gateway.openai_strict_models",
+        &["CAIRN_GATEWAY_OPENAI_STRICT_MODELS"],
+        K::Bool,
+        D::Bool(false),
+        "the /v1 API answers only the model names GET /v1/models lists (404 otherwise); when false any other name is served by the default agent",
+    ),
+    def(
+        "gateway.cors_origins",
+        &["CAIRN_GATEWAY_CORS_ORIGINS"],
+        K::List,
+        D::List(&[]),
+        "browser origins (https://app.example) allowed to call the API across origins; empty: none",
+    ),
+    def(
         "gateway.max_connections",
         &["CAIRN_GATEWAY_MAX_CONNECTIONS"],
         K::UInt,

@@ -211,6 +211,10 @@ pub struct GatewayConfig {
     pub header_timeout: Duration,
     /// How long a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
+    /// Whether `/v1` answers only the model names it lists.
+    pub openai_strict_models: bool,
+    /// Browser origins allowed to call the API across origins.
+    pub cors_origins: Vec<String>,
 }
 
 /// `cairn daemon`'s supervision and shutdown.
@@ -360,6 +364,8 @@ impl Config {
                 metrics_public: r.bool("gateway.metrics_public"),
                 trust_forwarded_for: r.bool("gateway.trust_forwarded_for"),
                 trusted_proxies: r.ip_ranges("gateway.trusted_proxies"),
+                openai_strict_models: r.bool("gateway.openai_strict_models"),
+                cors_origins: r.list("gateway.cors_origins"),
                 token_ttl: match r.uint_at_least("gateway.token_ttl_secs", 0) {
                     0 => None,
                     secs => Some(Duration::from_secs(secs)),

@@ -16,7 +16,6 @@ pub mod jobs;
 pub mod metrics;
 pub mod notifications;
 pub mod openai;
-mod openai_images;
 pub mod pair;
 pub mod routine_ops;
 pub mod routines;

@@ -3,6 +3,7 @@
 //! engine with the real actions, and a bearer token.
 #![allow(dead_code)] // each test binary uses part of the harness
 
+pub mod clients;
 pub mod jobs;
 
 use std::sync::Arc;
@@ -82,6 +83,8 @@ pub fn settings() -> GatewayConfig {
         max_connections: 256,
         header_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(60),
+        openai_strict_models: false,
+        cors_origins: Vec::new(),
     }
 }
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::client::RawResponse;
 use crate::text_tools::new_call_id;
-use crate::types::{ChatRequest, Usage};
+use crate::types::{ChatRequest, STRUCTURED_OUTPUT_TOOL, ToolChoice, Usage};
 
 /// Output cap when neither the request nor the settings give one (the API requires it).
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -58,15 +58,46 @@ pub(crate) fn request_body(
                 .collect(),
         ),
     );
-    if !request.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            Value::Array(request.tools.iter().map(tool_json).collect()),
-        );
+    let mut tools: Vec<Value> = request.tools.iter().map(tool_json).collect();
+    let options = &request.options;
+    let mut choice = options.tool_choice.as_ref().map(|c| match c {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+    });
+    // No native `response_format`: a tool whose input is the answer, which
+    // the model must call (or, beside other tools, must call some tool).
+    if let Some(format) = &options.response_format {
+        tools.push(json!({
+            "name": STRUCTURED_OUTPUT_TOOL,
+            "description": "Give your final answer by calling this tool; its input is the answer.",
+            "input_schema": format.schema(),
+        }));
+        choice = Some(if request.tools.is_empty() {
+            json!({"type": "tool", "name": STRUCTURED_OUTPUT_TOOL})
+        } else {
+            json!({"type": "any"})
+        });
+    }
+    if !tools.is_empty() {
+        if let (Some(choice), Some(false)) = (&mut choice, options.parallel_tool_calls) {
+            choice["disable_parallel_tool_use"] = json!(true);
+        }
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+        body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(temperature) = request.temperature {
         // Anthropic accepts 0..=1 (OpenAI 0..=2); clamp rather than fail the turn.
         body.insert("temperature".into(), json!(temperature.clamp(0.0, 1.0)));
+    }
+    if let Some(top_p) = options.top_p {
+        body.insert("top_p".into(), json!(top_p));
+    }
+    if !options.stop.is_empty() {
+        body.insert("stop_sequences".into(), json!(options.stop));
     }
     if stream {
         body.insert("stream".into(), json!(true));
@@ -239,6 +270,41 @@ mod tests {
         assert_eq!(messages[2]["content"][2]["text"], "and?");
         assert_eq!(body["temperature"], 1.0);
         assert!(body.get("stream").is_none());
+    }
+
+    #[test]
+    fn response_format_is_a_forced_tool_and_sampling_is_forwarded() {
+        let mut request = ChatRequest::new(vec![ChatMessage::user("city?")]);
+        request.options.response_format = Some(crate::types::ResponseFormat::JsonSchema {
+            name: "city".into(),
+            schema: json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+            strict: None,
+        });
+        request.options.top_p = Some(0.75);
+        request.options.stop = vec!["END".into()];
+        request.options.parallel_tool_calls = Some(false);
+        let body = request_body(&request, "claude", 100, false);
+        assert_eq!(body["tools"][0]["name"], STRUCTURED_OUTPUT_TOOL);
+        assert_eq!(
+            body["tools"][0]["input_schema"]["properties"]["name"]["type"],
+            "string"
+        );
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "tool", "name": STRUCTURED_OUTPUT_TOOL, "disable_parallel_tool_use": true})
+        );
+        assert_eq!(body["top_p"], 0.75);
+        assert_eq!(body["stop_sequences"], json!(["END"]));
+
+        // Beside the agent's tools the model must call one of them.
+        request.tools = vec![ToolDefinition {
+            name: "shell".into(),
+            description: "run".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = request_body(&request, "claude", 100, false);
+        assert_eq!(body["tools"].as_array().unwrap().len(), 2);
+        assert_eq!(body["tool_choice"]["type"], "any");
     }
 
     #[test]

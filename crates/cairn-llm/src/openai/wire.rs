@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::client::RawResponse;
 use crate::http_provider::ParseProblem;
 use crate::text_tools::{new_call_id, normalize_arguments};
-use crate::types::{ChatRequest, Usage};
+use crate::types::{ChatRequest, GenerationOptions, ResponseFormat, ToolChoice, Usage};
 
 /// How the output cap is named: OpenAI's own API wants
 /// `max_completion_tokens` (reasoning models reject `max_tokens`); every other
@@ -48,11 +48,67 @@ pub(crate) fn request_body(
         };
         body.insert(key.into(), json!(max));
     }
+    options_json(&request.options, !request.tools.is_empty(), &mut body);
     if stream {
         body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     Value::Object(body)
+}
+
+/// The request's further sampling and output settings, under OpenAI's names
+/// (the tool settings only when tools are offered: servers reject them alone).
+fn options_json(options: &GenerationOptions, tools: bool, body: &mut Map<String, Value>) {
+    if let Some(top_p) = options.top_p {
+        body.insert("top_p".into(), json!(top_p));
+    }
+    if !options.stop.is_empty() {
+        body.insert("stop".into(), json!(options.stop));
+    }
+    if let Some(seed) = options.seed {
+        body.insert("seed".into(), json!(seed));
+    }
+    if let Some(p) = options.presence_penalty {
+        body.insert("presence_penalty".into(), json!(p));
+    }
+    if let Some(p) = options.frequency_penalty {
+        body.insert("frequency_penalty".into(), json!(p));
+    }
+    match &options.response_format {
+        Some(ResponseFormat::JsonObject) => {
+            body.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        Some(ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        }) => {
+            let mut inner = json!({"name": name, "schema": schema});
+            if let Some(strict) = strict {
+                inner["strict"] = json!(strict);
+            }
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": inner}),
+            );
+        }
+        None => {}
+    }
+    if !tools {
+        return;
+    }
+    if let Some(choice) = &options.tool_choice {
+        let value = match choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), value);
+    }
+    if let Some(parallel) = options.parallel_tool_calls {
+        body.insert("parallel_tool_calls".into(), json!(parallel));
+    }
 }
 
 fn message_json(message: &ChatMessage) -> Value {
@@ -211,6 +267,48 @@ pub(crate) fn parse_completion(value: &Value) -> Result<RawResponse, ParseProble
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampling_format_and_tool_settings_are_forwarded() {
+        let mut request = ChatRequest::new(vec![ChatMessage::user("hi")]);
+        request.options = GenerationOptions {
+            top_p: Some(0.5),
+            stop: vec!["END".into()],
+            seed: Some(7),
+            presence_penalty: Some(0.25),
+            frequency_penalty: Some(-0.5),
+            response_format: Some(ResponseFormat::JsonSchema {
+                name: "city".into(),
+                schema: json!({"type": "object"}),
+                strict: Some(true),
+            }),
+            tool_choice: Some(ToolChoice::Tool("f".into())),
+            parallel_tool_calls: Some(false),
+        };
+        let body = request_body(&request, "m", None, MaxTokensField::MaxTokens, false);
+        assert_eq!(body["top_p"], 0.5);
+        assert_eq!(body["stop"], json!(["END"]));
+        assert_eq!(body["seed"], 7);
+        assert_eq!(body["presence_penalty"], 0.25);
+        assert_eq!(body["frequency_penalty"], -0.5);
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "city", "schema": {"type": "object"}, "strict": true}})
+        );
+        // Tool settings without tools would be refused by the server.
+        assert!(body.get("tool_choice").is_none());
+        request.tools = vec![ToolDefinition {
+            name: "f".into(),
+            description: "f".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = request_body(&request, "m", None, MaxTokensField::MaxTokens, false);
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "function", "function": {"name": "f"}})
+        );
+        assert_eq!(body["parallel_tool_calls"], false);
+    }
 
     #[test]
     fn off_spec_bodies_parse() {

@@ -266,3 +266,31 @@ fn server_on_its_own_thread_serves_blocking_callers() {
     assert_eq!(response.text, "from a thread");
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn anthropic_structured_output_comes_back_as_the_answer_text() {
+    let server = server().await;
+    let provider = provider(&server, Protocol::Anthropic);
+    let mut request = ask("the capital of France, as JSON");
+    request.options.response_format = Some(cairn_llm::ResponseFormat::JsonObject);
+    for streamed in [false, true] {
+        server.push(Scripted::tool_call(
+            cairn_llm::STRUCTURED_OUTPUT_TOOL,
+            json!({"city": "Paris"}),
+        ));
+        let response = if streamed {
+            collect(provider.as_ref(), &request).await.1
+        } else {
+            provider.complete(&request).await.unwrap()
+        };
+        let answer: serde_json::Value = serde_json::from_str(&response.text).unwrap();
+        assert_eq!(answer, json!({"city": "Paris"}), "streamed: {streamed}");
+        assert!(response.tool_calls.is_empty());
+        assert_eq!(response.finish_reason, cairn_llm::FinishReason::Stop);
+        let sent = server.last_request().unwrap().body;
+        assert_eq!(
+            sent["tool_choice"]["name"],
+            cairn_llm::STRUCTURED_OUTPUT_TOOL
+        );
+    }
+}

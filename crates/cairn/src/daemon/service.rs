@@ -1,6 +1,12 @@
 //! `cairn service install|uninstall|status`: cairn as a systemd user
 //! service (`~/.config/systemd/user/cairn.service`), running this binary's
 //! `daemon` with this `CAIRN_HOME`, restarted by systemd if it fails.
+//!
+//! systemd starts the service with almost no environment, so `install`
+//! also writes `cairn.env` beside the unit (0600, named by
+//! `EnvironmentFile=`): the `CAIRN_*` and `*_API_KEY` variables set at
+//! install time, so an LLM or channel configured through them works under
+//! the service too. Only their names are shown.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -36,8 +42,41 @@ fn quote(text: &str) -> String {
     format!("\"{escaped}\"")
 }
 
+/// The environment file's name, beside the unit.
+pub const ENV_FILE: &str = "cairn.env";
+
+/// The variables the service keeps from the installing shell: `CAIRN_*`
+/// (but `CAIRN_HOME`, which the unit sets) and provider keys (`*_API_KEY`),
+/// sorted by name.
+pub fn captured(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut kept: Vec<(String, String)> = vars
+        .into_iter()
+        .filter(|(name, _)| {
+            (name.starts_with("CAIRN_") && name != "CAIRN_HOME") || name.ends_with("_API_KEY")
+        })
+        .collect();
+    kept.sort();
+    kept
+}
+
+/// The environment file's text: one `NAME="value"` a line, with `\`, `"`
+/// and line breaks escaped as systemd reads them.
+pub fn env_file_text(vars: &[(String, String)]) -> String {
+    let mut text = String::from(
+        "# Written by `cairn service install`: the CAIRN_* and *_API_KEY variables set then.\n",
+    );
+    for (name, value) in vars {
+        let escaped = value
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        text.push_str(&format!("{name}=\"{escaped}\"\n"));
+    }
+    text
+}
+
 /// The unit's text.
-pub fn unit_text(exe: &Path, home: &Path, stop_deadline: Duration) -> String {
+pub fn unit_text(exe: &Path, home: &Path, env_file: &Path, stop_deadline: Duration) -> String {
     // systemd's own stop timeout is a little longer than the daemon's
     // deadline, so the daemon ends on its own terms.
     let stop = stop_deadline.as_secs() + 15;
@@ -50,6 +89,7 @@ pub fn unit_text(exe: &Path, home: &Path, stop_deadline: Duration) -> String {
          Type=simple\n\
          ExecStart={} daemon\n\
          Environment={}\n\
+         EnvironmentFile=-{}\n\
          Restart=on-failure\n\
          RestartSec=5\n\
          KillSignal=SIGTERM\n\
@@ -59,6 +99,7 @@ pub fn unit_text(exe: &Path, home: &Path, stop_deadline: Duration) -> String {
          WantedBy=default.target\n",
         quote(&exe.display().to_string()),
         quote(&format!("CAIRN_HOME={}", home.display())),
+        quote(&env_file.display().to_string()),
     )
 }
 
@@ -79,21 +120,55 @@ pub async fn install(home: &Path, stop_deadline: Duration, force: bool) -> anyho
             .await
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    tokio::fs::write(&path, unit_text(&exe, &home, stop_deadline))
+    let env_file = path.with_file_name(ENV_FILE);
+    let vars = captured(std::env::vars());
+    write_private(&env_file, &env_file_text(&vars)).await?;
+    tokio::fs::write(&path, unit_text(&exe, &home, &env_file, stop_deadline))
         .await
         .with_context(|| format!("cannot write {}", path.display()))?;
+    let names: Vec<&str> = vars.iter().map(|(name, _)| name.as_str()).collect();
+    let captured = if names.is_empty() {
+        "no CAIRN_* or *_API_KEY variables are set: the service gets none".to_string()
+    } else {
+        format!("with {}", names.join(", "))
+    };
     Ok(format!(
         "wrote {}\n\
+         wrote {} (0600) {captured}; edit it to change them\n\
          start it now and at every login:  systemctl --user daemon-reload && systemctl --user enable --now cairn\n\
          follow its logs:                  journalctl --user -u cairn -f\n\
          keep it running after logout:     loginctl enable-linger $USER",
-        path.display()
+        path.display(),
+        env_file.display(),
     ))
+}
+
+/// Writes `text` to `path` readable by the owner alone (it holds keys).
+async fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .await
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    // An older file keeps its mode on open: make it private too.
+    tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .await
+        .with_context(|| format!("cannot make {} private", path.display()))?;
+    tokio::io::AsyncWriteExt::write_all(&mut file, text.as_bytes())
+        .await
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
 }
 
 /// Removes the unit. Returns what to tell the person.
 pub async fn uninstall() -> anyhow::Result<String> {
     let path = unit_path()?;
+    // The environment file goes with the unit (it may be gone already).
+    let _ = tokio::fs::remove_file(path.with_file_name(ENV_FILE)).await;
     match tokio::fs::remove_file(&path).await {
         Ok(()) => Ok(format!(
             "removed {}\n\
@@ -175,7 +250,12 @@ mod tests {
         let text = unit_text(
             Path::new("/opt/my tools/cairn"),
             Path::new("/home/me/100%/cairn"),
+            Path::new("/home/me/.config/systemd/user/cairn.env"),
             Duration::from_secs(30),
+        );
+        assert!(
+            text.contains("EnvironmentFile=-\"/home/me/.config/systemd/user/cairn.env\"\n"),
+            "{text}"
         );
         assert!(
             text.contains("ExecStart=\"/opt/my tools/cairn\" daemon\n"),
@@ -187,5 +267,27 @@ mod tests {
         );
         assert!(text.contains("Restart=on-failure\n"));
         assert!(text.contains("TimeoutStopSec=45\n"));
+    }
+
+    #[test]
+    fn the_environment_file_keeps_cairn_and_key_variables_escaped() {
+        let vars = captured(
+            [
+                ("PATH", "/usr/bin"),
+                ("CAIRN_HOME", "/h"),
+                ("OPENAI_API_KEY", "sk-\"quoted\"\\x"),
+                ("CAIRN_LLM_MODEL", "gpt\nx"),
+                ("HOME", "/home/me"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, vec!["CAIRN_LLM_MODEL", "OPENAI_API_KEY"]);
+        let text = env_file_text(&vars);
+        assert!(text.contains("CAIRN_LLM_MODEL=\"gpt\\nx\"\n"), "{text}");
+        assert!(
+            text.contains("OPENAI_API_KEY=\"sk-\\\"quoted\\\"\\\\x\"\n"),
+            "{text}"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! http(s) URL fetched under the agent's network rules (`[tools.http]`:
 //! private networks refused unless allowed). Each image is checked (PNG,
 //! JPEG, WebP or GIF, at most 5 MiB) and given to the agent like one sent
-//! in chat. Kept apart from `openai.rs`, which only calls [`images_of`].
+//! in chat. Kept apart from the request translation, which only calls [`images_of`].
 
 use cairn_agent::chat::ChatService;
 use cairn_core::image::ImagePart;
@@ -40,4 +40,40 @@ pub(super) async fn images_of(
         images.push(image);
     }
     Ok(images)
+}
+
+/// Gives each translated user message the images of its request message
+/// (`conversation` holds the non-system messages in request order).
+pub(super) async fn attach(
+    chat: &ChatService,
+    messages: &[super::InMessage],
+    conversation: &mut [cairn_core::chat::ChatMessage],
+) -> Result<(), super::OpenAiError> {
+    let spoken = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !matches!(m.role.as_str(), "system" | "developer"));
+    for ((i, m), translated) in spoken.zip(conversation.iter_mut()) {
+        let param = || format!("messages[{i}].content");
+        let images = images_of(chat, i, &m.content_json())
+            .await
+            .map_err(|e| super::OpenAiError::invalid(param(), e))?;
+        if images.is_empty() {
+            continue;
+        }
+        if m.role != "user" {
+            return Err(super::OpenAiError::invalid(
+                param(),
+                format!("messages[{i}]: images are accepted in user messages only"),
+            ));
+        }
+        if !chat.agent().provider().vision() {
+            return Err(super::OpenAiError::invalid(
+                param(),
+                cairn_llm::vision_refusal(chat.agent().model()),
+            ));
+        }
+        translated.images = images;
+    }
+    Ok(())
 }
