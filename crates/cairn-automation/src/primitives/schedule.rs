@@ -31,18 +31,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check};
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
-use cairn_core::clock::Clock;
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{NotifyConfig, Routine, RoutineAction, RoutineSpec, Trigger};
 use cairn_core::schedule::{Schedule, ScheduleKind};
-use cairn_store::Store;
-use chrono_tz::Tz;
 use serde_json::{Value, json};
 
 use super::{RunnerLink, json_output, rfc3339, store_error, string_arg};
 use crate::notify::Notifier;
-use crate::routines::define::prepare;
-use crate::routines::system::builtin_refusal;
+use crate::routines::ops_tools::tool_error;
+use crate::routines::service::{Actor, RoutineService};
 
 /// The one line naming these tools when schemas load on demand.
 const SCHEDULE_FAMILY: &str =
@@ -60,32 +57,23 @@ const STATUS_RUNS: u32 = 5;
 /// What every scheduling tool shares.
 #[derive(Clone)]
 struct Shared {
-    store: Store,
+    service: RoutineService,
     link: Arc<RunnerLink>,
     notifier: Notifier,
-    user_id: String,
-    user_zone: Tz,
-    clock: Arc<dyn Clock>,
 }
 
-/// The six scheduling tools for `user_id`, for the binary to register.
+/// The six scheduling tools, writing through `service`, for the binary to register.
 /// `notifier` knows the configured output channels (to check `output_channel`,
 /// as they are after a reload).
 pub fn schedule_tools(
-    store: Store,
+    service: RoutineService,
     link: Arc<RunnerLink>,
     notifier: Notifier,
-    user_id: impl Into<String>,
-    user_zone: Tz,
-    clock: Arc<dyn Clock>,
 ) -> Vec<Arc<dyn Tool>> {
     let shared = Shared {
-        store,
+        service,
         link,
         notifier,
-        user_id: user_id.into(),
-        user_zone,
-        clock,
     };
     vec![
         Arc::new(OnceTool(shared.clone())),
@@ -203,7 +191,7 @@ fn short(text: &str) -> String {
 
 impl Shared {
     fn parse_when(&self, when: &str) -> Result<Schedule, ToolError> {
-        Schedule::parse(when, self.user_zone, self.clock.now())
+        Schedule::parse(when, self.service.user_zone(), self.service.now())
             .map_err(|e| ToolError::InvalidArguments(format!("`when`: {e}")))
     }
 
@@ -211,7 +199,7 @@ impl Shared {
     /// instant so a restart never moves it; an error when it is past.
     fn once_trigger(&self, when: &str, schedule: &Schedule) -> Result<Trigger, ToolError> {
         let at = schedule
-            .next_after(self.clock.now() - chrono::Duration::seconds(1))
+            .next_after(self.service.now() - chrono::Duration::seconds(1))
             .ok_or_else(|| {
                 ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
             })?;
@@ -365,17 +353,12 @@ impl Shared {
         // A job fires when it is due, however close to the previous fire.
         spec.guardrails.cooldown = std::time::Duration::ZERO;
         spec.guardrails.max_runs = draft.max_runs;
-        let now = self.clock.now();
-        let next = prepare(&spec, self.user_zone, now).map_err(|problems| {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            ToolError::InvalidArguments(lines.join("; "))
-        })?;
-        let mut routine = Routine::new(spec, self.user_id.clone(), now);
-        routine.runtime.next_fire_at = next;
-        self.store
-            .create_routine(&routine)
+        let routine = self
+            .service
+            .create(spec, &Actor::Agent)
             .await
-            .map_err(store_error)?;
+            .map_err(tool_error)?;
+        let next = routine.runtime.next_fire_at;
         let mut view = json!({
             "job_id": job_id,
             "schedule_type": draft.trigger.kind(),
@@ -409,8 +392,9 @@ impl Shared {
             .unwrap_or(id);
         for prefix in [SCHEDULE_PREFIX, REMIND_PREFIX] {
             if let Some(r) = self
-                .store
-                .find_routine(&self.user_id, &format!("{prefix}{id}"))
+                .service
+                .store()
+                .find_routine(self.service.user_id(), &format!("{prefix}{id}"))
                 .await
                 .map_err(store_error)?
             {
@@ -424,8 +408,9 @@ impl Shared {
 
     async fn jobs(&self) -> Result<Vec<Routine>, ToolError> {
         let all = self
-            .store
-            .list_routines(Some(&self.user_id))
+            .service
+            .store()
+            .list_routines(Some(self.service.user_id()))
             .await
             .map_err(store_error)?;
         Ok(all.into_iter().filter(is_job).collect())
@@ -649,8 +634,8 @@ impl Tool for CronTool {
                 "`cron` \"{cron}\" happens once ({}); use schedule_once or remember",
                 rfc3339(
                     schedule
-                        .next_after(s.clock.now())
-                        .unwrap_or_else(|| s.clock.now())
+                        .next_after(s.service.now())
+                        .unwrap_or_else(|| s.service.now())
                 )
             )));
         }
@@ -773,11 +758,11 @@ impl Tool for CancelTool {
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
         let job = s.find(&args).await?;
-        if let Some(why) = builtin_refusal(&job) {
-            return Err(ToolError::NotPermitted(why));
-        }
         let previous = job_status(&job);
-        s.store.delete_routine(job.id).await.map_err(store_error)?;
+        s.service
+            .delete(&job, &Actor::Agent)
+            .await
+            .map_err(tool_error)?;
         json_output(&json!({
             "job_id": job_id_of(&job),
             "label": job.spec.description,
@@ -868,7 +853,8 @@ impl Tool for StatusTool {
         let s = &self.0;
         let job = s.find(&args).await?;
         let runs = s
-            .store
+            .service
+            .store()
             .list_runs(job.id, STATUS_RUNS)
             .await
             .map_err(store_error)?;

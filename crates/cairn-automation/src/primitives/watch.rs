@@ -25,20 +25,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check};
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
-use cairn_core::clock::Clock;
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{
     CatchUp, NotifyConfig, Routine, RoutineAction, RoutineGuardrails, RoutineSpec, RunStatus,
     Trigger, WatchStrategy,
 };
 use cairn_core::text::error_chain;
-use cairn_store::{Store, StoreError};
+use cairn_store::StoreError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{RunnerLink, is_primitive, json_output, string_arg};
-use crate::routines::define::prepare;
+use crate::routines::service::{Actor, RoutineService, ServiceError};
 use crate::routines::watch::{
     check_session, interval_of, interval_schedule, parse_summary, routine_name, watcher_id,
 };
@@ -180,6 +179,18 @@ pub enum WatchError {
     Store(#[from] StoreError),
 }
 
+impl From<ServiceError> for WatchError {
+    fn from(e: ServiceError) -> WatchError {
+        match e {
+            ServiceError::Store(e) => WatchError::Store(e),
+            ServiceError::Forbidden(_) | ServiceError::Conflict(_) => {
+                WatchError::Refused(e.to_string())
+            }
+            e => WatchError::Invalid(e.to_string()),
+        }
+    }
+}
+
 impl From<WatchError> for ToolError {
     fn from(e: WatchError) -> ToolError {
         match e {
@@ -243,16 +254,18 @@ pub struct HistoryEntry {
 
 /// The watchers of one person, over the store; the tools and the gateway use it.
 pub struct Watchers {
-    store: Store,
-    clock: Arc<dyn Clock>,
-    user_id: String,
+    service: RoutineService,
     link: Arc<RunnerLink>,
 }
+
+/// Who changes a watcher's routine: the stricter actor, whoever asks (a
+/// watcher's id never names one of cairn's built-in routines).
+const ACTOR: Actor = Actor::Agent;
 
 impl std::fmt::Debug for Watchers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watchers")
-            .field("user_id", &self.user_id)
+            .field("user_id", &self.service.user_id())
             .finish_non_exhaustive()
     }
 }
@@ -306,19 +319,10 @@ fn view(routine: &Routine) -> Option<WatcherView> {
 }
 
 impl Watchers {
-    /// The watchers of `user_id`; the policy is reached through `link`.
-    pub fn new(
-        store: Store,
-        clock: Arc<dyn Clock>,
-        user_id: impl Into<String>,
-        link: Arc<RunnerLink>,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            store,
-            clock,
-            user_id: user_id.into(),
-            link,
-        })
+    /// The watchers of the service's person, written through `service`;
+    /// the policy is reached through `link`.
+    pub fn new(service: RoutineService, link: Arc<RunnerLink>) -> Arc<Self> {
+        Arc::new(Self { service, link })
     }
 
     /// The seven tools.
@@ -405,15 +409,10 @@ impl Watchers {
             },
             timezone: None,
         };
-        let now = self.clock.now();
-        let next = prepare(&spec, chrono_tz::UTC, now).map_err(|problems| {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            WatchError::Invalid(lines.join("; "))
-        })?;
-        let mut routine = Routine::new(spec, self.user_id.clone(), now);
-        routine.runtime.next_fire_at = next;
-        routine.runtime.state = json!({"checks": 0, "notifications": 0});
-        self.store.create_routine(&routine).await?;
+        let routine = self
+            .service
+            .create_with_state(spec, json!({"checks": 0, "notifications": 0}), &ACTOR)
+            .await?;
         view(&routine).ok_or_else(|| WatchError::Invalid("not a watcher".into()))
     }
 
@@ -421,8 +420,9 @@ impl Watchers {
         let id = id.trim();
         let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric());
         let found = if valid {
-            self.store
-                .find_routine(&self.user_id, &routine_name(id))
+            self.service
+                .store()
+                .find_routine(self.service.user_id(), &routine_name(id))
                 .await?
         } else {
             None
@@ -441,8 +441,9 @@ impl Watchers {
     /// Every watcher, running ones first, then oldest first.
     pub async fn list(&self) -> Result<Vec<WatcherView>, WatchError> {
         let mut all: Vec<WatcherView> = self
-            .store
-            .list_routines(Some(&self.user_id))
+            .service
+            .store()
+            .list_routines(Some(self.service.user_id()))
             .await?
             .iter()
             .filter_map(view)
@@ -461,7 +462,7 @@ impl Watchers {
     pub async fn stop(&self, id: &str) -> Result<WatcherView, WatchError> {
         let routine = self.find(id).await?;
         let mut shown = view(&routine).ok_or_else(|| WatchError::NotFound(id.to_string()))?;
-        self.store.delete_routine(routine.id).await?;
+        self.service.delete(&routine, &ACTOR).await?;
         shown.status = "stopped".into();
         shown.next_check_at = None;
         Ok(shown)
@@ -471,8 +472,8 @@ impl Watchers {
     /// also across restarts.
     pub async fn pause(&self, id: &str) -> Result<WatcherView, WatchError> {
         let routine = self.find(id).await?;
-        self.store
-            .set_routine_enabled(routine.id, false, self.clock.now())
+        self.service
+            .set_enabled(&routine.spec.name, false, &ACTOR)
             .await?;
         self.get(id).await
     }
@@ -480,18 +481,9 @@ impl Watchers {
     /// Resumes a paused watcher: the next check is one interval from now.
     pub async fn resume(&self, id: &str) -> Result<WatcherView, WatchError> {
         let routine = self.find(id).await?;
-        if !routine.spec.enabled {
-            let now = self.clock.now();
-            let every = interval_of(&routine).unwrap_or(DEFAULT_INTERVAL);
-            let every = chrono::Duration::seconds(i64::try_from(every).unwrap_or(i64::MAX));
-            // The slot first, so the engine never sees it enabled on a stale one.
-            self.store
-                .set_next_fire_at(routine.id, Some(now + every), now)
-                .await?;
-            self.store
-                .set_routine_enabled(routine.id, true, now)
-                .await?;
-        }
+        self.service
+            .set_enabled(&routine.spec.name, true, &ACTOR)
+            .await?;
         self.get(id).await
     }
 
@@ -503,7 +495,7 @@ impl Watchers {
             )));
         }
         let routine = self.find(id).await?;
-        let runs = self.store.list_runs(routine.id, HISTORY).await?;
+        let runs = self.service.store().list_runs(routine.id, HISTORY).await?;
         let mut entries: Vec<HistoryEntry> = runs
             .iter()
             .filter(|r| matches!(r.status, RunStatus::Ok | RunStatus::Attention))
