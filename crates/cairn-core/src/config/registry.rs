@@ -230,16 +230,6 @@ pub static SETTINGS: &[SettingDef] = &[
         "routine runs at once, all routines together",
     ),
     def(
-        "routines.event_cache_refresh_secs",
-        &[
-            "CAIRN_ROUTINES_EVENT_CACHE_REFRESH",
-            "ROUTINES_EVENT_CACHE_REFRESH",
-        ],
-        K::UInt,
-        D::UInt(60),
-        "accepted for old config files; unused: routine changes arrive through the store's change signal",
-    ),
-    def(
         "routines.lease_secs",
         &["CAIRN_ROUTINES_LEASE_SECS"],
         K::UInt,
@@ -659,6 +649,13 @@ pub static SECTIONS: &[&str] = &[
     "routing",
 ];
 
+/// Settings cairn no longer has, with what to do instead: a file that
+/// still sets one is refused with that advice (not "unknown key").
+pub const REMOVED: &[(&str, &str)] = &[(
+    "routines.event_cache_refresh_secs",
+    "routine changes reach the engine at once through the store's change signal; delete the line",
+)];
+
 /// Looks up a setting by its dotted key.
 pub fn find(key: &str) -> Option<&'static SettingDef> {
     SETTINGS.iter().find(|d| d.key == key)
@@ -693,7 +690,8 @@ mod tests {
         for name in [
             "ROUTINES_ENABLED",
             "ROUTINES_MAX_CONCURRENT",
-            "ROUTINES_EVENT_CACHE_REFRESH",
+            // The seeds' ROUTINES_EVENT_CACHE_REFRESH is gone: routine
+            // changes reach the engine through the store's change signal.
             "HEARTBEAT_ENABLED",
             "HEARTBEAT_INTERVAL_SECS",
             "HEARTBEAT_NOTIFY_CHANNEL",

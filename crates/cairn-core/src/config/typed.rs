@@ -170,9 +170,6 @@ pub struct RoutinesConfig {
     pub enabled: bool,
     /// Routine runs at once across all routines.
     pub max_concurrent: u32,
-    /// Unused (kept so old config files load): routine changes arrive
-    /// through the store's change signal.
-    pub event_cache_refresh: Duration,
     /// How long a running run's lease lasts (renewed every third of it).
     pub lease: Duration,
     /// Slots one backfill may run without being told `--yes`.
@@ -330,9 +327,6 @@ impl Config {
             routines: RoutinesConfig {
                 enabled: r.bool("routines.enabled"),
                 max_concurrent: r.u32_at_least("routines.max_concurrent", 1),
-                event_cache_refresh: Duration::from_secs(
-                    r.uint_at_least("routines.event_cache_refresh_secs", 1),
-                ),
                 lease: Duration::from_secs(r.uint_at_least("routines.lease_secs", 3)),
                 max_backfill: r.u32_at_least("routines.max_backfill", 1),
             },
