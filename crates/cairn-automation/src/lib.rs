@@ -18,3 +18,4 @@
 pub mod notify;
 pub mod primitives;
 pub mod routines;
+mod tool_io;

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::service::{Actor, BackfillRequest, MAX_NEXT, RoutineService, ServiceError};
 use super::tools::{ROUTINE_FAMILY, name_arg};
-use crate::primitives::{json_output, rfc3339, store_error};
+use crate::tool_io::{json_output, rfc3339, store_error};
 
 /// Next fires `routine_next` lists when the call does not say.
 const DEFAULT_NEXT: u64 = 5;

@@ -25,7 +25,7 @@ use uuid::Uuid;
 use super::define::zone_of;
 use super::ops_tools::tool_error;
 use super::service::{Actor, RoutineService, ServiceError};
-use crate::primitives::{json_output, rfc3339, store_error};
+use crate::tool_io::{json_output, rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
 pub(super) const ROUTINE_FAMILY: &str =
