@@ -22,3 +22,4 @@ pub mod inbound;
 pub mod notify;
 pub mod primitives;
 pub mod routines;
+mod tool_io;

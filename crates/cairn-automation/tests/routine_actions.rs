@@ -95,11 +95,13 @@ impl Env {
         registry.register(Arc::new(Forbidden)).unwrap();
         let clock: Arc<dyn Clock> = Arc::new(FixedClock::new(t0()));
         for tool in cairn_automation::routines::tools::routine_tools(
-            store.clone(),
+            cairn_automation::routines::service::RoutineService::new(
+                store.clone(),
+                clock.clone(),
+                "ada",
+                chrono_tz::UTC,
+            ),
             cairn_automation::routines::link::EngineLink::new(),
-            "ada",
-            chrono_tz::UTC,
-            clock.clone(),
         ) {
             registry.register(tool).unwrap();
         }

@@ -10,6 +10,7 @@ use cairn_agent::runner::{
     ApprovalAnswer, ApprovalRequest, Approver, Check, ToolRunner, ToolStatus,
 };
 use cairn_agent::tools::{RiskLevel, ToolContext, ToolRegistry};
+use cairn_automation::routines::service::RoutineService;
 use cairn_automation::routines::tools::{RoutineFirer, routine_tools};
 use cairn_core::chat::ToolCall;
 use cairn_core::clock::ManualClock;
@@ -94,11 +95,13 @@ async fn setup_with(autonomy: AutonomyLevel, approver: Answers) -> Setup {
     let firer = Arc::new(Recorder::default());
     let mut registry = ToolRegistry::new();
     for tool in routine_tools(
-        store.clone(),
+        RoutineService::new(
+            store.clone(),
+            Arc::new(ManualClock::new(now())),
+            "alice",
+            chrono_tz::Europe::Paris,
+        ),
         firer.clone(),
-        "alice",
-        chrono_tz::Europe::Paris,
-        Arc::new(ManualClock::new(now())),
     ) {
         registry.register(tool).unwrap();
     }
@@ -574,4 +577,46 @@ async fn webhook_secrets_never_reach_the_model_and_stars_keep_the_stored_one() {
     let (status, body) = s.call("routine_create", hook("copy", "***")).await;
     assert_eq!(status, ToolStatus::InvalidArguments, "{body}");
     assert!(body.contains("trigger.secret"), "{body}");
+}
+
+/// The one rule `PUT /api/routines/{name}` follows: a new name in the spec
+/// renames the routine (its history kept), unless that name is taken.
+#[tokio::test]
+async fn update_renames_when_given_the_current_name() {
+    let s = setup().await;
+    s.ok("routine_create", reminder("standup", "0 9 * * *"))
+        .await;
+    s.ok("routine_create", reminder("other", "0 9 * * *")).await;
+    let id = s
+        .store
+        .find_routine("alice", "standup")
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    let mut args = reminder("daily-standup", "0 9 * * *");
+    args["name"] = json!("standup");
+    let out = s.ok("routine_update", args).await;
+    assert_eq!(out["updated"], "daily-standup");
+    assert_eq!(out["renamed_from"], "standup");
+    let renamed = s
+        .store
+        .find_routine("alice", "daily-standup")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renamed.id, id, "the same routine, renamed");
+    assert!(
+        s.store
+            .find_routine("alice", "standup")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let mut taken = reminder("other", "0 9 * * *");
+    taken["name"] = json!("daily-standup");
+    let (status, body) = s.call("routine_update", taken).await;
+    assert_eq!(status, ToolStatus::InvalidArguments, "{body}");
+    assert!(body.contains("already exists"), "{body}");
 }

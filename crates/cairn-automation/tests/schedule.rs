@@ -126,12 +126,14 @@ impl Fx {
         registry.register(Arc::new(Echo)).unwrap();
         registry.register(Arc::new(Forbidden)).unwrap();
         for tool in schedule_tools(
-            store.clone(),
+            cairn_automation::routines::service::RoutineService::new(
+                store.clone(),
+                Arc::clone(&clock),
+                "ada",
+                chrono_tz::Europe::Paris,
+            ),
             Arc::clone(&link),
             notifier.clone(),
-            "ada",
-            chrono_tz::Europe::Paris,
-            Arc::clone(&clock),
         ) {
             registry.register(tool).unwrap();
         }

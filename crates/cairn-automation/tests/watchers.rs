@@ -116,7 +116,15 @@ fn process(
     deny: &[&str],
 ) -> (RoutineEngine, Arc<Watchers>, Arc<ToolRunner>) {
     let link = RunnerLink::new();
-    let watchers = Watchers::new(store.clone(), clock.clone(), "ada", Arc::clone(&link));
+    let watchers = Watchers::new(
+        cairn_automation::routines::service::RoutineService::new(
+            store.clone(),
+            clock.clone(),
+            "ada",
+            chrono_tz::UTC,
+        ),
+        Arc::clone(&link),
+    );
     let mut registry = ToolRegistry::new();
     registry
         .register(Arc::new(Probe { script, calls }))

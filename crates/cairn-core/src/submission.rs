@@ -78,10 +78,13 @@ pub enum Submission {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum Command {
-    /// `/job <description>`: start a background job.
+    /// `/job [--plan] <description>`: start a background job.
     CreateJob {
         /// What the job should do.
         description: String,
+        /// `--plan`: the job asks the model for a plan of steps before it starts.
+        #[serde(default)]
+        plan: bool,
     },
     /// `/status [id]`: one job, or all active jobs.
     JobStatus {
@@ -138,7 +141,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("resume", "/resume: continue an interrupted turn"),
     ("summarize", "/summarize: summarize the thread so far"),
     ("suggest", "/suggest: suggest next steps"),
-    ("job", "/job <description>: start a background job"),
+    (
+        "job",
+        "/job [--plan] <description>: start a background job (--plan: it plans its steps first)",
+    ),
     ("status", "/status [id]: job status"),
     ("cancel", "/cancel <id>: cancel a job"),
     ("jobs", "/jobs: list recent jobs"),
@@ -261,7 +267,17 @@ fn command(name: &str, arg: Option<String>) -> Submission {
         ("summarize" | "summarise", _) => Submission::Summarize,
         ("suggest", _) => Submission::Suggest,
         ("quit" | "exit", _) => Submission::Quit,
-        ("job", Some(description)) => cmd(Command::CreateJob { description }),
+        ("job", Some(text)) => match text.strip_prefix("--plan") {
+            Some("") => needs("/job --plan <what the job should do>"),
+            Some(rest) if rest.starts_with(char::is_whitespace) => cmd(Command::CreateJob {
+                description: rest.trim().to_string(),
+                plan: true,
+            }),
+            _ => cmd(Command::CreateJob {
+                description: text,
+                plan: false,
+            }),
+        },
         ("job", None) => needs("/job <what the job should do>"),
         ("status", id) => cmd(Command::JobStatus { id }),
         ("cancel", Some(id)) => cmd(Command::CancelJob { id }),
@@ -410,7 +426,27 @@ mod tests {
         assert_eq!(
             parse("/job  back up the notes ", IDLE),
             Submission::Command(Command::CreateJob {
-                description: "back up the notes".into()
+                description: "back up the notes".into(),
+                plan: false,
+            })
+        );
+        assert_eq!(
+            parse("/job --plan  back up the notes", IDLE),
+            Submission::Command(Command::CreateJob {
+                description: "back up the notes".into(),
+                plan: true,
+            })
+        );
+        assert!(matches!(
+            parse("/job --plan", IDLE),
+            Submission::BadCommand { .. }
+        ));
+        // Only the flag word: `--planet` is part of the description.
+        assert_eq!(
+            parse("/job --planet", IDLE),
+            Submission::Command(Command::CreateJob {
+                description: "--planet".into(),
+                plan: false,
             })
         );
         assert!(matches!(parse("/job", IDLE), Submission::BadCommand { .. }));

@@ -314,12 +314,7 @@ impl Gateway {
         if let Some(chat) = &self.chat {
             link.attach(chat.agent().runner());
         }
-        Watchers::new(
-            self.store.clone(),
-            Arc::clone(&self.clock),
-            self.user_id.clone(),
-            link,
-        )
+        Watchers::new(self.routines(), link)
     }
 
     /// Decides routine operations through `service` (the daemon's, with

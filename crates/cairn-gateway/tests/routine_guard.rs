@@ -11,6 +11,7 @@ use std::sync::Arc;
 use cairn_agent::AutonomyLevel;
 use cairn_agent::tools::Tool;
 use cairn_automation::routines::link::EngineLink;
+use cairn_automation::routines::service::RoutineService;
 use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::SystemClock;
 use cairn_core::routine::{RoutineAction, Trigger};
@@ -113,11 +114,8 @@ async fn gateway_with_routine_tools() -> TestGateway {
         AutonomyLevel::Full,
         |store| -> Vec<Arc<dyn Tool>> {
             routine_tools(
-                store.clone(),
+                RoutineService::new(store.clone(), Arc::new(SystemClock), "ada", chrono_tz::UTC),
                 EngineLink::new(),
-                "ada",
-                chrono_tz::UTC,
-                Arc::new(SystemClock),
             )
         },
         |g| g,

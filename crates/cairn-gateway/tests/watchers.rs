@@ -12,7 +12,6 @@ use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
 use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::watch::Watchers;
-use cairn_core::clock::SystemClock;
 use serde_json::{Value, json};
 use support::{TestGateway, error_code, settings};
 
@@ -60,7 +59,7 @@ async fn gateway() -> TestGateway {
         link.attach(&runner);
         // The runner must outlive the gateway: the link holds it weakly.
         std::mem::forget(Arc::clone(&runner));
-        let watchers = Watchers::new(g.store().clone(), Arc::new(SystemClock), "ada", link);
+        let watchers = Watchers::new(g.routines(), link);
         g.with_watchers(watchers)
     })
     .await

@@ -549,6 +549,8 @@ impl Store {
     /// Claims the scheduled slot `run.scheduled_for` of a routine and records
     /// the run: [`Store::admit_runs`] with only the slot's compare-and-set.
     /// Returns `false` when another process (or an earlier call) took it.
+    /// Test support (feature `testing`): the engine admits through `admit_rounds`.
+    #[cfg(any(test, feature = "testing"))]
     pub async fn claim_slot(
         &self,
         run: &RoutineRun,
@@ -574,6 +576,8 @@ impl Store {
     /// Records an unscheduled run (manual, event, webhook) with no guardrail:
     /// [`Store::admit_runs`] without checks. A missing routine is not found;
     /// a run whose `scheduled_for` slot already has one is a conflict.
+    /// Test support (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn start_run(&self, run: &RoutineRun) -> Result<(), StoreError> {
         let admitted = self
             .admit_runs(&[(Admission::default(), vec![run.clone()])])

@@ -51,7 +51,8 @@ impl Store {
         .await
     }
 
-    /// Removes `key`; returns whether it existed.
+    /// Removes `key`; returns whether it existed. Test support (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn delete_setting(&self, key: &str) -> Result<bool, StoreError> {
         self.on_runtime(async {
             let mut tx = self.begin_write().await?;
@@ -69,6 +70,8 @@ impl Store {
     }
 
     /// Every key starting with `prefix`, in key order, with its value.
+    /// Test support (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn list_settings(
         &self,
         prefix: &str,

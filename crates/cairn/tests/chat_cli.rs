@@ -305,6 +305,39 @@ fn jobs_from_chat_run_and_are_listed() {
         .stdout(contains("write a haiku about stones"));
 }
 
+/// `/job --plan`: the job asks for a plan of steps first, then works to it.
+#[test]
+fn a_job_from_chat_with_plan_plans_its_steps_first() {
+    let env = Env::new();
+    env.server
+        .push(Scripted::text("1. read the notes\n2. sort them"));
+    env.server.push(Scripted::text("sorted"));
+    env.cairn()
+        .args(["chat", "-m", "/job --plan tidy the notes"])
+        .assert()
+        .success()
+        .stdout(contains("Started job"));
+    let out = env
+        .cairn()
+        .args(["job", "list", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let jobs: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(jobs[0]["state"], "completed", "{jobs}");
+    assert_eq!(jobs[0]["title"], "tidy the notes", "{jobs}");
+    assert_eq!(jobs[0]["use_planning"], true, "{jobs}");
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 2, "one planning call, then the work");
+    let work = requests[1].body["messages"].to_string();
+    assert!(
+        work.contains("Plan:") && work.contains("2. sort them"),
+        "the work is given the plan: {work}"
+    );
+}
+
 #[test]
 fn the_cost_guard_refuses_a_job_after_the_budget_is_spent_even_across_a_restart() {
     let env = Env::new();

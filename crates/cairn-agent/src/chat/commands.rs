@@ -93,7 +93,9 @@ impl ChatService {
             }
             Command::Models => self.models(session).await,
             Command::Debug => self.debug(session, external).await,
-            Command::CreateJob { description } => self.create_job(session, description).await,
+            Command::CreateJob { description, plan } => {
+                self.create_job(session, description, plan).await
+            }
             Command::JobStatus { id: None } => {
                 let answered = self.last_answer(session, external).await;
                 match self.job_status(session, None).await {

@@ -18,13 +18,20 @@ impl ChatService {
             .ok_or_else(|| Reply::error("Background jobs are not available in this session."))
     }
 
-    /// `/job <description>`: starts a job and says how to follow it.
-    pub(super) async fn create_job(&self, session: &LiveSession, description: String) -> Reply {
+    /// `/job [--plan] <description>`: starts a job (planning its steps
+    /// first with `--plan`) and says how to follow it.
+    pub(super) async fn create_job(
+        &self,
+        session: &LiveSession,
+        description: String,
+        plan: bool,
+    ) -> Reply {
         let jobs = match self.scheduler() {
             Ok(j) => j,
             Err(reply) => return reply,
         };
-        let mut spec = JobSpec::from_description(description, session.row.user_id.clone());
+        let mut spec =
+            JobSpec::from_description(description, session.row.user_id.clone()).with_planning(plan);
         if let Some(thread) = session.row.active_thread_id {
             spec = spec.with_origin(format!("thread:{thread}"));
         }

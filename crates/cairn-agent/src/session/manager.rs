@@ -66,13 +66,6 @@ impl LiveSession {
         let thread = self.threads.get_mut(&thread)?;
         Some((&mut self.row, thread))
     }
-
-    /// The active thread's id, if it is loaded.
-    pub fn active_thread(&self) -> Option<Uuid> {
-        self.row
-            .active_thread_id
-            .filter(|id| self.threads.contains_key(id))
-    }
 }
 
 /// Keeps sessions in memory over the store.

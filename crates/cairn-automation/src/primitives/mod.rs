@@ -21,11 +21,12 @@ pub mod schedule;
 pub mod send;
 pub mod watch;
 
+pub(crate) use crate::tool_io::{json_output, rfc3339, store_error, string_arg};
+
 use std::sync::{Arc, OnceLock, Weak};
 
 use cairn_agent::ToolRunner;
-use cairn_agent::tools::{ToolError, ToolOutput};
-use serde_json::Value;
+use cairn_agent::tools::ToolError;
 
 /// Names the primitives refuse to run inside themselves: `run_parallel`
 /// cannot nest, and neither can launch background tasks (a launch must be
@@ -56,30 +57,5 @@ impl RunnerLink {
             .get()
             .and_then(Weak::upgrade)
             .ok_or_else(|| ToolError::Failed("the tool runner is not available".into()))
-    }
-}
-
-/// A store failure as a tool error, with its causes.
-pub(crate) fn store_error(e: cairn_store::StoreError) -> ToolError {
-    ToolError::Failed(cairn_core::text::error_chain(&e))
-}
-
-/// An instant as tools show it: RFC 3339 in UTC, to the second.
-pub(crate) fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-pub(crate) fn json_output(value: &Value) -> Result<ToolOutput, ToolError> {
-    serde_json::to_string_pretty(value)
-        .map(ToolOutput::ok)
-        .map_err(|e| ToolError::Failed(e.to_string()))
-}
-
-pub(crate) fn string_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
-    match args.get(key) {
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        _ => Err(ToolError::InvalidArguments(format!(
-            "missing required string `{key}`"
-        ))),
     }
 }

@@ -18,19 +18,21 @@ use serde_json::{Value, json};
 
 use super::service::{Actor, BackfillRequest, MAX_NEXT, RoutineService, ServiceError};
 use super::tools::{ROUTINE_FAMILY, name_arg};
-use crate::primitives::{json_output, rfc3339, store_error};
+use crate::tool_io::{json_output, rfc3339, store_error};
 
 /// Next fires `routine_next` lists when the call does not say.
 const DEFAULT_NEXT: u64 = 5;
 
-fn tool_error(e: ServiceError) -> ToolError {
+/// A refusal of the routine service as the agent's tools report it.
+pub(crate) fn tool_error(e: ServiceError) -> ToolError {
     match e {
         ServiceError::NotFound { .. } => {
             ToolError::InvalidArguments(format!("{e}; routine_list shows them"))
         }
-        ServiceError::Invalid(_) | ServiceError::TooMany { .. } => {
-            ToolError::InvalidArguments(e.to_string())
-        }
+        ServiceError::Invalid(_)
+        | ServiceError::TooMany { .. }
+        | ServiceError::Problems { .. }
+        | ServiceError::Taken(_) => ToolError::InvalidArguments(e.to_string()),
         ServiceError::Conflict(_) => ToolError::Failed(e.to_string()),
         ServiceError::Forbidden(why) => ToolError::NotPermitted(why),
         ServiceError::Store(e) => store_error(e),

@@ -38,7 +38,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::action::{ActionOutcome, ActionRequest};
-use super::define;
+use super::service::RoutineService;
+use cairn_core::clock::FixedClock;
 
 /// One of cairn's upkeep tasks, run when its system routine fires.
 #[async_trait]
@@ -203,7 +204,8 @@ pub enum Ensured {
 }
 
 /// Makes each of `wanted` exist for `user_id` as specified, writing only
-/// what differs (see the module doc). Returns what was done, in order.
+/// what differs (see the module doc), through the routine service
+/// ([`RoutineService::ensure_builtin`]). Returns what was done, in order.
 pub async fn ensure_system_routines(
     store: &Store,
     user_id: &str,
@@ -211,44 +213,12 @@ pub async fn ensure_system_routines(
     user_zone: Tz,
     now: DateTime<Utc>,
 ) -> Result<Vec<(String, Ensured)>, StoreError> {
-    let mut done = Vec::with_capacity(wanted.len());
-    for system in wanted {
-        let spec = system.spec();
-        let next = define::prepare(&spec, user_zone, now).map_err(|problems| {
-            StoreError::Conflict(format!(
-                "built-in routine \"{}\" is invalid: {}",
-                system.name,
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ))
-        })?;
-        let outcome = match store.find_routine(user_id, &system.name).await? {
-            Some(existing) if existing.spec == spec => Ensured::Unchanged,
-            Some(mut existing) => {
-                let rescheduled = existing.spec.trigger != spec.trigger
-                    || (spec.enabled && !existing.spec.enabled);
-                existing.spec = spec;
-                if rescheduled || existing.runtime.next_fire_at.is_none() {
-                    existing.runtime.next_fire_at = next;
-                }
-                existing.updated_at = now;
-                store.update_routine(&existing).await?;
-                Ensured::Updated
-            }
-            None => {
-                let mut routine = Routine::new(spec, user_id, now);
-                routine.runtime.next_fire_at = next;
-                match store.create_routine(&routine).await {
-                    Ok(()) => Ensured::Created,
-                    Err(StoreError::Conflict(_)) => Ensured::Raced,
-                    Err(e) => return Err(e),
-                }
-            }
-        };
-        done.push((system.name.clone(), outcome));
-    }
-    Ok(done)
+    RoutineService::new(
+        store.clone(),
+        Arc::new(FixedClock::new(now)),
+        user_id,
+        user_zone,
+    )
+    .ensure_builtin(wanted)
+    .await
 }

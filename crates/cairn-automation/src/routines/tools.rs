@@ -1,8 +1,8 @@
 //! The agent's routine tools: `routine_create`, `routine_list`,
 //! `routine_update`, `routine_delete`, `routine_fire`, `routine_runs`.
 //!
-//! Specs are judged by [`super::define::prepare`], exactly as `cairn routine
-//! apply` judges files. Creating, changing or deleting a routine changes what
+//! Every write goes through the [routine service](super::service), which
+//! judges specs exactly as `cairn routine apply` and the API do. Creating, changing or deleting a routine changes what
 //! runs on the person's behalf later, so it is theirs to approve: a `Write`
 //! call at least (the policy gate asks under supervised autonomy), a
 //! `Dangerous` one when the action is `full_job` or `tool_call` (the person
@@ -18,18 +18,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
-use cairn_core::clock::Clock;
-use cairn_core::routine::{Routine, RoutineAction, RoutineSpec, Trigger};
-use cairn_core::text::closest;
-use cairn_store::Store;
-use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
+use cairn_core::routine::{Routine, RoutineSpec, Trigger};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::define::{prepare, zone_of};
-use super::system::builtin_refusal;
-use crate::primitives::{json_output, rfc3339, store_error};
+use super::define::zone_of;
+use super::ops_tools::tool_error;
+use super::service::{Actor, RoutineService, ServiceError};
+use crate::tool_io::{json_output, rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
 pub(super) const ROUTINE_FAMILY: &str =
@@ -47,39 +43,17 @@ pub trait RoutineFirer: Send + Sync {
     async fn fire(&self, routine: &Routine, payload: Option<Value>) -> Result<Uuid, String>;
 }
 
-/// What every routine tool shares.
+/// What every routine tool shares: the routine service decides and writes.
 #[derive(Clone)]
 struct Shared {
-    store: Store,
+    service: RoutineService,
     firer: Arc<dyn RoutineFirer>,
-    user_id: String,
-    user_zone: Tz,
-    clock: Arc<dyn Clock>,
 }
 
 impl Shared {
     /// The user's routine named `name`, or an error suggesting the closest name.
     async fn find(&self, name: &str) -> Result<Routine, ToolError> {
-        if let Some(routine) = self
-            .store
-            .find_routine(&self.user_id, name)
-            .await
-            .map_err(store_error)?
-        {
-            return Ok(routine);
-        }
-        let all = self
-            .store
-            .list_routines(Some(&self.user_id))
-            .await
-            .map_err(store_error)?;
-        let hint = match closest(name, all.iter().map(|r| r.spec.name.as_str())) {
-            Some(candidate) => format!("; did you mean \"{candidate}\"?"),
-            None => "; routine_list shows them".to_string(),
-        };
-        Err(ToolError::InvalidArguments(format!(
-            "no routine named \"{name}\"{hint}"
-        )))
+        self.service.find(name).await.map_err(tool_error)
     }
 
     /// The spec in `args.routine`, as written.
@@ -92,34 +66,6 @@ impl Shared {
         serde_json::from_value(value.clone())
             .map_err(|e| ToolError::InvalidArguments(format!("routine: {e}")))
     }
-
-    /// `spec` checked, replacing `stored` (whose webhook secret a `"***"`
-    /// keeps); with its next slot. The agent never writes a `system` action.
-    fn judge(
-        &self,
-        mut spec: RoutineSpec,
-        stored: Option<&RoutineSpec>,
-    ) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ToolError> {
-        if matches!(spec.action, RoutineAction::System { .. }) {
-            return Err(ToolError::NotPermitted(
-                "action type `system` is for cairn's built-in routines, which only their settings in config.toml control"
-                    .into(),
-            ));
-        }
-        spec.restore_secret(stored)
-            .map_err(|e| ToolError::InvalidArguments(format!("routine \"{}\": {e}", spec.name)))?;
-        let next = prepare(&spec, self.user_zone, self.clock.now()).map_err(|problems| {
-            let count = problems.len();
-            let noun = if count == 1 { "problem" } else { "problems" };
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            ToolError::InvalidArguments(format!(
-                "routine \"{}\": {count} {noun}, nothing written:\n{}",
-                spec.name,
-                lines.join("\n")
-            ))
-        })?;
-        Ok((spec, next))
-    }
 }
 
 /// `Dangerous` when the spec's action runs tools unattended, `Write` for
@@ -128,15 +74,6 @@ fn spec_risk(args: &Value) -> RiskLevel {
     match args.pointer("/routine/action/type").and_then(Value::as_str) {
         Some("full_job" | "tool_call") => RiskLevel::Dangerous,
         _ => RiskLevel::Write,
-    }
-}
-
-/// The user's routine `name`, unless it is a built-in one the agent may not touch.
-async fn changeable(s: &Shared, name: &str) -> Result<Routine, ToolError> {
-    let routine = s.find(name).await?;
-    match builtin_refusal(&routine) {
-        Some(why) => Err(ToolError::NotPermitted(why)),
-        None => Ok(routine),
     }
 }
 
@@ -230,29 +167,21 @@ impl Tool for CreateTool {
         _: &ToolContext,
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let (spec, next) = s.judge(Shared::spec_in(&args)?, None)?;
-        if s.store
-            .find_routine(&s.user_id, &spec.name)
+        let routine = self
+            .0
+            .service
+            .create(Shared::spec_in(&args)?, &Actor::Agent)
             .await
-            .map_err(store_error)?
-            .is_some()
-        {
-            return Err(ToolError::InvalidArguments(format!(
-                "a routine named \"{}\" already exists; routine_update replaces it",
-                spec.name
-            )));
-        }
-        let mut routine = Routine::new(spec, s.user_id.clone(), s.clock.now());
-        routine.runtime.next_fire_at = next;
-        s.store
-            .create_routine(&routine)
-            .await
-            .map_err(store_error)?;
+            .map_err(|e| match e {
+                ServiceError::Taken(_) => {
+                    ToolError::InvalidArguments(format!("{e}; routine_update replaces it"))
+                }
+                e => tool_error(e),
+            })?;
         json_output(&json!({
             "created": routine.spec.name,
             "id": routine.id,
-            "next_fire_at": next.map(rfc3339),
+            "next_fire_at": routine.runtime.next_fire_at.map(rfc3339),
         }))
     }
 }
@@ -271,10 +200,18 @@ impl Tool for UpdateTool {
     fn description(&self) -> &str {
         "Replace an existing routine's spec (found by its name) with a complete new spec, \
          the same JSON shape as routine_create; its run history and state are kept. \
+         To rename it, give its current name in `name` and the new one in the spec. \
          A webhook secret written \"***\" keeps the stored one. Built-in routines cannot be changed."
     }
     fn parameters(&self) -> Value {
-        spec_schema("the complete new spec; `name` says which routine it replaces")
+        let mut schema = spec_schema(
+            "the complete new spec; its `name` says which routine it replaces, unless `name` is given",
+        );
+        schema["properties"]["name"] = json!({
+            "type": "string",
+            "description": "the routine's current name, when the spec renames it (default: the spec's name)"
+        });
+        schema
     }
     fn risk(&self) -> RiskLevel {
         RiskLevel::Write
@@ -293,21 +230,26 @@ impl Tool for UpdateTool {
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
         let spec = Shared::spec_in(&args)?;
-        let mut routine = changeable(s, &spec.name).await?;
-        let (spec, next) = s.judge(spec, Some(&routine.spec))?;
-        let changed = routine.spec != spec;
-        routine.spec = spec;
-        routine.runtime.next_fire_at = next;
-        routine.updated_at = s.clock.now();
-        s.store
-            .update_routine(&routine)
+        // `name` is the routine's current name when the spec renames it.
+        let current = match args.get("name") {
+            None | Some(Value::Null) => spec.name.clone(),
+            Some(_) => name_arg(&args)?.to_string(),
+        };
+        let routine = s.find(&current).await?;
+        let done = s
+            .service
+            .replace(routine, spec, &Actor::Agent)
             .await
-            .map_err(store_error)?;
-        json_output(&json!({
-            "updated": routine.spec.name,
-            "changed": changed,
-            "next_fire_at": next.map(rfc3339),
-        }))
+            .map_err(tool_error)?;
+        let mut out = json!({
+            "updated": done.routine.spec.name,
+            "changed": done.changed,
+            "next_fire_at": done.routine.runtime.next_fire_at.map(rfc3339),
+        });
+        if let Some(from) = done.renamed_from {
+            out["renamed_from"] = json!(from);
+        }
+        json_output(&out)
     }
 }
 
@@ -341,11 +283,11 @@ impl Tool for DeleteTool {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
-        let routine = changeable(s, name_arg(&args)?).await?;
-        s.store
-            .delete_routine(routine.id)
+        let routine = s.find(name_arg(&args)?).await?;
+        s.service
+            .delete(&routine, &Actor::Agent)
             .await
-            .map_err(store_error)?;
+            .map_err(tool_error)?;
         json_output(&json!({"deleted": routine.spec.name}))
     }
 }
@@ -381,15 +323,15 @@ impl Tool for ListTool {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         let s = &self.0;
-        let routines = s
-            .store
-            .list_routines(Some(&s.user_id))
+        let store = s.service.store();
+        let routines = store
+            .list_routines(Some(s.service.user_id()))
             .await
             .map_err(store_error)?;
         let mut rows = Vec::with_capacity(routines.len());
         for r in &routines {
-            let last = s.store.list_runs(r.id, 1).await.map_err(store_error)?;
-            let zone = zone_of(&r.spec, s.user_zone);
+            let last = store.list_runs(r.id, 1).await.map_err(store_error)?;
+            let zone = zone_of(&r.spec, s.service.user_zone());
             let next = r.runtime.next_fire_at.filter(|_| r.spec.enabled);
             rows.push(json!({
                 "name": r.spec.name,
@@ -453,7 +395,8 @@ impl Tool for RunsTool {
         let routine = s.find(name_arg(&args)?).await?;
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         let runs = s
-            .store
+            .service
+            .store()
             .list_runs(routine.id, limit)
             .await
             .map_err(store_error)?;
@@ -504,21 +447,9 @@ impl Tool for FireTool {
     }
 }
 
-/// The six routine tools for `user_id`, for the binary to register.
-pub fn routine_tools(
-    store: Store,
-    firer: Arc<dyn RoutineFirer>,
-    user_id: impl Into<String>,
-    user_zone: Tz,
-    clock: Arc<dyn Clock>,
-) -> Vec<Arc<dyn Tool>> {
-    let shared = Shared {
-        store,
-        firer,
-        user_id: user_id.into(),
-        user_zone,
-        clock,
-    };
+/// The six routine tools, writing through `service`, for the binary to register.
+pub fn routine_tools(service: RoutineService, firer: Arc<dyn RoutineFirer>) -> Vec<Arc<dyn Tool>> {
+    let shared = Shared { service, firer };
     vec![
         Arc::new(CreateTool(shared.clone())),
         Arc::new(ListTool(shared.clone())),

@@ -125,6 +125,15 @@ impl Walker<'_> {
     }
 
     fn leaf(&mut self, path: &str, line: usize, value: &Spanned<DeValue<'_>>) {
+        if let Some((_, advice)) = registry::REMOVED.iter().find(|(key, _)| *key == path) {
+            self.errors.push(ConfigError::Removed {
+                file: self.file.clone(),
+                line,
+                key: path.to_string(),
+                advice,
+            });
+            return;
+        }
         let Some(def) = registry::find(path) else {
             self.errors.push(ConfigError::UnknownKey {
                 file: self.file.clone(),
@@ -304,6 +313,17 @@ mod tests {
             errs[1].contains("config.toml:3:") && errs[1].contains("`nothing`"),
             "{}",
             errs[1]
+        );
+    }
+
+    #[test]
+    fn a_removed_key_is_refused_with_what_to_do_instead() {
+        let errs = parse_err("[routines]\nmax_concurrent = 2\nevent_cache_refresh_secs = 60\n");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(
+            errs[0],
+            "config.toml:3: `routines.event_cache_refresh_secs` was removed: routine changes \
+             reach the engine at once through the store's change signal; delete the line"
         );
     }
 

@@ -126,6 +126,18 @@ pub enum ConfigError {
         /// The nearest known key, if any is close.
         suggestion: Option<String>,
     },
+    /// A key cairn had and removed.
+    #[error("{file}:{line}: `{key}` was removed: {advice}")]
+    Removed {
+        /// Path of the file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// The dotted key.
+        key: String,
+        /// What to do instead.
+        advice: &'static str,
+    },
     /// A known key with a value of the wrong type.
     #[error("{file}:{line}: {key}: expected {expected}, found {found}")]
     WrongType {

@@ -230,16 +230,6 @@ pub static SETTINGS: &[SettingDef] = &[
         "routine runs at once, all routines together",
     ),
     def(
-        "routines.event_cache_refresh_secs",
-        &[
-            "CAIRN_ROUTINES_EVENT_CACHE_REFRESH",
-            "ROUTINES_EVENT_CACHE_REFRESH",
-        ],
-        K::UInt,
-        D::UInt(60),
-        "accepted for old config files; unused: routine changes arrive through the store's change signal",
-    ),
-    def(
         "routines.lease_secs",
         &["CAIRN_ROUTINES_LEASE_SECS"],
         K::UInt,
@@ -673,6 +663,13 @@ pub static SECTIONS: &[&str] = &[
     "routing",
 ];
 
+/// Settings cairn no longer has, with what to do instead: a file that
+/// still sets one is refused with that advice (not "unknown key").
+pub const REMOVED: &[(&str, &str)] = &[(
+    "routines.event_cache_refresh_secs",
+    "routine changes reach the engine at once through the store's change signal; delete the line",
+)];
+
 /// Looks up a setting by its dotted key.
 pub fn find(key: &str) -> Option<&'static SettingDef> {
     SETTINGS.iter().find(|d| d.key == key)
@@ -690,42 +687,5 @@ pub fn closest(key: &str) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_unique_and_sorted_into_sections() {
-        let mut keys: Vec<_> = SETTINGS.iter().map(|d| d.key).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        assert_eq!(keys.len(), SETTINGS.len());
-        assert!(SETTINGS.iter().all(|d| d.key.contains('.')));
-    }
-
-    #[test]
-    fn seed_environment_names_are_known() {
-        for name in [
-            "ROUTINES_ENABLED",
-            "ROUTINES_MAX_CONCURRENT",
-            "ROUTINES_EVENT_CACHE_REFRESH",
-            "HEARTBEAT_ENABLED",
-            "HEARTBEAT_INTERVAL_SECS",
-            "HEARTBEAT_NOTIFY_CHANNEL",
-            "HEARTBEAT_NOTIFY_USER",
-            "MAX_PARALLEL_JOBS",
-            "AGENT_NAME",
-            "DATABASE_URL",
-        ] {
-            assert!(SETTINGS.iter().any(|d| d.env.contains(&name)), "{name}");
-        }
-    }
-
-    #[test]
-    fn suggests_near_keys() {
-        assert_eq!(
-            closest("heartbeat.intervall_secs"),
-            Some("heartbeat.interval_secs")
-        );
-        assert_eq!(closest("completely.different"), None);
-    }
-}
+#[path = "registry_tests.rs"]
+mod tests;

@@ -59,9 +59,4 @@ impl Trigger {
             Trigger::Manual => "manual",
         }
     }
-
-    /// Whether the trigger fires on a clock (and so has a `next_fire_at`).
-    pub fn is_timed(&self) -> bool {
-        matches!(self, Trigger::Cron { .. } | Trigger::Once { .. })
-    }
 }

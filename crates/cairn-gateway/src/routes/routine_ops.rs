@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::routines::{RoutineView, resolve, view_of};
+use super::routines::{RoutineView, invalid, resolve, view_of};
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiBytes, ApiJson, ApiQuery};
@@ -56,15 +56,18 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The person, through the API.
-fn me(state: &Gateway) -> Actor {
+pub(super) fn me(state: &Gateway) -> Actor {
     Actor::Person {
         user: state.user_id().to_string(),
         via: "api",
     }
 }
 
-fn api_error(e: ServiceError) -> ApiError {
+/// A refusal of the routine service as the API answers it.
+pub(super) fn api_error(e: ServiceError) -> ApiError {
     match e {
+        ServiceError::Problems { problems, .. } => invalid(&problems),
+        ServiceError::Taken(_) => ApiError::conflict(e.to_string()),
         ServiceError::NotFound { .. } => ApiError::not_found(e.to_string()),
         ServiceError::Invalid(_) => ApiError::unprocessable(e.to_string()),
         ServiceError::Conflict(_) => ApiError::conflict(e.to_string()),

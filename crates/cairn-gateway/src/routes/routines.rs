@@ -6,9 +6,10 @@
 //! across renames). A UUID-shaped key that is no routine's id is tried as a
 //! name, so a routine whose name looks like a UUID is still reachable.
 //!
-//! Bodies are routine specs in the same JSON shape as routine files, judged
-//! by [`cairn_automation::routines::define::prepare`] exactly as `cairn
-//! routine apply` and the agent's routine tools judge them; an invalid spec
+//! Bodies are routine specs in the same JSON shape as routine files,
+//! written through the routine service
+//! ([`cairn_automation::routines::service`]) exactly as `cairn routine
+//! apply` and the agent's routine tools write them; an invalid spec
 //! is a 422 whose `error.details.problems` lists every problem with its
 //! field path.
 
@@ -17,8 +18,9 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use cairn_automation::routines::define::{Problem, prepare, zone_of};
+use cairn_automation::routines::define::{Problem, zone_of};
 use cairn_automation::routines::engine::FireError;
+use cairn_automation::routines::service::ServiceError;
 use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, Trigger};
 use cairn_store::Admitted;
 use chrono::{DateTime, Utc};
@@ -30,7 +32,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::routine_ops::PauseView;
+use super::routine_ops::{PauseView, api_error, me};
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiBytes, ApiJson, ApiQuery};
@@ -228,39 +230,18 @@ fn refuse_nul(value: &Value) -> Result<(), ApiError> {
     Err(invalid(&problems))
 }
 
-/// The spec in `body`, checked as of now, with its next slot. `stored` is
-/// the spec it replaces: a webhook secret sent back as the views' `"***"`
-/// keeps the stored one (refused when there is none).
-fn spec_of(
-    state: &Gateway,
-    body: Value,
-    stored: Option<&RoutineSpec>,
-) -> Result<(RoutineSpec, Option<DateTime<Utc>>), ApiError> {
+/// The spec in `body`, as written; the routine service judges it.
+fn spec_of(body: Value) -> Result<RoutineSpec, ApiError> {
     refuse_nul(&body)?;
     // The shape is judged first (serde stops at its first problem); the
     // path it reports is the same dotted path the field checks use.
-    let mut spec: RoutineSpec = serde_path_to_error::deserialize(body).map_err(|e| {
+    serde_path_to_error::deserialize(body).map_err(|e| {
         let path = e.path().to_string();
         invalid(&[Problem {
             path: if path == "." { String::new() } else { path },
             message: e.into_inner().to_string(),
         }])
-    })?;
-    spec.restore_secret(stored).map_err(|e| {
-        invalid(&[Problem {
-            path: e.path,
-            message: e.message,
-        }])
-    })?;
-    let next = prepare(&spec, user_zone(state), state.clock().now()).map_err(|p| invalid(&p))?;
-    Ok((spec, next))
-}
-
-/// Wakes the engine's timer after a change, so a new slot is seen at once.
-fn poke(state: &Gateway) {
-    if let Ok(engine) = state.engine() {
-        engine.poke();
-    }
+    })
 }
 
 /// A routine spec, the same JSON shape as a routine file (documentation of
@@ -430,22 +411,16 @@ async fn create_routine(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<RoutineView>), ApiError> {
-    let (spec, next) = spec_of(&state, body, None)?;
-    if state
-        .store()
-        .find_routine(state.user_id(), &spec.name)
-        .await?
-        .is_some()
-    {
-        return Err(ApiError::conflict(format!(
-            "a routine named \"{}\" already exists; PUT /api/routines/{} replaces it",
-            spec.name, spec.name
-        )));
-    }
-    let mut routine = Routine::new(spec, state.user_id(), state.clock().now());
-    routine.runtime.next_fire_at = next;
-    state.store().create_routine(&routine).await?;
-    poke(&state);
+    let routine = state
+        .routines()
+        .create(spec_of(body)?, &me(&state))
+        .await
+        .map_err(|e| match e {
+            ServiceError::Taken(name) => ApiError::conflict(format!(
+                "a routine named \"{name}\" already exists; PUT /api/routines/{name} replaces it"
+            )),
+            e => api_error(e),
+        })?;
     Ok((StatusCode::CREATED, Json(view_of(&state, &routine).await?)))
 }
 
@@ -483,26 +458,13 @@ async fn replace_routine(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<RoutineView>, ApiError> {
-    let mut routine = resolve(&state, &id).await?;
-    let (spec, next) = spec_of(&state, body, Some(&routine.spec))?;
-    if spec.name != routine.spec.name
-        && state
-            .store()
-            .find_routine(state.user_id(), &spec.name)
-            .await?
-            .is_some()
-    {
-        return Err(ApiError::conflict(format!(
-            "another routine is named \"{}\"",
-            spec.name
-        )));
-    }
-    routine.spec = spec;
-    routine.runtime.next_fire_at = next;
-    routine.updated_at = state.clock().now();
-    state.store().update_routine(&routine).await?;
-    poke(&state);
-    Ok(Json(view_of(&state, &routine).await?))
+    let routine = resolve(&state, &id).await?;
+    let done = state
+        .routines()
+        .replace(routine, spec_of(body)?, &me(&state))
+        .await
+        .map_err(api_error)?;
+    Ok(Json(view_of(&state, &done.routine).await?))
 }
 
 /// Deletes a routine with its run history.
@@ -518,13 +480,11 @@ async fn delete_routine(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let routine = resolve(&state, &id).await?;
-    if !state.store().delete_routine(routine.id).await? {
-        return Err(ApiError::not_found(format!(
-            "routine \"{}\" was deleted meanwhile",
-            routine.spec.name
-        )));
-    }
-    poke(&state);
+    state
+        .routines()
+        .delete(&routine, &me(&state))
+        .await
+        .map_err(api_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -200,7 +200,7 @@ pub fn import(args: &ImportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async {
         let ctx = Ctx::open(&config, as_json).await?;
         if !checked.is_empty() {
-            routine::apply(&ctx, checked, now).await?;
+            routine::apply(&ctx, checked).await?;
         }
         let (added, known) = add_memories(&ctx.store, &config.user.id, memories).await?;
         if as_json {

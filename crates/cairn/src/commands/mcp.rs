@@ -265,13 +265,8 @@ fn served_runner(
     let link = EngineLink::new();
     link.attach(automation.engine.clone());
     let user = &config.user.id;
-    let mut tools: Vec<Arc<dyn Tool>> = routine_tools(
-        store.clone(),
-        link,
-        user.clone(),
-        config.user.timezone,
-        clock,
-    );
+    let service = wiring::routine_service(config, store, clock).with_wake(link.clone());
+    let mut tools: Vec<Arc<dyn Tool>> = routine_tools(service, link);
     tools.push(Arc::new(SendNotificationTool::new(
         automation.notifier.clone(),
         user.clone(),

@@ -7,14 +7,14 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use cairn_automation::routines::service::RoutineService;
+use cairn_automation::routines::service::{Actor, Applied, RoutineService, ServiceError};
 use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
-use cairn_store::{RoutineWrite, Store};
+use cairn_store::Store;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use secrecy::ExposeSecret;
 
-use super::routine_files::{self, schedule_of, zone_of};
+use super::routine_files::{self, zone_of};
 use super::routine_ops;
 use crate::cli::{RoutineCommand, RoutineFireArgs};
 use crate::exit::BadInput;
@@ -58,11 +58,11 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
     super::runtime()?.block_on(async {
         let ctx = Ctx::open(&config, as_json).await?;
         let result = match command {
-            RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default(), now).await),
+            RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default()).await),
             RoutineCommand::List => done(list(&ctx).await),
             RoutineCommand::Show { name } => done(show(&ctx, name).await),
-            RoutineCommand::Enable { name } => done(set_enabled(&ctx, name, true, now).await),
-            RoutineCommand::Disable { name } => done(set_enabled(&ctx, name, false, now).await),
+            RoutineCommand::Enable { name } => done(set_enabled(&ctx, name, true).await),
+            RoutineCommand::Disable { name } => done(set_enabled(&ctx, name, false).await),
             RoutineCommand::Delete { name, .. } => done(delete(&ctx, name).await),
             RoutineCommand::Pause { name, note } => {
                 done(routine_ops::pause(&ctx, name, note.as_deref()).await)
@@ -100,6 +100,16 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// The person, through the CLI (as pause records name them).
+    pub(super) fn actor(&self) -> Actor {
+        Actor::Person {
+            user: self.user.clone(),
+            via: "cli",
+        }
+    }
+}
+
 fn done(result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
@@ -124,45 +134,34 @@ fn confirm_delete(name: &str) -> anyhow::Result<()> {
 }
 
 /// Creates or updates the checked routines by name, all in one transaction.
-pub(super) async fn apply(
-    ctx: &Ctx,
-    checked: Vec<routine_files::Checked>,
-    now: DateTime<Utc>,
-) -> anyhow::Result<()> {
-    let mut report = Vec::new();
-    let mut writes = Vec::new();
-    let mut problems = Vec::new();
-    for mut c in checked {
-        let name = c.spec.name.clone();
-        let existing = ctx.store.find_routine(&ctx.user, &name).await?;
-        // A spec `show` printed carries "***" for its secret: keep the stored one.
-        if let Err(e) = c.spec.restore_secret(existing.as_ref().map(|r| &r.spec)) {
-            problems.push(format!("{}: routine \"{name}\": {e}", c.at(&e.path)));
-            continue;
+pub(super) async fn apply(ctx: &Ctx, checked: Vec<routine_files::Checked>) -> anyhow::Result<()> {
+    let specs = checked.iter().map(|c| c.spec.clone()).collect();
+    let done = match ctx.service.apply(specs, &ctx.actor()).await {
+        Ok(done) => done,
+        // Each problem located in its file, as `validate` locates them.
+        Err(ServiceError::Problems { name, problems }) => {
+            let lines: Vec<String> = problems
+                .iter()
+                .map(|p| match checked.iter().find(|c| c.spec.name == name) {
+                    Some(c) => format!("{}: routine \"{name}\": {p}", c.at(&p.path)),
+                    None => format!("routine \"{name}\": {p}"),
+                })
+                .collect();
+            return Err(routine_files::refusal(&lines).into());
         }
-        let outcome = match existing {
-            None => {
-                let mut routine = Routine::new(c.spec, ctx.user.clone(), now);
-                routine.runtime.next_fire_at = c.next_fire_at;
-                writes.push(RoutineWrite::Create(routine));
-                "created"
-            }
-            Some(existing) if existing.spec == c.spec => "unchanged",
-            Some(mut existing) => {
-                existing.spec = c.spec;
-                existing.runtime.next_fire_at = c.next_fire_at;
-                existing.updated_at = now;
-                writes.push(RoutineWrite::Update(existing));
-                "updated"
-            }
-        };
-        report.push((outcome, name, c.file));
-    }
-    if !problems.is_empty() {
-        return Err(routine_files::refusal(&problems).into());
-    }
-    // All the files or none: one transaction, one change for the engines.
-    ctx.store.save_routines(&writes).await?;
+        Err(e) => return Err(routine_ops::cli_error(e)),
+    };
+    let report: Vec<(&str, &str, &std::path::Path)> = done
+        .iter()
+        .zip(&checked)
+        .map(|((outcome, routine), c)| {
+            (
+                outcome.as_str(),
+                routine.spec.name.as_str(),
+                c.file.as_path(),
+            )
+        })
+        .collect();
     if ctx.json {
         let out: Vec<_> = report
             .iter()
@@ -176,7 +175,10 @@ pub(super) async fn apply(
     for (outcome, name, file) in &report {
         println!("{outcome:<9} {name} ({})", file.display());
     }
-    if report.iter().all(|(outcome, _, _)| *outcome == "unchanged") {
+    if done
+        .iter()
+        .all(|(outcome, _)| *outcome == Applied::Unchanged)
+    {
         println!("nothing changed");
     }
     Ok(())
@@ -337,37 +339,27 @@ async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn set_enabled(
-    ctx: &Ctx,
-    name: &str,
-    enabled: bool,
-    now: DateTime<Utc>,
-) -> anyhow::Result<()> {
-    let routine = find(ctx, name).await?;
+async fn set_enabled(ctx: &Ctx, name: &str, enabled: bool) -> anyhow::Result<()> {
+    let done = ctx
+        .service
+        .set_enabled(name, enabled, &ctx.actor())
+        .await
+        .map_err(routine_ops::cli_error)?;
     let word = if enabled { "enabled" } else { "disabled" };
-    if routine.spec.enabled == enabled {
+    if done.already {
         println!("routine \"{name}\" was already {word}");
-        return Ok(());
+    } else {
+        println!("{word} routine \"{name}\"");
     }
-    ctx.store
-        .set_routine_enabled(routine.id, enabled, now)
-        .await?;
-    // A cron slot that passed while disabled is not owed: start from the next one.
-    if enabled
-        && matches!(routine.spec.trigger, Trigger::Cron { .. })
-        && let Some(Ok(schedule)) = schedule_of(&routine.spec, ctx.zone, now)
-    {
-        ctx.store
-            .set_next_fire_at(routine.id, schedule.next_after(now), now)
-            .await?;
-    }
-    println!("{word} routine \"{name}\"");
     Ok(())
 }
 
 async fn delete(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     let routine = find(ctx, name).await?;
-    ctx.store.delete_routine(routine.id).await?;
+    ctx.service
+        .delete(&routine, &ctx.actor())
+        .await
+        .map_err(routine_ops::cli_error)?;
     println!("deleted routine \"{name}\"");
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cairn_automation::routines::define::prepare;
-pub use cairn_automation::routines::define::{schedule_of, zone_of};
+pub use cairn_automation::routines::define::zone_of;
 use cairn_core::routine::{RoutineSpec, SpecFormat, line_of};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -18,8 +18,6 @@ pub struct Checked {
     pub file: PathBuf,
     /// The spec as written.
     pub spec: RoutineSpec,
-    /// Its next slot, for cron and once triggers.
-    pub next_fire_at: Option<DateTime<Utc>>,
     /// The file's text, to locate a field found wrong later.
     text: String,
 }
@@ -99,8 +97,8 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
                 continue;
             }
         };
-        let next_fire_at = match prepare(&spec, user_zone, now) {
-            Ok(next) => next,
+        match prepare(&spec, user_zone, now) {
+            Ok(_) => {}
             Err(found) => {
                 for p in found {
                     problems.push(format!(
@@ -114,12 +112,7 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
                 continue;
             }
         };
-        checked.push(Checked {
-            file,
-            spec,
-            next_fire_at,
-            text,
-        });
+        checked.push(Checked { file, spec, text });
     }
     let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
     for c in &checked {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cairn_automation::routines::service::{
-    Actor, BackfillRequest, NextFire, RoutineService, ServiceError,
+    BackfillRequest, NextFire, RoutineService, ServiceError,
 };
 use cairn_core::routine::{Overlap, Pause, RunStatus};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
@@ -19,14 +19,6 @@ use super::routine::{Ctx, local, rfc3339};
 use crate::cli::RoutineBackfillArgs;
 use crate::exit::BadInput;
 use crate::wiring;
-
-/// What the person is called in pause records.
-fn me(ctx: &Ctx) -> Actor {
-    Actor::Person {
-        user: ctx.user.clone(),
-        via: "cli",
-    }
-}
 
 /// A service error as the CLI reports it: bad input (exit 2) unless the store failed.
 pub(super) fn cli_error(e: ServiceError) -> anyhow::Error {
@@ -69,7 +61,7 @@ pub(super) fn pause_json(pause: Option<&Pause>) -> serde_json::Value {
 pub(super) async fn pause(ctx: &Ctx, name: &str, note: Option<&str>) -> anyhow::Result<()> {
     let done = ctx
         .service
-        .pause(name, note, &me(ctx))
+        .pause(name, note, &ctx.actor())
         .await
         .map_err(cli_error)?;
     let pause = done.routine.runtime.paused.as_ref();
@@ -94,7 +86,7 @@ pub(super) async fn pause(ctx: &Ctx, name: &str, note: Option<&str>) -> anyhow::
 pub(super) async fn resume(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     let done = ctx
         .service
-        .resume(name, &me(ctx))
+        .resume(name, &ctx.actor())
         .await
         .map_err(cli_error)?;
     if ctx.json {
@@ -172,7 +164,7 @@ pub(super) async fn backfill(
     };
     let done = ctx
         .service
-        .backfill(&args.name, &request, &me(ctx))
+        .backfill(&args.name, &request, &ctx.actor())
         .await
         .map_err(cli_error)?;
     let routine = &done.routine;

@@ -65,18 +65,9 @@ fn known_tools(
     let registry = builtin_registry(&tools).context("cannot set up the tools")?;
     let mut names: BTreeSet<String> = registry.names().into_iter().map(str::to_string).collect();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut extra = routine_tools(
-        store.clone(),
-        EngineLink::new(),
-        config.user.id.clone(),
-        config.user.timezone,
-        Arc::clone(&clock),
-    );
-    extra.extend(routine_ops_tools(crate::wiring::routine_service(
-        config,
-        store,
-        Arc::clone(&clock),
-    )));
+    let service = crate::wiring::routine_service(config, store, Arc::clone(&clock));
+    let mut extra = routine_tools(service.clone(), EngineLink::new());
+    extra.extend(routine_ops_tools(service));
     let link = RunnerLink::new();
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(&link))));
     extra.extend(BackgroundTasks::new(store.clone(), link, clock, "cli".to_string()).tools());

@@ -161,16 +161,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     if !user_hooks.is_empty() {
         hooks.register(Arc::new(user_hooks));
     }
-    let mut extra = routine_tools(
-        store.clone(),
-        link.clone(),
-        config.user.id.clone(),
-        config.user.timezone,
-        Arc::clone(&clock),
-    );
-    extra.extend(routine_ops_tools(
-        routine_service(config, &store, Arc::clone(&clock)).with_wake(link.clone()),
-    ));
+    // Every front end writes routines through this one service.
+    let routines = routine_service(config, &store, Arc::clone(&clock)).with_wake(link.clone());
+    let mut extra = routine_tools(routines.clone(), link.clone());
+    extra.extend(routine_ops_tools(routines.clone()));
     // The execution primitives run other tools through the runner, which
     // holds them: they reach it through a link attached once it is built.
     let runner_link = RunnerLink::new();
@@ -184,27 +178,16 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     extra.extend(background.tools());
     let router = notifier(config, &store)?;
     extra.extend(schedule_tools(
-        store.clone(),
+        routines.clone(),
         Arc::clone(&runner_link),
         router.clone(),
-        config.user.id.clone(),
-        config.user.timezone,
-        Arc::clone(&clock),
     ));
     extra.push(Arc::new(SendNotificationTool::new(
         router.clone(),
         config.user.id.clone(),
     )));
     // Watchers are routines: the engine runs their checks.
-    extra.extend(
-        Watchers::new(
-            store.clone(),
-            Arc::clone(&clock),
-            config.user.id.clone(),
-            Arc::clone(&runner_link),
-        )
-        .tools(),
-    );
+    extra.extend(Watchers::new(routines, Arc::clone(&runner_link)).tools());
     let memory = memory_service(config, &store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
     let mcp = mcp_clients(config, Some(&store)).await?;

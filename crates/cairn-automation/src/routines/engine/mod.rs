@@ -282,19 +282,6 @@ impl RoutineEngine {
         self.inner.runs.subscribe()
     }
 
-    /// Replaces the environment webhook secrets (`${VAR}`) are read from.
-    pub fn with_env(self, env: BTreeMap<String, String>) -> Self {
-        match Arc::try_unwrap(self.inner) {
-            Ok(mut inner) => {
-                inner.env = env;
-                Self {
-                    inner: Arc::new(inner),
-                }
-            }
-            Err(inner) => Self { inner },
-        }
-    }
-
     /// The store it runs on.
     pub fn store(&self) -> &Store {
         &self.inner.store

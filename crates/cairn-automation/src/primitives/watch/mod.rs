@@ -25,23 +25,26 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check};
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
-use cairn_core::clock::Clock;
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{
     CatchUp, NotifyConfig, Routine, RoutineAction, RoutineGuardrails, RoutineSpec, RunStatus,
     Trigger, WatchStrategy,
 };
 use cairn_core::text::error_chain;
-use cairn_store::{Store, StoreError};
+use cairn_store::StoreError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{RunnerLink, is_primitive, json_output, string_arg};
-use crate::routines::define::prepare;
+use crate::routines::service::{Actor, RoutineService, ServiceError};
 use crate::routines::watch::{
     check_session, interval_of, interval_schedule, parse_summary, routine_name, watcher_id,
 };
+
+mod tools;
+
+use tools::{HistoryTool, IdTool, ListTool, Op, StartTool};
 
 /// The one line naming these tools when schemas load on demand.
 const WATCH_FAMILY: &str =
@@ -180,6 +183,18 @@ pub enum WatchError {
     Store(#[from] StoreError),
 }
 
+impl From<ServiceError> for WatchError {
+    fn from(e: ServiceError) -> WatchError {
+        match e {
+            ServiceError::Store(e) => WatchError::Store(e),
+            ServiceError::Forbidden(_) | ServiceError::Conflict(_) => {
+                WatchError::Refused(e.to_string())
+            }
+            e => WatchError::Invalid(e.to_string()),
+        }
+    }
+}
+
 impl From<WatchError> for ToolError {
     fn from(e: WatchError) -> ToolError {
         match e {
@@ -243,16 +258,18 @@ pub struct HistoryEntry {
 
 /// The watchers of one person, over the store; the tools and the gateway use it.
 pub struct Watchers {
-    store: Store,
-    clock: Arc<dyn Clock>,
-    user_id: String,
+    service: RoutineService,
     link: Arc<RunnerLink>,
 }
+
+/// Who changes a watcher's routine: the stricter actor, whoever asks (a
+/// watcher's id never names one of cairn's built-in routines).
+const ACTOR: Actor = Actor::Agent;
 
 impl std::fmt::Debug for Watchers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watchers")
-            .field("user_id", &self.user_id)
+            .field("user_id", &self.service.user_id())
             .finish_non_exhaustive()
     }
 }
@@ -306,19 +323,10 @@ fn view(routine: &Routine) -> Option<WatcherView> {
 }
 
 impl Watchers {
-    /// The watchers of `user_id`; the policy is reached through `link`.
-    pub fn new(
-        store: Store,
-        clock: Arc<dyn Clock>,
-        user_id: impl Into<String>,
-        link: Arc<RunnerLink>,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            store,
-            clock,
-            user_id: user_id.into(),
-            link,
-        })
+    /// The watchers of the service's person, written through `service`;
+    /// the policy is reached through `link`.
+    pub fn new(service: RoutineService, link: Arc<RunnerLink>) -> Arc<Self> {
+        Arc::new(Self { service, link })
     }
 
     /// The seven tools.
@@ -405,15 +413,10 @@ impl Watchers {
             },
             timezone: None,
         };
-        let now = self.clock.now();
-        let next = prepare(&spec, chrono_tz::UTC, now).map_err(|problems| {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            WatchError::Invalid(lines.join("; "))
-        })?;
-        let mut routine = Routine::new(spec, self.user_id.clone(), now);
-        routine.runtime.next_fire_at = next;
-        routine.runtime.state = json!({"checks": 0, "notifications": 0});
-        self.store.create_routine(&routine).await?;
+        let routine = self
+            .service
+            .create_with_state(spec, json!({"checks": 0, "notifications": 0}), &ACTOR)
+            .await?;
         view(&routine).ok_or_else(|| WatchError::Invalid("not a watcher".into()))
     }
 
@@ -421,8 +424,9 @@ impl Watchers {
         let id = id.trim();
         let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric());
         let found = if valid {
-            self.store
-                .find_routine(&self.user_id, &routine_name(id))
+            self.service
+                .store()
+                .find_routine(self.service.user_id(), &routine_name(id))
                 .await?
         } else {
             None
@@ -441,8 +445,9 @@ impl Watchers {
     /// Every watcher, running ones first, then oldest first.
     pub async fn list(&self) -> Result<Vec<WatcherView>, WatchError> {
         let mut all: Vec<WatcherView> = self
-            .store
-            .list_routines(Some(&self.user_id))
+            .service
+            .store()
+            .list_routines(Some(self.service.user_id()))
             .await?
             .iter()
             .filter_map(view)
@@ -461,7 +466,7 @@ impl Watchers {
     pub async fn stop(&self, id: &str) -> Result<WatcherView, WatchError> {
         let routine = self.find(id).await?;
         let mut shown = view(&routine).ok_or_else(|| WatchError::NotFound(id.to_string()))?;
-        self.store.delete_routine(routine.id).await?;
+        self.service.delete(&routine, &ACTOR).await?;
         shown.status = "stopped".into();
         shown.next_check_at = None;
         Ok(shown)
@@ -471,8 +476,8 @@ impl Watchers {
     /// also across restarts.
     pub async fn pause(&self, id: &str) -> Result<WatcherView, WatchError> {
         let routine = self.find(id).await?;
-        self.store
-            .set_routine_enabled(routine.id, false, self.clock.now())
+        self.service
+            .set_enabled(&routine.spec.name, false, &ACTOR)
             .await?;
         self.get(id).await
     }
@@ -480,18 +485,9 @@ impl Watchers {
     /// Resumes a paused watcher: the next check is one interval from now.
     pub async fn resume(&self, id: &str) -> Result<WatcherView, WatchError> {
         let routine = self.find(id).await?;
-        if !routine.spec.enabled {
-            let now = self.clock.now();
-            let every = interval_of(&routine).unwrap_or(DEFAULT_INTERVAL);
-            let every = chrono::Duration::seconds(i64::try_from(every).unwrap_or(i64::MAX));
-            // The slot first, so the engine never sees it enabled on a stale one.
-            self.store
-                .set_next_fire_at(routine.id, Some(now + every), now)
-                .await?;
-            self.store
-                .set_routine_enabled(routine.id, true, now)
-                .await?;
-        }
+        self.service
+            .set_enabled(&routine.spec.name, true, &ACTOR)
+            .await?;
         self.get(id).await
     }
 
@@ -503,7 +499,7 @@ impl Watchers {
             )));
         }
         let routine = self.find(id).await?;
-        let runs = self.store.list_runs(routine.id, HISTORY).await?;
+        let runs = self.service.store().list_runs(routine.id, HISTORY).await?;
         let mut entries: Vec<HistoryEntry> = runs
             .iter()
             .filter(|r| matches!(r.status, RunStatus::Ok | RunStatus::Attention))
@@ -521,281 +517,5 @@ impl Watchers {
             .collect();
         entries.reverse();
         Ok(entries)
-    }
-}
-
-fn id_arg(args: &Value) -> Result<&str, ToolError> {
-    string_arg(args, "watcher_id")
-}
-
-fn id_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {"watcher_id": {"type": "string"}},
-        "required": ["watcher_id"]
-    })
-}
-
-/// `watch_start`.
-struct StartTool(Arc<Watchers>);
-
-#[async_trait]
-impl Tool for StartTool {
-    fn name(&self) -> &str {
-        "watch_start"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(WATCH_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Watch a tool: call it every `interval` s (5-3600) with no LLM; you are told only \
-         per notify_when (on_change, on_error, on_threshold + notify_config.expression, \
-         summary + notify_config.batch_size, always)."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "tool to call"},
-                "params": {"type": "object"},
-                "interval": {"type": "number"},
-                "label": {"type": "string"},
-                "notify_when": {"type": "string", "enum": ["on_change", "on_error", "on_threshold", "summary", "always"]},
-                "notify_config": {"type": "object"},
-                "output_channel": {"type": "string"}
-            },
-            "required": ["name"]
-        })
-    }
-    /// Read-only for the gate: the watched tool is judged by the policy itself.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let request = WatchRequest::from_args(&args)?;
-        let w = self.0.start(request, Some(&ctx.session_id)).await?;
-        let shown = if w.label.is_empty() {
-            w.tool_name.clone()
-        } else {
-            w.label.clone()
-        };
-        json_output(&json!({
-            "watcher_id": w.watcher_id,
-            "tool_name": w.tool_name,
-            "label": w.label,
-            "status": w.status,
-            "interval": w.interval,
-            "notify_when": w.notify_when,
-            "hint": format!(
-                "Watcher '{shown}' started. Checking {} every {}s. You'll be notified via '{}' strategy.",
-                w.tool_name, w.interval, w.notify_when
-            ),
-        }))
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Op {
-    Stop,
-    Pause,
-    Resume,
-    Status,
-}
-
-/// `watch_stop`, `watch_pause`, `watch_resume`, `watch_status`.
-struct IdTool {
-    watchers: Arc<Watchers>,
-    op: Op,
-}
-
-impl IdTool {
-    fn new(watchers: &Arc<Watchers>, op: Op) -> Self {
-        Self {
-            watchers: Arc::clone(watchers),
-            op,
-        }
-    }
-}
-
-#[async_trait]
-impl Tool for IdTool {
-    fn name(&self) -> &str {
-        match self.op {
-            Op::Stop => "watch_stop",
-            Op::Pause => "watch_pause",
-            Op::Resume => "watch_resume",
-            Op::Status => "watch_status",
-        }
-    }
-    fn family(&self) -> Option<&str> {
-        Some(WATCH_FAMILY)
-    }
-    fn description(&self) -> &str {
-        match self.op {
-            Op::Stop => "Stop and delete a watcher and its history.",
-            Op::Pause => "Pause a watcher (checks skipped; counts and history kept).",
-            Op::Resume => "Resume a paused watcher.",
-            Op::Status => "A watcher's settings, counts, last result and recent checks.",
-        }
-    }
-    fn parameters(&self) -> Value {
-        id_schema()
-    }
-    /// Stopping, pausing or resuming changes what runs on the person's
-    /// behalf: a write they approve, and only where they can.
-    fn risk(&self) -> RiskLevel {
-        match self.op {
-            Op::Status => RiskLevel::ReadOnly,
-            Op::Stop | Op::Pause | Op::Resume => RiskLevel::Write,
-        }
-    }
-    fn needs_person(&self, _: &Value) -> bool {
-        !matches!(self.op, Op::Status)
-    }
-    fn reusable(&self) -> bool {
-        matches!(self.op, Op::Status)
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let id = id_arg(&args)?;
-        let w = &self.watchers;
-        let value = match self.op {
-            Op::Stop => {
-                let v = w.stop(id).await?;
-                json!({"watcher_id": v.watcher_id, "status": "stopped", "check_count": v.check_count, "notification_count": v.notification_count})
-            }
-            Op::Pause => {
-                let v = w.pause(id).await?;
-                json!({"watcher_id": v.watcher_id, "status": v.status, "check_count": v.check_count})
-            }
-            Op::Resume => {
-                let v = w.resume(id).await?;
-                json!({"watcher_id": v.watcher_id, "status": v.status, "check_count": v.check_count, "next_check_at": v.next_check_at})
-            }
-            Op::Status => {
-                let v = w.get(id).await?;
-                let recent = w.history(id, 5).await?;
-                let mut value =
-                    serde_json::to_value(&v).map_err(|e| ToolError::Failed(e.to_string()))?;
-                if let Some(map) = value.as_object_mut() {
-                    map.insert(
-                        "last_result".into(),
-                        json!(recent.last().map(|e| e.result.clone())),
-                    );
-                    map.insert("recent_history".into(), json!(recent));
-                }
-                value
-            }
-        };
-        json_output(&value)
-    }
-}
-
-/// `watch_list`.
-struct ListTool(Arc<Watchers>);
-
-#[async_trait]
-impl Tool for ListTool {
-    fn name(&self) -> &str {
-        "watch_list"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(WATCH_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "List watchers (running first) with check and notification counts."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let all = self.0.list().await?;
-        let watchers: Vec<Value> = all
-            .iter()
-            .map(|w| {
-                json!({
-                    "watcher_id": w.watcher_id,
-                    "tool_name": w.tool_name,
-                    "label": w.label,
-                    "status": w.status,
-                    "interval": w.interval,
-                    "notify_when": w.notify_when,
-                    "check_count": w.check_count,
-                    "notification_count": w.notification_count,
-                })
-            })
-            .collect();
-        json_output(&json!({"total": watchers.len(), "watchers": watchers}))
-    }
-}
-
-/// `watch_history`.
-struct HistoryTool(Arc<Watchers>);
-
-#[async_trait]
-impl Tool for HistoryTool {
-    fn name(&self) -> &str {
-        "watch_history"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(WATCH_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "A watcher's last N checks (1-100, default 10), oldest first."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"watcher_id": {"type": "string"}, "last_n": {"type": "integer"}},
-            "required": ["watcher_id"]
-        })
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let id = id_arg(&args)?;
-        let last_n = match args.get("last_n") {
-            None | Some(Value::Null) => DEFAULT_HISTORY,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| {
-                    ToolError::InvalidArguments(format!("`last_n` must be from 1 to {HISTORY}"))
-                })?,
-        };
-        let w = self.0.get(id).await?;
-        let entries = self.0.history(id, last_n).await?;
-        json_output(&json!({
-            "watcher_id": w.watcher_id,
-            "total_checks": w.check_count,
-            "returned": entries.len(),
-            "history": entries,
-        }))
     }
 }

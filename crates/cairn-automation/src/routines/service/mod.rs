@@ -4,9 +4,12 @@
 //! here with who is asking ([`Actor`]), and translate the answer or the
 //! [`ServiceError`]; none of them re-implements a rule.
 //!
-//! For now it pauses, resumes, backfills and lists next fires; creating,
-//! replacing, renaming, deleting and enabling belong here too and move in
-//! as their front-end copies are retired.
+//! It creates, replaces (and renames), deletes, enables and disables
+//! routines, applies sets of routine files and keeps cairn's built-in ones
+//! ([`write`]); it pauses, resumes, backfills and lists next fires (here).
+//! Every write judges the spec with
+//! [`prepare`](super::define::prepare), checks that the name is free,
+//! writes, and wakes the engine. Reads (listing, runs) go to the store.
 //!
 //! Architecture invariant: every rule about who may do what to a routine
 //! (cairn's own routines are off limits to the agent) is checked here.
@@ -21,12 +24,17 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use uuid::Uuid;
 
+use super::define::Problem;
 use super::define::{schedule_at_slot, zone_of};
 use super::engine::RoutineEngine;
 use super::link::EngineLink;
 use super::plan::plan;
 use super::slots::{next_slots, slots_between};
 use super::system::builtin_refusal;
+
+mod write;
+
+pub use write::{Applied, Enabled, Replaced};
 
 /// Longest pause note kept, in characters.
 pub const MAX_NOTE: usize = 500;
@@ -116,6 +124,17 @@ pub enum ServiceError {
         /// The bound.
         max: u32,
     },
+    /// The spec has problems (each with its field path); nothing was written.
+    #[error("routine \"{name}\": {}, nothing written: {}", count(.problems.len()), .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Problems {
+        /// The routine's name, as the spec gives it.
+        name: String,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+    /// Another of the person's routines has this name.
+    #[error("a routine named \"{0}\" already exists")]
+    Taken(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -231,6 +250,21 @@ impl RoutineService {
     /// The user whose routines these are.
     pub fn user_id(&self) -> &str {
         &self.user_id
+    }
+
+    /// The store, for reads (listings, runs); writes go through the service.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The zone routines without their own are read in.
+    pub fn user_zone(&self) -> Tz {
+        self.user_zone
+    }
+
+    /// Now, by the service's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 
     fn wake(&self) {
@@ -547,6 +581,15 @@ impl RoutineService {
             owner: None,
             lease_until: None,
         }
+    }
+}
+
+/// "1 problem", "3 problems".
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 problem".to_string()
+    } else {
+        format!("{n} problems")
     }
 }
 

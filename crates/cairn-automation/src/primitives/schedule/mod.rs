@@ -31,18 +31,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check};
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
-use cairn_core::clock::Clock;
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{NotifyConfig, Routine, RoutineAction, RoutineSpec, Trigger};
 use cairn_core::schedule::{Schedule, ScheduleKind};
-use cairn_store::Store;
-use chrono_tz::Tz;
 use serde_json::{Value, json};
 
 use super::{RunnerLink, json_output, rfc3339, store_error, string_arg};
 use crate::notify::Notifier;
-use crate::routines::define::prepare;
-use crate::routines::system::builtin_refusal;
+use crate::routines::ops_tools::tool_error;
+use crate::routines::service::{Actor, RoutineService};
+
+mod manage;
+
+use manage::{CancelTool, ListTool, StatusTool, is_job, job_id};
 
 /// The one line naming these tools when schemas load on demand.
 const SCHEDULE_FAMILY: &str =
@@ -60,32 +61,23 @@ const STATUS_RUNS: u32 = 5;
 /// What every scheduling tool shares.
 #[derive(Clone)]
 struct Shared {
-    store: Store,
+    service: RoutineService,
     link: Arc<RunnerLink>,
     notifier: Notifier,
-    user_id: String,
-    user_zone: Tz,
-    clock: Arc<dyn Clock>,
 }
 
-/// The six scheduling tools for `user_id`, for the binary to register.
+/// The six scheduling tools, writing through `service`, for the binary to register.
 /// `notifier` knows the configured output channels (to check `output_channel`,
 /// as they are after a reload).
 pub fn schedule_tools(
-    store: Store,
+    service: RoutineService,
     link: Arc<RunnerLink>,
     notifier: Notifier,
-    user_id: impl Into<String>,
-    user_zone: Tz,
-    clock: Arc<dyn Clock>,
 ) -> Vec<Arc<dyn Tool>> {
     let shared = Shared {
-        store,
+        service,
         link,
         notifier,
-        user_id: user_id.into(),
-        user_zone,
-        clock,
     };
     vec![
         Arc::new(OnceTool(shared.clone())),
@@ -203,7 +195,7 @@ fn short(text: &str) -> String {
 
 impl Shared {
     fn parse_when(&self, when: &str) -> Result<Schedule, ToolError> {
-        Schedule::parse(when, self.user_zone, self.clock.now())
+        Schedule::parse(when, self.service.user_zone(), self.service.now())
             .map_err(|e| ToolError::InvalidArguments(format!("`when`: {e}")))
     }
 
@@ -211,7 +203,7 @@ impl Shared {
     /// instant so a restart never moves it; an error when it is past.
     fn once_trigger(&self, when: &str, schedule: &Schedule) -> Result<Trigger, ToolError> {
         let at = schedule
-            .next_after(self.clock.now() - chrono::Duration::seconds(1))
+            .next_after(self.service.now() - chrono::Duration::seconds(1))
             .ok_or_else(|| {
                 ToolError::InvalidArguments(format!("`when` \"{when}\" is already past"))
             })?;
@@ -365,17 +357,12 @@ impl Shared {
         // A job fires when it is due, however close to the previous fire.
         spec.guardrails.cooldown = std::time::Duration::ZERO;
         spec.guardrails.max_runs = draft.max_runs;
-        let now = self.clock.now();
-        let next = prepare(&spec, self.user_zone, now).map_err(|problems| {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            ToolError::InvalidArguments(lines.join("; "))
-        })?;
-        let mut routine = Routine::new(spec, self.user_id.clone(), now);
-        routine.runtime.next_fire_at = next;
-        self.store
-            .create_routine(&routine)
+        let routine = self
+            .service
+            .create(spec, &Actor::Agent)
             .await
-            .map_err(store_error)?;
+            .map_err(tool_error)?;
+        let next = routine.runtime.next_fire_at;
         let mut view = json!({
             "job_id": job_id,
             "schedule_type": draft.trigger.kind(),
@@ -409,8 +396,9 @@ impl Shared {
             .unwrap_or(id);
         for prefix in [SCHEDULE_PREFIX, REMIND_PREFIX] {
             if let Some(r) = self
-                .store
-                .find_routine(&self.user_id, &format!("{prefix}{id}"))
+                .service
+                .store()
+                .find_routine(self.service.user_id(), &format!("{prefix}{id}"))
                 .await
                 .map_err(store_error)?
             {
@@ -424,8 +412,9 @@ impl Shared {
 
     async fn jobs(&self) -> Result<Vec<Routine>, ToolError> {
         let all = self
-            .store
-            .list_routines(Some(&self.user_id))
+            .service
+            .store()
+            .list_routines(Some(self.service.user_id()))
             .await
             .map_err(store_error)?;
         Ok(all.into_iter().filter(is_job).collect())
@@ -434,77 +423,6 @@ impl Shared {
 
 fn is_scheduling(name: &str) -> bool {
     name.starts_with("schedule_") || name == "remember"
-}
-
-fn is_job(r: &Routine) -> bool {
-    r.spec.name.starts_with(SCHEDULE_PREFIX) || r.spec.name.starts_with(REMIND_PREFIX)
-}
-
-fn job_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
-}
-
-fn job_id_of(r: &Routine) -> &str {
-    r.spec
-        .name
-        .strip_prefix(SCHEDULE_PREFIX)
-        .or_else(|| r.spec.name.strip_prefix(REMIND_PREFIX))
-        .unwrap_or(&r.spec.name)
-}
-
-/// `active`, `paused`, `completed` (a one-shot that fired, or `max_runs`
-/// reached) or `failed` (stopped after a failed run).
-fn job_status(r: &Routine) -> &'static str {
-    if r.spec.enabled {
-        return "active";
-    }
-    let once = matches!(r.spec.trigger, Trigger::Once { .. });
-    let spent = r
-        .spec
-        .guardrails
-        .max_runs
-        .is_some_and(|max| r.runtime.run_count >= max);
-    if r.runtime.consecutive_failures > 0 && (once || spent) {
-        "failed"
-    } else if r.runtime.run_count > 0 && (once || spent) {
-        "completed"
-    } else {
-        "paused"
-    }
-}
-
-fn job_view(r: &Routine) -> Value {
-    let (schedule_type, when) = match &r.spec.trigger {
-        Trigger::Once { at } => ("once", at.clone()),
-        Trigger::Cron { schedule } => ("cron", schedule.clone()),
-        other => (other.kind(), String::new()),
-    };
-    let channel = r.spec.notify.channel.clone().unwrap_or_default();
-    let output = if cairn_core::notification::conversation_session(&channel).is_some() {
-        "conversation".to_string()
-    } else {
-        channel
-    };
-    json!({
-        "job_id": job_id_of(r),
-        "schedule_type": schedule_type,
-        "when": when,
-        "label": r.spec.description,
-        "action_type": match &r.spec.action {
-            RoutineAction::ToolCall { .. } => "tool_call",
-            RoutineAction::Lightweight { .. } => "llm_prompt",
-            RoutineAction::Notification { title, .. }
-                if title.as_deref().is_some_and(|t| t.starts_with("[SCHEDULED PROMPT]")) => "llm_prompt",
-            _ => "notification",
-        },
-        "status": job_status(r),
-        "run_count": r.runtime.run_count,
-        "next_run_at": r.runtime.next_fire_at.map(rfc3339),
-        "last_run_at": r.runtime.last_run_at.map(rfc3339),
-        "max_runs": r.spec.guardrails.max_runs,
-        "output_channel": output,
-        "routine": r.spec.name,
-    })
 }
 
 /// Whether a draft acts with a tool: the call is then a dangerous one, so
@@ -649,8 +567,8 @@ impl Tool for CronTool {
                 "`cron` \"{cron}\" happens once ({}); use schedule_once or remember",
                 rfc3339(
                     schedule
-                        .next_after(s.clock.now())
-                        .unwrap_or_else(|| s.clock.now())
+                        .next_after(s.service.now())
+                        .unwrap_or_else(|| s.service.now())
                 )
             )));
         }
@@ -735,157 +653,6 @@ impl Tool for RememberTool {
             max_runs: None,
         };
         json_output(&s.create(draft, ctx).await?)
-    }
-}
-
-/// `schedule_cancel`.
-struct CancelTool(Shared);
-
-#[async_trait]
-impl Tool for CancelTool {
-    fn name(&self) -> &str {
-        "schedule_cancel"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Cancel a scheduled job or reminder (removes it and its history)."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"job_id": {"type": "string"}}, "required": ["job_id"]})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    /// Cancelling changes what was set up to run: the person's to approve.
-    fn needs_person(&self, _: &Value) -> bool {
-        true
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let job = s.find(&args).await?;
-        if let Some(why) = builtin_refusal(&job) {
-            return Err(ToolError::NotPermitted(why));
-        }
-        let previous = job_status(&job);
-        s.store.delete_routine(job.id).await.map_err(store_error)?;
-        json_output(&json!({
-            "job_id": job_id_of(&job),
-            "label": job.spec.description,
-            "status": "cancelled",
-            "previous_status": previous,
-        }))
-    }
-}
-
-/// `schedule_list`.
-struct ListTool(Shared);
-
-#[async_trait]
-impl Tool for ListTool {
-    fn name(&self) -> &str {
-        "schedule_list"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "List scheduled jobs and reminders, optionally by status."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"status": {"enum": ["active", "paused", "completed", "failed"]}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let wanted = optional_string(&args, "status")?;
-        let jobs = s.jobs().await?;
-        let count = |status: &str| jobs.iter().filter(|r| job_status(r) == status).count();
-        let (active, completed) = (count("active"), count("completed"));
-        let total = jobs.len();
-        let mut shown: Vec<&Routine> = jobs
-            .iter()
-            .filter(|r| wanted.as_deref().is_none_or(|w| job_status(r) == w))
-            .collect();
-        // Active first, soonest first; then the rest, newest first.
-        shown.sort_by(|a, b| {
-            (job_status(a) != "active")
-                .cmp(&(job_status(b) != "active"))
-                .then(a.runtime.next_fire_at.cmp(&b.runtime.next_fire_at))
-                .then(b.created_at.cmp(&a.created_at))
-        });
-        json_output(&json!({
-            "jobs": shown.into_iter().map(job_view).collect::<Vec<_>>(),
-            "total": total,
-            "active": active,
-            "completed": completed,
-        }))
-    }
-}
-
-/// `schedule_status`.
-struct StatusTool(Shared);
-
-#[async_trait]
-impl Tool for StatusTool {
-    fn name(&self) -> &str {
-        "schedule_status"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Details and recent runs of one scheduled job."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"job_id": {"type": "string"}}, "required": ["job_id"]})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let job = s.find(&args).await?;
-        let runs = s
-            .store
-            .list_runs(job.id, STATUS_RUNS)
-            .await
-            .map_err(store_error)?;
-        let mut view = job_view(&job);
-        view["runs"] = runs
-            .iter()
-            .map(|r| {
-                json!({
-                    "run_id": r.id,
-                    "status": r.status,
-                    "started_at": rfc3339(r.started_at),
-                    "summary": r.result_summary.as_deref().or(r.skip_reason.as_deref()),
-                })
-            })
-            .collect();
-        view["last_status"] = json!(runs.first().map(|r| r.status));
-        json_output(&view)
     }
 }
 
