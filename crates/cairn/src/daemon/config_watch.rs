@@ -226,16 +226,11 @@ mod tests {
             .expect("the change was seen");
     }
 
-    #[tokio::test]
-    async fn the_state_files_writes_beside_a_missing_config_wake_nothing() {
+    /// Five heartbeats of the state file in `home`, then no change within 300 ms.
+    async fn state_file_writes_wake_nothing(home: &std::path::Path, watch: &mut ConfigWatch) {
         use crate::daemon::state_file::{self, StateHeader};
-        let home = tempfile::tempdir().unwrap();
-        let path = home.path().join("config.toml");
-        // No config.toml: its directory (the home) is watched.
-        let mut watch = ConfigWatch::start(path.clone()).await;
-        assert!(watch.has_events());
         let header = StateHeader {
-            home: home.path().to_path_buf(),
+            home: home.to_path_buf(),
             started_at: chrono::Utc::now(),
             gateway: None,
             database: "sqlite:///x.db".into(),
@@ -243,7 +238,7 @@ mod tests {
         let components = cairn_gateway::Components::new();
         for _ in 0..5 {
             let state = header.snapshot(&components, chrono::Utc::now());
-            state_file::write(home.path(), &state).await.unwrap();
+            state_file::write(home, &state).await.unwrap();
         }
         assert!(
             tokio::time::timeout(Duration::from_millis(300), watch.changed())
@@ -251,6 +246,16 @@ mod tests {
                 .is_err(),
             "the state file's writes woke the config watch"
         );
+    }
+
+    #[tokio::test]
+    async fn the_state_files_writes_beside_a_missing_config_wake_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("config.toml");
+        // No config.toml: its directory (the home) is watched.
+        let mut watch = ConfigWatch::start(path.clone()).await;
+        assert!(watch.has_events());
+        state_file_writes_wake_nothing(home.path(), &mut watch).await;
         // A real config.toml appearing is seen.
         tokio::fs::write(&path, "[user]\n").await.unwrap();
         sees(&mut watch).await;
@@ -258,29 +263,12 @@ mod tests {
 
     #[tokio::test]
     async fn the_state_files_writes_beside_an_existing_config_wake_nothing() {
-        use crate::daemon::state_file::{self, StateHeader};
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join("config.toml");
         tokio::fs::write(&path, "[user]\n").await.unwrap();
         let mut watch = ConfigWatch::start(path.clone()).await;
         assert!(watch.has_events());
-        let header = StateHeader {
-            home: home.path().to_path_buf(),
-            started_at: chrono::Utc::now(),
-            gateway: None,
-            database: "sqlite:///x.db".into(),
-        };
-        let components = cairn_gateway::Components::new();
-        for _ in 0..5 {
-            let state = header.snapshot(&components, chrono::Utc::now());
-            state_file::write(home.path(), &state).await.unwrap();
-        }
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), watch.changed())
-                .await
-                .is_err(),
-            "the state file's writes woke the config watch"
-        );
+        state_file_writes_wake_nothing(home.path(), &mut watch).await;
         // Deleting it is a change too (the defaults apply again).
         tokio::fs::remove_file(&path).await.unwrap();
         sees(&mut watch).await;
