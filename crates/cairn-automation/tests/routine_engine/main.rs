@@ -213,6 +213,19 @@ impl Setup {
         out
     }
 
+    /// Watches this thread's log for the engine's "routines changed; live"
+    /// (its upkeep reloaded a change and woke the timer); see [`LiveLines`].
+    fn live_lines(&self) -> LiveLines {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(LiveLayer(tx)));
+        LiveLines {
+            lines: Arc::new(Mutex::new(rx)),
+            _guard: guard,
+        }
+    }
+
     fn engine(&self, owner: &str) -> RoutineEngine {
         self.engine_with(settings(owner))
     }
@@ -270,6 +283,58 @@ impl Setup {
             async move { engine.run(cancel).await }
         });
         (cancel, handle)
+    }
+}
+
+/// The engine hears a change made by another process on the store's own
+/// thread, which wakes the test's watch and the engine's in no fixed order
+/// (a tokio watch spreads its waiters over several lists). Once the test's
+/// watch has fired, virtual time may run ahead (the runtime looks idle)
+/// before the engine is even woken. So a test waits, in real time and with
+/// the paused clock held, for the engine's own "live" log line: after it
+/// the engine's timer is woken in this runtime and its store calls hold
+/// the clock themselves.
+struct LiveLines {
+    lines: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl LiveLines {
+    /// Waits for the next line (or one already logged); fails after 15 real seconds.
+    async fn next(&self) {
+        let lines = Arc::clone(&self.lines);
+        tokio::task::spawn_blocking(move || {
+            lines
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(15))
+                .expect("the engine made the change live");
+        })
+        .await
+        .unwrap();
+    }
+}
+
+/// Sends one message per "routines changed; live" event.
+struct LiveLayer(std::sync::mpsc::Sender<()>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LiveLayer {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Live(bool);
+        impl tracing::field::Visit for Live {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message"
+                    && format!("{value:?}").ends_with("routines changed; live")
+                {
+                    self.0 = true;
+                }
+            }
+        }
+        let mut live = Live(false);
+        event.record(&mut live);
+        if live.0 {
+            let _ = self.0.send(());
+        }
     }
 }
 

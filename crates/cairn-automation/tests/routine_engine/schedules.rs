@@ -237,6 +237,7 @@ async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again()
 #[tokio::test(start_paused = true)]
 async fn a_routine_added_by_another_process_is_live_at_once() {
     let s = setup(t0()).await;
+    let live = s.live_lines();
     let engine = s.engine("a");
     let (cancel, handle) = s.spawn(&engine);
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -249,6 +250,7 @@ async fn a_routine_added_by_another_process_is_live_at_once() {
     s.heard(cairn_store::Topic::Routines, other.create_routine(&r))
         .await
         .unwrap();
+    live.next().await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     cancel.cancel();
     handle.await.unwrap();
@@ -264,6 +266,7 @@ async fn a_routine_added_by_another_process_is_live_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_change_a_webhook_noticed_first_still_wakes_the_timer() {
     let s = setup(t0()).await;
+    let live = s.live_lines();
     let engine = s.engine("a");
     let (cancel, handle) = s.spawn(&engine);
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -278,6 +281,7 @@ async fn a_change_a_webhook_noticed_first_still_wakes_the_timer() {
         assert!(engine.refresh_triggered().await.unwrap());
     })
     .await;
+    live.next().await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     cancel.cancel();
     handle.await.unwrap();

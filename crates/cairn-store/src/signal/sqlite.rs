@@ -22,8 +22,14 @@ use tokio::time::Instant;
 use super::{FALLBACK_POLL, Hub, SignalMode, Topic};
 
 /// Looks after file events, from the first: a commit still being published
-/// when the first look ran is seen by one of these.
-const RECHECKS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(100)];
+/// when the first look ran is seen by one of these. The last is for a
+/// writer preempted between its frames and their publication on a loaded
+/// machine (a create was once seen only 936 ms later, with the next write).
+const RECHECKS: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(100),
+    Duration::from_millis(400),
+];
 
 /// How long to wait before trying to open the dedicated connection again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -174,8 +180,14 @@ pub(super) fn watch_file(
     wal: &Path,
     events: Arc<Notify>,
 ) -> Result<notify::RecommendedWatcher, notify::Error> {
+    use notify::event::{AccessKind, AccessMode, EventKind};
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         match event {
+            // A writer closing the WAL (a CLI command exiting after its
+            // commit) comes after the commit is published: worth a look.
+            Ok(e) if e.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
+                events.notify_one();
+            }
             Ok(e) if e.kind.is_access() => {}
             // An error is a reason to look too.
             _ => events.notify_one(),

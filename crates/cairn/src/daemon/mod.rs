@@ -9,6 +9,7 @@
 //! reloads what can change while running ([`reload`]).
 
 pub mod config_watch;
+pub mod heartbeat;
 pub mod lock;
 pub mod reload;
 pub mod service;
@@ -63,11 +64,29 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     // Before anything is opened or written: the home is the owner's alone.
     crate::home::secure(config.home(), config.database_url.expose_secret())
         .with_context(|| format!("cannot create {}", config.home().display()))?;
-    let runtime = crate::commands::runtime()?;
-    let result = runtime.block_on(serve(config));
+    let runtime = runtime()?;
+    // A task, not the main thread's future: what it waits for (config.toml's
+    // events, signals) is then taken by the worker in the wake that caused
+    // it, instead of waking the main thread too.
+    let result = runtime.block_on(async {
+        tokio::spawn(serve(config))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the daemon's main task failed: {e}")))
+    });
     // A component that ignored the deadline must not hold the exit.
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+/// The daemon's runtime: one worker. Its work waits on I/O (SQLite runs on
+/// sqlx's own threads, the store's timers on its runtime); a second worker
+/// only added wake-ups when idle (a woken worker wakes its sibling to share
+/// the work) and another thread's memory.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?)
 }
 
 async fn serve(config: Config) -> anyhow::Result<ExitCode> {

@@ -178,6 +178,7 @@ pub async fn writer(
     clock: Arc<dyn Clock>,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
+    let mut heartbeat = super::heartbeat::Heartbeat::start(WRITE_EVERY);
     loop {
         // Registered before the write, so a change during it is not lost.
         let changed = components.changed();
@@ -193,7 +194,7 @@ pub async fn writer(
                 // A burst of changes (a restart is three) makes one write.
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            () = tokio::time::sleep(WRITE_EVERY) => {}
+            () = heartbeat.beat() => {}
         }
     }
 }
