@@ -20,6 +20,7 @@ use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_core::chat::ToolCall;
 use cairn_core::clock::{Clock, FixedClock};
 use cairn_store::{BackgroundTask, Store, TASK_INTERRUPTED, TaskStatus};
+use cairn_test_support::chat::Writer;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -73,35 +74,6 @@ impl Tool for Boom {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         Err(ToolError::Failed("boom".into()))
-    }
-}
-
-/// A write tool (asks under supervised autonomy) that counts its runs.
-#[derive(Default)]
-struct Writer(AtomicUsize);
-
-#[async_trait]
-impl Tool for Writer {
-    fn name(&self) -> &str {
-        "writer"
-    }
-    fn description(&self) -> &str {
-        "writes"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::ok("written"))
     }
 }
 

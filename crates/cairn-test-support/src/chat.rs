@@ -1,0 +1,91 @@
+//! The agent side tests build again and again: a write-risk tool that
+//! counts its runs, and a chat service over a store with the tests'
+//! settings.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agent::AgentLoop;
+use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::runner::Authorized;
+use cairn_agent::session::SessionManager;
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_core::clock::Clock;
+use cairn_store::Store;
+use serde_json::{Value, json};
+
+/// `writer`: a write-risk tool (supervised autonomy asks before each call)
+/// that counts its runs.
+#[derive(Default)]
+pub struct Writer(pub AtomicUsize);
+
+impl Writer {
+    /// How many times it ran.
+    pub fn runs(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Tool for Writer {
+    fn name(&self) -> &str {
+        "writer"
+    }
+    fn description(&self) -> &str {
+        "writes something"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::ok("written"))
+    }
+}
+
+/// The tests' chat settings: agent `test`, UTC, host `h` on `o`, default
+/// tool limits, no skills.
+pub fn settings(workspace: &Path, approval_timeout: Duration) -> ChatSettings {
+    ChatSettings {
+        agent_name: "test".into(),
+        workspace: workspace.to_path_buf(),
+        timezone: chrono_tz::UTC,
+        runtime: RuntimeInfo {
+            host: "h".into(),
+            os: "o".into(),
+        },
+        tool_limits: Default::default(),
+        approval_timeout,
+        skill_paths: Vec::new(),
+    }
+}
+
+/// A chat service running `agent` over `store`'s sessions (20 checkpoints,
+/// idle after an hour) with [`settings`].
+pub fn service(
+    store: &Store,
+    clock: Arc<dyn Clock>,
+    agent: AgentLoop,
+    workspace: &Path,
+    approval_timeout: Duration,
+) -> ChatService {
+    let sessions = Arc::new(SessionManager::new(
+        store.clone(),
+        clock,
+        20,
+        Duration::from_secs(3600),
+    ));
+    ChatService::new(sessions, agent, settings(workspace, approval_timeout))
+}
