@@ -151,7 +151,7 @@ impl Fx {
             LoopConfig::default(),
         );
         let workspace = tempfile::tempdir().unwrap();
-        let service = cairn_test_support::chat::service(
+        let service = cairn_test_support::agent::chat_service(
             &store,
             clock,
             agent,

@@ -633,7 +633,7 @@ mod chat {
                 Arc::new(HookRegistry::new()),
                 LoopConfig::default(),
             );
-            let service = cairn_test_support::chat::service(
+            let service = cairn_test_support::agent::chat_service(
                 &store,
                 clock.clone(),
                 agent,

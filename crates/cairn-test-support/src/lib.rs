@@ -7,8 +7,8 @@
 //! failure. Any other value of a flag, or none, means "not required".
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)] // test support: failures panic
 
-#[cfg(feature = "chat")]
-pub mod chat;
+#[cfg(feature = "agent")]
+pub mod agent;
 pub mod npm;
 pub mod postgres;
 pub mod python;

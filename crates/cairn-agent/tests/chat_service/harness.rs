@@ -15,7 +15,7 @@ use cairn_core::clock::FixedClock;
 use cairn_llm::testing::FakeLlmServer;
 use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
-pub use cairn_test_support::chat::{self, Writer};
+pub use cairn_test_support::agent::{Writer, chat_service};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -124,7 +124,7 @@ impl Harness {
         let workspace = tempfile::tempdir().unwrap();
         let compactor = Compactor::new(provider, workspace.path().to_path_buf())
             .with_monitor(ContextMonitor::new(100_000));
-        let service = chat::service(
+        let service = chat_service(
             &store,
             clock.clone(),
             agent,

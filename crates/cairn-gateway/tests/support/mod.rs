@@ -28,7 +28,7 @@ use cairn_store::{NewApiToken, Store};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use cairn_test_support::chat::Writer;
+pub use cairn_test_support::agent::Writer;
 
 /// Settings for tests: loopback, a free port, the defaults otherwise.
 pub fn settings() -> GatewayConfig {
@@ -185,7 +185,7 @@ impl TestGateway {
             LoopConfig::default(),
         );
         let chat = Arc::new(
-            cairn_test_support::chat::service(
+            cairn_test_support::agent::chat_service(
                 &store,
                 clock.clone(),
                 agent,

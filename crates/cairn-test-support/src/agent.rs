@@ -1,6 +1,6 @@
-//! The agent side tests build again and again: a write-risk tool that
-//! counts its runs, and a chat service over a store with the tests'
-//! settings.
+//! The agent side tests build again and again: fake tools (`echo`, a
+//! write-risk `writer` that counts its runs) and a chat service over a
+//! store with the tests' settings.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -55,9 +55,39 @@ impl Tool for Writer {
     }
 }
 
+/// `echo`: read-only, answers `echo: <its text argument>`.
+pub struct Echo;
+
+#[async_trait]
+impl Tool for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn description(&self) -> &str {
+        "echoes its text argument"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::ok(format!(
+            "echo: {}",
+            args["text"].as_str().unwrap_or_default()
+        )))
+    }
+}
+
 /// The tests' chat settings: agent `test`, UTC, host `h` on `o`, default
 /// tool limits, no skills.
-pub fn settings(workspace: &Path, approval_timeout: Duration) -> ChatSettings {
+pub fn chat_settings(workspace: &Path, approval_timeout: Duration) -> ChatSettings {
     ChatSettings {
         agent_name: "test".into(),
         workspace: workspace.to_path_buf(),
@@ -73,8 +103,8 @@ pub fn settings(workspace: &Path, approval_timeout: Duration) -> ChatSettings {
 }
 
 /// A chat service running `agent` over `store`'s sessions (20 checkpoints,
-/// idle after an hour) with [`settings`].
-pub fn service(
+/// idle after an hour) with [`chat_settings`].
+pub fn chat_service(
     store: &Store,
     clock: Arc<dyn Clock>,
     agent: AgentLoop,
@@ -87,5 +117,5 @@ pub fn service(
         20,
         Duration::from_secs(3600),
     ));
-    ChatService::new(sessions, agent, settings(workspace, approval_timeout))
+    ChatService::new(sessions, agent, chat_settings(workspace, approval_timeout))
 }
