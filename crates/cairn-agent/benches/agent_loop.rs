@@ -9,9 +9,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::ToolContext;
 use cairn_agent::{
     AgentLoop, Approver, AutoApprove, AutonomyLevel, CostGuard, GuardedProvider, HookRegistry,
     LoopConfig, LoopDelegate, LoopStatus, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
@@ -24,7 +22,7 @@ use cairn_llm::testing::InstantProvider;
 use cairn_store::Store;
 use cairn_test_support::agent::Echo;
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Approves everything, streams nothing, records nothing.
 struct Quiet;

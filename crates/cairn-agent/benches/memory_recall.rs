@@ -8,8 +8,10 @@
 //! binary, not criterion: building 100,000 documents once is the slow part).
 //! `MEMORY_BENCH_SIZES=10000` limits the sizes.
 //!
-//! Measured on the shared 2-core build machine (medians, other builds running):
-//! 10k docs: keyword 8.5 ms (384 dims) / 14 ms (1536), hybrid 9 / 23 ms;
+//! Measured on the shared 2-core build machine (medians, other builds running),
+//! each timed query new: 10k docs: keyword 5.0 ms (384 dims) / 3.7 ms (1536),
+//! hybrid with the query's embedding 12.8 / 22.0 ms (Nov 2026,
+//! `MEMORY_BENCH_SIZES=10000`). Earlier, with the query embedding cached:
 //! 100k docs: keyword 14 / 12 ms, hybrid 40 / 116 ms. Hybrid keeps the vectors
 //! in memory; reloading them after a change costs 0.1 s (10k × 384) to 2 s
 //! (100k × 1536), once. The cosine pass stays under 50 ms up to about

@@ -20,10 +20,14 @@
 //! How the engine reads routines: a round reads only the due ones
 //! (`due_routines`, a claim batch at a time); its cache holds only the
 //! routines fired by something other than time (`refresh_triggered` reads
-//! `list_triggered_routines`: events, system events, webhooks), which here
-//! is none of the 100,000 cron routines. The figures above predate that
-//! (the cache then loaded every routine: RSS 238 MB idle); see the
-//! quick-form figures in the lead's notes for a run since.
+//! `list_triggered_routines`: events, system events, webhooks), none of the
+//! cron routines stored here. The RSS of the figures above predates that
+//! (the cache then held every routine: 238 MB idle at 100,000).
+//! Quick form (`FIRE_LATENESS_TOTAL=10000 FIRE_LATENESS_DUE=1000`, release,
+//! other builds running; Nov 2026): first tick 0.7 ms, cache load 4 ms
+//! (0 routines), RSS 15.5 MB idle; 1,000 spread over a minute: action began
+//! p50 8.8 / p99 99.6 ms after its slot; all in one second: p99 155 ms,
+//! RSS 28.6 MB after.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)] // a benchmark: set-up unwraps, /proc via std::fs
 #![allow(missing_docs)]
 
