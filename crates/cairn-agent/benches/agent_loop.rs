@@ -1,14 +1,15 @@
 //! Agent loop overhead with an instant in-process model: what the loop itself
-//! costs per iteration (request building, policy, tool dispatch, bookkeeping).
+//! costs per iteration (request building, policy, tool dispatch, bookkeeping),
+//! and the same turn behind the cost guard the daemon uses (its counters in
+//! a SQLite store on disk, one recorded call a model call).
 //! Target: < 1 ms per iteration.
+//! `cargo bench -p cairn-agent --bench agent_loop` (`-- --quick` for a short run).
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::hint::black_box;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::ToolContext;
 use cairn_agent::{
     AgentLoop, Approver, AutoApprove, AutonomyLevel, CostGuard, GuardedProvider, HookRegistry,
     LoopConfig, LoopDelegate, LoopStatus, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
@@ -18,38 +19,10 @@ use cairn_core::clock::SystemClock;
 use cairn_core::config::CostConfig;
 use cairn_llm::LlmProvider;
 use cairn_llm::testing::InstantProvider;
+use cairn_store::Store;
+use cairn_test_support::agent::Echo;
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::{Value, json};
-
-/// A read-only tool that answers at once.
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
-    }
-    fn description(&self) -> &str {
-        "echoes its text argument"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"text": {"type": "string"}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::ok(format!(
-            "echo: {}",
-            args["text"].as_str().unwrap_or_default()
-        )))
-    }
-}
+use serde_json::json;
 
 /// Approves everything, streams nothing, records nothing.
 struct Quiet;
@@ -120,14 +93,25 @@ fn bench_loop(c: &mut Criterion) {
             black_box(messages)
         });
     });
-    // The same plain turn with the cost guard around the model (counters in memory).
-    let guard = Arc::new(CostGuard::new(
-        &CostConfig {
-            daily_budget_cents: Some(u64::MAX / 100),
-            hourly_action_limit: None,
-        },
-        Arc::new(SystemClock),
-    ));
+    // The same plain turn with the cost guard around the model, as the
+    // daemon wires it: counters shared through a SQLite store on disk.
+    let db = tempfile::tempdir().unwrap();
+    let store = rt.block_on(async {
+        let url = format!("sqlite://{}/cairn.db", db.path().display());
+        Store::open(&url).await.unwrap().0
+    });
+    let config = CostConfig {
+        daily_budget_cents: Some(u64::MAX / 100),
+        hourly_action_limit: None,
+    };
+    let guard = Arc::new(
+        rt.block_on(CostGuard::load(
+            store.clone(),
+            &config,
+            Arc::new(SystemClock),
+        ))
+        .unwrap(),
+    );
     let guarded = build_agent(Arc::new(GuardedProvider::new(provider.clone(), guard)));
     group.bench_function("plain_answer_1_iteration_cost_guarded", |b| {
         b.iter(|| {
@@ -141,6 +125,7 @@ fn bench_loop(c: &mut Criterion) {
         });
     });
     group.finish();
+    rt.block_on(store.close());
 }
 
 criterion_group!(benches, bench_loop);

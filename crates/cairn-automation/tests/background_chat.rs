@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
-use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
 use cairn_agent::runner::{Approver, Authorized, AutoApprove};
-use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry,
@@ -153,27 +151,12 @@ impl Fx {
             LoopConfig::default(),
         );
         let workspace = tempfile::tempdir().unwrap();
-        let sessions = Arc::new(SessionManager::new(
-            store.clone(),
+        let service = cairn_test_support::agent::chat_service(
+            &store,
             clock,
-            20,
-            Duration::from_secs(3600),
-        ));
-        let service = ChatService::new(
-            sessions,
             agent,
-            ChatSettings {
-                agent_name: "test".into(),
-                workspace: workspace.path().to_path_buf(),
-                timezone: chrono_tz::UTC,
-                runtime: RuntimeInfo {
-                    host: "h".into(),
-                    os: "o".into(),
-                },
-                tool_limits: Default::default(),
-                approval_timeout: Duration::from_secs(60),
-                skill_paths: Vec::new(),
-            },
+            workspace.path(),
+            Duration::from_secs(60),
         );
         Fx {
             server,

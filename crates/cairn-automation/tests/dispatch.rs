@@ -13,6 +13,7 @@ use cairn_automation::notify::{
 };
 use cairn_core::notification::{DeliveryStatus, NewNotification, Notification};
 use cairn_store::Store;
+use cairn_test_support::postgres::PgSchema;
 use chrono::{DateTime, TimeZone, Utc};
 use uuid::Uuid;
 
@@ -365,29 +366,11 @@ async fn two_dispatchers_on_one_sqlite_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_dispatchers_on_one_postgres_database() {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
-            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
-        );
-        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
+    let Some(pg) = PgSchema::create("two_dispatchers_on_one_postgres_database") else {
         return;
     };
-    // A schema of its own, so runs never see each other's rows.
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let schema = format!("n_{}", Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-    let (store, _) = Store::open(&url).await.unwrap();
-    two_dispatchers_deliver_each_once(&url, store).await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .unwrap();
+    let (store, _) = Store::open(&pg.url).await.unwrap();
+    two_dispatchers_deliver_each_once(&pg.url, store).await;
 }
 
 /// The dispatcher's loop on tokio's paused clock and the real store: woken

@@ -20,35 +20,10 @@ use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_core::chat::ToolCall;
 use cairn_core::clock::{Clock, FixedClock};
 use cairn_store::{BackgroundTask, Store, TASK_INTERRUPTED, TaskStatus};
+use cairn_test_support::agent::{Echo, Writer};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
-    }
-    fn description(&self) -> &str {
-        "echoes"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::ok(args["text"].as_str().unwrap_or_default()))
-    }
-}
 
 struct Boom;
 
@@ -73,35 +48,6 @@ impl Tool for Boom {
         _: &Authorized,
     ) -> Result<ToolOutput, ToolError> {
         Err(ToolError::Failed("boom".into()))
-    }
-}
-
-/// A write tool (asks under supervised autonomy) that counts its runs.
-#[derive(Default)]
-struct Writer(AtomicUsize);
-
-#[async_trait]
-impl Tool for Writer {
-    fn name(&self) -> &str {
-        "writer"
-    }
-    fn description(&self) -> &str {
-        "writes"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::ok("written"))
     }
 }
 

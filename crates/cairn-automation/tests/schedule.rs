@@ -23,39 +23,11 @@ use cairn_core::routine::RunStatus;
 use cairn_llm::testing::{FakeLlmServer, Scripted};
 use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
+use cairn_test_support::agent::Echo;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 
 const SESSION: &str = "session-1";
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
-    }
-    fn description(&self) -> &str {
-        "echoes"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::ok(format!(
-            "echo: {}",
-            args["text"].as_str().unwrap_or_default()
-        )))
-    }
-}
 
 struct Forbidden;
 

@@ -579,40 +579,13 @@ async fn the_tools_speak_the_seed_shapes() {
     assert_eq!(stopped["status"], "stopped");
 }
 
-/// The figure for the note: agent turns a watcher on a stable endpoint
-/// causes over 1,000 checks (each notification reaching the conversation
-/// is one agent turn; the checks themselves make no LLM call).
-#[tokio::test]
-async fn llm_calls_over_1000_stable_checks() {
-    let mut figures = Vec::new();
-    for strategy in [
-        WatchStrategy::OnChange,
-        WatchStrategy::OnError,
-        WatchStrategy::Always,
-    ] {
-        let fx = Fx::new(|_| ok(json!({"status_code": 200, "body": "OK"}))).await;
-        fx.start(strategy, json!({})).await;
-        fx.checks(1000).await;
-        figures.push((strategy, fx.taken().await.len()));
-    }
-    for (strategy, turns) in &figures {
-        println!("watcher figure: {strategy}: {turns} LLM call(s) over 1000 stable checks");
-    }
-    assert_eq!(
-        figures.iter().map(|f| f.1).collect::<Vec<_>>(),
-        [1, 0, 1000]
-    );
-}
-
 mod chat {
     //! The whole path: the agent starts a watcher in a conversation, the
-    //! engine checks, and the `[WATCHER UPDATE]` reaches that conversation's
-    //! next model call.
+    //! engine checks, and the `[WATCHER UPDATE]` reaches that conversation,
+    //! before its next model call or as a turn of its own.
     use super::*;
-    use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
-    use cairn_agent::prompt::RuntimeInfo;
+    use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
     use cairn_agent::runner::{Approver, AutoApprove};
-    use cairn_agent::session::SessionManager;
     use cairn_agent::{AgentLoop, HookRegistry, LoopConfig};
     use cairn_llm::testing::{FakeLlmServer, Scripted};
     use cairn_llm::{LlmProvider, build_provider};
@@ -625,52 +598,58 @@ mod chat {
         }
     }
 
-    #[tokio::test]
-    async fn the_watcher_update_reaches_the_conversation_that_started_it() {
-        let server = FakeLlmServer::start().await.unwrap();
-        let provider: Arc<dyn LlmProvider> = build_provider(&server.openai_settings()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", dir.path().display()))
-            .await
-            .unwrap();
-        let clock = Arc::new(FixedClock::new(t0()));
-        let (engine, _watchers, runner) = process(
-            &store,
-            clock.clone(),
-            Arc::new(|_| ok(json!({"status": "deploying"}))),
-            Arc::new(AtomicU64::new(0)),
-            dir.path(),
-            &[],
-        );
-        let agent = AgentLoop::new(
-            provider,
-            Arc::clone(&runner),
-            Arc::new(HookRegistry::new()),
-            LoopConfig::default(),
-        );
-        let sessions = Arc::new(SessionManager::new(
-            store.clone(),
-            clock.clone(),
-            20,
-            Duration::from_secs(3600),
-        ));
-        let service = ChatService::new(
-            sessions,
-            agent,
-            ChatSettings {
-                agent_name: "test".into(),
-                workspace: dir.path().to_path_buf(),
-                timezone: chrono_tz::UTC,
-                runtime: RuntimeInfo {
-                    host: "h".into(),
-                    os: "o".into(),
-                },
-                tool_limits: Default::default(),
-                approval_timeout: Duration::from_secs(60),
-                skill_paths: Vec::new(),
-            },
-        );
-        let say = |text: &str| {
+    /// A conversation on the fake LLM server whose tools include the
+    /// watcher tools of an engine over the same store.
+    struct Chat {
+        server: FakeLlmServer,
+        service: ChatService,
+        engine: RoutineEngine,
+        clock: Arc<FixedClock>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Chat {
+        async fn new(
+            probe: impl Fn(u64) -> Result<String, String> + Send + Sync + 'static,
+        ) -> Chat {
+            let server = FakeLlmServer::start().await.unwrap();
+            let provider: Arc<dyn LlmProvider> = build_provider(&server.openai_settings()).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", dir.path().display()))
+                .await
+                .unwrap();
+            let clock = Arc::new(FixedClock::new(t0()));
+            let (engine, _watchers, runner) = process(
+                &store,
+                clock.clone(),
+                Arc::new(probe),
+                Arc::new(AtomicU64::new(0)),
+                dir.path(),
+                &[],
+            );
+            let agent = AgentLoop::new(
+                provider,
+                runner,
+                Arc::new(HookRegistry::new()),
+                LoopConfig::default(),
+            );
+            let service = cairn_test_support::agent::chat_service(
+                &store,
+                clock.clone(),
+                agent,
+                dir.path(),
+                Duration::from_secs(60),
+            );
+            Chat {
+                server,
+                service,
+                engine,
+                clock,
+                _dir: dir,
+            }
+        }
+
+        async fn say(&self, text: &str) -> Reply {
             let inbound = Inbound {
                 user_id: "ada".into(),
                 channel: "terminal".into(),
@@ -678,9 +657,22 @@ mod chat {
                 text: text.into(),
                 images: Vec::new(),
             };
-            let service = &service;
-            async move { service.handle(inbound, &Sink).await }
-        };
+            self.service.handle(inbound, &Sink).await
+        }
+
+        /// Moves the clock `secs` on and runs the engine's round.
+        async fn check_after(&self, secs: i64) {
+            self.clock
+                .set(self.clock.now() + chrono::Duration::seconds(secs));
+            self.engine.tick(self.clock.now()).await.unwrap();
+            self.engine.idle().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_watcher_update_reaches_the_conversation_that_started_it() {
+        let chat = Chat::new(|_| ok(json!({"status": "deploying"}))).await;
+        let server = &chat.server;
         server.push_all([
             Scripted::tool_call(
                 "watch_start",
@@ -688,13 +680,14 @@ mod chat {
             ),
             Scripted::text("I'll tell you when the deploy changes."),
         ]);
-        assert!(matches!(say("watch the deploy").await, Reply::Answer(_)));
+        assert!(matches!(
+            chat.say("watch the deploy").await,
+            Reply::Answer(_)
+        ));
         // The first check sets the baseline, which is told (on_change).
-        clock.set(t0() + chrono::Duration::seconds(5));
-        engine.tick(clock.now()).await.unwrap();
-        engine.idle().await;
+        chat.check_after(5).await;
         server.push(Scripted::text("The deploy is still deploying."));
-        say("anything new?").await;
+        chat.say("anything new?").await;
         let requests = server.requests();
         let last = serde_json::to_string(&requests.last().unwrap().body["messages"]).unwrap();
         assert!(last.contains("[WATCHER UPDATE] watcher_id="), "{last}");
@@ -705,5 +698,41 @@ mod chat {
         );
         // The check itself made no model call: two turns, three requests.
         assert_eq!(requests.len(), 3);
+    }
+
+    /// The figure for the note: the LLM calls a watcher on a stable endpoint
+    /// causes, counted at the fake LLM server. The checks themselves call no
+    /// model; each update reaching the idle conversation is delivered as a
+    /// turn of its own (as `cairn chat` and the WebSocket poll do), one model
+    /// call each. `always` runs 200 checks, not 1,000: its conversation grows
+    /// a turn a check, and every later turn sends it all.
+    #[tokio::test]
+    async fn llm_calls_of_a_watcher_on_a_stable_endpoint() {
+        let mut figures = Vec::new();
+        for (strategy, checks) in [("on_change", 1000), ("on_error", 1000), ("always", 200)] {
+            let chat = Chat::new(|_| ok(json!({"status_code": 200, "body": "OK"}))).await;
+            chat.server.push_all([
+                Scripted::tool_call(
+                    "watch_start",
+                    json!({"name": "probe", "interval": 5, "label": "API", "notify_when": strategy}),
+                ),
+                Scripted::text("Watching."),
+            ]);
+            assert!(matches!(chat.say("watch the API").await, Reply::Answer(_)));
+            let before = chat.server.requests().len();
+            assert_eq!(before, 2);
+            for _ in 0..checks {
+                chat.check_after(5).await;
+                if chat.server.pending() == 0 {
+                    chat.server.push(Scripted::text("Noted."));
+                }
+                chat.service.deliver_notices("ada", "terminal", &Sink).await;
+            }
+            figures.push((strategy, checks, chat.server.requests().len() - before));
+        }
+        for (strategy, checks, calls) in &figures {
+            println!("watcher figure: {strategy}: {calls} LLM call(s) over {checks} stable checks");
+        }
+        assert_eq!(figures.iter().map(|f| f.2).collect::<Vec<_>>(), [1, 0, 200]);
     }
 }

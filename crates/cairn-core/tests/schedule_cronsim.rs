@@ -185,7 +185,10 @@ fn rfc(t: DateTime<Utc>) -> String {
 }
 
 /// Asks the reference script for the next `FIRES` fire times of each query.
-fn reference(python: &str, queries: &[(String, Tz, DateTime<Utc>)]) -> Vec<serde_json::Value> {
+fn reference(
+    python: &std::path::Path,
+    queries: &[(String, Tz, DateTime<Utc>)],
+) -> Vec<serde_json::Value> {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scripts/cronsim_reference.py"
@@ -195,7 +198,7 @@ fn reference(python: &str, queries: &[(String, Tz, DateTime<Utc>)]) -> Vec<serde
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
     let mut input = String::new();
     for (id, (expr, zone, from)) in queries.iter().enumerate() {
         let line = serde_json::json!({
@@ -262,19 +265,8 @@ struct Case {
 
 #[test]
 fn cron_matches_cronsim() {
-    let python = match std::env::var("CAIRN_CRONSIM_PYTHON") {
-        Ok(p) if !p.is_empty() => p,
-        _ => {
-            let required = std::env::var("CAIRN_REQUIRE_DIFFERENTIAL").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "CAIRN_REQUIRE_DIFFERENTIAL=1 but CAIRN_CRONSIM_PYTHON is not set; run: export CAIRN_CRONSIM_PYTHON=$(scripts/cronsim-venv.sh)"
-            );
-            eprintln!(
-                "SKIPPED cron_matches_cronsim: set CAIRN_CRONSIM_PYTHON (export CAIRN_CRONSIM_PYTHON=$(scripts/cronsim-venv.sh))"
-            );
-            return;
-        }
+    let Some(python) = cairn_test_support::python::cronsim_python("cron_matches_cronsim") else {
+        return;
     };
     let mut rng = Rng::new(SEED);
     let zones: Vec<Tz> = ZONES.iter().map(|z| z.parse().unwrap()).collect();

@@ -10,9 +10,10 @@ mod support;
 
 use std::process::Command;
 
+use cairn_test_support::python::python;
 use serde_json::Value;
 use support::TestGateway;
-use support::clients::{python, run, text};
+use support::clients::{run, text};
 
 /// Test cases schemathesis generates per operation in its fuzzing phase
 /// (bounded so the whole run stays well under a minute on CI).

@@ -10,6 +10,8 @@ use std::time::Duration;
 use cairn_agent::runner::ToolStatus;
 use cairn_agent::tools::ToolContext;
 use cairn_llm::testing::{FakeLlmServer, Scripted};
+use cairn_test_support::npm::everything;
+use cairn_test_support::python::python;
 use serde_json::json;
 use support::*;
 

@@ -9,6 +9,7 @@ mod support;
 use cairn_agent::runner::ToolStatus;
 use cairn_agent::tools::{RiskLevel, ToolContext};
 use cairn_agent::{AutonomyLevel, ToolPolicyConfig};
+use cairn_test_support::python::python;
 use serde_json::json;
 use support::*;
 

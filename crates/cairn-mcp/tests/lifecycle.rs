@@ -11,6 +11,7 @@ use cairn_agent::tools::ToolContext;
 use cairn_mcp::server::ToolsFrom;
 use cairn_mcp::{McpClients, State};
 use cairn_store::Store;
+use cairn_test_support::python::python;
 use serde_json::json;
 use support::*;
 

@@ -546,33 +546,6 @@ impl Store {
         .await
     }
 
-    /// Claims the scheduled slot `run.scheduled_for` of a routine and records
-    /// the run: [`Store::admit_runs`] with only the slot's compare-and-set.
-    /// Returns `false` when another process (or an earlier call) took it.
-    /// Test support (feature `testing`): the engine admits through `admit_rounds`.
-    #[cfg(any(test, feature = "testing"))]
-    pub async fn claim_slot(
-        &self,
-        run: &RoutineRun,
-        next: Option<DateTime<Utc>>,
-    ) -> Result<bool, StoreError> {
-        let Some(slot) = run.scheduled_for else {
-            return Err(StoreError::Conflict(
-                "claim_slot needs a run with scheduled_for".to_string(),
-            ));
-        };
-        let admission = Admission {
-            slot: Some(SlotMove {
-                expected: slot,
-                next,
-                disable: false,
-            }),
-            ..Admission::default()
-        };
-        let admitted = self.admit_runs(&[(admission, vec![run.clone()])]).await?;
-        Ok(admitted.first() == Some(&Admitted::Started))
-    }
-
     /// Records an unscheduled run (manual, event, webhook) with no guardrail:
     /// [`Store::admit_runs`] without checks. A missing routine is not found;
     /// a run whose `scheduled_for` slot already has one is a conflict.

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use cairn_core::notification::{DeliveryStatus, Notification, Priority};
 use cairn_store::{SignalMode, Store, Topic};
+use cairn_test_support::postgres::PgSchema;
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -117,30 +118,12 @@ async fn sqlite_a_write_in_another_process_wakes_a_waiter() {
     store.close().await;
 }
 
-async fn postgres_url() -> Option<String> {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "CAIRN_REQUIRE_POSTGRES=1 but CAIRN_TEST_POSTGRES_URL is not set"
-        );
-        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL");
-        return None;
-    };
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let schema = format!("t_{}", Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Some(format!("{base}{sep}options=-csearch_path%3D{schema}"))
-}
-
 #[tokio::test]
 async fn postgres_a_write_in_another_process_wakes_a_waiter() {
-    let Some(url) = postgres_url().await else {
+    let Some(pg) = PgSchema::create("postgres_a_write_in_another_process_wakes_a_waiter") else {
         return;
     };
+    let url = pg.url.clone();
     let (store, _) = Store::open(&url).await.unwrap();
     wakes_across_processes(&store, &url).await;
     assert_eq!(store.signal_mode(), SignalMode::Listening);
@@ -162,9 +145,11 @@ async fn kill_listener(admin: &sqlx::PgPool, store: &Store) -> u64 {
 
 #[tokio::test]
 async fn postgres_a_killed_listener_reconnects_and_misses_nothing() {
-    let Some(url) = postgres_url().await else {
+    let Some(pg) = PgSchema::create("postgres_a_killed_listener_reconnects_and_misses_nothing")
+    else {
         return;
     };
+    let url = pg.url.clone();
     let admin = sqlx::PgPool::connect(&url).await.unwrap();
     let (store, _) = Store::open(&url).await.unwrap();
     let mut notes = store.watch(Topic::Notifications);
@@ -200,6 +185,7 @@ async fn postgres_a_killed_listener_reconnects_and_misses_nothing() {
         .await
         .expect("a change after the reconnection is heard");
     store.close().await;
+    admin.close().await;
 }
 
 #[tokio::test]

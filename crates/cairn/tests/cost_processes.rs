@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
 use cairn_llm::testing::{FakeLlmServer, Scripted};
+use cairn_test_support::postgres::PgSchema;
 
 /// Each call: 1,000 output tokens at $2 per million = 2,000 micro-dollars.
 const CALL_MICROS: u64 = 2_000;
@@ -107,35 +108,9 @@ fn two_processes_on_one_sqlite_file_share_the_daily_budget() {
 
 #[test]
 fn two_processes_on_postgresql_share_the_daily_budget() {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        // Skipped without a server, unless the run requires one (CI).
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "CAIRN_REQUIRE_POSTGRES=1 but CAIRN_TEST_POSTGRES_URL is not set"
-        );
+    let Some(pg) = PgSchema::create("two_processes_on_postgresql_share_the_daily_budget") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let admin = rt.block_on(async {
-        let admin = sqlx::PgPool::connect(&base).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        admin
-    });
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-    let calls = spend_concurrently(Some(&url));
-    rt.block_on(async {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-            .execute(&admin)
-            .await
-            .unwrap();
-    });
+    let calls = spend_concurrently(Some(&pg.url));
     assert!((5..=6).contains(&calls), "{calls} calls");
 }

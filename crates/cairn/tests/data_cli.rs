@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use cairn_llm::testing::{FakeEmbeddingsServer, FakeLlmServer, Scripted};
+use cairn_test_support::postgres::PgSchema;
 use predicates::str::contains;
 use serde_json::Value;
 
@@ -231,58 +232,12 @@ fn a_backup_from_a_newer_schema_is_refused() {
     assert!(!home.path.exists(), "nothing was written");
 }
 
-/// A fresh schema in the CI PostgreSQL, dropped when the test ends.
-struct PgSchema {
-    url: String,
-    base: String,
-    schema: String,
-}
-
-impl PgSchema {
-    fn new() -> Option<PgSchema> {
-        let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-            assert!(
-                std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "CAIRN_REQUIRE_POSTGRES=1 but CAIRN_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to copy into PostgreSQL");
-            return None;
-        };
-        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-        Self::sql(&base, &format!("CREATE SCHEMA {schema}"));
-        let sep = if base.contains('?') { '&' } else { '?' };
-        Some(PgSchema {
-            url: format!("{base}{sep}options=-csearch_path%3D{schema}"),
-            base,
-            schema,
-        })
-    }
-
-    fn sql(base: &str, sql: &str) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let admin = sqlx::PgPool::connect(base).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-                .execute(&admin)
-                .await
-                .unwrap();
-            admin.close().await;
-        });
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        Self::sql(&self.base, &format!("DROP SCHEMA {} CASCADE", self.schema));
-    }
-}
-
 #[test]
 fn db_copy_moves_sqlite_to_postgres_and_the_daemon_runs_there() {
-    let Some(pg) = PgSchema::new() else { return };
+    let Some(pg) = PgSchema::create("db_copy_moves_sqlite_to_postgres_and_the_daemon_runs_there")
+    else {
+        return;
+    };
     let embed = FakeEmbeddingsServer::start_on_thread().unwrap();
     let llm = FakeLlmServer::start_on_thread().unwrap();
     llm.push(Scripted::text("All quiet."));

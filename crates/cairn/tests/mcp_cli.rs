@@ -10,24 +10,8 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use cairn_llm::testing::{FakeLlmServer, Scripted};
+use cairn_test_support::python::python;
 use serde_json::json;
-
-/// The test venv's interpreter, or `None` (after saying so) when `test`
-/// must skip; `CAIRN_REQUIRE_PYTHON=1` (CI) makes that a failure.
-fn python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("CAIRN_TEST_PYTHON") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            let required = std::env::var("CAIRN_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "CAIRN_REQUIRE_PYTHON=1 but CAIRN_TEST_PYTHON is not set; run: export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)"
-            );
-            eprintln!("SKIPPED {test}: set CAIRN_TEST_PYTHON");
-            None
-        }
-    }
-}
 
 fn py_server() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-mcp/tests/servers/py_server.py")

@@ -1,14 +1,11 @@
 //! The test harness: a chat service over a real SQLite store and the fake LLM server.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
-use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
 use cairn_agent::runner::{ApprovalRequest, Approver, Authorized, AutoApprove};
-use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, CompactionResult, Compactor, ContextMonitor, HookRegistry,
@@ -18,37 +15,10 @@ use cairn_core::clock::FixedClock;
 use cairn_llm::testing::FakeLlmServer;
 use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
+pub use cairn_test_support::agent::{Writer, chat_service};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-
-/// A write-risk tool that records its runs.
-pub struct Writer(pub AtomicUsize);
-
-#[async_trait]
-impl Tool for Writer {
-    fn name(&self) -> &str {
-        "writer"
-    }
-    fn description(&self) -> &str {
-        "writes"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::ok("written"))
-    }
-}
 
 /// A read-only tool that never finishes on its own (until the turn is cancelled).
 pub struct Slow;
@@ -136,7 +106,7 @@ impl Harness {
         let clock = Arc::new(FixedClock::new(
             Utc.with_ymd_and_hms(2026, 11, 21, 9, 0, 0).unwrap(),
         ));
-        let writer = Arc::new(Writer(AtomicUsize::new(0)));
+        let writer = Arc::new(Writer::default());
         let mut registry = ToolRegistry::new();
         registry.register(writer.clone()).unwrap();
         registry.register(Arc::new(Slow)).unwrap();
@@ -152,29 +122,14 @@ impl Harness {
             LoopConfig::default(),
         );
         let workspace = tempfile::tempdir().unwrap();
-        let sessions = Arc::new(SessionManager::new(
-            store.clone(),
-            clock.clone(),
-            20,
-            Duration::from_secs(3600),
-        ));
         let compactor = Compactor::new(provider, workspace.path().to_path_buf())
             .with_monitor(ContextMonitor::new(100_000));
-        let service = ChatService::new(
-            sessions,
+        let service = chat_service(
+            &store,
+            clock.clone(),
             agent,
-            ChatSettings {
-                agent_name: "test".into(),
-                workspace: workspace.path().to_path_buf(),
-                timezone: chrono_tz::UTC,
-                runtime: RuntimeInfo {
-                    host: "h".into(),
-                    os: "o".into(),
-                },
-                tool_limits: Default::default(),
-                approval_timeout,
-                skill_paths: Vec::new(),
-            },
+            workspace.path(),
+            approval_timeout,
         )
         .with_compactor(Arc::new(compactor));
         Harness {

@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use cairn_automation::notify::channels::email::{Email, EmailSpec};
 use serde_json::{Value, json};
 
-use crate::python::python;
 use crate::{ID, channel, closed_url, notification, permanent, retryable, with_outcome};
+use cairn_test_support::python::python;
 
 /// The SMTP sink as a child process; killed when dropped.
 struct Sink {

@@ -9,7 +9,6 @@ mod discord;
 mod email;
 mod log;
 mod ntfy;
-mod python;
 mod server;
 mod slack;
 mod telegram;

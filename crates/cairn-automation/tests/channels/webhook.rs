@@ -6,12 +6,12 @@ use std::process::Command;
 use cairn_automation::notify::channels::webhook::{Webhook, WebhookSpec};
 use serde_json::json;
 
-use crate::python::python;
 use crate::server::FakeServer;
 use crate::{
     ID, assert_status_mapping, channel, channel_with_env, closed_url, notification, retryable,
     with_outcome,
 };
+use cairn_test_support::python::python;
 
 #[tokio::test]
 async fn posts_the_notification_as_json_with_its_id_and_the_extra_headers() {

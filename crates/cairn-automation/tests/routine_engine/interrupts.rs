@@ -20,12 +20,7 @@ async fn claimed_by_the_dead(
     lease_until: DateTime<Utc>,
 ) -> RoutineRun {
     let run = slot_run(r, slot, owner, lease_until);
-    assert!(
-        s.store
-            .claim_slot(&run, Some(slot + minutes(1)))
-            .await
-            .unwrap()
-    );
+    claim_as_a_dead_process(&s.store, &run, slot + minutes(1)).await;
     run
 }
 

@@ -39,16 +39,13 @@ macro_rules! on_both_backends {
         }
         mod postgres {
             $(
-                // The admin pool runs on real time; only the case is paused.
-                #[tokio::test(flavor = "current_thread")]
+                // The schema is made on a runtime of its own: this one is paused.
+                #[tokio::test(start_paused = true, flavor = "current_thread")]
                 async fn $case() {
-                    let Some((admin, schema, url)) = crate::postgres_schema().await else {
+                    let Some(pg) = cairn_test_support::postgres::PgSchema::create(stringify!($case)) else {
                         return;
                     };
-                    tokio::time::pause();
-                    super::$case(&url).await;
-                    tokio::time::resume();
-                    crate::drop_schema(admin, &schema).await;
+                    super::$case(&pg.url).await;
                 }
             )*
         }
@@ -338,6 +335,27 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LiveLayer {
     }
 }
 
+/// Claims `run`'s slot as a (now dead) process's engine did, through the
+/// store's admission with the slot's compare-and-set moving the routine on
+/// to `next`; asserts it was admitted.
+async fn claim_as_a_dead_process(store: &Store, run: &RoutineRun, next: DateTime<Utc>) {
+    let claim = cairn_store::Admission {
+        slot: Some(cairn_store::SlotMove {
+            expected: run.scheduled_for.unwrap(),
+            next: Some(next),
+            disable: false,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        store
+            .admit_runs(&[(claim, vec![run.clone()])])
+            .await
+            .unwrap(),
+        [Admitted::Started]
+    );
+}
+
 fn statuses(runs: &[RoutineRun]) -> Vec<RunStatus> {
     runs.iter().map(|r| r.status).collect()
 }
@@ -369,33 +387,4 @@ fn slot_run(
         dedup_key: None,
         attempt: 1,
     }
-}
-
-/// A fresh schema on `CAIRN_TEST_POSTGRES_URL`: the admin pool, its name and
-/// a URL selecting it; `None` (the case is skipped) without the variable.
-async fn postgres_schema() -> Option<(sqlx::PgPool, String, String)> {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
-            "CAIRN_REQUIRE_POSTGRES is set but CAIRN_TEST_POSTGRES_URL is not"
-        );
-        eprintln!("skipped: set CAIRN_TEST_POSTGRES_URL to run on PostgreSQL");
-        return None;
-    };
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let schema = format!("e_{}", uuid::Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-    Some((admin, schema, url))
-}
-
-async fn drop_schema(admin: sqlx::PgPool, schema: &str) {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .unwrap();
 }

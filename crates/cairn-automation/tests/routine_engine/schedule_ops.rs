@@ -306,7 +306,7 @@ async fn pause_after_failures_pauses_with_one_notification(url: &str) {
         "dead",
         minute(3) + chrono::Duration::seconds(10),
     );
-    assert!(s.store.claim_slot(&dead, Some(minute(4))).await.unwrap());
+    claim_as_a_dead_process(&s.store, &dead, minute(4)).await;
     sleep_until(&s, minute(3) + chrono::Duration::seconds(20)).await;
     assert_eq!(engine.tick(s.clock.now()).await.unwrap().reaped, 1);
     let stored = s.store.get_routine(r.id).await.unwrap().unwrap();

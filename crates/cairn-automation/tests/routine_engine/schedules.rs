@@ -189,18 +189,7 @@ async fn a_killed_run_is_interrupted_after_restart_and_the_routine_fires_again()
     let mut dead = settings("dead");
     dead.lease = Duration::from_secs(60);
     let run = slot_run(&r, slot, "dead", slot + chrono::Duration::seconds(60));
-    let claim = cairn_store::Admission {
-        slot: Some(cairn_store::SlotMove {
-            expected: slot,
-            next: Some(slot + chrono::Duration::minutes(10)),
-            disable: false,
-        }),
-        ..Default::default()
-    };
-    assert_eq!(
-        s.store.admit_runs(&[(claim, vec![run])]).await.unwrap(),
-        [Admitted::Started]
-    );
+    claim_as_a_dead_process(&s.store, &run, slot + chrono::Duration::minutes(10)).await;
     s.clock.set(slot + chrono::Duration::minutes(2));
 
     let restarted = s.engine("second");

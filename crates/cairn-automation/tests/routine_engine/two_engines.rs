@@ -77,14 +77,13 @@ async fn two_engines_on_one_sqlite_file_run_each_slot_once() {
     two_engines_share_the_slots(&url).await;
 }
 
-// The admin pool runs on real time (sqlx's timers); only the engines' part is paused.
-#[tokio::test(flavor = "current_thread")]
+// The schema is made on a runtime of its own: this one is paused.
+#[tokio::test(start_paused = true, flavor = "current_thread")]
 async fn two_engines_on_one_postgres_database_run_each_slot_once() {
-    let Some((admin, schema, url)) = crate::postgres_schema().await else {
+    let Some(pg) = cairn_test_support::postgres::PgSchema::create(
+        "two_engines_on_one_postgres_database_run_each_slot_once",
+    ) else {
         return;
     };
-    tokio::time::pause();
-    two_engines_share_the_slots(&url).await;
-    tokio::time::resume();
-    crate::drop_schema(admin, &schema).await;
+    two_engines_share_the_slots(&pg.url).await;
 }

@@ -7,15 +7,10 @@ pub mod clients;
 pub mod jobs;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use cairn_agent::chat::{ChatService, ChatSettings};
-use cairn_agent::prompt::RuntimeInfo;
-use cairn_agent::runner::Authorized;
-use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::chat::ChatService;
+use cairn_agent::tools::{Tool, ToolContext};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry,
     ToolRunner,
@@ -30,37 +25,10 @@ use cairn_gateway::{Gateway, auth};
 use cairn_llm::testing::FakeLlmServer;
 use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::{NewApiToken, Store};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// A write-risk tool that counts its runs: under supervised autonomy every
-/// call to it asks for approval.
-pub struct Writer(pub AtomicUsize);
-
-#[async_trait]
-impl Tool for Writer {
-    fn name(&self) -> &str {
-        "writer"
-    }
-    fn description(&self) -> &str {
-        "writes something"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::ok("written"))
-    }
-}
+pub use cairn_test_support::agent::Writer;
 
 /// Settings for tests: loopback, a free port, the defaults otherwise.
 pub fn settings() -> GatewayConfig {
@@ -199,7 +167,7 @@ impl TestGateway {
             .unwrap();
         let workspace = tempfile::tempdir().unwrap();
 
-        let writer = Arc::new(Writer(AtomicUsize::new(0)));
+        let writer = Arc::new(Writer::default());
         let mut registry = ToolRegistry::new();
         registry.register(writer.clone()).unwrap();
         for tool in tools(&store) {
@@ -216,28 +184,13 @@ impl TestGateway {
             Arc::new(HookRegistry::new()),
             LoopConfig::default(),
         );
-        let sessions = Arc::new(SessionManager::new(
-            store.clone(),
-            clock.clone(),
-            20,
-            Duration::from_secs(3600),
-        ));
         let chat = Arc::new(
-            ChatService::new(
-                sessions,
+            cairn_test_support::agent::chat_service(
+                &store,
+                clock.clone(),
                 agent,
-                ChatSettings {
-                    agent_name: "test".into(),
-                    workspace: workspace.path().to_path_buf(),
-                    timezone: chrono_tz::UTC,
-                    runtime: RuntimeInfo {
-                        host: "h".into(),
-                        os: "o".into(),
-                    },
-                    tool_limits: Default::default(),
-                    approval_timeout,
-                    skill_paths: Vec::new(),
-                },
+                workspace.path(),
+                approval_timeout,
             )
             // Image URLs: loopback allowed for local test servers, other private ranges refused.
             .with_net(Arc::new(

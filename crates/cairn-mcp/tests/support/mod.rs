@@ -4,7 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,66 +19,9 @@ use cairn_llm::testing::FakeLlmServer;
 use cairn_mcp::{McpClients, ServerSpec, Supervision};
 use tokio::io::AsyncBufReadExt;
 
-/// The test venv's interpreter, or `None` (after saying so) when `test`
-/// must skip; `CAIRN_REQUIRE_PYTHON=1` (CI) makes that a failure.
-pub fn python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("CAIRN_TEST_PYTHON") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            let required = std::env::var("CAIRN_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "CAIRN_REQUIRE_PYTHON=1 but CAIRN_TEST_PYTHON is not set; run: export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)"
-            );
-            eprintln!(
-                "SKIPPED {test}: set CAIRN_TEST_PYTHON (export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh))"
-            );
-            None
-        }
-    }
-}
-
 /// The Python SDK test server's script.
 pub fn py_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/py_server.py")
-}
-
-/// server-everything's program (installed by `scripts/test-npm.sh` unless
-/// `CAIRN_TEST_MCP_EVERYTHING` names it), or `None` (after saying so) when
-/// npm is unavailable; `CAIRN_REQUIRE_NPM=1` (CI) makes that a failure.
-pub fn everything(test: &str) -> Option<PathBuf> {
-    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = FOUND.get_or_init(|| {
-        if let Some(path) = std::env::var_os("CAIRN_TEST_MCP_EVERYTHING").filter(|p| !p.is_empty())
-        {
-            return Ok(PathBuf::from(path));
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-npm.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .output()
-            .unwrap();
-        match out.status.code() {
-            Some(0) => Ok(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())),
-            Some(3) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-            _ => panic!(
-                "scripts/test-npm.sh failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        }
-    });
-    match found {
-        Ok(path) => Some(path.clone()),
-        Err(why) => {
-            let required = std::env::var("CAIRN_REQUIRE_NPM").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "CAIRN_REQUIRE_NPM=1 but npm is unavailable: {why}"
-            );
-            eprintln!("SKIPPED {test}: {why}");
-            None
-        }
-    }
 }
 
 /// A stdio spec for the Python server.

@@ -1,13 +1,14 @@
 //! A fresh, migrated store per test: a temp SQLite file, or a new PostgreSQL schema.
 
 use cairn_store::Store;
+use cairn_test_support::postgres::PgSchema;
 
 pub struct Fixture {
     pub store: Store,
     /// URL of the same database, for opening a second, independent pool.
     pub url: String,
     _dir: Option<tempfile::TempDir>,
-    pg: Option<(sqlx::PgPool, String)>,
+    pg: Option<PgSchema>,
 }
 
 impl Fixture {
@@ -24,31 +25,17 @@ impl Fixture {
         }
     }
 
-    pub async fn postgres() -> Option<Fixture> {
-        let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-            if std::env::var("CAIRN_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-                panic!("CAIRN_REQUIRE_POSTGRES=1 but CAIRN_TEST_POSTGRES_URL is not set");
-            }
-            eprintln!(
-                "skipped: set CAIRN_TEST_POSTGRES_URL to run the PostgreSQL conformance suite"
-            );
-            return None;
-        };
-        let admin = sqlx::PgPool::connect(&base).await.unwrap();
-        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-        let (store, report) = Store::open(&url).await.unwrap();
+    /// A fresh schema on the test server, or `None` when `test` must skip
+    /// (the one rule of `cairn_test_support::postgres`).
+    pub async fn postgres(test: &str) -> Option<Fixture> {
+        let schema = PgSchema::create(test)?;
+        let (store, report) = Store::open(&schema.url).await.unwrap();
         assert_eq!(report.applied.len(), cairn_store::MIGRATIONS.len());
         Some(Fixture {
             store,
-            url,
+            url: schema.url.clone(),
             _dir: None,
-            pg: Some((admin, schema)),
+            pg: Some(schema),
         })
     }
 
@@ -66,21 +53,13 @@ impl Fixture {
                     pg: None,
                 }
             }
-            Some(_) => {
-                let base = std::env::var("CAIRN_TEST_POSTGRES_URL").unwrap();
-                let admin = sqlx::PgPool::connect(&base).await.unwrap();
-                let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                    .execute(&admin)
-                    .await
-                    .unwrap();
-                let sep = if base.contains('?') { '&' } else { '?' };
-                let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+            Some(pg) => {
+                let schema = pg.sibling();
                 Fixture {
-                    store: Store::connect(&url).await.unwrap(),
-                    url,
+                    store: Store::connect(&schema.url).await.unwrap(),
+                    url: schema.url.clone(),
                     _dir: None,
-                    pg: Some((admin, schema)),
+                    pg: Some(schema),
                 }
             }
         }
@@ -88,12 +67,6 @@ impl Fixture {
 
     pub async fn cleanup(self) {
         self.store.close().await;
-        if let Some((admin, schema)) = self.pg {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            admin.close().await;
-        }
+        // The schema goes after the pool, with `self.pg`.
     }
 }

@@ -37,7 +37,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    let Some(fx) = crate::fixture::Fixture::postgres().await else { return };
+                    let Some(fx) = crate::fixture::Fixture::postgres(stringify!($case)).await else { return };
                     crate::$module::$case(&fx).await;
                     fx.cleanup().await;
                 }
@@ -88,9 +88,9 @@ conformance!(
     routines::enable_disable,
     routines::due_routines_in_order,
     routines::delete_cascades_to_runs,
-    runs::claim_slot_once,
-    runs::claim_slot_needs_current_slot_and_enabled,
-    runs::concurrent_claims_from_separate_pools_yield_one_run,
+    runs::a_slot_fires_once,
+    runs::a_slot_fires_only_while_current_enabled_and_unpaused,
+    runs::concurrent_fires_from_separate_pools_yield_one_run,
     runs::slot_key_is_unique,
     runs::unscheduled_runs_never_collide,
     runs::finish_run_once_and_failure_streak,

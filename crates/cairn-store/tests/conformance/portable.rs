@@ -192,10 +192,10 @@ async fn copy(
 /// available, else of the same one.
 async fn other(fx: &Fixture) -> Fixture {
     if fx.url.starts_with("sqlite:") {
-        if std::env::var("CAIRN_TEST_POSTGRES_URL").is_ok() {
-            return Fixture::postgres().await.unwrap();
-        }
-        return Fixture::sqlite().await;
+        return match Fixture::postgres("portable copy to the other backend").await {
+            Some(pg) => pg,
+            None => Fixture::sqlite().await,
+        };
     }
     Fixture::sqlite().await
 }

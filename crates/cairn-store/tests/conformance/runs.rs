@@ -1,11 +1,13 @@
-//! Runs: one run per slot (invariant 1), leases and orphans (invariant 2).
+//! Runs: one run per slot (invariant 1), through `Store::admit_rounds` as
+//! the routine engine fires, across pools standing in for processes; leases
+//! and orphans (invariant 2).
 
 use std::sync::Arc;
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 
-use cairn_core::routine::RunStatus;
-use cairn_store::{RunOutcome, Store, StoreError};
+use cairn_core::routine::{Pause, Routine, RoutineRun, RunStatus};
+use cairn_store::{Admission, Admitted, OverlapRule, RunOutcome, SlotMove, Store};
 
 use crate::fixture::Fixture;
 use crate::routines::{at, rerunner, routine, run_for};
@@ -22,15 +24,67 @@ fn outcome(status: RunStatus, secs: i64) -> RunOutcome {
     }
 }
 
-pub async fn claim_slot_once(fx: &Fixture) {
+/// The admission the routine engine's timed path builds for the slot
+/// `run.scheduled_for` of `r` (see `cairn-automation`'s `engine/timed.rs`):
+/// the slot's compare-and-set moving `next_fire_at` to `next` (a one-shot,
+/// `next: None`, is disabled by it), and its overlap and concurrency guards.
+fn scheduled(r: &Routine, run: &RoutineRun, next: Option<DateTime<Utc>>) -> Admission {
+    let once = next.is_none();
+    Admission {
+        slot: Some(SlotMove {
+            expected: run.scheduled_for.unwrap(),
+            next,
+            disable: once,
+        }),
+        max_concurrent: Some(r.spec.guardrails.max_concurrent),
+        global_max: Some(16),
+        max_runs: r.spec.guardrails.max_runs,
+        overlap: Some(OverlapRule {
+            policy: r.spec.overlap(),
+            start_first: true,
+            buffer_limit: 5,
+        }),
+        ..Admission::default()
+    }
+}
+
+/// Admits one scheduled fire through `Store::admit_rounds`, the engine's path.
+async fn fire(
+    store: &Store,
+    r: &Routine,
+    run: &RoutineRun,
+    next: Option<DateTime<Utc>>,
+) -> Admitted {
+    let round = store
+        .admit_rounds(&[(scheduled(r, run, next), vec![run.clone()])])
+        .await
+        .unwrap()
+        .remove(0);
+    if round.admitted == Admitted::Started {
+        assert_eq!(round.runs.len(), 1);
+        assert_eq!(round.runs[0].id, run.id);
+        assert_eq!(round.runs[0].status, RunStatus::Running);
+    } else {
+        assert!(round.runs.is_empty(), "{round:?}");
+    }
+    round.admitted
+}
+
+pub async fn a_slot_fires_once(fx: &Fixture) {
     let mut r = routine("ada", "tick");
     r.runtime.next_fire_at = Some(at(60));
     fx.store.create_routine(&r).await.unwrap();
 
     let first = run_for(&r, Some(at(60)), at(61));
-    assert!(fx.store.claim_slot(&first, Some(at(120))).await.unwrap());
+    assert_eq!(
+        fire(&fx.store, &r, &first, Some(at(120))).await,
+        Admitted::Started
+    );
     let again = run_for(&r, Some(at(60)), at(62));
-    assert!(!fx.store.claim_slot(&again, Some(at(120))).await.unwrap());
+    assert_eq!(
+        fire(&fx.store, &r, &again, Some(at(120))).await,
+        Admitted::Taken
+    );
 
     let got = fx.store.get_routine(r.id).await.unwrap().unwrap();
     assert_eq!(got.runtime.next_fire_at, Some(at(120)));
@@ -44,57 +98,58 @@ pub async fn claim_slot_once(fx: &Fixture) {
     assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 1);
 }
 
-pub async fn claim_slot_needs_current_slot_and_enabled(fx: &Fixture) {
+pub async fn a_slot_fires_only_while_current_enabled_and_unpaused(fx: &Fixture) {
     let mut r = routine("ada", "tock");
     r.runtime.next_fire_at = Some(at(60));
     fx.store.create_routine(&r).await.unwrap();
-    // A stale slot (not the routine's current next_fire_at) is refused.
-    assert!(
-        !fx.store
-            .claim_slot(&run_for(&r, Some(at(30)), at(61)), Some(at(120)))
-            .await
-            .unwrap()
+    // A stale slot (not the routine's current next_fire_at) is taken.
+    let stale = run_for(&r, Some(at(30)), at(61));
+    assert_eq!(
+        fire(&fx.store, &r, &stale, Some(at(120))).await,
+        Admitted::Taken
     );
-    // A disabled routine's slot is refused.
+    // A disabled routine's slot is taken.
     fx.store
         .set_routine_enabled(r.id, false, at(1))
         .await
         .unwrap();
-    assert!(
-        !fx.store
-            .claim_slot(&run_for(&r, Some(at(60)), at(61)), Some(at(120)))
-            .await
-            .unwrap()
+    let now = run_for(&r, Some(at(60)), at(61));
+    assert_eq!(
+        fire(&fx.store, &r, &now, Some(at(120))).await,
+        Admitted::Taken
     );
-    // A run without a slot cannot claim one.
-    assert!(matches!(
-        fx.store.claim_slot(&run_for(&r, None, at(61)), None).await,
-        Err(StoreError::Conflict(_))
-    ));
-    // A one-shot's last claim clears next_fire_at.
+    // So is a paused one's.
     fx.store
         .set_routine_enabled(r.id, true, at(2))
         .await
         .unwrap();
+    let pause = Pause {
+        at: at(3),
+        by: "ada (cli)".into(),
+        note: None,
+    };
+    assert!(fx.store.pause_routine(r.id, &pause).await.unwrap());
+    assert_eq!(
+        fire(&fx.store, &r, &now, Some(at(120))).await,
+        Admitted::Taken
+    );
+    assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap(), []);
+    // Resumed, a one-shot's claim clears next_fire_at and disables it.
     assert!(
         fx.store
-            .claim_slot(&run_for(&r, Some(at(60)), at(61)), None)
+            .resume_routine(r.id, at(4))
             .await
             .unwrap()
+            .is_some()
     );
-    assert_eq!(
-        fx.store
-            .get_routine(r.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .runtime
-            .next_fire_at,
-        None
-    );
+    assert_eq!(fire(&fx.store, &r, &now, None).await, Admitted::Started);
+    let got = fx.store.get_routine(r.id).await.unwrap().unwrap();
+    assert_eq!(got.runtime.next_fire_at, None);
+    assert!(!got.spec.enabled);
+    assert_eq!(got.runtime.run_count, 1);
 }
 
-pub async fn concurrent_claims_from_separate_pools_yield_one_run(fx: &Fixture) {
+pub async fn concurrent_fires_from_separate_pools_yield_one_run(fx: &Fixture) {
     let mut r = routine("ada", "race");
     r.runtime.next_fire_at = Some(at(60));
     fx.store.create_routine(&r).await.unwrap();
@@ -109,19 +164,19 @@ pub async fn concurrent_claims_from_separate_pools_yield_one_run(fx: &Fixture) {
         let store = stores[i % stores.len()].clone();
         let r = Arc::clone(&r);
         tasks.spawn(async move {
-            store
-                .claim_slot(&run_for(&r, Some(at(60)), at(61)), Some(at(120)))
-                .await
-                .unwrap()
+            let run = run_for(&r, Some(at(60)), at(61));
+            fire(&store, &r, &run, Some(at(120))).await
         });
     }
-    let wins = tasks
-        .join_all()
-        .await
-        .into_iter()
-        .filter(|won| *won)
-        .count();
-    assert_eq!(wins, 1);
+    let verdicts = tasks.join_all().await;
+    let wins = verdicts.iter().filter(|v| **v == Admitted::Started).count();
+    assert_eq!(wins, 1, "{verdicts:?}");
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| matches!(v, Admitted::Started | Admitted::Taken)),
+        "{verdicts:?}"
+    );
     assert_eq!(fx.store.list_runs(r.id, 100).await.unwrap().len(), 1);
     assert_eq!(
         fx.store
@@ -138,19 +193,24 @@ pub async fn concurrent_claims_from_separate_pools_yield_one_run(fx: &Fixture) {
     }
 }
 
+/// The unique slot key holds even for an admission without the
+/// compare-and-set (a backfill recording a slot): one run per slot.
 pub async fn slot_key_is_unique(fx: &Fixture) {
     let r = routine("ada", "slotted");
     fx.store.create_routine(&r).await.unwrap();
-    fx.store
-        .start_run(&run_for(&r, Some(at(60)), at(61)))
+    let unchecked = |run: RoutineRun| (Admission::default(), vec![run]);
+    let admitted = fx
+        .store
+        .admit_runs(&[unchecked(run_for(&r, Some(at(60)), at(61)))])
         .await
         .unwrap();
-    let err = fx
+    assert_eq!(admitted, [Admitted::Started]);
+    let admitted = fx
         .store
-        .start_run(&run_for(&r, Some(at(60)), at(62)))
+        .admit_runs(&[unchecked(run_for(&r, Some(at(60)), at(62)))])
         .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+        .unwrap();
+    assert_eq!(admitted, [Admitted::Taken]);
     assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 1);
     assert_eq!(
         fx.store
@@ -167,16 +227,25 @@ pub async fn slot_key_is_unique(fx: &Fixture) {
 pub async fn unscheduled_runs_never_collide(fx: &Fixture) {
     let r = routine("ada", "manual");
     fx.store.create_routine(&r).await.unwrap();
+    let manual = |run: RoutineRun| (Admission::default(), vec![run]);
     for i in 0..3 {
-        fx.store.start_run(&run_for(&r, None, at(i))).await.unwrap();
+        let admitted = fx
+            .store
+            .admit_runs(&[manual(run_for(&r, None, at(i)))])
+            .await
+            .unwrap();
+        assert_eq!(admitted, [Admitted::Started]);
     }
     assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 3);
     assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 3);
     let missing = routine("ada", "missing");
-    assert!(matches!(
-        fx.store.start_run(&run_for(&missing, None, at(1))).await,
-        Err(StoreError::NotFound { .. })
-    ));
+    let admitted = fx
+        .store
+        .admit_runs(&[manual(run_for(&missing, None, at(1)))])
+        .await
+        .unwrap();
+    assert_eq!(admitted, [Admitted::Taken]);
+    assert_eq!(fx.store.list_runs(missing.id, 10).await.unwrap(), []);
 }
 
 pub async fn finish_run_once_and_failure_streak(fx: &Fixture) {

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use assert_cmd::cargo::CommandCargoExt;
 use cairn_llm::testing::{FakeLlmServer, Scripted};
+use cairn_test_support::postgres::PgSchema;
 use common::DaemonChild;
 use serde_json::{Value, json};
 use standin::{StandIn, TOKEN};
@@ -382,28 +383,12 @@ fn a_restart_in_the_middle_of_a_conversation_neither_repeats_nor_loses_an_update
 
 #[test]
 fn two_daemons_on_one_postgresql_database_answer_each_message_once() {
-    let Ok(base) = std::env::var("CAIRN_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CAIRN_REQUIRE_POSTGRES").is_err(),
-            "CAIRN_TEST_POSTGRES_URL is required"
-        );
+    let Some(pg) =
+        PgSchema::create("two_daemons_on_one_postgresql_database_answer_each_message_once")
+    else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let admin = rt.block_on(async {
-        let admin = sqlx::PgPool::connect(&base).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        admin
-    });
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let url = pg.url.clone();
     let standin = StandIn::start();
     let llm = FakeLlmServer::start_on_thread().unwrap();
     let (a, b) = (
@@ -442,12 +427,6 @@ fn two_daemons_on_one_postgresql_database_answer_each_message_once() {
     });
     assert_eq!(asked(&llm).len(), 5);
     second.stop();
-    rt.block_on(async {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-            .execute(&admin)
-            .await
-            .unwrap();
-    });
 }
 
 #[test]

@@ -1,0 +1,121 @@
+//! The agent side tests build again and again: fake tools (`echo`, a
+//! write-risk `writer` that counts its runs) and a chat service over a
+//! store with the tests' settings.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agent::AgentLoop;
+use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::runner::Authorized;
+use cairn_agent::session::SessionManager;
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_core::clock::Clock;
+use cairn_store::Store;
+use serde_json::{Value, json};
+
+/// `writer`: a write-risk tool (supervised autonomy asks before each call)
+/// that counts its runs.
+#[derive(Default)]
+pub struct Writer(pub AtomicUsize);
+
+impl Writer {
+    /// How many times it ran.
+    pub fn runs(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Tool for Writer {
+    fn name(&self) -> &str {
+        "writer"
+    }
+    fn description(&self) -> &str {
+        "writes something"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Write
+    }
+    async fn execute(
+        &self,
+        _: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::ok("written"))
+    }
+}
+
+/// `echo`: read-only, answers `echo: <its text argument>`.
+pub struct Echo;
+
+#[async_trait]
+impl Tool for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn description(&self) -> &str {
+        "echoes its text argument"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: Value,
+        _: &ToolContext,
+        _: &Authorized,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::ok(format!(
+            "echo: {}",
+            args["text"].as_str().unwrap_or_default()
+        )))
+    }
+}
+
+/// The tests' chat settings: agent `test`, UTC, host `h` on `o`, default
+/// tool limits, no skills.
+pub fn chat_settings(workspace: &Path, approval_timeout: Duration) -> ChatSettings {
+    ChatSettings {
+        agent_name: "test".into(),
+        workspace: workspace.to_path_buf(),
+        timezone: chrono_tz::UTC,
+        runtime: RuntimeInfo {
+            host: "h".into(),
+            os: "o".into(),
+        },
+        tool_limits: Default::default(),
+        approval_timeout,
+        skill_paths: Vec::new(),
+    }
+}
+
+/// A chat service running `agent` over `store`'s sessions (20 checkpoints,
+/// idle after an hour) with [`chat_settings`].
+pub fn chat_service(
+    store: &Store,
+    clock: Arc<dyn Clock>,
+    agent: AgentLoop,
+    workspace: &Path,
+    approval_timeout: Duration,
+) -> ChatService {
+    let sessions = Arc::new(SessionManager::new(
+        store.clone(),
+        clock,
+        20,
+        Duration::from_secs(3600),
+    ));
+    ChatService::new(sessions, agent, chat_settings(workspace, approval_timeout))
+}
