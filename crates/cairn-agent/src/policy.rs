@@ -16,7 +16,7 @@
 //! asks for every file tool except `file_read`.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +89,8 @@ struct Rule {
 pub struct PolicyGate {
     autonomy: AutonomyLevel,
     rules: Vec<Rule>,
-    sessions: Mutex<HashMap<String, HashSet<String>>>,
+    /// Shared with the gates a reload makes from this one ([`PolicyGate::reconfigured`]).
+    sessions: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
 
 impl PolicyGate {
@@ -117,7 +118,17 @@ impl PolicyGate {
         Self {
             autonomy: config.autonomy,
             rules,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Arc::default(),
+        }
+    }
+
+    /// A gate for a new configuration (a reload) that keeps this one's
+    /// per-session allow-lists: an "always" answer outlives the reload,
+    /// though a `deny` or `ask` rule still comes first.
+    pub fn reconfigured(&self, config: &ToolPolicyConfig) -> Self {
+        Self {
+            sessions: Arc::clone(&self.sessions),
+            ..Self::new(config)
         }
     }
 
@@ -295,5 +306,27 @@ mod tests {
         assert_eq!(g.lock().keys().collect::<Vec<_>>(), ["b"]);
         g.forget_session("never-seen");
         assert_eq!(g.lock().len(), 1);
+    }
+
+    #[test]
+    fn a_reconfigured_gate_keeps_session_allow_lists_under_its_own_rules() {
+        let old = gate(AutonomyLevel::Supervised, &[], &[], &[]);
+        old.allow_for_session("s", "shell");
+        old.allow_for_session("s", "file_write");
+        let new = old.reconfigured(&ToolPolicyConfig {
+            deny: vec!["shell".into()],
+            ..ToolPolicyConfig::default()
+        });
+        assert!(matches!(
+            new.decide("shell", RiskLevel::Dangerous, "s"),
+            PolicyDecision::Deny { .. }
+        ));
+        assert_eq!(
+            new.decide("file_write", RiskLevel::Write, "s"),
+            PolicyDecision::Allow
+        );
+        // One table: an answer given after the reload is seen by both.
+        new.allow_for_session("t", "shell");
+        assert!(old.session_allows("t", "shell"));
     }
 }
