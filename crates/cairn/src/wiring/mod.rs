@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::jobs::subtasks::SubtasksTool;
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
@@ -221,6 +222,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     extra.extend(Watchers::new(routines, Arc::clone(&runner_link)).tools());
     let memory = memory_service(config, &store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
+    // Subtasks run on the job scheduler, which holds the runner holding this
+    // tool: the scheduler is attached once built.
+    let subtasks = Arc::new(SubtasksTool::new());
+    extra.push(subtasks.clone());
     let mcp = mcp_clients(config, Some(&store)).await?;
     let extra_tools = extra.clone();
     let agent = agent_loop(config, &providers, &tools, hooks, extra, Some(&mcp))?;
@@ -283,6 +288,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     .config(jobs_config)
     .notifier(repair_notifier)
     .build();
+    subtasks.attach(jobs.clone());
     jobs.start()
         .await
         .context("cannot start the job scheduler")?;
