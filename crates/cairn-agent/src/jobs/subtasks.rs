@@ -2,7 +2,8 @@
 //! its behalf and gets their results back in the order given
 //! ([`JobScheduler::spawn_batch`]). Each subtask is a job of its own under
 //! the same scheduler, limits and policy gate (with its parent's allowed
-//! tools); the parent lends its slot while it waits.
+//! tools); the parent lends its slot while it waits. One level only: a
+//! subtask cannot start subtasks.
 //!
 //! The tool needs the scheduler, and the scheduler holds the tool runner
 //! that holds this tool: the scheduler is attached once it is built
@@ -139,6 +140,12 @@ impl Tool for SubtasksTool {
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?
             .ok_or_else(|| ToolError::Failed(format!("job {parent} is not recorded")))?;
+        // One level: a subtask's own subtasks would multiply without bound.
+        if record.parent_id.is_some() {
+            return Err(ToolError::NotPermitted(
+                "a subtask cannot start subtasks of its own; do the work here".into(),
+            ));
+        }
         let specs = specs(&args, &record.owner)?;
         let results = scheduler
             .spawn_batch(parent, specs)

@@ -96,6 +96,26 @@ async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_subtask_cannot_start_subtasks_of_its_own() {
+    let (store, _dir) = sqlite().await;
+    let clock = Arc::new(FixedClock::new(at(0)));
+    let provider = Arc::new(TaskProvider::default());
+    let h = Harness::new(store.clone(), provider.clone(), config(2), clock);
+    // The parent's one subtask asks for subtasks in turn.
+    let parent = h.submit("batch:batch:x").await;
+    let done = parent.wait().await.unwrap();
+    assert_eq!(done.state, JobState::Completed);
+    let requests = provider.requests.lock().unwrap().clone();
+    let refused = requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .any(|m| m.role == Role::Tool && m.content.contains("a subtask cannot start subtasks"));
+    assert!(refused, "{requests:?}");
+    let jobs = store.list_jobs(&JobFilter::default()).await.unwrap();
+    assert_eq!(jobs.len(), 2, "only the parent and its one subtask");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_dead_process_s_running_job_is_reaped_on_start() {
     let (store, _dir) = sqlite().await;
     let mut dead = JobRecord::new(Uuid::now_v7(), "crashed", "crashed", "ada", at(0));
