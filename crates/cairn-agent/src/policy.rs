@@ -20,7 +20,28 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tools::RiskLevel;
+/// How much harm a tool can do; the policy gate decides per level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskLevel {
+    /// Only observes (reads workspace files, tells the time).
+    ReadOnly,
+    /// Changes local state (writes files).
+    Write,
+    /// Runs programs or talks to the network.
+    Dangerous,
+}
+
+impl RiskLevel {
+    /// Lower-case name, as used in messages and config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "readonly",
+            Self::Write => "write",
+            Self::Dangerous => "dangerous",
+        }
+    }
+}
 
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -103,7 +124,7 @@ impl PolicyGate {
             (&config.deny, RuleAction::Deny),
         ] {
             for pattern in patterns {
-                let pattern = crate::tools::registry::normalize_name(pattern);
+                let pattern = crate::names::normalize_name(pattern);
                 if pattern.is_empty() {
                     continue;
                 }

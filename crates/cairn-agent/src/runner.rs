@@ -93,45 +93,8 @@ pub use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver, AutoApprove
 use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
+pub use crate::tools::ToolStatus;
 use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
-
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    /// The tool ran and succeeded.
-    Success,
-    /// The tool ran and reported failure, or returned an error.
-    Failed,
-    /// The policy refused the call.
-    Denied,
-    /// The user declined the call.
-    Declined,
-    /// No tool has that name.
-    UnknownTool,
-    /// The arguments were not a JSON object or were rejected by the tool.
-    InvalidArguments,
-    /// The call hit its time limit.
-    TimedOut,
-    /// The call was cancelled.
-    Cancelled,
-}
-
-impl ToolStatus {
-    /// Snake-case name (as serialized), used in the frame's `status` attribute.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Success => "success",
-            Self::Failed => "failed",
-            Self::Denied => "denied",
-            Self::Declined => "declined",
-            Self::UnknownTool => "unknown_tool",
-            Self::InvalidArguments => "invalid_arguments",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-        }
-    }
-}
 
 /// The outcome of one call, ready for the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
