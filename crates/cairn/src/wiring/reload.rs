@@ -14,42 +14,25 @@
 use std::sync::Arc;
 
 use cairn_agent::GuardedProvider;
-use cairn_automation::notify::NotifySettings;
+use cairn_core::config::registry::RELOADABLE;
 use cairn_llm::{LlmProvider, build_providers};
 
-use super::{Automation, Runtime, channel_set, heartbeat_settings, llm_settings};
+use super::{Automation, Runtime, channel_set, heartbeat_settings, llm_settings, notify_settings};
 use super::{ensure_system_routines, install_sandbox, mcp_specs, tool_parts, tools_config};
 use crate::daemon::reload::Reloader;
 use crate::exit::BadInput;
 
-/// The LLM settings a running daemon applies (all of `[llm]` but
-/// `context_limit`, which sizes the chat's context monitor at start).
-pub const LLM_KEYS: &[&str] = &[
-    "llm.provider",
-    "llm.base_url",
-    "llm.api_key",
-    "llm.openai_api_key",
-    "llm.anthropic_api_key",
-    "llm.model",
-    "llm.cheap_model",
-    "llm.timeout_secs",
-    "llm.max_retries",
-    "llm.vision",
-    "llm.prices",
-    "llm.fallbacks",
-];
-
-/// The tool settings a running daemon applies: policy, the shell's
-/// allowlist and sandbox, file and network rules, web search, MCP servers.
-/// (`tools.limits` is copied into every turn's context at start.)
-pub const TOOL_KEYS: &[&str] = &[
-    "tools.policy",
-    "tools.shell",
-    "tools.files",
-    "tools.http",
-    "tools.web_search",
-    "mcp.servers",
-];
+/// The reloadable keys under these prefixes (one list, `RELOADABLE`, says
+/// what reloads: the LLM settings are all of `[llm]` but `context_limit`,
+/// which sizes the chat's context monitor at start; the tools' all of
+/// `[tools]` but `limits`, copied into every turn's context at start).
+fn reloadable_under(prefixes: &[&str]) -> Vec<&'static str> {
+    RELOADABLE
+        .iter()
+        .copied()
+        .filter(|key| prefixes.iter().any(|p| key.starts_with(p)))
+        .collect()
+}
 
 /// Registers every part of `automation` that takes new settings while
 /// running.
@@ -59,18 +42,7 @@ pub fn register_reloads(reloader: &mut Reloader, automation: &Automation) {
         let notifier = notifier.clone();
         async move {
             let channels = channel_set(&config)?;
-            let n = &config.notify;
-            notifier.reload(
-                Arc::new(channels),
-                NotifySettings {
-                    default_channel: n.default_channel.clone(),
-                    max_attempts: n.max_attempts,
-                    max_age: n.max_age,
-                    retry_base: n.retry_base,
-                    retry_max: n.retry_max,
-                    lease: n.lease,
-                },
-            );
+            notifier.reload(Arc::new(channels), notify_settings(&config));
             Ok(())
         }
     });
@@ -104,17 +76,12 @@ pub fn register_reloads(reloader: &mut Reloader, automation: &Automation) {
 /// routing, tools and MCP servers.
 fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
     let guard = Arc::clone(&rt.reloadable.guard);
-    reloader.on(
-        &["cost.daily_budget_cents", "cost.hourly_action_limit"],
-        move |config| {
-            guard.set_limits(&config.cost);
-            async { Ok(()) }
-        },
-    );
+    reloader.on(&reloadable_under(&["cost."]), move |config| {
+        guard.set_limits(&config.cost);
+        async { Ok(()) }
+    });
     let (parts, router) = (rt.reloadable.clone(), rt.router.clone());
-    let mut llm_and_routing = LLM_KEYS.to_vec();
-    llm_and_routing.push("routing");
-    reloader.on(&llm_and_routing, move |config| {
+    reloader.on(&reloadable_under(&["llm.", "routing"]), move |config| {
         let (parts, router) = (parts.clone(), router.clone());
         async move {
             let llm = llm_settings(&config)?;
@@ -134,7 +101,7 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
     });
     let (runner, mcp) = (Arc::clone(rt.agent.runner()), rt.mcp.clone());
     let (extra, limits) = (rt.reloadable.extra_tools.clone(), rt.tools.limits.clone());
-    reloader.on(TOOL_KEYS, move |config| {
+    reloader.on(&reloadable_under(&["tools.", "mcp."]), move |config| {
         let (runner, mcp, extra, limits) = (
             Arc::clone(&runner),
             mcp.clone(),
