@@ -4,9 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::registry::{
-    DefaultValue, Kind, RELOADABLE, RESTART_TABLES, SECTIONS, SETTINGS, SettingDef, reloadable,
-};
+use super::registry::{DefaultValue, Kind, SECTIONS, SETTINGS, SettingDef};
+use super::reloadable::{RELOADABLE, RESTART_TABLES, reloadable};
 
 /// What each free-form table holds (its shape belongs to the crate that reads it).
 const SECTION_HELP: &[(&str, &str, &str)] = &[

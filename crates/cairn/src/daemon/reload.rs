@@ -8,7 +8,7 @@
 //! restart (a table added or removed is compared with an empty one). Values are never logged, only keys (some are secrets).
 //!
 //! The hooks are registered in [`crate::wiring::register_reloads`]; the
-//! keys they cover are [`cairn_core::config::registry::RELOADABLE`], which
+//! keys they cover are [`cairn_core::config::reloadable::RELOADABLE`], which
 //! `docs/configuration.md` lists with every key that needs a restart.
 
 use std::future::Future;

@@ -2,7 +2,7 @@
 //! part ([`register_reloads`]), each checking the whole new value before it
 //! puts anything in force, so a refused value leaves the old one running.
 //! The keys registered here are exactly
-//! [`RELOADABLE`](cairn_core::config::registry::RELOADABLE), which the
+//! [`RELOADABLE`](cairn_core::config::reloadable::RELOADABLE), which the
 //! configuration reference lists with every key that needs a restart.
 //!
 //! Turns in progress keep what they started with: the agent loop pins the
@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use cairn_agent::GuardedProvider;
-use cairn_core::config::registry::RELOADABLE;
+use cairn_core::config::reloadable::RELOADABLE;
 use cairn_llm::{LlmProvider, build_providers};
 
 use super::{Automation, Runtime, channel_set, heartbeat_settings, llm_settings, notify_settings};

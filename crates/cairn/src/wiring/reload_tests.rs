@@ -366,7 +366,7 @@ async fn mcp_servers_added_and_removed_by_a_reload_bring_and_take_their_tools() 
 async fn the_reload_hooks_cover_exactly_the_documented_keys() {
     let h = Harness::start("").await;
     let hooked: BTreeSet<&str> = h.reloader.keys().into_iter().collect();
-    let documented: BTreeSet<&str> = cairn_core::config::registry::RELOADABLE
+    let documented: BTreeSet<&str> = cairn_core::config::reloadable::RELOADABLE
         .iter()
         .copied()
         .collect();
