@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 
-use crate::tools::RiskLevel;
+use crate::policy::RiskLevel;
 
 /// A user's answer to an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

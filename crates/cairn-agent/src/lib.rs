@@ -12,6 +12,16 @@
 //! - [`sandbox`]: [`Sandbox::spawn`](sandbox::Sandbox::spawn), the one way a
 //!   process is started for the agent, confined by Landlock to the workspace.
 //!
+//! Module direction (a module uses only those below it): [`names`] (tool
+//! names, aliases) and [`safety`] at the bottom; [`policy`] (with
+//! [`RiskLevel`](policy::RiskLevel)), then [`approval`] and [`sandbox`]; then
+//! [`tools`] (with [`ToolStatus`](tools::ToolStatus)); then [`repair`]; then
+//! [`runner`]; then [`agent_loop`], [`jobs`] and [`chat`]. One edge points up,
+//! on purpose: tools name [`runner::Authorized`], the proof type of
+//! `Tool::execute`, whose constructor is private to the runner module — moving
+//! it lower would let more of the crate forge it. Nothing else below the
+//! runner refers to it.
+//!
 //! Architecture invariant: nothing executes a tool except the runner —
 //! `Tool::execute` takes a `runner::Authorized` proof that only the runner can make,
 //! after the policy gate — so the gate and the scrubber cannot be bypassed. This crate reads no environment
@@ -29,6 +39,7 @@ pub mod hooks;
 pub mod jobs;
 pub mod media;
 pub mod memory;
+pub mod names;
 pub mod policy;
 pub mod prompt;
 pub mod repair;

@@ -16,11 +16,32 @@
 //! asks for every file tool except `file_read`.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tools::RiskLevel;
+/// How much harm a tool can do; the policy gate decides per level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskLevel {
+    /// Only observes (reads workspace files, tells the time).
+    ReadOnly,
+    /// Changes local state (writes files).
+    Write,
+    /// Runs programs or talks to the network.
+    Dangerous,
+}
+
+impl RiskLevel {
+    /// Lower-case name, as used in messages and config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "readonly",
+            Self::Write => "write",
+            Self::Dangerous => "dangerous",
+        }
+    }
+}
 
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -89,7 +110,8 @@ struct Rule {
 pub struct PolicyGate {
     autonomy: AutonomyLevel,
     rules: Vec<Rule>,
-    sessions: Mutex<HashMap<String, HashSet<String>>>,
+    /// Shared with the gates a reload makes from this one ([`PolicyGate::reconfigured`]).
+    sessions: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
 
 impl PolicyGate {
@@ -102,7 +124,7 @@ impl PolicyGate {
             (&config.deny, RuleAction::Deny),
         ] {
             for pattern in patterns {
-                let pattern = crate::tools::registry::normalize_name(pattern);
+                let pattern = crate::names::normalize_name(pattern);
                 if pattern.is_empty() {
                     continue;
                 }
@@ -117,7 +139,17 @@ impl PolicyGate {
         Self {
             autonomy: config.autonomy,
             rules,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Arc::default(),
+        }
+    }
+
+    /// A gate for a new configuration (a reload) that keeps this one's
+    /// per-session allow-lists: an "always" answer outlives the reload,
+    /// though a `deny` or `ask` rule still comes first.
+    pub fn reconfigured(&self, config: &ToolPolicyConfig) -> Self {
+        Self {
+            sessions: Arc::clone(&self.sessions),
+            ..Self::new(config)
         }
     }
 
@@ -295,5 +327,27 @@ mod tests {
         assert_eq!(g.lock().keys().collect::<Vec<_>>(), ["b"]);
         g.forget_session("never-seen");
         assert_eq!(g.lock().len(), 1);
+    }
+
+    #[test]
+    fn a_reconfigured_gate_keeps_session_allow_lists_under_its_own_rules() {
+        let old = gate(AutonomyLevel::Supervised, &[], &[], &[]);
+        old.allow_for_session("s", "shell");
+        old.allow_for_session("s", "file_write");
+        let new = old.reconfigured(&ToolPolicyConfig {
+            deny: vec!["shell".into()],
+            ..ToolPolicyConfig::default()
+        });
+        assert!(matches!(
+            new.decide("shell", RiskLevel::Dangerous, "s"),
+            PolicyDecision::Deny { .. }
+        ));
+        assert_eq!(
+            new.decide("file_write", RiskLevel::Write, "s"),
+            PolicyDecision::Allow
+        );
+        // One table: an answer given after the reload is seen by both.
+        new.allow_for_session("t", "shell");
+        assert!(old.session_allows("t", "shell"));
     }
 }

@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 pub use cairn_core::config::RepairConfig;
 
-use crate::runner::ToolStatus;
+use crate::tools::ToolStatus;
 
 /// Sends the notifications of self-repair (a disabled tool, a job given up).
 #[async_trait]

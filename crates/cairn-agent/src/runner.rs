@@ -85,6 +85,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_core::chat::{ChatMessage, ToolCall};
+use cairn_core::live::Live;
 use futures::FutureExt;
 
 use crate::approval::nobody_to_approve;
@@ -92,45 +93,8 @@ pub use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver, AutoApprove
 use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
+pub use crate::tools::ToolStatus;
 use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
-
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    /// The tool ran and succeeded.
-    Success,
-    /// The tool ran and reported failure, or returned an error.
-    Failed,
-    /// The policy refused the call.
-    Denied,
-    /// The user declined the call.
-    Declined,
-    /// No tool has that name.
-    UnknownTool,
-    /// The arguments were not a JSON object or were rejected by the tool.
-    InvalidArguments,
-    /// The call hit its time limit.
-    TimedOut,
-    /// The call was cancelled.
-    Cancelled,
-}
-
-impl ToolStatus {
-    /// Snake-case name (as serialized), used in the frame's `status` attribute.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Success => "success",
-            Self::Failed => "failed",
-            Self::Denied => "denied",
-            Self::Declined => "declined",
-            Self::UnknownTool => "unknown_tool",
-            Self::InvalidArguments => "invalid_arguments",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-        }
-    }
-}
 
 /// The outcome of one call, ready for the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,20 +198,30 @@ pub enum Check {
     Unknown(String),
 }
 
-/// Runs tool calls through the registry, the policy gate and the safety layer.
-#[derive(Clone)]
-pub struct ToolRunner {
+/// The tools and the policy a runner uses, replaced together on a reload.
+struct Parts {
     registry: Arc<ToolRegistry>,
     policy: Arc<PolicyGate>,
+}
+
+/// Runs tool calls through the registry, the policy gate and the safety layer.
+///
+/// Clones share the tools and the policy in force: [`ToolRunner::replace`]
+/// reaches every holder, while a [`ToolRunner::pinned`] copy (a turn's)
+/// keeps those it was made with.
+#[derive(Clone)]
+pub struct ToolRunner {
+    parts: Live<Parts>,
     /// Tool health (self-repair), attached once at start-up.
     health: Arc<std::sync::OnceLock<Arc<ToolHealth>>>,
 }
 
 impl std::fmt::Debug for ToolRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = self.parts.get();
         f.debug_struct("ToolRunner")
-            .field("registry", &self.registry)
-            .field("policy", &self.policy)
+            .field("registry", &parts.registry)
+            .field("policy", &parts.policy)
             .finish()
     }
 }
@@ -256,9 +230,25 @@ impl ToolRunner {
     /// A runner over these tools and this policy.
     pub fn new(registry: Arc<ToolRegistry>, policy: Arc<PolicyGate>) -> Self {
         Self {
-            registry,
-            policy,
+            parts: Live::new(Arc::new(Parts { registry, policy })),
             health: Arc::default(),
+        }
+    }
+
+    /// Puts other tools and another policy in force (a configuration
+    /// reload) for every clone of this runner; calls already authorized,
+    /// and pinned copies, keep the old ones.
+    pub fn replace(&self, registry: Arc<ToolRegistry>, policy: Arc<PolicyGate>) {
+        self.parts.set(Arc::new(Parts { registry, policy }));
+    }
+
+    /// A copy that keeps the tools and policy in force now, whatever is
+    /// replaced later (a turn finishes on the settings it started with);
+    /// tool health stays shared.
+    pub fn pinned(&self) -> Self {
+        Self {
+            parts: self.parts.pinned(),
+            health: Arc::clone(&self.health),
         }
     }
 
@@ -286,7 +276,7 @@ impl ToolRunner {
 
     /// The tools offered to the model: the registry's, without disabled ones.
     pub fn definitions(&self) -> Vec<cairn_core::chat::ToolDefinition> {
-        let mut definitions = self.registry.definitions();
+        let mut definitions = self.registry().definitions();
         if let Some(health) = self.health.get() {
             definitions.retain(|d| !health.is_disabled(&d.name));
         }
@@ -299,7 +289,7 @@ impl ToolRunner {
         &self,
         messages: &[cairn_core::chat::ChatMessage],
     ) -> Vec<cairn_core::chat::ToolDefinition> {
-        let mut offered = self.registry.offered(messages);
+        let mut offered = self.registry().offered(messages);
         if let Some(health) = self.health.get() {
             offered.retain(|d| !health.is_disabled(&d.name));
         }
@@ -310,18 +300,18 @@ impl ToolRunner {
     /// ([`ToolRegistry::on_demand_listing`]), without disabled tools.
     pub fn on_demand_listing(&self) -> Vec<String> {
         let health = self.health.get();
-        self.registry
+        self.registry()
             .on_demand_listing(&|name| health.is_some_and(|h| h.is_disabled(name)))
     }
 
-    /// The tools this runner can call.
-    pub fn registry(&self) -> &Arc<ToolRegistry> {
-        &self.registry
+    /// The tools this runner can call now.
+    pub fn registry(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&self.parts.get().registry)
     }
 
-    /// The policy gate (e.g. to drop a session's allow-list).
-    pub fn policy(&self) -> &Arc<PolicyGate> {
-        &self.policy
+    /// The policy gate in force (e.g. to drop a session's allow-list).
+    pub fn policy(&self) -> Arc<PolicyGate> {
+        Arc::clone(&self.parts.get().policy)
     }
 
     /// Runs one call end to end: [`ToolRunner::authorize`], then [`ToolRunner::execute`].
@@ -353,7 +343,9 @@ impl ToolRunner {
         let refuse = |name: String, status: ToolStatus, text: String| {
             Gate::Refused(finish(&call.id, name, status, &text, ctx, started))
         };
-        let Some(tool) = self.registry.get(&call.name) else {
+        // One call is judged by one set of tools and one policy.
+        let parts = self.parts.get();
+        let Some(tool) = parts.registry.get(&call.name) else {
             return refuse(
                 call.name.clone(),
                 ToolStatus::UnknownTool,
@@ -387,7 +379,15 @@ impl ToolRunner {
         }
 
         if let Err((status, text)) = self
-            .gate(call, &name, tool.as_ref(), &args, ctx, approver)
+            .gate(
+                &parts.policy,
+                call,
+                &name,
+                tool.as_ref(),
+                &args,
+                ctx,
+                approver,
+            )
             .await
         {
             return refuse(name, status, text);
@@ -395,7 +395,7 @@ impl ToolRunner {
         // A call the tool will make later on the caller's behalf is judged now,
         // in this turn, with this approver.
         if let Some((inner_name, inner_args)) = tool.delegated_call(&args) {
-            let Some(inner) = self.registry.get(&inner_name) else {
+            let Some(inner) = parts.registry.get(&inner_name) else {
                 return refuse(
                     name,
                     ToolStatus::UnknownTool,
@@ -418,6 +418,7 @@ impl ToolRunner {
             };
             if let Err((status, text)) = self
                 .gate(
+                    &parts.policy,
                     &inner_call,
                     &inner_name,
                     inner.as_ref(),
@@ -441,8 +442,10 @@ impl ToolRunner {
 
     /// The policy's verdict on one call of `tool` (canonical `name`),
     /// asking `approver` when the policy says so; `Err` says why it may not run.
+    #[allow(clippy::too_many_arguments, reason = "one call's whole context")]
     async fn gate(
         &self,
+        policy: &PolicyGate,
         call: &ToolCall,
         name: &str,
         tool: &dyn Tool,
@@ -451,7 +454,7 @@ impl ToolRunner {
         approver: &dyn Approver,
     ) -> Result<(), (ToolStatus, String)> {
         let risk = risk_of(tool, args);
-        let decision = self.policy.decide(name, risk, &ctx.session_id);
+        let decision = policy.decide(name, risk, &ctx.session_id);
         if let PolicyDecision::Deny { reason } = decision {
             return Err((ToolStatus::Denied, format!("denied by policy: {reason}")));
         }
@@ -474,7 +477,7 @@ impl ToolRunner {
                 match answer {
                     ApprovalAnswer::Yes => Ok(()),
                     ApprovalAnswer::Always => {
-                        self.policy.allow_for_session(&ctx.session_id, name);
+                        policy.allow_for_session(&ctx.session_id, name);
                         Ok(())
                     }
                     ApprovalAnswer::No => Err((
@@ -499,11 +502,12 @@ impl ToolRunner {
     /// `run_parallel` runs the allowed actions and reports the others. With
     /// nobody to ask, a call only a person may approve is denied.
     pub fn check(&self, name: &str, args: &serde_json::Value, session_id: &str) -> Check {
-        let Some(tool) = self.registry.get(name) else {
+        let parts = self.parts.get();
+        let Some(tool) = parts.registry.get(name) else {
             return Check::Unknown(self.unknown_tool_text(name));
         };
         let canonical = tool.name().to_string();
-        match self
+        match parts
             .policy
             .decide(&canonical, risk_of(tool.as_ref(), args), session_id)
         {
@@ -586,15 +590,16 @@ impl ToolRunner {
         ctx: &ToolContext,
     ) -> ToolResult {
         let name = self
-            .registry
+            .registry()
             .get(&call.name)
             .map_or_else(|| call.name.clone(), |tool| tool.name().to_string());
         finish(&call.id, name, status, text, ctx, Instant::now())
     }
 
     fn unknown_tool_text(&self, called: &str) -> String {
-        let similar = self.registry.similar(called);
-        let available = self.registry.names().join(", ");
+        let registry = self.registry();
+        let similar = registry.similar(called);
+        let available = registry.names().join(", ");
         let shown: String = called.chars().take(64).collect();
         if similar.is_empty() {
             format!("unknown tool `{shown}`; available tools: {available}")

@@ -17,6 +17,7 @@ pub mod fold;
 pub mod image;
 pub mod ip_range;
 pub mod job;
+pub mod live;
 pub mod notification;
 pub mod routine;
 pub mod routing;

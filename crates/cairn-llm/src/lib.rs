@@ -11,7 +11,8 @@
 //! completions ([`OpenAiClient`]: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp,
 //! LM Studio) and Anthropic Messages ([`AnthropicClient`]). Around them:
 //! retries with backoff and jitter ([`RetryingProvider`]), a failover chain
-//! ([`FailoverProvider`]), a price table ([`PriceTable`]) and recovery of tool
+//! ([`FailoverProvider`]), a provider replaced on a configuration reload
+//! while turns in progress keep theirs ([`ReloadableProvider`]), a price table ([`PriceTable`]) and recovery of tool
 //! calls written as text by models without native tool calling
 //! ([`text_tools`]). [`build_provider`] / [`build_providers`] assemble all of
 //! it from plain settings structs.
@@ -36,6 +37,7 @@ mod images;
 mod models;
 mod openai;
 mod provider;
+mod reloadable;
 mod retry;
 mod settings;
 pub mod sse;
@@ -56,6 +58,7 @@ pub use images::vision_refusal;
 pub use models::ModelInfo;
 pub use openai::OpenAiClient;
 pub use provider::LlmProvider;
+pub use reloadable::{ReloadableProvider, pin};
 pub use retry::{RetryPolicy, RetryingProvider};
 pub use settings::{
     LlmSettings, ProviderKind, ProviderSettings, Providers, build_provider, build_providers,

@@ -29,6 +29,13 @@ pub trait LlmProvider: Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// The provider answering now, for a caller that keeps one for a whole
+    /// turn: a [`ReloadableProvider`](crate::ReloadableProvider)'s current
+    /// one; `None` for a provider that never changes (see [`crate::pin`]).
+    fn current(&self) -> Option<std::sync::Arc<dyn LlmProvider>> {
+        None
+    }
+
     /// The models the provider serves, as it lists them.
     ///
     /// The default, for providers that cannot list, is

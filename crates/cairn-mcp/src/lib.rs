@@ -45,6 +45,20 @@ pub use server::{Server, State, Status, Supervision};
 /// Every configured MCP server of one process.
 pub struct McpClients {
     servers: Vec<Arc<Server>>,
+    /// What new servers are made with ([`McpClients::reconfigured`]).
+    workspace: PathBuf,
+    cache: Option<cache::ToolCache>,
+    supervision: Supervision,
+}
+
+/// The servers a new configuration keeps, adds and leaves out
+/// ([`McpClients::reconfigured`]).
+pub struct Reconfigured {
+    /// The servers now configured: unchanged ones as they run, new and
+    /// changed ones not yet started ([`McpClients::start`]).
+    pub clients: McpClients,
+    /// Servers removed or changed: stop them once the new set is in use.
+    pub retired: Vec<Arc<Server>>,
 }
 
 impl McpClients {
@@ -56,22 +70,59 @@ impl McpClients {
         store: Option<Store>,
         supervision: Supervision,
     ) -> Self {
-        let cache = store.map(cache::ToolCache::new);
-        let mut servers = Vec::with_capacity(specs.len());
+        let mut clients = Self {
+            servers: Vec::with_capacity(specs.len()),
+            workspace,
+            cache: store.map(cache::ToolCache::new),
+            supervision,
+        };
         for spec in specs {
-            let remembered = match &cache {
-                Some(cache) if spec.enabled => cache.load(&spec).await,
-                _ => None,
-            };
-            servers.push(Server::new(
-                spec,
-                workspace.clone(),
-                supervision,
-                cache.clone(),
-                remembered,
-            ));
+            let server = clients.server_for(spec).await;
+            clients.servers.push(server);
         }
-        Self { servers }
+        clients
+    }
+
+    /// A new server for `spec`, with its remembered tool list.
+    async fn server_for(&self, spec: ServerSpec) -> Arc<Server> {
+        let remembered = match &self.cache {
+            Some(cache) if spec.enabled => cache.load(&spec).await,
+            _ => None,
+        };
+        Server::new(
+            spec,
+            self.workspace.clone(),
+            self.supervision,
+            self.cache.clone(),
+            remembered,
+        )
+    }
+
+    /// The servers of `specs` (a configuration reload): a server whose
+    /// entry is unchanged is kept as it runs, the others are new; nothing
+    /// is started or stopped here.
+    pub async fn reconfigured(&self, specs: Vec<ServerSpec>) -> Reconfigured {
+        let mut clients = Self {
+            servers: Vec::with_capacity(specs.len()),
+            workspace: self.workspace.clone(),
+            cache: self.cache.clone(),
+            supervision: self.supervision,
+        };
+        for spec in specs {
+            let kept = self.servers.iter().find(|s| *s.spec() == spec);
+            let server = match kept {
+                Some(server) => Arc::clone(server),
+                None => clients.server_for(spec).await,
+            };
+            clients.servers.push(server);
+        }
+        let retired = self
+            .servers
+            .iter()
+            .filter(|old| !clients.servers.iter().any(|s| Arc::ptr_eq(s, old)))
+            .cloned()
+            .collect();
+        Reconfigured { clients, retired }
     }
 
     /// Starts the servers that start at start-up, and the lazy ones whose

@@ -332,7 +332,7 @@ fn sighup_reloads_what_it_can_and_names_what_needs_a_restart_in_json_logs() {
     assert_eq!(
         keys,
         [
-            "channels",
+            "channels.log",
             "heartbeat.interval_secs",
             "notify.default_channel",
             "routines.max_concurrent"

@@ -315,9 +315,31 @@ impl AgentLoop {
         &self.config
     }
 
+    /// The same loop holding the provider, tools and policy in force now:
+    /// a configuration reload ([`cairn_llm::ReloadableProvider`],
+    /// [`ToolRunner::replace`]) no longer reaches it.
+    pub fn pinned(&self) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.provider = cairn_llm::pin(&self.provider);
+        copy.runner = Arc::new(self.runner.pinned());
+        copy
+    }
+
     /// Runs one turn on `messages` (system prompt, history and the new user
     /// message), appending the assistant and tool messages as they happen.
+    /// The turn finishes on the provider, tools and policy in force when it
+    /// started, whatever a reload puts in force meanwhile.
     pub async fn run(
+        &self,
+        delegate: &dyn LoopDelegate,
+        messages: &mut Vec<ChatMessage>,
+        ctx: &ToolContext,
+    ) -> LoopOutcome {
+        self.pinned().turn(delegate, messages, ctx).await
+    }
+
+    /// [`AgentLoop::run`] on a pinned loop.
+    async fn turn(
         &self,
         delegate: &dyn LoopDelegate,
         messages: &mut Vec<ChatMessage>,

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use cairn_core::live::Live;
 use cairn_core::submission::{self, ParseContext, Submission};
 use chrono_tz::Tz;
 use serde::Serialize;
@@ -162,7 +163,7 @@ pub struct ChatService {
     compactor: Option<Arc<Compactor>>,
     jobs: Option<Arc<JobScheduler>>,
     memory: Option<Arc<crate::memory::MemoryService>>,
-    router: Option<Arc<crate::routing::ModelRouter>>,
+    router: Option<Live<crate::routing::ModelRouter>>,
     net: Option<Arc<crate::tools::net::NetClient>>,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
 }
@@ -221,9 +222,10 @@ impl ChatService {
     }
 
     /// Routes each turn to the model its message's class calls for
-    /// (`[routing]`); a session's `/model` choice still wins.
+    /// (`[routing]`, the rules in force when the turn starts: a reload
+    /// replaces them in `router`); a session's `/model` choice still wins.
     #[must_use]
-    pub fn with_router(mut self, router: Arc<crate::routing::ModelRouter>) -> Self {
+    pub fn with_router(mut self, router: Live<crate::routing::ModelRouter>) -> Self {
         self.router = Some(router);
         self
     }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use cairn_core::chat::ChatMessage;
+use cairn_core::live::Live;
 use tokio_util::sync::CancellationToken;
 
 use super::{ChatService, ChatSink, PendingApprover, Reply, Running, TurnReport};
@@ -226,7 +227,8 @@ impl ChatService {
         };
 
         // The person's `/model` choice wins; otherwise the message's route, if any.
-        let route = match (&model, &self.router) {
+        let router = self.router.as_ref().map(Live::get);
+        let route = match (&model, &router) {
             (None, Some(router)) => router.route(&current.user_input),
             _ => None,
         };

@@ -109,11 +109,27 @@ struct Shared {
     seen: Mutex<CostTotals>,
 }
 
-/// Enforces the daily budget and the hourly call limit; share it as `Arc`.
-pub struct CostGuard {
+/// The limits as configured ([`CostGuard::set_limits`] replaces them).
+#[derive(Debug, Clone, Copy)]
+struct Configured {
     budget_micros: Option<u64>,
     budget_cents: Option<u64>,
     hourly_limit: Option<u64>,
+}
+
+impl Configured {
+    fn from(config: &CostConfig) -> Self {
+        Self {
+            budget_micros: config.daily_budget_cents.map(limit::cents_to_micros),
+            budget_cents: config.daily_budget_cents,
+            hourly_limit: config.hourly_action_limit,
+        }
+    }
+}
+
+/// Enforces the daily budget and the hourly call limit; share it as `Arc`.
+pub struct CostGuard {
+    configured: Mutex<Configured>,
     clock: Arc<dyn Clock>,
     /// `None`: counters in memory only.
     shared: Option<Shared>,
@@ -128,9 +144,10 @@ pub struct CostGuard {
 
 impl std::fmt::Debug for CostGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let configured = self.configured();
         f.debug_struct("CostGuard")
-            .field("budget_micros", &self.budget_micros)
-            .field("hourly_limit", &self.hourly_limit)
+            .field("budget_micros", &configured.budget_micros)
+            .field("hourly_limit", &configured.hourly_limit)
             .field("persistent", &self.shared.is_some())
             .field("exceeded", &self.exceeded.load(Ordering::Relaxed))
             .finish_non_exhaustive()
@@ -178,9 +195,7 @@ impl CostGuard {
         counters: Counters,
     ) -> Self {
         let guard = Self {
-            budget_micros: config.daily_budget_cents.map(limit::cents_to_micros),
-            budget_cents: config.daily_budget_cents,
-            hourly_limit: config.hourly_action_limit,
+            configured: Mutex::new(Configured::from(config)),
             clock,
             shared,
             counters: Mutex::new(counters),
@@ -188,23 +203,40 @@ impl CostGuard {
             exceeded_day: AtomicI64::new(i64::MIN),
             spent_seen: AtomicU64::new(0),
         };
-        match &guard.shared {
-            Some(shared) => {
-                let seen = lock(&shared.seen).clone();
-                guard.settle(seen.day, seen.spent_micros);
-            }
-            None => {
-                let counters = guard.lock();
-                guard.settle(counters.date, counters.spent_micros);
-            }
-        }
+        guard.settle_seen();
         guard
     }
 
+    /// Puts new limits in force (a configuration reload): the next call is
+    /// judged by them, on the spend and calls already counted.
+    pub fn set_limits(&self, config: &CostConfig) {
+        *lock(&self.configured) = Configured::from(config);
+        self.settle_seen();
+    }
+
+    /// The fast-path flag brought in line with the last totals seen.
+    fn settle_seen(&self) {
+        match &self.shared {
+            Some(shared) => {
+                let seen = lock(&shared.seen).clone();
+                self.settle(seen.day, seen.spent_micros);
+            }
+            None => {
+                let counters = self.lock();
+                self.settle(counters.date, counters.spent_micros);
+            }
+        }
+    }
+
+    fn configured(&self) -> Configured {
+        *lock(&self.configured)
+    }
+
     fn limits(&self) -> CostLimits {
+        let configured = self.configured();
         CostLimits {
-            budget_micros: self.budget_micros,
-            hourly_limit: self.hourly_limit,
+            budget_micros: configured.budget_micros,
+            hourly_limit: configured.hourly_limit,
         }
     }
 
@@ -273,7 +305,7 @@ impl CostGuard {
 
     /// Warnings and the fast-path flag after the shared total moved.
     async fn after_spend(&self, totals: &CostTotals) {
-        let Some(budget) = self.budget_micros else {
+        let Some(budget) = self.configured().budget_micros else {
             return;
         };
         let spent = totals.spent_micros;
@@ -312,7 +344,7 @@ impl CostGuard {
             let mut counters = self.lock();
             self.roll(&mut counters, now);
             counters.spent_micros = counters.spent_micros.saturating_add(cost_micros);
-            if let Some(budget) = self.budget_micros {
+            if let Some(budget) = self.configured().budget_micros {
                 let spent = counters.spent_micros;
                 if !counters.warned && reaches_warning(spent, budget) {
                     counters.warned = true;
@@ -358,16 +390,17 @@ impl CostGuard {
                 (counters.date, counters.spent_micros, counters.window_len())
             }
         };
+        let configured = self.configured();
         CostStatus {
             date,
             spent_micros: spent,
-            daily_budget_cents: self.budget_cents,
+            daily_budget_cents: configured.budget_cents,
             hourly_calls: calls,
-            hourly_limit: self.hourly_limit,
-            warning: self
+            hourly_limit: configured.hourly_limit,
+            warning: configured
                 .budget_micros
                 .is_some_and(|b| reaches_warning(spent, b)),
-            exceeded: self.budget_micros.is_some_and(|b| spent >= b),
+            exceeded: configured.budget_micros.is_some_and(|b| spent >= b),
         }
     }
 
@@ -429,7 +462,7 @@ impl CostGuard {
                 *lock(&shared.seen) = totals;
                 Err(CostLimitError::DailyBudget {
                     spent_micros: committed,
-                    budget_micros: self.budget_micros.unwrap_or(0),
+                    budget_micros: self.configured().budget_micros.unwrap_or(0),
                 })
             }
             LlmAdmission::HourlyLimit {
@@ -439,7 +472,7 @@ impl CostGuard {
                 self.settle(totals.day, totals.spent_micros);
                 *lock(&shared.seen) = totals;
                 Err(CostLimitError::HourlyLimit {
-                    limit: self.hourly_limit.unwrap_or(0),
+                    limit: self.configured().hourly_limit.unwrap_or(0),
                     next_allowed,
                 })
             }
@@ -454,7 +487,7 @@ impl CostGuard {
     ) -> Result<CallTicket, CostLimitError> {
         let mut seen = lock(&shared.seen);
         roll_totals(&mut seen, now);
-        if let Some(budget) = self.budget_micros
+        if let Some(budget) = self.configured().budget_micros
             && seen.spent_micros >= budget
         {
             return Err(CostLimitError::DailyBudget {
@@ -470,9 +503,10 @@ impl CostGuard {
         now: DateTime<Utc>,
         count: bool,
     ) -> Result<CallTicket, CostLimitError> {
+        let configured = self.configured();
         let mut counters = self.lock();
         self.roll(&mut counters, now);
-        if let Some(budget) = self.budget_micros
+        if let Some(budget) = configured.budget_micros
             && counters.spent_micros >= budget
         {
             self.settle(counters.date, counters.spent_micros);
@@ -482,7 +516,7 @@ impl CostGuard {
             });
         }
         counters.prune(now);
-        if let Some(limit) = self.hourly_limit
+        if let Some(limit) = configured.hourly_limit
             && counters.window_len() >= limit
         {
             return Err(CostLimitError::HourlyLimit {
@@ -507,7 +541,7 @@ impl CostGuard {
         }
         Some(CostLimitError::DailyBudget {
             spent_micros: self.spent_seen.load(Ordering::Relaxed),
-            budget_micros: self.budget_micros.unwrap_or(0),
+            budget_micros: self.configured().budget_micros.unwrap_or(0),
         })
     }
 
@@ -522,7 +556,7 @@ impl CostGuard {
     /// whatever other processes do.
     fn settle(&self, day: NaiveDate, spent: u64) {
         self.spent_seen.store(spent, Ordering::Relaxed);
-        let over = self.budget_micros.is_some_and(|b| spent >= b);
+        let over = self.configured().budget_micros.is_some_and(|b| spent >= b);
         if over {
             self.exceeded_day.store(day_number(day), Ordering::Relaxed);
         }

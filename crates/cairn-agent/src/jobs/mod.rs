@@ -31,6 +31,7 @@
 
 mod batch;
 mod scheduler;
+pub mod subtasks;
 mod upkeep;
 mod worker;
 

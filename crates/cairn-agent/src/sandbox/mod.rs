@@ -33,11 +33,10 @@ mod caps;
 pub mod env;
 mod landlock;
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use crate::tools::paths::normalize_lexically;
-use crate::tools::registry::{DEFAULT_ALIASES, normalize_name};
+use crate::names::{DEFAULT_ALIASES, normalize_name};
 
 /// System paths a confined process may read and execute (those missing are
 /// skipped). `/proc` is safe to read because Landlock's ptrace rule closes
@@ -334,6 +333,22 @@ impl Drop for PrivateTmp {
             Err(_) => remove(),
         }
     }
+}
+
+/// Resolves `.` and `..` without touching the file system; like the kernel, `..`
+/// at the root stays at the root.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// True for the tools that start processes (`shell`, by name or alias), the

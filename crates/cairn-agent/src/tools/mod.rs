@@ -35,27 +35,43 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runner::Authorized;
 
+pub use crate::policy::RiskLevel;
 pub use registry::{RegistryError, ToolRegistry, ToolSource};
 
-/// How much harm a tool can do; the policy gate decides per level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RiskLevel {
-    /// Only observes (reads workspace files, tells the time).
-    ReadOnly,
-    /// Changes local state (writes files).
-    Write,
-    /// Runs programs or talks to the network.
-    Dangerous,
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// The tool ran and succeeded.
+    Success,
+    /// The tool ran and reported failure, or returned an error.
+    Failed,
+    /// The policy refused the call.
+    Denied,
+    /// The user declined the call.
+    Declined,
+    /// No tool has that name.
+    UnknownTool,
+    /// The arguments were not a JSON object or were rejected by the tool.
+    InvalidArguments,
+    /// The call hit its time limit.
+    TimedOut,
+    /// The call was cancelled.
+    Cancelled,
 }
 
-impl RiskLevel {
-    /// Lower-case name, as used in messages and config.
+impl ToolStatus {
+    /// Snake-case name (as serialized), used in the frame's `status` attribute.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::ReadOnly => "readonly",
-            Self::Write => "write",
-            Self::Dangerous => "dangerous",
+            Self::Success => "success",
+            Self::Failed => "failed",
+            Self::Denied => "denied",
+            Self::Declined => "declined",
+            Self::UnknownTool => "unknown_tool",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
         }
     }
 }

@@ -99,21 +99,7 @@ fn components(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Resolves `.` and `..` without touching the file system; like the kernel, `..`
-/// at the root stays at the root.
-pub fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
+pub use crate::sandbox::normalize_lexically;
 
 /// Runs blocking path work (canonicalisation walks the file system) on tokio's
 /// blocking pool, so async tools never stall a runtime worker on a slow disk.

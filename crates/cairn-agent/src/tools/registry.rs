@@ -11,35 +11,7 @@ use cairn_core::chat::ToolDefinition;
 use cairn_core::text::edit_distance;
 
 use super::Tool;
-
-/// Aliases models commonly use for the built-in tools, as (alias, canonical name).
-///
-/// An alias only resolves when its canonical tool is registered.
-pub const DEFAULT_ALIASES: &[(&str, &str)] = &[
-    ("bash", "shell"),
-    ("sh", "shell"),
-    ("exec", "shell"),
-    ("run", "shell"),
-    ("run_command", "shell"),
-    ("execute_command", "shell"),
-    ("terminal", "shell"),
-    ("fileread", "file_read"),
-    ("read_file", "file_read"),
-    ("readfile", "file_read"),
-    ("cat", "file_read"),
-    ("filewrite", "file_write"),
-    ("write_file", "file_write"),
-    ("writefile", "file_write"),
-    ("ls", "list_dir"),
-    ("listdir", "list_dir"),
-    ("list_directory", "list_dir"),
-    ("list_files", "list_dir"),
-    ("http", "http_request"),
-    ("fetch", "http_request"),
-    ("curl", "http_request"),
-    ("web_fetch", "http_request"),
-    ("httprequest", "http_request"),
-];
+pub use crate::names::{DEFAULT_ALIASES, normalize_name};
 
 /// Why a tool or alias could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -98,17 +70,6 @@ pub struct ToolRegistry {
     core: std::collections::BTreeSet<String>,
     /// Tools that change while cairn runs, consulted after the registered ones.
     sources: Vec<Arc<dyn ToolSource>>,
-}
-
-/// Lower-cases and maps `-`, space and `.` to `_`, so `Read-File` finds `read_file`.
-pub fn normalize_name(name: &str) -> String {
-    name.trim()
-        .chars()
-        .map(|c| match c {
-            '-' | ' ' | '.' => '_',
-            c => c.to_ascii_lowercase(),
-        })
-        .collect()
 }
 
 fn valid_name(name: &str) -> bool {

@@ -1,12 +1,13 @@
 //! Fixtures: a provider that answers by task, a `gate` tool the test opens,
-//! a `batch` tool that spawns subtasks, a tool that needs approval, and a
-//! harness wiring them to a scheduler.
+//! the `job_subtasks` tool, a tool that needs approval, and a harness wiring
+//! them to a scheduler.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use cairn_agent::jobs::{JobRecord, job_id_from_session};
+use cairn_agent::jobs::JobRecord;
+use cairn_agent::jobs::subtasks::SubtasksTool;
 use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
 use cairn_agent::{
@@ -25,7 +26,8 @@ use uuid::Uuid;
 
 /// Answers by task, whatever order concurrent jobs call in. The task is the
 /// user message (after "Task:" when planned): `key` waits once at gate `key`,
-/// `key*n` at gates `key/1`..`key/n`, `batch:a,b,c` runs subtasks a, b, c.
+/// `key*n` at gates `key/1`..`key/n`, `batch:a,b,c` runs subtasks a, b, c
+/// through `job_subtasks`.
 #[derive(Debug, Default)]
 pub struct TaskProvider {
     pub requests: Mutex<Vec<ChatRequest>>,
@@ -63,7 +65,7 @@ impl LlmProvider for TaskProvider {
         if let Some(subtasks) = task.strip_prefix("batch:") {
             let tasks: Vec<&str> = subtasks.split(',').collect();
             return if done == 0 {
-                call("batch", json!({ "tasks": tasks }))
+                call("job_subtasks", json!({ "tasks": tasks }))
             } else {
                 Ok(InstantProvider::text_response("batch done"))
             };
@@ -163,50 +165,6 @@ impl Tool for Gate {
     }
 }
 
-/// `batch`: runs its `tasks` as subtasks of the calling job.
-#[derive(Default)]
-pub struct Batch {
-    scheduler: OnceLock<JobScheduler>,
-    pub results: Mutex<Vec<JobRecord>>,
-}
-
-#[async_trait]
-impl Tool for Batch {
-    fn name(&self) -> &str {
-        "batch"
-    }
-    fn description(&self) -> &str {
-        "runs subtasks in parallel"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"tasks": {"type": "array"}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let parent = job_id_from_session(&ctx.session_id).unwrap();
-        let specs = args["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| JobSpec::new(t.as_str().unwrap(), t.as_str().unwrap(), "ada"))
-            .collect();
-        let scheduler = self.scheduler.get().unwrap();
-        let records = scheduler
-            .spawn_batch(parent, specs)
-            .await
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
-        *self.results.lock().unwrap() = records;
-        Ok(ToolOutput::ok("subtasks done"))
-    }
-}
-
 /// A tool that needs approval under `supervised` autonomy.
 pub struct Danger;
 
@@ -238,7 +196,6 @@ pub struct Harness {
     pub scheduler: JobScheduler,
     pub gate: Arc<Gate>,
     pub started: mpsc::UnboundedReceiver<String>,
-    pub batch: Arc<Batch>,
     _workspace: tempfile::TempDir,
 }
 
@@ -250,10 +207,10 @@ impl Harness {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let (gate, started) = Gate::new();
-        let batch = Arc::new(Batch::default());
+        let subtasks = Arc::new(SubtasksTool::new());
         let mut registry = ToolRegistry::new();
         registry.register(gate.clone()).unwrap();
-        registry.register(batch.clone()).unwrap();
+        registry.register(subtasks.clone()).unwrap();
         registry.register(Arc::new(Danger)).unwrap();
         let policy = PolicyGate::new(&ToolPolicyConfig {
             autonomy: AutonomyLevel::Supervised,
@@ -265,12 +222,11 @@ impl Harness {
         let scheduler = JobScheduler::builder(store, provider, runner, ctx)
             .config(config)
             .build();
-        let _ = batch.scheduler.set(scheduler.clone());
+        subtasks.attach(scheduler.clone());
         Self {
             scheduler,
             gate,
             started,
-            batch,
             _workspace: workspace,
         }
     }

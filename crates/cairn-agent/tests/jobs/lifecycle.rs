@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use cairn_agent::JobSpec;
 use cairn_agent::jobs::{CancelOutcome, JobError, JobRecord, JobState};
+use cairn_core::chat::Role;
 use cairn_core::clock::FixedClock;
 use cairn_store::{INTERRUPTED_RUNNING, JobFilter};
 use uuid::Uuid;
@@ -41,12 +42,8 @@ async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
     let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
     // Two slots: the parent lends its own to its subtasks while it waits.
-    let mut h = Harness::new(
-        store.clone(),
-        Arc::new(TaskProvider::default()),
-        config(2),
-        clock,
-    );
+    let provider = Arc::new(TaskProvider::default());
+    let mut h = Harness::new(store.clone(), provider.clone(), config(2), clock);
     let parent = h.submit("batch:a,b,c").await;
     let mut first = vec![h.next_started().await, h.next_started().await];
     first.sort();
@@ -72,11 +69,22 @@ async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
     assert_eq!(done.result.as_deref(), Some("batch done"));
 
     assert_eq!(h.gate.finished(), ["b", "c", "a"]);
-    let results = h.batch.results.lock().unwrap().clone();
-    let answers: Vec<_> = results.iter().map(|r| r.result.clone().unwrap()).collect();
-    assert_eq!(answers, ["done a", "done b", "done c"]);
-    for sub in &results {
+    // The parent's model got the results in the order it gave the tasks.
+    let last = provider.requests.lock().unwrap().last().cloned().unwrap();
+    let result = &last
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap()
+        .content;
+    let at = |answer: &str| result.find(answer).unwrap_or_else(|| panic!("{result}"));
+    assert!(
+        at("done a") < at("done b") && at("done b") < at("done c"),
+        "{result}"
+    );
+    for sub in &subtasks {
         assert_eq!(sub.parent_id, Some(done.id));
+        assert!(result.contains(&sub.id.to_string()), "{result}");
         assert_eq!(stored(&store, sub.id).await.state, JobState::Completed);
     }
     assert!(matches!(
@@ -85,6 +93,26 @@ async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
             .await,
         Err(JobError::NotFound(_))
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subtask_cannot_start_subtasks_of_its_own() {
+    let (store, _dir) = sqlite().await;
+    let clock = Arc::new(FixedClock::new(at(0)));
+    let provider = Arc::new(TaskProvider::default());
+    let h = Harness::new(store.clone(), provider.clone(), config(2), clock);
+    // The parent's one subtask asks for subtasks in turn.
+    let parent = h.submit("batch:batch:x").await;
+    let done = parent.wait().await.unwrap();
+    assert_eq!(done.state, JobState::Completed);
+    let requests = provider.requests.lock().unwrap().clone();
+    let refused = requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .any(|m| m.role == Role::Tool && m.content.contains("a subtask cannot start subtasks"));
+    assert!(refused, "{requests:?}");
+    let jobs = store.list_jobs(&JobFilter::default()).await.unwrap();
+    assert_eq!(jobs.len(), 2, "only the parent and its one subtask");
 }
 
 #[tokio::test(start_paused = true)]

@@ -12,6 +12,7 @@ mod file;
 mod redact;
 pub mod reference;
 pub mod registry;
+pub mod reloadable;
 mod resolve;
 mod typed;
 

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::registry::{DefaultValue, Kind, SECTIONS, SETTINGS, SettingDef};
+use super::reloadable::{RELOADABLE, RESTART_TABLES, reloadable};
 
 /// What each free-form table holds (its shape belongs to the crate that reads it).
 const SECTION_HELP: &[(&str, &str, &str)] = &[
@@ -165,7 +166,43 @@ pub fn markdown() -> String {
             let _ = writeln!(out, "- `{title}`: {help}.");
         }
     }
+    reload_section(&mut out);
     out
+}
+
+/// What a running daemon applies on a reload, and every key that needs a
+/// restart, by name.
+fn reload_section(out: &mut String) {
+    let quoted = |keys: &[&str]| -> String {
+        let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+        keys.join(", ")
+    };
+    out.push_str(
+        "\n## Reloading\n\n\
+         A running daemon reads config.toml again on SIGHUP and when the file changes. A value\n\
+         it cannot use (a bad channel, an unknown provider, a policy that would run `shell`\n\
+         unconfined) is refused with its key and the reason in the log, and the old value stays.\n\
+         Chat turns, jobs and routine runs in progress finish with the provider, model, tools and\n\
+         policy they started with; cost limits apply to the next LLM call, even within a turn. A\n\
+         daemon started without an LLM needs a restart to get one.\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "Applied at once (a table or prefix stands for everything under it): {}.\n",
+        quoted(RELOADABLE)
+    );
+    let mut restart: Vec<&str> = SETTINGS
+        .iter()
+        .map(|d| d.key)
+        .filter(|k| !reloadable(k))
+        .collect();
+    restart.extend(
+        SECTIONS.iter().copied().filter(|s| {
+            !reloadable(s) && !RELOADABLE.iter().any(|r| r.starts_with(&format!("{s}.")))
+        }),
+    );
+    restart.extend(RESTART_TABLES);
+    let _ = writeln!(out, "Need a restart of the daemon: {}.", quoted(&restart));
 }
 
 #[cfg(test)]
@@ -180,6 +217,28 @@ mod tests {
                 "add a line for [{name}] to SECTION_HELP"
             );
         }
+    }
+
+    #[test]
+    fn every_key_is_reloadable_or_named_as_needing_a_restart() {
+        let text = markdown();
+        let (_, restart) = text
+            .split_once("Need a restart of the daemon:")
+            .unwrap_or_default();
+        for def in SETTINGS {
+            let named = restart.contains(&format!("`{}`", def.key));
+            assert_ne!(reloadable(def.key), named, "{}", def.key);
+        }
+        for key in [
+            "database.url",
+            "gateway.host",
+            "gateway.port",
+            "workspace.path",
+            "tools.limits",
+        ] {
+            assert!(restart.contains(&format!("`{key}`")), "{key}");
+        }
+        assert!(!restart.contains("`tools.policy`"));
     }
 
     #[test]

@@ -332,7 +332,7 @@ async fn serve(config: &Config, store: &Store) -> anyhow::Result<ExitCode> {
     if let Some(rt) = &automation.runtime {
         rt.jobs.shutdown().await;
         rt.background.shutdown().await;
-        rt.mcp.shutdown().await;
+        rt.mcp.get().shutdown().await;
     }
     // On stderr: standard output carries MCP only.
     for line in settle.after_call().await {

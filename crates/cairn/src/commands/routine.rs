@@ -479,7 +479,7 @@ async fn fire(
     if let Some(rt) = &automation.runtime {
         rt.jobs.shutdown().await;
         rt.background.shutdown().await;
-        rt.mcp.shutdown().await;
+        rt.mcp.get().shutdown().await;
     }
     let settled = super::delivery::settle(&automation.notifier, config).await;
     let run = ctx

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use cairn_agent::sandbox::Confinement;
-use cairn_automation::notify::{Dispatcher, NotifySettings, owner_id};
+use cairn_automation::notify::{Dispatcher, owner_id};
 use cairn_automation::routines::upkeep_watch as repair_watch;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
@@ -345,7 +345,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     });
 
     let mut reloader = Reloader::new(config.clone());
-    register_reloads(&mut reloader, &automation);
+    wiring::register_reloads(&mut reloader, &automation);
 
     let routines = store.list_routines(None).await?;
     let enabled = routines.iter().filter(|r| r.spec.enabled).count();
@@ -367,7 +367,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             rt.jobs.shutdown().await;
             rt.background.shutdown().await;
             // MCP servers' processes end with their connections.
-            rt.mcp.shutdown().await;
+            rt.mcp.get().shutdown().await;
         }
         if let Err(e) = store.withdraw_daemon(store.signal_id()).await {
             tracing::warn!(error = %e, "cannot remove this daemon's record from the database");
@@ -446,47 +446,6 @@ async fn first_pairing(
     }
 }
 
-/// The parts that take new settings while running. A new one (the
-/// heartbeat's settings, say) is one more `reloader.on(...)` here.
-fn register_reloads(reloader: &mut Reloader, automation: &wiring::Automation) {
-    let notifier = automation.notifier.clone();
-    reloader.on(&["notify", "channels"], move |config| {
-        let channels = wiring::channel_set(config)?;
-        let n = &config.notify;
-        notifier.reload(
-            Arc::new(channels),
-            NotifySettings {
-                default_channel: n.default_channel.clone(),
-                max_attempts: n.max_attempts,
-                max_age: n.max_age,
-                retry_base: n.retry_base,
-                retry_max: n.retry_max,
-                lease: n.lease,
-            },
-        );
-        Ok(())
-    });
-    let engine = automation.engine.clone();
-    reloader.on(&["routines.max_concurrent"], move |config| {
-        engine.set_max_concurrent(config.routines.max_concurrent);
-        Ok(())
-    });
-    // The heartbeat task reads its new settings at its next beat; its
-    // routine (interval, enabled) is ensured again in the background.
-    let heartbeat = Arc::clone(&automation.heartbeat);
-    let store = automation.engine.store().clone();
-    reloader.on(&["heartbeat"], move |config| {
-        heartbeat.reload(wiring::heartbeat_settings(config));
-        let (config, store) = (config.clone(), store.clone());
-        tokio::spawn(async move {
-            if let Err(e) = wiring::ensure_system_routines(&config, &store).await {
-                tracing::warn!(error = %format!("{e:#}"), "cannot update the heartbeat routine after a reload");
-            }
-        });
-        Ok(())
-    });
-}
-
 /// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
 /// and when config.toml changes (file events, see [`config_watch`]).
 async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'static str {
@@ -512,13 +471,13 @@ async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'sta
             signal = &mut stop => return signal,
             _ = hangup => {
                 seen = modified(&path).await;
-                reload(reloader, "SIGHUP");
+                reload(reloader, "SIGHUP").await;
             }
             () = watch.changed() => {
                 let now = modified(&path).await;
                 if now != seen {
                     seen = now;
-                    reload(reloader, "config.toml changed");
+                    reload(reloader, "config.toml changed").await;
                 }
             }
         }
@@ -531,7 +490,7 @@ async fn modified(path: &std::path::Path) -> Option<SystemTime> {
 }
 
 /// Reads the configuration again and applies it, logging what changed.
-fn reload(reloader: &mut Reloader, why: &str) {
+async fn reload(reloader: &mut Reloader, why: &str) {
     let config = match settings::load() {
         Ok(config) => config,
         Err(e) => {
@@ -539,7 +498,7 @@ fn reload(reloader: &mut Reloader, why: &str) {
             return;
         }
     };
-    let report = reloader.reload(config);
+    let report = reloader.reload(config).await;
     if report.is_empty() {
         tracing::info!(cause = why, "configuration reloaded: nothing changed");
         return;

@@ -2,13 +2,24 @@
 //! changed): the settings that changed are found by comparing the resolved
 //! values key by key; each part that can take new settings while running
 //! registers a hook for its keys ([`Reloader::on`]), and every other change
-//! is reported as needing a restart. Values are never logged, only keys (some
-//! are secrets).
+//! is reported as needing a restart. A free-form table whose old and new
+//! values are both tables is compared one level down (`tools.policy`,
+//! `channels.NAME`), so one part of it may reload while another needs a
+//! restart (a table added or removed is compared with an empty one). Values are never logged, only keys (some are secrets).
+//!
+//! The hooks are registered in [`crate::wiring::register_reloads`]; the
+//! keys they cover are [`cairn_core::config::reloadable::RELOADABLE`], which
+//! `docs/configuration.md` lists with every key that needs a restart.
+
+use std::future::Future;
 
 use cairn_core::config::Config;
+use futures::future::BoxFuture;
+use serde_json::Value;
 
-/// Applies a new configuration to one running part.
-type Hook = Box<dyn Fn(&Config) -> anyhow::Result<()> + Send + Sync>;
+/// Applies a new configuration to one running part, or refuses it (the
+/// old settings then stay in force).
+type Hook = Box<dyn Fn(Config) -> BoxFuture<'static, anyhow::Result<()>> + Send + Sync>;
 
 /// The configuration in force and the hooks that change it.
 pub struct Reloader {
@@ -45,19 +56,32 @@ impl Reloader {
 
     /// Registers `apply` for the settings under `keys` (a key, a section such
     /// as `channels`, or a prefix such as `notify` for every `notify.*`);
-    /// it is called once per reload in which any of them changed.
-    pub fn on(
-        &mut self,
-        keys: &[&'static str],
-        apply: impl Fn(&Config) -> anyhow::Result<()> + Send + Sync + 'static,
-    ) {
-        self.hooks.push((keys.to_vec(), Box::new(apply)));
+    /// it is called once per reload in which any of them changed, and
+    /// must check everything before it changes anything.
+    pub fn on<F, Fut>(&mut self, keys: &[&'static str], apply: F)
+    where
+        F: Fn(Config) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        self.hooks.push((
+            keys.to_vec(),
+            Box::new(move |config| Box::pin(apply(config))),
+        ));
+    }
+
+    /// Every key, section or prefix a hook is registered for.
+    #[cfg(test)]
+    pub fn keys(&self) -> Vec<&'static str> {
+        self.hooks
+            .iter()
+            .flat_map(|(k, _)| k.iter().copied())
+            .collect()
     }
 
     /// Compares `new` with the configuration in force and applies what can
     /// be applied. When a hook fails its keys keep their old values (and
     /// are tried again at the next reload).
-    pub fn reload(&mut self, new: Config) -> ReloadReport {
+    pub async fn reload(&mut self, new: Config) -> ReloadReport {
         let changed = changed_keys(&self.current, &new);
         let mut report = ReloadReport::default();
         let mut handled = vec![false; changed.len()];
@@ -71,7 +95,7 @@ impl Reloader {
             if mine.is_empty() {
                 continue;
             }
-            let outcome = apply(&new);
+            let outcome = apply(new.clone()).await;
             for i in mine {
                 if handled[i] {
                     continue;
@@ -122,8 +146,25 @@ pub fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
     for name in names {
         let before = old.settings.sections.get(name).map(|s| &s.value);
         let after = new.settings.sections.get(name).map(|s| &s.value);
-        if before != after {
-            keys.push(name.to_string());
+        // A table written for the first time, or removed, is compared
+        // with an empty one.
+        let empty = Value::Object(serde_json::Map::new());
+        let (before, after) = match (before, after) {
+            (None, Some(b @ Value::Object(_))) => (Some(&empty), Some(b)),
+            (Some(a @ Value::Object(_)), None) => (Some(a), Some(&empty)),
+            other => other,
+        };
+        match (before, after) {
+            (Some(Value::Object(a)), Some(Value::Object(b))) => {
+                let subs: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+                for sub in subs {
+                    if a.get(sub) != b.get(sub) {
+                        keys.push(format!("{name}.{sub}"));
+                    }
+                }
+            }
+            _ if before != after => keys.push(name.to_string()),
+            _ => {}
         }
     }
     keys
@@ -148,19 +189,23 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn changes_go_to_their_hooks_and_the_rest_needs_a_restart() {
+    #[tokio::test]
+    async fn changes_go_to_their_hooks_and_the_rest_needs_a_restart() {
         let mut r = Reloader::new(config("[routines]\nmax_concurrent = 3\n"));
         let calls = Arc::new(AtomicU32::new(0));
         let c = Arc::clone(&calls);
         r.on(&["routines.max_concurrent"], move |cfg| {
             c.store(cfg.routines.max_concurrent, Ordering::SeqCst);
-            Ok(())
+            async { Ok(()) }
         });
-        r.on(&["notify", "channels"], |_| anyhow::bail!("bad channel"));
-        let report = r.reload(config(
-            "[routines]\nmax_concurrent = 5\n[gateway]\nport = 4000\n",
-        ));
+        r.on(&["notify", "channels"], |_| async {
+            anyhow::bail!("bad channel")
+        });
+        let report = r
+            .reload(config(
+                "[routines]\nmax_concurrent = 5\n[gateway]\nport = 4000\n",
+            ))
+            .await;
         assert_eq!(report.applied, vec!["routines.max_concurrent"]);
         assert_eq!(report.need_restart, vec!["gateway.port"]);
         assert!(report.failed.is_empty());
@@ -170,14 +215,28 @@ mod tests {
             r.reload(config(
                 "[routines]\nmax_concurrent = 5\n[gateway]\nport = 4000\n"
             ))
+            .await
             .is_empty()
         );
-        let report = r.reload(config(
-            "[routines]\nmax_concurrent = 5\n[gateway]\nport = 4000\n[channels.x]\ntype = \"log\"\n",
-        ));
+        let report = r
+            .reload(config(
+                "[routines]\nmax_concurrent = 5\n[gateway]\nport = 4000\n[channels.x]\ntype = \"log\"\n",
+            ))
+            .await;
         assert_eq!(
             report.failed,
-            vec![("channels".to_string(), "bad channel".to_string())]
+            vec![("channels.x".to_string(), "bad channel".to_string())]
         );
+    }
+
+    #[tokio::test]
+    async fn a_table_is_compared_one_level_down() {
+        let before = "[tools.policy]\ndeny = []\n[tools.limits]\ntimeout_secs = 5\n";
+        let after = "[tools.policy]\ndeny = [\"shell\"]\n[tools.limits]\ntimeout_secs = 9\n";
+        let mut r = Reloader::new(config(before));
+        r.on(&["tools.policy"], |_| async { Ok(()) });
+        let report = r.reload(config(after)).await;
+        assert_eq!(report.applied, vec!["tools.policy"]);
+        assert_eq!(report.need_restart, vec!["tools.limits"]);
     }
 }

@@ -27,16 +27,24 @@ use crate::exit::BadInput;
 /// channel without `to`) are bad input naming the file, line and key.
 pub fn notifier(config: &Config, store: &Store) -> anyhow::Result<Notifier> {
     let channels = channel_set(config)?;
+    Ok(Notifier::new(
+        store.clone(),
+        Arc::new(channels),
+        notify_settings(config),
+    ))
+}
+
+/// The delivery policy of `[notify]`.
+pub fn notify_settings(config: &Config) -> NotifySettings {
     let n = &config.notify;
-    let settings = NotifySettings {
+    NotifySettings {
         default_channel: n.default_channel.clone(),
         max_attempts: n.max_attempts,
         max_age: n.max_age,
         retry_base: n.retry_base,
         retry_max: n.retry_max,
         lease: n.lease,
-    };
-    Ok(Notifier::new(store.clone(), Arc::new(channels), settings))
+    }
 }
 
 /// The configured output channels, checked (no network), with the default

@@ -10,12 +10,14 @@ mod automation;
 mod channels;
 mod llm;
 mod memory;
+mod reload;
 mod tools;
 
 pub use automation::*;
 pub use channels::*;
 pub use llm::*;
 pub use memory::*;
+pub use reload::*;
 pub use tools::*;
 
 use std::sync::Arc;
@@ -23,11 +25,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
+use cairn_agent::jobs::subtasks::SubtasksTool;
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
 use cairn_agent::prompt::{PromptContext, RuntimeInfo, build_system_prompt};
 use cairn_agent::repair::{RepairNotifier, ToolHealth};
+use cairn_agent::routing::ModelRouter;
 use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{ToolContext, ToolsConfig};
 use cairn_agent::{AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry};
@@ -43,7 +47,8 @@ use cairn_automation::routines::ops_tools::routine_ops_tools;
 use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
-use cairn_llm::{Providers, build_providers};
+use cairn_core::live::Live;
+use cairn_llm::{Providers, ReloadableProvider, build_providers};
 use cairn_mcp::McpClients;
 use cairn_store::Store;
 
@@ -129,10 +134,28 @@ pub struct Runtime {
     pub notifier: Notifier,
     /// The owner's memory (recall before turns, the memory tools).
     pub memory: Arc<MemoryService>,
-    /// The MCP servers whose tools the agent has (started as configured).
-    pub mcp: Arc<McpClients>,
-    /// Routes chat turns by the class of the message (`[routing]`).
-    pub router: Option<Arc<cairn_agent::routing::ModelRouter>>,
+    /// The MCP servers whose tools the agent has (started as configured;
+    /// a reload replaces the set).
+    pub mcp: Live<McpClients>,
+    /// Routes chat turns by the class of the message (`[routing]`; no
+    /// rules: every turn to the main model).
+    pub router: Live<ModelRouter>,
+    /// What a configuration reload replaces while running ([`register_reloads`]).
+    pub reloadable: Reloadable,
+}
+
+/// The parts of a [`Runtime`] a configuration reload replaces.
+#[derive(Clone)]
+pub struct Reloadable {
+    /// The main provider behind `providers.main`.
+    pub main: ReloadableProvider,
+    /// The cheap provider behind `providers.cheap`.
+    pub cheap: ReloadableProvider,
+    /// The cost guard every provider is behind.
+    pub guard: Arc<CostGuard>,
+    /// The tools registered besides the built-in and MCP ones (automation's,
+    /// memory's), kept to build the registry again.
+    pub extra_tools: Vec<Arc<dyn cairn_agent::tools::Tool>>,
 }
 
 /// Builds and starts everything over an open store.
@@ -147,11 +170,20 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     // whatever retries and failover happen inside.
     let llm = llm_settings(config)?;
     let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
+    // Outermost, so a reload replaces the whole chain (guard included) at once.
+    let main =
+        ReloadableProvider::new(Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))));
+    let cheap = ReloadableProvider::new(Arc::new(GuardedProvider::new(
+        raw.cheap,
+        Arc::clone(&guard),
+    )));
     let providers = Providers {
-        main: Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))),
-        cheap: Arc::new(GuardedProvider::new(raw.cheap, Arc::clone(&guard))),
+        main: Arc::new(main.clone()),
+        cheap: Arc::new(cheap.clone()),
     };
-    let model_router = crate::routing::router(config, &llm, &providers.main, &guard)?.map(Arc::new);
+    let model_router = Live::new(Arc::new(
+        crate::routing::router(config, &llm, &providers.main, &guard)?.unwrap_or_default(),
+    ));
     let tools = tools_config(config)?;
     install_sandbox(&tools);
     let link = EngineLink::new();
@@ -190,7 +222,12 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     extra.extend(Watchers::new(routines, Arc::clone(&runner_link)).tools());
     let memory = memory_service(config, &store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
+    // Subtasks run on the job scheduler, which holds the runner holding this
+    // tool: the scheduler is attached once built.
+    let subtasks = Arc::new(SubtasksTool::new());
+    extra.push(subtasks.clone());
     let mcp = mcp_clients(config, Some(&store)).await?;
+    let extra_tools = extra.clone();
     let agent = agent_loop(config, &providers, &tools, hooks, extra, Some(&mcp))?;
     runner_link.attach(agent.runner());
     // Self-repair (issue 13): tool health shared through the store, its
@@ -251,6 +288,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     .config(jobs_config)
     .notifier(repair_notifier)
     .build();
+    subtasks.attach(jobs.clone());
     jobs.start()
         .await
         .context("cannot start the job scheduler")?;
@@ -264,8 +302,14 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         background,
         notifier: router,
         memory,
-        mcp,
+        mcp: Live::new(mcp),
         router: model_router,
+        reloadable: Reloadable {
+            main,
+            cheap,
+            guard,
+            extra_tools,
+        },
     })
 }
 
@@ -310,10 +354,7 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
     .with_compactor(Arc::new(compactor))
     .with_jobs(Arc::clone(&rt.jobs))
     .with_memory(Arc::clone(&rt.memory));
-    let service = match &rt.router {
-        Some(router) => service.with_router(Arc::clone(router)),
-        None => service,
-    };
+    let service = service.with_router(rt.router.clone());
     // Image URLs (`/v1`) are fetched under the model's network rules.
     let service = match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
         Ok(net) => service.with_net(Arc::new(net)),

@@ -6,8 +6,8 @@ use anyhow::Context;
 use cairn_agent::hooks::command::{UserHooks, parse_hooks};
 use cairn_agent::policy::{AutonomyLevel, PolicyDecision};
 use cairn_agent::sandbox::Sandbox;
-use cairn_agent::tools::{RiskLevel, Tool, ToolsConfig, builtin_registry};
-use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolRunner};
+use cairn_agent::tools::{RiskLevel, Tool, ToolRegistry, ToolsConfig, builtin_registry};
+use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
 use cairn_llm::Providers;
 use cairn_mcp::{McpClients, ServerSpec, Supervision};
@@ -181,6 +181,20 @@ pub fn tool_runner(
     extra: Vec<Arc<dyn Tool>>,
     mcp: Option<&McpClients>,
 ) -> anyhow::Result<Arc<ToolRunner>> {
+    let (registry, policy) = tool_parts(tools, extra, mcp)?;
+    Ok(Arc::new(ToolRunner::new(
+        Arc::new(registry),
+        Arc::new(PolicyGate::new(&policy)),
+    )))
+}
+
+/// What [`tool_runner`] runs: the registry and the policy with the MCP
+/// servers' rules added (also what a reload puts in force).
+pub fn tool_parts(
+    tools: &ToolsConfig,
+    extra: Vec<Arc<dyn Tool>>,
+    mcp: Option<&McpClients>,
+) -> anyhow::Result<(ToolRegistry, ToolPolicyConfig)> {
     let mut registry = builtin_registry(tools).context("cannot set up the tools")?;
     let mut policy = tools.policy.clone();
     let mut extra = extra;
@@ -200,11 +214,7 @@ pub fn tool_runner(
     registry
         .enable_schema_tool()
         .context("cannot register tool_schema")?;
-    let policy = PolicyGate::new(&policy);
-    Ok(Arc::new(ToolRunner::new(
-        Arc::new(registry),
-        Arc::new(policy),
-    )))
+    Ok((registry, policy))
 }
 
 /// The `[[hooks]]` commands, run in the workspace under the shell's sandbox.

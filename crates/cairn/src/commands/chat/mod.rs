@@ -32,7 +32,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
         let rt = wiring::runtime(&config, store.clone()).await?;
         // The first request names the MCP servers' tools: wait for those starting.
-        rt.mcp.settle(MCP_SETTLE).await;
+        rt.mcp.get().settle(MCP_SETTLE).await;
         let service = wiring::chat_service(&config, &rt);
         // Chat messages fire event routines; their runs happen in this process.
         let routine_notifier = wiring::notifier(&config, &store)?;
@@ -70,7 +70,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         finish_jobs(&rt.jobs).await;
         rt.background.shutdown().await;
         engine.shutdown().await;
-        rt.mcp.shutdown().await;
+        rt.mcp.get().shutdown().await;
         // On stderr: `-m` prints only the answer on stdout.
         for line in settle(&config, &notifiers).await {
             eprintln!("{line}");
