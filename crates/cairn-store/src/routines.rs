@@ -224,6 +224,21 @@ impl Store {
         .await
     }
 
+    /// How many routines there are, and how many of them are enabled (a
+    /// count, for banners: nothing is decoded or kept).
+    pub async fn count_routines(&self) -> Result<(u64, u64), StoreError> {
+        self.on_runtime(async {
+            let row = sqlx::query(
+                "SELECT COUNT(*) AS n, COUNT(CASE WHEN enabled = 1 THEN 1 END) AS on_n FROM routines",
+            )
+            .fetch_one(self.pool())
+            .await?;
+            let c = Cols(&row);
+            Ok((c.uint("n")?, c.uint("on_n")?))
+        })
+        .await
+    }
+
     /// The enabled routines fired by something other than time (event,
     /// system event, webhook): what an engine keeps in memory, without
     /// loading the timed ones.

@@ -86,6 +86,7 @@ conformance!(
     routines::update_and_delete_missing_routine,
     routines::saving_several_routines_is_all_or_nothing,
     routines::enable_disable,
+    routines::routines_are_counted_with_the_enabled_ones,
     routines::due_routines_in_order,
     routines::delete_cascades_to_runs,
     runs::a_slot_fires_once,

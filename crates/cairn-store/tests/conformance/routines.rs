@@ -165,6 +165,23 @@ pub async fn enable_disable(fx: &Fixture) {
     );
 }
 
+pub async fn routines_are_counted_with_the_enabled_ones(fx: &Fixture) {
+    assert_eq!(fx.store.count_routines().await.unwrap(), (0, 0));
+    for name in ["one", "two", "three"] {
+        fx.store
+            .create_routine(&routine("ada", name))
+            .await
+            .unwrap();
+    }
+    let off = routine("bob", "off");
+    fx.store.create_routine(&off).await.unwrap();
+    fx.store
+        .set_routine_enabled(off.id, false, at(5))
+        .await
+        .unwrap();
+    assert_eq!(fx.store.count_routines().await.unwrap(), (4, 3));
+}
+
 pub async fn due_routines_in_order(fx: &Fixture) {
     assert_eq!(fx.store.earliest_fire_at().await.unwrap(), None);
     let mut ids = Vec::new();
