@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod extract;

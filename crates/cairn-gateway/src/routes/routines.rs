@@ -108,7 +108,7 @@ fn trigger_short(trigger: &Trigger) -> String {
 
 /// The zone routines without their own are read in: the engine's (the
 /// daemon's configured zone), UTC when this gateway runs without one.
-fn user_zone(state: &Gateway) -> Tz {
+pub(crate) fn user_zone(state: &Gateway) -> Tz {
     state
         .engine()
         .map_or(chrono_tz::UTC, |e| e.settings().user_zone)

@@ -285,7 +285,8 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
                 gateway = gateway
                     .with_chat(Arc::clone(chat), rt.providers.main.model())
                     .with_jobs(Arc::clone(&rt.jobs))
-                    .with_background(Arc::clone(&rt.background));
+                    .with_background(Arc::clone(&rt.background))
+                    .with_cost_guard(Arc::clone(rt.providers.main.guard()));
             }
             let gateway = Arc::new(gateway);
             // Routine runs, jobs and notifications flow into /api/events.
