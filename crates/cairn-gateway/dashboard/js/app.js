@@ -80,6 +80,7 @@ signOut.addEventListener("click", async () => {
   showSignIn("Signed out.");
 });
 window.addEventListener("hashchange", route);
+window.addEventListener("cairn:inbox-changed", () => { if (signedIn) unread(); });
 window.addEventListener("cairn:signed-out", () => { if (signedIn) showSignIn("Your session ended: sign in again."); });
 
 get("/ui/session").then((session) => { setCsrf(session.csrf); start(); }).catch(() => showSignIn());

@@ -28,7 +28,7 @@ export function chat(main) {
   const socket = new WebSocket(`${scheme}//${location.host}/ws/chat${conversation ? `?conversation=${encodeURIComponent(conversation)}` : ""}`);
   const frame = (f) => socket.readyState === WebSocket.OPEN && socket.send(JSON.stringify(f));
   const add = (role, text) => { const m = h("div", { class: "msg", testid: "chat-message", "data-role": role }, text); log.append(m); m.scrollIntoView({ block: "nearest" }); return m; };
-  const busy = (on) => { stop.disabled = !on; };
+  const busy = (on) => { stop.disabled = !on; log.dataset.busy = String(on); };
 
   function submit(text) {
     text = text.trim();

@@ -17,7 +17,7 @@ export function memory(main) {
       e.preventDefault();
       try { await post("/ui/api/memory", { text: text.value, category: category.value, key: key.value }); text.value = ""; key.value = ""; toast("Remembered."); search(); } catch (err) { toast(err.message); }
     } }, h("label", { for: "memory-text" }, "Text"), text, h("label", { for: "memory-category" }, "Category"), category,
-      h("label", { for: "memory-key" }, "Key (optional: the same key replaces the text)"), key, h("p", {}, h("button", { type: "submit" }, "Add"))));
+      h("label", { for: "memory-key" }, "Key (optional: the same key replaces the text)"), key, h("p", {}, h("button", { type: "submit", id: "memory-add" }, "Add"))));
 
   async function search() {
     const q = query.value.trim();
@@ -27,7 +27,7 @@ export function memory(main) {
       h("ul", { class: "rows" }, found.hits.map((m) => h("li", { testid: "memory-result", "data-matched-by": m.matched_by || "" },
         h("div", { class: "grow" }, m.key ? h("strong", {}, `${m.key}: `) : null, m.content, h("div", { class: "muted" }, `${m.category} · ${m.source}`)),
         m.matched_by ? h("span", {}, h("span", { class: "badge" }, m.matched_by), ` score ${score(m.score)} (keyword ${score(m.keyword_score)}, vector ${score(m.vector_score)})`) : null,
-        h("button", { type: "button", class: "danger", "aria-label": `Forget ${m.key || m.content.slice(0, 40)}`, onclick: async () => { await del(`/ui/api/memory/${m.id}`); toast("Forgotten."); search(); } }, "Forget")))));
+        h("button", { type: "button", class: "danger", "aria-label": `Forget: ${m.key || m.content.slice(0, 40)}`, onclick: async () => { await del(`/ui/api/memory/${m.id}`); toast("Forgotten."); search(); } }, "Forget")))));
   }
   search();
 }

@@ -86,7 +86,7 @@ function draw(body, existing) {
       try {
         const x = await get(`/ui/api/schedule?${q}`);
         if (mine !== asked) return;
-        fill(preview, h("p", {}, x.description, h("span", { class: "muted" }, ` (${x.timezone})`)),
+        fill(preview, h("p", {}, x.description.includes(x.timezone) ? x.description : `${x.description} (${x.timezone})`),
           h("ol", { class: "preview", "aria-label": "Next five fires" }, x.next.map((t) => h("li", {}, t.local))));
       } catch (err) {
         if (mine === asked) fill(preview, h("p", { class: "field-error" }, err.message));

@@ -29,10 +29,10 @@ async function fire(r) {
 
 function actions(r, reload) {
   return h("div", { class: "actions" },
-    h("button", { type: "button", testid: "routine-fire", onclick: () => fire(r), "aria-label": `Fire ${r.name} now` }, "Fire now"),
-    h("button", { type: "button", class: "quiet", testid: "routine-toggle", "aria-pressed": String(r.enabled), "aria-label": `${r.enabled ? "Disable" : "Enable"} ${r.name}`, onclick: async () => { await toggle(r); reload(); } }, r.enabled ? "Disable" : "Enable"),
-    h("a", { class: "button quiet", href: `#/routines/${encodeURIComponent(r.name)}/edit`, "aria-label": `Edit ${r.name}` }, "Edit"),
-    h("button", { type: "button", class: "danger", "aria-label": `Delete ${r.name}`, onclick: async () => {
+    h("button", { type: "button", testid: "routine-fire", onclick: () => fire(r), "aria-label": `Fire now: ${r.name}` }, "Fire now"),
+    h("button", { type: "button", class: "quiet", testid: "routine-toggle", "aria-pressed": String(r.enabled), "aria-label": `${r.enabled ? "Disable" : "Enable"}: ${r.name}`, onclick: async () => { await toggle(r); reload(); } }, r.enabled ? "Disable" : "Enable"),
+    h("a", { class: "button quiet", href: `#/routines/${encodeURIComponent(r.name)}/edit`, "aria-label": `Edit: ${r.name}` }, "Edit"),
+    h("button", { type: "button", class: "danger", "aria-label": `Delete: ${r.name}`, onclick: async () => {
       if (!confirm(`Delete ${r.name} and its runs?`)) return;
       await del(path(r)); toast(`${r.name} deleted.`); location.hash = "#/routines";
     } }, "Delete"));

@@ -1,5 +1,5 @@
 // Status: every component's state, restarts and last error; version, database, counts.
-import { h, fill, when, status, table } from "./dom.js";
+import { h, fill, when, status as badge, table } from "./dom.js";
 import { get } from "./api.js";
 import { on, soon } from "./live.js";
 
@@ -24,7 +24,7 @@ export function status(main) {
       h("h2", {}, "Components"),
       comps.length ? table("Each component of the daemon", ["Component", "State", "Since", "Restarts", "Last error"],
         comps.map(([name, c]) => h("tr", { testid: "component-row", "data-name": name },
-          h("td", {}, name), h("td", {}, status(c.state)), h("td", {}, when(c.since)), h("td", {}, String(c.restarts)), h("td", {}, c.last_error || "—"))))
+          h("td", {}, name), h("td", {}, badge(c.state)), h("td", {}, when(c.since)), h("td", {}, String(c.restarts)), h("td", {}, c.last_error || "—"))))
         : h("p", { class: "muted" }, "No components reported (the gateway runs outside a daemon)."),
       h("h2", {}, "Checks"),
       h("p", { class: "muted" }, "Run ", h("code", {}, "cairn doctor"), " on the machine for the configuration, home, database, permissions, time zone and LLM checks."));
