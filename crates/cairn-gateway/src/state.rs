@@ -56,6 +56,8 @@ pub struct Gateway {
     responses: crate::routes::openai::ResponseMemory,
     // The cost guard the agent's providers answer to (the dashboard's limits).
     cost: Option<Arc<cairn_agent::CostGuard>>,
+    // The cairn binary whose `doctor --json` the status page shows.
+    doctor: Option<std::path::PathBuf>,
 }
 
 /// How long a WebSocket approval waits without a chat service to say
@@ -117,7 +119,21 @@ impl Gateway {
             routines: None,
             responses: crate::routes::openai::ResponseMemory::default(),
             cost: None,
+            doctor: None,
         }
+    }
+
+    /// Runs `program doctor --json` for the status page's checks (the
+    /// daemon passes its own executable, so the checks are `cairn doctor`'s).
+    #[must_use]
+    pub fn with_doctor(mut self, program: std::path::PathBuf) -> Self {
+        self.doctor = Some(program);
+        self
+    }
+
+    /// The program [`Gateway::with_doctor`] named, if any.
+    pub fn doctor(&self) -> Option<&std::path::Path> {
+        self.doctor.as_deref()
     }
 
     /// Shows the limits of `guard` (the one the agent's providers answer to).

@@ -116,6 +116,8 @@ async fn the_dashboard_works_in_chromium() {
 
     let code = cairn_gateway::pairing::display(&gw.pairing_code().await);
     let shots = screenshots();
+    // Only this run's pictures (and no stale failure.png).
+    let _ = std::fs::remove_dir_all(&shots);
     let mut cmd = Command::new(python);
     cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/dashboard.py"))
         .arg(&gw.base)

@@ -31,6 +31,8 @@ export function fill(el, ...children) {
 
 /** A wrapped table: headers and rows of cells (each row may be a <tr>). */
 export function table(caption, headers, rows) {
+  // Each cell names its column, for the stacked layout on narrow screens.
+  for (const row of rows) [...row.children].forEach((td, i) => headers[i] && td.setAttribute("data-label", headers[i]));
   return h("div", { class: "table-wrap" },
     h("table", {}, h("caption", { class: "muted" }, caption),
       h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
@@ -64,7 +66,7 @@ export function dollars(micros) {
 /** A status word with its colour class. */
 export function status(word) {
   const cls = /^(ok|succeeded|success|delivered|running|healthy|ready|completed|read)$/.test(word) ? "ok"
-    : /^(failed|error|interrupted|stuck|gave_up|given_up|crashed|down)$/.test(word) ? "bad" : "warn";
+    : /^(failed|fail|error|interrupted|stuck|gave_up|given_up|crashed|down)$/.test(word) ? "bad" : "warn";
   return h("span", { class: `badge ${cls}` }, word || "—");
 }
 

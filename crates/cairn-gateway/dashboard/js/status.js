@@ -26,9 +26,12 @@ export function status(main) {
         comps.map(([name, c]) => h("tr", { testid: "component-row", "data-name": name },
           h("td", {}, name), h("td", {}, badge(c.state)), h("td", {}, when(c.since)), h("td", {}, String(c.restarts)), h("td", {}, c.last_error || "—"))))
         : h("p", { class: "muted" }, "No components reported (the gateway runs outside a daemon)."),
-      h("h2", {}, "Checks"),
-      h("p", { class: "muted" }, "Run ", h("code", {}, "cairn doctor"), " on the machine for the configuration, home, database, permissions, time zone and LLM checks."));
+      h("h2", {}, "Checks (cairn doctor)"), checks);
   }
+  const checks = h("div", { "aria-live": "polite" }, h("p", { class: "muted" }, "Running the checks…"));
+  get("/ui/api/doctor").then((d) => fill(checks, table(d.ok ? "Every check passed or warned" : "Some checks failed", ["Check", "Result", "Detail"],
+    d.checks.map((c) => h("tr", { testid: "doctor-check", "data-name": c.name }, h("td", {}, c.name), h("td", {}, badge(c.status)), h("td", {}, h("span", { class: "pre-line" }, c.message)))))))
+    .catch((err) => fill(checks, h("p", { class: "muted" }, err.message)));
   load();
   const off = on("component", soon(load));
   return off;

@@ -294,3 +294,41 @@ pub async fn routine_yaml(
         .map_err(|e| ApiError::internal("the routine could not be written as YAML", &e))?;
     Ok(([(CONTENT_TYPE, "text/yaml; charset=utf-8")], yaml).into_response())
 }
+
+/// `GET /ui/api/doctor`: the checks of `cairn doctor --json`, run as a
+/// child process of the daemon (same binary, environment and home), so the
+/// status page shows exactly what the command says.
+pub async fn doctor(State(state): State<AppState>, _auth: Authed) -> Result<Json<Value>, ApiError> {
+    let program = state.doctor().ok_or_else(|| {
+        ApiError::unavailable(
+            "the doctor checks are run by `cairn daemon`; run `cairn doctor` on the machine",
+        )
+    })?;
+    let run = tokio::process::Command::new(program)
+        .args(["doctor", "--json"])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(DOCTOR_TIME, run)
+        .await
+        .map_err(|_| {
+            ApiError::unavailable(format!(
+                "`cairn doctor` took longer than {} s",
+                DOCTOR_TIME.as_secs()
+            ))
+        })?
+        .map_err(|e| ApiError::internal("`cairn doctor` could not be started", &e))?;
+    // It exits 1 when a check fails; the JSON says which.
+    serde_json::from_slice(&output.stdout)
+        .map(Json)
+        .map_err(|e| {
+            ApiError::internal(
+                "`cairn doctor --json` did not print JSON",
+                &format!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)),
+            )
+        })
+}
+
+/// How long the doctor's checks may take (they connect to the database, the
+/// MCP servers and Telegram).
+const DOCTOR_TIME: std::time::Duration = std::time::Duration::from_secs(25);

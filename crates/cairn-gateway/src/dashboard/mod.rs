@@ -99,6 +99,7 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/ui/api/memory/{id}", delete(api::memory_forget))
         .route("/ui/api/costs", get(api::costs))
+        .route("/ui/api/doctor", get(api::doctor))
         .route(
             "/ui/api/notifications/{id}/retry",
             post(api::retry_notification),

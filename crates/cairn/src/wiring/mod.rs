@@ -133,6 +133,8 @@ pub struct Runtime {
     pub mcp: Arc<McpClients>,
     /// Routes chat turns by the class of the message (`[routing]`).
     pub router: Option<Arc<cairn_agent::routing::ModelRouter>>,
+    /// The cost guard every provider answers to (the dashboard shows its limits).
+    pub cost: Arc<CostGuard>,
 }
 
 /// Builds and starts everything over an open store.
@@ -266,6 +268,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         memory,
         mcp,
         router: model_router,
+        cost: guard,
     })
 }
 
