@@ -137,6 +137,12 @@ async fn the_dashboard_works_in_chromium() {
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
     eprintln!("{summary}");
+    assert!(
+        summary["schedule_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("blursday")),
+        "{summary}"
+    );
 
     // What the page did, seen from the daemon's side.
     assert_eq!(

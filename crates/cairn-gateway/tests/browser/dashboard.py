@@ -168,6 +168,14 @@ try:
     step("routines: create from the form, the preview shows 09:00")
     nav("routines")
     click("routine-new")
+    step("routines: a problem shows next to its field")
+    find("routine-schedule").send_keys("every blursday")
+    click("routine-save")
+    error = (By.CSS_SELECTOR, '.field-error[data-path="trigger.schedule"]')
+    wait.until(lambda d: d.find_element(*error).text.strip() != "")
+    summary["schedule_error"] = driver.find_element(*error).text
+    find("routine-schedule").clear()
+    step("routines: create from the form, the preview shows 09:00 (continued)")
     find("routine-name").send_keys("coffee")
     find("routine-schedule").send_keys("every day at 9am")
     fires = (By.CSS_SELECTOR, '[data-testid="routine-schedule-preview"] li')
@@ -233,6 +241,16 @@ try:
                      if not (u.startswith(BASE + "/") or u == BASE or u.startswith(f"ws://{host}/") or u.startswith("data:")))
     assert not foreign, f"requests to other origins: {foreign}"
     summary["requests"] = len(requested)
+
+    step("dark: the system's dark scheme, still accessible")
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    bg = driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(13, 17, 23)", f"the dark scheme is not applied: {bg}"
+    check_page("home-dark")
+    nav("routines")
+    find("routine-row", '[data-name="coffee"]')
+    check_page("routines-dark")
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
 
     step("sign out")
     driver.find_element(By.ID, "sign-out").click()
