@@ -46,7 +46,7 @@ function list(main) {
     fill(body, all.length ? table("Every routine: trigger, next fire, last status", ["Name", "Trigger", "Next fire", "Last status", "Enabled", "Actions"],
       all.map((r) => h("tr", { testid: "routine-row", "data-name": r.name },
         h("td", {}, h("a", { href: `#/routines/${encodeURIComponent(r.name)}` }, r.name), r.description ? h("div", { class: "muted" }, r.description) : null),
-        h("td", {}, r.trigger, r.paused ? h("div", { class: "warn" }, "paused") : null),
+        h("td", {}, r.schedule_description || r.trigger, r.paused ? h("div", { class: "warn" }, "paused") : null),
         h("td", {}, when(r.next_fire_at), h("div", { class: "muted" }, relative(r.next_fire_at))),
         h("td", {}, status(r.last_status || "never run")),
         h("td", {}, r.enabled ? "yes" : "no"),
@@ -71,7 +71,7 @@ function detail(main, name) {
     try { routine = await get(`/api/routines/${encodeURIComponent(name)}`); } catch (err) { fill(head, h("h1", {}, name), h("p", { class: "bad" }, err.message)); return; }
     const r = routine;
     fill(head, h("h1", {}, r.name), r.description ? h("p", {}, r.description) : null,
-      h("p", {}, `${r.trigger} · ${r.action} · ${r.timezone} · `, r.enabled ? "enabled" : "disabled", r.paused ? h("span", { class: "warn" }, ` · paused by ${r.paused.by}`) : null),
+      h("p", {}, `${r.schedule_description || r.trigger} · ${r.action} · ${r.timezone} · `, r.enabled ? "enabled" : "disabled", r.paused ? h("span", { class: "warn" }, ` · paused by ${r.paused.by}`) : null),
       h("div", { testid: "routine-row", "data-name": r.name }, actions(r, load)));
     const [history, fires, text] = await Promise.all([
       get(`${path(r)}/runs?limit=50`),

@@ -66,6 +66,8 @@ pub struct RoutineView {
     pub enabled: bool,
     /// The trigger in a few words (`cron 0 9 * * *`, `event /deploy/`, `webhook`).
     pub trigger: String,
+    /// A cron or once trigger's schedule in words (`at 09:00 on weekdays (Europe/Paris)`).
+    pub schedule_description: Option<String>,
     /// The trigger's type (`cron`, `once`, `event`, `system_event`, `webhook`, `manual`).
     pub trigger_type: String,
     /// The action's type (`lightweight`, `full_job`, `tool_call`, `notification`).
@@ -126,6 +128,13 @@ pub(super) async fn view_of(state: &Gateway, routine: &Routine) -> Result<Routin
         description: routine.spec.description.clone(),
         enabled: routine.spec.enabled,
         trigger: trigger_short(&routine.spec.trigger),
+        schedule_description: cairn_automation::routines::define::schedule_of(
+            &routine.spec,
+            user_zone(state),
+            state.clock().now(),
+        )
+        .and_then(Result::ok)
+        .map(|s| s.describe()),
         trigger_type: routine.spec.trigger.kind().to_string(),
         action: routine.spec.action.kind().to_string(),
         timezone: zone.name().to_string(),

@@ -165,6 +165,22 @@ try:
     assert any("writer: success" in t for t in said), said
     assert not any("Interrupted" in t for t in said), said
 
+    step("chat: a new thread, then back to the first")
+    idle = lambda d: d.find_element(By.CSS_SELECTOR, ".chat-log").get_attribute("data-busy") == "false"
+    wait.until(idle)
+    driver.find_element(By.ID, "chat-new").click()
+    options = (By.CSS_SELECTOR, "#chat-thread option")
+    wait.until(lambda d: len(d.find_elements(*options)) == 2)
+    first = [o for o in driver.find_elements(*options) if not o.is_selected()][0]
+    wanted = first.get_attribute("value")
+    Select(driver.find_element(By.ID, "chat-thread")).select_by_value(wanted)
+    driver.find_element(By.ID, "chat-switch").click()
+    # The list is drawn again from the session after the switch's answer.
+    wait.until(EC.staleness_of(first))
+    wait.until(idle)
+    checked = driver.find_element(By.CSS_SELECTOR, "#chat-thread option:checked").get_attribute("value")
+    assert checked == wanted, f"the session's thread is {checked}, not {wanted}"
+
     step("routines: create from the form, the preview shows 09:00")
     nav("routines")
     click("routine-new")
