@@ -356,3 +356,179 @@ async fn the_schedule_preview_explains_a_human_phrase() {
     .await;
     assert_eq!(status, 422);
 }
+
+#[tokio::test]
+async fn memory_can_be_added_searched_and_forgotten() {
+    let gw = TestGateway::start().await;
+    let added: Value = gw
+        .post("/ui/api/memory")
+        .json(&json!({"text": "My phone is a Pixel 8", "key": "phone"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(added["category"], "core");
+    let found: Value = gw
+        .get("/ui/api/memory?q=phone")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hit = &found["hits"][0];
+    assert_eq!(hit["id"], added["id"]);
+    assert_eq!(hit["matched_by"], "keyword");
+    assert!(hit["score"].as_f64().unwrap() > 0.0, "{found}");
+    assert_eq!(found["mode"], "keyword_only");
+    let path = format!("/ui/api/memory/{}", added["id"].as_str().unwrap());
+    let forget = || gw.http.delete(gw.url(&path)).bearer_auth(&gw.token).send();
+    assert_eq!(forget().await.unwrap().status(), 200);
+    assert_eq!(forget().await.unwrap().status(), 404);
+    let (status, _) = error_code(
+        gw.post("/ui/api/memory")
+            .json(&json!({"text": "  "}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 422);
+}
+
+#[tokio::test]
+async fn costs_yaml_and_retry_answer_for_the_pages() {
+    let gw = TestGateway::start().await;
+    let now = chrono::Utc::now();
+    gw.store.add_llm_spend(900, now).await.unwrap();
+    gw.store.add_model_spend("m", 900, now).await.unwrap();
+    let costs: Value = gw
+        .get("/ui/api/costs")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let days = costs["days"].as_array().unwrap();
+    assert_eq!(days.len(), 30);
+    assert_eq!(days[29]["day"], now.date_naive().to_string());
+    assert_eq!(days[29]["spent_micros"], 900);
+    assert_eq!(costs["models"][0]["model"], "m");
+    assert_eq!(costs["today"]["spent_micros"], 900);
+    assert!(costs["limits"].is_null(), "no cost guard in this gateway");
+
+    let made = gw
+        .post("/api/routines")
+        .json(&routine("in-yaml"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    let yaml = gw
+        .get("/ui/api/routines/in-yaml/yaml")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        yaml.contains("name: in-yaml") && yaml.contains("type: manual"),
+        "{yaml}"
+    );
+
+    // No channel: the notification is kept in the inbox, not pending.
+    let kept = gw
+        .notifier
+        .send(
+            cairn_core::notification::NewNotification {
+                user_id: "ada".into(),
+                channel: None,
+                title: "t".into(),
+                body: "b".into(),
+                priority: cairn_core::notification::Priority::Normal,
+                tags: vec![],
+                data: None,
+                source: "test".into(),
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    let (status, _) = error_code(
+        gw.post(&format!("/ui/api/notifications/{}/retry", kept.id))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, _) = error_code(
+        gw.post("/ui/api/notifications/nope/retry")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn a_component_change_reaches_the_event_stream() {
+    let components = std::sync::Arc::new(cairn_gateway::Components::new());
+    let gw = TestGateway::start_with(support::settings(), {
+        let components = std::sync::Arc::clone(&components);
+        move |g| {
+            let g = g.with_components(components);
+            g.spawn_event_feeds();
+            g
+        }
+    })
+    .await;
+    let mut stream = gw.get("/api/events").send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let now = chrono::Utc::now();
+    components.set(
+        "routine engine",
+        cairn_gateway::ComponentState::BackingOff,
+        now,
+        Some("database is locked".into()),
+    );
+    // A change of time alone (no state, restarts or error) is not news.
+    components.update("routine engine", now, |h| h.last_success = Some(now));
+    let mut seen = String::new();
+    let mut next = async || {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                if let Some(at) = seen.find("component.changed") {
+                    let start = seen[..at].rfind("data:").unwrap();
+                    let end = at + seen[at..].find('\n').unwrap();
+                    let line = seen[start + 5..end].trim().to_string();
+                    seen.drain(..end);
+                    return serde_json::from_str::<Value>(&line).unwrap();
+                }
+                let chunk = stream.chunk().await.unwrap().unwrap();
+                seen.push_str(std::str::from_utf8(&chunk).unwrap());
+            }
+        })
+        .await
+        .expect("a component.changed event")
+    };
+    let event = next().await;
+    assert_eq!(event["component"], "routine engine");
+    assert_eq!(event["state"], "backing_off");
+    assert_eq!(event["last_error"], "database is locked");
+    // The next event is the next real change, not the time-only update.
+    components.set(
+        "routine engine",
+        cairn_gateway::ComponentState::Running,
+        chrono::Utc::now(),
+        None,
+    );
+    let event = next().await;
+    assert_eq!(event["state"], "running");
+    assert!(event["last_error"].is_null());
+}
