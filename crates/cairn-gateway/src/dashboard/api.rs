@@ -10,10 +10,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use cairn_agent::memory::{MemoryService, MemorySettings, RecallHit};
+use cairn_agent::memory::json::{doc_json, hit_json};
+use cairn_agent::memory::{MemoryService, MemorySettings};
 use cairn_automation::notify::dispatcher::Dispatcher;
 use cairn_core::schedule::{Schedule, parse_zone};
-use cairn_store::{MemoryCategory, MemoryDoc};
+use cairn_store::MemoryCategory;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -94,26 +95,6 @@ fn memory(state: &Gateway) -> Arc<MemoryService> {
             MemorySettings::default(),
         )),
     }
-}
-
-fn doc_json(doc: &MemoryDoc) -> Value {
-    json!({
-        "id": doc.id,
-        "key": doc.key,
-        "content": doc.content,
-        "category": doc.category.as_str(),
-        "source": doc.source,
-        "updated_at": doc.updated_at,
-    })
-}
-
-fn hit_json(hit: &RecallHit) -> Value {
-    let mut value = doc_json(&hit.doc);
-    value["score"] = json!(hit.score);
-    value["keyword_score"] = json!(hit.keyword_score);
-    value["vector_score"] = json!(hit.vector_score);
-    value["matched_by"] = json!(hit.matched_by.as_str());
-    value
 }
 
 /// Query of `GET /ui/api/memory`.
