@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The Content-Security-Policy of every dashboard answer.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
 connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
 frame-ancestors 'none'";
 

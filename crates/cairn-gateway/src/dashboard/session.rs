@@ -120,19 +120,30 @@ pub async fn authenticate(
     })
 }
 
-/// The cookie that holds `token` (or, with `None`, clears it).
-fn cookie(token: Option<&str>, max_age: Option<u64>) -> HeaderValue {
+/// The cookie that holds `token` (or, with `None`, clears it); `Secure`
+/// when the page was reached over HTTPS (a TLS-terminating proxy), since a
+/// browser drops a `Secure` cookie set over plain HTTP on 127.0.0.1.
+fn cookie(token: Option<&str>, max_age: Option<u64>, https: bool) -> HeaderValue {
+    let secure = if https { "; Secure" } else { "" };
     let text = match token {
         Some(t) => format!(
-            "{SESSION_COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict{}",
+            "{SESSION_COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict{secure}{}",
             max_age
                 .map(|s| format!("; Max-Age={s}"))
                 .unwrap_or_default()
         ),
-        None => format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+        None => format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict{secure}; Max-Age=0"),
     };
     // Only hex, ASCII punctuation and digits: always a valid header value.
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// Whether the page that sent this was loaded over HTTPS (its `Origin`).
+fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get(ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .is_some_and(|o| o.starts_with("https://"))
 }
 
 /// What the page knows of its session.
@@ -177,9 +188,10 @@ pub async fn sign_in(
         expires_at: record.expires_at,
     };
     let mut response = Json(view).into_response();
-    response
-        .headers_mut()
-        .insert(SET_COOKIE, cookie(Some(&token), max_age));
+    response.headers_mut().insert(
+        SET_COOKIE,
+        cookie(Some(&token), max_age, over_https(&headers)),
+    );
     Ok(response)
 }
 
@@ -211,6 +223,57 @@ pub async fn sign_out(
     let mut response = StatusCode::NO_CONTENT.into_response();
     response
         .headers_mut()
-        .insert(SET_COOKIE, cookie(None, None));
+        .insert(SET_COOKIE, cookie(None, None, over_https(&headers)));
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_cookie_is_found_among_others_and_secure_over_https() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            COOKIE,
+            HeaderValue::from_static("a=1; cairn_session=cairn_x ; b=2"),
+        );
+        assert_eq!(session_token(&headers), Some("cairn_x"));
+        headers.insert(COOKIE, HeaderValue::from_static("cairn_session_old=y"));
+        assert_eq!(session_token(&headers), None);
+
+        let plain = cookie(Some("cairn_x"), Some(60), false);
+        assert_eq!(
+            plain.to_str().unwrap(),
+            "cairn_session=cairn_x; Path=/; HttpOnly; SameSite=Strict; Max-Age=60"
+        );
+        let tls = cookie(None, None, true);
+        assert_eq!(
+            tls.to_str().unwrap(),
+            "cairn_session=; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age=0"
+        );
+        headers.insert(ORIGIN, HeaderValue::from_static("https://cairn.example"));
+        assert!(over_https(&headers));
+    }
+
+    #[test]
+    fn the_origin_must_be_the_host_it_was_sent_to() {
+        let mut headers = HeaderMap::new();
+        assert!(check_origin(&headers, false).is_ok());
+        assert!(check_origin(&headers, true).is_err());
+        headers.insert(HOST, HeaderValue::from_static("127.0.0.1:42700"));
+        headers.insert(ORIGIN, HeaderValue::from_static("http://127.0.0.1:42700"));
+        assert!(check_origin(&headers, true).is_ok());
+        for other in [
+            "http://127.0.0.1:42701",
+            "http://evil.example",
+            "null",
+            "127.0.0.1:42700",
+        ] {
+            headers.insert(ORIGIN, HeaderValue::from_static(other));
+            assert!(check_origin(&headers, false).is_err(), "{other}");
+        }
+        assert_ne!(csrf_for("a"), csrf_for("b"));
+        assert_ne!(csrf_for("a"), auth::hash_secret("a"));
+    }
 }
