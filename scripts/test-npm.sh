@@ -6,8 +6,10 @@
 #                               (crates/cairn-mcp/tests/npm); prints
 #                               @modelcontextprotocol/server-everything's program
 #   scripts/test-npm.sh gateway the official `openai` client the gateway's
-#                               tests drive (crates/cairn-gateway/tests/npm);
-#                               prints its node_modules folder (NODE_PATH)
+#                               tests drive, and axe-core, which the
+#                               dashboard's browser test injects into each page
+#                               (crates/cairn-gateway/tests/npm); prints its
+#                               node_modules folder (NODE_PATH)
 #
 #   export CAIRN_TEST_MCP_EVERYTHING=$(scripts/test-npm.sh)
 #   export CAIRN_TEST_NODE_PATH=$(scripts/test-npm.sh gateway)

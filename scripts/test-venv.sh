@@ -12,6 +12,8 @@
 #     document, which the gateway's tests then drive
 #   - mcp: the official MCP SDK: a test server cairn connects to (stdio and
 #     streamable HTTP, with uvicorn), and the client that drives `cairn mcp serve`
+#   - selenium: drives Debian's chromium (chromium-driver) through the
+#     dashboard in the gateway's browser test
 #
 #   export CAIRN_TEST_PYTHON=$(scripts/test-venv.sh)
 #   export CAIRN_CRONSIM_PYTHON=$CAIRN_TEST_PYTHON
@@ -20,6 +22,7 @@
 #   cargo test -p cairn-gateway --test openapi
 #   cargo test -p cairn-gateway --test openai_clients
 #   cargo test -p cairn-mcp; cargo test -p cairn --test mcp_cli
+#   cargo test -p cairn-gateway --test dashboard_browser
 set -euo pipefail
 
 # name==version, one per package; the venv is topped up when one differs.
@@ -32,6 +35,7 @@ PACKAGES=(
   "langchain-openai==1.7.4"
   "openapi-python-client==0.29.1"
   "mcp==2.3.0"
+  "selenium==4.50.0"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

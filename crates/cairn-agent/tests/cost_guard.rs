@@ -153,6 +153,41 @@ async fn streamed_calls_record_their_cost_when_done() {
 }
 
 #[tokio::test]
+async fn answered_calls_add_to_their_models_daily_spend() {
+    let s = setup(limits(None, None)).await;
+    s.server.push(
+        Scripted::text("one")
+            .with_usage(1_000_000, 0)
+            .with_model("big-model"),
+    );
+    s.server.push(Scripted::text("two").with_usage(0, 500_000));
+    s.server
+        .push(Scripted::text("three").with_usage(1_000_000, 0));
+    s.llm.complete(&request()).await.unwrap();
+    s.llm.complete(&request()).await.unwrap();
+    let stream = s.llm.stream(&request()).await.unwrap();
+    stream.into_response().await.unwrap();
+    // A refused or failed call is no model's spend.
+    s.server.push(Scripted::error(500, "boom"));
+    let _ = s.llm.complete(&request()).await;
+    let history = s
+        .store
+        .cost_history(at(9, 0, 0).date_naive())
+        .await
+        .unwrap();
+    let rows: Vec<_> = history
+        .models
+        .iter()
+        .map(|m| (m.model.as_str(), m.spent_micros, m.calls))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![("big-model", 1_000_000, 1), (FAKE_MODEL, 2_000_000, 2)]
+    );
+    assert_eq!(history.days, vec![(at(9, 0, 0).date_naive(), 3_000_000)]);
+}
+
+#[tokio::test]
 async fn a_stream_dropped_midway_records_what_was_received() {
     let s = setup(limits(Some(500), None)).await;
     // No usage from the server: the cost is estimated from the text received.

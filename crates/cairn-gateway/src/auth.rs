@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::client::ClientIp;
+use crate::dashboard::session;
 use crate::error::ApiError;
 use crate::state::{AppState, Gateway};
 
@@ -76,7 +77,8 @@ pub async fn authenticate(gateway: &Gateway, token: &str) -> Result<ApiToken, Ap
     }
 }
 
-/// A request authenticated by a bearer token.
+/// A request authenticated by a bearer token (or the dashboard's session
+/// cookie, see [`crate::dashboard::session`]).
 #[derive(Debug, Clone)]
 pub struct Authed(pub ApiToken);
 
@@ -100,9 +102,14 @@ impl FromRequestParts<AppState> for Authed {
         };
         // A valid token always passes: only failures count, and only a
         // client past the limit of failures is refused (before counting).
-        let found = match bearer_of(parts) {
-            Some(token) => authenticate(state, token).await,
-            None => Err(ApiError::unauthorized(
+        // The bearer token first; the dashboard's cookie only without one,
+        // under its CSRF and Origin checks (a 403 there is not counted).
+        let found = match (bearer_of(parts), session::session_token(&parts.headers)) {
+            (Some(token), _) => authenticate(state, token).await,
+            (None, Some(token)) => {
+                session::authenticate(state, &parts.headers, &parts.method, token, false).await
+            }
+            (None, None) => Err(ApiError::unauthorized(
                 "missing bearer token: send Authorization: Bearer <token> (from POST /pair or `cairn token create`)",
             )),
         };

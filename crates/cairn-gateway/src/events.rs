@@ -41,6 +41,8 @@ pub const NOTIFICATION_DELIVERED: &str = "notification.delivered";
 pub const NOTIFICATION_FAILED: &str = "notification.failed";
 /// Sent first to a client whose `Last-Event-ID` is older than the buffer.
 pub const EVENTS_LOST: &str = "events.lost";
+/// A component's state, restarts or last error changed.
+pub const COMPONENT_CHANGED: &str = "component.changed";
 
 /// One event: `{"id","type","at",...data}` on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,7 +1,8 @@
 //! The gateway: how every other program and device reaches cairn. An axum
 //! server inside `cairn daemon` that serves the HTTP API (pairing, tokens,
 //! webhooks, REST), WebSocket chat, SSE events and an OpenAI-compatible API,
-//! all described by a generated OpenAPI document.
+//! all described by a generated OpenAPI document, and the web dashboard at
+//! `/` ([`dashboard`]) over that same API.
 //!
 //! Architecture invariant: handlers hold no business logic of their own;
 //! they authenticate, translate HTTP to calls on the store, the chat service,
@@ -12,6 +13,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod extract;

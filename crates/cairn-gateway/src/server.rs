@@ -92,7 +92,9 @@ pub fn router(state: AppState) -> Router {
     let (long, long_doc) = routes::long().split_for_parts();
     doc.merge(long_doc);
     let doc = std::sync::Arc::new(crate::openapi::finish(&doc));
-    let ordinary = ordinary.layer(middleware::from_fn_with_state(state.clone(), time_limit));
+    let ordinary = ordinary
+        .merge(crate::dashboard::routes())
+        .layer(middleware::from_fn_with_state(state.clone(), time_limit));
     Router::new()
         .merge(ordinary)
         .merge(long)

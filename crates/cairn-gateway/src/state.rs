@@ -54,6 +54,10 @@ pub struct Gateway {
     routines: Option<RoutineService>,
     /// Conversations of `/v1/responses`, for `previous_response_id`.
     responses: crate::routes::openai::ResponseMemory,
+    // The cost guard the agent's providers answer to (the dashboard's limits).
+    cost: Option<Arc<cairn_agent::CostGuard>>,
+    // The cairn binary whose `doctor --json` the status page shows.
+    doctor: Option<std::path::PathBuf>,
 }
 
 /// How long a WebSocket approval waits without a chat service to say
@@ -114,6 +118,37 @@ impl Gateway {
             watchers: None,
             routines: None,
             responses: crate::routes::openai::ResponseMemory::default(),
+            cost: None,
+            doctor: None,
+        }
+    }
+
+    /// Runs `program doctor --json` for the status page's checks (the
+    /// daemon passes its own executable, so the checks are `cairn doctor`'s).
+    #[must_use]
+    pub fn with_doctor(mut self, program: std::path::PathBuf) -> Self {
+        self.doctor = Some(program);
+        self
+    }
+
+    /// The program [`Gateway::with_doctor`] named, if any.
+    pub fn doctor(&self) -> Option<&std::path::Path> {
+        self.doctor.as_deref()
+    }
+
+    /// Shows the limits of `guard` (the one the agent's providers answer to).
+    #[must_use]
+    pub fn with_cost_guard(mut self, guard: Arc<cairn_agent::CostGuard>) -> Self {
+        self.cost = Some(guard);
+        self
+    }
+
+    /// Today's spend against the limits, re-read from the store; `None`
+    /// without a cost guard (no LLM configured).
+    pub async fn cost_status(&self) -> Option<cairn_agent::cost_guard::CostStatus> {
+        match &self.cost {
+            Some(guard) => Some(guard.refresh().await),
+            None => None,
         }
     }
 
@@ -219,7 +254,43 @@ impl Gateway {
             notifier: self.notifier.clone(),
             jobs: self.jobs.clone(),
         };
+        self.spawn_component_feed();
         self.events.feed(sources, self.shutdown.clone())
+    }
+
+    /// Publishes `component.changed` when a component's state, restarts or
+    /// last error change (the dashboard's live health), until shutdown.
+    fn spawn_component_feed(&self) {
+        let (components, bus, stop) = (
+            Arc::clone(&self.components),
+            Arc::clone(&self.events),
+            self.shutdown.clone(),
+        );
+        let key = |h: &crate::status::ComponentHealth| (h.state, h.restarts, h.last_error.clone());
+        tokio::spawn(async move {
+            let mut last = components.snapshot();
+            loop {
+                let changed = components.changed();
+                tokio::pin!(changed);
+                // Registered before the look, so no change slips between.
+                changed.as_mut().enable();
+                let now = components.snapshot();
+                for (name, health) in &now {
+                    if last.get(name).map(key) != Some(key(health)) {
+                        bus.publish(
+                            crate::events::COMPONENT_CHANGED,
+                            serde_json::json!({"component": name, "state": health.state,
+                                "restarts": health.restarts, "last_error": health.last_error}),
+                        );
+                    }
+                }
+                last = now;
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = &mut changed => {}
+                }
+            }
+        });
     }
 
     /// The event bus.

@@ -524,3 +524,38 @@ async fn a_message_over_the_body_limit_is_refused_before_the_agent() {
     assert_eq!(gw.llm.requests().len(), 1);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_stop_frame_interrupts_the_turn_in_progress() {
+    let gw = TestGateway::start().await;
+    // A slow answer: the stop arrives while the model is still "thinking".
+    gw.llm
+        .push(Scripted::text("too late").with_delay(Duration::from_secs(30)));
+    let mut socket = connect(&gw).await;
+    send(&mut socket, json!({"type": "stop"})).await;
+    let idle = next_frame(&mut socket).await;
+    assert_eq!(
+        (idle["type"].as_str(), idle["message"].as_str()),
+        (Some("error"), Some("no turn is running"))
+    );
+    send(&mut socket, json!({"type": "message", "content": "hi"})).await;
+    // Once the model is asked, the turn is running; the stop ends it at once.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while gw.llm.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the turn reaches the model");
+    send(&mut socket, json!({"type": "stop"})).await;
+    let frames = until(&mut socket, "done").await;
+    let done = frames.last().unwrap();
+    assert!(
+        done["response"]
+            .as_str()
+            .unwrap()
+            .starts_with("Interrupted"),
+        "{frames:?}"
+    );
+    gw.stop().await;
+}

@@ -118,6 +118,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0016_channels.sql"),
         postgres: include_str!("../migrations/0016_channels.sql"),
     },
+    Migration {
+        version: 17,
+        name: "cost_models",
+        sqlite: include_str!("../migrations/0017_cost_models.sql"),
+        postgres: include_str!("../migrations/0017_cost_models.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

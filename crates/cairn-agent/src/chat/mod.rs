@@ -221,6 +221,11 @@ impl ChatService {
         self
     }
 
+    /// The memory turns recall from, when one was given.
+    pub fn memory(&self) -> Option<&Arc<crate::memory::MemoryService>> {
+        self.memory.as_ref()
+    }
+
     /// Routes each turn to the model its message's class calls for
     /// (`[routing]`, the rules in force when the turn starts: a reload
     /// replaces them in `router`); a session's `/model` choice still wins.

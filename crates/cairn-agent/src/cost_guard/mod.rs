@@ -293,6 +293,22 @@ impl CostGuard {
         self.after_spend(&totals).await;
     }
 
+    /// Adds an answered call of `model` to the spend per day and model (the
+    /// dashboard's costs). A failed write is logged: the budget's total,
+    /// kept by [`CostGuard::finish`], is what limits calls.
+    pub async fn record_model(&self, model: &str, cost_micros: u64) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        if let Err(error) = shared
+            .store
+            .add_model_spend(model, cost_micros, self.clock.now())
+            .await
+        {
+            tracing::warn!(%error, model, "could not add an LLM call's cost to its model's daily spend");
+        }
+    }
+
     /// Like [`CostGuard::finish`] for the oldest call admitted here and not
     /// yet finished (or, with none, a cost outside any admission).
     pub async fn record(&self, cost_micros: u64) {

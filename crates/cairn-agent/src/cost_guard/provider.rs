@@ -87,6 +87,9 @@ impl LlmProvider for GuardedProvider {
         observe(model, result.as_ref().ok());
         let cost = result.as_ref().map_or(0, |response| response.cost_micros);
         self.guard.finish(ticket, cost).await;
+        if result.is_ok() {
+            self.guard.record_model(model, cost).await;
+        }
         result
     }
 
@@ -131,17 +134,23 @@ impl LlmProvider for GuardedProvider {
             let done = match &event {
                 Ok(StreamEvent::Done(response)) => {
                     observe(&response.model, Some(response));
-                    settle.take().map(|ticket| (ticket, response.cost_micros))
+                    settle
+                        .take()
+                        .map(|ticket| (ticket, response.cost_micros, response.model.clone()))
                 }
                 _ => None,
             };
             async move {
-                if let Some((ticket, cost)) = done {
+                if let Some((ticket, cost, model)) = done {
                     // Recorded (and saved) before `Done` reaches the caller;
                     // in a task of its own, so a caller dropping the stream
                     // meanwhile cannot cut the write short.
                     let guard = Arc::clone(&settle.guard);
-                    let _ = tokio::spawn(async move { guard.finish(ticket, cost).await }).await;
+                    let _ = tokio::spawn(async move {
+                        guard.finish(ticket, cost).await;
+                        guard.record_model(&model, cost).await;
+                    })
+                    .await;
                 }
                 event
             }

@@ -20,6 +20,7 @@
 
 pub mod context;
 pub mod hygiene;
+pub mod json;
 pub mod snapshot;
 pub mod tools;
 

@@ -49,10 +49,28 @@ async fn pair(
     ClientIp(ip): ClientIp,
     headers: HeaderMap,
 ) -> Result<Json<Paired>, ApiError> {
-    state.limits().pair_attempt(ip)?;
     let typed = headers
         .get(PAIRING_CODE_HEADER)
-        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.to_str().ok());
+    let (token, _) = redeem(&state, ip, typed, "pairing", pairing::paired_token_name).await?;
+    Ok(Json(Paired {
+        token,
+        expires_in: state.settings().token_ttl.map(|d| d.as_secs()),
+    }))
+}
+
+/// Trades the code `typed` for a new token recorded with `origin` under the
+/// name `name_of(now)` makes: the one pairing path, for `POST /pair` and
+/// the dashboard's sign-in. Returns the token (shown once) and its record.
+pub async fn redeem(
+    state: &AppState,
+    ip: std::net::IpAddr,
+    typed: Option<&str>,
+    origin: &str,
+    name_of: fn(chrono::DateTime<chrono::Utc>) -> String,
+) -> Result<(String, cairn_store::ApiToken), ApiError> {
+    state.limits().pair_attempt(ip)?;
+    let typed = typed
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .ok_or_else(|| {
@@ -69,9 +87,9 @@ async fn pair(
     let ttl = state.settings().token_ttl;
     let token = auth::new_token();
     let record = NewApiToken {
-        name: pairing::paired_token_name(now),
+        name: name_of(now),
         token_hash: auth::hash_secret(&token),
-        origin: "pairing".into(),
+        origin: origin.into(),
         expires_at: ttl
             .and_then(|d| chrono::Duration::from_std(d).ok())
             .map(|d| now + d),
@@ -84,10 +102,7 @@ async fn pair(
     {
         PairOutcome::Paired(paired) => {
             tracing::info!(token = %paired.name, client = %ip, "paired a new client");
-            Ok(Json(Paired {
-                token,
-                expires_in: ttl.map(|d| d.as_secs()),
-            }))
+            Ok((token, paired))
         }
         PairOutcome::Wrong { wrong_codes } if wrong_codes >= WRONG_CODES_LIMIT => {
             tracing::warn!(client = %ip, "{WRONG_CODES_LIMIT} wrong pairing codes: every outstanding code is void until `cairn pair` makes a new one");

@@ -64,7 +64,7 @@ pub(super) fn me(state: &Gateway) -> Actor {
 }
 
 /// A refusal of the routine service as the API answers it.
-pub(super) fn api_error(e: ServiceError) -> ApiError {
+pub(crate) fn api_error(e: ServiceError) -> ApiError {
     match e {
         ServiceError::Problems { problems, .. } => invalid(&problems),
         ServiceError::Taken(_) => ApiError::conflict(e.to_string()),

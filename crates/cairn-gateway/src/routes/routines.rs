@@ -66,6 +66,8 @@ pub struct RoutineView {
     pub enabled: bool,
     /// The trigger in a few words (`cron 0 9 * * *`, `event /deploy/`, `webhook`).
     pub trigger: String,
+    /// A cron or once trigger's schedule in words (`at 09:00 on weekdays (Europe/Paris)`).
+    pub schedule_description: Option<String>,
     /// The trigger's type (`cron`, `once`, `event`, `system_event`, `webhook`, `manual`).
     pub trigger_type: String,
     /// The action's type (`lightweight`, `full_job`, `tool_call`, `notification`).
@@ -108,7 +110,7 @@ fn trigger_short(trigger: &Trigger) -> String {
 
 /// The zone routines without their own are read in: the engine's (the
 /// daemon's configured zone), UTC when this gateway runs without one.
-fn user_zone(state: &Gateway) -> Tz {
+pub(crate) fn user_zone(state: &Gateway) -> Tz {
     state
         .engine()
         .map_or(chrono_tz::UTC, |e| e.settings().user_zone)
@@ -126,6 +128,13 @@ pub(super) async fn view_of(state: &Gateway, routine: &Routine) -> Result<Routin
         description: routine.spec.description.clone(),
         enabled: routine.spec.enabled,
         trigger: trigger_short(&routine.spec.trigger),
+        schedule_description: cairn_automation::routines::define::schedule_of(
+            &routine.spec,
+            user_zone(state),
+            state.clock().now(),
+        )
+        .and_then(Result::ok)
+        .map(|s| s.describe()),
         trigger_type: routine.spec.trigger.kind().to_string(),
         action: routine.spec.action.kind().to_string(),
         timezone: zone.name().to_string(),

@@ -21,7 +21,8 @@
 //! Client frames: `{"type":"message","content":…}` (with optional
 //! `"images":["data:image/png;base64,…",…]`: PNG, JPEG, WebP or GIF, at
 //! most 5 MiB each, stored with the turn in the workspace's media folder) and
-//! `{"type":"approval","id":…,"decision":"approve|deny|always"}`. Server
+//! `{"type":"approval","id":…,"decision":"approve|deny|always"}` and
+//! `{"type":"stop"}` (interrupts the turn in progress). Server
 //! frames: `ready`, `chunk` (streamed text), `tool_call`, `tool_result`,
 //! `approval_request` (with the id to answer), `notification` (the person's
 //! notifications as they are recorded), `done` (the full response and
@@ -57,6 +58,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth;
+use crate::dashboard::session;
 use crate::error::{ApiError, ErrorBody};
 use crate::events::{EventBus, NOTIFICATION_RECORDED};
 use crate::image_allowance;
@@ -99,6 +101,8 @@ enum ClientFrame {
         id: String,
         decision: Decision,
     },
+    /// Stops the turn in progress (the dashboard's Stop button).
+    Stop,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -137,12 +141,22 @@ async fn accept(
     query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let (token, protocol) = token_of(&headers).ok_or_else(|| {
-        ApiError::unauthorized(
-            "missing bearer token: send Authorization: Bearer <token> or the subprotocol bearer.<token>",
-        )
-    })?;
-    let token = auth::authenticate(&state, &token).await?;
+    let (token, protocol) = match token_of(&headers) {
+        Some((token, protocol)) => (auth::authenticate(&state, &token).await?, protocol),
+        // The dashboard's cookie: its handshake must come from its own origin.
+        None => match session::session_token(&headers) {
+            Some(token) => (
+                session::authenticate(&state, &headers, &axum::http::Method::GET, token, true)
+                    .await?,
+                None,
+            ),
+            None => {
+                return Err(ApiError::unauthorized(
+                    "missing bearer token: send Authorization: Bearer <token> or the subprotocol bearer.<token>",
+                ));
+            }
+        },
+    };
     state.chat()?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let conversation = match query.conversation {
@@ -423,9 +437,15 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
                                 }
                             }
                         }
+                        Ok(ClientFrame::Stop) => {
+                            // The turn ends with its own `done` or `error` frame.
+                            if !chat.interrupt(state.user_id(), &channel) {
+                                let _ = out.send(error_frame("no turn is running"));
+                            }
+                        }
                         Err(e) => {
                             let _ = out.send(error_frame(&format!(
-                                "bad frame: {e}; expected {{\"type\":\"message\",\"content\":…}} or {{\"type\":\"approval\",\"id\":…,\"decision\":\"approve|deny|always\"}}"
+                                "bad frame: {e}; expected {{\"type\":\"message\",\"content\":…}}, {{\"type\":\"approval\",\"id\":…,\"decision\":\"approve|deny|always\"}} or {{\"type\":\"stop\"}}"
                             )));
                         }
                     }

@@ -79,6 +79,7 @@ pub static TABLES: &[TableSpec] = &[
     table("memory_embedding_cache"),
     seeded("memory_generation"),
     table("cost_days"),
+    table("cost_models"),
     table("llm_calls"),
     table("tool_health"),
     table("channel_cursors"),

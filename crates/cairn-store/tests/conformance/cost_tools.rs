@@ -247,3 +247,34 @@ pub async fn quiet_jobs_are_restarted_then_given_up(fx: &Fixture) {
     assert_eq!(stored.repair_attempts, 2);
     assert_eq!(stored.error.as_deref(), Some("no progress"));
 }
+
+pub async fn spend_per_day_and_model_adds_up_and_reads_back_in_order(fx: &Fixture) {
+    let s = &fx.store;
+    let day = chrono::Duration::days(1);
+    s.add_llm_spend(500, at(0)).await.unwrap();
+    s.add_model_spend("b-model", 300, at(0)).await.unwrap();
+    s.add_model_spend("a-model", 200, at(0)).await.unwrap();
+    s.add_model_spend("b-model", 50, at(0)).await.unwrap();
+    s.add_llm_spend(70, at(0) + day).await.unwrap();
+    s.add_model_spend("a-model", 70, at(0) + day).await.unwrap();
+    let first = at(0).date_naive();
+    let history = s.cost_history(first).await.unwrap();
+    assert_eq!(history.days, vec![(first, 500), (first + day, 70)]);
+    let rows: Vec<_> = history
+        .models
+        .iter()
+        .map(|m| (m.day, m.model.as_str(), m.spent_micros, m.calls))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (first, "a-model", 200, 1),
+            (first, "b-model", 350, 2),
+            (first + day, "a-model", 70, 1)
+        ]
+    );
+    // Days before `from` are left out.
+    let later = s.cost_history(first + day).await.unwrap();
+    assert_eq!(later.days, vec![(first + day, 70)]);
+    assert_eq!(later.models.len(), 1);
+}

@@ -134,6 +134,7 @@ conformance!(
     jobs::stuck_jobs_and_activity,
     jobs::orphaned_jobs_are_reaped_as_interrupted,
     cost_tools::spend_adds_up_and_reservations_hold_the_budget,
+    cost_tools::spend_per_day_and_model_adds_up_and_reads_back_in_order,
     cost_tools::the_hourly_window_slides_and_names_the_next_slot,
     cost_tools::concurrent_admissions_never_overshoot_the_hourly_limit,
     cost_tools::the_old_settings_blob_is_migrated,

@@ -6,9 +6,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use cairn_agent::memory::{MemoryService, RecallHit, run_hygiene, snapshot::write_snapshot};
+use cairn_agent::memory::json::{doc_json, hit_json};
+use cairn_agent::memory::{MemoryService, run_hygiene, snapshot::write_snapshot};
 use cairn_core::config::Config;
-use cairn_store::{MemoryCategory, MemoryDoc, Store};
+use cairn_store::{MemoryCategory, Store};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
@@ -35,29 +36,6 @@ fn category_arg(name: &str) -> anyhow::Result<MemoryCategory> {
         ))
         .into()
     })
-}
-
-fn doc_json(doc: &MemoryDoc) -> Value {
-    json!({
-        "id": doc.id,
-        "key": doc.key,
-        "content": doc.content,
-        "category": doc.category.as_str(),
-        "source": doc.source,
-        "created_at": doc.created_at,
-        "updated_at": doc.updated_at,
-        "accessed_at": doc.accessed_at,
-        "embedding_model": doc.embedding_model,
-    })
-}
-
-fn hit_json(hit: &RecallHit) -> Value {
-    let mut value = doc_json(&hit.doc);
-    value["score"] = json!(hit.score);
-    value["keyword_score"] = json!(hit.keyword_score);
-    value["vector_score"] = json!(hit.vector_score);
-    value["matched_by"] = json!(hit.matched_by.as_str());
-    value
 }
 
 fn one_line(text: &str, max: usize) -> String {

@@ -281,11 +281,16 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             .with_components(Arc::clone(&components))
             .with_pairing_key(pairing_key.clone())
             .with_shutdown(sup.cancel_token());
+            // The status page's checks are this binary's `doctor`.
+            if let Ok(exe) = std::env::current_exe() {
+                gateway = gateway.with_doctor(exe);
+            }
             if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
                 gateway = gateway
                     .with_chat(Arc::clone(chat), rt.providers.main.model())
                     .with_jobs(Arc::clone(&rt.jobs))
-                    .with_background(Arc::clone(&rt.background));
+                    .with_background(Arc::clone(&rt.background))
+                    .with_cost_guard(Arc::clone(&rt.reloadable.guard));
             }
             let gateway = Arc::new(gateway);
             // Routine runs, jobs and notifications flow into /api/events.

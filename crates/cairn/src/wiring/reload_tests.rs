@@ -309,20 +309,12 @@ async fn routing_rules_added_by_a_reload_route_the_next_turn() {
 /// The Python MCP test server's `[[mcp.servers]]` entry, when the test
 /// venv is there (`CAIRN_REQUIRE_PYTHON=1` makes its absence a failure).
 fn py_server(test: &str) -> Option<String> {
-    let Some(python) = std::env::var_os("CAIRN_TEST_PYTHON") else {
-        let required = std::env::var("CAIRN_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "CAIRN_REQUIRE_PYTHON=1 but CAIRN_TEST_PYTHON is not set"
-        );
-        eprintln!("SKIPPED {test}: set CAIRN_TEST_PYTHON");
-        return None;
-    };
+    let python = cairn_test_support::python::python(test)?;
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-mcp/tests/servers/py_server.py");
     Some(format!(
         "[[mcp.servers]]\nname = \"py\"\ncommand = \"{}\"\nargs = [\"{}\", \"stdio\"]\nstart = \"startup\"\n",
-        PathBuf::from(python).display(),
+        python.display(),
         script.display()
     ))
 }

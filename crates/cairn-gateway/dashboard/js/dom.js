@@ -1,0 +1,79 @@
+// Building elements without innerHTML (text is always text), and formatting.
+
+/** h("tag", {attrs}, ...children): an element; `on*` attributes are listeners. */
+export function h(tag, attrs = {}, ...children) {
+  const svg = tag.startsWith("svg:");
+  const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag.slice(4)) : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key === "testid") el.setAttribute("data-testid", value);
+    else if (key === "text") el.textContent = value;
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replaces the children of `el`. */
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+/** A wrapped table: headers and rows of cells (each row may be a <tr>). */
+export function table(caption, headers, rows) {
+  // Each cell names its column, for the stacked layout on narrow screens.
+  for (const row of rows) [...row.children].forEach((td, i) => headers[i] && td.setAttribute("data-label", headers[i]));
+  return h("div", { class: "table-wrap" },
+    h("table", {}, h("caption", { class: "muted" }, caption),
+      h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, rows)));
+}
+
+const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+/** An instant in the browser's zone, `Mon 09:00` style with the date. */
+export function when(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return d.toLocaleString(undefined, { weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZone: zone });
+}
+
+/** "in 3 h", "5 min ago". */
+export function relative(iso) {
+  if (!iso) return "";
+  const secs = Math.round((new Date(iso) - Date.now()) / 1000);
+  const abs = Math.abs(secs);
+  const [n, unit] = abs < 90 ? [abs, "s"] : abs < 5400 ? [Math.round(abs / 60), "min"] : abs < 129600 ? [Math.round(abs / 3600), "h"] : [Math.round(abs / 86400), "d"];
+  return secs >= 0 ? `in ${n} ${unit}` : `${n} ${unit} ago`;
+}
+
+/** Micro-dollars as dollars. */
+export function dollars(micros) {
+  const d = (micros || 0) / 1e6;
+  return "$" + (d >= 1 ? d.toFixed(2) : d.toFixed(4));
+}
+
+/** A status word with its colour class. */
+export function status(word) {
+  const cls = /^(ok|succeeded|success|delivered|running|healthy|ready|completed|read)$/.test(word) ? "ok"
+    : /^(failed|fail|error|interrupted|stuck|gave_up|given_up|crashed|down)$/.test(word) ? "bad" : "warn";
+  return h("span", { class: `badge ${cls}` }, word || "—");
+}
+
+/** Shows a short message in the live region. */
+export function toast(message) {
+  const el = document.getElementById("toast");
+  el.textContent = message;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { el.textContent = ""; }, 5000);
+}

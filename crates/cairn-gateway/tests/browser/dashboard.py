@@ -1,0 +1,286 @@
+"""Drives the dashboard in Debian's chromium through selenium, against a live
+gateway over the fake LLM (tests/dashboard_browser.rs starts both and
+scripts the LLM). Every acceptance step of issue 26; axe-core on every page;
+no request to another origin; no sideways scroll at 390 px; a screenshot of
+every page. Fails with a message naming the step; prints a JSON summary.
+
+    python dashboard.py BASE PAIRING_CODE AXE_JS SCREENSHOT_DIR
+"""
+import json
+import os
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE, CODE, AXE, SHOTS = sys.argv[1:5]
+os.makedirs(SHOTS, exist_ok=True)
+summary = {"pages": {}, "steps": []}
+
+
+def step(name):
+    summary["steps"].append(name)
+    print(f"step: {name}", file=sys.stderr, flush=True)
+
+
+options = webdriver.ChromeOptions()
+options.binary_location = os.environ.get("CAIRN_TEST_CHROMIUM", "/usr/bin/chromium")
+for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--window-size=1280,900", "--force-prefers-reduced-motion", "--lang=en-US"]:
+    options.add_argument(arg)
+options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+service = Service(executable_path=os.environ.get("CAIRN_TEST_CHROMEDRIVER", "/usr/bin/chromedriver"))
+driver = webdriver.Chrome(options=options, service=service)
+wait = WebDriverWait(driver, 15)
+axe_source = open(AXE, encoding="utf-8").read()
+requested = set()
+
+
+def tid(name, extra=""):
+    return (By.CSS_SELECTOR, f'[data-testid="{name}"]{extra}')
+
+
+def find(name, extra=""):
+    return wait.until(EC.presence_of_element_located(tid(name, extra)))
+
+
+def click(name, extra=""):
+    el = wait.until(EC.element_to_be_clickable(tid(name, extra)))
+    el.click()
+    return el
+
+
+def collect_requests():
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            requested.add(message["params"]["request"]["url"])
+        elif message.get("method") == "Network.webSocketCreated":
+            requested.add(message["params"]["url"])
+
+
+def axe(page):
+    # Once per document: the dashboard never reloads, so axe stays loaded.
+    if driver.execute_script("return typeof window.axe === 'undefined'"):
+        driver.execute_script(axe_source)
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']})"
+        ".then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " targets: v.nodes.slice(0, 5).map(n => n.target.join(' '))}))))"
+        ".catch(e => done({error: String(e)}));")
+    assert not isinstance(result, dict), f"axe failed on {page}: {result}"
+    bad = [v for v in result if v["impact"] in ("critical", "serious")]
+    assert not bad, f"axe on {page}: {json.dumps(bad, indent=1)}"
+    return [f'{v["id"]} ({v["impact"]})' for v in result]
+
+
+def phone(on):
+    if on:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+    else:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def check_page(name):
+    """axe, a desktop screenshot, then at 390 px: no sideways scroll, a phone screenshot."""
+    time.sleep(0.2)  # let the view's reads finish drawing
+    minor = axe(name)
+    driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+    phone(True)
+    time.sleep(0.1)
+    widths = driver.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth, document.body.scrollWidth];")
+    assert widths[0] <= widths[1] and widths[2] <= widths[1], f"{name} scrolls sideways at 390 px: {widths}"
+    driver.save_screenshot(os.path.join(SHOTS, f"{name}-390px.png"))
+    phone(False)
+    summary["pages"][name] = {"axe_minor": minor, "width_390": widths}
+
+
+def nav(name):
+    click(f"nav-{name}")
+    wait.until(lambda d: d.find_element(*tid(f"nav-{name}")).get_attribute("aria-current") == "page")
+
+
+try:
+    step("sign in with a pairing code")
+    driver.get(BASE + "/")
+    code_input = find("pair-code")
+    check_page("sign-in")
+    code_input.send_keys(CODE)
+    click("pair-submit")
+    wait.until(EC.visibility_of_element_located(tid("nav-home")))
+    cookies = driver.get_cookies()
+    session = [c for c in cookies if c["name"] == "cairn_session"]
+    assert session and session[0]["httpOnly"] and session[0].get("sameSite") == "Strict", cookies
+    assert driver.execute_script("return document.cookie") == "", "the session cookie is readable by scripts"
+    # Set once: a reload would lose it, so later checks prove nothing reloaded.
+    driver.execute_script("window.__cairnNoReload = 'kept';")
+    find("component-row")
+    check_page("home")
+
+    step("keyboard: the navigation and the skip link by Tab")
+    driver.execute_script("document.querySelector('[data-testid=nav-home]').focus();")
+    active = lambda: driver.switch_to.active_element
+    active().send_keys(Keys.TAB)
+    assert active().get_attribute("data-testid") == "nav-chat", "Tab from Home does not reach Chat"
+    active().send_keys(Keys.SHIFT, Keys.TAB)
+    active().send_keys(Keys.SHIFT, Keys.TAB)
+    assert active().get_attribute("class") == "skip", "the skip link is not before the navigation"
+    active().send_keys(Keys.ENTER)
+    wait.until(lambda d: d.switch_to.active_element.get_attribute("id") == "main")
+    active().send_keys(Keys.TAB)
+    assert active().get_attribute("href"), "Tab from the main area reaches no link"
+
+    step("chat: the answer streams in")
+    nav("chat")
+    wait.until(lambda d: "Conversation" in d.find_element(By.ID, "chat-state").text)
+    driver.execute_script(
+        "window.__chunks = 0; new MutationObserver(() => window.__chunks++)"
+        ".observe(document.querySelector('.chat-log'), {subtree: true, characterData: true, childList: true});")
+    find("chat-input").send_keys("hello")
+    click("chat-send")
+    wait.until(lambda d: any("streamed in small pieces" in m.text
+                             for m in d.find_elements(*tid("chat-message", '[data-role="assistant"]'))))
+    # The turn ends with its `done` (a message sent before would interrupt it).
+    wait.until(lambda d: d.find_element(By.CSS_SELECTOR, ".chat-log").get_attribute("data-busy") == "false")
+    chunks = driver.execute_script("return window.__chunks")
+    assert chunks >= 4, f"the answer arrived in {chunks} updates, not streamed"
+    summary["chat_updates"] = chunks
+    check_page("chat")
+
+    step("chat: approve a tool from the page")
+    find("chat-input").send_keys("please write it down")
+    click("chat-send")
+    click("approval-approve")
+    wait.until(lambda d: any("written it" in m.text
+                             for m in d.find_elements(*tid("chat-message", '[data-role="assistant"]'))))
+    said = [m.text for m in driver.find_elements(*tid("chat-message"))]
+    assert any("writer: success" in t for t in said), said
+    assert not any("Interrupted" in t for t in said), said
+
+    step("chat: a new thread, then back to the first")
+    idle = lambda d: d.find_element(By.CSS_SELECTOR, ".chat-log").get_attribute("data-busy") == "false"
+    wait.until(idle)
+    driver.find_element(By.ID, "chat-new").click()
+    options = (By.CSS_SELECTOR, "#chat-thread option")
+    wait.until(lambda d: len(d.find_elements(*options)) == 2)
+    first = [o for o in driver.find_elements(*options) if not o.is_selected()][0]
+    wanted = first.get_attribute("value")
+    Select(driver.find_element(By.ID, "chat-thread")).select_by_value(wanted)
+    driver.find_element(By.ID, "chat-switch").click()
+    # The list is drawn again from the session after the switch's answer.
+    wait.until(EC.staleness_of(first))
+    wait.until(idle)
+    checked = driver.find_element(By.CSS_SELECTOR, "#chat-thread option:checked").get_attribute("value")
+    assert checked == wanted, f"the session's thread is {checked}, not {wanted}"
+
+    step("routines: create from the form, the preview shows 09:00")
+    nav("routines")
+    click("routine-new")
+    step("routines: a problem shows next to its field")
+    find("routine-schedule").send_keys("every blursday")
+    click("routine-save")
+    error = (By.CSS_SELECTOR, '.field-error[data-path="trigger.schedule"]')
+    wait.until(lambda d: d.find_element(*error).text.strip() != "")
+    summary["schedule_error"] = driver.find_element(*error).text
+    find("routine-schedule").clear()
+    step("routines: create from the form, the preview shows 09:00 (continued)")
+    find("routine-name").send_keys("coffee")
+    find("routine-schedule").send_keys("every day at 9am")
+    fires = (By.CSS_SELECTOR, '[data-testid="routine-schedule-preview"] li')
+    wait.until(lambda d: len(d.find_elements(*fires)) == 5)
+    assert all(li.text.endswith("09:00") for li in driver.find_elements(*fires)), \
+        [li.text for li in driver.find_elements(*fires)]
+    summary["preview"] = driver.find_element(*tid("routine-schedule-preview")).text
+    Select(find("routine-action-type")).select_by_value("notification")
+    find("routine-message").send_keys("Time for coffee")
+    check_page("routine-form")
+    click("routine-save")
+    find("routine-row", '[data-name="coffee"]')
+    wait.until(lambda d: "every day at 9am" in d.find_element(By.TAG_NAME, "pre").text)
+
+    step("routines: fire it, the run and its notification appear without reloading")
+    assert not driver.find_elements(*tid("run-row"))
+    click("routine-fire")
+    find("run-row")
+    wait.until(lambda d: "unread" in d.find_element(*tid("nav-inbox")).text)
+    check_page("routine")
+    nav("routines")
+    find("routine-row", '[data-name="coffee"]')
+    check_page("routines")
+    nav("inbox")
+    row = find("notification-row", '[data-unread="true"]')
+    assert "Time for coffee" in row.text, row.text
+    check_page("inbox")
+    click("mark-read")
+    find("notification-row", '[data-unread="false"]')
+    wait.until(lambda d: d.find_element(*tid("nav-inbox")).text == "Inbox")
+    assert driver.execute_script("return window.__cairnNoReload") == "kept", "the page reloaded"
+
+    step("memory: add, search shows how each hit matched and its score")
+    nav("memory")
+    driver.find_element(By.ID, "memory-text").send_keys("My phone is a Pixel 8")
+    driver.find_element(By.ID, "memory-add").click()
+    find("memory-result")
+    search = find("memory-search")
+    search.send_keys("phone", Keys.ENTER)
+    hit = find("memory-result", '[data-matched-by="keyword"]')
+    assert "Pixel 8" in hit.text and "score" in hit.text, hit.text
+    check_page("memory")
+
+    step("costs, status, watchers and tasks render")
+    nav("costs")
+    chart = find("cost-chart")
+    assert chart.tag_name == "svg" and chart.find_elements(By.CSS_SELECTOR, "rect.bar"), "no bars"
+    check_page("costs")
+    nav("status")
+    wait.until(lambda d: len(d.find_elements(*tid("component-row"))) >= 3)
+    check_page("status")
+    nav("tasks")
+    wait.until(lambda d: "Watchers" in d.find_element(By.ID, "main").text)
+    check_page("tasks")
+    nav("home")
+    find("run-row")
+    assert driver.execute_script("return window.__cairnNoReload") == "kept", "the page reloaded"
+
+    step("no resource from another origin")
+    collect_requests()
+    host = BASE.split("://", 1)[1]
+    foreign = sorted(u for u in requested
+                     if not (u.startswith(BASE + "/") or u == BASE or u.startswith(f"ws://{host}/") or u.startswith("data:")))
+    assert not foreign, f"requests to other origins: {foreign}"
+    summary["requests"] = len(requested)
+
+    step("dark: the system's dark scheme, still accessible")
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    bg = driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(13, 17, 23)", f"the dark scheme is not applied: {bg}"
+    check_page("home-dark")
+    nav("routines")
+    find("routine-row", '[data-name="coffee"]')
+    check_page("routines-dark")
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
+
+    step("sign out")
+    driver.find_element(By.ID, "sign-out").click()
+    find("pair-code")
+    driver.get(BASE + "/")
+    find("pair-code")
+except Exception:
+    driver.save_screenshot(os.path.join(SHOTS, "failure.png"))
+    print(f"failed at: {summary['steps'][-1] if summary['steps'] else 'start'}", file=sys.stderr)
+    print(driver.page_source[:4000], file=sys.stderr)
+    for entry in driver.get_log("browser"):
+        print(f"console: {entry['level']} {entry['message']}", file=sys.stderr)
+    raise
+finally:
+    driver.quit()
+
+print(json.dumps(summary))
