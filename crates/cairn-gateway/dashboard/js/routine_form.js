@@ -150,6 +150,10 @@ function draw(body, existing) {
   f.action.addEventListener("change", sync);
   f.schedule.addEventListener("input", explain);
   f.timezone.addEventListener("input", explain);
+  // A problem shown after a save is about the value then: editing the field clears it.
+  const clearOwn = (e) => { const own = e.target.id && document.getElementById(`${e.target.id}-error`); if (own) own.textContent = ""; };
+  body.addEventListener("input", clearOwn);
+  body.addEventListener("change", clearOwn);
   fill(body, h("form", { onsubmit: save, novalidate: true },
     field("Name", f.name, "name"), field("Description", f.description, "description"),
     h("fieldset", {}, h("legend", {}, "When"), field("Trigger", f.trigger, "trigger.type"), when, preview, pattern, field("Time zone", f.timezone, "timezone")),

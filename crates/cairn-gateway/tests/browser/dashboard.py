@@ -198,6 +198,8 @@ try:
     wait.until(lambda d: len(d.find_elements(*fires)) == 5)
     assert all(li.text.endswith("09:00") for li in driver.find_elements(*fires)), \
         [li.text for li in driver.find_elements(*fires)]
+    # The problem was about the value saved then; the edit cleared it.
+    assert driver.find_element(*error).text.strip() == "", driver.find_element(*error).text
     summary["preview"] = driver.find_element(*tid("routine-schedule-preview")).text
     Select(find("routine-action-type")).select_by_value("notification")
     find("routine-message").send_keys("Time for coffee")
