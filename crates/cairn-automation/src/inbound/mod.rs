@@ -16,6 +16,7 @@
 //! Architecture invariant: nothing from a person the adapter does not
 //! allow reaches the [`ChatService`] (nor the LLM or the event matcher).
 
+pub mod in_order;
 pub mod telegram;
 
 use std::collections::HashMap;

@@ -27,6 +27,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::api::{ApiError, Bot, BotApi, CallbackQuery, Message};
+use super::in_order::InOrder;
 use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, converse};
 
 /// The commands registered with `setMyCommands`, as the chat service reads them.
@@ -168,6 +169,8 @@ impl TelegramAdapter {
                     }
                 }
             };
+            // A chat's messages of one batch reach the agent in the order sent.
+            let mut in_order = InOrder::default();
             for update in updates {
                 // Taken before it is handled: never handled twice.
                 match store
@@ -185,7 +188,10 @@ impl TelegramAdapter {
                     self.on_button(&query).await;
                 } else if let Some(message) = update.message {
                     let (this, bot) = (self.clone(), bot.clone());
-                    turns.spawn(async move { this.on_message(&bot, message).await });
+                    let chat = message.chat.id;
+                    in_order.spawn(&mut turns, chat, async move {
+                        this.on_message(&bot, message).await;
+                    });
                 }
             }
             while turns.try_join_next().is_some() {}
