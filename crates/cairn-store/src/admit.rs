@@ -3,10 +3,13 @@
 
 use chrono::{DateTime, Utc};
 
+use std::collections::HashMap;
+
 use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 
-use crate::codec::{Cols, micros, micros_opt};
-use crate::runs::insert;
+use crate::ahead::{Ahead, read_ahead};
+use crate::codec::{Cols, micros, placeholders, rows_per_statement};
+use crate::runs::{insert, insert_many};
 use crate::{Store, StoreError};
 
 /// Moves a routine's scheduled slot as part of an admission (compare-and-set).
@@ -218,8 +221,10 @@ pub(crate) async fn insert_new(
 pub(crate) struct BatchState {
     /// Running runs of all routines (read once under the global cap's lock).
     pub(crate) running_total: Option<u64>,
-    /// Per routine id, in order of first appearance.
-    routines: Vec<(String, RoutineState)>,
+    /// Per routine id.
+    routines: HashMap<String, RoutineState>,
+    /// New runs of rounds read ahead, not yet written (see `ahead.rs`).
+    unwritten_runs: Vec<RoutineRun>,
 }
 
 #[derive(Default)]
@@ -236,15 +241,79 @@ pub(crate) struct RoutineState {
 
 impl BatchState {
     pub(crate) fn routine(&mut self, id: &str) -> &mut RoutineState {
-        let at = match self.routines.iter().position(|(r, _)| r == id) {
-            Some(at) => at,
-            None => {
-                self.routines
-                    .push((id.to_string(), RoutineState::default()));
-                self.routines.len() - 1
+        self.routines.entry(id.to_string()).or_default()
+    }
+
+    /// Records `run` unless its slot already has one; whether it was
+    /// recorded. A round read ahead knows which slots are taken, so its runs
+    /// wait to be written together.
+    pub(crate) async fn record(
+        &mut self,
+        conn: &mut sqlx::AnyConnection,
+        ahead: Option<&mut Ahead>,
+        run: &RoutineRun,
+    ) -> Result<bool, StoreError> {
+        match ahead {
+            Some(ahead) => {
+                let new = ahead.is_new(run);
+                if new {
+                    self.unwritten_runs.push(run.clone());
+                }
+                Ok(new)
             }
-        };
-        &mut self.routines[at].1
+            None => insert_new(conn, run).await,
+        }
+    }
+
+    /// Writes the runs waiting to be written: before a statement that reads
+    /// runs, and at the end of the batch.
+    pub(crate) async fn write_runs(
+        &mut self,
+        conn: &mut sqlx::AnyConnection,
+    ) -> Result<(), StoreError> {
+        if self.unwritten_runs.is_empty() {
+            return Ok(());
+        }
+        let runs = std::mem::take(&mut self.unwritten_runs);
+        let written = insert_many(conn, &runs).await?;
+        if written != runs.len() as u64 {
+            // Their slots were read as free under the batch's locks: a
+            // difference is a bug, and the whole batch rolls back.
+            return Err(StoreError::Conflict(format!(
+                "{} of {} runs read ahead as new already had their slot",
+                runs.len() as u64 - written,
+                runs.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes everything the batch deferred: its runs, then each routine's
+    /// started runs and last fire time (one statement per chunk of routines).
+    async fn flush(&mut self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+        self.write_runs(conn).await?;
+        let mut counts: Vec<(String, i64, DateTime<Utc>)> = self
+            .routines
+            .iter_mut()
+            .filter_map(|(id, state)| {
+                let (n, at) = state.unwritten.take()?;
+                Some((id.clone(), n, at))
+            })
+            .collect();
+        counts.sort_by(|a, b| a.0.cmp(&b.0));
+        for chunk in counts.chunks(rows_per_statement(3)) {
+            let sql = format!(
+                "UPDATE routines SET last_run_at = v.column2, run_count = run_count + v.column3 \
+                 FROM (VALUES {}) AS v WHERE routines.id = v.column1",
+                placeholders(chunk.len(), 3, 1)
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (id, n, at) in chunk {
+                query = query.bind(id.clone()).bind(micros(*at)).bind(*n);
+            }
+            query.execute(&mut *conn).await?;
+        }
+        Ok(())
     }
 }
 
@@ -288,31 +357,25 @@ async fn admit_one(
     admission: &Admission,
     runs: &[RoutineRun],
     batch: &mut BatchState,
+    ahead: Option<Ahead>,
 ) -> Result<Round, StoreError> {
     let Some(first) = runs.first() else {
         return Ok(Round::taken());
     };
+    if ahead.is_none() {
+        // It reads as it goes: what the batch recorded must be there to read.
+        batch.write_runs(conn).await?;
+    }
     let routine_id = first.routine_id.to_string();
     // The claim (or, unscheduled, a no-op write) also locks the routine's row
     // on PostgreSQL, serialising admissions of one routine across processes.
     // An unscheduled fire of a routine this transaction already locked needs
     // no second write: the row cannot have gone meanwhile.
     let locked = match &admission.slot {
-        Some(slot) => {
-            sqlx::query(
-                "UPDATE routines SET next_fire_at = $3, due_at = $3 + jitter_us, \
-             enabled = CASE WHEN $4 = 1 THEN 0 ELSE enabled END \
-             WHERE id = $1 AND enabled = 1 AND paused_at IS NULL AND next_fire_at = $2",
-            )
-            .bind(&routine_id)
-            .bind(micros(slot.expected))
-            .bind(micros_opt(slot.next))
-            .bind(i64::from(slot.disable))
-            .execute(&mut *conn)
+        Some(_) if ahead.is_some() => ahead.as_ref().is_some_and(|a| a.claimed),
+        Some(slot) => crate::ahead::claim(conn, &[(routine_id.as_str(), slot)])
             .await?
-            .rows_affected()
-                > 0
-        }
+            .contains(&routine_id),
         None if batch.routine(&routine_id).locked => true,
         None => {
             let row = sqlx::query(
@@ -352,7 +415,7 @@ async fn admit_one(
         return refuse(conn, admission, runs, &reason).await;
     }
     if let Some(rule) = &admission.overlap {
-        return crate::rounds::admit_round(conn, admission, rule, runs, batch).await;
+        return crate::rounds::admit_round(conn, admission, rule, runs, batch, ahead).await;
     }
     let running_total = batch.running_total;
     let mut running_here = batch.routine(&routine_id).running;
@@ -463,8 +526,8 @@ pub(crate) fn skipped(run: &RoutineRun, reason: &str) -> RoutineRun {
 
 impl BatchState {
     /// Counts `started` runs of a routine (and its last fire at `at`) for
-    /// the batch: at once when a run limit or a slot claim needs the
-    /// counter current, else once at the end of the batch.
+    /// the batch: at once when a run limit needs the counter current, else
+    /// once at the end of the batch.
     pub(crate) async fn count(
         &mut self,
         routine_id: &str,
@@ -484,13 +547,13 @@ impl BatchState {
         match admission.max_runs {
             // Without a run limit nothing in the batch reads the counter: one
             // write per routine at the end of the batch.
-            None if admission.slot.is_none() => {
+            None => {
                 let (n, _) = state.unwritten.unwrap_or((0, at));
                 state.unwritten = Some((n + count, at));
             }
-            max_runs => {
+            Some(max_runs) => {
                 flush_routine(conn, routine_id, state).await?;
-                let max_runs = max_runs.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
+                let max_runs = i64::try_from(max_runs).unwrap_or(i64::MAX);
                 count_started(conn, routine_id, count, at, max_runs).await?;
             }
         }
@@ -525,12 +588,12 @@ impl Store {
             let mut tx = self.begin_write().await?;
             let mut out = Vec::with_capacity(fires.len());
             let mut batch = BatchState::default();
-            for (admission, runs) in fires {
-                out.push(admit_one(&mut tx, admission, runs, &mut batch).await?);
+            let mut ahead = read_ahead(&mut tx, self.backend(), fires).await?;
+            for (index, (admission, runs)) in fires.iter().enumerate() {
+                let ahead = ahead.remove(&index);
+                out.push(admit_one(&mut tx, admission, runs, &mut batch, ahead).await?);
             }
-            for (routine_id, state) in &mut batch.routines {
-                flush_routine(&mut tx, routine_id, state).await?;
-            }
+            batch.flush(&mut tx).await?;
             // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
             // or a slot waiting for an engine to start it.
             let started = out

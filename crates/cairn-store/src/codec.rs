@@ -19,6 +19,34 @@ pub(crate) fn micros_opt(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(micros)
 }
 
+/// Rows a multi-row statement carries at most, so that it binds about 256
+/// parameters or fewer. Small on purpose: binding looks each parameter's
+/// name up in a list as long as the statement's (quadratic per statement on
+/// SQLite), and few distinct row counts keep the prepared-statement cache warm.
+pub(crate) fn rows_per_statement(columns: usize) -> usize {
+    (256 / columns.max(1)).max(1)
+}
+
+/// The placeholders of `rows` rows of `columns` values each, numbered from
+/// `$first`: `($1, $2), ($3, $4)`.
+pub(crate) fn placeholders(rows: usize, columns: usize, first: usize) -> String {
+    let mut sql = String::with_capacity(rows * columns * 5);
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..columns {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", first + row * columns + column));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
 /// JSON text of a value that always serializes (plain data types).
 pub(crate) fn json<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt {

@@ -4,15 +4,15 @@
 //! transaction when its streak reaches the bound, so exactly one process
 //! pauses it and one notification says so.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
 use cairn_core::notification::Notification;
 use cairn_core::routine::{Pause, RunStatus};
 
-use crate::codec::{Cols, micros};
-use crate::runs::{PRUNE, RunOutcome, tokens};
+use crate::codec::{Cols, micros, placeholders, rows_per_statement};
+use crate::runs::{RunOutcome, prune, tokens};
 use crate::{Store, StoreError};
 
 /// One run to end in [`Store::finish_runs`].
@@ -79,10 +79,6 @@ impl Streak {
     }
 }
 
-/// Rows per multi-row run-ending `UPDATE` (7 parameters each; kept small
-/// for the same reason as notification inserts).
-const END_CHUNK: usize = 16;
-
 /// Ends the batch's runs that are still running; per entry, whether it was.
 /// One `UPDATE … FROM (VALUES …) RETURNING` per chunk (SQLite ≥ 3.35 and
 /// PostgreSQL both name the values' columns `column1`, `column2`, …); a
@@ -115,23 +111,8 @@ async fn end_runs(
         return Ok(ended);
     }
     let mut done = std::collections::HashSet::with_capacity(batch.len());
-    for chunk in batch.chunks(END_CHUNK) {
-        let mut values = String::new();
-        for i in 0..chunk.len() {
-            let b = i * 6;
-            if i > 0 {
-                values.push_str(", ");
-            }
-            values.push_str(&format!(
-                "(${}, ${}, ${}, ${}, ${}, ${})",
-                b + 1,
-                b + 2,
-                b + 3,
-                b + 4,
-                b + 5,
-                b + 6
-            ));
-        }
+    for chunk in batch.chunks(rows_per_statement(6)) {
+        let values = placeholders(chunk.len(), 6, 1);
         let sql = format!(
             "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
              tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
@@ -230,30 +211,31 @@ impl Store {
             // In id order, so two processes' batches lock routine rows in
             // the same order on PostgreSQL (no deadlock between them).
             routines.sort_by_key(|r| r.id);
+            let ids: Vec<String> = routines.iter().map(|r| r.id.to_string()).collect();
+            crate::ahead::lock_routines(&mut tx, self.backend(), &ids).await?;
+            write_streaks(&mut tx, &routines).await?;
             let mut paused_by = HashSet::new();
-            for r in &routines {
-                let id = r.id.to_string();
-                write_streak(&mut tx, &id, r.streak).await?;
+            let mut keep: HashMap<u32, Vec<String>> = HashMap::new();
+            for (r, id) in routines.iter().zip(&ids) {
                 if let Some(i) = r.pauser
                     && let Some(auto) = &batch[i].auto_pause
-                    && crate::pause::pause_in(&mut tx, &id, &auto.pause, Some(auto.after)).await?
+                    && crate::pause::pause_in(&mut tx, id, &auto.pause, Some(auto.after)).await?
                 {
                     paused_by.insert(i);
                 }
                 if let Some(state) = r.state {
                     sqlx::query("UPDATE routines SET state = $2 WHERE id = $1")
-                        .bind(&id)
+                        .bind(id)
                         .bind(crate::codec::json(state, "state")?)
                         .execute(&mut *tx)
                         .await?;
                 }
-                if let Some(keep) = r.retain {
-                    sqlx::query(PRUNE)
-                        .bind(&id)
-                        .bind(i64::from(keep))
-                        .execute(&mut *tx)
-                        .await?;
+                if let Some(n) = r.retain {
+                    keep.entry(n).or_default().push(id.clone());
                 }
+            }
+            for (n, ids) in &keep {
+                prune(&mut tx, ids, *n).await?;
             }
             let mut notes = Vec::new();
             for (i, f) in batch.iter().enumerate() {
@@ -322,28 +304,37 @@ impl PerRoutine<'_> {
     }
 }
 
-async fn write_streak(
+/// Writes the batch's failure streaks: routines with the same change share
+/// a statement (a chunk of them per statement).
+async fn write_streaks(
     conn: &mut sqlx::AnyConnection,
-    id: &str,
-    streak: Streak,
+    routines: &[PerRoutine<'_>],
 ) -> Result<(), StoreError> {
-    match streak {
-        Streak::Keep | Streak::Add(0) => {}
-        Streak::Add(n) => {
-            sqlx::query(
-                "UPDATE routines SET consecutive_failures = consecutive_failures + $2 WHERE id = $1",
-            )
-            .bind(id)
-            .bind(n)
-            .execute(&mut *conn)
-            .await?;
-        }
-        Streak::Set(n) => {
-            sqlx::query("UPDATE routines SET consecutive_failures = $2 WHERE id = $1")
-                .bind(id)
-                .bind(n)
-                .execute(&mut *conn)
-                .await?;
+    let mut groups: HashMap<(bool, i64), Vec<String>> = HashMap::new();
+    for r in routines {
+        let key = match r.streak {
+            Streak::Keep | Streak::Add(0) => continue,
+            Streak::Add(n) => (true, n),
+            Streak::Set(n) => (false, n),
+        };
+        groups.entry(key).or_default().push(r.id.to_string());
+    }
+    for ((add, n), ids) in &groups {
+        let to = if *add {
+            "consecutive_failures + $1"
+        } else {
+            "$1"
+        };
+        for chunk in ids.chunks(rows_per_statement(1)) {
+            let sql = format!(
+                "UPDATE routines SET consecutive_failures = {to} WHERE id IN {}",
+                placeholders(1, chunk.len(), 2)
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(*n);
+            for id in chunk {
+                query = query.bind(id.clone());
+            }
+            query.execute(&mut *conn).await?;
         }
     }
     Ok(())

@@ -13,6 +13,7 @@
 //! across processes.
 
 mod admit;
+mod ahead;
 mod background;
 mod channels;
 mod codec;

@@ -10,7 +10,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use crate::codec::{Cols, json, micros, micros_opt};
+use crate::codec::{Cols, json, micros, micros_opt, placeholders, rows_per_statement};
 use crate::connect::WriteTx;
 use crate::signal::Topic;
 use crate::{Store, StoreError};
@@ -80,12 +80,6 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
     })
 }
 
-/// Rows per multi-row `INSERT` (17 parameters each). Small on purpose:
-/// binding looks each parameter's name up in a list as long as the
-/// statement's (quadratic per statement on SQLite), and few distinct row
-/// counts keep the prepared-statement cache warm.
-const INSERT_CHUNK: usize = 16;
-
 /// Records notifications, a multi-row `INSERT` per chunk (one statement,
 /// so one round-trip to SQLite's worker thread, for a whole batch), and
 /// publishes them to dispatchers when any is pending.
@@ -96,22 +90,11 @@ pub(crate) async fn insert_notifications(
     if all.iter().any(|n| n.status == DeliveryStatus::Pending) {
         conn.publish(Topic::Notifications).await?;
     }
-    for chunk in all.chunks(INSERT_CHUNK) {
-        let mut sql = format!("INSERT INTO notifications ({COLUMNS}) VALUES ");
-        for i in 0..chunk.len() {
-            let b = i * 17;
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('(');
-            for c in 1..=17 {
-                if c > 1 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&format!("${}", b + c));
-            }
-            sql.push(')');
-        }
+    for chunk in all.chunks(rows_per_statement(17)) {
+        let sql = format!(
+            "INSERT INTO notifications ({COLUMNS}) VALUES {}",
+            placeholders(chunk.len(), 17, 1)
+        );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for n in chunk {
             q = q

@@ -6,41 +6,16 @@
 
 use chrono::{DateTime, Utc};
 
-use cairn_core::routine::{Fate, Going, RoutineRun, RunStatus, decide_overlap};
+use cairn_core::routine::{Fate, RoutineRun, RunStatus, decide_overlap};
 
 use crate::StoreError;
-use crate::admit::{
-    Admission, Admitted, BatchState, OverlapRule, Round, insert_new, refuse, skipped,
-};
-use crate::codec::{Cols, micros};
+use crate::admit::{Admission, Admitted, BatchState, OverlapRule, Round, refuse, skipped};
+use crate::ahead::Ahead;
+use crate::codec::micros;
 use crate::runs::{COLUMNS, decode};
 
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// The routine's runs going: running and waiting.
-async fn going(conn: &mut sqlx::AnyConnection, routine_id: &str) -> Result<Going, StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, status, scheduled_for FROM routine_runs \
-         WHERE routine_id = $1 AND status IN ('running', 'waiting')",
-    )
-    .bind(routine_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut going = Going::default();
-    for row in &rows {
-        let c = Cols(row);
-        if c.text("status")? == "running" {
-            going.running += 1;
-            going.a_running.get_or_insert(c.uuid("id")?);
-        } else {
-            going.waiting += 1;
-            let slot = c.time_opt("scheduled_for")?;
-            going.last_waiting = going.last_waiting.max(slot);
-        }
-    }
-    Ok(going)
 }
 
 /// Cancels the routine's running runs and drops its waiting slots, for the
@@ -89,6 +64,7 @@ pub(crate) async fn admit_round(
     rule: &OverlapRule,
     runs: &[RoutineRun],
     batch: &mut BatchState,
+    mut ahead: Option<Ahead>,
 ) -> Result<Round, StoreError> {
     let Some(first) = runs.first() else {
         return Ok(Round {
@@ -101,7 +77,10 @@ pub(crate) async fn admit_round(
         return refuse(conn, admission, runs, reason).await;
     }
     let routine_id = first.routine_id.to_string();
-    let going = going(conn, &routine_id).await?;
+    let going = match &ahead {
+        Some(ahead) => ahead.going.clone(),
+        None => crate::ahead::going(conn, &routine_id).await?,
+    };
     let (noted, slots): (Vec<&RoutineRun>, Vec<&RoutineRun>) =
         runs.iter().partition(|r| r.status == RunStatus::Skipped);
     let times: Vec<DateTime<Utc>> = slots
@@ -129,7 +108,7 @@ pub(crate) async fn admit_round(
     }
     let mut recorded = Vec::new();
     for run in noted {
-        if insert_new(conn, run).await? {
+        if batch.record(conn, ahead.as_mut(), run).await? {
             recorded.push(run.clone());
         }
     }
@@ -150,7 +129,7 @@ pub(crate) async fn admit_round(
             }
             Fate::Skip(reason) => skipped(run, &reason),
         };
-        if insert_new(conn, &run).await? {
+        if batch.record(conn, ahead.as_mut(), &run).await? {
             if run.status == RunStatus::Running {
                 started += 1;
                 if let Some(total) = batch.running_total.as_mut() {

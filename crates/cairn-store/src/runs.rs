@@ -7,22 +7,45 @@ use uuid::Uuid;
 
 use cairn_core::routine::{RoutineRun, RunStatus};
 
-use crate::codec::{Cols, micros, micros_opt};
+use crate::codec::{Cols, micros, micros_opt, placeholders, rows_per_statement};
 use crate::{Store, StoreError};
 
 pub(crate) const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \
      status, result_summary, tokens_used, job_id, owner, lease_until, notification_id, skip_reason, dedup_key, attempt";
 
-const INSERT: &str = "INSERT INTO routine_runs (id, routine_id, trigger_type, trigger_detail, scheduled_for, \
-     started_at, completed_at, status, result_summary, tokens_used, job_id, owner, lease_until, \
-     notification_id, skip_reason, dedup_key, attempt) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
-     ON CONFLICT DO NOTHING";
+/// `INSERT` of `rows` runs (a slot that already has its run is left as it is).
+fn insert_sql(rows: usize) -> String {
+    format!(
+        "INSERT INTO routine_runs ({COLUMNS}) VALUES {} ON CONFLICT DO NOTHING",
+        placeholders(rows, 17, 1)
+    )
+}
 
-/// Deletes a routine's (`$1`) ended runs beyond its newest `$2` (runs
-/// running or waiting their turn are kept whatever their age).
-pub(crate) const PRUNE: &str = "DELETE FROM routine_runs WHERE routine_id = $1 AND status NOT IN ('running', 'waiting') AND id NOT IN \
-     (SELECT id FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2)";
+/// Deletes the ended runs of `routine_ids` beyond each one's newest `keep`
+/// (runs running or waiting their turn are kept whatever their age), a
+/// chunk of routines per statement; how many were deleted.
+pub(crate) async fn prune(
+    conn: &mut sqlx::AnyConnection,
+    routine_ids: &[String],
+    keep: u32,
+) -> Result<u64, sqlx::Error> {
+    let mut deleted = 0;
+    for chunk in routine_ids.chunks(rows_per_statement(1)) {
+        let sql = format!(
+            "DELETE FROM routine_runs WHERE id IN (SELECT id FROM (SELECT id, status, \
+             ROW_NUMBER() OVER (PARTITION BY routine_id ORDER BY started_at DESC, id DESC) AS place \
+             FROM routine_runs WHERE routine_id IN {}) AS ranked \
+             WHERE place > $1 AND status NOT IN ('running', 'waiting'))",
+            placeholders(1, chunk.len(), 2)
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(keep));
+        for id in chunk {
+            query = query.bind(id.clone());
+        }
+        deleted += query.execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(deleted)
+}
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,27 +107,40 @@ pub(crate) async fn insert(
     conn: &mut sqlx::AnyConnection,
     run: &RoutineRun,
 ) -> Result<u64, sqlx::Error> {
-    sqlx::query(INSERT)
-        .bind(run.id.to_string())
-        .bind(run.routine_id.to_string())
-        .bind(&run.trigger_type)
-        .bind(run.trigger_detail.clone())
-        .bind(micros_opt(run.scheduled_for))
-        .bind(micros(run.started_at))
-        .bind(micros_opt(run.completed_at))
-        .bind(run.status.as_str())
-        .bind(run.result_summary.clone())
-        .bind(tokens(run.tokens_used))
-        .bind(run.job_id.map(|j| j.to_string()))
-        .bind(run.owner.clone())
-        .bind(micros_opt(run.lease_until))
-        .bind(run.notification_id.map(|n| n.to_string()))
-        .bind(run.skip_reason.clone())
-        .bind(run.dedup_key.clone())
-        .bind(i64::from(run.attempt))
-        .execute(conn)
-        .await
-        .map(|done| done.rows_affected())
+    insert_many(conn, std::slice::from_ref(run)).await
+}
+
+/// Records runs, a multi-row `INSERT` per chunk; how many were recorded.
+pub(crate) async fn insert_many(
+    conn: &mut sqlx::AnyConnection,
+    runs: &[RoutineRun],
+) -> Result<u64, sqlx::Error> {
+    let mut recorded = 0;
+    for chunk in runs.chunks(rows_per_statement(17)) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(chunk.len())));
+        for run in chunk {
+            query = query
+                .bind(run.id.to_string())
+                .bind(run.routine_id.to_string())
+                .bind(run.trigger_type.clone())
+                .bind(run.trigger_detail.clone())
+                .bind(micros_opt(run.scheduled_for))
+                .bind(micros(run.started_at))
+                .bind(micros_opt(run.completed_at))
+                .bind(run.status.as_str())
+                .bind(run.result_summary.clone())
+                .bind(tokens(run.tokens_used))
+                .bind(run.job_id.map(|j| j.to_string()))
+                .bind(run.owner.clone())
+                .bind(micros_opt(run.lease_until))
+                .bind(run.notification_id.map(|n| n.to_string()))
+                .bind(run.skip_reason.clone())
+                .bind(run.dedup_key.clone())
+                .bind(i64::from(run.attempt));
+        }
+        recorded += query.execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(recorded)
 }
 
 impl Store {
@@ -124,12 +160,8 @@ impl Store {
     /// Deletes a routine's ended runs beyond the newest `keep`; returns how many.
     pub async fn prune_runs(&self, routine_id: Uuid, keep: u32) -> Result<u64, StoreError> {
         self.on_runtime(async {
-            let done = sqlx::query(PRUNE)
-                .bind(routine_id.to_string())
-                .bind(i64::from(keep))
-                .execute(self.pool())
-                .await?;
-            Ok(done.rows_affected())
+            let mut conn = self.pool().acquire().await?;
+            Ok(prune(&mut conn, &[routine_id.to_string()], keep).await?)
         })
         .await
     }

@@ -12,7 +12,7 @@ use cairn_store::{Admission, Admitted, FinishRun, RunOutcome, SlotMove};
 use crate::fixture::Fixture;
 use crate::routines::{at, rerunner, routine, run_for};
 
-fn ended(status: RunStatus, secs: i64) -> RunOutcome {
+pub fn ended(status: RunStatus, secs: i64) -> RunOutcome {
     RunOutcome {
         status,
         summary: None,

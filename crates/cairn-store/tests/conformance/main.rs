@@ -5,6 +5,7 @@
 
 mod admission;
 mod background;
+mod burst;
 mod channels;
 mod cost_tools;
 mod daemons;
@@ -89,6 +90,11 @@ conformance!(
     routines::routines_are_counted_with_the_enabled_ones,
     routines::due_routines_in_order,
     routines::delete_cascades_to_runs,
+    burst::a_burst_is_admitted_once_and_counted,
+    burst::two_processes_admitting_one_burst_run_each_slot_once,
+    burst::a_slot_already_run_is_not_run_again_in_a_burst,
+    burst::later_fires_in_a_batch_see_the_rounds_before_them,
+    burst::a_burst_of_run_ends_keeps_each_routines_streak_and_retention,
     runs::a_slot_fires_once,
     runs::a_slot_fires_only_while_current_enabled_and_unpaused,
     runs::concurrent_fires_from_separate_pools_yield_one_run,

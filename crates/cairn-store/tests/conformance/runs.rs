@@ -28,7 +28,7 @@ fn outcome(status: RunStatus, secs: i64) -> RunOutcome {
 /// `run.scheduled_for` of `r` (see `cairn-automation`'s `engine/timed.rs`):
 /// the slot's compare-and-set moving `next_fire_at` to `next` (a one-shot,
 /// `next: None`, is disabled by it), and its overlap and concurrency guards.
-fn scheduled(r: &Routine, run: &RoutineRun, next: Option<DateTime<Utc>>) -> Admission {
+pub fn scheduled(r: &Routine, run: &RoutineRun, next: Option<DateTime<Utc>>) -> Admission {
     let once = next.is_none();
     Admission {
         slot: Some(SlotMove {

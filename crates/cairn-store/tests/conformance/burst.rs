@@ -1,0 +1,211 @@
+//! A burst of scheduled rounds admitted in one batch (the engine's claim
+//! batch): slots claimed, runs read and written a chunk of routines per
+//! statement, with the same verdicts as one admission at a time.
+
+use cairn_core::routine::{Routine, RoutineRun, RunStatus};
+use cairn_store::{Admission, Admitted, FinishRun, Store};
+
+use crate::admission::ended;
+use crate::fixture::Fixture;
+use crate::routines::{at, routine, run_for};
+use crate::runs::scheduled;
+
+/// More routines than any statement's chunk, so every chunk boundary is crossed.
+const BURST: usize = 300;
+
+async fn stored_burst(store: &Store, prefix: &str) -> Vec<Routine> {
+    let mut routines = Vec::new();
+    for i in 0..BURST {
+        let mut r = routine("ada", &format!("{prefix}{i}"));
+        r.runtime.next_fire_at = Some(at(60));
+        store.create_routine(&r).await.unwrap();
+        routines.push(r);
+    }
+    routines
+}
+
+fn round_of(r: &Routine) -> (Admission, Vec<RoutineRun>) {
+    let run = run_for(r, Some(at(60)), at(61));
+    let mut admission = scheduled(r, &run, Some(at(120)));
+    admission.global_max = Some(10 * BURST as u32);
+    (admission, vec![run])
+}
+
+pub async fn a_burst_is_admitted_once_and_counted(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "burst").await;
+    let fires: Vec<_> = routines.iter().map(round_of).collect();
+    let rounds = fx.store.admit_rounds(&fires).await.unwrap();
+    assert_eq!(rounds.len(), BURST);
+    for (round, (_, runs)) in rounds.iter().zip(&fires) {
+        assert_eq!(round.admitted, Admitted::Started);
+        assert_eq!(round.runs, *runs);
+    }
+    for r in &routines {
+        let got = fx.store.get_routine(r.id).await.unwrap().unwrap();
+        assert_eq!(got.runtime.next_fire_at, Some(at(120)), "{}", r.spec.name);
+        assert_eq!(got.runtime.run_count, 1);
+        assert_eq!(got.runtime.last_run_at, Some(at(61)));
+        let runs = fx.store.list_runs(r.id, 10).await.unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].status, RunStatus::Running);
+    }
+    // The same slots again: all taken, nothing more recorded.
+    let again: Vec<_> = routines.iter().map(round_of).collect();
+    let rounds = fx.store.admit_rounds(&again).await.unwrap();
+    assert!(
+        rounds
+            .iter()
+            .all(|r| r.admitted == Admitted::Taken && r.runs.is_empty())
+    );
+    assert_eq!(fx.store.count_running(None).await.unwrap(), BURST as u64);
+}
+
+/// Two processes admitting the same burst at once, one in the opposite
+/// order: every slot runs once, and neither batch fails (on PostgreSQL the
+/// routines' rows are locked in one order, so the two cannot deadlock).
+pub async fn two_processes_admitting_one_burst_run_each_slot_once(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "race").await;
+    let other = Store::connect(&fx.url).await.unwrap();
+    let forward: Vec<_> = routines.iter().map(round_of).collect();
+    let backward: Vec<_> = routines.iter().rev().map(round_of).collect();
+    let (a, b) = tokio::join!(
+        fx.store.admit_rounds(&forward),
+        other.admit_rounds(&backward)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let started = a
+        .iter()
+        .chain(&b)
+        .filter(|r| r.admitted == Admitted::Started)
+        .count();
+    assert_eq!(started, BURST);
+    assert_eq!(fx.store.count_running(None).await.unwrap(), BURST as u64);
+    for r in &routines {
+        assert_eq!(fx.store.list_runs(r.id, 10).await.unwrap().len(), 1);
+    }
+    other.close().await;
+}
+
+/// A slot that already has its run (the routine was set back to it) moves
+/// on without a second run, in a burst as alone.
+pub async fn a_slot_already_run_is_not_run_again_in_a_burst(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "again").await;
+    let done = &routines[7];
+    let earlier = run_for(done, Some(at(60)), at(50));
+    let unchecked = (Admission::default(), vec![earlier.clone()]);
+    assert_eq!(
+        fx.store.admit_runs(&[unchecked]).await.unwrap(),
+        [Admitted::Started]
+    );
+    let fires: Vec<_> = routines.iter().map(round_of).collect();
+    let rounds = fx.store.admit_rounds(&fires).await.unwrap();
+    for (r, round) in routines.iter().zip(&rounds) {
+        if r.id == done.id {
+            assert_eq!(round.admitted, Admitted::Taken);
+            assert!(round.runs.is_empty());
+        } else {
+            assert_eq!(round.admitted, Admitted::Started, "{}", r.spec.name);
+        }
+    }
+    let runs = fx.store.list_runs(done.id, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, earlier.id);
+    let got = fx.store.get_routine(done.id).await.unwrap().unwrap();
+    assert_eq!(got.runtime.next_fire_at, Some(at(120)));
+    assert_eq!(got.runtime.run_count, 1, "only the earlier run counted");
+}
+
+/// Later admissions in the batch see the runs a burst recorded before them:
+/// a manual fire after its routine's scheduled round meets its limit, and a
+/// scheduled round after a manual fire of its routine sees that run going.
+pub async fn later_fires_in_a_batch_see_the_rounds_before_them(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "mixed").await;
+    let limited = &routines[3];
+    let manual = (
+        Admission {
+            max_concurrent: Some(1),
+            ..Admission::default()
+        },
+        vec![run_for(limited, None, at(62))],
+    );
+    let mut fires: Vec<_> = routines.iter().map(round_of).collect();
+    fires.push(manual);
+    let rounds = fx.store.admit_rounds(&fires).await.unwrap();
+    assert!(
+        rounds[..BURST]
+            .iter()
+            .all(|r| r.admitted == Admitted::Started)
+    );
+    match &rounds[BURST].admitted {
+        Admitted::Skipped(reason) => assert!(reason.starts_with("max_concurrent"), "{reason}"),
+        other => panic!("the manual fire should meet max_concurrent: {other:?}"),
+    }
+
+    // A routine that skips overlapping slots, fired by hand first in the batch.
+    let mut single = routine("ada", "single");
+    single.spec.guardrails.max_concurrent = 1;
+    single.runtime.next_fire_at = Some(at(60));
+    fx.store.create_routine(&single).await.unwrap();
+    let by_hand = (Admission::default(), vec![run_for(&single, None, at(61))]);
+    let rounds = fx
+        .store
+        .admit_rounds(&[by_hand, round_of(&single)])
+        .await
+        .unwrap();
+    assert_eq!(rounds[0].admitted, Admitted::Started);
+    match &rounds[1].admitted {
+        Admitted::Skipped(reason) => assert!(reason.contains("overlap"), "{reason}"),
+        other => panic!("the slot should be skipped while the manual run goes: {other:?}"),
+    }
+}
+
+/// The ends of a burst's runs in one batch: each routine's failure streak
+/// and retention as if its runs had ended one by one.
+pub async fn a_burst_of_run_ends_keeps_each_routines_streak_and_retention(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "ends").await;
+    let mut fires = Vec::new();
+    for r in &routines {
+        for secs in 1..=3 {
+            fires.push((Admission::default(), vec![run_for(r, None, at(secs))]));
+        }
+    }
+    let admitted = fx.store.admit_runs(&fires).await.unwrap();
+    assert!(admitted.iter().all(|a| *a == Admitted::Started));
+    let ends: Vec<FinishRun> = fires
+        .iter()
+        .enumerate()
+        .map(|(i, (_, runs))| {
+            let run = &runs[0];
+            // Even routines succeed, odd ones fail all three times.
+            let status = if (i / 3) % 2 == 0 {
+                RunStatus::Ok
+            } else {
+                RunStatus::Failed
+            };
+            let mut outcome = ended(status, 10 + (i % 3) as i64);
+            outcome.retain = Some(2);
+            FinishRun {
+                run_id: run.id,
+                routine_id: run.routine_id,
+                outcome,
+                notification: None,
+                auto_pause: None,
+            }
+        })
+        .collect();
+    let done = fx.store.finish_runs(&ends).await.unwrap();
+    assert!(done.iter().all(|f| f.ended && !f.paused));
+    for (i, r) in routines.iter().enumerate() {
+        let got = fx.store.get_routine(r.id).await.unwrap().unwrap();
+        let streak = if i % 2 == 0 { 0 } else { 3 };
+        assert_eq!(got.runtime.consecutive_failures, streak, "{}", r.spec.name);
+        let kept = fx.store.list_runs(r.id, 10).await.unwrap();
+        let kept: Vec<_> = kept.iter().map(|run| run.started_at).collect();
+        assert_eq!(
+            kept,
+            [at(3), at(2)],
+            "{}: the newest two are kept",
+            r.spec.name
+        );
+    }
+}
