@@ -86,12 +86,10 @@ pub async fn bind(settings: &GatewayConfig) -> Result<TcpListener, BindError> {
 /// routes (OpenAI's shape under `/v1`), CORS and request ids; `/api/openapi.json` describes them all.
 pub fn router(state: AppState) -> Router {
     crate::metrics::install();
-    let (ordinary, mut doc) = OpenApiRouter::with_openapi(routes::ApiDoc::openapi())
-        .merge(routes::ordinary())
-        .split_for_parts();
-    let (long, long_doc) = routes::long().split_for_parts();
-    doc.merge(long_doc);
-    let doc = std::sync::Arc::new(crate::openapi::finish(&doc));
+    // The routers' own description is dropped here: the served document is
+    // built when first asked for (an idle daemon never keeps it).
+    let (ordinary, _) = documented_routes();
+    let (long, _) = routes::long().split_for_parts();
     let ordinary = ordinary
         .merge(crate::dashboard::routes())
         .layer(middleware::from_fn_with_state(state.clone(), time_limit));
@@ -100,10 +98,7 @@ pub fn router(state: AppState) -> Router {
         .merge(long)
         .route(
             "/api/openapi.json",
-            axum::routing::get(move || {
-                let doc = std::sync::Arc::clone(&doc);
-                async move { axum::Json(doc.as_ref().clone()) }
-            }),
+            axum::routing::get(|| async { openapi_document() }),
         )
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
@@ -122,6 +117,32 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn(crate::layers::request_id))
         .with_state(state)
+}
+
+/// The ordinary routes and the document describing them (with the API's
+/// own description and security schemes).
+fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(routes::ApiDoc::openapi())
+        .merge(routes::ordinary())
+        .split_for_parts()
+}
+
+/// `/api/openapi.json`: built from the routes on first request (about 1 MB
+/// of JSON values while it is made), then kept as its 80 KB of text.
+fn openapi_document() -> Response {
+    static DOCUMENT: std::sync::OnceLock<axum::body::Bytes> = std::sync::OnceLock::new();
+    let text = DOCUMENT.get_or_init(|| {
+        let (_, mut doc) = documented_routes();
+        let (_, long_doc) = routes::long().split_for_parts();
+        doc.merge(long_doc);
+        let value = crate::openapi::finish(&doc);
+        serde_json::to_vec(&value).unwrap_or_default().into()
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text.clone(),
+    )
+        .into_response()
 }
 
 /// Ends a request that runs past `gateway.request_timeout_secs`.
