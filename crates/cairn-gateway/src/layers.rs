@@ -19,6 +19,11 @@ const MAX_ID_LEN: usize = 128;
 /// Gives the request an id (the client's `x-request-id` when it is a
 /// plain token, else a fresh one), runs it in a span carrying the id, and
 /// answers with the id.
+/// A request id of our own, for a request that brought none (or a bad one).
+pub fn new_request_id() -> String {
+    format!("req_{}", uuid::Uuid::new_v4().simple())
+}
+
 pub async fn request_id(req: Request, next: Next) -> Response {
     let id = req
         .headers()
@@ -30,10 +35,7 @@ pub async fn request_id(req: Request, next: Next) -> Response {
                 && v.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
         })
-        .map_or_else(
-            || format!("req_{}", uuid::Uuid::new_v4().simple()),
-            str::to_string,
-        );
+        .map_or_else(new_request_id, str::to_string);
     let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
     let mut response = next.run(req).instrument(span).await;
     if let Ok(value) = HeaderValue::from_str(&id) {

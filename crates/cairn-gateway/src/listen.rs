@@ -86,7 +86,7 @@ pub async fn serve(
         } else if let Ok(permit) = Arc::clone(&room).try_acquire_owned() {
             tokio::spawn(past_the_cap(stream, peer, app.clone(), permit, max));
         } else {
-            refuse_unread(&stream, max);
+            refuse_unread(&stream, peer, max);
         }
     }
     drop(listener);
@@ -395,7 +395,9 @@ async fn past_the_cap(
     if !health {
         // The place is free at once; the refusal lingers only briefly.
         drop(permit);
-        refuse(&mut stream, max).await;
+        let id = crate::layers::new_request_id();
+        tracing::debug!(request_id = %id, %peer, "refused: the gateway is at gateway.max_connections");
+        refuse(&mut stream, max, &id).await;
         return;
     }
     let socket = Socket {
@@ -426,15 +428,16 @@ fn undecided(head: &[u8]) -> bool {
     head.len() <= HEALTH_LINE.len() && HEALTH_LINE.starts_with(head)
 }
 
-/// The answer past the cap: the gateway's JSON error shape, then close.
-fn refusal(max: usize) -> Vec<u8> {
+/// The answer past the cap: the gateway's JSON error shape and a request
+/// id like every other answer's, then close.
+fn refusal(max: usize, request_id: &str) -> Vec<u8> {
     let body = serde_json::json!({"error": {
         "code": "unavailable",
         "message": format!("the gateway is serving its limit of {max} connections (gateway.max_connections); retry shortly"),
     }})
     .to_string();
     format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nx-request-id: {request_id}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
@@ -443,8 +446,8 @@ fn refusal(max: usize) -> Vec<u8> {
 /// Writes the refusal and closes, after giving the client a moment to
 /// finish sending (closing with unread bytes would reset the connection
 /// and could lose the answer).
-async fn refuse(stream: &mut TcpStream, max: usize) {
-    if stream.write_all(&refusal(max)).await.is_err() {
+async fn refuse(stream: &mut TcpStream, max: usize, request_id: &str) {
+    if stream.write_all(&refusal(max, request_id)).await.is_err() {
         return;
     }
     let _ = stream.shutdown().await;
@@ -457,6 +460,8 @@ async fn refuse(stream: &mut TcpStream, max: usize) {
 
 /// The refusal when even the room for health checks is full: written
 /// without waiting (a fresh socket's send buffer takes it), then closed.
-fn refuse_unread(stream: &TcpStream, max: usize) {
-    let _ = stream.try_write(&refusal(max));
+fn refuse_unread(stream: &TcpStream, peer: SocketAddr, max: usize) {
+    let id = crate::layers::new_request_id();
+    tracing::debug!(request_id = %id, %peer, "refused unread: the gateway is at gateway.max_connections");
+    let _ = stream.try_write(&refusal(max, &id));
 }

@@ -123,6 +123,10 @@ async fn past_the_cap_a_request_gets_503_and_the_connection_closes() {
         answer.to_ascii_lowercase().contains("retry-after: 1"),
         "{answer}"
     );
+    assert!(
+        answer.to_ascii_lowercase().contains("x-request-id: req_"),
+        "like every answer, it names its request: {answer}"
+    );
     // A health check past the cap is still answered.
     let mut health = TcpStream::connect(&addr).await.unwrap();
     health
