@@ -16,14 +16,14 @@ pub const REQUEST_ID: &str = "x-request-id";
 /// Longest client-sent request id kept (a longer or odd one is replaced).
 const MAX_ID_LEN: usize = 128;
 
-/// Gives the request an id (the client's `x-request-id` when it is a
-/// plain token, else a fresh one), runs it in a span carrying the id, and
-/// answers with the id.
 /// A request id of our own, for a request that brought none (or a bad one).
 pub fn new_request_id() -> String {
     format!("req_{}", uuid::Uuid::new_v4().simple())
 }
 
+/// Gives the request an id (the client's `x-request-id` when it is a
+/// plain token, else a fresh one), runs it in a span carrying the id, and
+/// answers with the id.
 pub async fn request_id(req: Request, next: Next) -> Response {
     let id = req
         .headers()
