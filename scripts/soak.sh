@@ -92,6 +92,12 @@ WAKE=$(awk 'NR == FNR {f[$1] = $2; next} {s += $2 - ($1 in f ? f[$1] : 0)} END {
 awk 'NR == FNR {f[$1] = $2; next} {d[$3] += $2 - ($1 in f ? f[$1] : 0)} END {for (n in d) if (d[n] > 0) printf "[soak] %-28s %d\n", n, d[n]}' "$WORK/first" "$WORK/last" | sort -k3 -nr >&2
 BORN=$(awk 'NR == FNR {f[$1] = 1; next} !($1 in f) {n++} END {print n + 0}' "$WORK/first" "$WORK/last")
 
+# How much of the start-up layout (crates/cairn/build.rs) this binary has:
+# few of the listed functions means startup.order wants regenerating.
+ORDER_FOUND=$(CAIRN_BIN="$BIN" scripts/startup-order.sh --check 2>/dev/null | sed -n 's/.*"in_binary": \([0-9]*\).*/\1/p')
+ORDER_LISTED=$(wc -l <crates/cairn/startup.order)
+echo "[soak] start-up layout: ${ORDER_FOUND:-?} of $ORDER_LISTED functions of crates/cairn/startup.order are in this binary" >&2
+
 awk -v m="$MINUTES" -v r0="$RSS0" -v r1="$RSS1" -v c0="$CPU0" -v c1="$CPU1" -v t="$TICKS" \
     -v w="$WAKE" -v born="$BORN" -v n="$ROUTINES" -v th="$THREADS" 'BEGIN {
   cpu = (c1 - c0) / t
