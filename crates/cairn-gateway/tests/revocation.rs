@@ -1,5 +1,7 @@
-//! Revoking a token ends the WebSocket and event-stream connections that
-//! it opened, within 5 s, and leaves other tokens' streams alone.
+//! Revoking a token, from any process, ends the WebSocket and event-stream
+//! connections that it opened at once (the store's change signal, no
+//! polling), and leaves other tokens' streams alone; a token that expires
+//! ends its streams when it expires.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
@@ -42,7 +44,7 @@ async fn closed(socket: &mut Socket) -> Option<u16> {
 }
 
 #[tokio::test]
-async fn revoking_a_token_ends_its_websockets_and_event_streams_within_5_s() {
+async fn revoking_a_token_in_another_process_ends_its_websockets_and_event_streams_at_once() {
     let gw = TestGateway::start().await;
     let other = auth::new_token();
     gw.store
@@ -64,18 +66,26 @@ async fn revoking_a_token_ends_its_websockets_and_event_streams_within_5_s() {
     assert_eq!(events.status(), 200);
     let mut events = events.bytes_stream();
 
+    // `cairn token revoke` is another process: its own store on the database.
+    let cli = cairn_store::Store::connect(&gw.db_url).await.unwrap();
     assert!(
         gw.store
-            .revoke_api_token("test", SystemClock.now())
+            .signal_ready(Duration::from_secs(5))
+            .await
+            .is_push()
+    );
+    assert!(
+        cli.revoke_api_token("test", SystemClock.now())
             .await
             .unwrap()
     );
 
-    let code = tokio::time::timeout(Duration::from_secs(5), closed(&mut revoked_ws))
+    // Well under the 2 s the streams' tokens used to be polled at.
+    let code = tokio::time::timeout(Duration::from_secs(1), closed(&mut revoked_ws))
         .await
-        .expect("the WebSocket closed within 5 s of the revocation");
+        .expect("the WebSocket closed within 1 s of the revocation");
     assert_eq!(code, Some(1008));
-    tokio::time::timeout(Duration::from_secs(5), async {
+    tokio::time::timeout(Duration::from_secs(1), async {
         while let Some(chunk) = events.next().await {
             if chunk.is_err() {
                 break;
@@ -83,7 +93,7 @@ async fn revoking_a_token_ends_its_websockets_and_event_streams_within_5_s() {
         }
     })
     .await
-    .expect("the event stream ended within 5 s of the revocation");
+    .expect("the event stream ended within 1 s of the revocation");
 
     // The other token's connection is still open and answers.
     kept_ws
@@ -102,5 +112,35 @@ async fn revoking_a_token_ends_its_websockets_and_event_streams_within_5_s() {
     .await
     .unwrap();
     assert!(answer, "the other token's WebSocket stayed open");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_that_expires_ends_its_streams_when_it_expires() {
+    let gw = TestGateway::start().await;
+    let brief = auth::new_token();
+    let expires = SystemClock.now() + chrono::Duration::milliseconds(1500);
+    gw.store
+        .create_api_token(
+            &NewApiToken {
+                name: "brief".into(),
+                token_hash: auth::hash_secret(&brief),
+                origin: "cli".into(),
+                expires_at: Some(expires),
+            },
+            SystemClock.now(),
+        )
+        .await
+        .unwrap();
+    let mut ws = socket(&gw, &brief).await;
+    let code = tokio::time::timeout(Duration::from_secs(5), closed(&mut ws))
+        .await
+        .expect("the WebSocket closed within 5 s");
+    assert_eq!(code, Some(1008));
+    assert!(
+        SystemClock.now() >= expires,
+        "closed at {} before the token expired at {expires}",
+        SystemClock.now()
+    );
     gw.stop().await;
 }

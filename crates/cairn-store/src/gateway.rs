@@ -151,14 +151,21 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
             let done = sqlx::query(
                 "UPDATE api_tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL",
             )
             .bind(micros(now))
             .bind(name)
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
-            Ok(done.rows_affected() > 0)
+            let revoked = done.rows_affected() > 0;
+            if revoked {
+                // Its streams end now, in whichever process holds them.
+                tx.publish(crate::signal::Topic::Tokens).await?;
+            }
+            tx.commit().await?;
+            Ok(revoked)
         })
         .await
     }

@@ -124,6 +124,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0017_cost_models.sql"),
         postgres: include_str!("../migrations/0017_cost_models.sql"),
     },
+    Migration {
+        version: 18,
+        name: "signal_tokens",
+        sqlite: include_str!("../migrations/0018_signal_tokens.sql"),
+        postgres: include_str!("../migrations/0018_signal_tokens.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -103,6 +103,8 @@ pub struct TestGateway {
     pub workspace: tempfile::TempDir,
     /// The key the gateway checks pairing codes with.
     pub pairing_key: PairingKey,
+    /// Its database, for a store of another "process".
+    pub db_url: String,
     _db: tempfile::TempDir,
 }
 
@@ -162,9 +164,8 @@ impl TestGateway {
         let llm = FakeLlmServer::start().await.unwrap();
         let provider: Arc<dyn LlmProvider> = build_provider(&llm.openai_settings()).unwrap();
         let db = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&format!("sqlite://{}/cairn.db", db.path().display()))
-            .await
-            .unwrap();
+        let db_url = format!("sqlite://{}/cairn.db", db.path().display());
+        let (store, _) = Store::open(&db_url).await.unwrap();
         let workspace = tempfile::tempdir().unwrap();
 
         let writer = Arc::new(Writer::default());
@@ -263,6 +264,7 @@ impl TestGateway {
             server,
             workspace,
             pairing_key,
+            db_url,
             _db: db,
         }
     }

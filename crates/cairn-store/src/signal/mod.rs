@@ -61,17 +61,20 @@ pub enum Topic {
     Memory,
     /// A stored setting changed.
     Settings,
+    /// An API token was revoked (its open streams must end).
+    Tokens,
 }
 
 impl Topic {
     /// Every topic.
-    pub const ALL: [Topic; 6] = [
+    pub const ALL: [Topic; 7] = [
         Topic::Routines,
         Topic::Runs,
         Topic::Notifications,
         Topic::Jobs,
         Topic::Memory,
         Topic::Settings,
+        Topic::Tokens,
     ];
 
     /// Its name in notifications and logs.
@@ -83,6 +86,7 @@ impl Topic {
             Topic::Jobs => "jobs",
             Topic::Memory => "memory",
             Topic::Settings => "settings",
+            Topic::Tokens => "tokens",
         }
     }
 
@@ -105,6 +109,7 @@ impl Topic {
             Topic::Jobs => "signal.jobs",
             Topic::Memory => "signal.memory",
             Topic::Settings => "signal.settings",
+            Topic::Tokens => "signal.tokens",
         }
     }
 }
