@@ -16,6 +16,17 @@ name="cairn-$version-$triple"
 
 echo "=== cargo build --release (cairn $version, $triple)"
 cargo build --release --locked -p cairn
+# The start-up layout (crates/cairn/build.rs) only helps while its names match
+# this build; after a toolchain, dependency or version change they do not.
+if [ "$triple" = "x86_64-unknown-linux-gnu" ] && command -v nm >/dev/null; then
+  order="$(CAIRN_BIN="$target_dir/release/cairn" scripts/startup-order.sh --check)"
+  echo "start-up layout: $order"
+  found="$(sed -n 's/.*"in_binary": \([0-9]*\).*/\1/p' <<<"$order")"
+  listed="$(sed -n 's/.*"listed": \([0-9]*\).*/\1/p' <<<"$order")"
+  if [ "$(( found * 10 ))" -lt "$(( listed * 9 ))" ]; then
+    echo "warning: crates/cairn/startup.order is stale ($found of $listed functions found): run scripts/startup-order.sh and rebuild (the idle daemon's RSS grows by about 9 MB without it)" >&2
+  fi
+fi
 
 command -v cargo-deb >/dev/null || cargo install cargo-deb --locked
 mkdir -p "$dist"
