@@ -132,7 +132,18 @@ pub async fn automation(
 
 /// Tells the hooks of every routine run that ends (`on_routine_run`).
 fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
-    let mut runs = engine.subscribe_runs();
+    forward_run_ends(engine.subscribe_runs(), hooks);
+}
+
+/// Hands each run end from `runs` to the hooks, in order. Receiving never
+/// waits for a hook: a burst of run ends (hundreds of routines due at once,
+/// each hook a process) queues here rather than overflowing the engine's
+/// broadcast, which would drop the oldest.
+fn forward_run_ends(
+    mut runs: tokio::sync::broadcast::Receiver<RunEvent>,
+    hooks: Arc<HookRegistry>,
+) {
+    let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             match runs.recv().await {
@@ -147,7 +158,9 @@ fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
                         "status": status.to_string(),
                         "summary": summary,
                     });
-                    hooks.on_routine_run(&routine, &run).await;
+                    if queue.send((routine, run)).is_err() {
+                        break;
+                    }
                 }
                 Ok(RunEvent::Started { .. }) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
@@ -158,6 +171,11 @@ fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some((routine, run)) = queued.recv().await {
+            hooks.on_routine_run(&routine, &run).await;
         }
     });
 }
@@ -305,4 +323,62 @@ pub fn routine_service(config: &Config, store: &Store, clock: Arc<dyn Clock>) ->
         config.user.timezone,
     )
     .with_max_backfill(config.routines.max_backfill)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use cairn_agent::hooks::Hook;
+    use cairn_core::routine::RunStatus;
+
+    use super::*;
+
+    /// Takes a millisecond a run, as a hook that starts a process does.
+    #[derive(Default)]
+    struct Slow(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Hook for Slow {
+        fn name(&self) -> &str {
+            "slow"
+        }
+
+        async fn on_routine_run(&self, _routine: &str, _run: &serde_json::Value) {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_run_ends_reaches_a_slow_hook_whole() {
+        // The engine's capacity: 256 events before the oldest are dropped.
+        let (runs, receiver) = tokio::sync::broadcast::channel(256);
+        let slow = Arc::new(Slow::default());
+        let mut hooks = HookRegistry::new();
+        hooks.register(slow.clone());
+        forward_run_ends(receiver, Arc::new(hooks));
+        for i in 0..1000 {
+            runs.send(RunEvent::Finished {
+                routine: format!("r{i}"),
+                run_id: uuid::Uuid::now_v7(),
+                status: RunStatus::Ok,
+                summary: None,
+            })
+            .unwrap();
+            // As run ends come: interleaved with the hooks' work, not all
+            // before the forwarder first runs.
+            if i % 100 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while slow.0.load(Ordering::SeqCst) < 1000 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("every run end reached the hook");
+        assert_eq!(slow.0.load(Ordering::SeqCst), 1000);
+    }
 }
