@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 
 use crate::ahead::{Ahead, read_ahead};
-use crate::codec::{Cols, micros, placeholders, rows_per_statement};
+use crate::codec::{Cols, Params, micros};
 use crate::runs::{insert, insert_many};
 use crate::{Store, StoreError};
 
@@ -301,11 +301,12 @@ impl BatchState {
             })
             .collect();
         counts.sort_by(|a, b| a.0.cmp(&b.0));
-        for chunk in counts.chunks(rows_per_statement(3)) {
+        let params = Params::of(conn);
+        for chunk in counts.chunks(params.rows_per_statement(3)) {
             let sql = format!(
                 "UPDATE routines SET last_run_at = v.column2, run_count = run_count + v.column3 \
                  FROM (VALUES {}) AS v WHERE routines.id = v.column1",
-                placeholders(chunk.len(), 3, 1)
+                params.rows(chunk.len(), 3, 1)
             );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (id, n, at) in chunk {

@@ -18,7 +18,7 @@ use sqlx::any::AnyRow;
 use cairn_core::routine::{Going, RoutineRun};
 
 use crate::admit::{Admission, SlotMove};
-use crate::codec::{Cols, micros, micros_opt, placeholders, rows_per_statement};
+use crate::codec::{Cols, Params, micros, micros_opt};
 use crate::{Backend, StoreError};
 
 /// What the batch read for one admission.
@@ -119,10 +119,11 @@ pub(crate) async fn lock_routines(
     if backend != Backend::Postgres {
         return Ok(());
     }
-    for chunk in ids.chunks(rows_per_statement(1)) {
+    let params = Params::of(conn);
+    for chunk in ids.chunks(params.rows_per_statement(1)) {
         let sql = format!(
             "SELECT id FROM routines WHERE id IN {} ORDER BY id FOR UPDATE",
-            in_list(chunk.len(), 1)
+            params.rows(1, chunk.len(), 1)
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for id in chunk {
@@ -133,11 +134,6 @@ pub(crate) async fn lock_routines(
     Ok(())
 }
 
-/// `(…)` of `n` placeholders from `$first`.
-fn in_list(n: usize, first: usize) -> String {
-    placeholders(1, n, first)
-}
-
 /// Moves each routine's slot that is still what its admission expects (and
 /// the routine enabled and unpaused): the slot's compare-and-set, which on
 /// PostgreSQL also locks the row. The routines claimed.
@@ -146,7 +142,8 @@ pub(crate) async fn claim(
     slots: &[(&str, &SlotMove)],
 ) -> Result<HashSet<String>, StoreError> {
     let mut claimed = HashSet::with_capacity(slots.len());
-    for chunk in slots.chunks(rows_per_statement(4)) {
+    let params = Params::of(conn);
+    for chunk in slots.chunks(params.rows_per_statement(4)) {
         let sql = format!(
             "UPDATE routines SET next_fire_at = v.column3, due_at = v.column3 + jitter_us, \
              enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END \
@@ -154,7 +151,7 @@ pub(crate) async fn claim(
              WHERE routines.id = v.column1 AND routines.enabled = 1 \
              AND routines.paused_at IS NULL AND routines.next_fire_at = v.column2 \
              RETURNING id",
-            placeholders(chunk.len(), 4, 1)
+            params.rows(chunk.len(), 4, 1)
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (id, slot) in chunk {
@@ -192,7 +189,8 @@ async fn read_runs(
     slots: &HashMap<&str, Vec<i64>>,
 ) -> Result<RunsOf, StoreError> {
     let mut out = RunsOf::new();
-    for chunk in ids.chunks(rows_per_statement(2)) {
+    let params = Params::of(conn);
+    for chunk in ids.chunks(params.rows_per_statement(2)) {
         let mut times: Vec<i64> = chunk
             .iter()
             .flat_map(|id| slots.get(id).into_iter().flatten().copied())
@@ -204,13 +202,13 @@ async fn read_runs(
         } else {
             format!(
                 " OR scheduled_for IN {}",
-                in_list(times.len(), chunk.len() + 1)
+                params.rows(1, times.len(), chunk.len() + 1)
             )
         };
         let sql = format!(
             "SELECT routine_id, id, status, scheduled_for, attempt FROM routine_runs \
              WHERE routine_id IN {} AND (status IN ('running', 'waiting'){slot_test})",
-            in_list(chunk.len(), 1)
+            params.rows(1, chunk.len(), 1)
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for id in chunk {

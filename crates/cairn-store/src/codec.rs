@@ -19,32 +19,69 @@ pub(crate) fn micros_opt(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(micros)
 }
 
-/// Rows a multi-row statement carries at most, so that it binds about 256
-/// parameters or fewer. Small on purpose: binding looks each parameter's
-/// name up in a list as long as the statement's (quadratic per statement on
-/// SQLite), and few distinct row counts keep the prepared-statement cache warm.
-pub(crate) fn rows_per_statement(columns: usize) -> usize {
-    (256 / columns.max(1)).max(1)
+/// How a generated statement writes its parameters. PostgreSQL numbers
+/// them (`$1`). On SQLite they are anonymous (`?`) and bound in the order
+/// they appear: SQLite keeps a named or numbered parameter in a list and
+/// looks each one up in it as the statement is parsed and bound, which is
+/// quadratic in a multi-row statement (a tenth of a burst's admission was
+/// that lookup), while `?` costs nothing. So every parameter of such a
+/// statement is written by these, left to right, in the order bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Params {
+    /// `$1`, `$2`, … (PostgreSQL).
+    Numbered,
+    /// `?`, bound in order (SQLite).
+    InOrder,
 }
 
-/// The placeholders of `rows` rows of `columns` values each, numbered from
-/// `$first`: `($1, $2), ($3, $4)`.
-pub(crate) fn placeholders(rows: usize, columns: usize, first: usize) -> String {
-    let mut sql = String::with_capacity(rows * columns * 5);
-    for row in 0..rows {
-        if row > 0 {
-            sql.push_str(", ");
+impl Params {
+    /// The style of `conn`'s database.
+    pub(crate) fn of(conn: &sqlx::AnyConnection) -> Params {
+        if conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME {
+            Params::Numbered
+        } else {
+            Params::InOrder
         }
-        sql.push('(');
-        for column in 0..columns {
-            if column > 0 {
+    }
+
+    /// Parameter number `n` (from 1).
+    pub(crate) fn one(self, n: usize) -> String {
+        match self {
+            Params::Numbered => format!("${n}"),
+            Params::InOrder => "?".to_string(),
+        }
+    }
+
+    /// Rows a multi-row statement carries at most: about 256 parameters
+    /// numbered, 1,024 in order (no lookup to grow with them). Few distinct
+    /// row counts keep the prepared-statement cache warm.
+    pub(crate) fn rows_per_statement(self, columns: usize) -> usize {
+        let most = match self {
+            Params::Numbered => 256,
+            Params::InOrder => 1024,
+        };
+        (most / columns.max(1)).max(1)
+    }
+
+    /// The placeholders of `rows` rows of `columns` values each, numbered
+    /// from `first`: `($1, $2), ($3, $4)` or `(?, ?), (?, ?)`.
+    pub(crate) fn rows(self, rows: usize, columns: usize, first: usize) -> String {
+        let mut sql = String::with_capacity(rows * columns * 5);
+        for row in 0..rows {
+            if row > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", first + row * columns + column));
+            sql.push('(');
+            for column in 0..columns {
+                if column > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&self.one(first + row * columns + column));
+            }
+            sql.push(')');
         }
-        sql.push(')');
+        sql
     }
-    sql
 }
 
 /// JSON text of a value that always serializes (plain data types).
@@ -127,5 +164,22 @@ impl Cols<'_> {
     pub fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
         let s = self.text(col)?;
         serde_json::from_str(&s).map_err(|e| self.corrupt(col, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Params;
+
+    #[test]
+    fn placeholders_are_numbered_on_postgres_and_in_order_on_sqlite() {
+        assert_eq!(Params::Numbered.rows(2, 2, 3), "($3, $4), ($5, $6)");
+        assert_eq!(Params::InOrder.rows(2, 2, 3), "(?, ?), (?, ?)");
+        assert_eq!(Params::Numbered.one(7), "$7");
+        assert_eq!(Params::InOrder.one(7), "?");
+        // SQLite's statements carry more rows: no lookup grows with them.
+        assert_eq!(Params::Numbered.rows_per_statement(17), 15);
+        assert_eq!(Params::InOrder.rows_per_statement(17), 60);
+        assert_eq!(Params::InOrder.rows_per_statement(4000), 1);
     }
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use cairn_core::notification::Notification;
 use cairn_core::routine::{Pause, RunStatus};
 
-use crate::codec::{Cols, micros, placeholders, rows_per_statement};
+use crate::codec::{Cols, Params, micros};
 use crate::runs::{RunOutcome, prune, tokens};
 use crate::{Store, StoreError};
 
@@ -111,8 +111,9 @@ async fn end_runs(
         return Ok(ended);
     }
     let mut done = std::collections::HashSet::with_capacity(batch.len());
-    for chunk in batch.chunks(rows_per_statement(6)) {
-        let values = placeholders(chunk.len(), 6, 1);
+    let params = Params::of(conn);
+    for chunk in batch.chunks(params.rows_per_statement(6)) {
+        let values = params.rows(chunk.len(), 6, 1);
         let sql = format!(
             "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
              tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
@@ -319,16 +320,18 @@ async fn write_streaks(
         };
         groups.entry(key).or_default().push(r.id.to_string());
     }
+    let params = Params::of(conn);
     for ((add, n), ids) in &groups {
+        let by = params.one(1);
         let to = if *add {
-            "consecutive_failures + $1"
+            format!("consecutive_failures + {by}")
         } else {
-            "$1"
+            by
         };
-        for chunk in ids.chunks(rows_per_statement(1)) {
+        for chunk in ids.chunks(params.rows_per_statement(1)) {
             let sql = format!(
                 "UPDATE routines SET consecutive_failures = {to} WHERE id IN {}",
-                placeholders(1, chunk.len(), 2)
+                params.rows(1, chunk.len(), 2)
             );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(*n);
             for id in chunk {

@@ -10,7 +10,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
-use crate::codec::{Cols, json, micros, micros_opt, placeholders, rows_per_statement};
+use crate::codec::{Cols, Params, json, micros, micros_opt};
 use crate::connect::WriteTx;
 use crate::signal::Topic;
 use crate::{Store, StoreError};
@@ -90,10 +90,11 @@ pub(crate) async fn insert_notifications(
     if all.iter().any(|n| n.status == DeliveryStatus::Pending) {
         conn.publish(Topic::Notifications).await?;
     }
-    for chunk in all.chunks(rows_per_statement(17)) {
+    let params = Params::of(conn);
+    for chunk in all.chunks(params.rows_per_statement(17)) {
         let sql = format!(
             "INSERT INTO notifications ({COLUMNS}) VALUES {}",
-            placeholders(chunk.len(), 17, 1)
+            params.rows(chunk.len(), 17, 1)
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for n in chunk {

@@ -7,17 +7,17 @@ use uuid::Uuid;
 
 use cairn_core::routine::{RoutineRun, RunStatus};
 
-use crate::codec::{Cols, micros, micros_opt, placeholders, rows_per_statement};
+use crate::codec::{Cols, Params, micros, micros_opt};
 use crate::{Store, StoreError};
 
 pub(crate) const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \
      status, result_summary, tokens_used, job_id, owner, lease_until, notification_id, skip_reason, dedup_key, attempt";
 
 /// `INSERT` of `rows` runs (a slot that already has its run is left as it is).
-fn insert_sql(rows: usize) -> String {
+fn insert_sql(params: Params, rows: usize) -> String {
     format!(
         "INSERT INTO routine_runs ({COLUMNS}) VALUES {} ON CONFLICT DO NOTHING",
-        placeholders(rows, 17, 1)
+        params.rows(rows, 17, 1)
     )
 }
 
@@ -30,18 +30,22 @@ pub(crate) async fn prune(
     keep: u32,
 ) -> Result<u64, sqlx::Error> {
     let mut deleted = 0;
-    for chunk in routine_ids.chunks(rows_per_statement(1)) {
+    let params = Params::of(conn);
+    for chunk in routine_ids.chunks(params.rows_per_statement(1)) {
+        // The ids first, then `keep`: the order they are written in.
         let sql = format!(
             "DELETE FROM routine_runs WHERE id IN (SELECT id FROM (SELECT id, status, \
              ROW_NUMBER() OVER (PARTITION BY routine_id ORDER BY started_at DESC, id DESC) AS place \
              FROM routine_runs WHERE routine_id IN {}) AS ranked \
-             WHERE place > $1 AND status NOT IN ('running', 'waiting'))",
-            placeholders(1, chunk.len(), 2)
+             WHERE place > {} AND status NOT IN ('running', 'waiting'))",
+            params.rows(1, chunk.len(), 1),
+            params.one(chunk.len() + 1)
         );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(i64::from(keep));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for id in chunk {
             query = query.bind(id.clone());
         }
+        query = query.bind(i64::from(keep));
         deleted += query.execute(&mut *conn).await?.rows_affected();
     }
     Ok(deleted)
@@ -116,8 +120,9 @@ pub(crate) async fn insert_many(
     runs: &[RoutineRun],
 ) -> Result<u64, sqlx::Error> {
     let mut recorded = 0;
-    for chunk in runs.chunks(rows_per_statement(17)) {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(chunk.len())));
+    let params = Params::of(conn);
+    for chunk in runs.chunks(params.rows_per_statement(17)) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(params, chunk.len())));
         for run in chunk {
             query = query
                 .bind(run.id.to_string())
