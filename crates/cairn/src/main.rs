@@ -21,10 +21,27 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     init_logging(default, cli.log_format);
+    quiet_on_a_closed_stdout();
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) => exit::report(&err),
     }
+}
+
+/// `cairn status | head` closes the pipe before everything is printed, and
+/// `println!` then panics ("failed printing to stdout: Broken pipe"). The
+/// reader chose to stop: exit as quietly as a process ended by SIGPIPE
+/// would (status 141), with no panic message. Other panics are reported
+/// as before.
+fn quiet_on_a_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 /// Logs go to stderr, filtered by `CAIRN_LOG` (e.g. `info`, `cairn_store=debug`);

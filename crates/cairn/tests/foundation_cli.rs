@@ -316,3 +316,23 @@ fn doctor_checks_the_tools_table() {
         .stdout(contains("config.toml:1: tools"))
         .stdout(contains("reckless"));
 }
+
+/// `cairn … | head` closing the pipe early ends the command quietly (as
+/// SIGPIPE would: status 141), not with a panic and its backtrace.
+#[test]
+fn a_reader_closing_stdout_early_ends_the_command_quietly() {
+    let home = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+        .env_clear()
+        .env("CAIRN_HOME", home.path())
+        .args(["config", "show"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+}
