@@ -33,6 +33,12 @@
 //! recorded p50 31-36 / p99 111-115 ms, action began p99 146-154 ms (it was
 //! 236 and 310 ms before); spread over a minute, recorded p99 1.4-2.2 ms,
 //! action began p99 14-16 ms.
+//! With SQLite's multi-row statements written with anonymous `?`
+//! parameters (Nov 2026; the two builds run in turn, twice, same machine):
+//! all in one second, recorded p99 169-176 -> 96-104 ms, action began p99
+//! 217-230 -> 138-143 ms. The figures move by 2x with the machine's state
+//! (a nested-paging VM where pages idle for seconds are slow to touch
+//! again), so compare builds run in turn, not with older figures.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)] // a benchmark: set-up unwraps, /proc via std::fs
 #![allow(missing_docs)]
 
