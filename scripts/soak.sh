@@ -66,10 +66,12 @@ done
 TICKS="$(getconf CLK_TCK)"
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
-# Per thread "tid switches name", voluntary + involuntary.
+# Per thread "tid switches name", voluntary + involuntary (a thread that ends
+# between the listing and the read is skipped: the blocking pool's threads
+# end 10 s after their last task, just when the warm-up does).
 switches() {
   for f in /proc/"$PID"/task/*/status; do
-    awk -v t="${f%/status}" '/^Name:/ {$1 = ""; name = substr($0, 2); gsub(/ /, "_", name)} /^voluntary_ctxt_switches:/ {v = $2} /^nonvoluntary_ctxt_switches:/ {n = $2} END {sub(/.*\//, "", t); if (v != "") print t, v + n, name}' "$f" 2>/dev/null
+    awk -v t="${f%/status}" '/^Name:/ {$1 = ""; name = substr($0, 2); gsub(/ /, "_", name)} /^voluntary_ctxt_switches:/ {v = $2} /^nonvoluntary_ctxt_switches:/ {n = $2} END {sub(/.*\//, "", t); if (v != "") print t, v + n, name}' "$f" 2>/dev/null || true
   done
 }
 threads() { ls "/proc/$PID/task" | wc -l; }
