@@ -21,6 +21,22 @@ pub struct SlotMove {
     pub next: Option<DateTime<Utc>>,
     /// Disable the routine (a one-shot that has fired).
     pub disable: bool,
+    /// For a routine read ahead of its slot: the claim also needs the
+    /// routine still as it was read, else it takes nothing (and the engine
+    /// reads it again).
+    pub as_read: Option<AsRead>,
+}
+
+/// What a routine read ahead of its slot must still be when the slot is
+/// claimed: what an edit, a run's end or a failure streak would change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsRead {
+    /// Its `updated_at` (every edit moves it).
+    pub updated_at: DateTime<Utc>,
+    /// Its failure streak (backoff is decided from it).
+    pub consecutive_failures: u32,
+    /// Its state (a watcher's or heartbeat's run starts from it).
+    pub state: serde_json::Value,
 }
 
 /// The guardrails a fire must pass, checked in the transaction that records

@@ -18,7 +18,7 @@ use sqlx::any::AnyRow;
 use cairn_core::routine::{Going, RoutineRun};
 
 use crate::admit::{Admission, SlotMove};
-use crate::codec::{Cols, Params, micros, micros_opt};
+use crate::codec::{Cols, Params, json, micros, micros_opt};
 use crate::{Backend, StoreError};
 
 /// What the batch read for one admission.
@@ -135,31 +135,46 @@ pub(crate) async fn lock_routines(
 }
 
 /// Moves each routine's slot that is still what its admission expects (and
-/// the routine enabled and unpaused): the slot's compare-and-set, which on
-/// PostgreSQL also locks the row. The routines claimed.
+/// the routine enabled and unpaused, and as read when read ahead): the
+/// slot's compare-and-set, which on PostgreSQL also locks the row. The
+/// routines claimed.
 pub(crate) async fn claim(
     conn: &mut sqlx::AnyConnection,
     slots: &[(&str, &SlotMove)],
 ) -> Result<HashSet<String>, StoreError> {
     let mut claimed = HashSet::with_capacity(slots.len());
     let params = Params::of(conn);
-    for chunk in slots.chunks(params.rows_per_statement(4)) {
+    for chunk in slots.chunks(params.rows_per_statement(7)) {
+        // Column 6 is -1 when the claim compares nothing more.
         let sql = format!(
             "UPDATE routines SET next_fire_at = v.column3, due_at = v.column3 + jitter_us, \
              enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END \
              FROM (VALUES {}) AS v \
              WHERE routines.id = v.column1 AND routines.enabled = 1 \
              AND routines.paused_at IS NULL AND routines.next_fire_at = v.column2 \
+             AND (v.column6 < 0 OR (routines.updated_at = v.column5 \
+             AND routines.consecutive_failures = v.column6 AND routines.state = v.column7)) \
              RETURNING id",
-            params.rows(chunk.len(), 4, 1)
+            params.rows(chunk.len(), 7, 1)
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (id, slot) in chunk {
+            let (updated_at, failures, state) = match &slot.as_read {
+                Some(read) => (
+                    micros(read.updated_at),
+                    i64::from(read.consecutive_failures),
+                    json(&read.state, "state")?,
+                ),
+                None => (0, -1, String::new()),
+            };
             query = query
                 .bind(id.to_string())
                 .bind(micros(slot.expected))
                 .bind(micros_opt(slot.next))
-                .bind(i64::from(slot.disable));
+                .bind(i64::from(slot.disable))
+                .bind(updated_at)
+                .bind(failures)
+                .bind(state);
         }
         for row in query.fetch_all(&mut *conn).await? {
             claimed.insert(Cols(&row).text("id")?);

@@ -45,7 +45,7 @@ mod tries;
 mod turns;
 mod waiting;
 
-pub use admit::{Admission, Admitted, OverlapRule, Round, SlotMove};
+pub use admit::{Admission, Admitted, AsRead, OverlapRule, Round, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use channels::{ChannelPairing, ChannelUser};
 pub use connect::{Backend, Store, sqlite_file};

@@ -329,6 +329,22 @@ impl Store {
         }).await
     }
 
+    /// How many enabled, unpaused routines fire (jitter applied) at or
+    /// before `at`: whether a slot is worth reading ahead.
+    pub async fn count_due(&self, at: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.on_runtime(async {
+            let row = sqlx::query(
+                "SELECT COUNT(*) AS n FROM routines WHERE enabled = 1 AND paused_at IS NULL \
+                 AND due_at IS NOT NULL AND due_at <= $1",
+            )
+            .bind(micros(at))
+            .fetch_one(self.pool())
+            .await?;
+            Ok(u64::try_from(Cols(&row).int("n")?).unwrap_or(0))
+        })
+        .await
+    }
+
     /// Sets the next slot without running anything (after a schedule change or a missed window).
     pub async fn set_next_fire_at(
         &self,

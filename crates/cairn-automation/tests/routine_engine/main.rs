@@ -344,6 +344,7 @@ async fn claim_as_a_dead_process(store: &Store, run: &RoutineRun, next: DateTime
             expected: run.scheduled_for.unwrap(),
             next: Some(next),
             disable: false,
+            as_read: None,
         }),
         ..Default::default()
     };

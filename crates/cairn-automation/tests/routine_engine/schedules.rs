@@ -292,3 +292,63 @@ async fn a_change_a_webhook_noticed_first_still_wakes_the_timer() {
     assert_eq!(runs.len(), 1, "the new routine fired");
     assert_eq!(runs[0].started_at, runs[0].scheduled_for.unwrap());
 }
+
+/// A crowded slot's routines are read a second ahead of it. A routine that
+/// changes in that second without a change signal (here a failure, which
+/// moves its streak and so brings backoff) fires as it is at the slot, not
+/// as it was read; the rest start on the slot.
+#[tokio::test(start_paused = true)]
+async fn a_crowded_slot_read_ahead_still_sees_a_change_made_after_the_read() {
+    let s = setup(t0()).await;
+    let hourly = |name: &str| {
+        format!(
+            "name: {name}\ntrigger: {{type: cron, schedule: '0 * * * *'}}\naction: {{type: notification, message: hi}}\n"
+        )
+    };
+    let mut crowd = Vec::new();
+    for i in 0..119 {
+        crowd.push(s.routine(&hourly(&format!("hourly{i}"))).await);
+    }
+    let failing = s.routine(&hourly("failing")).await;
+    let slot = t0() + chrono::Duration::hours(1);
+    let engine = s.engine("a");
+    let (cancel, handle) = s.spawn(&engine);
+    // Half a second before the slot, after its read: a run of the routine
+    // (by hand, elsewhere) fails.
+    tokio::time::sleep(Duration::from_millis(3_599_500)).await;
+    let elsewhere = s.engine("b");
+    elsewhere.fire_manual(&failing, None, None).await.unwrap();
+    elsewhere.idle().await;
+    let stored = s.store.get_routine(failing.id).await.unwrap().unwrap();
+    assert_eq!(stored.runtime.consecutive_failures, 1);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    cancel.cancel();
+    handle.await.unwrap();
+    let at_slot: Vec<_> = s
+        .runs(&failing)
+        .await
+        .into_iter()
+        .filter(|r| r.scheduled_for == Some(slot))
+        .collect();
+    assert_eq!(at_slot.len(), 1);
+    assert_eq!(at_slot[0].status, RunStatus::Skipped);
+    assert!(
+        at_slot[0]
+            .skip_reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("backoff"),
+        "{:?}",
+        at_slot[0].skip_reason
+    );
+    for r in &crowd {
+        let runs = s.runs(r).await;
+        assert_eq!(runs.len(), 1, "{}", r.spec.name);
+        assert_eq!(runs[0].scheduled_for, Some(slot));
+        assert_eq!(
+            runs[0].started_at, slot,
+            "{} started on its slot",
+            r.spec.name
+        );
+    }
+}

@@ -45,6 +45,7 @@ pub async fn a_slot_is_admitted_once_and_moves_next_fire(fx: &Fixture) {
             expected: at(60),
             next: Some(next),
             disable: false,
+            as_read: None,
         }),
         ..Admission::default()
     };
@@ -71,6 +72,7 @@ pub async fn a_one_shot_is_disabled_by_its_claim(fx: &Fixture) {
             expected: at(60),
             next: None,
             disable: true,
+            as_read: None,
         }),
         ..Admission::default()
     };
@@ -93,6 +95,7 @@ pub async fn catch_up_records_every_slot_of_one_claim(fx: &Fixture) {
             expected: at(60),
             next: Some(at(600)),
             disable: false,
+            as_read: None,
         }),
         max_concurrent: Some(1),
         ..Admission::default()

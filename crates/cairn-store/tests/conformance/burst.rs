@@ -3,7 +3,7 @@
 //! statement, with the same verdicts as one admission at a time.
 
 use cairn_core::routine::{Routine, RoutineRun, RunStatus};
-use cairn_store::{Admission, Admitted, FinishRun, Store};
+use cairn_store::{Admission, Admitted, AsRead, FinishRun, Store};
 
 use crate::admission::ended;
 use crate::fixture::Fixture;
@@ -208,4 +208,70 @@ pub async fn a_burst_of_run_ends_keeps_each_routines_streak_and_retention(fx: &F
             r.spec.name
         );
     }
+}
+
+/// Routines read ahead of their slot: each claim takes the slot only while
+/// the routine is as read (not edited, same failure streak, same state);
+/// one that changed keeps its slot for the engine to read again.
+pub async fn a_claim_read_ahead_takes_only_routines_still_as_read(fx: &Fixture) {
+    stored_burst(&fx.store, "ahead").await;
+    let read = fx.store.due_routines(at(60), BURST as u32).await.unwrap();
+    assert_eq!(read.len(), BURST);
+    assert_eq!(fx.store.count_due(at(60)).await.unwrap(), BURST as u64);
+    assert_eq!(fx.store.count_due(at(59)).await.unwrap(), 0);
+    let (edited, failed, watched) = (read[0].id, read[1].id, read[2].id);
+    // An edit moves `updated_at`; a run's end moves the streak or the state.
+    let mut edit = fx.store.get_routine(edited).await.unwrap().unwrap();
+    edit.spec.description = "edited after the read".into();
+    edit.updated_at = at(59);
+    fx.store.update_routine(&edit).await.unwrap();
+    for (id, status, state) in [
+        (failed, RunStatus::Failed, None),
+        (watched, RunStatus::Ok, Some(serde_json::json!({"seen": 3}))),
+    ] {
+        let r = read.iter().find(|r| r.id == id).unwrap();
+        let run = run_for(r, None, at(30));
+        fx.store.start_run(&run).await.unwrap();
+        let mut outcome = ended(status, 31);
+        outcome.state = state;
+        assert!(fx.store.finish_run(run.id, &outcome).await.unwrap());
+    }
+    let fires: Vec<_> = read
+        .iter()
+        .map(|r| {
+            let (mut admission, runs) = round_of(r);
+            if let Some(slot) = admission.slot.as_mut() {
+                slot.as_read = Some(AsRead {
+                    updated_at: r.updated_at,
+                    consecutive_failures: r.runtime.consecutive_failures,
+                    state: r.runtime.state.clone(),
+                });
+            }
+            (admission, runs)
+        })
+        .collect();
+    let rounds = fx.store.admit_rounds(&fires).await.unwrap();
+    for (r, round) in read.iter().zip(&rounds) {
+        let changed = [edited, failed, watched].contains(&r.id);
+        let want = if changed {
+            Admitted::Taken
+        } else {
+            Admitted::Started
+        };
+        assert_eq!(round.admitted, want, "{}", r.spec.name);
+        let got = fx.store.get_routine(r.id).await.unwrap().unwrap();
+        let next = if changed { at(60) } else { at(120) };
+        assert_eq!(got.runtime.next_fire_at, Some(next), "{}", r.spec.name);
+    }
+    // Read again, the changed ones are claimed as they are now.
+    let again = fx.store.due_routines(at(60), BURST as u32).await.unwrap();
+    let ids: Vec<_> = again.iter().map(|r| r.id).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(fx.store.count_due(at(60)).await.unwrap(), 3);
+    for id in [edited, failed, watched] {
+        assert!(ids.contains(&id));
+    }
+    let fires: Vec<_> = again.iter().map(round_of).collect();
+    let rounds = fx.store.admit_rounds(&fires).await.unwrap();
+    assert!(rounds.iter().all(|r| r.admitted == Admitted::Started));
 }

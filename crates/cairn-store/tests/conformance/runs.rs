@@ -35,6 +35,7 @@ pub fn scheduled(r: &Routine, run: &RoutineRun, next: Option<DateTime<Utc>>) -> 
             expected: run.scheduled_for.unwrap(),
             next,
             disable: once,
+            as_read: None,
         }),
         max_concurrent: Some(r.spec.guardrails.max_concurrent),
         global_max: Some(16),

@@ -111,6 +111,7 @@ pub async fn a_paused_routine_keeps_its_slot_and_fires_nothing(fx: &Fixture) {
             expected: at(60),
             next: Some(at(120)),
             disable: false,
+            as_read: None,
         }),
         ..Admission::default()
     };
@@ -171,6 +172,7 @@ pub async fn jitter_moves_when_a_slot_fires_not_the_slot(fx: &Fixture) {
             expected: at(60),
             next: Some(at(120)),
             disable: false,
+            as_read: None,
         }),
         ..Admission::default()
     };

@@ -3,7 +3,8 @@
 //!
 //! - **Time**: one timer sleeps until the earliest `next_fire_at` of any
 //!   enabled routine (the store's index), then claims every due slot in one
-//!   transaction. Nothing polls: a second loop waits on the store's change
+//!   transaction; a crowded slot's routines are read a second ahead of it
+//!   (`ahead.rs`). Nothing polls: a second loop waits on the store's change
 //!   signal ([`Topic::Routines`]), so a routine changed by the CLI, a tool or
 //!   another process wakes the timer at once, and reaps orphaned runs only
 //!   when a lease can have lapsed (the earliest lease end of a running run).
@@ -46,6 +47,7 @@ use super::webhook::{self, Delivery, WebhookError};
 use crate::notify::Notifier;
 
 mod admit;
+mod ahead;
 mod execute;
 mod fire;
 mod reap;
@@ -329,8 +331,16 @@ impl RoutineEngine {
             let cancel = cancel.clone();
             async move { engine.upkeep(cancel).await }
         }));
+        let mut read_ahead: Option<ahead::ReadAhead> = None;
         loop {
             let now = self.inner.clock.now();
+            if let Some(slot) = read_ahead.take_if(|r| r.at <= now) {
+                if let Err(e) = self.fire_read_ahead(slot).await {
+                    tracing::warn!(error = %e, "routine engine: round failed");
+                }
+                // The next round, at once, reads what changed since.
+                continue;
+            }
             let mut full = false;
             match self.tick(now).await {
                 Ok(report) => {
@@ -349,16 +359,26 @@ impl RoutineEngine {
                     Some(now + chrono::Duration::seconds(5))
                 }
             };
+            // A crowded slot is read a little before it (see `ahead.rs`).
+            let early = match next {
+                Some(at) if read_ahead.is_none() => self.read_ahead_at(at).await,
+                _ => None,
+            };
             let sleep = async {
-                match next {
+                match early.or(next) {
                     Some(at) => self.inner.clock.sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
                 () = cancel.cancelled() => break,
-                () = self.inner.wake.notified() => {}
-                () = sleep => {}
+                // Something changed: the next slot is read afresh.
+                () = self.inner.wake.notified() => read_ahead = None,
+                () = sleep => {
+                    if let (Some(_), Some(at)) = (early, next) {
+                        read_ahead = self.read_ahead(at).await;
+                    }
+                }
             }
         }
         drop(upkeep);

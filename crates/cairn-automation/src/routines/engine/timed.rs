@@ -1,10 +1,17 @@
 //! Scheduled fires: the timer's round, catch-up and backoff, the slot claim.
 
-use cairn_store::OverlapRule;
+use cairn_store::{AsRead, OverlapRule};
 
 use super::*;
 use crate::routines::define;
 use crate::routines::plan::MissedWhile;
+
+/// A scheduled run admitted, to start.
+pub(super) struct Start {
+    routine: Routine,
+    run: RoutineRun,
+    note: Option<String>,
+}
 
 impl RoutineEngine {
     /// One timer round at `now`: reaps orphans (when a lease can have
@@ -21,8 +28,26 @@ impl RoutineEngine {
             self.start_waiting(None).await;
         }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
+        let starts = self.fire_due(due, now, false, &mut report).await?;
+        self.start(starts);
+        Ok(report)
+    }
+
+    /// Claims the slots of `due` routines at `now`, counting what became
+    /// of them in `report`; the runs their `overlap` lets start, to start.
+    /// Routines `read_ahead` of their slot are claimed only while still as
+    /// read.
+    pub(super) async fn fire_due(
+        &self,
+        due: Vec<Routine>,
+        now: DateTime<Utc>,
+        read_ahead: bool,
+        report: &mut TickReport,
+    ) -> Result<Vec<Start>, StoreError> {
+        let inner = &self.inner;
+        let mut starts = Vec::new();
         if due.is_empty() {
-            return Ok(report);
+            return Ok(starts);
         }
         let mut fires = Vec::with_capacity(due.len());
         let mut plans = Vec::with_capacity(due.len());
@@ -30,7 +55,14 @@ impl RoutineEngine {
             let Some(slot) = routine.runtime.next_fire_at else {
                 continue;
             };
-            let (admission, runs, note) = self.plan_slot(&routine, slot, now).await?;
+            let (mut admission, runs, note) = self.plan_slot(&routine, slot, now).await?;
+            if read_ahead && let Some(slot) = admission.slot.as_mut() {
+                slot.as_read = Some(AsRead {
+                    updated_at: routine.updated_at,
+                    consecutive_failures: routine.runtime.consecutive_failures,
+                    state: routine.runtime.state.clone(),
+                });
+            }
             fires.push((admission, runs));
             plans.push((routine, note));
         }
@@ -69,23 +101,34 @@ impl RoutineEngine {
                 );
             }
             self.stop_cancelled(&round.cancelled).await;
-            for run in round.runs {
-                if run.status != RunStatus::Running {
-                    continue;
-                }
-                let fire = FireContext {
-                    trigger_type: run.trigger_type.clone(),
-                    detail: run.trigger_detail.clone(),
-                    payload: None,
-                    scheduled_for: run.scheduled_for,
-                };
-                let (engine, routine, note) = (self.clone(), routine.clone(), note.clone());
-                inner.tasks.spawn(async move {
-                    engine.execute(routine, run, fire, 0, note).await;
-                });
-            }
+            let running = round.runs.into_iter();
+            starts.extend(
+                running
+                    .filter(|run| run.status == RunStatus::Running)
+                    .map(|run| Start {
+                        routine: routine.clone(),
+                        run,
+                        note: note.clone(),
+                    }),
+            );
         }
-        Ok(report)
+        Ok(starts)
+    }
+
+    /// Starts runs admitted by [`Self::fire_due`].
+    pub(super) fn start(&self, starts: Vec<Start>) {
+        for Start { routine, run, note } in starts {
+            let fire = FireContext {
+                trigger_type: run.trigger_type.clone(),
+                detail: run.trigger_detail.clone(),
+                payload: None,
+                scheduled_for: run.scheduled_for,
+            };
+            let engine = self.clone();
+            self.inner.tasks.spawn(async move {
+                engine.execute(routine, run, fire, 0, note).await;
+            });
+        }
     }
 
     /// The admission and runs for a due timed routine.
@@ -138,6 +181,7 @@ impl RoutineEngine {
                 expected: slot,
                 next: if is_once { None } else { fire_plan.next },
                 disable: is_once,
+                as_read: None,
             }),
             max_concurrent: Some(g.max_concurrent),
             global_max: Some(
