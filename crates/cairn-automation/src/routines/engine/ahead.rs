@@ -75,10 +75,8 @@ impl RoutineEngine {
             let tail = rest.split_off(batch.min(rest.len()));
             let routines = std::mem::replace(&mut rest, tail);
             // Each batch's runs start at once, beside the next batch's claim.
-            let starts = self
-                .fire_due(routines, clock.now(), true, &mut report)
+            self.fire_due(routines, clock.now(), true, &mut report)
                 .await?;
-            self.start(starts);
         }
         tracing::debug!(
             started = report.started,

@@ -6,13 +6,6 @@ use super::*;
 use crate::routines::define;
 use crate::routines::plan::MissedWhile;
 
-/// A scheduled run admitted, to start.
-pub(super) struct Start {
-    routine: Routine,
-    run: RoutineRun,
-    note: Option<String>,
-}
-
 impl RoutineEngine {
     /// One timer round at `now`: reaps orphans (when a lease can have
     /// lapsed) and starts the waiting slots now free, then claims every due
@@ -28,26 +21,24 @@ impl RoutineEngine {
             self.start_waiting(None).await;
         }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
-        let starts = self.fire_due(due, now, false, &mut report).await?;
-        self.start(starts);
+        self.fire_due(due, now, false, &mut report).await?;
         Ok(report)
     }
 
-    /// Claims the slots of `due` routines at `now`, counting what became
-    /// of them in `report`; the runs their `overlap` lets start, to start.
-    /// Routines `read_ahead` of their slot are claimed only while still as
-    /// read.
+    /// Claims the slots of `due` routines at `now` and starts the runs
+    /// their `overlap` lets start, counting what became of them in
+    /// `report`. Routines `read_ahead` of their slot are claimed only while
+    /// still as read.
     pub(super) async fn fire_due(
         &self,
         due: Vec<Routine>,
         now: DateTime<Utc>,
         read_ahead: bool,
         report: &mut TickReport,
-    ) -> Result<Vec<Start>, StoreError> {
+    ) -> Result<(), StoreError> {
         let inner = &self.inner;
-        let mut starts = Vec::new();
         if due.is_empty() {
-            return Ok(starts);
+            return Ok(());
         }
         let mut fires = Vec::with_capacity(due.len());
         let mut plans = Vec::with_capacity(due.len());
@@ -101,34 +92,23 @@ impl RoutineEngine {
                 );
             }
             self.stop_cancelled(&round.cancelled).await;
-            let running = round.runs.into_iter();
-            starts.extend(
-                running
-                    .filter(|run| run.status == RunStatus::Running)
-                    .map(|run| Start {
-                        routine: routine.clone(),
-                        run,
-                        note: note.clone(),
-                    }),
-            );
+            for run in round.runs {
+                if run.status != RunStatus::Running {
+                    continue;
+                }
+                let fire = FireContext {
+                    trigger_type: run.trigger_type.clone(),
+                    detail: run.trigger_detail.clone(),
+                    payload: None,
+                    scheduled_for: run.scheduled_for,
+                };
+                let (engine, routine, note) = (self.clone(), routine.clone(), note.clone());
+                inner.tasks.spawn(async move {
+                    engine.execute(routine, run, fire, 0, note).await;
+                });
+            }
         }
-        Ok(starts)
-    }
-
-    /// Starts runs admitted by [`Self::fire_due`].
-    pub(super) fn start(&self, starts: Vec<Start>) {
-        for Start { routine, run, note } in starts {
-            let fire = FireContext {
-                trigger_type: run.trigger_type.clone(),
-                detail: run.trigger_detail.clone(),
-                payload: None,
-                scheduled_for: run.scheduled_for,
-            };
-            let engine = self.clone();
-            self.inner.tasks.spawn(async move {
-                engine.execute(routine, run, fire, 0, note).await;
-            });
-        }
+        Ok(())
     }
 
     /// The admission and runs for a due timed routine.
