@@ -87,6 +87,14 @@ impl Store {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
                             conn.execute("PRAGMA synchronous = NORMAL").await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
+                            // Checkpoints are the change signal's listener's
+                            // (`signal/sqlite.rs`), off the commits; a commit
+                            // runs one only past this fallback (40 MiB), when
+                            // no process listens.
+                            conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
+                            // A WAL started over is cut to 1 MiB, so its size
+                            // tells the listener what is left to checkpoint.
+                            conn.execute("PRAGMA journal_size_limit = 1048576").await?;
                             let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
                             conn.execute(sqlx::AssertSqlSafe(busy)).await?;
                             Ok(())

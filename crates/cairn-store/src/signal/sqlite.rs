@@ -7,6 +7,14 @@
 //! after events the connection looks again a little later
 //! ([`RECHECKS`]) before going back to sleep; a later commit always makes
 //! new events.
+//!
+//! The listener also keeps checkpoints off the writers' commits: SQLite
+//! runs one inside the commit that takes the WAL past 1,000 pages, with
+//! its fsyncs (9-27 ms here, in the middle of a burst's admission). Our
+//! connections raise that bound to a fallback (`connect.rs`), and the
+//! listener, seeing a commit leave the WAL at [`CHECKPOINT_AT`] or more,
+//! asks a task of its own for a `PASSIVE` checkpoint, which neither waits
+//! for nor blocks anyone.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -33,6 +41,12 @@ const RECHECKS: [Duration; 3] = [
 
 /// How long to wait before trying to open the dedicated connection again.
 const RETRY: Duration = Duration::from_secs(5);
+
+/// The WAL size from which the listener has it checkpointed: SQLite's own
+/// 1,000 pages of 4 KiB. After a complete checkpoint the next writer starts
+/// the WAL over, cut to `journal_size_limit` (1 MiB, `connect.rs`), so the
+/// size measures what is left to checkpoint.
+pub(crate) const CHECKPOINT_AT: u64 = 4 * 1024 * 1024;
 
 pub(super) async fn listen(
     hub: Weak<Hub>,
@@ -89,6 +103,12 @@ pub(super) async fn listen(
             true
         }
     };
+    let checkpoint = Arc::new(Notify::new());
+    let checkpointer = tokio::spawn(checkpointer(
+        url.clone(),
+        Arc::clone(&checkpoint),
+        stop.clone(),
+    ));
     let mut rechecks: Vec<Instant> = Vec::new();
     loop {
         let next_recheck = rechecks.first().copied();
@@ -109,6 +129,7 @@ pub(super) async fn listen(
             _ = stop.changed() => {
                 // Closed, not dropped: the close finishes before the store's.
                 let _ = conn.close().await;
+                let _ = checkpointer.await;
                 return;
             }
             () = events.notified() => {
@@ -123,6 +144,9 @@ pub(super) async fn listen(
             Ok(now) if Some(now) == version => {}
             Ok(now) => {
                 version = Some(now);
+                if wal_size(&wal).await >= CHECKPOINT_AT {
+                    checkpoint.notify_one();
+                }
                 match read_counters(&mut conn).await {
                     Ok(counters) => hub.counters_read(&counters),
                     Err(e) => {
@@ -138,6 +162,50 @@ pub(super) async fn listen(
                 rechecks.push(Instant::now() + RETRY);
             }
         }
+    }
+}
+
+/// The WAL's size in bytes (0 when it cannot be read).
+async fn wal_size(wal: &Path) -> u64 {
+    tokio::fs::metadata(wal).await.map_or(0, |m| m.len())
+}
+
+/// Checkpoints the WAL each time it is asked, on a connection of its own
+/// (opened at the first request), until `stop`.
+async fn checkpointer(url: String, asked: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    let mut conn: Option<SqliteConnection> = None;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            () = asked.notified() => {}
+        }
+        if conn.is_none() {
+            match connect(&url).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open a connection to checkpoint the WAL");
+                    continue;
+                }
+            }
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&mut *c)
+            .await
+        {
+            Ok(row) => tracing::debug!(
+                wal_frames = row.try_get::<i64, _>(1).unwrap_or(-1),
+                checkpointed = row.try_get::<i64, _>(2).unwrap_or(-1),
+                "checkpointed the WAL"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot checkpoint the WAL");
+                conn = None;
+            }
+        }
+    }
+    if let Some(c) = conn {
+        let _ = c.close().await;
     }
 }
 

@@ -48,3 +48,52 @@ fn topics_round_trip_their_names_and_counters_are_distinct() {
     keys.dedup();
     assert_eq!(keys.len(), Topic::ALL.len());
 }
+
+/// Commits never checkpoint the WAL (their bound is raised to a fallback);
+/// the listener has it checkpointed once a commit leaves it past
+/// `CHECKPOINT_AT`, so the pages reach the database file.
+#[tokio::test]
+async fn the_listener_checkpoints_the_wal_off_the_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let bound = store
+        .on_runtime(async {
+            let row = sqlx::query("PRAGMA wal_autocheckpoint")
+                .fetch_one(store.pool())
+                .await?;
+            crate::codec::Cols(&row).int("wal_autocheckpoint")
+        })
+        .await
+        .unwrap();
+    assert_eq!(bound, 10_000);
+    let _watch = store.watch(Topic::Routines);
+    assert!(store.signal_ready(Duration::from_secs(10)).await.is_push());
+    let db = dir.path().join("cairn.db");
+    let size = |path: std::path::PathBuf| async move {
+        tokio::fs::metadata(path).await.map_or(0, |m| m.len())
+    };
+    let before = size(db.clone()).await;
+    // 6 MiB in commits of 256 KiB: past `CHECKPOINT_AT`, far from the fallback.
+    let blob = "x".repeat(256 * 1024);
+    for i in 0..24 {
+        store
+            .set_setting(&format!("blob.{i}"), &serde_json::json!(blob))
+            .await
+            .unwrap();
+    }
+    let grown = tokio::time::timeout(Duration::from_secs(15), async {
+        // Half of it at least: the commits alone would leave it all in the WAL.
+        while size(db.clone()).await < before + sqlite::CHECKPOINT_AT / 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        grown.is_ok(),
+        "the database file stayed at {} bytes (WAL {} bytes)",
+        size(db.clone()).await,
+        size(dir.path().join("cairn.db-wal")).await
+    );
+    store.close().await;
+}
