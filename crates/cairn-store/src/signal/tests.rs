@@ -97,3 +97,64 @@ async fn the_listener_checkpoints_the_wal_off_the_commits() {
     );
     store.close().await;
 }
+
+/// A checkpoint is asked for at `CHECKPOINT_AT`, then only once the WAL grew
+/// as much again (a WAL kept long by a reader) or started over and refilled.
+#[test]
+fn a_long_wal_asks_for_a_checkpoint_once_per_growth() {
+    let step = sqlite::CHECKPOINT_AT;
+    let mut asked = None;
+    let mut asks = |size: u64| sqlite::wants_checkpoint(size, &mut asked);
+    assert!(!asks(step - 1));
+    assert!(asks(step));
+    // Commits that leave it at the same length, or grow it a little: no.
+    assert!(!asks(step));
+    assert!(!asks(step + 4096));
+    assert!(!asks(2 * step - 1));
+    assert!(asks(2 * step + 100));
+    // Started over (cut to 1 MiB), then past the bound again: yes.
+    assert!(!asks(1024 * 1024));
+    assert!(!asks(step - 1));
+    assert!(asks(step));
+}
+
+/// The backlog read from the WAL-index header is what SQLite says: the
+/// frames a commit added, and nothing once a checkpoint copied them.
+#[tokio::test]
+async fn the_wal_backlog_is_read_from_the_wal_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/cairn.db", dir.path().display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let shm = sqlite::shm_of(&dir.path().join("cairn.db-wal"));
+    assert_eq!(shm, dir.path().join("cairn.db-shm"));
+    let pragma = |sql: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .on_runtime(async {
+                    let row = sqlx::query(sql).fetch_one(store.pool()).await?;
+                    // (busy, frames in the WAL, frames copied)
+                    let c = crate::codec::Cols(&row);
+                    Ok::<_, StoreError>((c.int("log")?, c.int("checkpointed")?))
+                })
+                .await
+                .unwrap()
+        }
+    };
+    pragma("PRAGMA wal_checkpoint(TRUNCATE)").await;
+    let blob = "x".repeat(512 * 1024);
+    store
+        .set_setting("blob", &serde_json::json!(blob))
+        .await
+        .unwrap();
+    let backlog = sqlite::backlog(&shm).await.unwrap();
+    // Half a MiB of text, in 4 KiB pages with their 24-byte frame headers.
+    assert!(
+        (512 * 1024..1024 * 1024).contains(&backlog),
+        "backlog {backlog}"
+    );
+    let (frames, _) = pragma("PRAGMA wal_checkpoint(PASSIVE)").await;
+    assert_eq!(backlog, u64::try_from(frames).unwrap() * (4096 + 24));
+    assert_eq!(sqlite::backlog(&shm).await, Some(0));
+    store.close().await;
+}
