@@ -44,6 +44,12 @@ where
     I: Clone + Send + 'static,
     O: Send + 'static,
 {
+    /// Holds the next commit back while the guard lives: entries submitted
+    /// meanwhile queue up and go together in one transaction after it.
+    pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.leader.lock().await
+    }
+
     /// Commits `item`, batched with whatever else is waiting. `commit`
     /// writes a batch in one transaction and answers each entry in order.
     pub(super) async fn submit<F, Fut>(&self, item: I, commit: F) -> Result<O, StoreError>
@@ -150,5 +156,52 @@ impl FinishQueue {
             async move { store.finish_runs(&batch).await }
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Entries submitted while the queue is held wait, then go together in
+    /// one commit once it is let go.
+    #[tokio::test]
+    async fn a_held_queue_commits_what_waited_in_one_batch_after() {
+        let queue: Arc<GroupCommit<u32, u32>> = Arc::default();
+        let batches: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
+        let held = queue.hold().await;
+        let mut submitted = Vec::new();
+        for item in 0..5 {
+            let (queue, batches) = (queue.clone(), batches.clone());
+            submitted.push(tokio::spawn(async move {
+                queue
+                    .submit(item, move |items: Vec<u32>| {
+                        let batches = batches.clone();
+                        async move {
+                            batches.lock().unwrap().push(items.clone());
+                            Ok(items.into_iter().map(|i| i * 10).collect())
+                        }
+                    })
+                    .await
+            }));
+        }
+        // Every submitter has queued its entry and waits for the leader.
+        while queue.pending.lock().unwrap().len() < 5 {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            batches.lock().unwrap().is_empty(),
+            "nothing committed while held"
+        );
+        drop(held);
+        for (item, task) in (0..5).zip(submitted) {
+            assert_eq!(task.await.unwrap().unwrap(), item * 10);
+        }
+        assert_eq!(*batches.lock().unwrap(), vec![vec![0, 1, 2, 3, 4]]);
     }
 }

@@ -69,6 +69,10 @@ impl RoutineEngine {
             self.reap(now).await?;
         }
         let batch = (self.inner.settings.batch as usize).max(1);
+        // The runs of the first batches end while the later ones are being
+        // claimed: their ends wait (then go a few hundred a transaction),
+        // so that the one writer takes the slot's claims back to back.
+        let _ends_wait = self.inner.finishes.hold().await;
         let mut rest = ahead.routines;
         let mut report = TickReport::default();
         while !rest.is_empty() {
