@@ -92,11 +92,9 @@ impl Store {
                             // runs one only past this fallback (40 MiB), when
                             // no process listens.
                             conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
-                            // A WAL is reused from its start, not cut short
-                            // (a commit that regrows a cut file took twice as
-                            // long here), unless one transaction grew it past
-                            // 64 MiB.
-                            conn.execute("PRAGMA journal_size_limit = 67108864").await?;
+                            // A WAL started over is cut to 1 MiB, so its size
+                            // tells the listener what is left to checkpoint.
+                            conn.execute("PRAGMA journal_size_limit = 1048576").await?;
                             let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
                             conn.execute(sqlx::AssertSqlSafe(busy)).await?;
                             Ok(())

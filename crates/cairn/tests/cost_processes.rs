@@ -73,7 +73,7 @@ fn spend_concurrently(database: Option<&str>) -> usize {
                     if stderr.contains("daily LLM budget") || stdout.contains("daily LLM budget") {
                         break;
                     }
-                    assert!(out.status.success(), "{stdout}\n{stderr}");
+                    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
                 }
             });
         }

@@ -12,10 +12,9 @@
 //! runs one inside the commit that takes the WAL past 1,000 pages, with
 //! its fsyncs (9-27 ms here, in the middle of a burst's admission). Our
 //! connections raise that bound to a fallback (`connect.rs`), and the
-//! listener, seeing a commit leave [`CHECKPOINT_AT`] or more of the WAL
-//! not yet copied into the database (read from the WAL-index header, see
-//! [`backlog`]), asks a task of its own for a `PASSIVE` checkpoint, which
-//! neither waits for nor blocks anyone.
+//! listener, seeing a commit leave the WAL at [`CHECKPOINT_AT`] or more
+//! (see [`wants_checkpoint`]), asks a task of its own for a `PASSIVE`
+//! checkpoint, which neither waits for nor blocks anyone.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -43,8 +42,16 @@ const RECHECKS: [Duration; 3] = [
 /// How long to wait before trying to open the dedicated connection again.
 const RETRY: Duration = Duration::from_secs(5);
 
-/// How much of the WAL not yet in the database makes the listener have it
-/// checkpointed: SQLite's own 1,000 pages of 4 KiB.
+/// The WAL size from which the listener has it checkpointed: SQLite's own
+/// 1,000 pages of 4 KiB. After a complete checkpoint the next writer starts
+/// the WAL over, cut to `journal_size_limit` (1 MiB, `connect.rs`), so the
+/// size measures what is left to checkpoint.
+///
+/// The WAL-index header in the `-shm` file would say it exactly, but this
+/// process must not open that file: closing any descriptor of a file drops
+/// every POSIX lock the process holds on it, SQLite's included, and another
+/// process then takes the index for unused and rebuilds it under our
+/// mapping (SIGBUS).
 pub(crate) const CHECKPOINT_AT: u64 = 4 * 1024 * 1024;
 
 pub(super) async fn listen(
@@ -102,7 +109,6 @@ pub(super) async fn listen(
             true
         }
     };
-    let shm = shm_of(&wal);
     let checkpoint = Arc::new(Notify::new());
     let checkpointer = tokio::spawn(checkpointer(
         url.clone(),
@@ -145,9 +151,7 @@ pub(super) async fn listen(
             Ok(now) if Some(now) == version => {}
             Ok(now) => {
                 version = Some(now);
-                if let Some(backlog) = backlog(&shm).await
-                    && wants_checkpoint(backlog, &mut asked_at)
-                {
+                if wants_checkpoint(wal_size(&wal).await, &mut asked_at) {
                     checkpoint.notify_one();
                 }
                 match read_counters(&mut conn).await {
@@ -168,57 +172,27 @@ pub(super) async fn listen(
     }
 }
 
-/// Whether a WAL `backlog` (bytes not yet checkpointed) calls for a
-/// checkpoint, given the backlog when one was last asked for (updated
-/// here). It asks once the backlog reaches [`CHECKPOINT_AT`], then again
-/// only after it grew as much more: while a reader keeps a checkpoint from
-/// finishing, asking at every commit would copy nothing each time. A
-/// backlog that shrank was checkpointed, and counts from nothing.
-pub(super) fn wants_checkpoint(backlog: u64, asked_at: &mut Option<u64>) -> bool {
-    if asked_at.is_some_and(|at| backlog < at) {
+/// Whether a WAL of `size` bytes calls for a checkpoint, given its size
+/// when one was last asked for (updated here). It asks once the WAL
+/// reaches [`CHECKPOINT_AT`], then again only after it grew as much more:
+/// a reader in the middle of its read when a writer begins keeps the WAL
+/// from starting over, and a WAL kept long that way would otherwise ask at
+/// every commit (1,494 times in one run of the 2,000-routine bench, for
+/// nothing each time). A WAL that shrank has started over.
+pub(super) fn wants_checkpoint(size: u64, asked_at: &mut Option<u64>) -> bool {
+    if asked_at.is_some_and(|at| size < at) {
         *asked_at = None;
     }
-    if backlog < asked_at.unwrap_or(0) + CHECKPOINT_AT {
+    if size < asked_at.unwrap_or(0) + CHECKPOINT_AT {
         return false;
     }
-    *asked_at = Some(backlog);
+    *asked_at = Some(size);
     true
 }
 
-/// The WAL-index (`-shm`) file beside `wal`.
-pub(super) fn shm_of(wal: &Path) -> PathBuf {
-    let wal = wal.to_string_lossy();
-    PathBuf::from(format!("{}-shm", wal.strip_suffix("-wal").unwrap_or(&wal)))
-}
-
-/// The bytes of WAL frames not yet copied into the database, from the
-/// WAL-index header at the start of the `-shm` file (`None` when it cannot
-/// be read). Its layout is fixed, since SQLite versions share it: the
-/// header's page size at byte 14 and last valid frame at 16, the
-/// checkpoint's last copied frame at 96, all in native byte order. The
-/// WAL file's size would not do: SQLite reuses a WAL from its start once
-/// it is all copied, and keeps the file as long as it grew.
-pub(super) async fn backlog(shm: &Path) -> Option<u64> {
-    use tokio::io::AsyncReadExt;
-    let mut head = [0u8; 100];
-    let mut file = tokio::fs::File::open(shm).await.ok()?;
-    file.read_exact(&mut head).await.ok()?;
-    let u32_at = |at: usize| {
-        let mut bytes = [0u8; 4];
-        bytes.copy_from_slice(&head[at..at + 4]);
-        u64::from(u32::from_ne_bytes(bytes))
-    };
-    // Byte 12 says the header was initialised.
-    if head[12] == 0 {
-        return None;
-    }
-    let page = match u16::from_ne_bytes([head[14], head[15]]) {
-        1 => 65_536,
-        size => u64::from(size),
-    };
-    let (last, copied) = (u32_at(16), u32_at(96));
-    // Each frame is its page and a 24-byte frame header.
-    Some(last.saturating_sub(copied) * (page + 24))
+/// The WAL's size in bytes (0 when it cannot be read).
+async fn wal_size(wal: &Path) -> u64 {
+    tokio::fs::metadata(wal).await.map_or(0, |m| m.len())
 }
 
 /// Checkpoints the WAL each time it is asked, on a connection of its own
