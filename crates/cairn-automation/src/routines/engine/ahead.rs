@@ -73,11 +73,8 @@ impl RoutineEngine {
         // claimed: their ends wait (then go a few hundred a transaction),
         // so that the one writer takes the slot's claims back to back.
         let _ends_wait = self.inner.finishes.hold().await;
-        let mut rest = ahead.routines;
         let mut report = TickReport::default();
-        while !rest.is_empty() {
-            let tail = rest.split_off(batch.min(rest.len()));
-            let routines = std::mem::replace(&mut rest, tail);
+        for routines in ahead.routines.chunks(batch) {
             // Each batch's runs start at once, beside the next batch's claim.
             self.fire_due(routines, clock.now(), true, &mut report)
                 .await?;

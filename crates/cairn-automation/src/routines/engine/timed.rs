@@ -21,7 +21,7 @@ impl RoutineEngine {
             self.start_waiting(None).await;
         }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
-        self.fire_due(due, now, false, &mut report).await?;
+        self.fire_due(&due, now, false, &mut report).await?;
         Ok(report)
     }
 
@@ -31,7 +31,7 @@ impl RoutineEngine {
     /// still as read.
     pub(super) async fn fire_due(
         &self,
-        due: Vec<Routine>,
+        due: &[Routine],
         now: DateTime<Utc>,
         read_ahead: bool,
         report: &mut TickReport,
@@ -46,7 +46,7 @@ impl RoutineEngine {
             let Some(slot) = routine.runtime.next_fire_at else {
                 continue;
             };
-            let (mut admission, runs, note) = self.plan_slot(&routine, slot, now).await?;
+            let (mut admission, runs, note) = self.plan_slot(routine, slot, now).await?;
             if read_ahead && let Some(slot) = admission.slot.as_mut() {
                 slot.as_read = Some(AsRead {
                     updated_at: routine.updated_at,
