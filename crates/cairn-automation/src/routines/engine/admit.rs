@@ -45,7 +45,8 @@ where
     O: Send + 'static,
 {
     /// Holds the next commit back while the guard lives: entries submitted
-    /// meanwhile queue up and go together in one transaction after it.
+    /// meanwhile queue up and go together after it, [`MAX_BATCH`] a
+    /// transaction.
     pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.leader.lock().await
     }
