@@ -2,6 +2,7 @@
 //! the transaction that records the runs, and the runs themselves.
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use std::collections::HashMap;
 
@@ -37,6 +38,13 @@ pub struct AsRead {
     pub consecutive_failures: u32,
     /// Its state (a watcher's or heartbeat's run starts from it).
     pub state: serde_json::Value,
+    /// Claimed before its slot comes (`now` is the slot), as part of this
+    /// claim: the claim also needs no run of the routine going or waiting
+    /// (such a routine is left to the slot itself, when its `overlap` is
+    /// decided on what is going then), and its runs belong to the claim
+    /// until it is begun at the slot ([`Store::begin_claim`]); a pause or an
+    /// edit meanwhile gives them back.
+    pub ahead: Option<Uuid>,
 }
 
 /// The guardrails a fire must pass, checked in the transaction that records
@@ -578,6 +586,34 @@ impl BatchState {
     }
 }
 
+/// Records the claims made ahead of their slot among `fires`, with the
+/// runs they started (`rounds`, in the same order).
+async fn mark_claims(
+    conn: &mut sqlx::AnyConnection,
+    fires: &[(Admission, Vec<RoutineRun>)],
+    rounds: &[Round],
+) -> Result<(), StoreError> {
+    let mut claims: HashMap<Uuid, (DateTime<Utc>, Vec<String>)> = HashMap::new();
+    for ((admission, _), round) in fires.iter().zip(rounds) {
+        let claim = admission
+            .slot
+            .as_ref()
+            .and_then(|s| s.as_read.as_ref())
+            .and_then(|r| r.ahead);
+        let Some(claim) = claim else { continue };
+        for run in round.runs.iter().filter(|r| r.status == RunStatus::Running) {
+            let (_, ids) = claims
+                .entry(claim)
+                .or_insert_with(|| (run.started_at, Vec::new()));
+            ids.push(run.id.to_string());
+        }
+    }
+    for (claim, (slot, ids)) in claims {
+        crate::runs::mark_claimed(conn, claim, slot, &ids).await?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Admits fires of routines, each with its guardrails, in one transaction.
     ///
@@ -611,6 +647,7 @@ impl Store {
                 out.push(admit_one(&mut tx, admission, runs, &mut batch, ahead).await?);
             }
             batch.flush(&mut tx).await?;
+            mark_claims(&mut tx, fires, &out).await?;
             // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
             // or a slot waiting for an engine to start it.
             let started = out

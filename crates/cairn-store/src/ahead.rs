@@ -135,17 +135,18 @@ pub(crate) async fn lock_routines(
 }
 
 /// Moves each routine's slot that is still what its admission expects (and
-/// the routine enabled and unpaused, and as read when read ahead): the
-/// slot's compare-and-set, which on PostgreSQL also locks the row. The
-/// routines claimed.
+/// the routine enabled and unpaused, as read when read ahead, and with
+/// nothing going when claimed before its slot): the slot's compare-and-set,
+/// which on PostgreSQL also locks the row. The routines claimed.
 pub(crate) async fn claim(
     conn: &mut sqlx::AnyConnection,
     slots: &[(&str, &SlotMove)],
 ) -> Result<HashSet<String>, StoreError> {
     let mut claimed = HashSet::with_capacity(slots.len());
     let params = Params::of(conn);
-    for chunk in slots.chunks(params.rows_per_statement(7)) {
-        // Column 6 is -1 when the claim compares nothing more.
+    for chunk in slots.chunks(params.rows_per_statement(8)) {
+        // Column 6 is -1 when the claim compares nothing more; column 8 is 1
+        // for a claim before the slot, which also needs nothing going.
         let sql = format!(
             "UPDATE routines SET next_fire_at = v.column3, due_at = v.column3 + jitter_us, \
              enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END \
@@ -154,18 +155,21 @@ pub(crate) async fn claim(
              AND routines.paused_at IS NULL AND routines.next_fire_at = v.column2 \
              AND (v.column6 < 0 OR (routines.updated_at = v.column5 \
              AND routines.consecutive_failures = v.column6 AND routines.state = v.column7)) \
+             AND (v.column8 = 0 OR NOT EXISTS (SELECT 1 FROM routine_runs AS g \
+             WHERE g.routine_id = routines.id AND g.status IN ('running', 'waiting'))) \
              RETURNING id",
-            params.rows(chunk.len(), 7, 1)
+            params.rows(chunk.len(), 8, 1)
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (id, slot) in chunk {
-            let (updated_at, failures, state) = match &slot.as_read {
+            let (updated_at, failures, state, idle) = match &slot.as_read {
                 Some(read) => (
                     micros(read.updated_at),
                     i64::from(read.consecutive_failures),
                     json(&read.state, "state")?,
+                    i64::from(read.ahead.is_some()),
                 ),
-                None => (0, -1, String::new()),
+                None => (0, -1, String::new(), 0),
             };
             query = query
                 .bind(id.to_string())
@@ -174,7 +178,8 @@ pub(crate) async fn claim(
                 .bind(i64::from(slot.disable))
                 .bind(updated_at)
                 .bind(failures)
-                .bind(state);
+                .bind(state)
+                .bind(idle);
         }
         for row in query.fetch_all(&mut *conn).await? {
             claimed.insert(Cols(&row).text("id")?);

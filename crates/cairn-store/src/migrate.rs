@@ -130,6 +130,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0018_signal_tokens.sql"),
         postgres: include_str!("../migrations/0018_signal_tokens.sql"),
     },
+    Migration {
+        version: 19,
+        name: "run_claims",
+        sqlite: include_str!("../migrations/0019_run_claims.sql"),
+        postgres: include_str!("../migrations/0019_run_claims.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

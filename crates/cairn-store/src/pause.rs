@@ -24,6 +24,7 @@ pub fn paused_reason(pause: &Pause) -> String {
 
 /// Pauses routine `id` unless it is already paused, in `conn`'s
 /// transaction (the caller bumps `routines.version`); whether it took.
+/// Its runs claimed ahead of a slot still to come are given back.
 /// With `min_failures`, only while its failure streak is at least that.
 pub(crate) async fn pause_in(
     conn: &mut sqlx::AnyConnection,
@@ -42,7 +43,13 @@ pub(crate) async fn pause_in(
     .bind(i64::from(min_failures.unwrap_or(0)))
     .execute(&mut *conn)
     .await?;
-    Ok(done.rows_affected() > 0)
+    let took = done.rows_affected() > 0;
+    // Runs claimed ahead of their slot and not begun go back with it: the
+    // pause stops them, and the slot is owed as missed while paused.
+    if took && let Some(slot) = crate::runs::give_back_unbegun(conn, id).await? {
+        crate::runs::restore_slot(conn, id, slot, true).await?;
+    }
+    Ok(took)
 }
 
 impl Store {

@@ -271,7 +271,8 @@ impl Store {
         .await
     }
 
-    /// Enables or disables a routine; returns whether it existed.
+    /// Enables or disables a routine; returns whether it existed. Disabling
+    /// gives back its runs claimed ahead of a slot still to come.
     pub async fn set_routine_enabled(
         &self,
         id: Uuid,
@@ -287,6 +288,10 @@ impl Store {
                     .bind(micros(now))
                     .execute(&mut *tx)
                     .await?;
+            let id = id.to_string();
+            if !enabled && let Some(slot) = crate::runs::give_back_unbegun(&mut tx, &id).await? {
+                crate::runs::restore_slot(&mut tx, &id, slot, false).await?;
+            }
             bump_version(&mut tx).await?;
             tx.commit().await?;
             Ok(done.rows_affected() > 0)
@@ -361,6 +366,8 @@ impl Store {
                     .bind(micros(now))
                     .execute(&mut *tx)
                     .await?;
+            // A slot claimed ahead and not begun goes: the next slot is this one.
+            crate::runs::give_back_unbegun(&mut tx, &id.to_string()).await?;
             bump_version(&mut tx).await?;
             tx.commit().await?;
             Ok(done.rows_affected() > 0)
@@ -407,11 +414,20 @@ async fn insert_routine(
 
 /// A replace leaves the pause alone: only `pause_routine` and
 /// `resume_routine` write it, so rewriting a routine (`routine apply`) from
-/// an older read neither pauses nor resumes it.
+/// an older read neither pauses nor resumes it. Its runs claimed ahead of
+/// a slot still to come are given back.
 async fn replace_routine(
     conn: &mut sqlx::AnyConnection,
     routine: &Routine,
 ) -> Result<(), StoreError> {
+    let stored = sqlx::query("SELECT next_fire_at FROM routines WHERE id = $1")
+        .bind(routine.id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
+    let kept = match stored {
+        Some(row) => Some(Cols(&row).time_opt("next_fire_at")?),
+        None => None,
+    };
     let query = sqlx::query(
         "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
          trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
@@ -430,7 +446,20 @@ async fn replace_routine(
             what: "routine",
             id: routine.id.to_string(),
         }),
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            // A slot claimed ahead and not begun is run as the routine now is
+            // (or not at all, disabled): given back. Its next slot is the
+            // writer's, unless the writer kept the one the claim had moved.
+            let id = routine.id.to_string();
+            let given = crate::runs::give_back_unbegun(conn, &id).await?;
+            if let Some(slot) = given
+                && routine.spec.enabled
+                && kept == Some(routine.runtime.next_fire_at)
+            {
+                crate::runs::restore_slot(conn, &id, slot, false).await?;
+            }
+            Ok(())
+        }
         Err(e) if is_unique_violation(&e) => Err(name_taken(routine)),
         Err(e) => Err(e.into()),
     }

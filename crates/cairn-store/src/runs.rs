@@ -1,6 +1,8 @@
 //! Routine runs: claiming scheduled slots exactly once, leases, and how runs
 //! end. Reaping the runs of processes that are gone is in `reap.rs`.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use uuid::Uuid;
@@ -148,6 +150,123 @@ pub(crate) async fn insert_many(
     Ok(recorded)
 }
 
+/// Gives back the routine's runs of claims made ahead of their slot and not
+/// yet begun, as though the claim had not been made: a pause, a disable or
+/// an edit before the slot decides that slot. Each claim's row is locked
+/// first (on PostgreSQL; SQLite's writer lock serialises the rest), so a
+/// claim being begun either waits for this or has already begun and is
+/// left alone. The runs are deleted, counted in their claim's
+/// `given_back` and no longer in `run_count`; returns the earliest slot
+/// given back, if any (the caller decides whether the routine's next slot
+/// goes back to it).
+pub(crate) async fn give_back_unbegun(
+    conn: &mut sqlx::AnyConnection,
+    routine_id: &str,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let lock = if Params::of(conn) == Params::Numbered {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT id FROM run_claims WHERE id IN (SELECT claim_id FROM routine_runs \
+         WHERE routine_id = $1 AND status = 'running' AND claim_id IS NOT NULL){lock}"
+    );
+    let claims = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(routine_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut earliest: Option<DateTime<Utc>> = None;
+    let mut given = 0i64;
+    for claim in &claims {
+        let claim = Cols(claim).text("id")?;
+        let rows = sqlx::query(
+            "DELETE FROM routine_runs WHERE routine_id = $1 AND status = 'running' \
+             AND claim_id = $2 RETURNING scheduled_for",
+        )
+        .bind(routine_id)
+        .bind(&claim)
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &rows {
+            if let Some(slot) = Cols(row).time_opt("scheduled_for")? {
+                earliest = Some(earliest.map_or(slot, |e| e.min(slot)));
+            }
+        }
+        let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+        sqlx::query("UPDATE run_claims SET given_back = given_back + $2 WHERE id = $1")
+            .bind(&claim)
+            .bind(n)
+            .execute(&mut *conn)
+            .await?;
+        given += n;
+    }
+    if given > 0 {
+        sqlx::query(
+            "UPDATE routines SET run_count = CASE WHEN run_count > $2 THEN run_count - $2 ELSE 0 END \
+             WHERE id = $1",
+        )
+        .bind(routine_id)
+        .bind(given)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(earliest)
+}
+
+/// Records claim `claim` of `slot`, made ahead of it, and marks runs `ids`
+/// (just recorded, `running`) as its runs: unbegun until
+/// [`Store::begin_claim`].
+pub(crate) async fn mark_claimed(
+    conn: &mut sqlx::AnyConnection,
+    claim: Uuid,
+    slot: DateTime<Utc>,
+    ids: &[String],
+) -> Result<(), sqlx::Error> {
+    let claim = claim.to_string();
+    sqlx::query("INSERT INTO run_claims (id, slot) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+        .bind(&claim)
+        .bind(micros(slot))
+        .execute(&mut *conn)
+        .await?;
+    let params = Params::of(conn);
+    for chunk in ids.chunks(params.rows_per_statement(1) - 1) {
+        let sql = format!(
+            "UPDATE routine_runs SET claim_id = {} WHERE id IN {}",
+            params.one(1),
+            params.rows(1, chunk.len(), 2)
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(claim.clone());
+        for id in chunk {
+            query = query.bind(id.clone());
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Puts routine `id`'s next slot back to `slot` (given back by
+/// [`give_back_unbegun`]); `reenable_once` also enables a one-shot again,
+/// which its claim had disabled.
+pub(crate) async fn restore_slot(
+    conn: &mut sqlx::AnyConnection,
+    id: &str,
+    slot: DateTime<Utc>,
+    reenable_once: bool,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE routines SET next_fire_at = $2, due_at = $2 + jitter_us, \
+         enabled = CASE WHEN $3 = 1 AND trigger_type = 'once' THEN 1 ELSE enabled END \
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(micros(slot))
+    .bind(i64::from(reenable_once))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Records that a run started a job (so it shows while the run lasts).
     pub async fn set_run_job(&self, run_id: Uuid, job_id: Uuid) -> Result<(), StoreError> {
@@ -243,6 +362,61 @@ impl Store {
                 .fetch_all(self.pool())
                 .await?;
             rows.iter().map(decode).collect()
+        })
+        .await
+    }
+
+    /// Begins claim `claim`, made ahead of its slot, now that the slot has
+    /// come: from here a pause no longer gives its runs back. Returns how
+    /// many were given back meanwhile (`None`: no such claim, so none can be
+    /// vouched for). Claims that crashed engines left unbegun a day ago or
+    /// more go too.
+    pub async fn begin_claim(
+        &self,
+        claim: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u64>, StoreError> {
+        self.on_runtime(async {
+            let mut tx = self.begin_write().await?;
+            let row = sqlx::query("DELETE FROM run_claims WHERE id = $1 RETURNING given_back")
+                .bind(claim.to_string())
+                .fetch_optional(&mut *tx)
+                .await?;
+            let given = row
+                .as_ref()
+                .map(|r| Cols(r).uint("given_back"))
+                .transpose()?;
+            sqlx::query("DELETE FROM run_claims WHERE slot < $1")
+                .bind(micros(now - chrono::Duration::days(1)))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(given)
+        })
+        .await
+    }
+
+    /// Which of the runs `ids` are still `running` (the others were given
+    /// back, deleted or ended).
+    pub async fn still_running(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
+        self.on_runtime(async {
+            let mut conn = self.pool().acquire().await?;
+            let params = Params::of(&conn);
+            let mut running = HashSet::with_capacity(ids.len());
+            for chunk in ids.chunks(params.rows_per_statement(1)) {
+                let sql = format!(
+                    "SELECT id FROM routine_runs WHERE status = 'running' AND id IN {}",
+                    params.rows(1, chunk.len(), 1)
+                );
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for id in chunk {
+                    query = query.bind(id.to_string());
+                }
+                for row in query.fetch_all(&mut *conn).await? {
+                    running.insert(Cols(&row).uuid("id")?);
+                }
+            }
+            Ok(running)
         })
         .await
     }

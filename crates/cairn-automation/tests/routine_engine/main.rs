@@ -52,6 +52,7 @@ macro_rules! on_both_backends {
     };
 }
 
+mod ahead;
 mod events;
 mod guardrails;
 mod interrupts;

@@ -89,12 +89,14 @@ pub static TABLES: &[TableSpec] = &[
 
 /// Tables the copier leaves alone: the migration history (each database
 /// keeps its own, written by its own migrations), the daemons running on the
-/// source (live processes, not data: each records itself at start), and
-/// SQLite's full-text index of memories with its shadow tables (rebuilt by
-/// triggers as the rows of `memory_docs` arrive).
+/// source (live processes, not data: each records itself at start), the
+/// claims of slots about to come (an engine's moment: begun or gone within
+/// a second), and SQLite's full-text index of memories with its shadow
+/// tables (rebuilt by triggers as the rows of `memory_docs` arrive).
 pub static NOT_COPIED: &[&str] = &[
     "schema_migrations",
     "daemons",
+    "run_claims",
     "memory_fts",
     "memory_fts_config",
     "memory_fts_data",

@@ -245,6 +245,7 @@ pub async fn a_claim_read_ahead_takes_only_routines_still_as_read(fx: &Fixture) 
                     updated_at: r.updated_at,
                     consecutive_failures: r.runtime.consecutive_failures,
                     state: r.runtime.state.clone(),
+                    ahead: None,
                 });
             }
             (admission, runs)

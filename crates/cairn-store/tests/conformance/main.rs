@@ -7,6 +7,7 @@ mod admission;
 mod background;
 mod burst;
 mod channels;
+mod claims;
 mod cost_tools;
 mod daemons;
 mod fixture;
@@ -48,6 +49,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    claims::a_claim_ahead_gives_runs_back_until_it_is_begun,
     channels::one_process_polls_a_channel_and_the_cursor_survives_it,
     channels::channel_users_are_allowed_once_and_strangers_told_once,
     channels::a_pairing_code_allows_one_channel_user,

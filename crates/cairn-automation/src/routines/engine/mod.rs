@@ -3,7 +3,7 @@
 //!
 //! - **Time**: one timer sleeps until the earliest `next_fire_at` of any
 //!   enabled routine (the store's index), then claims every due slot in one
-//!   transaction; a crowded slot's routines are read a second ahead of it
+//!   transaction; a crowded slot's routines are claimed a little ahead of it
 //!   (`ahead.rs`). Nothing polls: a second loop waits on the store's change
 //!   signal ([`Topic::Routines`]), so a routine changed by the CLI, a tool or
 //!   another process wakes the timer at once, and reaps orphaned runs only
@@ -331,14 +331,14 @@ impl RoutineEngine {
             let cancel = cancel.clone();
             async move { engine.upkeep(cancel).await }
         }));
-        let mut read_ahead: Option<ahead::ReadAhead> = None;
+        let mut claimed: Option<ahead::ClaimedAhead> = None;
+        // A slot whose claim ahead failed is claimed at the slot instead.
+        let mut not_ahead = None;
         loop {
             let now = self.inner.clock.now();
-            if let Some(slot) = read_ahead.take_if(|r| r.at <= now) {
-                if let Err(e) = self.fire_read_ahead(slot).await {
-                    tracing::warn!(error = %e, "routine engine: round failed");
-                }
-                // The next round, at once, reads what changed since.
+            if let Some(slot) = claimed.take_if(|c| c.at <= now) {
+                self.start_claimed(slot).await;
+                // The slot's round, at once, takes what was left for it.
                 continue;
             }
             let mut full = false;
@@ -359,24 +359,44 @@ impl RoutineEngine {
                     Some(now + chrono::Duration::seconds(5))
                 }
             };
-            // A crowded slot is read a little before it (see `ahead.rs`).
+            // A crowded slot is claimed a little before it (see `ahead.rs`).
             let early = match next {
-                Some(at) if read_ahead.is_none() => self.read_ahead_at(at).await,
+                Some(at) if claimed.is_none() && not_ahead != Some(at) => {
+                    self.claim_ahead_at(at).await.map(|wake| (wake, at))
+                }
                 _ => None,
             };
+            let wake = [early.map(|(w, _)| w), claimed.as_ref().map(|c| c.at), next]
+                .into_iter()
+                .flatten()
+                .min();
             let sleep = async {
-                match early.or(next) {
+                match wake {
                     Some(at) => self.inner.clock.sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = cancel.cancelled() => break,
+                () = cancel.cancelled() => {
+                    // Claimed is owed: started at its slot (at most a lead
+                    // away), then stopped with the other runs.
+                    if let Some(slot) = claimed.take() {
+                        self.inner.clock.sleep_until(slot.at).await;
+                        self.start_claimed(slot).await;
+                    }
+                    break;
+                }
                 // Something changed: the next slot is read afresh.
-                () = self.inner.wake.notified() => read_ahead = None,
+                () = self.inner.wake.notified() => {}
                 () = sleep => {
-                    if let (Some(_), Some(at)) = (early, next) {
-                        read_ahead = self.read_ahead(at).await;
+                    if let Some((_, at)) = early {
+                        match self.claim_ahead(at).await {
+                            Ok(slot) => claimed = Some(slot),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "routine engine: cannot claim a slot ahead; claiming it at the slot");
+                                not_ahead = Some(at);
+                            }
+                        }
                     }
                 }
             }

@@ -2,6 +2,7 @@
 
 use cairn_store::{AsRead, OverlapRule};
 
+use super::ahead::{ClaimedAhead, Start};
 use super::*;
 use crate::routines::define;
 use crate::routines::plan::MissedWhile;
@@ -21,19 +22,20 @@ impl RoutineEngine {
             self.start_waiting(None).await;
         }
         let due = inner.store.due_routines(now, inner.settings.batch).await?;
-        self.fire_due(&due, now, false, &mut report).await?;
+        self.fire_due(&due, now, None, &mut report).await?;
         Ok(report)
     }
 
     /// Claims the slots of `due` routines at `now` and starts the runs
     /// their `overlap` lets start, counting what became of them in
-    /// `report`. Routines `read_ahead` of their slot are claimed only while
-    /// still as read.
+    /// `report`. Claimed `ahead` of their slot (`now` is then the slot),
+    /// routines are taken only while still as read and with nothing going,
+    /// and their runs are kept there to start at the slot.
     pub(super) async fn fire_due(
         &self,
         due: &[Routine],
         now: DateTime<Utc>,
-        read_ahead: bool,
+        mut ahead: Option<&mut ClaimedAhead>,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
         let inner = &self.inner;
@@ -47,11 +49,14 @@ impl RoutineEngine {
                 continue;
             };
             let (mut admission, runs, note) = self.plan_slot(routine, slot, now).await?;
-            if read_ahead && let Some(slot) = admission.slot.as_mut() {
+            if let Some(claimed) = ahead.as_deref()
+                && let Some(slot) = admission.slot.as_mut()
+            {
                 slot.as_read = Some(AsRead {
                     updated_at: routine.updated_at,
                     consecutive_failures: routine.runtime.consecutive_failures,
                     state: routine.runtime.state.clone(),
+                    ahead: Some(claimed.id),
                 });
             }
             fires.push((admission, runs));
@@ -78,7 +83,8 @@ impl RoutineEngine {
                 metrics::counter!("cairn_routine_fires_total", "status" => label).increment(1);
                 let fires_at = run.scheduled_for.map_or(run.started_at, |s| s + offset);
                 let lateness = (run.started_at - fires_at).num_milliseconds();
-                if run.status == RunStatus::Running {
+                // Claimed ahead, a run's lateness is known when it starts.
+                if run.status == RunStatus::Running && ahead.is_none() {
                     metrics::histogram!("cairn_routine_fire_lateness_seconds")
                         .record(lateness.max(0) as f64 / 1000.0);
                 }
@@ -102,10 +108,16 @@ impl RoutineEngine {
                     payload: None,
                     scheduled_for: run.scheduled_for,
                 };
-                let (engine, routine, note) = (self.clone(), routine.clone(), note.clone());
-                inner.tasks.spawn(async move {
-                    engine.execute(routine, run, fire, 0, note).await;
-                });
+                let start = Start {
+                    routine: routine.clone(),
+                    run,
+                    fire,
+                    note: note.clone(),
+                };
+                match ahead.as_deref_mut() {
+                    Some(claimed) => claimed.starts.push(start),
+                    None => self.start(start),
+                }
             }
         }
         Ok(())
