@@ -244,9 +244,9 @@ async fn two_guards_on_one_database_share_the_budget_and_the_window() {
         .await
         .unwrap();
     let t = a.admit().await.unwrap();
-    a.finish(t, 600_000).await;
+    a.finish(t, 600_000, None).await;
     let t = b.admit().await.unwrap();
-    b.finish(t, 300_000).await;
+    b.finish(t, 300_000, None).await;
     assert_eq!(
         a.refresh().await.spent_micros,
         900_000,
@@ -259,7 +259,7 @@ async fn two_guards_on_one_database_share_the_budget_and_the_window() {
         refused,
         cairn_agent::CostLimitError::DailyBudget { .. }
     ));
-    a.finish(in_flight, 200_000).await;
+    a.finish(in_flight, 200_000, None).await;
     assert!(a.status().exceeded);
     // Three calls admitted in the hour across both: the window is full for both.
     let error = b.admit().await.unwrap_err();

@@ -13,6 +13,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use crate::codec::{Cols, micros};
+use crate::cost_history::add_model_spend_in;
 use crate::{Store, StoreError};
 
 /// The sliding window of the hourly limit.
@@ -204,12 +205,15 @@ impl Store {
     }
 
     /// Ends an admitted call: releases its reservation and adds its cost to
-    /// the spend of `now`'s UTC day (atomically, whoever else is adding).
-    /// Returns the day's new total. Finishing a call twice adds nothing.
+    /// the spend of `now`'s UTC day (atomically, whoever else is adding),
+    /// and, when a model `answered`, to that model's spend of the day, in
+    /// the same transaction. Returns the day's new total. Finishing a call
+    /// twice adds nothing.
     pub async fn finish_llm_call(
         &self,
         call_id: Uuid,
         cost_micros: u64,
+        answered: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<CostTotals, StoreError> {
         self.on_runtime(async {
@@ -235,6 +239,9 @@ impl Store {
                     .is_none();
             if first {
                 add_spend(&mut tx, now, cost_micros).await?;
+                if let Some(model) = answered {
+                    add_model_spend_in(&mut tx, model, cost_micros, now).await?;
+                }
             }
             let (totals, _) = totals_in(&mut tx, now).await?;
             tx.commit().await?;

@@ -37,9 +37,33 @@ fn day_of(cols: &Cols<'_>) -> Result<NaiveDate, StoreError> {
     })
 }
 
+/// Adds one answered call of `model` costing `cost_micros` to `now`'s UTC
+/// day, on `conn` (atomically, whoever else is adding).
+pub(crate) async fn add_model_spend_in(
+    conn: &mut sqlx::AnyConnection,
+    model: &str,
+    cost_micros: u64,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO cost_models (day, model, spent_micros, calls, updated_at) \
+         VALUES ($1, $2, $3, 1, $4) ON CONFLICT (day, model) DO UPDATE SET \
+         spent_micros = cost_models.spent_micros + excluded.spent_micros, \
+         calls = cost_models.calls + 1, updated_at = excluded.updated_at",
+    )
+    .bind(now.date_naive().format("%Y-%m-%d").to_string())
+    .bind(model)
+    .bind(i64::try_from(cost_micros).unwrap_or(i64::MAX))
+    .bind(micros(now))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Adds one answered call of `model` costing `cost_micros` to `now`'s
-    /// UTC day (atomically, whoever else is adding).
+    /// UTC day (atomically, whoever else is adding). Calls the cost guard
+    /// finishes count theirs with [`Store::finish_llm_call`].
     pub async fn add_model_spend(
         &self,
         model: &str,
@@ -47,18 +71,9 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.on_runtime(async {
-            sqlx::query(
-                "INSERT INTO cost_models (day, model, spent_micros, calls, updated_at) \
-                 VALUES ($1, $2, $3, 1, $4) ON CONFLICT (day, model) DO UPDATE SET \
-                 spent_micros = cost_models.spent_micros + excluded.spent_micros, \
-                 calls = cost_models.calls + 1, updated_at = excluded.updated_at",
-            )
-            .bind(now.date_naive().format("%Y-%m-%d").to_string())
-            .bind(model)
-            .bind(i64::try_from(cost_micros).unwrap_or(i64::MAX))
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
+            let mut tx = self.begin_write().await?;
+            add_model_spend_in(&mut tx, model, cost_micros, now).await?;
+            tx.commit().await?;
             Ok(())
         })
         .await

@@ -104,9 +104,17 @@ struct Shared {
     /// Calls admitted here and not yet finished, oldest first (for [`CostGuard::record`]).
     open: Mutex<VecDeque<Uuid>>,
     /// Costs the store could not take yet; added with the next call.
-    unrecorded: Mutex<Vec<(Option<Uuid>, u64)>>,
+    unrecorded: Mutex<Vec<Unrecorded>>,
     /// The totals as last read or written.
     seen: Mutex<CostTotals>,
+}
+
+/// A finished call's cost the store could not take yet.
+struct Unrecorded {
+    call_id: Option<Uuid>,
+    cost: u64,
+    /// The model that answered, for its spend of the day.
+    answered: Option<String>,
 }
 
 /// The limits as configured ([`CostGuard::set_limits`] replaces them).
@@ -251,11 +259,12 @@ impl CostGuard {
         self.gate(true).await
     }
 
-    /// Adds a finished call's cost (0 for a failed call) to today's spend
-    /// and releases its reservation. A failed store write is logged, not
-    /// returned: the call has happened, and the cost is retried with the
-    /// next call.
-    pub async fn finish(&self, ticket: CallTicket, cost_micros: u64) {
+    /// Adds a finished call's cost (0 for a failed call) to today's spend,
+    /// and to the spend of the model that `answered` (the dashboard's
+    /// costs), and releases its reservation, in one write. A failed store
+    /// write is logged, not returned: the call has happened, and the cost
+    /// is retried with the next call.
+    pub async fn finish(&self, ticket: CallTicket, cost_micros: u64, answered: Option<&str>) {
         let now = self.clock.now();
         let Some(shared) = &self.shared else {
             self.record_in_memory(cost_micros, now);
@@ -265,18 +274,35 @@ impl CostGuard {
             lock(&shared.open).retain(|open| *open != id);
         }
         let mut pending = std::mem::take(&mut *lock(&shared.unrecorded));
-        pending.push((ticket.call_id, cost_micros));
+        pending.push(Unrecorded {
+            call_id: ticket.call_id,
+            cost: cost_micros,
+            answered: answered.map(str::to_string),
+        });
         let mut latest = None;
-        for (call_id, cost) in pending {
-            let written = match call_id {
-                Some(id) => shared.store.finish_llm_call(id, cost, now).await,
-                None => shared.store.add_llm_spend(cost, now).await,
+        for call in pending {
+            let (cost, answered) = (call.cost, call.answered.as_deref());
+            let written = match call.call_id {
+                Some(id) => shared.store.finish_llm_call(id, cost, answered, now).await,
+                // Admitted while the store could not answer (rare): the
+                // model's spend is a write of its own, logged if it fails
+                // (the budget's total is what limits calls).
+                None => {
+                    let written = shared.store.add_llm_spend(cost, now).await;
+                    if written.is_ok()
+                        && let Some(model) = answered
+                        && let Err(error) = shared.store.add_model_spend(model, cost, now).await
+                    {
+                        tracing::warn!(%error, model, "could not add an LLM call's cost to its model's daily spend");
+                    }
+                    written
+                }
             };
             match written {
                 Ok(totals) => latest = Some(totals),
                 Err(error) => {
                     tracing::warn!(%error, "could not add an LLM call's cost to the shared total; the next call retries");
-                    lock(&shared.unrecorded).push((call_id, cost));
+                    lock(&shared.unrecorded).push(call);
                     let mut seen = lock(&shared.seen);
                     roll_totals(&mut seen, now);
                     seen.spent_micros = seen.spent_micros.saturating_add(cost);
@@ -293,22 +319,6 @@ impl CostGuard {
         self.after_spend(&totals).await;
     }
 
-    /// Adds an answered call of `model` to the spend per day and model (the
-    /// dashboard's costs). A failed write is logged: the budget's total,
-    /// kept by [`CostGuard::finish`], is what limits calls.
-    pub async fn record_model(&self, model: &str, cost_micros: u64) {
-        let Some(shared) = &self.shared else {
-            return;
-        };
-        if let Err(error) = shared
-            .store
-            .add_model_spend(model, cost_micros, self.clock.now())
-            .await
-        {
-            tracing::warn!(%error, model, "could not add an LLM call's cost to its model's daily spend");
-        }
-    }
-
     /// Like [`CostGuard::finish`] for the oldest call admitted here and not
     /// yet finished (or, with none, a cost outside any admission).
     pub async fn record(&self, cost_micros: u64) {
@@ -316,7 +326,7 @@ impl CostGuard {
             .shared
             .as_ref()
             .and_then(|shared| lock(&shared.open).pop_front());
-        self.finish(CallTicket { call_id }, cost_micros).await;
+        self.finish(CallTicket { call_id }, cost_micros, None).await;
     }
 
     /// Warnings and the fast-path flag after the shared total moved.

@@ -86,10 +86,8 @@ impl LlmProvider for GuardedProvider {
         let model = result.as_ref().map_or(asked, |r| r.model.as_str());
         observe(model, result.as_ref().ok());
         let cost = result.as_ref().map_or(0, |response| response.cost_micros);
-        self.guard.finish(ticket, cost).await;
-        if result.is_ok() {
-            self.guard.record_model(model, cost).await;
-        }
+        let answered = result.is_ok().then_some(model);
+        self.guard.finish(ticket, cost, answered).await;
         result
     }
 
@@ -99,7 +97,7 @@ impl LlmProvider for GuardedProvider {
             Ok(stream) => stream,
             Err(error) => {
                 observe(request.model.as_deref().unwrap_or(self.inner.model()), None);
-                self.guard.finish(ticket, 0).await;
+                self.guard.finish(ticket, 0, None).await;
                 return Err(error);
             }
         };
@@ -147,8 +145,7 @@ impl LlmProvider for GuardedProvider {
                     // meanwhile cannot cut the write short.
                     let guard = Arc::clone(&settle.guard);
                     let _ = tokio::spawn(async move {
-                        guard.finish(ticket, cost).await;
-                        guard.record_model(&model, cost).await;
+                        guard.finish(ticket, cost, Some(&model)).await;
                     })
                     .await;
                 }
@@ -180,7 +177,7 @@ impl Settle {
         let guard = Arc::clone(&self.guard);
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                handle.spawn(async move { guard.finish(ticket, cost_micros).await });
+                handle.spawn(async move { guard.finish(ticket, cost_micros, None).await });
             }
             Err(_) => tracing::warn!(
                 cost_micros,
