@@ -215,6 +215,15 @@ impl Setup {
     /// (its upkeep reloaded a change and woke the timer); see [`LiveLines`].
     fn live_lines(&self) -> LiveLines {
         use tracing_subscriber::layer::SubscriberExt as _;
+        // tracing caches each log line's interest process-wide, decided on
+        // the thread that first reaches it: a sibling test's engine on a
+        // thread with no subscriber would cache "never" and hide the line
+        // from this thread's layer. An inert global subscriber keeps every
+        // thread interested.
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         let guard =
             tracing::subscriber::set_default(tracing_subscriber::registry().with(LiveLayer(tx)));
