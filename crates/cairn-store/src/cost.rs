@@ -12,7 +12,7 @@ use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use sqlx::Row;
 use uuid::Uuid;
 
-use crate::codec::{Cols, micros};
+use crate::codec::{Cols, Params, micros};
 use crate::cost_history::add_model_spend_in;
 use crate::{Store, StoreError};
 
@@ -78,57 +78,44 @@ fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn u64_of(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
 fn day_key(day: NaiveDate) -> String {
     day.format("%Y-%m-%d").to_string()
 }
 
-/// Reads the counters inside `conn` (a transaction or the pool's connection).
+/// Reads the counters inside `conn` (a transaction or the pool's
+/// connection), in one statement: the day's row (absent: nothing spent yet)
+/// beside the last hour's calls (counted on their index) and the
+/// reservations of those still open (`llm_calls_open`, migration 20).
 async fn totals_in(
     conn: &mut sqlx::AnyConnection,
     now: DateTime<Utc>,
 ) -> Result<(CostTotals, u64), StoreError> {
     let day = now.date_naive();
-    let row =
-        sqlx::query("SELECT spent_micros, max_call_micros, warned FROM cost_days WHERE day = $1")
-            .bind(day_key(day))
-            .fetch_optional(&mut *conn)
-            .await?;
-    let (spent, max_call, warned) = match &row {
-        Some(r) => {
-            let c = Cols(r);
-            (
-                c.uint("spent_micros")?,
-                c.uint("max_call_micros")?,
-                c.boolean("warned")?,
-            )
-        }
-        None => (0, 0, false),
-    };
     // CAST: PostgreSQL's SUM of BIGINT is NUMERIC, which the Any driver cannot read.
     let row = sqlx::query(
-        "SELECT CAST(COUNT(*) AS BIGINT) AS calls, \
-         CAST(COALESCE(SUM(CASE WHEN finished_at IS NULL AND started_at > $2 THEN reserved_micros ELSE 0 END), 0) AS BIGINT) AS reserved \
-         FROM llm_calls WHERE started_at > $1",
+        "SELECT CAST(COALESCE(d.spent_micros, 0) AS BIGINT) AS spent_micros, \
+         CAST(COALESCE(d.max_call_micros, 0) AS BIGINT) AS max_call_micros, \
+         CAST(COALESCE(d.warned, 0) AS BIGINT) AS warned, c.calls, c.reserved \
+         FROM (SELECT (SELECT CAST(COUNT(*) AS BIGINT) FROM llm_calls WHERE started_at > $1) AS calls, \
+         (SELECT CAST(COALESCE(SUM(reserved_micros), 0) AS BIGINT) FROM llm_calls \
+         WHERE finished_at IS NULL AND started_at > $2 AND started_at > $1) AS reserved) AS c \
+         LEFT JOIN cost_days AS d ON d.day = $3",
     )
     .bind(micros(now - HOURLY_WINDOW))
     .bind(micros(now - RESERVATION_TTL))
+    .bind(day_key(day))
     .fetch_one(&mut *conn)
     .await?;
-    let calls: i64 = row.try_get("calls")?;
-    let reserved: i64 = row.try_get("reserved")?;
+    let c = Cols(&row);
     Ok((
         CostTotals {
             day,
-            spent_micros: spent,
-            reserved_micros: u64_of(reserved),
-            hourly_calls: u64_of(calls),
-            warned,
+            spent_micros: c.uint("spent_micros")?,
+            reserved_micros: c.uint("reserved")?,
+            hourly_calls: c.uint("calls")?,
+            warned: c.boolean("warned")?,
         },
-        max_call,
+        c.uint("max_call_micros")?,
     ))
 }
 
@@ -293,10 +280,12 @@ async fn lock_day(conn: &mut sqlx::AnyConnection, now: DateTime<Utc>) -> Result<
     .bind(micros(now))
     .execute(&mut *conn)
     .await?;
-    sqlx::query("UPDATE cost_days SET updated_at = updated_at WHERE day = $1")
-        .bind(&day)
-        .execute(&mut *conn)
-        .await?;
+    if Params::of(conn) == Params::Numbered {
+        sqlx::query("UPDATE cost_days SET updated_at = updated_at WHERE day = $1")
+            .bind(&day)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(())
 }
 

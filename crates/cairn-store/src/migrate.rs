@@ -136,6 +136,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0019_run_claims.sql"),
         postgres: include_str!("../migrations/0019_run_claims.sql"),
     },
+    Migration {
+        version: 20,
+        name: "llm_calls_open",
+        sqlite: include_str!("../migrations/0020_llm_calls_open.sql"),
+        postgres: include_str!("../migrations/0020_llm_calls_open.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after
