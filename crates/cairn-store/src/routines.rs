@@ -450,6 +450,8 @@ async fn replace_routine(
             // A slot claimed ahead and not begun is run as the routine now is
             // (or not at all, disabled): given back. Its next slot is the
             // writer's, unless the writer kept the one the claim had moved.
+            // After the write: the give-back's `run_count` must land on the
+            // count the writer wrote.
             let id = routine.id.to_string();
             let given = crate::runs::give_back_unbegun(conn, &id).await?;
             if let Some(slot) = given

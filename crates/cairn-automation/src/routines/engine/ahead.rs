@@ -22,6 +22,7 @@
 //! decisions (the global `max_concurrent`, cooldown, backoff) are made as
 //! of the slot with what is known at the claim.
 
+use super::execute::Start;
 use super::*;
 
 /// The longest lead: what a slot of [`MOST`] routines gets.
@@ -39,14 +40,6 @@ fn lead(n: u64) -> chrono::Duration {
     let micros = 100_000 + n.saturating_mul(150);
     let most = chrono::Duration::from_std(MOST_LEAD).unwrap_or_default();
     chrono::Duration::microseconds(i64::try_from(micros).unwrap_or(i64::MAX)).min(most)
-}
-
-/// A run the engine recorded and is to carry out.
-pub(super) struct Start {
-    pub(super) routine: Routine,
-    pub(super) run: RoutineRun,
-    pub(super) fire: FireContext,
-    pub(super) note: Option<String>,
 }
 
 /// The runs of one slot, claimed ahead of it.
@@ -144,19 +137,5 @@ impl RoutineEngine {
                 .record(lateness as f64 / 1e6);
             self.start(start);
         }
-    }
-
-    /// Carries out a recorded run in a task of this engine.
-    pub(super) fn start(&self, start: Start) {
-        let engine = self.clone();
-        self.inner.tasks.spawn(async move {
-            let Start {
-                routine,
-                run,
-                fire,
-                note,
-            } = start;
-            engine.execute(routine, run, fire, 0, note).await;
-        });
     }
 }

@@ -22,7 +22,53 @@ impl LiveRuns {
     }
 }
 
+/// A recorded run to carry out, with what its action is told of the fire.
+pub(super) struct Start {
+    pub(super) routine: Routine,
+    pub(super) run: RoutineRun,
+    pub(super) fire: FireContext,
+    /// How deep in a chain of system events it fired.
+    pub(super) depth: u32,
+    /// What catch-up did, to put before its summary.
+    pub(super) note: Option<String>,
+}
+
+impl Start {
+    /// A run fired by the engine itself (a slot, a waiting slot, a
+    /// reaper's re-run): its fire is told from the run's own record.
+    pub(super) fn recorded(routine: Routine, run: RoutineRun, note: Option<String>) -> Self {
+        let fire = FireContext {
+            trigger_type: run.trigger_type.clone(),
+            detail: run.trigger_detail.clone(),
+            payload: None,
+            scheduled_for: run.scheduled_for,
+        };
+        Start {
+            routine,
+            run,
+            fire,
+            depth: 0,
+            note,
+        }
+    }
+}
+
 impl RoutineEngine {
+    /// Carries out a recorded run in a task of this engine.
+    pub(super) fn start(&self, start: Start) {
+        let engine = self.clone();
+        self.inner.tasks.spawn(async move {
+            let Start {
+                routine,
+                run,
+                fire,
+                depth,
+                note,
+            } = start;
+            engine.execute(routine, run, fire, depth, note).await;
+        });
+    }
+
     /// Stops the runs an admission cancelled (`overlap: cancel_other`): ours
     /// at once through their tokens; another process's see it when they
     /// next renew their lease, and the job such a run started is asked to

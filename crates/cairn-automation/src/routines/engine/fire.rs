@@ -1,6 +1,7 @@
 //! Fires that are not scheduled slots: by hand, chat messages, cairn's
 //! own events, signed webhooks.
 
+use super::execute::Start;
 use super::*;
 
 impl RoutineEngine {
@@ -302,13 +303,12 @@ impl RoutineEngine {
             Admitted::Started => {
                 metrics::counter!("cairn_routine_fires_total", "status" => "started").increment(1);
                 tracing::info!(routine = %routine.spec.name, trigger = %run.trigger_type, "routine fired");
-                let engine = self.clone();
-                let routine_owned = routine.clone();
-                let run_owned = run.clone();
-                self.inner.tasks.spawn(async move {
-                    engine
-                        .execute(routine_owned, run_owned, fire, depth, None)
-                        .await;
+                self.start(Start {
+                    routine: routine.clone(),
+                    run: run.clone(),
+                    fire,
+                    depth,
+                    note: None,
                 });
             }
             Admitted::Skipped(reason) => {

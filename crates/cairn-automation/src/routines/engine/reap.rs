@@ -5,6 +5,7 @@
 
 use cairn_store::{Reaped, Rerunner};
 
+use super::execute::Start;
 use super::*;
 
 impl RoutineEngine {
@@ -75,16 +76,7 @@ impl RoutineEngine {
                 continue;
             }
             reruns += 1;
-            let fire = FireContext {
-                trigger_type: again.trigger_type.clone(),
-                detail: again.trigger_detail.clone(),
-                payload: None,
-                scheduled_for: again.scheduled_for,
-            };
-            let (engine, routine, again) = (self.clone(), routine.clone(), again.clone());
-            self.inner.tasks.spawn(async move {
-                engine.execute(routine, again, fire, 0, None).await;
-            });
+            self.start(Start::recorded(routine.clone(), again.clone(), None));
         }
         if !reaped.is_empty() {
             tracing::warn!(

@@ -2,7 +2,8 @@
 
 use cairn_store::{AsRead, OverlapRule};
 
-use super::ahead::{ClaimedAhead, Start};
+use super::ahead::ClaimedAhead;
+use super::execute::Start;
 use super::*;
 use crate::routines::define;
 use crate::routines::plan::MissedWhile;
@@ -102,18 +103,7 @@ impl RoutineEngine {
                 if run.status != RunStatus::Running {
                     continue;
                 }
-                let fire = FireContext {
-                    trigger_type: run.trigger_type.clone(),
-                    detail: run.trigger_detail.clone(),
-                    payload: None,
-                    scheduled_for: run.scheduled_for,
-                };
-                let start = Start {
-                    routine: routine.clone(),
-                    run,
-                    fire,
-                    note: note.clone(),
-                };
+                let start = Start::recorded(routine.clone(), run, note.clone());
                 match ahead.as_deref_mut() {
                     Some(claimed) => claimed.starts.push(start),
                     None => self.start(start),

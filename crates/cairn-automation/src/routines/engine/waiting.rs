@@ -3,6 +3,7 @@
 //! run of the routine just ended, and every engine's timer round and
 //! upkeep, which sweep them (the store decides, one engine starts each).
 
+use super::execute::Start;
 use super::*;
 
 impl RoutineEngine {
@@ -27,16 +28,7 @@ impl RoutineEngine {
             let run = slot.run;
             tracing::info!(routine = %slot.routine.spec.name, slot = %run.scheduled_for.map(rfc3339).unwrap_or_default(), trigger = %run.trigger_type, "waiting slot started");
             metrics::counter!("cairn_routine_fires_total", "status" => "started").increment(1);
-            let fire = FireContext {
-                trigger_type: run.trigger_type.clone(),
-                detail: run.trigger_detail.clone(),
-                payload: None,
-                scheduled_for: run.scheduled_for,
-            };
-            let (engine, routine) = (self.clone(), slot.routine);
-            self.inner.tasks.spawn(async move {
-                engine.execute(routine, run, fire, 0, None).await;
-            });
+            self.start(Start::recorded(slot.routine, run, None));
         }
         count
     }
