@@ -10,6 +10,7 @@ use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 
 use crate::ahead::{Ahead, read_ahead};
 use crate::codec::{Cols, Params, micros};
+use crate::queue::{Place, queued};
 use crate::runs::{insert, insert_many};
 use crate::{Store, StoreError};
 
@@ -26,6 +27,9 @@ pub struct SlotMove {
     /// routine still as it was read, else it takes nothing (and the engine
     /// reads it again).
     pub as_read: Option<AsRead>,
+    /// For a one-shot (`disable`): its next slot when the global queue is
+    /// full, so that it is tried again then rather than lost.
+    pub retry: Option<DateTime<Utc>>,
 }
 
 /// What a routine read ahead of its slot must still be when the slot is
@@ -61,8 +65,15 @@ pub struct Admission {
     pub cooldown: Option<std::time::Duration>,
     /// Refuse when this many runs of the routine are running.
     pub max_concurrent: Option<u32>,
-    /// Refuse when this many runs of all routines are running.
+    /// Queue a run while this many runs of all routines are running
+    /// (`routines.max_concurrent`): it waits for a place (`queue.rs`).
     pub global_max: Option<u32>,
+    /// Refuse a run when this many already wait in the global queue
+    /// (`routines.max_waiting`).
+    pub queue_max: Option<u32>,
+    /// What an unscheduled fire hands its action, kept with a run that
+    /// waits in the global queue so that it starts as it was fired.
+    pub fire: Option<serde_json::Value>,
     /// Disable the routine once it has run this many times.
     pub max_runs: Option<u64>,
     /// For a round of slots (a scheduled round, a backfill): what its slots
@@ -115,6 +126,9 @@ impl Round {
 pub enum Admitted {
     /// The runs are recorded: `running` ones may start, `waiting` ones wait their turn.
     Started,
+    /// The fire's run is recorded `waiting` in the global queue, with this
+    /// reason: it starts when a place frees.
+    Waiting(String),
     /// The runs are recorded as `skipped`, with this reason.
     Skipped(String),
     /// Refused with this reason and not recorded: a skipped run with the
@@ -132,14 +146,12 @@ fn window_start(now: DateTime<Utc>, window: std::time::Duration) -> DateTime<Utc
 }
 
 /// The first guardrail that refuses `runs`, read inside the admission's
-/// transaction; `running_total` is the batch's count of running runs of all
-/// routines (read once, kept up to date as the batch admits).
+/// transaction. (The global limit refuses nothing: it queues, see `queue.rs`.)
 pub(crate) async fn refusal(
     conn: &mut sqlx::AnyConnection,
     admission: &Admission,
     routine_id: &str,
     first: &RoutineRun,
-    running_total: Option<u64>,
     running_here: &mut Option<u64>,
 ) -> Result<Option<String>, StoreError> {
     use cairn_core::duration::format as human;
@@ -204,13 +216,6 @@ pub(crate) async fn refusal(
             )));
         }
     }
-    if let (Some(max), Some(n)) = (admission.global_max, running_total)
-        && n >= u64::from(max)
-    {
-        return Ok(Some(format!(
-            "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
-        )));
-    }
     Ok(None)
 }
 
@@ -245,6 +250,10 @@ pub(crate) async fn insert_new(
 pub(crate) struct BatchState {
     /// Running runs of all routines (read once under the global cap's lock).
     pub(crate) running_total: Option<u64>,
+    /// Runs waiting in the global queue (read with `running_total`).
+    pub(crate) queued_total: Option<u64>,
+    /// Runs this batch queued, with their fire: marked when written.
+    pub(crate) queued: Vec<(String, Option<serde_json::Value>)>,
     /// Per routine id.
     routines: HashMap<String, RoutineState>,
     /// New runs of rounds read ahead, not yet written (see `ahead.rs`).
@@ -316,6 +325,7 @@ impl BatchState {
     /// started runs and last fire time (one statement per chunk of routines).
     async fn flush(&mut self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
         self.write_runs(conn).await?;
+        self.mark_queued(conn).await?;
         let mut counts: Vec<(String, i64, DateTime<Utc>)> = self
             .routines
             .iter_mut()
@@ -433,47 +443,71 @@ async fn admit_one(
         return Ok(Round::taken());
     }
     batch.routine(&routine_id).locked = true;
-    if admission.global_max.is_some() && batch.running_total.is_none() {
-        batch.running_total = Some(running_total_locked(conn).await?);
-    }
+    batch.read_totals(conn, admission).await?;
     if let Some(reason) = batch.routine(&routine_id).paused.clone() {
         return refuse(conn, admission, runs, &reason).await;
     }
     if let Some(rule) = &admission.overlap {
         return crate::rounds::admit_round(conn, admission, rule, runs, batch, ahead).await;
     }
-    let running_total = batch.running_total;
     let mut running_here = batch.routine(&routine_id).running;
-    let refused = refusal(
-        conn,
-        admission,
-        &routine_id,
-        first,
-        running_total,
-        &mut running_here,
-    )
-    .await?;
+    let refused = refusal(conn, admission, &routine_id, first, &mut running_here).await?;
     batch.routine(&routine_id).running = running_here;
     if let Some(reason) = refused {
         return refuse(conn, admission, runs, &reason).await;
     }
     let mut recorded = Vec::new();
     let mut started = 0u64;
+    let mut waiting = None;
     for run in runs {
+        let run = match batch.place(admission) {
+            Place::Start => run.clone(),
+            Place::Queue(reason) => queued(run, &reason),
+            Place::Full(reason) if recorded.is_empty() => {
+                let round = refuse(conn, admission, runs, &reason).await?;
+                crate::queue::settle_one_shot(conn, admission, &routine_id, &round.runs).await?;
+                return Ok(round);
+            }
+            Place::Full(reason) => skipped(run, &reason),
+        };
         // A slot that already has its run (the unique key) is left as it is.
-        if insert_new(conn, run).await? {
-            started += u64::from(run.status == RunStatus::Running);
-            recorded.push(run.clone());
+        if insert_new(conn, &run).await? {
+            match run.status {
+                RunStatus::Running => {
+                    started += 1;
+                    // Counted now: the next run of this fire sees it.
+                    if let Some(n) = batch.running_total.as_mut() {
+                        *n += 1;
+                    }
+                }
+                RunStatus::Waiting => {
+                    batch.note_queued(&run, admission.fire.as_ref());
+                    waiting = waiting.or(run.skip_reason.clone());
+                }
+                _ => {}
+            }
+            recorded.push(run);
         }
     }
     if recorded.is_empty() {
         return Ok(Round::taken());
     }
-    batch
-        .count(&routine_id, admission, started, first.started_at, conn)
-        .await?;
+    if started > 0 {
+        if let Some(n) = batch.running_total.as_mut() {
+            // `count` adds them itself.
+            *n -= started;
+        }
+        batch
+            .count(&routine_id, admission, started, first.started_at, conn)
+            .await?;
+    }
+    crate::queue::settle_one_shot(conn, admission, &routine_id, &recorded).await?;
+    let admitted = match waiting {
+        Some(reason) if started == 0 => Admitted::Waiting(reason),
+        _ => Admitted::Started,
+    };
     Ok(Round {
-        admitted: Admitted::Started,
+        admitted,
         runs: recorded,
         cancelled: Vec::new(),
     })

@@ -51,7 +51,8 @@ pub struct Finished {
     /// Its failure paused the routine; the pause's notification was recorded
     /// instead of the run's own.
     pub paused: bool,
-    /// Its routine has slots waiting their turn (`Store::start_waiting`).
+    /// Runs wait (of its routine or in the global queue): one may start
+    /// now that this run ended (`Store::start_waiting`).
     pub waiting: bool,
 }
 
@@ -257,25 +258,25 @@ impl Store {
             if !paused_by.is_empty() {
                 crate::routines::bump_version(&mut tx).await?;
             }
-            // Waiting slots are few (a partial index holds only them).
-            let rows = sqlx::query(
-                "SELECT DISTINCT routine_id FROM routine_runs WHERE status = 'waiting'",
-            )
-            .fetch_all(&mut *tx)
-            .await?;
-            let waiting = rows
-                .iter()
-                .map(|r| Cols(r).uuid("routine_id"))
-                .collect::<Result<HashSet<Uuid>, _>>()?;
+            // A place freed: a run waiting anywhere may start now (a partial
+            // index holds only the waiting ones). Other processes hear it too,
+            // so an engine that can start it does, wherever this run ended.
+            let waiting =
+                sqlx::query("SELECT id FROM routine_runs WHERE status = 'waiting' LIMIT 1")
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_some();
+            if waiting {
+                tx.publish(crate::signal::Topic::Runs).await?;
+            }
             tx.commit().await?;
-            Ok(batch
-                .iter()
-                .zip(ended)
+            Ok(ended
+                .into_iter()
                 .enumerate()
-                .map(|(i, (f, ended))| Finished {
+                .map(|(i, ended)| Finished {
                     ended,
                     paused: paused_by.contains(&i),
-                    waiting: waiting.contains(&f.routine_id),
+                    waiting,
                 })
                 .collect())
         })

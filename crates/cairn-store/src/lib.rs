@@ -32,6 +32,7 @@ mod migrate;
 mod notifications;
 mod pause;
 pub mod portable;
+mod queue;
 mod reap;
 mod rounds;
 mod routines;
@@ -59,6 +60,7 @@ pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, 
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, NotificationFilter};
 pub use pause::paused_reason;
+pub use queue::QUEUE_FULL;
 pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
 pub use runs::RunOutcome;

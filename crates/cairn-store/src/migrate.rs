@@ -142,6 +142,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0020_llm_calls_open.sql"),
         postgres: include_str!("../migrations/0020_llm_calls_open.sql"),
     },
+    Migration {
+        version: 21,
+        name: "run_queue",
+        sqlite: include_str!("../migrations/0021_run_queue.sql"),
+        postgres: include_str!("../migrations/0021_run_queue.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

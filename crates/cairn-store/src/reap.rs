@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use cairn_core::routine::{FIRST_ATTEMPT, OnInterrupt, Routine, RoutineRun, RunStatus, Trigger};
 
-use crate::admit::{Admission, insert_new, refusal, running_total_locked};
+use crate::admit::{Admission, BatchState, insert_new, refusal};
+use crate::queue::{Place, queued};
 use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};
 use crate::{Store, StoreError};
@@ -28,7 +29,10 @@ pub struct Rerunner {
     pub owner: String,
     /// The re-runs' first lease.
     pub lease_until: DateTime<Utc>,
-    /// Refuse a re-run when this many runs of all routines are running.
+    /// The global limit (`routines.max_concurrent`): while this many runs of
+    /// all routines are running, a re-run waits in the queue (whatever its
+    /// length: a crash's re-run is never refused for room) and waiting
+    /// slots stay waiting.
     pub global_max: Option<u32>,
 }
 
@@ -148,9 +152,9 @@ impl Store {
             }
             // A re-run is a new lease for reapers to watch.
             let rerun_started = reaped.iter().any(|r| {
-                r.rerun
-                    .as_ref()
-                    .is_some_and(|again| again.status == RunStatus::Running)
+                r.rerun.as_ref().is_some_and(|again| {
+                    matches!(again.status, RunStatus::Running | RunStatus::Waiting)
+                })
             });
             if rerun_started {
                 tx.publish(crate::signal::Topic::Runs).await?;
@@ -266,17 +270,28 @@ async fn crashed(
     };
     // Concurrency limits only: cooldown and dedup would count the
     // interrupted attempt itself, and the slot passed them when it fired.
+    // The global limit queues the re-run, as it does any run.
     let admission = Admission {
         max_concurrent: Some(routine.spec.guardrails.max_concurrent),
         global_max: rerunner.global_max,
         ..Admission::default()
     };
-    let total = match admission.global_max {
-        Some(_) => Some(running_total_locked(conn).await?),
-        None => None,
+    let refused = refusal(conn, &admission, &routine_id, &again, &mut None).await?;
+    let mut batch = BatchState::default();
+    batch.read_totals(conn, &admission).await?;
+    let place = match refused {
+        Some(_) => Place::Start,
+        None => batch.place(&admission),
     };
-    let refused = refusal(conn, &admission, &routine_id, &again, total, &mut None).await?;
+    if let Place::Queue(reason) = &place {
+        again = queued(&again, reason);
+    }
     let why = match &refused {
+        _ if again.status == RunStatus::Waiting => format!(
+            "{crash}; its re-run (attempt 2, run {}) waits for a place: {}",
+            again.id,
+            again.skip_reason.as_deref().unwrap_or_default()
+        ),
         Some(reason) => {
             again.status = RunStatus::Skipped;
             again.completed_at = Some(now);
@@ -295,6 +310,10 @@ async fn crashed(
     if !insert_new(conn, &again).await? {
         let why = format!("{crash}; the slot already has an attempt 2");
         return Ok((why, None, Some(routine)));
+    }
+    if again.status == RunStatus::Waiting {
+        batch.note_queued(&again, None);
+        batch.mark_queued(conn).await?;
     }
     Ok((why, Some(again), Some(routine)))
 }

@@ -12,6 +12,7 @@ use crate::StoreError;
 use crate::admit::{Admission, Admitted, BatchState, OverlapRule, Round, refuse, skipped};
 use crate::ahead::Ahead;
 use crate::codec::micros;
+use crate::queue::{Place, queued};
 use crate::runs::{COLUMNS, decode};
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -115,10 +116,15 @@ pub(crate) async fn admit_round(
     let mut started = 0u64;
     let mut first_skip = None;
     for (run, fate) in slots.into_iter().zip(plan.fates) {
+        let mut in_queue = false;
         let run = match fate {
-            Fate::Start => match global_refusal(admission, batch) {
-                Some(reason) => skipped(run, &reason),
-                None => run.clone(),
+            Fate::Start => match batch.place(admission) {
+                Place::Start => run.clone(),
+                Place::Queue(reason) => {
+                    in_queue = true;
+                    queued(run, &reason)
+                }
+                Place::Full(reason) => skipped(run, &reason),
             },
             Fate::Wait => {
                 let mut waiting = run.clone();
@@ -136,6 +142,9 @@ pub(crate) async fn admit_round(
                     *total += 1;
                 }
             }
+            if in_queue {
+                batch.note_queued(&run, admission.fire.as_ref());
+            }
             if run.status == RunStatus::Skipped && first_skip.is_none() {
                 first_skip = run.skip_reason.clone();
             }
@@ -151,6 +160,7 @@ pub(crate) async fn admit_round(
             .count(&routine_id, admission, started, first.started_at, conn)
             .await?;
     }
+    crate::queue::settle_one_shot(conn, admission, &routine_id, &recorded).await?;
     let admitted = if recorded
         .iter()
         .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
@@ -166,14 +176,4 @@ pub(crate) async fn admit_round(
         runs: recorded,
         cancelled,
     })
-}
-
-/// The global cap's refusal of one more running run, if it refuses.
-fn global_refusal(admission: &Admission, batch: &BatchState) -> Option<String> {
-    match (admission.global_max, batch.running_total) {
-        (Some(max), Some(n)) if n >= u64::from(max) => Some(format!(
-            "global limit: {n} routine runs already running (routines.max_concurrent = {max})"
-        )),
-        _ => None,
-    }
 }

@@ -66,7 +66,8 @@ impl RoutineFirer for EngineLink {
             .await
             .map_err(|e| e.to_string())?;
         match fired.admitted {
-            Admitted::Started => Ok(fired.run_id),
+            // A queued fire is recorded and starts when a place frees.
+            Admitted::Started | Admitted::Waiting(_) => Ok(fired.run_id),
             Admitted::Skipped(reason) => Err(format!(
                 "not fired: {reason} (run {} records it)",
                 fired.run_id

@@ -56,6 +56,7 @@ mod ahead;
 mod events;
 mod guardrails;
 mod interrupts;
+mod queue;
 mod schedule_ops;
 mod schedules;
 mod two_engines;
@@ -75,6 +76,9 @@ struct Script {
     tries_seen: Mutex<Vec<usize>>,
     /// The store, to read those tries.
     store: Option<Store>,
+    /// Routines named `busy*` take a second; how many run at once, and the most seen.
+    busy: std::sync::atomic::AtomicUsize,
+    busy_peak: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
@@ -100,6 +104,13 @@ impl ActionExecutor for Script {
                     return ActionOutcome::failed("cancelled");
                 }
             }
+        }
+        if name.starts_with("busy") {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.busy.fetch_add(1, SeqCst) + 1;
+            self.busy_peak.fetch_max(now, SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.busy.fetch_sub(1, SeqCst);
         }
         if name.starts_with("stubborn") {
             drop(self.gate.clone().unwrap().acquire().await);
@@ -355,6 +366,7 @@ async fn claim_as_a_dead_process(store: &Store, run: &RoutineRun, next: DateTime
             next: Some(next),
             disable: false,
             as_read: None,
+            retry: None,
         }),
         ..Default::default()
     };

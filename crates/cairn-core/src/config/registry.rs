@@ -227,7 +227,14 @@ pub static SETTINGS: &[SettingDef] = &[
         &["CAIRN_ROUTINES_MAX_CONCURRENT", "ROUTINES_MAX_CONCURRENT"],
         K::UInt,
         D::UInt(10),
-        "routine runs at once, all routines together",
+        "routine runs at once, all routines together; more wait in a queue and start as places free",
+    ),
+    def(
+        "routines.max_waiting",
+        &["CAIRN_ROUTINES_MAX_WAITING"],
+        K::UInt,
+        D::UInt(10_000),
+        "routine runs that may wait for a place under routines.max_concurrent; past it a run is refused (skipped, and you are told)",
     ),
     def(
         "routines.lease_secs",

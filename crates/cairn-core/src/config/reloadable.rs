@@ -10,6 +10,7 @@ pub static RELOADABLE: &[&str] = &[
     "notify",
     "channels",
     "routines.max_concurrent",
+    "routines.max_waiting",
     "heartbeat",
     "cost.daily_budget_cents",
     "cost.hourly_action_limit",

@@ -168,8 +168,10 @@ pub struct UserConfig {
 pub struct RoutinesConfig {
     /// Whether routines run at all.
     pub enabled: bool,
-    /// Routine runs at once across all routines.
+    /// Routine runs at once across all routines; more wait in the queue.
     pub max_concurrent: u32,
+    /// Runs that may wait in that queue; more are refused.
+    pub max_waiting: u32,
     /// How long a running run's lease lasts (renewed every third of it).
     pub lease: Duration,
     /// Slots one backfill may run without being told `--yes`.
@@ -331,6 +333,7 @@ impl Config {
             routines: RoutinesConfig {
                 enabled: r.bool("routines.enabled"),
                 max_concurrent: r.u32_at_least("routines.max_concurrent", 1),
+                max_waiting: r.u32_at_least("routines.max_waiting", 0),
                 lease: Duration::from_secs(r.uint_at_least("routines.lease_secs", 3)),
                 max_backfill: r.u32_at_least("routines.max_backfill", 1),
             },

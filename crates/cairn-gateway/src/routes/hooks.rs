@@ -43,6 +43,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 pub struct Accepted {
     /// The run recorded for it.
     pub run_id: Uuid,
+    /// Set when the run waits for a place under the global run limit
+    /// (`routines.max_concurrent`): why. It starts when a place frees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// Fires the webhook routine at `path` (its configured path, or its id).
@@ -98,6 +102,15 @@ async fn fire_routine_hook(
                 StatusCode::ACCEPTED,
                 Json(Accepted {
                     run_id: fired.run_id,
+                    waiting: None,
+                }),
+            )
+                .into_response()),
+            Admitted::Waiting(reason) => Ok((
+                StatusCode::ACCEPTED,
+                Json(Accepted {
+                    run_id: fired.run_id,
+                    waiting: Some(reason),
                 }),
             )
                 .into_response()),

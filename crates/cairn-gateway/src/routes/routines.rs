@@ -506,6 +506,10 @@ pub struct FireAccepted {
     pub routine: String,
     /// The run started; `GET /api/routines/{id}/runs` shows its outcome.
     pub run_id: Uuid,
+    /// Set when the run waits for a place under the global run limit
+    /// (`routines.max_concurrent`): why. It starts when a place frees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// Fires a routine now (cooldown does not apply to a manual fire; the
@@ -546,15 +550,20 @@ async fn fire_routine(
             FireError::Gone(_) => ApiError::not_found(e.to_string()),
             FireError::Store(e) => ApiError::from(e),
         })?;
-    match fired.admitted {
-        Admitted::Started => Ok((
+    let accepted = |waiting| {
+        Ok((
             StatusCode::ACCEPTED,
             Json(FireAccepted {
                 routine_id: fired.routine_id,
-                routine: fired.routine,
+                routine: fired.routine.clone(),
                 run_id: fired.run_id,
+                waiting,
             }),
-        )),
+        ))
+    };
+    match &fired.admitted {
+        Admitted::Started => accepted(None),
+        Admitted::Waiting(reason) => accepted(Some(reason.clone())),
         Admitted::Skipped(reason) => Err(ApiError::conflict(format!(
             "routine \"{}\" did not fire: {reason}",
             fired.routine

@@ -46,6 +46,7 @@ pub async fn a_slot_is_admitted_once_and_moves_next_fire(fx: &Fixture) {
             next: Some(next),
             disable: false,
             as_read: None,
+            retry: None,
         }),
         ..Admission::default()
     };
@@ -73,6 +74,7 @@ pub async fn a_one_shot_is_disabled_by_its_claim(fx: &Fixture) {
             next: None,
             disable: true,
             as_read: None,
+            retry: None,
         }),
         ..Admission::default()
     };
@@ -96,6 +98,7 @@ pub async fn catch_up_records_every_slot_of_one_claim(fx: &Fixture) {
             next: Some(at(600)),
             disable: false,
             as_read: None,
+            retry: None,
         }),
         max_concurrent: Some(1),
         ..Admission::default()
@@ -143,17 +146,37 @@ pub async fn each_guardrail_refuses_with_a_recorded_reason(fx: &Fixture) {
     assert_eq!(stored.completed_at, Some(at(1)));
     assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 1);
 
-    // The global cap counts every routine's runs.
+    // The global limit counts every routine's runs, and queues: the run
+    // waits with the reason rather than being refused.
     let global = Admission {
         global_max: Some(1),
         ..Admission::default()
     };
-    let Admitted::Skipped(reason) = admit(fx, global, vec![run_for(&r, None, at(2))]).await else {
-        panic!("admitted past the global cap");
+    let queued = run_for(&r, None, at(2));
+    let Admitted::Waiting(reason) = admit(fx, global, vec![queued.clone()]).await else {
+        panic!("not queued behind the global limit");
     };
+    assert_eq!(
+        reason,
+        "global limit: 1 running (routines.max_concurrent = 1)"
+    );
+    let stored = fx.store.get_run(queued.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Waiting);
+    assert_eq!(stored.skip_reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(stored.owner, None);
+    // It leaves the queue for the cooldown check below to count as not run.
+    let starter = cairn_store::Rerunner {
+        owner: "proc-a".into(),
+        lease_until: at(600),
+        global_max: Some(2),
+    };
+    let started = fx.store.start_waiting(None, &starter, at(3)).await.unwrap();
+    assert_eq!(started.len(), 1);
     assert!(
-        reason.starts_with("global limit: 1 routine runs"),
-        "{reason}"
+        fx.store
+            .finish_run(queued.id, &ended(RunStatus::Skipped, 4))
+            .await
+            .unwrap()
     );
     assert!(
         fx.store
@@ -461,7 +484,7 @@ pub async fn a_batch_admits_in_order_with_per_routine_limits(fx: &Fixture) {
         (capped.clone(), vec![run_for(&a, None, at(3))]),
         // The routine's own limit: two of `busy` run already.
         (capped.clone(), vec![run_for(&a, None, at(4))]),
-        // The global one: three run in all.
+        // The global one: three run in all, so it waits for a place.
         (capped.clone(), vec![run_for(&b, None, at(5))]),
     ];
     let admitted = fx.store.admit_runs(&fires).await.unwrap();
@@ -470,7 +493,9 @@ pub async fn a_batch_admits_in_order_with_per_routine_limits(fx: &Fixture) {
         [Admitted::Started, Admitted::Started, Admitted::Started]
     );
     assert!(matches!(&admitted[3], Admitted::Skipped(r) if r.starts_with("max_concurrent")));
-    assert!(matches!(&admitted[4], Admitted::Skipped(r) if r.starts_with("global limit")));
+    assert!(
+        matches!(&admitted[4], Admitted::Waiting(r) if r.starts_with("global limit: 3 running"))
+    );
     // Counters written once per routine at the end hold every started run.
     let busy = fx.store.get_routine(a.id).await.unwrap().unwrap();
     assert_eq!(busy.runtime.run_count, 2);

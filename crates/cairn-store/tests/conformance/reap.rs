@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, RunStatus, SpecFormat};
 use cairn_store::{Reaped, RunOutcome, Store, StoreError};
 
+use crate::admission::ended;
 use crate::fixture::Fixture;
 use crate::routines::{at, rerunner, routine, run_for};
 
@@ -280,7 +281,8 @@ pub async fn a_rerun_obeys_the_concurrency_limits(fx: &Fixture) {
     assert!(summary.contains("was refused: max_concurrent"), "{summary}");
     assert_eq!(fx.store.count_running(Some(r.id)).await.unwrap(), 1);
 
-    // The global cap too.
+    // The global limit queues the re-run (a limit delays, it never drops),
+    // and it starts once a place frees.
     let other = spec_routine("other", "{type: notification, message: hi}", "{}");
     fx.store.create_routine(&other).await.unwrap();
     fx.store
@@ -291,12 +293,41 @@ pub async fn a_rerun_obeys_the_concurrency_limits(fx: &Fixture) {
     capped.global_max = Some(1);
     let reaped = fx.store.reap_orphans(at(150), &capped).await.unwrap();
     let again = reaped[0].rerun.clone().unwrap();
-    assert_eq!(again.status, RunStatus::Skipped);
+    assert_eq!(again.status, RunStatus::Waiting);
     assert!(
-        again.skip_reason.unwrap().contains("global limit"),
+        again
+            .skip_reason
+            .as_deref()
+            .unwrap()
+            .starts_with("global limit: 1 running"),
         "{:?}",
         reaped[0]
     );
+    let summary = reaped[0].run.result_summary.clone().unwrap();
+    assert!(summary.contains("waits for a place"), "{summary}");
+    assert!(
+        fx.store
+            .start_waiting(None, &capped, at(151))
+            .await
+            .unwrap()
+            .is_empty(),
+        "started while the live run holds the one place"
+    );
+    assert!(
+        fx.store
+            .finish_run(live.id, &ended(RunStatus::Ok, 160))
+            .await
+            .unwrap()
+    );
+    let started = fx
+        .store
+        .start_waiting(None, &capped, at(161))
+        .await
+        .unwrap();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].run.id, again.id);
+    assert_eq!(started[0].run.status, RunStatus::Running);
+    assert_eq!(started[0].run.skip_reason, None);
 }
 
 /// A daemon holding its home's lock reaps, at once and whatever their

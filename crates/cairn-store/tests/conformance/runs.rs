@@ -36,6 +36,7 @@ pub fn scheduled(r: &Routine, run: &RoutineRun, next: Option<DateTime<Utc>>) -> 
             next,
             disable: once,
             as_read: None,
+            retry: None,
         }),
         max_concurrent: Some(r.spec.guardrails.max_concurrent),
         global_max: Some(16),

@@ -112,6 +112,7 @@ pub async fn a_paused_routine_keeps_its_slot_and_fires_nothing(fx: &Fixture) {
             next: Some(at(120)),
             disable: false,
             as_read: None,
+            retry: None,
         }),
         ..Admission::default()
     };
@@ -173,6 +174,7 @@ pub async fn jitter_moves_when_a_slot_fires_not_the_slot(fx: &Fixture) {
             next: Some(at(120)),
             disable: false,
             as_read: None,
+            retry: None,
         }),
         ..Admission::default()
     };

@@ -473,7 +473,13 @@ async fn fire(
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     if !ctx.json {
-        println!("run {} of \"{}\" started", fired.run_id, args.name);
+        match &fired.admitted {
+            cairn_store::Admitted::Waiting(reason) => println!(
+                "run {} of \"{}\" waits for a place ({reason}); the daemon starts it when one frees",
+                fired.run_id, args.name
+            ),
+            _ => println!("run {} of \"{}\" started", fired.run_id, args.name),
+        }
     }
     automation.engine.shutdown().await;
     if let Some(rt) = &automation.runtime {
@@ -505,7 +511,8 @@ async fn fire(
         }
     }
     Ok(match run.status {
-        RunStatus::Ok | RunStatus::Attention => ExitCode::SUCCESS,
+        // Queued behind the global limit: recorded, and it will run.
+        RunStatus::Ok | RunStatus::Attention | RunStatus::Waiting => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
 }

@@ -253,6 +253,10 @@ pub fn routine_engine_with_heartbeat(
     let mut settings = EngineSettings::new(owner, config.user.timezone);
     settings.home_prefix = home_prefix;
     settings.max_concurrent = config.routines.max_concurrent;
+    settings.max_waiting = config.routines.max_waiting;
+    // Only a daemon (it holds the home's lock) starts runs that wait: a
+    // one-off command stops when its own run ends.
+    settings.starts_waiting = settings.home_prefix.is_some();
     // Running runs are interrupted (and recorded so) well before the daemon's
     // own shutdown deadline gives up on waiting.
     settings.shutdown_grace = settings

@@ -47,10 +47,14 @@ pub fn register_reloads(reloader: &mut Reloader, automation: &Automation) {
         }
     });
     let engine = automation.engine.clone();
-    reloader.on(&["routines.max_concurrent"], move |config| {
-        engine.set_max_concurrent(config.routines.max_concurrent);
-        async { Ok(()) }
-    });
+    reloader.on(
+        &["routines.max_concurrent", "routines.max_waiting"],
+        move |config| {
+            engine.set_max_concurrent(config.routines.max_concurrent);
+            engine.set_max_waiting(config.routines.max_waiting);
+            async { Ok(()) }
+        },
+    );
     // The heartbeat task reads its new settings at its next beat; its
     // routine (interval, enabled) is ensured again in the background.
     let heartbeat = Arc::clone(&automation.heartbeat);

@@ -253,7 +253,8 @@ impl RoutineEngine {
             notifier.recorded(n);
         }
         if finished.waiting {
-            self.start_waiting(Some(routine.id)).await;
+            // The place this run held may go to any routine's run, oldest first.
+            self.start_waiting(None).await;
         }
     }
 

@@ -289,9 +289,11 @@ impl RoutineEngine {
             cooldown: if cooled { Some(g.cooldown) } else { None },
             max_concurrent: Some(g.max_concurrent),
             global_max: Some(self.max_concurrent()),
+            queue_max: Some(self.max_waiting()),
             max_runs: g.max_runs,
             refuse,
             quiet,
+            fire: Some(queued_fire(fire.payload.as_ref(), depth)),
             ..Admission::default()
         };
         let admitted = self
@@ -311,9 +313,17 @@ impl RoutineEngine {
                     note: None,
                 });
             }
+            Admitted::Waiting(reason) => {
+                metrics::counter!("cairn_routine_fires_total", "status" => "waiting").increment(1);
+                tracing::info!(routine = %routine.spec.name, %reason, "routine fire waits for a place");
+                self.start_waiting(None).await;
+            }
             Admitted::Skipped(reason) => {
                 metrics::counter!("cairn_routine_fires_total", "status" => "skipped").increment(1);
                 tracing::info!(routine = %routine.spec.name, %reason, "routine fire skipped");
+                if reason.contains(cairn_store::QUEUE_FULL) {
+                    self.note_queue_full(routine, 1, reason);
+                }
             }
             Admitted::Refused(reason) => {
                 metrics::counter!("cairn_routine_fires_total", "status" => "refused").increment(1);
@@ -328,6 +338,25 @@ impl RoutineEngine {
             admitted,
         })
     }
+}
+
+/// What a queued unscheduled fire keeps for its start: its payload and
+/// its depth in a chain of system events (see [`fire_of_queued`]).
+fn queued_fire(payload: Option<&serde_json::Value>, depth: u32) -> serde_json::Value {
+    serde_json::json!({ "payload": payload, "depth": depth })
+}
+
+/// The payload and depth [`queued_fire`] kept.
+pub(super) fn fire_of_queued(kept: Option<&serde_json::Value>) -> (Option<serde_json::Value>, u32) {
+    let Some(kept) = kept else {
+        return (None, 0);
+    };
+    let payload = kept.get("payload").filter(|p| !p.is_null()).cloned();
+    let depth = kept
+        .get("depth")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(0, |d| u32::try_from(d).unwrap_or(u32::MAX));
+    (payload, depth)
 }
 
 /// Refuses a disabled or paused routine, naming it.

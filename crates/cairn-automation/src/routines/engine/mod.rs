@@ -50,6 +50,7 @@ mod admit;
 mod ahead;
 mod execute;
 mod fire;
+mod queue_full;
 mod reap;
 mod timed;
 mod tries;
@@ -73,8 +74,16 @@ pub struct EngineSettings {
     pub owner: String,
     /// How long a run's lease lasts; renewed every third of it.
     pub lease: Duration,
-    /// Runs of all routines at once (`routines.max_concurrent`).
+    /// Runs of all routines at once (`routines.max_concurrent`); more wait
+    /// in the global queue.
     pub max_concurrent: u32,
+    /// Runs that may wait in the global queue (`routines.max_waiting`);
+    /// more are refused, and the person is told.
+    pub max_waiting: u32,
+    /// Whether this engine starts runs that wait (its own and other
+    /// processes'): a daemon's does; a one-off command's (`routine fire`)
+    /// leaves them to a daemon, since it stops when its own run ends.
+    pub starts_waiting: bool,
     /// The user's zone, for routines without their own.
     pub user_zone: Tz,
     /// Due routines claimed per transaction.
@@ -96,6 +105,8 @@ impl EngineSettings {
             owner: owner.into(),
             lease: Duration::from_secs(60),
             max_concurrent: 10,
+            max_waiting: 10_000,
+            starts_waiting: true,
             user_zone,
             batch: 500,
             late_grace: Duration::from_secs(60),
@@ -149,7 +160,8 @@ pub struct TickReport {
     pub skipped: usize,
     /// Slots another engine had taken first.
     pub taken: usize,
-    /// Slots recorded waiting their turn (`overlap: buffer_*`, catch-up).
+    /// Slots recorded waiting their turn (`overlap: buffer_*`, catch-up,
+    /// the global queue).
     pub waiting: usize,
     /// Orphaned runs reaped.
     pub reaped: usize,
@@ -172,6 +184,10 @@ struct Inner {
     settings: EngineSettings,
     /// `settings.max_concurrent`, changeable while running (a reload).
     max_concurrent: std::sync::atomic::AtomicU32,
+    /// `settings.max_waiting`, changeable while running.
+    max_waiting: std::sync::atomic::AtomicU32,
+    /// Runs refused by a full queue, not yet told to the person.
+    queue_full: queue_full::QueueFullNotices,
     env: BTreeMap<String, String>,
     wake: Notify,
     triggered: RwLock<Triggered>,
@@ -261,6 +277,8 @@ impl RoutineEngine {
                 executor,
                 notifier,
                 max_concurrent: std::sync::atomic::AtomicU32::new(settings.max_concurrent),
+                max_waiting: std::sync::atomic::AtomicU32::new(settings.max_waiting),
+                queue_full: queue_full::QueueFullNotices::default(),
                 settings,
                 env: std::env::vars().collect(),
                 wake: Notify::new(),
@@ -306,6 +324,17 @@ impl RoutineEngine {
     /// The limit on runs of all routines at once now in force.
     pub fn max_concurrent(&self) -> u32 {
         self.inner.max_concurrent.load(Ordering::Relaxed)
+    }
+
+    /// Changes how many runs may wait in the global queue
+    /// (`routines.max_waiting` reloaded); runs already waiting stay.
+    pub fn set_max_waiting(&self, max: u32) {
+        self.inner.max_waiting.store(max, Ordering::Relaxed);
+    }
+
+    /// How many runs may wait in the global queue now.
+    pub fn max_waiting(&self) -> u32 {
+        self.inner.max_waiting.load(Ordering::Relaxed)
     }
 
     /// Wakes the timer (a routine was changed in this process).

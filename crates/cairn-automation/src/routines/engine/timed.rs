@@ -8,6 +8,18 @@ use super::*;
 use crate::routines::define;
 use crate::routines::plan::MissedWhile;
 
+/// How long after a full queue refused it a one-shot is tried again.
+const QUEUE_RETRY: chrono::Duration = chrono::Duration::seconds(10);
+
+/// Whether `run` was refused by the full global queue.
+pub(super) fn is_queue_full(run: &RoutineRun) -> bool {
+    run.status == RunStatus::Skipped
+        && run
+            .skip_reason
+            .as_deref()
+            .is_some_and(|r| r.contains(cairn_store::QUEUE_FULL))
+}
+
 impl RoutineEngine {
     /// One timer round at `now`: reaps orphans (when a lease can have
     /// lapsed) and starts the waiting slots now free, then claims every due
@@ -64,12 +76,22 @@ impl RoutineEngine {
             plans.push((routine, note));
         }
         let rounds = inner.store.admit_rounds(&fires).await?;
+        let mut queued = false;
+        // Refused by a full queue: told once for the whole batch.
+        let mut refused: Option<(&Routine, u64, String)> = None;
         for ((routine, note), round) in plans.into_iter().zip(rounds) {
             if round.admitted == Admitted::Taken {
                 report.taken += 1;
                 continue;
             }
             let offset = routine.jitter();
+            for run in round.runs.iter().filter(|r| is_queue_full(r)) {
+                let reason = run.skip_reason.clone().unwrap_or_default();
+                let (_, n, last) = refused.get_or_insert((routine, 0, String::new()));
+                *n += 1;
+                *last = reason;
+            }
+            queued |= round.runs.iter().any(|r| r.status == RunStatus::Waiting);
             for run in &round.runs {
                 match run.status {
                     RunStatus::Running => report.started += 1,
@@ -109,6 +131,14 @@ impl RoutineEngine {
                     None => self.start(start),
                 }
             }
+        }
+        if let Some((routine, n, reason)) = refused {
+            self.note_queue_full(routine, n, &reason);
+        }
+        if queued && ahead.is_none() {
+            // A run queued while places are free (others were queued
+            // first) starts now, in its turn.
+            self.start_waiting(None).await;
         }
         Ok(())
     }
@@ -164,13 +194,12 @@ impl RoutineEngine {
                 next: if is_once { None } else { fire_plan.next },
                 disable: is_once,
                 as_read: None,
+                // Refused by a full queue, a one-shot is tried again then.
+                retry: is_once.then(|| now + QUEUE_RETRY),
             }),
             max_concurrent: Some(g.max_concurrent),
-            global_max: Some(
-                inner
-                    .max_concurrent
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
+            global_max: Some(self.max_concurrent()),
+            queue_max: Some(self.max_waiting()),
             max_runs: g.max_runs,
             overlap: Some(OverlapRule {
                 policy: routine.spec.overlap(),
