@@ -9,7 +9,10 @@
 //! `FIRE_LATENESS_BATCH` sets the engine's claim batch, default 500;
 //! `FIRE_LATENESS_SAME_ROUNDS=N` repeats the one-second burst N times, each
 //! after 25 s idle, for figures less at the mercy of one noisy moment, and
-//! `FIRE_LATENESS_SPREAD=0` leaves out the minute-long spread).
+//! `FIRE_LATENESS_SPREAD=0` leaves out the minute-long spread;
+//! `FIRE_LATENESS_LIMIT=10` runs under the default global run limit, so
+//! all but ten runs wait in the queue and `drain_secs` says when the last
+//! one began).
 //!
 //! Figures (2 shared cores, release, batch 500; Nov 2026): storing 100,000
 //! routines one `create_routine` at a time 19.9 s. 10,000 spread over a
@@ -126,6 +129,13 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The global run limit the engine runs under: `FIRE_LATENESS_LIMIT`
+/// (`10` is the default configuration's: the rest wait in the queue), else
+/// none to speak of.
+fn limit() -> u32 {
+    env_usize("FIRE_LATENESS_LIMIT", 100_000) as u32
+}
+
 fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 100.0).round() / 100.0
 }
@@ -222,7 +232,7 @@ async fn scenario(
         began: Mutex::new(HashMap::new()),
     });
     let mut settings = EngineSettings::new(format!("bench-{label}"), chrono_tz::UTC);
-    settings.max_concurrent = 100_000;
+    settings.max_concurrent = limit();
     settings.batch = env_usize("FIRE_LATENESS_BATCH", settings.batch as usize) as u32;
     let engine = RoutineEngine::new(
         store.clone(),
@@ -419,6 +429,7 @@ async fn bench() {
     let out = json!({
         "routines_stored": total,
         "due": due.len(),
+        "max_concurrent": limit(),
         "insert_secs": secs(insert_secs),
         "insert_how": "one create_routine transaction per routine (no batch API), 4 writers",
         "spread": spread,
