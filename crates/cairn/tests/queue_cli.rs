@@ -43,7 +43,9 @@ impl Env {
             .env("CAIRN_LLM_PROVIDER", "openai")
             .env(
                 "CAIRN_LLM_BASE_URL",
-                self.llm_url.clone().unwrap_or_else(|| self.llm.base_url_openai()),
+                self.llm_url
+                    .clone()
+                    .unwrap_or_else(|| self.llm.base_url_openai()),
             )
             .env("CAIRN_LLM_MODEL", "test-model")
             .env("CAIRN_LLM_API_KEY", "sk-test-0123456789")
@@ -233,7 +235,10 @@ fn a_waiting_run_survives_a_sigkill(database: Option<String>) {
     assert_eq!(runs.len(), 1, "ran once: {runs:#?}");
     assert_eq!(runs[0]["id"], waiting["id"]);
     assert_eq!(runs[0]["status"], "ok");
-    assert!(list.iter().any(|r| r["name"] == "wait-me" && r["enabled"] == false));
+    assert!(
+        list.iter()
+            .any(|r| r["name"] == "wait-me" && r["enabled"] == false)
+    );
 }
 
 #[test]

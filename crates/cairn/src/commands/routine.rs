@@ -392,6 +392,23 @@ async fn run_json(ctx: &Ctx, run: &RoutineRun) -> anyhow::Result<serde_json::Val
     Ok(value)
 }
 
+/// How long after its slot a scheduled run started (what it waited for a
+/// place shows here); `-` for an unscheduled run or one that has not started.
+fn lateness(routine: &Routine, run: &RoutineRun) -> String {
+    match (run.scheduled_for, run.status) {
+        (Some(slot), status) if !matches!(status, RunStatus::Waiting | RunStatus::Skipped) => {
+            let fires_at = slot + routine.jitter();
+            let late = (run.started_at - fires_at).to_std().unwrap_or_default();
+            if late < std::time::Duration::from_secs(1) {
+                format!("{}ms", late.as_millis())
+            } else {
+                cairn_core::duration::format(std::time::Duration::from_secs(late.as_secs()))
+            }
+        }
+        _ => "-".to_string(),
+    }
+}
+
 async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
     let routine = find(ctx, name).await?;
     let runs = ctx.store.list_runs(routine.id, limit).await?;
@@ -409,8 +426,8 @@ async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
     }
     let zone = zone_of(&routine.spec, ctx.zone);
     println!(
-        "{:<25} {:<12} {:<11} {:<7} {:<8} SUMMARY",
-        "STARTED", "TRIGGER", "STATUS", "ATTEMPT", "TOKENS"
+        "{:<25} {:<12} {:<11} {:<7} {:<7} {:<8} SUMMARY",
+        "STARTED", "TRIGGER", "STATUS", "LATE", "ATTEMPT", "TOKENS"
     );
     for run in &runs {
         let summary = run
@@ -419,10 +436,11 @@ async fn runs(ctx: &Ctx, name: &str, limit: u32) -> anyhow::Result<ExitCode> {
             .or(run.result_summary.as_deref())
             .unwrap_or("");
         println!(
-            "{:<25} {:<12} {:<11} {:<7} {:<8} {}",
+            "{:<25} {:<12} {:<11} {:<7} {:<7} {:<8} {}",
             local(run.started_at, zone),
             run.trigger_type,
             run.status.to_string(),
+            lateness(&routine, run),
             run.attempt,
             run.tokens_used
                 .map_or_else(|| "-".into(), |t| t.to_string()),
