@@ -191,19 +191,22 @@ impl Tree {
         &self.root
     }
 
-    /// Runs blocking work on this tree on tokio's blocking pool.
-    pub async fn run<T: Send + 'static>(
+    /// Runs blocking work on this tree on tokio's blocking pool (the
+    /// future holds its own copy of the tree, not a borrow).
+    pub fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Tree) -> Result<T, FsError> + Send + 'static,
-    ) -> Result<T, FsError> {
+    ) -> impl Future<Output = Result<T, FsError>> + Send + 'static {
         let tree = self.clone();
-        let root = self.root.display().to_string();
-        tokio::task::spawn_blocking(move || work(&tree))
-            .await
-            .map_err(|e| FsError::Io {
-                path: root,
-                source: std::io::Error::other(e.to_string()),
-            })?
+        async move {
+            let root = tree.root.display().to_string();
+            tokio::task::spawn_blocking(move || work(&tree))
+                .await
+                .map_err(|e| FsError::Io {
+                    path: root,
+                    source: std::io::Error::other(e.to_string()),
+                })?
+        }
     }
 
     /// Opens `rel` (relative to the root) for `how`, following no link below the root.
