@@ -154,6 +154,7 @@ pub struct Tree {
     dir_mode: u32,
     private: bool,
     replace_links: bool,
+    hard_links: bool,
 }
 
 impl Tree {
@@ -165,7 +166,16 @@ impl Tree {
             dir_mode: 0o777,
             private: false,
             replace_links: false,
+            hard_links: false,
         }
+    }
+
+    /// Files with several names are read too: for a folder the person chose
+    /// (`skills.paths`), where the agent cannot plant them.
+    #[must_use]
+    pub fn allowing_hard_links(mut self) -> Self {
+        self.hard_links = true;
+        self
     }
 
     /// New files are exactly 0600 and directories 0700 (the home's modes).
@@ -224,7 +234,7 @@ impl Tree {
             return Err(FsError::IsDir { path: walk.shown() });
         };
         match how {
-            OpenFor::Read => walk.open_existing(&dir, last, OFlags::RDONLY),
+            OpenFor::Read => walk.open_existing(self, &dir, last, OFlags::RDONLY),
             OpenFor::List => {
                 let fd = rustix::fs::openat(
                     &dir,
@@ -236,7 +246,7 @@ impl Tree {
                 Ok(File::from(fd))
             }
             OpenFor::Replace => {
-                let file = match walk.open_existing(&dir, last, OFlags::WRONLY) {
+                let file = match walk.open_existing(self, &dir, last, OFlags::WRONLY) {
                     Err(FsError::NotFound { .. }) => walk.create(self, &dir, last, OFlags::WRONLY),
                     other => other,
                 }?;
@@ -422,18 +432,26 @@ impl<'a> Walk<'a> {
 
     /// Opens the existing file `last` in `dir` with `access` (read or
     /// write, never creating), after checking what it is.
-    fn open_existing(&self, dir: &OwnedFd, last: &OsStr, access: OFlags) -> Result<File, FsError> {
+    fn open_existing(
+        &self,
+        tree: &Tree,
+        dir: &OwnedFd,
+        last: &OsStr,
+        access: OFlags,
+    ) -> Result<File, FsError> {
         let n = self.names.len();
         // Looked at before it is opened: opening a device or FIFO can do things.
         let st = rustix::fs::statat(dir, last, AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| self.classify(dir, last, n, e))?;
-        self.check_file(&st)?;
+        // Only reads may share a file with other names, and only where allowed.
+        let hard_links = tree.hard_links && access == OFlags::RDONLY;
+        self.check_file(&st, hard_links)?;
         let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK | access;
         let fd = rustix::fs::openat(dir, last, flags, Mode::empty())
             .map_err(|e| self.classify(dir, last, n, e))?;
         // Checked again on what was opened: the name may have changed meanwhile.
         let st = rustix::fs::fstat(&fd).map_err(|e| self.io(e))?;
-        self.check_file(&st)?;
+        self.check_file(&st, hard_links)?;
         Ok(File::from(fd))
     }
 
@@ -464,11 +482,12 @@ impl<'a> Walk<'a> {
         Ok(File::from(fd))
     }
 
-    /// A regular file with one name, or the refusal saying what it is.
-    fn check_file(&self, st: &Stat) -> Result<(), FsError> {
+    /// A regular file with one name (any number with `hard_links`), or the
+    /// refusal saying what it is.
+    fn check_file(&self, st: &Stat, hard_links: bool) -> Result<(), FsError> {
         let path = self.shown();
         match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile if st.st_nlink > 1 => Err(FsError::HardLink {
+            FileType::RegularFile if st.st_nlink > 1 && !hard_links => Err(FsError::HardLink {
                 path,
                 links: st.st_nlink,
             }),

@@ -123,7 +123,7 @@ impl Tree {
     ) -> Result<File, FsError> {
         let access = OFlags::WRONLY | OFlags::APPEND;
         for _ in 0..APPEND_TRIES {
-            match walk.open_existing(dir, last, access) {
+            match walk.open_existing(self, dir, last, access) {
                 Err(FsError::NotFound { .. }) => match walk.create(self, dir, last, access) {
                     // Made meanwhile: opened as an existing file next time round.
                     Err(FsError::Exists { .. }) => {}

@@ -13,7 +13,9 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::lines::{LineWindow, read_lines};
-use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths, off_runtime};
+use super::paths::{
+    ForbiddenPaths, PathScope, canonicalize_partial, default_forbidden_paths, off_runtime,
+};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
 };
@@ -65,17 +67,39 @@ impl FilesConfig {
         access: Access,
     ) -> Result<Target, ToolError> {
         let workspace = ctx.workspace.clone();
+        let writable = self.extra_roots.clone();
         let mut extra_roots = self.extra_roots.clone();
-        if access == Access::Read {
-            extra_roots.extend(self.read_only_roots.iter().cloned());
-        }
+        let read_only = if access == Access::Read {
+            self.read_only_roots.clone()
+        } else {
+            Vec::new()
+        };
+        extra_roots.extend(read_only.iter().cloned());
         let forbidden = ForbiddenPaths::new(&self.forbidden_paths);
         let raw = raw.to_string();
         off_runtime(move || {
             let scope = PathScope::new(&workspace, &extra_roots, forbidden)?;
             let path = scope.resolve(&raw)?;
             let shown = scope.display(&path);
-            Ok(Target { scope, path, shown })
+            // A folder of skills.paths is the person's, not the agent's: its
+            // files may have several names. Not one the agent may write, though.
+            let canonical = |roots: &[PathBuf]| -> Vec<PathBuf> {
+                roots
+                    .iter()
+                    .filter_map(|r| canonicalize_partial(r).ok())
+                    .collect()
+            };
+            let persons = scope.root_of(&path).is_some_and(|root| {
+                !root.starts_with(scope.workspace())
+                    && canonical(&read_only).iter().any(|r| r == root)
+                    && !canonical(&writable).iter().any(|r| r == root)
+            });
+            Ok(Target {
+                scope,
+                path,
+                shown,
+                persons,
+            })
         })
         .await
     }
@@ -98,6 +122,8 @@ struct Target {
     path: PathBuf,
     /// The path as messages show it (relative to its root).
     shown: String,
+    /// Whether its root is a read-only folder of the person's (`skills.paths`).
+    persons: bool,
 }
 
 impl Target {
@@ -107,7 +133,13 @@ impl Target {
             || ToolError::NotPermitted(format!("`{}` is outside the workspace", self.shown));
         let root = self.scope.root_of(&self.path).ok_or_else(outside)?;
         let rel = self.path.strip_prefix(root).map_err(|_| outside())?;
-        Ok((Tree::new(root), rel.to_path_buf()))
+        let tree = Tree::new(root);
+        let tree = if self.persons {
+            tree.allowing_hard_links()
+        } else {
+            tree
+        };
+        Ok((tree, rel.to_path_buf()))
     }
 
     /// Opens the target without following a symbolic link below its root
