@@ -2,8 +2,11 @@
 //! the agent planted links (issue 42): identity files, the memory snapshot,
 //! daily notes, a routine's `state.md` and `cairn restore` never read or
 //! write through a symbolic link or a hard link to a file outside.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test fixtures outside #[test] fns")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};

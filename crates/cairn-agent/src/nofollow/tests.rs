@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
-
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 
@@ -217,7 +215,7 @@ fn refuses_a_fifo() {
     let tree = f.tree();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &f.root.join("HEARTBEAT.md"),
+        f.root.join("HEARTBEAT.md"),
         FileType::Fifo,
         Mode::from_raw_mode(0o600),
         0,

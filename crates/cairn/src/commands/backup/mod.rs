@@ -285,7 +285,7 @@ fn shown(root: &Path, links: Vec<String>) -> impl Iterator<Item = String> + '_ {
 }
 
 /// A file unpacked into the private staging directory.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command, outside async code"
 )]
