@@ -11,9 +11,12 @@
 //!   point through which every tool call passes, wherever it comes from.
 //! - [`sandbox`]: [`Sandbox::spawn`](sandbox::Sandbox::spawn), the one way a
 //!   process is started for the agent, confined by Landlock to the workspace.
+//! - [`nofollow`]: [`Tree`](nofollow::Tree), the one way files below the
+//!   workspace are opened, by the file tools and the daemon's own reads and
+//!   writes alike: no symbolic link followed, no hard link out, no special file.
 //!
 //! Module direction (a module uses only those below it): [`names`] (tool
-//! names, aliases) and [`safety`] at the bottom; [`policy`] (with
+//! names, aliases), [`nofollow`] and [`safety`] at the bottom; [`policy`] (with
 //! [`RiskLevel`](policy::RiskLevel)), then [`approval`] and [`sandbox`]; then
 //! [`tools`] (with [`ToolStatus`](tools::ToolStatus)); then [`repair`]; then
 //! [`runner`]; then [`agent_loop`], [`jobs`] and [`chat`]. One edge points up,
@@ -40,6 +43,7 @@ pub mod jobs;
 pub mod media;
 pub mod memory;
 pub mod names;
+pub mod nofollow;
 pub mod policy;
 pub mod prompt;
 pub mod repair;

@@ -16,6 +16,8 @@ use cairn_core::chat::ChatMessage;
 use cairn_core::image::{self, ImageError, ImagePart};
 use sha2::{Digest, Sha256};
 
+use crate::nofollow::{OpenFor, Tree};
+
 /// The folder of the workspace that holds images.
 pub const MEDIA_DIR: &str = "media";
 
@@ -36,18 +38,26 @@ pub enum MediaError {
     Fetch(String),
 }
 
-/// The media folder of one workspace.
+/// The media folder of one workspace, opened through [`crate::nofollow`]
+/// (a planted link or hard link is never read or written through).
 #[derive(Debug, Clone)]
 pub struct MediaStore {
-    dir: PathBuf,
+    workspace: Tree,
 }
 
 impl MediaStore {
     /// The store in `workspace/media`.
     pub fn new(workspace: &Path) -> Self {
         Self {
-            dir: workspace.join(MEDIA_DIR),
+            workspace: Tree::new(workspace),
         }
+    }
+
+    /// `media/<file>` below the workspace, and the full path for messages.
+    fn paths(&self, part: &ImagePart) -> (PathBuf, PathBuf) {
+        let rel = Path::new(MEDIA_DIR).join(part.file_name());
+        let full = self.workspace.root().join(&rel);
+        (rel, full)
     }
 
     /// Checks `bytes` and stores them (once: the name is their hash);
@@ -59,27 +69,23 @@ impl MediaStore {
             sha256: hex(&Sha256::digest(&bytes)),
             data: None,
         };
-        let path = self.dir.join(part.file_name());
-        let io = |what: &str, e: std::io::Error| {
-            MediaError::Io(format!("{what} {}: {e}", path.display()))
-        };
-        if tokio::fs::metadata(&path).await.is_err() {
-            tokio::fs::create_dir_all(&self.dir)
-                .await
-                .map_err(|e| io("cannot create the folder of", e))?;
-            // Written aside, then renamed: a reader never sees half an image.
-            let partial = self
-                .dir
-                .join(format!(".{}.{}", part.file_name(), uuid::Uuid::new_v4()));
-            tokio::fs::write(&partial, &bytes)
-                .await
-                .map_err(|e| io("cannot write", e))?;
-            tokio::fs::rename(&partial, &path)
-                .await
-                .map_err(|e| io("cannot store", e))?;
-        }
+        let (rel, path) = self.paths(&part);
+        let data: Arc<[u8]> = Arc::from(bytes);
+        let written = Arc::clone(&data);
+        self.workspace
+            .run(move |tree| {
+                // Stored already when a plain file holds it; anything else
+                // there (a link, say) is replaced by the written file.
+                if tree.open(&rel, OpenFor::Read).is_ok() {
+                    return Ok(());
+                }
+                // Written aside, then renamed: a reader never sees half an image.
+                tree.write(&rel, &written).map(drop)
+            })
+            .await
+            .map_err(|e| MediaError::Io(format!("cannot store {}: {e}", path.display())))?;
         Ok(ImagePart {
-            data: Some(Arc::from(bytes)),
+            data: Some(data),
             ..part
         })
     }
@@ -89,10 +95,15 @@ impl MediaStore {
         if part.data.is_some() {
             return Ok(());
         }
-        let path = self.dir.join(part.file_name());
-        let bytes = tokio::fs::read(&path)
+        let (rel, path) = self.paths(part);
+        // One byte past the bound shows a file grown past it.
+        let limit = u64::try_from(image::MAX_IMAGE_BYTES).unwrap_or(u64::MAX) + 1;
+        let bytes = self
+            .workspace
+            .run(move |tree| tree.read(&rel, limit))
             .await
-            .map_err(|e| MediaError::Io(format!("cannot read {}: {e}", path.display())))?;
+            .map_err(|e| MediaError::Io(format!("cannot read {}: {e}", path.display())))?
+            .ok_or_else(|| MediaError::Io(format!("cannot read {}: it is gone", path.display())))?;
         if hex(&Sha256::digest(&bytes)) != part.sha256 {
             return Err(MediaError::Io(format!(
                 "{} does not match its hash",
@@ -258,6 +269,36 @@ mod tests {
             store.store(b"not an image".to_vec()).await,
             Err(MediaError::Image(ImageError::UnknownFormat))
         ));
+    }
+
+    /// A `media` link out of the workspace, or a link in place of an image:
+    /// never written or read through.
+    #[tokio::test]
+    async fn a_planted_link_is_never_read_or_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let store = MediaStore::new(dir.path());
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("media")).unwrap();
+        let err = store.store(GIF.to_vec()).await.unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        std::fs::remove_file(dir.path().join("media")).unwrap();
+        let part = MediaStore::new(outside.path())
+            .store(GIF.to_vec())
+            .await
+            .unwrap();
+        let victim = outside.path().join("media").join(part.file_name());
+        std::fs::create_dir(dir.path().join("media")).unwrap();
+        let planted = dir.path().join("media").join(part.file_name());
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let mut stored = ImagePart { data: None, ..part };
+        let err = store.load(&mut stored).await.unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        store.store(GIF.to_vec()).await.unwrap();
+        assert!(!std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+        store.load(&mut stored).await.unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), GIF);
     }
 
     #[test]

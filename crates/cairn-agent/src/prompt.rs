@@ -1,14 +1,18 @@
 //! The system prompt, built from sections: identity files from the
-//! workspace, the tools, the skills (name, description, path), safety rules, the workspace path, the date and time
+//! workspace (opened through [`crate::nofollow`]: a link, hard link or
+//! special file is left out, with one warning), the tools, the skills (name, description, path), safety rules, the workspace path, the date and time
 //! in the user's zone, and the runtime (host, OS, model).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use cairn_core::chat::ToolDefinition;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::nofollow::{OpenFor, Tree};
 
 /// Workspace files that shape who the agent is, in the order they are included.
 pub const IDENTITY_FILES: &[&str] = &[
@@ -138,25 +142,68 @@ pub async fn build_system_prompt(ctx: &PromptContext) -> String {
     out
 }
 
-/// The identity files present in the workspace, each capped.
+/// The identity files present in the workspace, each capped; one refused
+/// (a link, a hard link, a special file) or unreadable is left out.
 async fn identity_files(workspace: &Path) -> Vec<(&'static str, String)> {
+    let opened = Tree::new(workspace)
+        .run(|tree| {
+            Ok(IDENTITY_FILES
+                .iter()
+                .map(|name| (*name, tree.open(Path::new(name), OpenFor::Read)))
+                .collect::<Vec<_>>())
+        })
+        .await;
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            warn_once(workspace, &e.to_string());
+            return Vec::new();
+        }
+    };
     let mut found = Vec::new();
-    for name in IDENTITY_FILES {
+    for (name, file) in opened {
         let path = workspace.join(name);
-        let text = match tokio::fs::File::open(&path).await {
-            Ok(file) => read_identity(file).await,
-            Err(e) => Err(e),
+        let text = match file {
+            Ok(file) => read_identity(tokio::fs::File::from_std(file))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) if e.is_not_found() => Ok(String::new()),
+            Err(e) => Err(e.to_string()),
         };
         match text {
-            Ok(text) if !text.is_empty() => found.push((*name, text)),
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "cannot read identity file")
+            Ok(text) => {
+                forget_warnings(&path);
+                if !text.is_empty() {
+                    found.push((name, text));
+                }
             }
+            Err(reason) => warn_once(&path, &reason),
         }
     }
     found
+}
+
+/// Identity files warned about, with why: the prompt is built every turn,
+/// and a planted link should be one warning, not one per turn.
+static WARNED: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+
+/// Warns that `path` is left out of the prompt, unless it was for `reason` already.
+fn warn_once(path: &Path, reason: &str) {
+    let mut warned = WARNED.lock().unwrap_or_else(PoisonError::into_inner);
+    if warned.iter().any(|(p, r)| p == path && r == reason) {
+        return;
+    }
+    warned.push((path.to_path_buf(), reason.to_string()));
+    drop(warned);
+    tracing::warn!(file = %path.display(), reason, "identity file left out of the system prompt");
+}
+
+/// `path` is fine (or gone) again: a later refusal warns anew.
+fn forget_warnings(path: &Path) {
+    let mut warned = WARNED.lock().unwrap_or_else(PoisonError::into_inner);
+    if !warned.is_empty() {
+        warned.retain(|(p, _)| p != path);
+    }
 }
 
 /// One identity file's text, trimmed and capped at [`MAX_IDENTITY_CHARS`].
@@ -245,6 +292,43 @@ mod tests {
         assert!(prompt.contains("2026-03-09 14:00:00 Monday (Europe/Paris)"));
         assert!(prompt.contains("Host: box | OS: linux (x86_64) | Model: test-model"));
         assert!(prompt.contains(&format!("Working directory: {}", dir.path().display())));
+    }
+
+    /// A link or a hard link in place of an identity file is left out, and
+    /// remembered once (one warning), however many prompts are built.
+    #[tokio::test]
+    async fn identity_files_behind_links_are_left_out_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "OUTSIDE SECRET").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("USER.md")).unwrap();
+        std::fs::hard_link(&secret, dir.path().join("TOOLS.md")).unwrap();
+        std::fs::write(dir.path().join("SOUL.md"), "Be kind.").unwrap();
+        for _ in 0..3 {
+            let prompt = build_system_prompt(&ctx(dir.path())).await;
+            assert!(prompt.contains("Be kind."));
+            assert!(!prompt.contains("OUTSIDE SECRET"), "{prompt}");
+        }
+        let warned = |name: &str| {
+            let path = dir.path().join(name);
+            let warned = WARNED.lock().unwrap();
+            warned
+                .iter()
+                .filter(|(p, _)| *p == path)
+                .map(|(_, r)| r.clone())
+                .collect::<Vec<_>>()
+        };
+        let user = warned("USER.md");
+        assert_eq!(user.len(), 1, "{user:?}");
+        assert!(user[0].contains("symbolic link"), "{user:?}");
+        let tools = warned("TOOLS.md");
+        assert_eq!(tools.len(), 1, "{tools:?}");
+        assert!(tools[0].contains("hard links"), "{tools:?}");
+        // Fixed, then planted again: a new warning.
+        std::fs::remove_file(dir.path().join("USER.md")).unwrap();
+        build_system_prompt(&ctx(dir.path())).await;
+        assert!(warned("USER.md").is_empty());
     }
 
     #[tokio::test]

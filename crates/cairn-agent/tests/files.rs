@@ -384,3 +384,43 @@ async fn write_refuses_dangling_symlinks_out_of_the_workspace() {
         "two"
     );
 }
+
+/// A hard link to a file outside is neither read nor written (in place or
+/// appended); in a read-only folder of the person's (`skills.paths`) a file
+/// with several names reads as usual.
+#[tokio::test]
+async fn hard_links_are_refused_except_in_the_persons_read_only_roots() {
+    let f = Fixture::new();
+    let secret = f.outside.path().join("secret.txt");
+    std::fs::hard_link(&secret, f.workspace.path().join("linked.txt")).unwrap();
+    let ctx = f.ctx();
+    let read = FileReadTool::new(FilesConfig::default());
+    let m = not_permitted(read.run_gated(json!({"path": "linked.txt"}), &ctx).await);
+    assert!(m.contains("hard links"), "{m}");
+    let write = FileWriteTool::new(FilesConfig::default());
+    for append in [false, true] {
+        let m = not_permitted(
+            write
+                .run_gated(
+                    json!({"path": "linked.txt", "content": "pwned", "append": append}),
+                    &ctx,
+                )
+                .await,
+        );
+        assert!(m.contains("hard links"), "{m}");
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside secret");
+
+    let skills = tempfile::tempdir().unwrap();
+    std::fs::hard_link(&secret, skills.path().join("SKILL.md")).unwrap();
+    let config = FilesConfig {
+        read_only_roots: vec![skills.path().to_path_buf()],
+        ..FilesConfig::default()
+    };
+    let path = skills.path().join("SKILL.md");
+    let out = FileReadTool::new(config)
+        .run_gated(json!({"path": path.to_str().unwrap()}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(out.content, "outside secret");
+}

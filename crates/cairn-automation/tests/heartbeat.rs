@@ -210,6 +210,25 @@ async fn a_missing_checklist_is_empty_too() {
     assert_eq!(env.runs().await[0].status, RunStatus::Ok);
 }
 
+/// `HEARTBEAT.md` planted as a link to a file outside: not read, not sent;
+/// the beat fails saying why.
+#[tokio::test]
+async fn a_checklist_behind_a_link_is_refused() {
+    let env = env().await;
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "- [ ] OUTSIDE SECRET").unwrap();
+    std::os::unix::fs::symlink(&secret, env.workspace.path().join("HEARTBEAT.md")).unwrap();
+    env.ensure(&hb_settings()).await;
+    let engine = env.engine("a", hb_settings());
+    env.beat(&[&engine]).await;
+    assert_eq!(env.server.requests().len(), 0);
+    let runs = env.runs().await;
+    assert_eq!(runs[0].status, RunStatus::Failed);
+    let summary = runs[0].result_summary.as_deref().unwrap_or_default();
+    assert!(summary.contains("symbolic link"), "{summary}");
+}
+
 #[tokio::test]
 async fn heartbeat_ok_sends_nothing_and_records_tokens() {
     let env = env().await;

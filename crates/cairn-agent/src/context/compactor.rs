@@ -260,7 +260,12 @@ impl Compactor {
             "## Conversation summary — {} (turns {first}–{last})\n\n{summary}\n\n",
             local.format("%H:%M %Z")
         );
-        append(&daily_path(&self.workspace, local.date_naive()), &entry).await?;
+        append(
+            &self.workspace,
+            &daily_path(&self.workspace, local.date_naive()),
+            &entry,
+        )
+        .await?;
         if let Some(memory) = &self.memory
             && let Err(e) = memory.index_daily(local.date_naive(), &summary).await
         {
@@ -331,7 +336,7 @@ impl Compactor {
             strategy.name(),
             render_turns(turns, self.tz)
         );
-        append(&path, &text).await?;
+        append(&self.workspace, &path, &text).await?;
         Ok(path)
     }
 }

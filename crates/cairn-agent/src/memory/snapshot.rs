@@ -13,6 +13,7 @@ use cairn_store::{MemoryCategory, NewMemory, Store};
 use chrono::{DateTime, Utc};
 
 use super::MemoryError;
+use crate::nofollow::Tree;
 
 /// The snapshot's file name in the workspace.
 pub const SNAPSHOT_FILE: &str = "MEMORY_SNAPSHOT.md";
@@ -92,8 +93,10 @@ pub fn parse_snapshot(text: &str) -> Vec<SnapshotEntry> {
     entries
 }
 
-/// Writes the snapshot to `workspace/MEMORY_SNAPSHOT.md` (via a temporary
-/// file, so a crash never leaves half a snapshot) and returns its path.
+/// Writes the snapshot to `workspace/MEMORY_SNAPSHOT.md` and returns its
+/// path: under a fresh temporary name, then renamed over the old one
+/// ([`Tree::write`]), so a crash never leaves half a snapshot and a link
+/// planted there (or at a temporary name) is never written through.
 pub async fn write_snapshot(
     store: &Store,
     user_id: &str,
@@ -102,14 +105,13 @@ pub async fn write_snapshot(
 ) -> Result<PathBuf, MemoryError> {
     let text = export_snapshot(store, user_id, now).await?;
     let path = workspace.join(SNAPSHOT_FILE);
-    let tmp = workspace.join(format!("{SNAPSHOT_FILE}.tmp"));
-    let io = |e: std::io::Error| MemoryError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    tokio::fs::create_dir_all(workspace).await.map_err(io)?;
-    tokio::fs::write(&tmp, text).await.map_err(io)?;
-    tokio::fs::rename(&tmp, &path).await.map_err(io)?;
+    Tree::new(workspace)
+        .run(move |tree| tree.write(Path::new(SNAPSHOT_FILE), text.as_bytes()))
+        .await
+        .map_err(|e| MemoryError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
     Ok(path)
 }
 
@@ -126,16 +128,24 @@ pub async fn hydrate(
         return Ok(0);
     }
     let path = workspace.join(SNAPSHOT_FILE);
-    let text = match tokio::fs::read_to_string(&path).await {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => {
-            return Err(MemoryError::Io {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            });
-        }
+    let read = Tree::new(workspace)
+        .run(|tree| tree.read(Path::new(SNAPSHOT_FILE), u64::MAX))
+        .await;
+    let io = |message: String| MemoryError::Io {
+        path: path.display().to_string(),
+        message,
     };
+    let bytes = match read {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(0),
+        // Planted by someone: not loaded, and no reason to stop the start.
+        Err(e) if e.is_refusal() => {
+            tracing::warn!(path = %path.display(), reason = %e, "the memory snapshot is not loaded");
+            return Ok(0);
+        }
+        Err(e) => return Err(io(e.to_string())),
+    };
+    let text = String::from_utf8(bytes).map_err(|e| io(e.to_string()))?;
     let entries = parse_snapshot(&text);
     for entry in &entries {
         store

@@ -1,10 +1,11 @@
 //! The file tools: `file_read`, `file_write` and `list_dir`, confined to the workspace.
 //!
 //! A path is resolved and checked first ([`PathScope`]), then opened by a walk
-//! from its root that follows no symbolic link ([`super::nofollow`]), so a
-//! dangling link or one swapped in after the check cannot lead outside.
+//! from its root that follows no symbolic link ([`crate::nofollow`]), so a
+//! dangling link or one swapped in after the check cannot lead outside; a
+//! hard-linked or special file is refused the same way.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -12,11 +13,13 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::lines::{LineWindow, read_lines};
-use super::nofollow::{OpenFor, open_below};
-use super::paths::{ForbiddenPaths, PathScope, default_forbidden_paths, off_runtime};
+use super::paths::{
+    ForbiddenPaths, PathScope, canonicalize_partial, default_forbidden_paths, off_runtime,
+};
 use super::{
     RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
 };
+use crate::nofollow::{FsError, Kind as EntryKind, OpenFor, Tree};
 use crate::runner::Authorized;
 
 /// Configuration shared by the file tools.
@@ -64,17 +67,39 @@ impl FilesConfig {
         access: Access,
     ) -> Result<Target, ToolError> {
         let workspace = ctx.workspace.clone();
+        let writable = self.extra_roots.clone();
         let mut extra_roots = self.extra_roots.clone();
-        if access == Access::Read {
-            extra_roots.extend(self.read_only_roots.iter().cloned());
-        }
+        let read_only = if access == Access::Read {
+            self.read_only_roots.clone()
+        } else {
+            Vec::new()
+        };
+        extra_roots.extend(read_only.iter().cloned());
         let forbidden = ForbiddenPaths::new(&self.forbidden_paths);
         let raw = raw.to_string();
         off_runtime(move || {
             let scope = PathScope::new(&workspace, &extra_roots, forbidden)?;
             let path = scope.resolve(&raw)?;
             let shown = scope.display(&path);
-            Ok(Target { scope, path, shown })
+            // A folder of skills.paths is the person's, not the agent's: its
+            // files may have several names. Not one the agent may write, though.
+            let canonical = |roots: &[PathBuf]| -> Vec<PathBuf> {
+                roots
+                    .iter()
+                    .filter_map(|r| canonicalize_partial(r).ok())
+                    .collect()
+            };
+            let persons = scope.root_of(&path).is_some_and(|root| {
+                !root.starts_with(scope.workspace())
+                    && canonical(&read_only).iter().any(|r| r == root)
+                    && !canonical(&writable).iter().any(|r| r == root)
+            });
+            Ok(Target {
+                scope,
+                path,
+                shown,
+                persons,
+            })
         })
         .await
     }
@@ -97,22 +122,53 @@ struct Target {
     path: PathBuf,
     /// The path as messages show it (relative to its root).
     shown: String,
+    /// Whether its root is a read-only folder of the person's (`skills.paths`).
+    persons: bool,
 }
 
 impl Target {
+    /// Its root's tree and the path relative to that root.
+    fn below(&self) -> Result<(Tree, PathBuf), ToolError> {
+        let outside =
+            || ToolError::NotPermitted(format!("`{}` is outside the workspace", self.shown));
+        let root = self.scope.root_of(&self.path).ok_or_else(outside)?;
+        let rel = self.path.strip_prefix(root).map_err(|_| outside())?;
+        let tree = Tree::new(root);
+        let tree = if self.persons {
+            tree.allowing_hard_links()
+        } else {
+            tree
+        };
+        Ok((tree, rel.to_path_buf()))
+    }
+
     /// Opens the target without following a symbolic link below its root
-    /// (see [`open_below`]), off the async runtime.
+    /// (see [`Tree::open`]), off the async runtime.
     async fn open(&self, how: OpenFor) -> Result<tokio::fs::File, ToolError> {
-        let root = self
-            .scope
-            .root_of(&self.path)
-            .ok_or_else(|| {
-                ToolError::NotPermitted(format!("`{}` is outside the workspace", self.shown))
-            })?
-            .to_path_buf();
-        let (path, shown) = (self.path.clone(), self.shown.clone());
-        let file = off_runtime(move || open_below(&root, &path, how, &shown)).await?;
+        let (tree, rel) = self.below()?;
+        let file = tree
+            .run(move |tree| tree.open(&rel, how))
+            .await
+            .map_err(|e| tool_error(e, &self.shown))?;
         Ok(tokio::fs::File::from_std(file))
+    }
+}
+
+/// A refusal of the no-follow walk as the model sees it, naming the path
+/// as `shown` (relative to the workspace when inside it).
+fn tool_error(e: FsError, shown: &str) -> ToolError {
+    match e {
+        FsError::Link { .. } | FsError::HardLink { .. } | FsError::Exists { .. } => {
+            ToolError::NotPermitted(e.to_string())
+        }
+        FsError::IsDir { .. } => ToolError::InvalidArguments(format!("`{shown}` is a directory")),
+        FsError::NotDir { .. } | FsError::Special { .. } | FsError::BadPath { .. } => {
+            ToolError::InvalidArguments(e.to_string())
+        }
+        FsError::NotFound { .. } => {
+            ToolError::Io(format!("cannot open `{shown}`: no such file or directory"))
+        }
+        FsError::Io { .. } => ToolError::Io(e.to_string()),
     }
 }
 
@@ -348,46 +404,45 @@ impl Tool for ListDirTool {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
         let target = self.config.target(ctx, raw, Access::Read).await?;
-        // Checks that no link leads there; the walk below does not follow links.
-        drop(target.open(OpenFor::List).await?);
-        let Target {
-            scope,
-            path: root,
-            shown,
-        } = target;
+        let shown = target.shown.clone();
+        let (tree, start) = target.below()?;
         let max = self.config.max_list_entries;
-        let mut lines = Vec::new();
-        let mut more = false;
-        // Depth-first with sorted entries, so the listing reads like a tree.
-        let mut stack: Vec<(PathBuf, u64)> = vec![(root.clone(), 1)];
-        while let Some((dir, level)) = stack.pop() {
-            let mut entries = read_sorted(&dir)
-                .await
-                .map_err(|e| io_err("cannot list", &scope.display(&dir), e))?;
-            let mut subdirs = Vec::new();
-            for (path, kind, size) in entries.drain(..) {
-                if lines.len() >= max {
-                    more = true;
+        let listed = tree.run(move |tree| {
+            let mut lines = Vec::new();
+            let mut more = false;
+            // Depth-first with sorted entries, so the listing reads like a tree;
+            // each directory is opened by a walk from the root that follows no link.
+            let mut stack: Vec<(PathBuf, u64)> = vec![(PathBuf::new(), 1)];
+            while let Some((sub, level)) = stack.pop() {
+                let entries = tree.list(&start.join(&sub))?;
+                let mut subdirs = Vec::new();
+                for entry in entries {
+                    if lines.len() >= max {
+                        more = true;
+                        break;
+                    }
+                    let path = sub.join(&entry.name);
+                    let rel = path.display();
+                    lines.push(match entry.kind {
+                        EntryKind::Dir => {
+                            if level < depth {
+                                subdirs.push((path.clone(), level + 1));
+                            }
+                            format!("{rel}/")
+                        }
+                        EntryKind::Link => format!("{rel} -> (symlink, not followed)"),
+                        EntryKind::File => format!("{rel}  {} B", entry.len),
+                        EntryKind::Special => format!("{rel}  (special file)"),
+                    });
+                }
+                if more {
                     break;
                 }
-                let rel = rel_display(&root, &path);
-                lines.push(match kind {
-                    Kind::Dir => {
-                        if level < depth {
-                            subdirs.push((path.clone(), level + 1));
-                        }
-                        format!("{rel}/")
-                    }
-                    Kind::Symlink => format!("{rel} -> (symlink, not followed)"),
-                    Kind::File => format!("{rel}  {size} B"),
-                    Kind::Other => format!("{rel}  (special file)"),
-                });
+                stack.extend(subdirs.into_iter().rev());
             }
-            if more {
-                break;
-            }
-            stack.extend(subdirs.into_iter().rev());
-        }
+            Ok((lines, more))
+        });
+        let (mut lines, more) = listed.await.map_err(|e| tool_error(e, &shown))?;
         // Depth-first pops interleave levels; sorting by path restores tree order.
         lines.sort();
         if lines.is_empty() {
@@ -399,41 +454,4 @@ impl Tool for ListDirTool {
         }
         Ok(ToolOutput::ok(text))
     }
-}
-
-enum Kind {
-    Dir,
-    File,
-    Symlink,
-    Other,
-}
-
-async fn read_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, Kind, u64)>> {
-    let mut reader = tokio::fs::read_dir(dir).await?;
-    let mut out = Vec::new();
-    while let Some(entry) = reader.next_entry().await? {
-        // file_type() does not follow symlinks, which is what keeps us inside the root.
-        let file_type = entry.file_type().await?;
-        let (kind, size) = if file_type.is_symlink() {
-            (Kind::Symlink, 0)
-        } else if file_type.is_dir() {
-            (Kind::Dir, 0)
-        } else if file_type.is_file() {
-            (
-                Kind::File,
-                entry.metadata().await.map(|m| m.len()).unwrap_or(0),
-            )
-        } else {
-            (Kind::Other, 0)
-        };
-        out.push((entry.path(), kind, size));
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
-}
-
-fn rel_display(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| path.display().to_string())
 }

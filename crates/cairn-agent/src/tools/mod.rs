@@ -11,7 +11,6 @@ pub mod files;
 pub mod http;
 pub mod lines;
 pub mod net;
-mod nofollow;
 pub mod offer;
 pub mod paths;
 pub mod readable;

@@ -2,8 +2,9 @@
 //! with cairn's LLM providers, tool runner and job scheduler.
 //!
 //! - `lightweight`: one call on the cheap provider with the prompt, the
-//!   `context_paths` files (relative to the workspace; paths leaving it are
-//!   refused, each file capped at [`CONTEXT_FILE_CHARS`]), the routine's
+//!   `context_paths` files (relative to the workspace; paths leaving it,
+//!   links, hard-linked and special files are refused, each file capped at
+//!   [`CONTEXT_FILE_CHARS`]), the routine's
 //!   state (`routines/{name}/state.md` and its JSON state) and the fire (trigger,
 //!   detail, payload). A reply of only `ROUTINE_OK` is `ok`; anything else is
 //!   `attention` with the reply as summary.
@@ -39,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use cairn_agent::JobScheduler;
 use cairn_agent::jobs::{JobSpec, JobState};
+use cairn_agent::nofollow::{FsError, Tree};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner, ToolStatus};
 use cairn_agent::tools::ToolContext;
 use cairn_core::chat::{ChatMessage, ToolCall};
@@ -168,11 +170,14 @@ impl AgentActions {
             let text = self.context_file(path).await;
             user.push_str(&format!("\n## Context file `{path}`\n{text}\n"));
         }
-        let state_md = self.read_capped(&self.state_path(name)).await;
+        let state_md = match self.read_capped(Path::new(&state_rel(name))).await {
+            Ok(Some(text)) => text,
+            Ok(None) => "(none yet)".to_string(),
+            Err(e) => format!("(not read: {e})"),
+        };
         user.push_str(&format!(
-            "\n## Routine state (`{}`)\n{}\n",
+            "\n## Routine state (`{}`)\n{state_md}\n",
             state_rel(name),
-            state_md.unwrap_or_else(|| "(none yet)".to_string())
         ));
         user.push_str(&format!(
             "\n## Routine JSON state\n{}\n",
@@ -367,16 +372,19 @@ impl AgentActions {
         }
     }
 
-    fn state_path(&self, name: &str) -> PathBuf {
-        self.workspace.join("routines").join(name).join("state.md")
+    /// The workspace, opened only through the no-follow walk.
+    fn tree(&self) -> Tree {
+        Tree::new(&self.workspace)
     }
 
-    async fn write_state(&self, name: &str, content: &str) -> std::io::Result<()> {
-        let path = self.state_path(name);
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await?;
-        }
-        tokio::fs::write(&path, content).await
+    /// Replaces `routines/{name}/state.md` (a link there is replaced, never written through).
+    async fn write_state(&self, name: &str, content: &str) -> Result<(), FsError> {
+        let rel = PathBuf::from(state_rel(name));
+        let content = content.to_string();
+        self.tree()
+            .run(move |tree| tree.write(&rel, content.as_bytes()))
+            .await
+            .map(drop)
     }
 
     /// A context file's text, or a note saying why it is not there.
@@ -389,24 +397,22 @@ impl AgentActions {
             return "(refused: context paths must be relative and stay inside the workspace)"
                 .to_string();
         }
-        let full = self.workspace.join(relative);
-        // A symlink inside the workspace may still point outside it.
-        if let (Ok(real), Ok(root)) = (
-            tokio::fs::canonicalize(&full).await,
-            tokio::fs::canonicalize(&self.workspace).await,
-        ) && !real.starts_with(&root)
-        {
-            return "(refused: the path leads outside the workspace)".to_string();
-        }
-        match self.read_capped(&full).await {
-            Some(text) => text,
-            None => "(missing: no such file in the workspace)".to_string(),
+        // A link (which may lead outside), hard link or special file is refused.
+        match self.read_capped(relative).await {
+            Ok(Some(text)) => text,
+            Ok(None) => "(missing: no such file in the workspace)".to_string(),
+            Err(e) if e.is_refusal() => format!("(refused: {e})"),
+            Err(e) => format!("(unreadable: {e})"),
         }
     }
 
-    async fn read_capped(&self, path: &Path) -> Option<String> {
-        let bytes = tokio::fs::read(path).await.ok()?;
-        Some(cap(&String::from_utf8_lossy(&bytes), CONTEXT_FILE_CHARS))
+    /// The text of the workspace file `rel`, capped at [`CONTEXT_FILE_CHARS`].
+    async fn read_capped(&self, rel: &Path) -> Result<Option<String>, FsError> {
+        // Four bytes a character at most, and one more to know it goes on.
+        let limit = u64::try_from(4 * CONTEXT_FILE_CHARS + 1).unwrap_or(u64::MAX);
+        let rel = rel.to_path_buf();
+        let bytes = self.tree().run(move |tree| tree.read(&rel, limit)).await?;
+        Ok(bytes.map(|b| cap(&String::from_utf8_lossy(&b), CONTEXT_FILE_CHARS)))
     }
 }
 

@@ -27,11 +27,12 @@
 //! routine's JSON state (`{"failures": n, "backoff_until": "…"}`), so every
 //! daemon on the database sees them; a successful call clears them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cairn_agent::nofollow::Tree;
 use cairn_core::active_hours::ActiveHours;
 use cairn_core::chat::ChatMessage;
 use cairn_core::clock::Clock;
@@ -192,10 +193,13 @@ impl Heartbeat {
                 format!("skipped: outside active hours ({hours} {})", settings.zone),
             );
         }
-        let path = self.workspace.join(HEARTBEAT_FILE);
-        let checklist = match tokio::fs::read(&path).await {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        // Through the no-follow walk: a planted link or hard link is refused.
+        let read = Tree::new(&self.workspace)
+            .run(|tree| tree.read(Path::new(HEARTBEAT_FILE), u64::MAX))
+            .await;
+        let checklist = match read {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(None) => String::new(),
             Err(e) => {
                 return self.failure(
                     request,

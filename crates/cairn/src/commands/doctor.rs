@@ -1,11 +1,12 @@
 //! `cairn doctor`: can cairn run here? Each check is ok, warn or fail; any fail exits 1.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use secrecy::ExposeSecret;
 use serde::Serialize;
 
+use cairn_agent::nofollow::Tree;
 use cairn_core::config::Config;
 use cairn_store::Store;
 
@@ -122,16 +123,16 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// Creates the directory if needed (0700, as the home is) and proves it
-/// writable with a scratch file.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "one-shot CLI check; nothing else runs on the runtime meanwhile"
-)]
+/// writable with a scratch file, made new (`O_EXCL`, so a link planted at
+/// its name is never written through) and removed.
 fn writable_dir(dir: &Path) -> Result<(), String> {
     crate::home::create(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let probe = dir.join(format!(".cairn-doctor-{}", std::process::id()));
-    std::fs::write(&probe, b"ok").map_err(|e| format!("{} is not writable: {e}", dir.display()))?;
-    std::fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display()))
+    let probe = PathBuf::from(format!(".cairn-doctor-{}", uuid::Uuid::new_v4().simple()));
+    let tree = Tree::new(dir);
+    tree.create_new(&probe, b"ok")
+        .map_err(|e| format!("{} is not writable: {e}", dir.display()))?;
+    tree.remove(&probe)
+        .map_err(|e| format!("cannot remove {}: {e}", dir.join(&probe).display()))
 }
 
 fn check_home(home: &Path) -> Check {

@@ -71,9 +71,9 @@ pub fn run(command: &SkillCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn join(dirs: &[std::path::PathBuf]) -> String {
+fn join(dirs: &[cairn_agent::skills::SkillDir]) -> String {
     dirs.iter()
-        .map(|d| d.display().to_string())
+        .map(|d| d.path.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -14,11 +14,13 @@ pub mod api;
 pub mod format;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::chat::{ChatService, Inbound};
+use cairn_agent::nofollow::{FsError, Tree};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
 use cairn_core::clock::Clock;
 use cairn_store::{ChannelPairing, Store};
@@ -29,6 +31,9 @@ use tokio_util::sync::CancellationToken;
 use self::api::{ApiError, Bot, BotApi, CallbackQuery, Message};
 use super::in_order::InOrder;
 use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, converse};
+
+/// The workspace folder documents sent in a chat are saved to.
+const INBOX: &str = "inbox";
 
 /// The commands registered with `setMyCommands`, as the chat service reads them.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -336,37 +341,33 @@ impl TelegramAdapter {
             .download(&document.file_id)
             .await
             .map_err(|e| e.to_string())?;
-        let dir = cfg.chat.settings().workspace.join("inbox");
-        tokio::fs::create_dir_all(&dir)
-            .await
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let workspace = cfg.chat.settings().workspace.clone();
         let name = safe_name(document.file_name.as_deref().unwrap_or("file"));
-        let (stem, ext) = match name.rsplit_once('.') {
-            Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
-            _ => (name.clone(), String::new()),
-        };
-        for n in 0..1000 {
-            let candidate = if n == 0 {
-                name.clone()
-            } else {
-                format!("{stem}-{n}{ext}")
+        // A new file under a free name, made through the no-follow walk: a
+        // planted `inbox` link or a name taken by a link is never written through.
+        let saved = Tree::new(&workspace).run(move |tree| {
+            let (stem, ext) = match name.rsplit_once('.') {
+                Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
+                _ => (name.clone(), String::new()),
             };
-            let path = dir.join(&candidate);
-            let mut options = tokio::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            match options.open(&path).await {
-                Ok(mut file) => {
-                    use tokio::io::AsyncWriteExt;
-                    file.write_all(&bytes)
-                        .await
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
-                    return Ok(format!("inbox/{candidate}"));
+            for n in 0..1000 {
+                let candidate = if n == 0 {
+                    name.clone()
+                } else {
+                    format!("{stem}-{n}{ext}")
+                };
+                match tree.create_new(&Path::new(INBOX).join(&candidate), &bytes) {
+                    Ok(()) => return Ok(Ok(format!("{INBOX}/{candidate}"))),
+                    Err(FsError::Exists { .. }) => {}
+                    Err(e) => return Err(e),
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(format!("{}: {e}", path.display())),
             }
+            Ok(Err(format!("{INBOX}: too many files named {name}")))
+        });
+        match saved.await {
+            Ok(saved) => saved,
+            Err(e) => Err(format!("{}: {e}", workspace.display())),
         }
-        Err(format!("{}: too many files named {name}", dir.display()))
     }
 
     /// `/pair <code>` from someone not allowed yet.

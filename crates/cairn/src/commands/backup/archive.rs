@@ -10,6 +10,7 @@ use std::io::{BufReader, Read};
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
+use cairn_agent::nofollow::{Kind, OpenFor, Tree};
 use cairn_store::portable::TableCount;
 use chrono::{DateTime, Utc};
 use flate2::Compression;
@@ -110,6 +111,21 @@ impl Writer {
             .with_context(|| format!("cannot add {} to the archive", path.display()))
     }
 
+    /// Adds the workspace file `rel` as `name`, opened through the no-follow
+    /// walk (a link, hard link or special file swapped in since it was
+    /// listed is refused, not archived).
+    pub fn workspace_file(&mut self, name: &str, tree: &Tree, rel: &Path) -> anyhow::Result<()> {
+        let shown = || tree.root().join(rel).display().to_string();
+        let file = tree
+            .open(rel, OpenFor::Read)
+            .with_context(|| format!("cannot read {}", shown()))?;
+        let len = file.metadata()?.len();
+        let mut header = file_header(len);
+        self.tar
+            .append_data(&mut header, name, file)
+            .with_context(|| format!("cannot add {} to the archive", shown()))
+    }
+
     /// Completes the archive and moves it into place.
     #[allow(
         clippy::disallowed_methods,
@@ -124,7 +140,8 @@ impl Writer {
     }
 }
 
-/// Every regular file under `dir`, as (`prefix/…` name, path) in name
+/// Every regular file under `dir` (the private staging directory a restore
+/// unpacks into), as (`prefix/…` name, path) in name
 /// order, and how many symbolic links and special files were left out.
 #[allow(
     clippy::disallowed_methods,
@@ -153,6 +170,38 @@ pub fn list_tree(prefix: &str, dir: &Path) -> anyhow::Result<(Vec<(String, PathB
             skipped += 1;
         }
     }
+    Ok((files, skipped))
+}
+
+/// Every file of the workspace to back up, as (`workspace/…` name, path
+/// below the workspace) in name order, and how many were left out:
+/// symbolic links, special files and files with other names (hard links),
+/// all seen through the no-follow walk.
+pub fn list_workspace(tree: &Tree) -> anyhow::Result<(Vec<(String, PathBuf)>, u64)> {
+    let mut files = Vec::new();
+    let mut skipped = 0;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(dir) = stack.pop() {
+        let entries = match tree.list(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.is_not_found() && dir.as_os_str().is_empty() => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot read {}", tree.root().join(&dir).display()));
+            }
+        };
+        for entry in entries {
+            let rel = dir.join(&entry.name);
+            match entry.kind {
+                Kind::Dir => stack.push(rel),
+                Kind::File if entry.links == 1 => {
+                    files.push((format!("workspace/{}", rel.display()), rel));
+                }
+                Kind::File | Kind::Link | Kind::Special => skipped += 1,
+            }
+        }
+    }
+    files.sort();
     Ok((files, skipped))
 }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use cairn_agent::nofollow::Tree;
 use cairn_store::Store;
 use cairn_store::portable::{self, TableCount};
 use chrono::Utc;
@@ -122,7 +123,8 @@ pub fn backup(args: &BackupArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     })?;
     let config_path = settings::config_path(config.home());
     let config_text = read_optional(&config_path)?;
-    let (workspace, skipped) = archive::list_tree("workspace", &config.workspace)?;
+    let tree = Tree::new(&config.workspace);
+    let (workspace, skipped) = archive::list_workspace(&tree)?;
     let manifest = Manifest {
         format: archive::FORMAT,
         cairn_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -147,11 +149,11 @@ pub fn backup(args: &BackupArgs, as_json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    for (name, path) in &workspace {
-        out.file(name, path)?;
+    for (name, rel) in &workspace {
+        out.workspace_file(name, &tree, rel)?;
     }
     out.finish()?;
-    report(&args.file, &manifest, skipped, as_json, "backed up")?;
+    report(&args.file, &manifest, skipped, &[], as_json, "backed up")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,38 +232,65 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     })?;
+    // Every file is written under a fresh name and renamed into place, and a
+    // link in the way is replaced (and reported), never written through: the
+    // agent may have planted links in the workspace, and nothing outside the
+    // home may be written or have its mode changed.
+    let mut replaced = Vec::new();
     if let Some(text) = &config_text {
-        home::write(&config_path, text.as_bytes(), args.force)?;
+        let (dir, name) = split(&config_path)?;
+        let tree = Tree::new(dir).private().replacing_links();
+        let written = tree
+            .write_from(name, &mut text.as_bytes(), args.force)
+            .with_context(|| format!("cannot write {}", config_path.display()))?;
+        replaced.extend(shown(dir, written.replaced_links));
     }
     let (files, _) = archive::list_tree("workspace", &staging.join("workspace"))?;
     home::create_dir(&config.workspace)?;
+    let tree = Tree::new(&config.workspace).private().replacing_links();
     for (name, path) in &files {
-        let relative = name.trim_start_matches("workspace/");
-        let out = config.workspace.join(relative);
-        if let Some(parent) = out.parent() {
-            home::create_dir(parent)?;
-        }
-        copy_file(path, &out, args.force)?;
+        let relative = Path::new(name.trim_start_matches("workspace/"));
+        let mut input = open_staged(path)?;
+        let written = tree
+            .write_from(relative, &mut input, args.force)
+            .with_context(|| {
+                format!(
+                    "cannot restore {}",
+                    config.workspace.join(relative).display()
+                )
+            })?;
+        replaced.extend(shown(&config.workspace, written.replaced_links));
     }
     let restored = Manifest {
         tables: counts,
         ..manifest
     };
-    report(&args.file, &restored, 0, as_json, "restored")?;
+    report(&args.file, &restored, 0, &replaced, as_json, "restored")?;
     Ok(ExitCode::SUCCESS)
 }
 
-#[allow(
+/// A file's directory and name.
+fn split(path: &Path) -> anyhow::Result<(&Path, &Path)> {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => Ok((dir, Path::new(name))),
+        _ => anyhow::bail!("{} is not a file path", path.display()),
+    }
+}
+
+/// The replaced links (`rel -> target`) as full paths below `root`.
+fn shown(root: &Path, links: Vec<String>) -> impl Iterator<Item = String> + '_ {
+    links
+        .into_iter()
+        .map(move |link| format!("{}/{link}", root.display()))
+}
+
+/// A file unpacked into the private staging directory.
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command, outside async code"
 )]
-fn copy_file(from: &Path, to: &Path, replace: bool) -> anyhow::Result<()> {
-    let mut input =
-        std::fs::File::open(from).with_context(|| format!("cannot read {}", from.display()))?;
-    let mut output = home::create_file(to, replace)?;
-    std::io::copy(&mut input, &mut output)
-        .with_context(|| format!("cannot write {}", to.display()))?;
-    Ok(())
+fn open_staged(path: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// The archive's own database must hold what its manifest says.
@@ -284,6 +313,7 @@ fn report(
     file: &Path,
     manifest: &Manifest,
     skipped: u64,
+    replaced: &[String],
     as_json: bool,
     verb: &str,
 ) -> anyhow::Result<()> {
@@ -291,6 +321,7 @@ fn report(
         let mut out = serde_json::to_value(manifest)?;
         out["file"] = serde_json::Value::String(file.display().to_string());
         out["skipped_links"] = serde_json::Value::from(skipped);
+        out["replaced_links"] = serde_json::Value::from(replaced.to_vec());
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -305,7 +336,18 @@ fn report(
         if manifest.config { ", config.toml" } else { "" }
     );
     if skipped > 0 {
-        println!("left out {skipped} symbolic link(s) or special file(s) of the workspace");
+        println!(
+            "left out {skipped} symbolic link(s), special or hard-linked file(s) of the workspace"
+        );
+    }
+    if !replaced.is_empty() {
+        println!(
+            "replaced {} symbolic link(s) with the archive's files (what they point to is unchanged):",
+            replaced.len()
+        );
+        for link in replaced {
+            println!("  {link}");
+        }
     }
     Ok(())
 }
