@@ -253,8 +253,10 @@ impl RoutineEngine {
             notifier.recorded(n);
         }
         if finished.waiting {
-            // The place this run held may go to any routine's run, oldest first.
-            self.start_waiting(None).await;
+            // The place this run held goes to any routine's run, oldest
+            // first; a one-off command's engine starts only its routine's.
+            let scope = (!self.inner.settings.starts_waiting).then_some(routine.id);
+            self.start_waiting(scope).await;
         }
     }
 

@@ -80,9 +80,10 @@ pub struct EngineSettings {
     /// Runs that may wait in the global queue (`routines.max_waiting`);
     /// more are refused, and the person is told.
     pub max_waiting: u32,
-    /// Whether this engine starts runs that wait (its own and other
-    /// processes'): a daemon's does; a one-off command's (`routine fire`)
-    /// leaves them to a daemon, since it stops when its own run ends.
+    /// Whether this engine starts every routine's waiting runs (its own
+    /// and other processes'): a daemon's does. A one-off command's
+    /// (`routine fire`, `backfill`) starts only those of the routine it
+    /// runs and leaves the rest to a daemon, since it stops when it is done.
     pub starts_waiting: bool,
     /// The user's zone, for routines without their own.
     pub user_zone: Tz,

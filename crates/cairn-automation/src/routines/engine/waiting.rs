@@ -10,10 +10,11 @@ use super::*;
 impl RoutineEngine {
     /// Starts, each in a task of this engine, the waiting runs (of
     /// `routine`, or of all routines) that may start now, oldest slot
-    /// first; how many. An engine that does not start waiting runs
-    /// ([`EngineSettings::starts_waiting`]) starts none.
+    /// first; how many. An engine that does not start every routine's
+    /// waiting runs ([`EngineSettings::starts_waiting`]) starts only those
+    /// of the routine it is given.
     pub async fn start_waiting(&self, routine: Option<Uuid>) -> usize {
-        if !self.inner.settings.starts_waiting {
+        if routine.is_none() && !self.inner.settings.starts_waiting {
             return 0;
         }
         let now = self.inner.clock.now();
