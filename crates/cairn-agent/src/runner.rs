@@ -545,12 +545,15 @@ impl ToolRunner {
             },
         };
         // A refusal by the tool's own rules (a path outside the workspace, a
-        // blocked address) is policy, and an unavailable dependency (an MCP
-        // server restarting) is not the tool's fault: self-repair ignores both.
-        let refused = matches!(
-            outcome,
-            Ok(Err(ToolError::NotPermitted(_) | ToolError::Unavailable(_)))
-        );
+        // blocked address) is policy, an unavailable dependency (an MCP
+        // server restarting) is not the tool's fault, and a failure the tool
+        // only reports (a command's own exit status) is what it ran:
+        // self-repair ignores all three.
+        let not_the_tools = match &outcome {
+            Ok(Err(ToolError::NotPermitted(_) | ToolError::Unavailable(_))) => true,
+            Ok(Ok(output)) => !output.success && !output.counts_against_tool,
+            _ => false,
+        };
         let (status, text) = match outcome {
             Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
             Ok(Ok(output)) => (ToolStatus::Failed, output.content),
@@ -574,7 +577,11 @@ impl ToolRunner {
         let result = finish(&call_id, name, status, &text, ctx, started);
         if let Some(health) = self.health.get() {
             // Scrubbed: the error is kept in the store and shown to people.
-            let observed = if refused { ToolStatus::Denied } else { status };
+            let observed = if not_the_tools {
+                ToolStatus::Denied
+            } else {
+                status
+            };
             health.observe(&result.tool, observed, &scrub(&text)).await;
         }
         result

@@ -378,3 +378,44 @@ async fn unavailable_answers_never_disable_a_tool() {
             .all(|h| !h.disabled)
     );
 }
+
+/// A command's own exit status is the command's business: `grep` finding
+/// nothing (exit 1), or a file the sandbox keeps it from (Permission denied),
+/// is a result the model sees, never a failure of `shell`.
+#[tokio::test]
+async fn a_commands_own_exit_status_never_disables_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cairn.db").display());
+    let (store, _) = Store::open(&url).await.unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("notes.txt"), "nothing to see\n").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("secret.txt"), "x").unwrap();
+    let registry = cairn_agent::tools::builtin_registry(&Default::default()).unwrap();
+    let runner = runner_over(&store, registry);
+    let ctx = ToolContext::new(&workspace, "s");
+    let outside = format!("cat {}/secret.txt", elsewhere.path().display());
+    let confined = cairn_agent::sandbox::host().is_confined();
+    let mut commands = vec!["grep -c nomatch notes.txt".to_string(); 5];
+    if confined {
+        commands.push(outside);
+    }
+    for (i, command) in commands.iter().enumerate() {
+        let call = ToolCall {
+            id: format!("c{i}"),
+            name: "shell".into(),
+            arguments: json!({ "command": command }),
+        };
+        let result = runner.run(&call, &ctx, &AutoApprove).await;
+        assert_eq!(result.status, ToolStatus::Failed, "{}", result.content);
+        assert!(
+            result.content.contains("[exit status 1]"),
+            "{command}: {}",
+            result.content
+        );
+    }
+    runner.refresh_health().await;
+    assert!(store.list_tool_health().await.unwrap().is_empty());
+    assert!(runner.definitions().iter().any(|d| d.name == "shell"));
+}

@@ -378,6 +378,50 @@ async fn a_scheduled_tool_call_runs_unattended_and_reports_back_here() {
     );
 }
 
+/// Recurring work needs the person: `schedule_cron` and a repeating
+/// `remember` are refused where nobody can approve (an API client, a rule
+/// approving everything) and are writes the person is asked about; a
+/// one-shot reminder is not.
+#[tokio::test]
+async fn recurring_work_is_refused_where_nobody_can_approve() {
+    let fx = Fx::new();
+    let p = fx.start("proc-a").await;
+    let recurring = [
+        (
+            "schedule_cron",
+            json!({"cron": "every 5 minutes", "prompt": "tick"}),
+        ),
+        (
+            "schedule_cron",
+            json!({"cron": "*/5 * * * *", "action_type": "llm_prompt", "prompt": "tick"}),
+        ),
+        (
+            "remember",
+            json!({"what": "stretch", "when": "every day at 9am", "action": "llm_prompt"}),
+        ),
+    ];
+    for (tool, args) in recurring {
+        for approver in [&DenyAll as &dyn cairn_agent::runner::Approver, &AutoApprove] {
+            let (status, out) = p.call_with(tool, args.clone(), approver).await;
+            assert_eq!(status, ToolStatus::Denied, "{tool}: {out}");
+            assert!(out.to_string().contains("nobody can approve"), "{out}");
+        }
+    }
+    assert!(p.store.list_routines(Some("ada")).await.unwrap().is_empty());
+    let (status, out) = p
+        .call_with(
+            "remember",
+            json!({"what": "tea", "when": "in 5m"}),
+            &DenyAll,
+        )
+        .await;
+    assert_eq!(
+        status,
+        ToolStatus::Success,
+        "a one-shot needs nobody: {out}"
+    );
+}
+
 #[tokio::test]
 async fn an_output_channel_sends_there_and_an_unknown_one_is_refused() {
     let fx = Fx::new();

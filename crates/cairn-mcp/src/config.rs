@@ -36,9 +36,11 @@ pub enum Transport {
         args: Vec<String>,
         /// Variables set for it, on top of the clean environment ([`crate::process`]).
         env: BTreeMap<String, String>,
-        /// Its working directory (default: the workspace).
+        /// Its working directory (default: its own folder,
+        /// `CAIRN_HOME/mcp/<name>`); never inside the workspace.
         cwd: Option<PathBuf>,
-        /// Start it confined by the shell sandbox (Landlock, HOME = the workspace).
+        /// Start it confined by the shell sandbox (Landlock: the workspace
+        /// and its own folder, which is its HOME).
         sandbox: bool,
     },
     /// A streamable HTTP endpoint.

@@ -32,7 +32,6 @@ pub mod server;
 pub mod source;
 pub mod tool;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,13 +39,13 @@ use cairn_agent::tools::{Tool, ToolSource};
 use cairn_store::Store;
 
 pub use config::{ConfigProblem, ServerSpec, StartMode, Transport, parse_servers, policy_rules};
-pub use server::{Server, State, Status, Supervision};
+pub use server::{Places, Server, State, Status, Supervision};
 
 /// Every configured MCP server of one process.
 pub struct McpClients {
     servers: Vec<Arc<Server>>,
     /// What new servers are made with ([`McpClients::reconfigured`]).
-    workspace: PathBuf,
+    places: Places,
     cache: Option<cache::ToolCache>,
     supervision: Supervision,
 }
@@ -66,13 +65,13 @@ impl McpClients {
     /// list from its last connection is loaded (and later ones saved).
     pub async fn new(
         specs: Vec<ServerSpec>,
-        workspace: PathBuf,
+        places: Places,
         store: Option<Store>,
         supervision: Supervision,
     ) -> Self {
         let mut clients = Self {
             servers: Vec::with_capacity(specs.len()),
-            workspace,
+            places,
             cache: store.map(cache::ToolCache::new),
             supervision,
         };
@@ -91,7 +90,7 @@ impl McpClients {
         };
         Server::new(
             spec,
-            self.workspace.clone(),
+            self.places.clone(),
             self.supervision,
             self.cache.clone(),
             remembered,
@@ -104,7 +103,7 @@ impl McpClients {
     pub async fn reconfigured(&self, specs: Vec<ServerSpec>) -> Reconfigured {
         let mut clients = Self {
             servers: Vec::with_capacity(specs.len()),
-            workspace: self.workspace.clone(),
+            places: self.places.clone(),
             cache: self.cache.clone(),
             supervision: self.supervision,
         };

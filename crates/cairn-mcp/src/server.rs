@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::ToolCache;
 use crate::config::{ServerSpec, StartMode, Transport};
 use crate::names;
-use crate::process::Launch;
+use crate::process::{self, Launch};
 use crate::remote::{Connection, Notice, RemoteError, RemoteTool};
 use crate::rmcp_client::{self, Wiring};
 
@@ -130,10 +130,20 @@ struct Inner {
     list_ms: Option<u64>,
 }
 
+/// Where servers' processes run, and what they stay out of.
+#[derive(Debug, Clone)]
+pub struct Places {
+    /// The agent's workspace: never a stdio server's directory nor on its `PATH`.
+    pub workspace: PathBuf,
+    /// The folder under which each stdio server gets a private one of its
+    /// own, its working directory (`CAIRN_HOME/mcp`).
+    pub servers: PathBuf,
+}
+
 /// One supervised server.
 pub struct Server {
     spec: ServerSpec,
-    workspace: PathBuf,
+    places: Places,
     supervision: Supervision,
     cache: Option<ToolCache>,
     inner: Mutex<Inner>,
@@ -150,7 +160,7 @@ impl Server {
     /// A server not yet started; `remembered` is its tool list from the cache.
     pub fn new(
         spec: ServerSpec,
-        workspace: PathBuf,
+        places: Places,
         supervision: Supervision,
         cache: Option<ToolCache>,
         remembered: Option<Vec<RemoteTool>>,
@@ -168,7 +178,7 @@ impl Server {
         let tools = Arc::new(expose(&spec, remembered.unwrap_or_default()));
         Arc::new(Self {
             spec,
-            workspace,
+            places,
             supervision,
             cache,
             inner: Mutex::new(Inner {
@@ -426,11 +436,20 @@ impl Server {
                 cwd,
                 sandbox,
             } => {
+                let own;
+                let cwd = match cwd {
+                    Some(cwd) => cwd.as_path(),
+                    None => {
+                        own = process::own_dir(&self.places.servers, &self.spec.name).await?;
+                        own.as_path()
+                    }
+                };
                 let launch = Launch {
                     command,
                     args,
                     env,
-                    cwd: cwd.as_deref().unwrap_or(&self.workspace),
+                    cwd,
+                    workspace: &self.places.workspace,
                     sandbox: *sandbox,
                 };
                 Arc::new(rmcp_client::connect_stdio(&launch, wiring).await?)

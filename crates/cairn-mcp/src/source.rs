@@ -167,7 +167,10 @@ mod tests {
             .collect();
         Server::new(
             ServerSpec::stdio(name, "true", &[]),
-            ".".into(),
+            crate::server::Places {
+                workspace: ".".into(),
+                servers: ".".into(),
+            },
             Supervision::default(),
             None,
             Some(tools),

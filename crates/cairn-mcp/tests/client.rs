@@ -361,10 +361,12 @@ async fn a_sandboxed_server_reads_only_the_workspace_and_its_own_files() {
         "{}",
         refused.content
     );
+    // HOME (and the working directory) is the server's own folder, never the workspace.
     let home = call(&runner, &ctx, "mcp__boxed__env", json!({"name": "HOME"})).await;
     assert!(
-        home.content.contains(&dir.path().display().to_string()),
-        "HOME is the workspace: {}",
+        home.content.contains("/boxed")
+            && !home.content.contains(&dir.path().display().to_string()),
+        "HOME is the server's own folder: {}",
         home.content
     );
     let own = call(

@@ -56,7 +56,7 @@ async fn a_lazy_server_starts_at_its_first_call_with_its_tools_remembered() {
     // Never connected: started at once to learn its tools, which are remembered.
     let first = McpClients::new(
         vec![spec.clone()],
-        dir.path().into(),
+        places(dir.path()),
         Some(store.clone()),
         fast(),
     )
@@ -67,7 +67,7 @@ async fn a_lazy_server_starts_at_its_first_call_with_its_tools_remembered() {
     first.shutdown().await;
 
     // Next process: its tools are known without starting it.
-    let second = McpClients::new(vec![spec], dir.path().into(), Some(store.clone()), fast()).await;
+    let second = McpClients::new(vec![spec], places(dir.path()), Some(store.clone()), fast()).await;
     second.start();
     let server = second.server("py").unwrap();
     assert_eq!(server.state(), State::Idle);

@@ -4,18 +4,24 @@
 //! - `before_tool`: exit 0 continues, and a JSON object on stdout replaces the
 //!   call's arguments (before the schema check and the policy gate, so a hook
 //!   never bypasses approval); exit 2 blocks the call and its stderr is the
-//!   result the model sees; any other end (a failure, the timeout) is logged
-//!   and the call goes on.
+//!   result the model sees. A policy hook fails closed: any other end (it
+//!   cannot start, exits otherwise, is killed by a signal, times out) blocks
+//!   the call too, with a result saying why.
 //! - `after_tool`, `on_message`, `on_session_end`, `on_routine_run`:
 //!   notifications, started in the background so a slow hook never delays an
 //!   answer; their exit codes are logged.
 //!
 //! Every command runs through `/bin/sh -c` in the shell sandbox
-//! ([`crate::sandbox`]) with the workspace as its directory, the directory of
-//! its program readable, a timeout that kills its whole process group, and
-//! an event whose strings went through [`scrub`] (no secrets).
+//! ([`crate::sandbox`]) with the workspace as its directory, a timeout that
+//! kills its whole process group, and an event whose strings went through
+//! [`scrub`] (no secrets). The files its command line names (its script, by
+//! absolute path or found on `PATH`) and their interpreters (`#!`) are
+//! readable and executable inside, each by a Landlock rule of its own, never
+//! by opening their directory: a script beside cairn's home runs, the home
+//! stays closed. [`UserHooks::dry_run`] starts one on a sample event marked
+//! `"dry_run": true` (`cairn doctor`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +39,8 @@ use crate::runner::ToolResult;
 use crate::safety::scrub::scrub;
 use crate::sandbox::{Sandbox, SandboxSettings};
 use crate::tools::shell::{GroupKiller, read_capped};
+
+mod named;
 
 /// Seconds a hook may run when its entry does not say.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
@@ -58,7 +66,8 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
-    fn as_str(self) -> &'static str {
+    /// Its name, as config.toml writes it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::BeforeTool => "before_tool",
             Self::AfterTool => "after_tool",
@@ -249,16 +258,12 @@ impl UserHooks {
     /// Runs one hook's command with `payload` on stdin.
     pub async fn run(&self, hook: &UserHook, payload: &Value) -> HookExit {
         let mut settings = self.sandbox.clone();
-        // The program a hook names (`/home/me/bin/check`) must be readable inside.
-        if let Some(dir) = hook
-            .command
-            .split_whitespace()
-            .next()
-            .map(Path::new)
-            .filter(|p| p.is_absolute())
-            .and_then(Path::parent)
-        {
-            settings.read_paths.push(dir.to_path_buf());
+        // The files the command names must be readable inside; each gets a
+        // rule of its own, as its directory may hold cairn's home.
+        let (text, workspace) = (hook.command.clone(), self.workspace.clone());
+        match tokio::task::spawn_blocking(move || named::files(&text, &workspace)).await {
+            Ok(files) => settings.read_paths.extend(files),
+            Err(e) => return HookExit::NotStarted(format!("cannot read its command line: {e}")),
         }
         let mut command = tokio::process::Command::new("/bin/sh");
         command
@@ -302,6 +307,79 @@ impl UserHooks {
                 stderr: String::from_utf8_lossy(&err.kept).trim().to_string(),
             },
         }
+    }
+
+    /// Starts `hook` once on a sample event of its kind marked
+    /// `"dry_run": true` (`cairn doctor`): `Ok` says how it answered when
+    /// it ran and answered as its event allows (exit 0, or 2 for a
+    /// `before_tool` hook), `Err` why it did not.
+    pub async fn dry_run(&self, hook: &UserHook) -> Result<String, String> {
+        let mut payload = match hook.event {
+            HookEvent::BeforeTool => {
+                json!({"tool": "time_now", "call_id": "dry-run", "arguments": {}})
+            }
+            HookEvent::AfterTool => json!({
+                "tool": "time_now", "call_id": "dry-run", "arguments": {},
+                "status": "success", "result": "", "duration_ms": 0
+            }),
+            HookEvent::OnMessage => json!({"channel": "doctor", "text": ""}),
+            HookEvent::OnSessionEnd => {
+                json!({"user": "doctor", "channel": "doctor", "session_id": "dry-run"})
+            }
+            HookEvent::OnRoutineRun => {
+                json!({"routine": "doctor", "run_id": "dry-run", "status": "ok"})
+            }
+        };
+        payload["event"] = json!(hook.event.as_str());
+        payload["dry_run"] = json!(true);
+        match self.run(hook, &payload).await {
+            HookExit::Exited { code: Some(0), .. } => Ok("ran (exit 0)".to_string()),
+            HookExit::Exited {
+                code: Some(BLOCK_EXIT_CODE),
+                ..
+            } if hook.event == HookEvent::BeforeTool => {
+                Ok("ran (exit 2: it would block the call)".to_string())
+            }
+            other => Err(failure(hook, &other)),
+        }
+    }
+}
+
+/// Why a hook gave no usable answer, in words for the model and the person.
+fn failure(hook: &UserHook, end: &HookExit) -> String {
+    let tail = |stderr: &str| {
+        let line: String = scrub(stderr.lines().last().unwrap_or_default())
+            .chars()
+            .take(300)
+            .collect();
+        if line.is_empty() {
+            String::new()
+        } else {
+            format!(": {line}")
+        }
+    };
+    match end {
+        HookExit::NotStarted(why) => format!("it could not start: {why}"),
+        HookExit::TimedOut => format!(
+            "it ran past its {} timeout and was killed",
+            cairn_core::duration::format(hook.timeout)
+        ),
+        HookExit::Exited {
+            code: None, stderr, ..
+        } => format!("it was killed by a signal{}", tail(stderr)),
+        HookExit::Exited {
+            code: Some(code @ (126 | 127)),
+            stderr,
+            ..
+        } => format!(
+            "its program could not be run (exit status {code}){}",
+            tail(stderr)
+        ),
+        HookExit::Exited {
+            code: Some(code),
+            stderr,
+            ..
+        } => format!("it exited with status {code}{}", tail(stderr)),
     }
 }
 
@@ -388,7 +466,15 @@ impl Hook for UserHooks {
                     };
                     return HookFlow::Cancel(reason);
                 }
-                other => log_end(&hook, &other),
+                // A policy hook that cannot give its verdict lets nothing through.
+                other => {
+                    log_end(&hook, &other);
+                    return HookFlow::Cancel(format!(
+                        "{} gave no verdict ({}), so the call is blocked; fix the hook or remove it",
+                        hook.label,
+                        failure(&hook, &other)
+                    ));
+                }
             }
         }
         HookFlow::Continue

@@ -3,12 +3,14 @@
 //! later go through the same [`Sandbox::spawn`]).
 //!
 //! A confined process, where the kernel has Linux Landlock:
-//! - writes only in the workspace and a private temporary directory made for
-//!   the start (its `TMPDIR`, removed when the [`Confined`] is dropped);
+//! - writes only in the workspace, a private temporary directory made for
+//!   the start (its `TMPDIR`, removed when the [`Confined`] is dropped) and,
+//!   for an MCP server, its own folder ([`Sandbox::spawn_at`]);
 //! - reads and executes only there, in system paths ([`SYSTEM_READ_PATHS`],
-//!   a few devices) and the configured `read_paths`; never cairn's home or
-//!   database outside the workspace ([`SandboxSettings::protected`]: a
-//!   workspace or read path containing one is refused);
+//!   a few devices) and the configured `read_paths` (directories, or single
+//!   files such as a hook's script, each a rule of its own); never cairn's
+//!   home or database outside the workspace ([`SandboxSettings::protected`]:
+//!   a workspace or read path that is or contains one is refused);
 //! - cannot ptrace, so cannot read `/proc/<pid>/environ`, `mem` or `fd/` of
 //!   any process outside its domain (the daemon included), and from Landlock
 //!   ABI 6 cannot signal them or reach their abstract Unix sockets;
@@ -70,7 +72,8 @@ pub struct SandboxSettings {
     /// Runs nobody approves may start unconfined processes where Landlock is
     /// unavailable.
     pub allow_unconfined: bool,
-    /// Read-only paths beside [`SYSTEM_READ_PATHS`].
+    /// Read-only paths beside [`SYSTEM_READ_PATHS`]: directories (read and
+    /// execute below them) or files (read and execute that file alone).
     pub read_paths: Vec<PathBuf>,
     /// Paths no confined process may read (cairn's home, its database): a
     /// workspace or read path that contains one is refused.
@@ -198,16 +201,29 @@ impl Sandbox {
         command: tokio::process::Command,
         workspace: &Path,
     ) -> Result<Confined, SandboxError> {
+        self.spawn_at(command, workspace, workspace).await
+    }
+
+    /// Like [`Sandbox::spawn`], with `home` (writable, outside the
+    /// workspace or equal to it) as the working directory and HOME: an MCP
+    /// server runs from its own folder, never from the workspace whose
+    /// programs the agent may have written.
+    pub async fn spawn_at(
+        &self,
+        command: tokio::process::Command,
+        workspace: &Path,
+        home: &Path,
+    ) -> Result<Confined, SandboxError> {
         let handle = tokio::runtime::Handle::current();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        let workspace = workspace.to_path_buf();
+        let (workspace, home) = (workspace.to_path_buf(), home.to_path_buf());
         std::thread::Builder::new()
             .name("cairn-sandbox".into())
             .spawn(move || {
                 // The receiver may be gone (the call was cancelled): dropping the
                 // result then kills the child and removes its directory.
-                let _ = tx.send(this.start(command, &workspace, &handle));
+                let _ = tx.send(this.start(command, &workspace, &home, &handle));
             })
             .map_err(|e| SandboxError::Setup(format!("cannot start the sandbox thread: {e}")))?;
         rx.await.map_err(|_| {
@@ -221,14 +237,16 @@ impl Sandbox {
         &self,
         mut command: tokio::process::Command,
         workspace: &Path,
+        home: &Path,
         runtime: &tokio::runtime::Handle,
     ) -> Result<Confined, SandboxError> {
-        let workspace = canonical(workspace).map_err(|e| {
-            SandboxError::Setup(format!(
-                "the workspace {} is not usable: {e}",
-                workspace.display()
-            ))
-        })?;
+        let usable = |dir: &Path, what: &str| {
+            canonical(dir).map_err(|e| {
+                SandboxError::Setup(format!("the {what} {} is not usable: {e}", dir.display()))
+            })
+        };
+        let workspace = usable(workspace, "workspace")?;
+        let home = usable(home, "process's home")?;
         let tmp = PrivateTmp::create()?;
         let read: Vec<PathBuf> = SYSTEM_READ_PATHS
             .iter()
@@ -236,11 +254,14 @@ impl Sandbox {
             .chain(self.settings.read_paths.iter().cloned())
             .collect();
         self.check_protected(&workspace, &read)?;
-        env::apply(&mut command, &workspace, &tmp.path);
+        if home != workspace {
+            self.check_protected(&home, &[])?;
+        }
+        env::apply(&mut command, &workspace, &home, &tmp.path);
         if let Confinement::Landlock { .. } = self.confinement {
             let rules = landlock::Rules {
                 read,
-                write: vec![workspace.clone(), tmp.path.clone()],
+                write: vec![workspace.clone(), home.clone(), tmp.path.clone()],
                 devices: SYSTEM_DEVICES.iter().map(PathBuf::from).collect(),
             };
             landlock::restrict_this_thread(&rules).map_err(SandboxError::Confine)?;
@@ -271,8 +292,9 @@ impl Sandbox {
                 .filter_map(|r| canonical(r).ok())
                 .find(|r| protected.starts_with(r))
             {
+                let how = if root == protected { "is" } else { "contains" };
                 return Err(SandboxError::Refused(format!(
-                    "the read path {} contains {}, which commands must not read",
+                    "the read path {} {how} {}, which commands must not read",
                     root.display(),
                     protected.display()
                 )));

@@ -80,8 +80,13 @@ impl ToolStatus {
 pub struct ToolOutput {
     /// Text for the model (scrubbed, capped and framed later by the runner).
     pub content: String,
-    /// False when the tool ran but the operation failed (e.g. a non-zero exit code).
+    /// False when the tool ran but the operation failed (an upstream error, a
+    /// missing record).
     pub success: bool,
+    /// True when a failure is the tool's to answer for, so self-repair counts
+    /// it; false for an outcome the tool only reports (a command's own
+    /// non-zero exit).
+    pub counts_against_tool: bool,
 }
 
 impl ToolOutput {
@@ -90,6 +95,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             success: true,
+            counts_against_tool: false,
         }
     }
 
@@ -98,6 +104,18 @@ impl ToolOutput {
         Self {
             content: content.into(),
             success: false,
+            counts_against_tool: true,
+        }
+    }
+
+    /// A failed outcome that belongs to what the tool ran, not to the tool
+    /// (a command exiting non-zero): shown as failed, never counted by
+    /// self-repair.
+    pub fn reported_failure(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            success: false,
+            counts_against_tool: false,
         }
     }
 }

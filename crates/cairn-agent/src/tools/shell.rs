@@ -493,7 +493,9 @@ fn render(out: Captured, err: Captured, status: std::process::ExitStatus) -> Too
             Some(code) => text.push_str(&format!("[exit status {code}]")),
             None => text.push_str(&signal_note(status)),
         }
-        return ToolOutput::failed(text);
+        // The command's own outcome (grep finding nothing, a file it may not
+        // read): the model sees it, self-repair does not count it.
+        return ToolOutput::reported_failure(text);
     }
     ToolOutput::ok(text)
 }

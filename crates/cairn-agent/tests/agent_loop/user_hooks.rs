@@ -237,3 +237,114 @@ fn an_invalid_matcher_is_an_error_naming_the_entry() {
     );
     assert!(errors[1].to_string().contains("hooks[2]"), "{}", errors[1]);
 }
+
+/// A turn where the model calls `shell` (`touch ran`) under `user`, autonomy
+/// `full`: the tool results' texts and whether the command ran.
+async fn shell_turn(user_of: impl FnOnce(&Path) -> UserHooks) -> (Vec<String>, bool) {
+    let shell = Arc::new(ShellTool::new(ShellConfig::default()));
+    let h = Harness::new(vec![shell], AutonomyLevel::Full, LoopConfig::default()).await;
+    let user = user_of(&h.ctx.workspace);
+    let agent = with_hooks(&h, &user);
+    h.server.push(Scripted::tool_calls([(
+        "shell",
+        json!({"command": "touch ran"}),
+    )]));
+    h.server.push(Scripted::text("ok"));
+    let tools = turn(&h, &agent).await;
+    (tools, h.ctx.workspace.join("ran").exists())
+}
+
+#[tokio::test]
+async fn a_hook_beside_cairns_home_runs_and_its_verdict_applies() {
+    // ~/check.sh with CAIRN_HOME=~/.cairn: its directory holds the home,
+    // which the sandbox keeps closed, yet the script itself is readable.
+    let parent = tempfile::tempdir().unwrap();
+    let home = parent.path().join(".cairn");
+    std::fs::create_dir(&home).unwrap();
+    let script = parent.path().join("check.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'checked beside the home' >&2\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let settings = SandboxSettings {
+        protected: vec![home.clone()],
+        ..SandboxSettings::default()
+    };
+    let command = script.display().to_string();
+    let (tools, ran) = shell_turn(|workspace| {
+        let parsed = parse_hooks(Some(&Section {
+            value: json!([{"event": "before_tool", "command": command}]),
+            line: 1,
+        }))
+        .unwrap();
+        UserHooks::new(parsed, workspace.to_path_buf(), settings)
+    })
+    .await;
+    assert!(tools[0].contains("checked beside the home"), "{}", tools[0]);
+    assert!(!ran, "the hook's verdict applies");
+}
+
+#[tokio::test]
+async fn a_before_tool_hook_that_cannot_decide_blocks_the_call() {
+    let cases = [
+        (
+            json!({"event": "before_tool", "command": "/nonexistent/check.sh"}),
+            "exit status 127",
+        ),
+        (
+            json!({"event": "before_tool", "timeout_secs": 1, "command": "sleep 30"}),
+            "timeout",
+        ),
+        (
+            json!({"event": "before_tool", "command": "kill -9 $$"}),
+            "killed by a signal",
+        ),
+        (
+            json!({"event": "before_tool", "command": "echo oops >&2; exit 1"}),
+            "status 1: oops",
+        ),
+    ];
+    for (entry, why) in cases {
+        let (tools, ran) = shell_turn(|workspace| hooks(json!([entry]), workspace)).await;
+        assert!(
+            tools[0].contains("gave no verdict") && tools[0].contains("so the call is blocked"),
+            "{}",
+            tools[0]
+        );
+        assert!(tools[0].contains(why), "{why}: {}", tools[0]);
+        assert!(!ran, "{why}: the command ran");
+    }
+}
+
+#[tokio::test]
+async fn a_dry_run_marks_its_event_and_says_how_the_hook_answered() {
+    let workspace = tempfile::tempdir().unwrap();
+    let user = hooks(
+        json!([
+            {"event": "before_tool", "command": "cat > dry.json; exit 2"},
+            {"event": "on_message", "command": "exit 3"},
+            {"event": "after_tool", "command": "/nonexistent/hook"},
+        ]),
+        workspace.path(),
+    );
+    let parsed = parse_hooks(Some(&Section {
+        value: json!([
+            {"event": "before_tool", "command": "cat > dry.json; exit 2"},
+            {"event": "on_message", "command": "exit 3"},
+            {"event": "after_tool", "command": "/nonexistent/hook"},
+        ]),
+        line: 1,
+    }))
+    .unwrap();
+    let blocked = user.dry_run(&parsed[0]).await.unwrap();
+    assert!(blocked.contains("exit 2"), "{blocked}");
+    let event = read_json(&workspace.path().join("dry.json"));
+    assert_eq!(event["dry_run"], true);
+    assert_eq!(event["event"], "before_tool");
+    let failed = user.dry_run(&parsed[1]).await.unwrap_err();
+    assert!(failed.contains("exited with status 3"), "{failed}");
+    let missing = user.dry_run(&parsed[2]).await.unwrap_err();
+    assert!(missing.contains("127"), "{missing}");
+}

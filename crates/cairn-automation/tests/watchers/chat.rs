@@ -4,16 +4,30 @@
 
 use super::*;
 use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
-use cairn_agent::runner::{Approver, AutoApprove};
+use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver};
 use cairn_agent::{AgentLoop, HookRegistry, LoopConfig};
 use cairn_llm::testing::{FakeLlmServer, Scripted};
 use cairn_llm::{LlmProvider, build_provider};
+
+/// The person at the terminal, approving what they are asked (starting a
+/// watcher needs them there).
+struct Person;
+
+#[async_trait::async_trait]
+impl Approver for Person {
+    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Yes
+    }
+    fn person_present(&self) -> bool {
+        true
+    }
+}
 
 struct Sink;
 
 impl ChatSink for Sink {
     fn approver(&self) -> Option<&dyn Approver> {
-        Some(&AutoApprove)
+        Some(&Person)
     }
 }
 

@@ -540,19 +540,23 @@ async fn the_tools_speak_the_seed_shapes() {
             serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text))
         }
     };
-    // Nobody there to ask: starting and reading run, changing does not.
+    // Nobody there to ask: reading runs; starting (recurring work) and
+    // changing do not.
     let run = |name: &str, args: Value| run_with(name, args, false);
-    let started = run(
-        "watch_start",
-        json!({"name": "probe", "interval": 5, "label": "up?", "notify_when": "on_error"}),
-    )
-    .await;
+    let person = |name: &str, args: Value| run_with(name, args, true);
+    let start = json!({"name": "probe", "interval": 5, "label": "up?", "notify_when": "on_error"});
+    let refused = run("watch_start", start.clone()).await;
+    assert!(
+        refused.as_str().unwrap().contains("nobody can approve"),
+        "{refused}"
+    );
+    let started = person("watch_start", start).await;
     let id = started["watcher_id"].as_str().unwrap().to_string();
     assert_eq!(id.len(), 12);
     assert_eq!(started["status"], "running");
     assert_eq!(started["interval"], 5);
     assert!(started["hint"].as_str().unwrap().contains("'on_error'"));
-    let bad = run("watch_start", json!({"name": "probe", "interval": 4})).await;
+    let bad = person("watch_start", json!({"name": "probe", "interval": 4})).await;
     assert!(bad.as_str().unwrap().contains("from 5 to 3600"), "{bad}");
     let list = run("watch_list", json!({})).await;
     assert_eq!(list["watchers"][0]["watcher_id"], id.as_str());
@@ -570,7 +574,6 @@ async fn the_tools_speak_the_seed_shapes() {
     }
     let status = run("watch_status", json!({"watcher_id": id})).await;
     assert_eq!(status["status"], "running");
-    let person = |name: &str, args: Value| run_with(name, args, true);
     let paused = person("watch_pause", json!({"watcher_id": id})).await;
     assert_eq!(paused["status"], "paused");
     let resumed = person("watch_resume", json!({"watcher_id": id})).await;

@@ -16,7 +16,7 @@ use cairn_agent::{
 };
 use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_llm::testing::FakeLlmServer;
-use cairn_mcp::{McpClients, ServerSpec, Supervision};
+use cairn_mcp::{McpClients, Places, ServerSpec, Supervision};
 use tokio::io::AsyncBufReadExt;
 
 /// The Python SDK test server's script.
@@ -73,9 +73,18 @@ impl HttpServer {
     }
 }
 
+/// Places over `workspace`, the servers' own folders in a directory of
+/// their own outside it (kept: a test's servers may outlive the call).
+pub fn places(workspace: &Path) -> Places {
+    Places {
+        workspace: workspace.to_path_buf(),
+        servers: tempfile::tempdir().unwrap().keep(),
+    }
+}
+
 /// Clients over `specs`, started (no store).
 pub async fn clients(specs: Vec<ServerSpec>, workspace: &Path) -> Arc<McpClients> {
-    let clients = McpClients::new(specs, workspace.to_path_buf(), None, fast()).await;
+    let clients = McpClients::new(specs, places(workspace), None, fast()).await;
     clients.start();
     Arc::new(clients)
 }

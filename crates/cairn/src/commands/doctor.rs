@@ -64,7 +64,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_llm(config));
             checks.push(check_routing(config));
             checks.push(check_tools(config));
-            checks.push(check_hooks(config));
+            checks.push(crate::commands::runtime()?.block_on(check_hooks(config)));
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
@@ -341,15 +341,54 @@ fn check_tools(config: &Config) -> Check {
 }
 
 /// Whether every `[[hooks]]` entry is usable.
-fn check_hooks(config: &Config) -> Check {
-    match cairn_agent::hooks::command::parse_hooks(config.hooks.as_ref()) {
-        Ok(hooks) if hooks.is_empty() => check("hooks", Status::Ok, "none configured"),
-        Ok(hooks) => check("hooks", Status::Ok, format!("{} configured", hooks.len())),
+/// Each hook started once on a sample event marked `"dry_run": true`: ok
+/// when it ran and answered as its event allows; a `before_tool` hook that
+/// cannot blocks every call it matches, so its failure fails the check.
+async fn check_hooks(config: &Config) -> Check {
+    let hooks = match cairn_agent::hooks::command::parse_hooks(config.hooks.as_ref()) {
+        Ok(hooks) if hooks.is_empty() => return check("hooks", Status::Ok, "none configured"),
+        Ok(hooks) => hooks,
         Err(errors) => {
             let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            check("hooks", Status::Fail, lines.join("\n"))
+            return check("hooks", Status::Fail, lines.join("\n"));
+        }
+    };
+    let runner = match crate::wiring::parse_tools(config)
+        .and_then(|tools| crate::wiring::user_hooks(config, &tools))
+    {
+        Ok(runner) => runner,
+        Err(e) => return check("hooks", Status::Warn, format!("not run: {e:#}")),
+    };
+    let mut status = Status::Ok;
+    let mut lines = vec![format!(
+        "{} configured, each started once on a sample event with \"dry_run\": true:",
+        hooks.len()
+    )];
+    for hook in &hooks {
+        let what = format!(
+            "{} ({}, `{}`)",
+            hook.label,
+            hook.event.as_str(),
+            hook.command
+        );
+        match runner.dry_run(hook).await {
+            Ok(how) => lines.push(format!("{what}: ok, {how}")),
+            Err(why) => {
+                let blocking = hook.event == cairn_agent::hooks::command::HookEvent::BeforeTool;
+                status = match (status, blocking) {
+                    (_, true) | (Status::Fail, _) => Status::Fail,
+                    _ => Status::Warn,
+                };
+                let effect = if blocking {
+                    "; the calls it matches are blocked"
+                } else {
+                    ""
+                };
+                lines.push(format!("{what}: failed, {why}{effect}"));
+            }
         }
     }
+    check("hooks", status, lines.join("\n"))
 }
 
 /// The skills found; a skipped `SKILL.md` (bad front matter, duplicate name)

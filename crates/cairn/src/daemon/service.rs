@@ -6,7 +6,9 @@
 //! also writes `cairn.env` beside the unit (0600, named by
 //! `EnvironmentFile=`): the `CAIRN_*` and `*_API_KEY` variables set at
 //! install time, so an LLM or channel configured through them works under
-//! the service too. Only their names are shown.
+//! the service too. Only their names are shown. The modes are set, not
+//! left to the umask: the unit 0644, `cairn.env` 0600, and the directories
+//! made for them 0700 (an existing one is closed to others' writes).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -116,16 +118,13 @@ pub async fn install(home: &Path, stop_deadline: Duration, force: bool) -> anyho
         .into());
     }
     if let Some(dir) = path.parent() {
-        tokio::fs::create_dir_all(dir)
-            .await
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        unit_dir(dir).await?;
     }
     let env_file = path.with_file_name(ENV_FILE);
     let vars = captured(std::env::vars());
-    write_private(&env_file, &env_file_text(&vars)).await?;
-    tokio::fs::write(&path, unit_text(&exe, &home, &env_file, stop_deadline))
-        .await
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    write_with_mode(&env_file, &env_file_text(&vars), 0o600).await?;
+    let unit = unit_text(&exe, &home, &env_file, stop_deadline);
+    write_with_mode(&path, &unit, 0o644).await?;
     let names: Vec<&str> = vars.iter().map(|(name, _)| name.as_str()).collect();
     let captured = if names.is_empty() {
         "no CAIRN_* or *_API_KEY variables are set: the service gets none".to_string()
@@ -143,24 +142,72 @@ pub async fn install(home: &Path, stop_deadline: Duration, force: bool) -> anyho
     ))
 }
 
-/// Writes `text` to `path` readable by the owner alone (it holds keys).
-async fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+/// Makes the unit directory and its missing parents 0700, whatever the
+/// umask (XDG's rule for directories it creates); an existing one others
+/// may write is closed to them (0755 at most), so nobody but its owner can
+/// put a unit of theirs in systemd's path.
+async fn unit_dir(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let mut file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(level) = at {
+        if tokio::fs::try_exists(level).await.unwrap_or(false) {
+            break;
+        }
+        missing.push(level.to_path_buf());
+        at = level.parent();
+    }
+    for level in missing.iter().rev() {
+        match tokio::fs::DirBuilder::new().mode(0o700).create(level).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", level.display())),
+        }
+        tokio::fs::set_permissions(level, std::fs::Permissions::from_mode(0o700))
+            .await
+            .with_context(|| format!("cannot set the mode of {}", level.display()))?;
+    }
+    let mode = tokio::fs::metadata(dir)
         .await
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    // An older file keeps its mode on open: make it private too.
-    tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .await
-        .with_context(|| format!("cannot make {} private", path.display()))?;
-    tokio::io::AsyncWriteExt::write_all(&mut file, text.as_bytes())
-        .await
-        .with_context(|| format!("cannot write {}", path.display()))?;
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o022 != 0 {
+        tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o755))
+            .await
+            .with_context(|| format!("cannot close {} to others", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path` with exactly `mode`, whatever the umask: into a
+/// new file beside it, then renamed over it (a file or symlink already
+/// there is replaced, never written through).
+async fn write_with_mode(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = async {
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .await?;
+        // The umask may have taken bits `mode` asks for (0644 under 077).
+        tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).await?;
+        tokio::io::AsyncWriteExt::write_all(&mut file, text.as_bytes()).await?;
+        tokio::io::AsyncWriteExt::flush(&mut file).await?;
+        tokio::fs::rename(&tmp, path).await
+    }
+    .await;
+    if let Err(e) = written {
+        let _ = tokio::fs::remove_file(&tmp).await;
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use cairn_agent::tools::{RiskLevel, Tool, ToolRegistry, ToolsConfig, builtin_reg
 use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
 use cairn_llm::Providers;
-use cairn_mcp::{McpClients, ServerSpec, Supervision};
+use cairn_mcp::{McpClients, Places, ServerSpec, Supervision};
 use cairn_store::Store;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -36,9 +36,13 @@ pub async fn mcp_clients(
 ) -> anyhow::Result<Arc<McpClients>> {
     let specs = mcp_specs(config)?;
     install_sandbox(&parse_tools(config)?);
-    let workspace = config.workspace.clone();
+    // Each stdio server runs from a folder of its own in the home, never the workspace.
+    let places = Places {
+        workspace: config.workspace.clone(),
+        servers: config.home().join("mcp"),
+    };
     Ok(Arc::new(
-        McpClients::new(specs, workspace, store.cloned(), Supervision::default()).await,
+        McpClients::new(specs, places, store.cloned(), Supervision::default()).await,
     ))
 }
 

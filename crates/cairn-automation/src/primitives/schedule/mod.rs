@@ -23,6 +23,12 @@
 //! agent acts on with the whole conversation and its tools, and to another
 //! channel it is one model call whose reply is sent.
 //!
+//! **Recurring work needs a person.** `schedule_cron`, and `remember` with a
+//! repeating `when`, set up work that runs on the person's behalf again and
+//! again: a write they approve, refused where nobody can (`/v1`, `/webhook`,
+//! routine runs, jobs: `Tool::needs_person`), as routine changes are. A
+//! one-shot job is not (a `tool_call` one still asks as a dangerous call).
+//!
 //! **Cancelling** changes what the person set up: `schedule_cancel` is a
 //! write they approve, refused where nobody can (`Tool::needs_person`).
 
@@ -544,11 +550,16 @@ impl Tool for CronTool {
             json!({"max_runs": {"type": "integer", "minimum": 0}}),
         )
     }
+    /// Recurring work on the person's behalf: a write they approve, and only
+    /// where they can.
     fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+        RiskLevel::Write
     }
     fn call_risk(&self, args: &Value) -> RiskLevel {
-        tool_risk(args)
+        tool_risk(args).max(RiskLevel::Write)
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
     }
     fn reusable(&self) -> bool {
         false
@@ -615,6 +626,21 @@ impl Tool for RememberTool {
     fn risk(&self) -> RiskLevel {
         RiskLevel::ReadOnly
     }
+    /// A one-shot reminder is read-only; a recurring one is recurring work
+    /// on the person's behalf, like `schedule_cron`.
+    fn call_risk(&self, args: &Value) -> RiskLevel {
+        if self.needs_person(args) {
+            RiskLevel::Write
+        } else {
+            RiskLevel::ReadOnly
+        }
+    }
+    fn needs_person(&self, args: &Value) -> bool {
+        args.get("when")
+            .and_then(Value::as_str)
+            .and_then(|when| self.0.parse_when(when.trim()).ok())
+            .is_some_and(|schedule| schedule.kind() != ScheduleKind::Once)
+    }
     fn reusable(&self) -> bool {
         false
     }
@@ -657,31 +683,4 @@ impl Tool for RememberTool {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn labels_are_one_short_line() {
-        assert_eq!(short("check the deploy\nand more"), "check the deploy");
-        let long = "x".repeat(200);
-        assert_eq!(short(&long).chars().count(), LABEL_CHARS);
-        assert!(short(&long).ends_with('…'));
-    }
-
-    #[test]
-    fn action_types_are_checked_against_what_the_tool_allows() {
-        let only = [ActionType::Notification, ActionType::LlmPrompt];
-        assert_eq!(
-            ActionType::parse(&json!({}), "action", &only).unwrap(),
-            ActionType::Notification
-        );
-        let err = ActionType::parse(&json!({"action": "tool_call"}), "action", &only).unwrap_err();
-        assert!(
-            err.to_string().contains("notification, llm_prompt"),
-            "{err}"
-        );
-        let err = ActionType::parse(&json!({"action": "email"}), "action", &only).unwrap_err();
-        assert!(err.to_string().contains("\"email\""), "{err}");
-    }
-}
+mod tests;

@@ -14,10 +14,10 @@
 //!
 //! A tool the policy would ask about, or denies, cannot be watched: a
 //! watcher runs unattended. The policy is asked without asking the person
-//! ([`ToolRunner::check`]), here and again at every check. Stopping,
-//! pausing or resuming one is a write the person approves, refused where
-//! nobody can (`Tool::needs_person`); starting one is not a change to
-//! anything set up before.
+//! ([`ToolRunner::check`]), here and again at every check. Starting,
+//! stopping, pausing or resuming one is a write the person approves,
+//! refused where nobody can (`Tool::needs_person`): a watcher is recurring
+//! work on their behalf.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -47,9 +47,13 @@ impl Tool for StartTool {
             "required": ["name"]
         })
     }
-    /// Read-only for the gate: the watched tool is judged by the policy itself.
+    /// Recurring work on the person's behalf: a write they approve, and only
+    /// where they can (the watched tool is judged by the policy too).
     fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+        RiskLevel::Write
+    }
+    fn needs_person(&self, _: &Value) -> bool {
+        true
     }
     fn reusable(&self) -> bool {
         false
