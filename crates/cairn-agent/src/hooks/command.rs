@@ -261,8 +261,23 @@ impl UserHooks {
         // The files the command names must be readable inside; each gets a
         // rule of its own, as its directory may hold cairn's home.
         let (text, workspace) = (hook.command.clone(), self.workspace.clone());
-        match tokio::task::spawn_blocking(move || named::files(&text, &workspace)).await {
-            Ok(files) => settings.read_paths.extend(files),
+        let named = tokio::task::spawn_blocking(move || {
+            (
+                named::in_workspace(&text, &workspace),
+                named::files(&text, &workspace),
+            )
+        })
+        .await;
+        match named {
+            // The agent can write the workspace: what it planted never runs.
+            Ok((Some(planted), _)) => {
+                return HookExit::NotStarted(format!(
+                    "its command names {}, in the workspace, which the agent can write; \
+                     keep hook scripts outside the workspace",
+                    planted.display()
+                ));
+            }
+            Ok((None, files)) => settings.read_paths.extend(files),
             Err(e) => return HookExit::NotStarted(format!("cannot read its command line: {e}")),
         }
         let mut command = tokio::process::Command::new("/bin/sh");

@@ -56,6 +56,34 @@ pub(super) fn files(command: &str, workspace: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A file in `workspace` that `command` would run or read as code: a word
+/// that is an absolute path below it, a relative word that names a file
+/// there (the hook's shell starts in the workspace), or an interpreter of
+/// those. The agent can write the workspace, so the daemon runs none of it.
+pub(super) fn in_workspace(command: &str, workspace: &Path) -> Option<PathBuf> {
+    let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let inside = |file: &Path| {
+        let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        real.starts_with(&root) || file.starts_with(workspace)
+    };
+    for word in words(command) {
+        for candidate in [Some(word), word.split_once('=').map(|(_, v)| v)]
+            .into_iter()
+            .flatten()
+        {
+            let file = if candidate.starts_with('/') {
+                PathBuf::from(candidate)
+            } else {
+                workspace.join(candidate)
+            };
+            if std::fs::symlink_metadata(&file).is_ok() && inside(&file) {
+                return Some(file);
+            }
+        }
+    }
+    files(command, workspace).into_iter().find(|f| inside(f))
+}
+
 /// The command's words, stripped of quotes and of the shell's punctuation
 /// around them (`;`, `&&`, `|`, redirections, parentheses).
 fn words(command: &str) -> impl Iterator<Item = &str> {
@@ -136,5 +164,42 @@ mod tests {
         // A bare first word is found on PATH.
         let found = files("sh -c true", Path::new("/nonexistent-workspace"));
         assert!(found.iter().any(|f| f.ends_with("sh")), "{found:?}");
+    }
+
+    #[test]
+    fn a_file_in_the_workspace_is_found_however_it_is_named() {
+        let workspace = tempfile::tempdir().unwrap();
+        let script = workspace.path().join("check.sh");
+        std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+        let ws = workspace.path();
+        for command in [
+            format!("{}", script.display()),
+            "./check.sh".to_string(),
+            "sh check.sh".to_string(),
+            "bash -c 'x' --file=check.sh".to_string(),
+        ] {
+            assert_eq!(
+                in_workspace(&command, ws),
+                Some(ws.join(command_file(&command))),
+                "{command}"
+            );
+        }
+        // Outside it, or naming nothing there: allowed.
+        assert_eq!(in_workspace("/bin/sh -c 'exit 0'", ws), None);
+        assert_eq!(in_workspace("echo hello", ws), None);
+    }
+
+    /// The workspace file each case above names, as `in_workspace` joins it.
+    fn command_file(command: &str) -> PathBuf {
+        if command.starts_with('/') {
+            PathBuf::from(command.split_whitespace().next().unwrap())
+                .file_name()
+                .map(PathBuf::from)
+                .unwrap()
+        } else if command.starts_with("./") {
+            PathBuf::from("./check.sh")
+        } else {
+            PathBuf::from("check.sh")
+        }
     }
 }
