@@ -14,6 +14,7 @@ pub mod reference;
 pub mod registry;
 pub mod reloadable;
 mod resolve;
+mod setting_kind;
 mod typed;
 
 use std::fmt;
