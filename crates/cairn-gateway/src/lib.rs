@@ -23,6 +23,7 @@ pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod own_host;
 pub mod pairing;
 pub mod revocation;
 pub mod routes;

@@ -1,5 +1,7 @@
 //! Issue 42 through a real gateway on 127.0.0.1 and the fake LLM: at most
-//! `gateway.max_images` images a message or request.
+//! `gateway.max_images` images a message or request, the dashboard and
+//! pairing only for the gateway's own host names (DNS rebinding gets 421
+//! and counts toward nothing).
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
@@ -150,5 +152,102 @@ async fn the_limit_is_the_setting_and_a_websocket_message_over_it_is_refused() {
     assert_eq!(done["response"], "Two pixels.");
     assert_eq!(images_sent(&gw), 2);
     drop(socket);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_misdirected_and_counts_toward_nothing() {
+    let settings = cairn_core::config::GatewayConfig {
+        allowed_hosts: vec!["cairn.example.org".into()],
+        ..support::settings()
+    };
+    let gw = TestGateway::start_with(settings, |g| g).await;
+    let port = gw.base.rsplit(':').next().unwrap().to_string();
+    let evil = format!("evil-rebind.test:{port}");
+    let evil_origin = format!("http://{evil}");
+    let before = gw.store.pairing_state().await.unwrap().wrong_codes;
+    // More than both the 10 wrong codes that lock pairing and the 10
+    // attempts a minute one client may make.
+    for _ in 0..12 {
+        let signed = gw
+            .http
+            .post(gw.url("/ui/session"))
+            .header("Host", &evil)
+            .header("Origin", &evil_origin)
+            .json(&json!({"code": "ABCDE-FGHJK"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(signed.status(), 421);
+        let body: Value = signed.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "misdirected_request", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("gateway.allowed_hosts"),
+            "{body}"
+        );
+        let paired = gw
+            .http
+            .post(gw.url("/pair"))
+            .header("Host", &evil)
+            .header("X-Pairing-Code", "ABCDE-FGHJK")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(paired.status(), 421);
+    }
+    for path in ["/", "/ui/assets/js/app.js", "/ui/session"] {
+        let page = gw
+            .http
+            .get(gw.url(path))
+            .header("Host", &evil)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 421, "{path}");
+    }
+    assert_eq!(gw.store.pairing_state().await.unwrap().wrong_codes, before);
+
+    // The right code from the gateway's own host still signs in.
+    let code = gw.pairing_code().await;
+    let signed = gw
+        .http
+        .post(gw.url("/ui/session"))
+        .header("Origin", &gw.base)
+        .json(&json!({"code": code}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status(), 200);
+    // So do the other names: `localhost`, `[::1]` (by name only: the
+    // socket is IPv4) and the listed one, each with its own origin.
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        format!("cairn.example.org:{port}"),
+        "cairn.example.org".to_string(),
+    ] {
+        let code = gw.pairing_code().await;
+        let signed = gw
+            .http
+            .post(gw.url("/ui/session"))
+            .header("Host", &host)
+            .header("Origin", format!("http://{host}"))
+            .json(&json!({"code": code}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(signed.status(), 200, "{host}");
+    }
+    // The bearer-token API is not the dashboard's: any Host reaches it.
+    let status = gw
+        .get("/api/status")
+        .header("Host", &evil)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status(), 200);
     gw.stop().await;
 }
