@@ -30,6 +30,7 @@ pub mod routes;
 pub mod server;
 pub mod state;
 pub mod status;
+pub mod webhook_signature;
 
 pub use error::ApiError;
 pub use server::{BindError, bind, router, serve};

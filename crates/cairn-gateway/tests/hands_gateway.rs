@@ -1,14 +1,18 @@
 //! Issue 42 through a real gateway on 127.0.0.1 and the fake LLM: at most
 //! `gateway.max_images` images a message or request, the dashboard and
 //! pairing only for the gateway's own host names (DNS rebinding gets 421
-//! and counts toward nothing).
+//! and counts toward nothing), and `/webhook` signatures with
+//! `gateway.webhook_secret`.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
 
+use cairn_core::clock::{Clock, SystemClock};
 use cairn_llm::testing::Scripted;
 use futures::{SinkExt, StreamExt};
+use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
+use sha2::Sha256;
 use support::TestGateway;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -249,5 +253,147 @@ async fn a_foreign_host_is_misdirected_and_counts_toward_nothing() {
         .await
         .unwrap();
     assert_eq!(status.status(), 200);
+    gw.stop().await;
+}
+
+/// `sha256=<hex HMAC-SHA256 of message under secret>`.
+fn sign(secret: &str, message: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(message);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
+}
+
+#[tokio::test]
+async fn with_a_webhook_secret_only_signed_messages_reach_the_agent() {
+    let settings = cairn_core::config::GatewayConfig {
+        webhook_secret: Some("s3cret".into()),
+        ..support::settings()
+    };
+    let gw = TestGateway::start_with(settings, |g| g).await;
+    let body = br#"{"message":"hello"}"#;
+    let send = |signature: Option<String>, timestamp: Option<String>| {
+        let mut request = gw
+            .post("/webhook")
+            .header("Content-Type", "application/json")
+            .body(body.to_vec());
+        if let Some(s) = signature {
+            request = request.header("X-Webhook-Signature", s);
+        }
+        if let Some(t) = timestamp {
+            request = request.header("X-Cairn-Timestamp", t);
+        }
+        request.send()
+    };
+    let refused = [
+        (None, "missing X-Webhook-Signature"),
+        (Some(sign("other", body)), "does not match"),
+        (
+            Some(sign("s3cret", b"{\"message\":\"bye\"}")),
+            "does not match",
+        ),
+        (Some("sha256=beef".into()), "malformed"),
+        (
+            Some(sign("s3cret", body).replacen("sha256=", "", 1)),
+            "malformed",
+        ),
+    ];
+    for (signature, why) in refused {
+        let response = send(signature.clone(), None).await.unwrap();
+        assert_eq!(response.status(), 403, "{signature:?}");
+        let answer: Value = response.json().await.unwrap();
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(why),
+            "{answer}"
+        );
+    }
+    assert!(gw.llm.requests().is_empty(), "nothing reached the agent");
+
+    gw.llm.push(Scripted::text("signed and answered"));
+    let response = send(Some(sign("s3cret", body)), None).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["response"], "signed and answered");
+
+    // The bearer token is still needed.
+    let unauthenticated = gw
+        .http
+        .post(gw.url("/webhook"))
+        .header("Content-Type", "application/json")
+        .header("X-Webhook-Signature", sign("s3cret", body))
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+
+    // The timestamped form: `<timestamp>.<body>` signed, accepted once, fresh only.
+    let now = SystemClock.now().timestamp();
+    let stamped = |ts: i64| {
+        let mut signed = format!("{ts}.").into_bytes();
+        signed.extend_from_slice(body);
+        sign("s3cret", &signed)
+    };
+    gw.llm.push(Scripted::text("stamped and answered"));
+    let response = send(Some(stamped(now)), Some(now.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let replayed = send(Some(stamped(now)), Some(now.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 403);
+    let stale = send(Some(stamped(now - 600)), Some((now - 600).to_string()))
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 403);
+    // A body signature does not stand for a timestamped one.
+    let mixed = send(Some(sign("s3cret", body)), Some((now + 1).to_string()))
+        .await
+        .unwrap();
+    assert_eq!(mixed.status(), 403);
+    assert_eq!(
+        gw.llm.requests().len(),
+        2,
+        "only the two signed messages ran"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_webhook_secret_a_signature_is_refused_not_taken_as_checked() {
+    let gw = TestGateway::start().await;
+    let response = gw
+        .post("/webhook")
+        .header("X-Webhook-Signature", "sha256=bogus")
+        .json(&json!({"message": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gateway.webhook_secret"),
+        "{answer}"
+    );
+    assert!(gw.llm.requests().is_empty());
+
+    // Unsigned, as before.
+    gw.llm.push(Scripted::text("unsigned answer"));
+    let response = gw
+        .post("/webhook")
+        .json(&json!({"message": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
     gw.stop().await;
 }
