@@ -276,12 +276,17 @@ pub fn redact_command(command: &str) -> String {
 pub fn redact_args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
     let mut hide_next = false;
     args.iter()
-        .map(|arg| {
+        .enumerate()
+        .map(|(i, arg)| {
             let arg = arg.as_ref();
             if std::mem::take(&mut hide_next) {
                 return HIDDEN_VALUE.to_string();
             }
-            hide_next = matches!(classify(arg, Mode::Command), Word::FlagBeforeValue);
+            hide_next = match classify(arg, Mode::Command) {
+                Word::FlagBeforeValue => true,
+                Word::Bearer => args.get(i + 1).is_some_and(|next| !is_prose(next.as_ref())),
+                _ => false,
+            };
             redact_command(arg)
         })
         .collect()
@@ -331,8 +336,10 @@ enum Mode {
 enum Word {
     /// An ordinary word.
     Plain,
-    /// A flag whose value is the next word (`--token`, `Bearer`).
+    /// A flag whose value is the next word (`--token`).
     FlagBeforeValue,
+    /// `Bearer`: the next word is a token, unless it is prose ("bearer token").
+    Bearer,
     /// A flag or assignment with its value after `=`, at this offset.
     ValueAfter(usize),
 }
@@ -342,7 +349,7 @@ fn classify(word: &str, mode: Mode) -> Word {
     let lead = word.len() - word.trim_start_matches(['"', '\'']).len();
     let bare = &word[lead..];
     if bare.eq_ignore_ascii_case("bearer") {
-        return Word::FlagBeforeValue;
+        return Word::Bearer;
     }
     let name_end = bare.find('=');
     let name = &bare[..name_end.unwrap_or(bare.len())];
@@ -369,6 +376,7 @@ fn classify(word: &str, mode: Mode) -> Word {
 fn redact_words(text: &str, mode: Mode) -> String {
     let mut out = String::with_capacity(text.len());
     let mut hide_next = false;
+    let mut after_bearer = false;
     // Inside a hidden quoted value: the quote that ends it.
     let mut open_quote: Option<char> = None;
     for piece in text.split_inclusive(char::is_whitespace) {
@@ -385,6 +393,9 @@ fn redact_words(text: &str, mode: Mode) -> String {
             out.push_str(gap);
             continue;
         }
+        if std::mem::take(&mut after_bearer) && !is_prose(word) {
+            hide_next = true;
+        }
         if std::mem::take(&mut hide_next) {
             open_quote = hidden_value(word, &mut out);
             if open_quote.is_none() {
@@ -398,6 +409,10 @@ fn redact_words(text: &str, mode: Mode) -> String {
                 out.push_str(word);
                 hide_next = true;
             }
+            Word::Bearer => {
+                out.push_str(word);
+                after_bearer = true;
+            }
             Word::ValueAfter(at) => {
                 out.push_str(&word[..at]);
                 open_quote = hidden_value(&word[at..], &mut out);
@@ -408,6 +423,14 @@ fn redact_words(text: &str, mode: Mode) -> String {
         }
     }
     out
+}
+
+/// Whether a word after `Bearer` reads as prose rather than a token: a
+/// short lowercase word ("bearer token.") or a placeholder (`<token>`).
+fn is_prose(word: &str) -> bool {
+    let bare = word.trim_end_matches([',', '.', ';', ':', ')']);
+    bare.starts_with('<')
+        || (!bare.is_empty() && bare.len() <= 12 && bare.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// Writes the stand-in for `value`; when it opens a quote it does not

@@ -224,6 +224,12 @@ fn values_after_secret_flags_and_bearer_are_hidden() {
             "Authorization: Bearer S3CR",
             "Authorization: Bearer ********",
         ),
+        // Prose about tokens is not a token.
+        (
+            "missing bearer token: send Authorization: Bearer <token>",
+            "missing bearer token: send Authorization: Bearer <token>",
+        ),
+        ("Bearer sk-S3CR.", "Bearer ********"),
         // Prose keeps what only a command line would mean.
         ("mkdir -p dir; the token=abc", "mkdir -p dir; the token=abc"),
         ("--name laptop", "--name laptop"),
