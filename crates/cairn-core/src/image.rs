@@ -16,6 +16,20 @@ use serde::{Deserialize, Serialize};
 /// OpenAI's limit is higher, so this one bound serves both.
 pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
 
+/// Images one message or request may carry when `gateway.max_images` is not set.
+pub const DEFAULT_MAX_IMAGES: usize = 16;
+
+/// The refusal of `count` images where at most `max` are accepted, naming
+/// the setting; `None` when they are few enough. Every entry (WebSocket
+/// chat, `/v1`, Telegram, the chat service) refuses with this text.
+pub fn too_many_images(count: usize, max: usize) -> Option<String> {
+    (count > max).then(|| {
+        format!(
+            "{count} images: at most {max} are accepted in one message or request (gateway.max_images)"
+        )
+    })
+}
+
 /// Tokens one image counts for in context estimates: about what a
 /// 1,092 × 1,092 image costs on Anthropic (w × h / 750), the most either
 /// provider charges for an image at default detail.

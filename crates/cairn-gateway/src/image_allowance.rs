@@ -1,10 +1,11 @@
-//! Images on top of the body limit. A `/v1/chat/completions` request or a
+//! Images on top of the body limit, and their number. A `/v1/chat/completions` request or a
 //! WebSocket chat message may carry images as `data:` URLs, far larger than
 //! any text: such a body may be longer than `gateway.body_limit_bytes` by up
 //! to `gateway.image_limit_bytes`, as long as what is left once its image
 //! `data:` URLs are set aside still fits the body limit. Text stays bounded
 //! as before (and with it what reaches the model); only what is read grows,
-//! by the images' allowance.
+//! by the images' allowance. However small, at most `gateway.max_images`
+//! images go to the model in one request.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -49,20 +50,31 @@ fn data_urls<'a>(urls: impl Iterator<Item = &'a Value>) -> usize {
         .sum()
 }
 
-/// Bytes of the image `data:` URLs of a chat completion request: its
-/// messages' `image_url` parts (`{"url": …}` or a bare string).
-pub fn in_completion(body: &Value) -> usize {
-    let parts = body["messages"]
+/// The `image_url` parts of a chat completion request's messages.
+fn image_parts(body: &Value) -> impl Iterator<Item = &Value> {
+    body["messages"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|m| m["content"].as_array())
         .flatten()
-        .filter(|part| part["type"] == "image_url");
-    data_urls(parts.map(|part| match &part["image_url"] {
+        .filter(|part| part["type"] == "image_url")
+}
+
+/// Bytes of the image `data:` URLs of a chat completion request: its
+/// messages' `image_url` parts (`{"url": …}` or a bare string).
+pub fn in_completion(body: &Value) -> usize {
+    data_urls(image_parts(body).map(|part| match &part["image_url"] {
         Value::Object(object) => object.get("url").unwrap_or(&Value::Null),
         other => other,
     }))
+}
+
+/// The refusal of a chat completion request with more images (of any
+/// kind, over all its messages: they all go to the model together) than
+/// `gateway.max_images`.
+pub fn too_many_in_completion(settings: &GatewayConfig, body: &Value) -> Option<String> {
+    cairn_core::image::too_many_images(image_parts(body).count(), settings.max_images)
 }
 
 /// Bytes of the image `data:` URLs of a WebSocket message frame (`images`).
@@ -109,6 +121,10 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonWithImages<T> {
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
         check(settings, "request body", bytes.len(), in_completion(&value)).map_err(too_large)?;
+        // Counted before any image is decoded, fetched or stored.
+        if let Some(refusal) = too_many_in_completion(settings, &value) {
+            return Err(ApiError::bad_request(refusal));
+        }
         serde_json::from_value(value)
             .map(JsonWithImages)
             .map_err(|e| ApiError::unprocessable(format!("the body is not a valid request: {e}")))

@@ -23,12 +23,14 @@ pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod own_host;
 pub mod pairing;
 pub mod revocation;
 pub mod routes;
 pub mod server;
 pub mod state;
 pub mod status;
+pub mod webhook_signature;
 
 pub use error::ApiError;
 pub use server::{BindError, bind, router, serve};

@@ -83,7 +83,9 @@ pub async fn bind(settings: &GatewayConfig) -> Result<TcpListener, BindError> {
 
 /// The gateway's routes over `state`, with the body limit, the request time
 /// limit (not on streams or agent turns), JSON answers for unknown
-/// routes (OpenAI's shape under `/v1`), CORS and request ids; `/api/openapi.json` describes them all.
+/// routes (OpenAI's shape under `/v1`), the dashboard and pairing only for
+/// this gateway's own host names ([`crate::own_host`]), CORS and request
+/// ids; `/api/openapi.json` describes them all.
 pub fn router(state: AppState) -> Router {
     crate::metrics::install();
     // The routers' own description is dropped here: the served document is
@@ -108,6 +110,11 @@ pub fn router(state: AppState) -> Router {
                 "this endpoint does not take that method",
             )
         })
+        // Before any handler: a foreign Host counts toward nothing.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::own_host::guard,
+        ))
         .layer(middleware::from_fn(routes::openai::openai_errors))
         .layer(middleware::from_fn(crate::metrics::track))
         .layer(DefaultBodyLimit::max(state.settings().body_limit))

@@ -110,6 +110,10 @@ impl Components {
                 .entry(name.to_string())
                 .or_insert_with(|| ComponentHealth::new(ComponentState::Starting, now));
             change(health);
+            // Errors may quote URLs or command lines with their credentials.
+            if let Some(error) = &mut health.last_error {
+                *error = cairn_core::config::redact_text(error);
+            }
         }
         self.changed.notify_waiters();
     }

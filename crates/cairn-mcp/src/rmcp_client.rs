@@ -148,13 +148,13 @@ pub async fn connect_http(
     let service = handler
         .serve(transport)
         .await
-        .map_err(|e| RemoteError::Connect(tidy(&e.to_string(), url)))?;
+        .map_err(|e| RemoteError::Connect(tidy(&e.to_string())))?;
     Ok(RmcpConnection::watch(service, None))
 }
 
 /// An SDK error as people read it: without the transport's type names, and
 /// with the endpoint's credentials (user info, query) hidden.
-fn tidy(message: &str, url: &str) -> String {
+fn tidy(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(start) = rest.find(" [rmcp::") {
@@ -178,7 +178,8 @@ fn tidy(message: &str, url: &str) -> String {
         rest = &rest[end..];
     }
     out.push_str(rest);
-    out.replace(url, &cairn_core::config::redact_url(url))
+    // Every URL in it: the transport writes the endpoint its own way (without user info).
+    cairn_core::config::redact_text(&out)
 }
 
 /// The HTTP client for MCP servers: rustls over ring with the webpki roots
@@ -452,11 +453,12 @@ mod tests {
 
     #[test]
     fn sdk_errors_lose_type_names_and_credentials() {
-        let url = "https://u:pw@example.org/mcp?token=abc";
+        // reqwest writes the URL without its user info: found all the same.
+        let url = "https://example.org/mcp?token=abc";
         let raw = format!(
             "Send message error Transport [rmcp::transport::worker::WorkerTransport<rmcp::X<reqwest::Client>>] error: Client error: error sending request for url ({url})"
         );
-        let shown = tidy(&raw, url);
+        let shown = tidy(&raw);
         assert!(
             !shown.contains("rmcp::") && !shown.contains("pw") && !shown.contains("abc"),
             "{shown}"

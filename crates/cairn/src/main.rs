@@ -5,6 +5,7 @@ mod commands;
 mod daemon;
 mod exit;
 mod home;
+mod log_writer;
 mod routing;
 mod settings;
 mod wiring;
@@ -44,14 +45,14 @@ fn quiet_on_a_closed_stdout() {
     }));
 }
 
-/// Logs go to stderr, filtered by `CAIRN_LOG` (e.g. `info`, `cairn_store=debug`);
+/// Logs go to stderr, redacted ([`log_writer`]), filtered by `CAIRN_LOG` (e.g. `info`, `cairn_store=debug`);
 /// `default` when it is unset. `--log-format json` writes one JSON object a line.
 fn init_logging(default: &str, format: cli::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(log_writer::RedactedStderr::default);
     match format {
         cli::LogFormat::Human => builder.init(),
         cli::LogFormat::Json => builder.json().init(),

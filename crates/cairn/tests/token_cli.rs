@@ -60,7 +60,8 @@ fn pair(addr: &str, code: &str) -> (u16, String) {
     http(
         addr,
         &format!(
-            "POST /pair HTTP/1.1\r\nHost: x\r\nX-Pairing-Code: {code}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            // The gateway's own address: pairing answers no other host name.
+            "POST /pair HTTP/1.1\r\nHost: {addr}\r\nX-Pairing-Code: {code}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         ),
     )
 }

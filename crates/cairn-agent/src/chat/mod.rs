@@ -165,6 +165,7 @@ pub struct ChatService {
     memory: Option<Arc<crate::memory::MemoryService>>,
     router: Option<Live<crate::routing::ModelRouter>>,
     net: Option<Arc<crate::tools::net::NetClient>>,
+    max_images: usize,
     running: Arc<Mutex<HashMap<SessionKey, Running>>>,
 }
 
@@ -188,6 +189,7 @@ impl ChatService {
             memory: None,
             router: None,
             net: None,
+            max_images: cairn_core::image::DEFAULT_MAX_IMAGES,
             running: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -233,6 +235,19 @@ impl ChatService {
     pub fn with_router(mut self, router: Live<crate::routing::ModelRouter>) -> Self {
         self.router = Some(router);
         self
+    }
+
+    /// Accepts at most `max` images in one message (`gateway.max_images`).
+    #[must_use]
+    pub fn with_max_images(mut self, max: usize) -> Self {
+        self.max_images = max;
+        self
+    }
+
+    /// The most images one message may carry; channels check before
+    /// downloading or decoding any.
+    pub fn max_images(&self) -> usize {
+        self.max_images
     }
 
     /// Lets [`ChatService::image_from_url`] fetch http(s) image URLs under
@@ -340,6 +355,11 @@ impl ChatService {
             user_id: inbound.user_id.clone(),
             channel: inbound.channel.clone(),
         };
+        if let Some(refusal) =
+            cairn_core::image::too_many_images(inbound.images.len(), self.max_images)
+        {
+            return Reply::error(refusal);
+        }
         if !inbound.images.is_empty() && !self.agent.provider().vision() {
             return Reply::error(cairn_llm::vision_refusal(self.agent.model()));
         }

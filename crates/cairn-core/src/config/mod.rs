@@ -14,12 +14,13 @@ pub mod reference;
 pub mod registry;
 pub mod reloadable;
 mod resolve;
+mod setting_kind;
 mod typed;
 
 use std::fmt;
 
 pub use file::{FileSettings, FileValue, Section, line_col};
-pub use redact::{redact_json, redact_url};
+pub use redact::{redact_args, redact_command, redact_json, redact_text, redact_url};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
     AgentConfig, Config, CostConfig, DaemonConfig, GatewayConfig, HeartbeatConfig, LlmConfig,

@@ -1,5 +1,19 @@
-//! Hiding secrets in values that are shown to people: passwords in URLs and
-//! secret-looking fields of free-form tables.
+//! Hiding secrets in what leaves the process: `cairn config show`, `cairn
+//! doctor`, the daemon's log, the dashboard. The one place that decides
+//! what a secret looks like:
+//!
+//! - a URL ([`redact_url`]): its user info and every query value (a
+//!   database URL keeps its user name and connection options such as
+//!   `sslmode`), a fragment, a Telegram bot token in the path;
+//! - free text ([`redact_text`]): every URL in it, the value after a
+//!   secret-looking long flag (`--token X`, `--api-key=X`) and after `Bearer`;
+//! - a command line ([`redact_command`], [`redact_args`]): the same, plus
+//!   short flags that take passwords (`-p`, `-u`, `-a`, `-H`) and
+//!   `NAME=value` with a secret-looking name;
+//! - a free-form table ([`redact_json`]): secret-looking fields whole, every
+//!   value of `headers` and `env`, `args` and `command` as command lines.
+//!
+//! When in doubt each hides too much (a port after `-p`), never too little.
 
 use super::Value;
 use super::registry;
@@ -7,22 +21,65 @@ use super::registry;
 /// What replaces a hidden password or query value.
 const HIDDEN: &str = "****";
 
-/// What replaces a hidden setting or table field, whole.
+/// What replaces a hidden setting, table field or argument, whole.
 const HIDDEN_VALUE: &str = "********";
 
-/// A query parameter whose name (lowercased, percent-decoded) contains one of
-/// these holds a secret: `password`, `sslpassword`, `pass`, `pwd`, `token`,
-/// `access_token`, `secret`, `key`, `api_key`, `apikey`, …
-const SECRET_PARAM_WORDS: [&str; 5] = ["pass", "pwd", "token", "secret", "key"];
+/// URL schemes of databases: their user is a role name, worth showing, and
+/// their query holds connection options ([`SHOWN_DATABASE_PARAMS`]).
+const DATABASE_SCHEMES: [&str; 9] = [
+    "postgres",
+    "postgresql",
+    "mysql",
+    "mariadb",
+    "sqlite",
+    "redis",
+    "rediss",
+    "mongodb",
+    "mongodb+srv",
+];
 
-/// Hides the secrets of a URL: the password of `scheme://user:password@host`
-/// and the values of secret-looking query parameters (`?password=…`).
+/// Query parameters of a database URL shown as written; every other query
+/// value of every URL is hidden.
+const SHOWN_DATABASE_PARAMS: [&str; 8] = [
+    "sslmode",
+    "mode",
+    "cache",
+    "host",
+    "port",
+    "application_name",
+    "connect_timeout",
+    "target_session_attrs",
+];
+
+/// A flag, field or variable whose name (lowercased) contains one of these
+/// holds a secret: `password`, `passphrase`, `pwd`, `token`, `api-key`,
+/// `apikey`, `secret`, `authorization`, `credentials`, …
+const SECRET_WORDS: [&str; 8] = [
+    "pass",
+    "pwd",
+    "token",
+    "secret",
+    "key",
+    "auth",
+    "credential",
+    "cookie",
+];
+
+/// Short flags of command lines whose value is often a password or a
+/// credential header (`mysql -p`, `curl -u user:pw`, `redis-cli -a`, `curl -H`).
+const SECRET_SHORT_FLAGS: [&str; 4] = ["-p", "-u", "-a", "-H"];
+
+/// Hides the secrets of a URL: its user info (`https://****@host`; a
+/// database URL keeps its user, `postgres://cairn:****@db`), every query
+/// value (a database URL's connection options excepted: `?sslmode=require`),
+/// a fragment, and a Telegram bot token in the path (`/bot****/`).
 ///
 /// People type passwords raw, with `/`, `@`, `:`, `?` or `#` in them, so the
-/// userinfo ends at the last `@` followed by something shaped like a host.
+/// user info ends at the last `@` followed by something shaped like a host.
 /// When in doubt this hides too much (an `@` in a query value may swallow the
 /// host), never too little.
 pub fn redact_url(url: &str) -> String {
+    let database = scheme_of(url).is_some_and(|s| DATABASE_SCHEMES.contains(&s.as_str()));
     let (prefix, mut rest) = match url.find("://") {
         Some(i) => url.split_at(i + 3),
         // `sqlite:cairn.db?key=…` has no authority but may have a query.
@@ -31,29 +88,67 @@ pub fn redact_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     out.push_str(prefix);
     if !prefix.is_empty()
-        && let Some((user, host_start)) = userinfo_with_password(rest)
+        && let Some(info) = userinfo(rest)
     {
-        out.push_str(user);
-        out.push(':');
-        out.push_str(HIDDEN);
-        out.push('@');
-        rest = &rest[host_start..];
-    }
-    match rest.split_once('?') {
-        Some((before, query)) => {
-            out.push_str(before);
-            out.push('?');
-            out.push_str(&redact_query(query));
+        match (database, info.password) {
+            (true, false) => out.push_str(info.user),
+            (true, true) => {
+                out.push_str(info.user);
+                out.push(':');
+                out.push_str(HIDDEN);
+            }
+            (false, _) => out.push_str(HIDDEN),
         }
-        None => out.push_str(rest),
+        out.push('@');
+        rest = &rest[info.host_start..];
+    }
+    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    out.push_str(&redact_path(&rest[..path_end], !prefix.is_empty()));
+    let tail = &rest[path_end..];
+    if let Some(query) = tail.strip_prefix('?') {
+        out.push('?');
+        out.push_str(&redact_query(query, database));
+    } else if let Some(fragment) = tail.strip_prefix('#') {
+        out.push('#');
+        if !fragment.is_empty() {
+            out.push_str(HIDDEN);
+        }
     }
     out
 }
 
-/// When `rest` (what follows `://`) starts with `user:password@`, the user and
-/// the offset where the host starts.
-fn userinfo_with_password(rest: &str) -> Option<(&str, usize)> {
+/// The scheme of `url` (`https`, `sqlite`), lowercased, if it starts with one.
+fn scheme_of(url: &str) -> Option<String> {
+    let (scheme, _) = url.split_once(':')?;
+    let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+    valid.then(|| scheme.to_ascii_lowercase())
+}
+
+/// The user info that starts what follows `://`.
+struct UserInfo<'a> {
+    /// The user (empty in `:password@`).
+    user: &'a str,
+    /// Whether a password followed the user.
+    password: bool,
+    /// The offset where the host starts.
+    host_start: usize,
+}
+
+/// When `rest` (what follows `://`) starts with `user@` or
+/// `user:password@`: the user, whether a password came, where the host starts.
+fn userinfo(rest: &str) -> Option<UserInfo<'_>> {
     let user_end = rest.find([':', '@', '/', '?', '#'])?;
+    let user = &rest[..user_end];
+    if rest[user_end..].starts_with('@') {
+        return is_host(&rest[user_end + 1..]).then_some(UserInfo {
+            user,
+            password: false,
+            host_start: user_end + 1,
+        });
+    }
     if !rest[user_end..].starts_with(':') {
         return None;
     }
@@ -61,7 +156,11 @@ fn userinfo_with_password(rest: &str) -> Option<(&str, usize)> {
         .map(|(at, _)| at)
         .take_while(|&at| at > user_end)
         .find(|&at| is_host(&rest[at + 1..]))
-        .map(|at| (&rest[..user_end], at + 1))
+        .map(|at| UserInfo {
+            user,
+            password: true,
+            host_start: at + 1,
+        })
 }
 
 /// Whether `rest` starts with a host (possibly empty, bracketed IPv6, with a
@@ -73,33 +172,64 @@ fn is_host(rest: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || ".-_%[]:".contains(c))
 }
 
-/// A query string (after `?`) with the values of secret parameters hidden.
-/// A value is everything up to the next `&name=`: a raw `#` or `&` in a
-/// password must not leak the rest of it.
-fn redact_query(query: &str) -> String {
+/// A host and path with a Telegram bot token (`bot<id>:<token>`) hidden
+/// from the path (not from the host, the first segment after `://`).
+fn redact_path(path: &str, has_host: bool) -> String {
+    path.split('/')
+        .enumerate()
+        .map(|(i, segment)| {
+            let bot_token = (i > 0 || !has_host)
+                && segment.strip_prefix("bot").is_some_and(|rest| {
+                    rest.split_once(':').is_some_and(|(id, _)| {
+                        !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
+                    })
+                });
+            if bot_token {
+                format!("bot{HIDDEN}")
+            } else {
+                segment.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A query string (after `?`) with its values hidden (but a database URL's
+/// connection options). A value is everything up to the next `&name=`: a
+/// raw `#` or `&` in a password must not leak the rest of it.
+fn redact_query(query: &str, database: bool) -> String {
     let mut parts: Vec<String> = Vec::new();
-    let mut in_secret = false;
+    let mut in_hidden = false;
     for part in query.split('&') {
         match part.split_once('=') {
-            Some((name, _)) if is_secret_param(name) => {
-                parts.push(format!("{name}={HIDDEN}"));
-                in_secret = true;
-            }
-            Some(_) => {
+            Some((_, "")) => {
                 parts.push(part.to_string());
-                in_secret = false;
+                in_hidden = false;
             }
-            None if in_secret => {}
+            Some((name, _))
+                if database
+                    && SHOWN_DATABASE_PARAMS
+                        .contains(&percent_decode(name).to_ascii_lowercase().as_str()) =>
+            {
+                parts.push(part.to_string());
+                in_hidden = false;
+            }
+            Some((name, _)) => {
+                parts.push(format!("{name}={HIDDEN}"));
+                in_hidden = true;
+            }
+            None if in_hidden => {}
             None => parts.push(part.to_string()),
         }
     }
     parts.join("&")
 }
 
-/// Whether a query parameter's name marks a secret, ignoring case and percent-encoding.
-fn is_secret_param(name: &str) -> bool {
+/// Whether a name (a flag without its dashes, a field, a variable) marks a
+/// secret, ignoring case and percent-encoding.
+fn is_secret_name(name: &str) -> bool {
     let decoded = percent_decode(name).to_ascii_lowercase();
-    SECRET_PARAM_WORDS.iter().any(|w| decoded.contains(w))
+    SECRET_WORDS.iter().any(|w| decoded.contains(w))
 }
 
 /// `%XX` sequences decoded; anything malformed is kept as it is.
@@ -127,14 +257,201 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A setting's value as it may be shown: secrets hidden whole, passwords and
-/// secret query parameters of URL settings (`database.url`, `llm.base_url`) hidden.
+/// Free text (a log line, an error message, a check's report) with the
+/// secrets of every URL in it hidden, and the value after a secret-looking
+/// long flag (`--token X`, `--password=X`) or `Bearer`.
+pub fn redact_text(text: &str) -> String {
+    redact_words(&redact_urls_in(text), Mode::Prose)
+}
+
+/// A command line (a hook's `command`) as [`redact_text`] shows it, and
+/// also the value after `-p`, `-u`, `-a` or `-H`, and `NAME=value` with a
+/// secret-looking name (`API_TOKEN=…`).
+pub fn redact_command(command: &str) -> String {
+    redact_words(&redact_urls_in(command), Mode::Command)
+}
+
+/// Arguments (an MCP server's `args`) as [`redact_command`] shows a command
+/// line: the argument after a secret flag is hidden whole, spaces and all.
+pub fn redact_args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
+    let mut hide_next = false;
+    args.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let arg = arg.as_ref();
+            if std::mem::take(&mut hide_next) {
+                return HIDDEN_VALUE.to_string();
+            }
+            hide_next = match classify(arg, Mode::Command) {
+                Word::FlagBeforeValue => true,
+                Word::Bearer => args.get(i + 1).is_some_and(|next| !is_prose(next.as_ref())),
+                _ => false,
+            };
+            redact_command(arg)
+        })
+        .collect()
+}
+
+/// Every `scheme://…` in `text` through [`redact_url`]. A URL runs to the
+/// next space, control character (a terminal colour), quote, angle bracket
+/// or backslash (a JSON log line escapes its quotes), less the prose
+/// punctuation that ends it.
+fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    let mut from = 0;
+    while let Some(found) = text[from..].find("://") {
+        let at = from + found;
+        let start = text[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+.-".contains(c)))
+            .map_or(0, |i| i + 1);
+        let end = text[at + 3..]
+            .find(|c: char| c.is_whitespace() || c.is_control() || "\"'<>\\`".contains(c))
+            .map_or(text.len(), |i| at + 3 + i);
+        // Prose punctuation after it (`(url), …`) is not the URL's; at worst
+        // a value's own trailing punctuation shows.
+        let end = start
+            + text[start..end]
+                .trim_end_matches([',', ';', '.', ')'])
+                .len();
+        if start < at {
+            out.push_str(&text[done..start]);
+            out.push_str(&redact_url(&text[start..end]));
+            done = end;
+        }
+        from = end.max(at + 3);
+    }
+    out.push_str(&text[done..]);
+    out
+}
+
+/// Where the words are from: prose (a log line) or a command line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Prose,
+    Command,
+}
+
+/// What a word says about itself and the next one.
+enum Word {
+    /// An ordinary word.
+    Plain,
+    /// A flag whose value is the next word (`--token`).
+    FlagBeforeValue,
+    /// `Bearer`: the next word is a token, unless it is prose ("bearer token").
+    Bearer,
+    /// A flag or assignment with its value after `=`, at this offset.
+    ValueAfter(usize),
+}
+
+/// Classifies `word` (surrounding quotes ignored).
+fn classify(word: &str, mode: Mode) -> Word {
+    let lead = word.len() - word.trim_start_matches(['"', '\'']).len();
+    let bare = &word[lead..];
+    if bare.eq_ignore_ascii_case("bearer") {
+        return Word::Bearer;
+    }
+    let name_end = bare.find('=');
+    let name = &bare[..name_end.unwrap_or(bare.len())];
+    let flag = name.starts_with("--")
+        || (mode == Mode::Command && name.starts_with('-') && name.len() > 2);
+    let assignment = mode == Mode::Command
+        && name_end.is_some()
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    match name_end {
+        Some(eq) if (flag || assignment) && is_secret_name(name.trim_start_matches('-')) => {
+            Word::ValueAfter(lead + eq + 1)
+        }
+        None if flag && is_secret_name(name.trim_start_matches('-')) => Word::FlagBeforeValue,
+        None if mode == Mode::Command && SECRET_SHORT_FLAGS.contains(&name) => {
+            Word::FlagBeforeValue
+        }
+        _ => Word::Plain,
+    }
+}
+
+/// `text` with the values of secret flags and assignments hidden; a quoted
+/// value (`--token "a b"`) is hidden up to its closing quote.
+fn redact_words(text: &str, mode: Mode) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut hide_next = false;
+    let mut after_bearer = false;
+    // Inside a hidden quoted value: the quote that ends it.
+    let mut open_quote: Option<char> = None;
+    for piece in text.split_inclusive(char::is_whitespace) {
+        let word = piece.trim_end_matches(char::is_whitespace);
+        let gap = &piece[word.len()..];
+        if let Some(quote) = open_quote {
+            if word.ends_with(quote) {
+                open_quote = None;
+                out.push_str(gap);
+            }
+            continue;
+        }
+        if word.is_empty() {
+            out.push_str(gap);
+            continue;
+        }
+        if std::mem::take(&mut after_bearer) && !is_prose(word) {
+            hide_next = true;
+        }
+        if std::mem::take(&mut hide_next) {
+            open_quote = hidden_value(word, &mut out);
+            if open_quote.is_none() {
+                out.push_str(gap);
+            }
+            continue;
+        }
+        match classify(word, mode) {
+            Word::Plain => out.push_str(word),
+            Word::FlagBeforeValue => {
+                out.push_str(word);
+                hide_next = true;
+            }
+            Word::Bearer => {
+                out.push_str(word);
+                after_bearer = true;
+            }
+            Word::ValueAfter(at) => {
+                out.push_str(&word[..at]);
+                open_quote = hidden_value(&word[at..], &mut out);
+            }
+        }
+        if open_quote.is_none() {
+            out.push_str(gap);
+        }
+    }
+    out
+}
+
+/// Whether a word after `Bearer` reads as prose rather than a token: a
+/// short lowercase word ("bearer token.") or a placeholder (`<token>`).
+fn is_prose(word: &str) -> bool {
+    let bare = word.trim_end_matches([',', '.', ';', ':', ')']);
+    bare.starts_with('<')
+        || (!bare.is_empty() && bare.len() <= 12 && bare.bytes().all(|b| b.is_ascii_lowercase()))
+}
+
+/// Writes the stand-in for `value`; when it opens a quote it does not
+/// close, the quote that will.
+fn hidden_value(value: &str, out: &mut String) -> Option<char> {
+    out.push_str(HIDDEN_VALUE);
+    let quote = value.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let closed = value.len() > 1 && value.ends_with(quote);
+    (!closed).then_some(quote)
+}
+
+/// A setting's value as it may be shown: secrets hidden whole, URL settings
+/// (`database.url`, `llm.base_url`) as [`redact_url`] shows them.
 pub(crate) fn redact_value(key: &str, value: &Value) -> Value {
     if registry::find(key).is_some_and(|def| def.secret) {
         return Value::Text(HIDDEN_VALUE.to_string());
     }
     match value {
         Value::Text(text) if key.ends_with("url") => Value::Text(redact_url(text)),
+        Value::Text(text) => Value::Text(redact_text(text)),
+        Value::List(items) => Value::List(items.iter().map(|i| redact_text(i)).collect()),
         other => other.clone(),
     }
 }
@@ -143,7 +460,8 @@ pub(crate) fn redact_value(key: &str, value: &Value) -> Value {
 /// `*secret*`, `*token*`, `*password*`, an ntfy `topic`, which anyone who
 /// knows it can read and post to) and every value of a `headers` or `env`
 /// table (extra request headers and an MCP server's variables are mostly
-/// credentials) replaced by `********`.
+/// credentials) replaced by `********`; `args` and `command` shown as
+/// [`redact_args`] and [`redact_command`] do, other text as [`redact_text`].
 pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value as J;
     match value {
@@ -172,8 +490,11 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
                         ),
                         J::Object(_) | J::Null => redact_json(v),
                         _ if secret => J::String(HIDDEN_VALUE.into()),
-                        // Credentials inside other URLs (user:password@, ?token=).
-                        J::String(text) if text.contains("://") => J::String(redact_url(text)),
+                        J::Array(items) if lower == "args" && items.iter().all(J::is_string) => {
+                            let args: Vec<&str> = items.iter().filter_map(J::as_str).collect();
+                            J::Array(redact_args(&args).into_iter().map(J::String).collect())
+                        }
+                        J::String(text) if lower == "command" => J::String(redact_command(text)),
                         _ => redact_json(v),
                     };
                     (k.clone(), shown)
@@ -181,153 +502,11 @@ pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
                 .collect(),
         ),
         J::Array(items) => J::Array(items.iter().map(redact_json).collect()),
+        J::String(text) => J::String(redact_text(text)),
         other => other.clone(),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn channel_credentials_are_hidden() {
-        let v = serde_json::json!({
-            "team": {"type": "slack", "webhook_url": "https://hooks.example.org/T0/B0/S3CR"},
-            "ops": {"type": "webhook", "url": "https://u:S3CR@example.org/h?token=S3CR",
-                    "headers": {"Authorization": "Bearer S3CR", "X-Team": "S3CR-ops"}},
-            "push": {"type": "ntfy", "topic": "S3CR-alerts"},
-        });
-        let shown = redact_json(&v).to_string();
-        assert!(!shown.contains("S3CR"), "{shown}");
-        assert!(
-            shown.contains("X-Team") && shown.contains("example.org"),
-            "{shown}"
-        );
-    }
-
-    #[test]
-    fn mcp_server_env_and_headers_are_hidden() {
-        let v = serde_json::json!([
-            {"name": "gh", "command": "npx", "args": ["-y", "server-github"],
-             "env": {"GITHUB_PERSONAL_ACCESS": "S3CR", "DB_PASS": "S3CR"}},
-            {"name": "remote", "url": "https://example.org/mcp?access_token=S3CR",
-             "headers": {"Authorization": "Bearer S3CR", "X-Api": "S3CR"}},
-        ]);
-        let shown = redact_json(&v).to_string();
-        assert!(!shown.contains("S3CR"), "{shown}");
-        for kept in ["DB_PASS", "X-Api", "server-github", "example.org"] {
-            assert!(shown.contains(kept), "{kept} in {shown}");
-        }
-    }
-
-    #[test]
-    fn redacts_secret_fields_in_tables() {
-        let v =
-            serde_json::json!([{"model": "m", "api_key": "sk-1", "nested": {"auth_token": "t"}}]);
-        assert_eq!(
-            redact_json(&v),
-            serde_json::json!([{"model": "m", "api_key": "********", "nested": {"auth_token": "********"}}])
-        );
-    }
-
-    /// (input, expected display); the secret in each is spelt with `S3CR`.
-    const URLS: &[(&str, &str)] = &[
-        (
-            "postgres://cairn:S3CRet@db:5432/cairn",
-            "postgres://cairn:****@db:5432/cairn",
-        ),
-        ("postgres://cairn@db/cairn", "postgres://cairn@db/cairn"),
-        ("postgres://db:5432/cairn", "postgres://db:5432/cairn"),
-        ("sqlite:///home/a/cairn.db", "sqlite:///home/a/cairn.db"),
-        ("sqlite:///home/a@b/c:d.db", "sqlite:///home/a@b/c:d.db"),
-        ("sqlite://cairn.db?mode=rwc", "sqlite://cairn.db?mode=rwc"),
-        ("sqlite:cairn.db", "sqlite:cairn.db"),
-        ("not a url", "not a url"),
-        // Passwords holding characters userinfo should encode but people type raw.
-        ("postgres://u:S3CR/et@h/db", "postgres://u:****@h/db"),
-        ("postgres://u:S3CR@et@h/db", "postgres://u:****@h/db"),
-        (
-            "postgres://u:S3CR:et@h:5432/db",
-            "postgres://u:****@h:5432/db",
-        ),
-        ("postgres://u:S3CR?et@h/db", "postgres://u:****@h/db"),
-        ("postgres://u:S3CR#et@h/db", "postgres://u:****@h/db"),
-        ("postgres://u:S3CR/?#@:et@h/db", "postgres://u:****@h/db"),
-        ("postgres://u:S3CR%2Fet%40@h/db", "postgres://u:****@h/db"),
-        ("postgres://:S3CRet@h/db", "postgres://:****@h/db"),
-        (
-            "postgres://u:S3CRet@/db?host=/run/pg",
-            "postgres://u:****@/db?host=/run/pg",
-        ),
-        (
-            "postgres://u:S3CRet@[::1]:5432/db",
-            "postgres://u:****@[::1]:5432/db",
-        ),
-        ("postgres://[::1]:5432/db", "postgres://[::1]:5432/db"),
-        // Secrets in the query, any case, percent-encoded names, several of them.
-        (
-            "postgres://h/db?sslmode=require&password=S3CR",
-            "postgres://h/db?sslmode=require&password=****",
-        ),
-        (
-            "postgres://u@h/db?PASSWORD=S3CR&sslmode=require",
-            "postgres://u@h/db?PASSWORD=****&sslmode=require",
-        ),
-        ("postgres://h/db?pass=S3CR", "postgres://h/db?pass=****"),
-        ("postgres://h/db?pwd=S3CR", "postgres://h/db?pwd=****"),
-        ("postgres://h/db?Token=S3CR", "postgres://h/db?Token=****"),
-        (
-            "postgres://h/db?api_key=S3CR",
-            "postgres://h/db?api_key=****",
-        ),
-        ("postgres://h/db?apiKey=S3CR", "postgres://h/db?apiKey=****"),
-        ("postgres://h/db?secret=S3CR", "postgres://h/db?secret=****"),
-        ("postgres://h/db?key=S3CR", "postgres://h/db?key=****"),
-        (
-            "postgres://h/db?access_token=S3CR",
-            "postgres://h/db?access_token=****",
-        ),
-        (
-            "postgres://h/db?sslpassword=S3CR",
-            "postgres://h/db?sslpassword=****",
-        ),
-        (
-            "postgres://h/db?pass%77ord=S3CR",
-            "postgres://h/db?pass%77ord=****",
-        ),
-        (
-            "postgres://h/db?password=S3CR#x&y",
-            "postgres://h/db?password=****",
-        ),
-        (
-            "postgres://h/db?password=S3CR&S3CR&sslmode=disable",
-            "postgres://h/db?password=****&sslmode=disable",
-        ),
-        (
-            "postgres://u:S3CR@h/db?password=S3CR",
-            "postgres://u:****@h/db?password=****",
-        ),
-        ("sqlite:cairn.db?key=S3CR", "sqlite:cairn.db?key=****"),
-        (
-            "postgres://h/db?sslmode=require",
-            "postgres://h/db?sslmode=require",
-        ),
-    ];
-
-    #[test]
-    fn redacts_url_secrets_in_userinfo_and_query() {
-        let mut wrong = Vec::new();
-        for (url, want) in URLS {
-            let got = redact_url(url);
-            if got != *want || got.contains("S3CR") {
-                wrong.push(format!("{url} -> {got} (want {want})"));
-            }
-        }
-        assert!(
-            wrong.is_empty(),
-            "{} wrong:\n{}",
-            wrong.len(),
-            wrong.join("\n")
-        );
-    }
-}
+#[path = "redact_tests.rs"]
+mod tests;

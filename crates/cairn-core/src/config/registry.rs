@@ -4,54 +4,7 @@
 //! One table drives file validation, environment overrides, `cairn config show`
 //! and the typed `Config`, so a new setting is one line here plus its field.
 
-/// The type of a setting's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `true`/`false` (env: true/false, 1/0, yes/no, on/off).
-    Bool,
-    /// A non-negative integer.
-    UInt,
-    /// Free text.
-    Text,
-    /// An IANA time zone name, checked against the tz database.
-    Zone,
-    /// A list of strings (env: comma-separated).
-    List,
-}
-
-impl Kind {
-    /// How the kind is named in error messages ("expected an integer").
-    pub fn expected(self) -> &'static str {
-        match self {
-            Kind::Bool => "true or false",
-            Kind::UInt => "a non-negative integer",
-            Kind::Text => "a string",
-            Kind::Zone => "an IANA time zone name such as \"Europe/Paris\"",
-            Kind::List => "a list of strings",
-        }
-    }
-}
-
-/// Where a default comes from when neither file nor environment sets a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DefaultValue {
-    /// No value: the setting is optional.
-    Unset,
-    /// A fixed boolean.
-    Bool(bool),
-    /// A fixed integer.
-    UInt(u64),
-    /// A fixed string.
-    Text(&'static str),
-    /// A path under `$CAIRN_HOME` (the suffix is joined to the home directory).
-    UnderHome(&'static str),
-    /// A SQLite URL for a file under `$CAIRN_HOME`.
-    SqliteUnderHome(&'static str),
-    /// The time zone of the machine, detected by the caller.
-    SystemZone,
-    /// A fixed list of strings.
-    List(&'static [&'static str]),
-}
+pub use super::setting_kind::{DefaultValue, Kind};
 
 /// One known setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,6 +286,25 @@ pub static SETTINGS: &[SettingDef] = &[
         K::List,
         D::List(&[]),
         "browser origins (https://app.example) allowed to call the API across origins; empty: none",
+    ),
+    def(
+        "gateway.allowed_hosts",
+        &["CAIRN_GATEWAY_ALLOWED_HOSTS"],
+        K::List,
+        D::List(&[]),
+        "host names (cairn.example.org, with or without a port) the dashboard and /pair answer for besides gateway.host, localhost and loopback; another Host gets 421",
+    ),
+    def(
+        "gateway.max_images",
+        &["CAIRN_GATEWAY_MAX_IMAGES"],
+        K::UInt,
+        D::UInt(crate::image::DEFAULT_MAX_IMAGES as u64),
+        "images one chat message or /v1 request may carry (WebSocket, /v1, Telegram; 0: none); more is refused, naming this setting",
+    ),
+    secret(
+        "gateway.webhook_secret",
+        &["CAIRN_GATEWAY_WEBHOOK_SECRET"],
+        "when set (may be ${VAR}), POST /webhook also needs X-Webhook-Signature: sha256=<HMAC-SHA256 of the body> (403 otherwise)",
     ),
     def(
         "gateway.max_connections",

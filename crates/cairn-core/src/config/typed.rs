@@ -179,7 +179,7 @@ pub struct RoutinesConfig {
 }
 
 /// The HTTP/WebSocket gateway's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct GatewayConfig {
     /// Whether `cairn daemon` serves it.
     pub enabled: bool,
@@ -214,6 +214,14 @@ pub struct GatewayConfig {
     pub openai_strict_models: bool,
     /// Browser origins allowed to call the API across origins.
     pub cors_origins: Vec<String>,
+    /// Host names the dashboard and pairing answer for besides `host`,
+    /// `localhost` and loopback (DNS rebinding gets 421).
+    pub allowed_hosts: Vec<String>,
+    /// Images one chat message or `/v1` request may carry.
+    pub max_images: usize,
+    /// The secret `/webhook` signatures are checked with (`"${VAR}"` in the
+    /// file is already the variable's value); `None`: messages are unsigned.
+    pub webhook_secret: Option<SecretString>,
 }
 
 /// `cairn daemon`'s supervision and shutdown.
@@ -363,6 +371,13 @@ impl Config {
                 trusted_proxies: r.ip_ranges("gateway.trusted_proxies"),
                 openai_strict_models: r.bool("gateway.openai_strict_models"),
                 cors_origins: r.list("gateway.cors_origins"),
+                allowed_hosts: r.list("gateway.allowed_hosts"),
+                max_images: usize::try_from(r.uint_at_least("gateway.max_images", 0))
+                    .unwrap_or(usize::MAX),
+                webhook_secret: r
+                    .text_opt("gateway.webhook_secret")
+                    .filter(|s| !s.trim().is_empty())
+                    .map(SecretString::from),
                 token_ttl: match r.uint_at_least("gateway.token_ttl_secs", 0) {
                     0 => None,
                     secs => Some(Duration::from_secs(secs)),

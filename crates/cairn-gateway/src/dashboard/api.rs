@@ -300,8 +300,9 @@ pub async fn doctor(State(state): State<AppState>, _auth: Authed) -> Result<Json
         })?
         .map_err(|e| ApiError::internal("`cairn doctor` could not be started", &e))?;
     // It exits 1 when a check fails; the JSON says which.
+    // Redacted by the command already; again here, since this leaves the machine.
     serde_json::from_slice(&output.stdout)
-        .map(Json)
+        .map(|checks| Json(cairn_core::config::redact_json(&checks)))
         .map_err(|e| {
             ApiError::internal(
                 "`cairn doctor --json` did not print JSON",

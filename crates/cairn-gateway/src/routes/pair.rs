@@ -43,6 +43,7 @@ pub struct Paired {
         (status = 200, description = "Paired", body = Paired),
         (status = 400, description = "No code sent, or not the shape of a code", body = ErrorBody),
         (status = 401, description = "The code is wrong, spent or expired, or pairing is locked by wrong codes", body = ErrorBody),
+        (status = 421, description = "The request's Host is not one of the gateway's own names (see gateway.allowed_hosts); nothing is counted", body = ErrorBody),
         (status = 429, description = "Too many attempts from this client; see Retry-After", body = ErrorBody)))]
 async fn pair(
     State(state): State<AppState>,

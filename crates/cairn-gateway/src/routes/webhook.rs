@@ -4,6 +4,8 @@
 //! the first response again, byte for byte, instead of a second turn. The
 //! claim is leased to this process and renewed while the turn runs, so a
 //! daemon killed mid-turn leaves the key free again once the lease lapses.
+//! With `gateway.webhook_secret`, messages are signed too
+//! ([`crate::webhook_signature`]).
 
 use std::sync::Arc;
 
@@ -21,8 +23,8 @@ use utoipa_axum::routes;
 
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::ApiJson;
 use crate::state::AppState;
+use crate::webhook_signature::SignedJson;
 
 /// The header naming a request's idempotency key.
 pub const IDEMPOTENCY_HEADER: &str = "x-idempotency-key";
@@ -72,12 +74,17 @@ impl ChatSink for WebhookSink {
 #[utoipa::path(post, path = "/webhook", tag = "chat",
     security(("bearer" = [])),
     params(("X-Idempotency-Key" = Option<String>, Header,
-        description = "Repeats with the same key within 24 h get the first response (header Idempotent-Replayed: true)")),
+        description = "Repeats with the same key within 24 h get the first response (header Idempotent-Replayed: true)"),
+        ("X-Webhook-Signature" = Option<String>, Header,
+        description = "sha256=<hex HMAC-SHA256 under gateway.webhook_secret of the body, or of <timestamp>.<body> with X-Cairn-Timestamp>; required when the secret is set, refused when it is not"),
+        ("X-Cairn-Timestamp" = Option<i64>, Header,
+        description = "Unix seconds, signed with the body; accepted within 5 minutes of the daemon's clock, once")),
     request_body = WebhookRequest,
     responses(
         (status = 200, description = "The agent's answer", body = WebhookResponse),
         (status = 400, description = "Malformed request or key", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "Missing, malformed, wrong or replayed X-Webhook-Signature (with gateway.webhook_secret), or one sent without the secret set", body = ErrorBody),
         (status = 408, description = "The body did not arrive within the request time limit", body = ErrorBody),
         (status = 409, description = "A request with this key is still running", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -89,7 +96,7 @@ async fn webhook(
     State(state): State<AppState>,
     _auth: Authed,
     headers: HeaderMap,
-    ApiJson(request): ApiJson<WebhookRequest>,
+    SignedJson(request): SignedJson<WebhookRequest>,
 ) -> Result<Response, ApiError> {
     state.chat()?;
     if request.message.trim().is_empty() {

@@ -394,6 +394,11 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
                     };
                     match frame {
                         Ok(ClientFrame::Message { content, images }) => {
+                            // Counted before any is decoded or stored.
+                            if let Some(refusal) = cairn_core::image::too_many_images(images.len(), state.settings().max_images) {
+                                let _ = out.send(error_frame(&format!("{refusal}; it was not sent to the agent")));
+                                continue;
+                            }
                             let mut inbound = Inbound {
                                 user_id: state.user_id().to_string(),
                                 channel: channel.clone(),

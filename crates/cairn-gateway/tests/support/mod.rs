@@ -53,6 +53,9 @@ pub fn settings() -> GatewayConfig {
         idle_timeout: Duration::from_secs(60),
         openai_strict_models: false,
         cors_origins: Vec::new(),
+        allowed_hosts: Vec::new(),
+        max_images: cairn_core::image::DEFAULT_MAX_IMAGES,
+        webhook_secret: None,
     }
 }
 

@@ -27,11 +27,13 @@ struct Check {
     message: String,
 }
 
+/// One check's result; its message is redacted here, once for every check
+/// and both outputs (a URL's query, a password after a flag, …).
 fn check(name: &'static str, status: Status, message: impl Into<String>) -> Check {
     Check {
         name,
         status,
-        message: message.into(),
+        message: cairn_core::config::redact_text(&message.into()),
     }
 }
 

@@ -353,7 +353,8 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
     )
     .with_compactor(Arc::new(compactor))
     .with_jobs(Arc::clone(&rt.jobs))
-    .with_memory(Arc::clone(&rt.memory));
+    .with_memory(Arc::clone(&rt.memory))
+    .with_max_images(config.gateway.max_images);
     let service = service.with_router(rt.router.clone());
     // Image URLs (`/v1`) are fetched under the model's network rules.
     let service = match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {

@@ -280,6 +280,12 @@ impl TelegramAdapter {
             images: Vec::new(),
         };
         if let Some(photo) = message.photo.last() {
+            // Refused before the download (with `gateway.max_images = 0`).
+            if let Some(refusal) = cairn_core::image::too_many_images(1, cfg.chat.max_images()) {
+                self.say(chat, &format!("⚠️ The photo could not be used: {refusal}"))
+                    .await;
+                return;
+            }
             let added = match cfg.api.download(&photo.file_id).await {
                 Ok(bytes) => cfg
                     .chat
