@@ -16,8 +16,7 @@
 #   reloaded (it is live); and R one-shots applied
 #   "in 2s": their run's start minus their slot.
 #
-# Targets: notifications p99 <= 500 ms (each within 1 s); routines live
-# within 500 ms; one-shots within 50 ms of their slot.
+# Targets and the latest figures: docs/performance.md.
 #
 #   scripts/bench-signal.sh            # BENCH_N=100 BENCH_ROUTINES=20
 #

@@ -14,25 +14,8 @@
 # no cooldown, and allows the most concurrent runs a routine may have (100)
 # so that guardrail refusals (409; recorded as skipped runs at most once a
 # minute per reason) stay rare;
-# they are reported separately. The target is >= 5,000 acks/s with p99 < 20 ms.
-#
-# Figures on the 2-core development box (release build, SQLite, wrk on the
-# same machine, 15 s runs; ±10% from run to run):
-#   64 connections: ~8,300 acks/s, p50 7 ms, p99 15-16 ms, nothing lost
-#    8 connections: ~2,750 acks/s, p50 2.6 ms, p99 7.3 ms, nothing lost
-# At 64 connections ~0.2% of fires are refused (409, max_concurrent: 100
-# runs admitted and not yet ended). Earlier: ~1,140 acks/s, p99 89 ms (64)
-# and ~1,015 acks/s, p99 17 ms (8) with admissions group-committed but
-# each run ended in its own transactions; ~630 acks/s, p99 150 ms before
-# that. What changed: a run's end and its notification are one
-# group-committed transaction (one multi-row UPDATE and INSERT per 16
-# runs); an admission batch reads and writes each routine once (a fire
-# costs one INSERT); concurrent webhooks share one read of the change
-# counter; this process's SQLite writers queue on an in-process lock
-# instead of SQLite's sleeping busy handler. A profile now: about half the
-# daemon's time in the kernel switching threads (wake-ups between tokio
-# workers and sqlx's SQLite worker threads, one per statement), ~15%
-# malloc/free, SQLite itself a few percent.
+# they are reported separately. The target and the latest figures, with the
+# variables they were measured with, are in docs/performance.md.
 set -euo pipefail
 
 DURATION=${DURATION:-15s}

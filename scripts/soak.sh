@@ -5,9 +5,8 @@
 # (utime + stime of /proc/PID/stat), and wake-ups: context switches
 # (voluntary + involuntary) summed over its threads, sampled every
 # SOAK_SAMPLE seconds per thread so that threads which end during the window
-# (tokio's blocking pool) still count, with per-minute rates. Targets
-# (issue 23): at most 12 wake-ups a minute, RSS <= 22 MB, at most 0.02
-# CPU-second per idle minute.
+# (tokio's blocking pool) still count, with per-minute rates. Targets and
+# the latest figures: docs/performance.md.
 #
 #   scripts/soak.sh [MINUTES]      # default 10
 #

@@ -2,19 +2,9 @@
 //! costs per iteration (request building, policy, tool dispatch, bookkeeping),
 //! and the same turn behind the cost guard the daemon uses (its counters in
 //! a SQLite store on disk, one recorded call a model call).
-//! Target: < 1 ms per iteration.
 //!
-//! Figures (Nov 2026, 2 shared cores): plain answer 1.3 µs, tool call then
-//! answer 6.3 µs; cost-guarded 1.33 ms (`--quick`; 1.83 ms in a full run,
-//! whose thousands of calls within the hour each guard query read) ->
-//! 0.55-0.70 ms quick, 0.87 ms full, once the model's spend went into the
-//! finishing transaction, the counters into one statement (the hour's calls
-//! counted on their index, the reservations summed over the open calls'
-//! partial index) and SQLite stopped re-locking the day's row its write
-//! transaction already holds. What is left is the guard's two write
-//! transactions per call, each statement a round trip to the store's
-//! SQLite thread.
 //! `cargo bench -p cairn-agent --bench agent_loop` (`-- --quick` for a short run).
+//! The target and the latest figures are in docs/performance.md.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::hint::black_box;

@@ -1,21 +1,14 @@
 //! Recall latency on SQLite with 10,000 and 100,000 memories: keyword
 //! (FTS5), hybrid (embedding the query through the fake embeddings server
-//! on loopback, FTS5 + cosine over every stored vector), and the cosine pass
-//! alone over vectors already in memory. Every timed query is new, so hybrid
-//! pays for its query's embedding each time, as a person's new question does.
+//! on loopback, FTS5 + cosine over every stored vector), reloading the
+//! vectors, and the cosine pass alone over vectors already in memory. Every
+//! timed query is new, so hybrid pays for its query's embedding each time,
+//! as a person's new question does.
 //!
 //! `cargo bench -p cairn-agent --bench memory_recall` (a plain timing
 //! binary, not criterion: building 100,000 documents once is the slow part).
-//! `MEMORY_BENCH_SIZES=10000` limits the sizes.
-//!
-//! Measured on the shared 2-core build machine (medians, other builds running),
-//! each timed query new: 10k docs: keyword 5.0 ms (384 dims) / 3.7 ms (1536),
-//! hybrid with the query's embedding 12.8 / 22.0 ms (Nov 2026,
-//! `MEMORY_BENCH_SIZES=10000`). Earlier, with the query embedding cached:
-//! 100k docs: keyword 14 / 12 ms, hybrid 40 / 116 ms. Hybrid keeps the vectors
-//! in memory; reloading them after a change costs 0.1 s (10k × 384) to 2 s
-//! (100k × 1536), once. The cosine pass stays under 50 ms up to about
-//! 40 million stored floats (100k × 384, or ~25k × 1536).
+//! `MEMORY_BENCH_SIZES=10000` (a comma-separated list) limits the sizes.
+//! The target and the latest figures are in docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, missing_docs)]
 
 use std::sync::Arc;

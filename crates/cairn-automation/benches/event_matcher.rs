@@ -1,5 +1,8 @@
-//! Matching one chat message against 10,000 event patterns (target: < 20 µs),
-//! and building the matcher from them.
+//! Matching one chat message (ASCII, and non-ASCII) against 10,000 event
+//! patterns, building the matcher from them, and validating them one by one.
+//!
+//! `cargo bench -p cairn-automation --bench event_matcher`; the target and
+//! the latest figures are in docs/performance.md.
 #![allow(clippy::unwrap_used)] // benchmark set-up unwraps freely
 #![allow(missing_docs)] // criterion's macros generate undocumented items
 

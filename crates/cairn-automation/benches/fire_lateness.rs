@@ -1,71 +1,28 @@
 //! Fire lateness of the routine engine on SQLite, in real time: 100,000
 //! routines stored, 10,000 of them due within one minute (then all in the
-//! same second); how late each run starts after its slot, the engine's
-//! start-up time and the process's RSS. Target: p99 < 50 ms, RSS < 100 MB.
+//! same second); how late each run's action began after its slot
+//! (`action_began`), the recorded lateness (`started_at - scheduled_for`,
+//! 0 by construction for a crowded slot claimed ahead of it), slots left
+//! without a run (`missing`), the slot to the last action begun
+//! (`drain_secs`), the engine's start-up time and the process's RSS.
 //!
 //! Progress goes to stderr; stdout gets one JSON object.
-//! `cargo bench -p cairn-automation --bench fire_lateness`
-//! (`FIRE_LATENESS_TOTAL` / `FIRE_LATENESS_DUE` shrink it for a quick look;
-//! `FIRE_LATENESS_BATCH` sets the engine's claim batch, default 500;
-//! `FIRE_LATENESS_SAME_ROUNDS=N` repeats the one-second burst N times, each
-//! after 25 s idle, for figures less at the mercy of one noisy moment, and
-//! `FIRE_LATENESS_SPREAD=0` leaves out the minute-long spread;
-//! `FIRE_LATENESS_LIMIT=10` runs under the default global run limit, so
-//! all but ten runs wait in the queue and `drain_secs` says when the last
-//! one began).
+//! `cargo bench -p cairn-automation --bench fire_lateness`, with:
+//! - `FIRE_LATENESS_TOTAL` / `FIRE_LATENESS_DUE` (100000 / 10000): routines
+//!   stored and due; smaller for a quick look;
+//! - `FIRE_LATENESS_BATCH`: the engine's claim batch (500);
+//! - `FIRE_LATENESS_SAME_ROUNDS=N`: N one-second bursts, each after 25 s
+//!   idle, for figures less at the mercy of one noisy moment;
+//! - `FIRE_LATENESS_SPREAD=0`: leaves out the minute-long spread;
+//! - `FIRE_LATENESS_LIMIT=10`: runs under the default global run limit, so
+//!   all but ten runs wait in the queue (none to speak of by default).
 //!
-//! Figures (2 shared cores, release, batch 500; Nov 2026): storing 100,000
-//! routines one `create_routine` at a time 19.9 s. 10,000 spread over a
-//! minute (~167 per second): recorded lateness p50 1.5 / p99 7.2 / max 7.2 ms,
-//! but the actions really began p50 35 / p99 86 / max 86 ms after their slot
-//! (the recorded `started_at` is the round's time, before the claim commits).
-//! All 10,000 in one second: p50 2.0 s / p99 4.7 s recorded, real start
-//! p99 5.1 s (about 2,000 runs a second end to end). Batch 50 is worse
-//! (spread p99 114 ms).
-//!
-//! How the engine reads routines: a round reads only the due ones
-//! (`due_routines`, a claim batch at a time); its cache holds only the
-//! routines fired by something other than time (`refresh_triggered` reads
-//! `list_triggered_routines`: events, system events, webhooks), none of the
-//! cron routines stored here. The RSS of the figures above predates that
-//! (the cache then held every routine: 238 MB idle at 100,000).
-//! Quick form (`FIRE_LATENESS_TOTAL=10000 FIRE_LATENESS_DUE=1000`, release,
-//! other builds running; Nov 2026): first tick 0.7 ms, cache load 4 ms
-//! (0 routines), RSS 15.5 MB idle; 1,000 spread over a minute: action began
-//! p50 8.8 / p99 99.6 ms after its slot; all in one second: p99 155 ms,
-//! RSS 28.6 MB after.
-//! 2,000 (`FIRE_LATENESS_TOTAL=2000 FIRE_LATENESS_DUE=2000`, quiet machine,
-//! with the store's read-ahead admission; Nov 2026): all in one second,
-//! recorded p50 31-36 / p99 111-115 ms, action began p99 146-154 ms (it was
-//! 236 and 310 ms before); spread over a minute, recorded p99 1.4-2.2 ms,
-//! action began p99 14-16 ms.
-//! With SQLite's multi-row statements written with anonymous `?`
-//! parameters (Nov 2026; the two builds run in turn, twice, same machine):
-//! all in one second, recorded p99 169-176 -> 96-104 ms, action began p99
-//! 217-230 -> 138-143 ms. The figures move by 2x with the machine's state
-//! (a nested-paging VM where pages idle for seconds are slow to touch
-//! again), so compare builds run in turn, not with older figures.
-//! Reading a crowded slot's routines a second ahead (Nov 2026, in turn,
-//! twice): all in one second, recorded p99 158/140 -> 114/68 ms, action
-//! began p99 194/175 -> 145/120 ms; spread over a minute unchanged (no slot
-//! there holds 100 routines).
-//! Run ends held while a crowded slot is claimed, the checkpointer asked
-//! once per 4 MiB of WAL growth, batches as slices (Nov 2026, the three
-//! builds in turn, twice, 3 one-second rounds each, `FIRE_LATENESS_SPREAD=0
-//! FIRE_LATENESS_SAME_ROUNDS=3`): action began p99 median 88 -> 88 -> 83 ms
-//! (ranges 79-105, 62-149, 74-91), recorded p99 median 65 -> 61 -> 58 ms:
-//! within this machine's noise. The claims no longer wait for run ends
-//! (up to 34 ms a batch before); what is left is CPU: on 2 cores a batch's
-//! 500 started runs compete with the next batch's plan and claim.
-//! Claiming a crowded slot ahead of it (Nov 2026, the two builds in turn,
-//! twice, 3 rounds each, as above): action began p99 82.7, 61.5, 62.3,
-//! 68.0, 58.7, 61.6 -> 39.5, 15.1, 29.0, 36.5, 15.2, 12.3 ms (median 62 ->
-//! 22 ms); p50 33-43 -> 7-32 ms. The claim of 2,000 ends 260-320 ms before
-//! the slot (lead 400 ms); at the slot, beginning the claim takes 0.4-18 ms
-//! (the first write after a checkpoint cut the WAL is the slow one) and
-//! spawning the 2,000 runs 1.5-6 ms; the rest is the runs' tasks reaching
-//! their action on 2 cores. The recorded lateness of a slot claimed ahead
-//! is 0 by construction (`started_at` is the slot): read `action_began`.
+//! The engine's rounds read only the due routines (`due_routines`, a claim
+//! batch at a time); its cache holds only the routines fired by something
+//! other than time (events, system events, webhooks), none of the cron
+//! routines stored here. The figures move by up to 2x with the machine's
+//! state, so compare builds run in turn. Targets and the latest figures, each
+//! with its variables, are in docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)] // a benchmark: set-up unwraps, /proc via std::fs
 #![allow(missing_docs)]
 

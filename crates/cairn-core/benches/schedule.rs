@@ -1,4 +1,7 @@
-//! `next_after` of typical schedules (target: < 2 µs), plus parsing for scale.
+//! `next_after` of typical schedules, plus parsing for scale.
+//!
+//! `cargo bench -p cairn-core --bench schedule`; the target and the latest
+//! figures are in docs/performance.md.
 #![allow(clippy::unwrap_used)] // benchmark set-up unwraps freely
 #![allow(missing_docs)] // criterion's macros generate undocumented items
 

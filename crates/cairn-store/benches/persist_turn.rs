@@ -2,8 +2,9 @@
 //! SQLite: wall time and bytes written (the process's `wchar`), doing the
 //! writes a chat turn does — an undo checkpoint, the turn stored with the
 //! person's message before the model is called, the answer recorded, the
-//! turn finished. Target: the same cost whatever the thread's length.
-//! Prints JSON. Run: `cargo bench -p cairn-store --bench persist_turn`.
+//! turn finished. It should cost the same whatever the thread's length.
+//! Prints JSON. Run: `cargo bench -p cairn-store --bench persist_turn`
+//! (figures, when recorded, in docs/performance.md).
 #![allow(missing_docs, clippy::unwrap_used)]
 #![allow(clippy::disallowed_methods)] // a benchmark reads /proc between timed sections
 
