@@ -59,7 +59,7 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
         "an MCP server whose tools the agent gets as `mcp__NAME__TOOL`: `name` (letters, digits, \
          `-`, `_`; at most 24), then either `command` (a stdio server cairn starts and supervises) \
          with `args`, `env` (variables set for it on top of a clean environment), `cwd` (default: \
-         the workspace) and `sandbox` (`false`; `true` confines it like the shell tool), or `url` \
+         its own folder `$CAIRN_HOME/mcp/NAME`; never inside the workspace) and `sandbox` (`false`; `true` confines it like the shell tool), or `url` \
          (streamable HTTP) with `headers`; `start` (`\"lazy\"`: at the first call of its tools, or \
          `\"startup\"`), `enabled` (`true`), `allow` and `deny` (its tool names or globs that run \
          without asking, or are never offered), `risk` of its tools (`\"write\"` by default, so \
@@ -77,7 +77,9 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          optional `matcher` (a regex on the tool, channel or routine name), `command` (run by \
          `/bin/sh -c` in the shell sandbox) and `timeout_secs` (default 10). A `before_tool` \
          hook exiting 2 blocks the call (its stderr is the result the model sees) and may print \
-         a JSON object of replacement arguments when it exits 0",
+         a JSON object of replacement arguments when it exits 0; one that cannot start, exits \
+         otherwise, is killed or times out blocks the call too. A hook whose command names a \
+         file in the workspace never starts (the agent can write there)",
     ),
 ];
 
