@@ -107,7 +107,10 @@ async fn the_dashboard_works_in_chromium() {
         .unwrap();
     // The chat: an answer streamed in pieces, then a tool that asks.
     gw.llm.push(
-        Scripted::text("Hello! This answer is streamed in small pieces.")
+        Scripted::text(
+            "Hello! This answer is streamed in small pieces. \
+             <img src=x onerror=\"window.__xss=1\"><b id=xss>bold</b>",
+        )
             .with_chunk_bytes(6)
             .with_chunk_delay(Duration::from_millis(25)),
     );

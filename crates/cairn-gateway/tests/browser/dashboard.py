@@ -23,6 +23,10 @@ os.makedirs(SHOTS, exist_ok=True)
 summary = {"pages": {}, "steps": []}
 
 
+# Markup planted in an answer, a notification and a memory: shown as text.
+HOSTILE = '<img src=x onerror="window.__xss=1"><b id=xss>bold</b>'
+
+
 def step(name):
     summary["steps"].append(name)
     print(f"step: {name}", file=sys.stderr, flush=True)
@@ -150,6 +154,8 @@ try:
                              for m in d.find_elements(*tid("chat-message", '[data-role="assistant"]'))))
     # The turn ends with its `done` (a message sent before would interrupt it).
     wait.until(lambda d: d.find_element(By.CSS_SELECTOR, ".chat-log").get_attribute("data-busy") == "false")
+    said = [m.text for m in driver.find_elements(*tid("chat-message", '[data-role="assistant"]'))]
+    assert any(HOSTILE in t for t in said), f"the answer's markup is not shown as text: {said}"
     chunks = driver.execute_script("return window.__chunks")
     assert chunks >= 4, f"the answer arrived in {chunks} updates, not streamed"
     summary["chat_updates"] = chunks
@@ -186,6 +192,9 @@ try:
     click("routine-new")
     step("routines: a problem shows next to its field")
     find("routine-schedule").send_keys("every blursday")
+    # The preview's answer moves the form down: click Save once it is drawn,
+    # not while the button is moving (the click would land elsewhere).
+    wait.until(lambda d: "blursday" in d.find_element(*tid("routine-schedule-preview")).text)
     click("routine-save")
     error = (By.CSS_SELECTOR, '.field-error[data-path="trigger.schedule"]')
     wait.until(lambda d: d.find_element(*error).text.strip() != "")
@@ -202,7 +211,7 @@ try:
     assert driver.find_element(*error).text.strip() == "", driver.find_element(*error).text
     summary["preview"] = driver.find_element(*tid("routine-schedule-preview")).text
     Select(find("routine-action-type")).select_by_value("notification")
-    find("routine-message").send_keys("Time for coffee")
+    find("routine-message").send_keys("Time for coffee " + HOSTILE)
     check_page("routine-form")
     click("routine-save")
     find("routine-row", '[data-name="coffee"]')
@@ -228,7 +237,7 @@ try:
 
     step("memory: add, search shows how each hit matched and its score")
     nav("memory")
-    driver.find_element(By.ID, "memory-text").send_keys("My phone is a Pixel 8")
+    driver.find_element(By.ID, "memory-text").send_keys("My phone is a Pixel 8 " + HOSTILE)
     driver.find_element(By.ID, "memory-add").click()
     find("memory-result")
     search = find("memory-search")
@@ -251,6 +260,12 @@ try:
     nav("home")
     find("run-row")
     assert driver.execute_script("return window.__cairnNoReload") == "kept", "the page reloaded"
+
+    step("markup in answers, notifications and memories is shown as text, never run")
+    assert driver.execute_script("return window.__xss === undefined"), "injected markup ran"
+    assert not driver.find_elements(By.CSS_SELECTOR, 'img[src="x"], b#xss'), "injected markup became elements"
+    nav("inbox")
+    assert HOSTILE in find("notification-row").text, "the notification's markup is not shown as text"
 
     step("no resource from another origin")
     collect_requests()
