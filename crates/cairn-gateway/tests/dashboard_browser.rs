@@ -111,8 +111,8 @@ async fn the_dashboard_works_in_chromium() {
             "Hello! This answer is streamed in small pieces. \
              <img src=x onerror=\"window.__xss=1\"><b id=xss>bold</b>",
         )
-            .with_chunk_bytes(6)
-            .with_chunk_delay(Duration::from_millis(25)),
+        .with_chunk_bytes(6)
+        .with_chunk_delay(Duration::from_millis(25)),
     );
     gw.llm.push(Scripted::tool_call("writer", json!({})));
     gw.llm.push(Scripted::text("written it"));

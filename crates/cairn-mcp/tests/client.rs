@@ -299,6 +299,10 @@ fn landlock_here() -> bool {
         "Landlock is unavailable ({}); set CAIRN_TEST_NO_LANDLOCK=1 only on a kernel without it",
         sandbox.confinement()
     );
+    cairn_test_support::skipped(
+        module_path!(),
+        &format!("Landlock is unavailable ({})", sandbox.confinement()),
+    );
     false
 }
 
