@@ -142,12 +142,9 @@ impl StderrTail {
     }
 }
 
-/// The environment a server starts with: [`INHERITED`] from `cairn_env`
-/// (`PATH` defaulted), then the server's `env`.
-pub fn environment(
-    cairn_env: &BTreeMap<String, String>,
-    env: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
+/// The [`INHERITED`] variables of `cairn_env` (cairn's environment, read
+/// once at start-up), with `PATH` defaulted.
+pub fn inherited(cairn_env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = INHERITED
         .iter()
         .filter_map(|name| {
@@ -159,6 +156,16 @@ pub fn environment(
         .collect();
     out.entry("PATH".into())
         .or_insert_with(|| DEFAULT_PATH.into());
+    out
+}
+
+/// The environment a server starts with: [`INHERITED`] from `cairn_env`
+/// (`PATH` defaulted), then the server's `env`.
+pub fn environment(
+    cairn_env: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = inherited(cairn_env);
     out.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
     out
 }
@@ -171,6 +178,8 @@ pub struct Launch<'a> {
     pub args: &'a [String],
     /// The server's configured variables.
     pub env: &'a BTreeMap<String, String>,
+    /// cairn's own variables it gets ([`inherited`]).
+    pub inherited: &'a BTreeMap<String, String>,
     /// Its working directory.
     pub cwd: &'a Path,
     /// Start it through the shell sandbox.
@@ -208,10 +217,9 @@ pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
             .map_err(|e| RemoteError::Connect(format!("{}: {e}", launch.command)))?;
         Proc::Confined(confined)
     } else {
-        let ours: BTreeMap<String, String> = std::env::vars().collect();
         command
             .env_clear()
-            .envs(environment(&ours, launch.env))
+            .envs(environment(launch.inherited, launch.env))
             .current_dir(launch.cwd);
         Proc::Plain(
             command.spawn().map_err(|e| {

@@ -15,6 +15,7 @@ pub mod registry;
 pub mod reloadable;
 mod resolve;
 mod typed;
+mod unavailable;
 
 use std::fmt;
 
@@ -25,6 +26,7 @@ pub use typed::{
     AgentConfig, Config, CostConfig, DaemonConfig, GatewayConfig, HeartbeatConfig, LlmConfig,
     MemoryConfig, NotifyConfig, RepairConfig, RoutinesConfig, SkillsConfig, UserConfig,
 };
+pub use unavailable::{Environment, Secret, Unavailable};
 
 /// A scalar setting value.
 #[derive(Debug, Clone, PartialEq, Eq)]

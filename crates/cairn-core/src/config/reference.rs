@@ -126,7 +126,15 @@ pub fn markdown() -> String {
          where it came from; `cairn init` writes a first file.\n\n\
          A key `section.name` is written `name = …` under `[section]`. Secret settings are never\n\
          shown; in the file they may be written `\"${VAR}\"`, which reads the value from the\n\
-         environment variable `VAR` (an unset variable is an error naming it).\n",
+         environment variable `VAR` once, when cairn starts.\n\n\
+         A `${VAR}` whose variable is not set makes only the value that names it unavailable, not\n\
+         the whole file: every command and component that does not need that value runs, and the\n\
+         one that does fails with an error naming the file, line, key and variable (`cairn chat`\n\
+         without its `llm.api_key`, a channel's deliveries without its token, which then wait in\n\
+         the inbox with that reason, an MCP server without its `env`). `cairn doctor` and the\n\
+         daemon's start-up log warn of each one; `cairn config show` marks it unavailable. A\n\
+         `[tools.web_search]` whose `api_key` is unavailable is not offered to the model. A\n\
+         variable whose name or value is not valid UTF-8 is left out, with a warning naming it.\n",
     );
     // Sections in the order they first appear, each with all its settings.
     let section_of = |def: &SettingDef| def.key.split('.').next().unwrap_or(def.key);

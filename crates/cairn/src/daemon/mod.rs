@@ -93,6 +93,10 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     // First: a second daemon on this home stops here, before the port.
     let lock = DaemonLock::acquire(config.home()).await?;
     tracing::debug!(lock = %lock.path().display(), home = %lock.home_id(), "this home's daemon lock is held");
+    // Once, here: each part that needs one of these fails with it when used.
+    for why in config.unavailable() {
+        tracing::warn!(unavailable = %why, "a configured value is unavailable: what needs it fails saying so, the rest runs");
+    }
     // A policy that runs `shell` unapproved where it cannot be confined stops here.
     let sandbox = wiring::install_sandbox(&wiring::tools_config(&config)?);
     match sandbox.confinement() {
@@ -209,14 +213,22 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         }
         None => sup.disabled(PRUNING),
     }
-    // Inbound chat channels (a Telegram bot): one component each.
+    // Inbound chat channels (a Telegram bot): one component each; one
+    // naming an unset `${VAR}` is recorded failed with why, never run.
     if let Some(chat) = &chat {
-        for adapter in wiring::inbound_adapters(&config, &store, chat).await? {
-            let name = format!("channel.{}", adapter.name());
-            sup.spawn(&name, move |cancel| {
-                let adapter = Arc::clone(&adapter);
-                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
-            });
+        let parts = wiring::inbound_parts(&config, &store, chat).await;
+        for channel in wiring::inbound_channels(&config)? {
+            let name = format!("channel.{}", channel.name);
+            match &channel.inbound {
+                wiring::Inbound::Telegram(spec) => {
+                    let adapter = wiring::telegram_adapter(&parts, &channel.name, spec);
+                    sup.spawn(&name, move |cancel| {
+                        let adapter = Arc::clone(&adapter);
+                        async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
+                    });
+                }
+                wiring::Inbound::Unavailable(why) => sup.unavailable(&name, why.clone()),
+            }
         }
     }
     match &automation.runtime {

@@ -91,6 +91,13 @@ impl Supervisor {
             .set(name, ComponentState::Disabled, self.clock.now(), None);
     }
 
+    /// Records `name` as failed for good with `error` (it is not run): a
+    /// component whose configuration names an unset `${VAR}`.
+    pub fn unavailable(&self, name: &str, error: String) {
+        self.components
+            .set(name, ComponentState::Failed, self.clock.now(), Some(error));
+    }
+
     /// Runs `run` as the component `name` until shutdown, restarting it
     /// whenever it ends or panics.
     pub fn spawn<F, Fut>(&self, name: &str, run: F)
