@@ -51,7 +51,9 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          `api_url`; with `inbound = true` it also receives messages, from the Telegram user ids in \
          `allowed_users` and those added by `cairn telegram allow` or `/pair`), \
          `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …). Any string may be \
-         `\"${VAR}\"`, read from the environment at start-up",
+         `\"${VAR}\"`, read from the environment at start-up; a reload stops a changed inbound \
+         channel and starts it with its new settings, keeping its polling lease and the next \
+         update it asks for",
     ),
     (
         "mcp.servers",
@@ -192,7 +194,11 @@ fn reload_section(out: &mut String) {
          unconfined) is refused with its key and the reason in the log, and the old value stays.\n\
          Chat turns, jobs and routine runs in progress finish with the provider, model, tools and\n\
          policy they started with; cost limits apply to the next LLM call, even within a turn. A\n\
-         daemon started without an LLM needs a restart to get one.\n\n",
+         daemon started without an LLM needs a restart to get one. An inbound channel (a Telegram\n\
+         bot with `inbound = true`) whose table changed is stopped and started again with the new\n\
+         values (its address, token, allowed users); turns it was answering are cut short. The log\n\
+         says which keys are now in force and which need a restart; nothing that needs a restart\n\
+         is reported in force.\n\n",
     );
     let _ = writeln!(
         out,

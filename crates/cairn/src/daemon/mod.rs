@@ -10,6 +10,7 @@
 
 pub mod config_watch;
 pub mod heartbeat;
+pub mod inbound;
 pub mod lock;
 pub mod reload;
 pub mod service;
@@ -213,24 +214,12 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         }
         None => sup.disabled(PRUNING),
     }
-    // Inbound chat channels (a Telegram bot): one component each; one
-    // naming an unset `${VAR}` is recorded failed with why, never run.
-    if let Some(chat) = &chat {
-        let parts = wiring::inbound_parts(&config, &store, chat).await;
-        for channel in wiring::inbound_channels(&config)? {
-            let name = format!("channel.{}", channel.name);
-            match &channel.inbound {
-                wiring::Inbound::Telegram(spec) => {
-                    let adapter = wiring::telegram_adapter(&parts, &channel.name, spec);
-                    sup.spawn(&name, move |cancel| {
-                        let adapter = Arc::clone(&adapter);
-                        async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
-                    });
-                }
-                wiring::Inbound::Unavailable(why) => sup.unavailable(&name, why.clone()),
-            }
-        }
-    }
+    // Inbound chat channels (a Telegram bot): one component each, which a
+    // reload restarts when its table changes.
+    let inbound = match &chat {
+        Some(chat) => Some(inbound::InboundChannels::start(&config, &store, chat, &sup).await?),
+        None => None,
+    };
     match &automation.runtime {
         Some(rt) => {
             let jobs = Arc::clone(&rt.jobs);
@@ -363,6 +352,13 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
 
     let mut reloader = Reloader::new(config.clone());
     wiring::register_reloads(&mut reloader, &automation);
+    if let Some(inbound) = &inbound {
+        let inbound = Arc::clone(inbound);
+        reloader.on(&["channels"], move |config| {
+            let inbound = Arc::clone(&inbound);
+            async move { inbound.apply(&config).await }
+        });
+    }
 
     // A count: loading every routine here kept them all, decoded, for the
     // daemon's life (0.65 MB of array per 1,000 routines, plus their strings).
