@@ -172,7 +172,6 @@ fn in_section(
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
     use std::path::PathBuf;
 
     use super::super::{Config, ConfigInput};
