@@ -1,4 +1,4 @@
-//! The process's environment, read once. `std::env::vars()` panics on a
+//! The process's environment, read once. `std::env`'s `vars` panics on a
 //! variable that is not valid UTF-8 (a stray byte in someone's shell
 //! profile); this reads `vars_os` instead, leaves such a variable out with
 //! one warning naming it (lossily, never its value), and every part of

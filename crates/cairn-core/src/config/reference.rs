@@ -134,8 +134,8 @@ pub fn markdown() -> String {
          one that does fails with an error naming the file, line, key and variable (`cairn chat`\n\
          without its `llm.api_key`, a channel's deliveries without its token, which then wait in\n\
          the inbox with that reason, an MCP server without its `env`). `cairn doctor` and the\n\
-         daemon's start-up log warn of each one; `cairn config show` marks it unavailable. A\n\
-         `[tools.web_search]` whose `api_key` is unavailable is not offered to the model. A\n\
+         daemon's start-up log warn of each one; `cairn config show` marks it unavailable (a\n\
+         `web_search` whose `api_key` is unavailable answers each search with that error). A\n\
          variable whose name or value is not valid UTF-8 is left out, with a warning naming it.\n",
     );
     // Sections in the order they first appear, each with all its settings.

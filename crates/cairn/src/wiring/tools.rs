@@ -62,19 +62,22 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
 }
 
 /// `tools.web_search.api_key = "${VAR}"` read from the environment. With
-/// the variable unset the key is unavailable, and `web_search` is not
-/// offered (`doctor` and the daemon's start-up log say why); everything
+/// the variable unset the key is unavailable: `web_search` is offered and
+/// each search fails naming the file, line, key and variable; everything
 /// else runs.
 fn expand_search_key(config: &Config, tools: &mut ToolsConfig) {
-    let Some(key) = tools.web_search.as_mut().and_then(|s| s.api_key.as_mut()) else {
+    let Some(search) = tools.web_search.as_mut() else {
+        return;
+    };
+    let Some(key) = &search.api_key else {
         return;
     };
     let line = config.tools.as_ref().map_or(0, |s| s.line);
     match expand_secret(config, key, "tools.web_search.api_key", line) {
-        Ok(expanded) => *key = expanded,
+        Ok(expanded) => search.api_key = Some(expanded),
         Err(e) => {
-            tracing::debug!(error = %format!("{e:#}"), "web_search is not offered");
-            tools.web_search = None;
+            search.api_key = None;
+            search.unavailable = Some(format!("{e:#}"));
         }
     }
 }
