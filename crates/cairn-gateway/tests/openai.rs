@@ -514,6 +514,51 @@ async fn client_tools_end_the_turn_and_their_results_continue_it() {
     gw.stop().await;
 }
 
+/// The text of the number that follows `"key":` in a JSON text.
+fn number_text<'a>(raw: &'a str, key: &str) -> &'a str {
+    let start = raw.find(&format!("\"{key}\":")).unwrap() + key.len() + 3;
+    let rest = &raw[start..];
+    &rest[..rest.find([',', '}']).unwrap()]
+}
+
+/// Sampling numbers reach the provider as the client wrote them: 0.2 is
+/// not 0.20000000298023224 (what it becomes through an f32).
+#[tokio::test]
+async fn sampling_numbers_reach_the_provider_exactly_as_sent() {
+    let gw = TestGateway::start().await;
+    gw.llm.push(Scripted::text("ok"));
+    let response = gw
+        .post("/v1/chat/completions")
+        .json(&json!({"model": "cairn", "temperature": 0.2, "top_p": 0.9,
+            "presence_penalty": 0.1, "frequency_penalty": 0.7,
+            "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let raw = gw.llm.last_request().unwrap().raw_body;
+    for (key, text) in [
+        ("temperature", "0.2"),
+        ("top_p", "0.9"),
+        ("presence_penalty", "0.1"),
+        ("frequency_penalty", "0.7"),
+    ] {
+        assert_eq!(number_text(&raw, key), text, "{key} in {raw}");
+    }
+    gw.llm.push(Scripted::text("ok"));
+    let response = gw
+        .post("/v1/responses")
+        .json(&json!({"model": "cairn", "input": "hi", "temperature": 0.3, "top_p": 0.1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let raw = gw.llm.last_request().unwrap().raw_body;
+    assert_eq!(number_text(&raw, "temperature"), "0.3", "{raw}");
+    assert_eq!(number_text(&raw, "top_p"), "0.1", "{raw}");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn responses_answer_stream_and_continue_a_conversation() {
     let gw = TestGateway::start().await;

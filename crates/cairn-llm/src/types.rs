@@ -23,7 +23,7 @@ pub struct ChatRequest {
     pub model: Option<String>,
     /// Sampling temperature; provider default when `None`.
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Cap on generated tokens; provider default when `None`.
     #[serde(default)]
     pub max_tokens: Option<u32>,
@@ -43,7 +43,7 @@ pub const STRUCTURED_OUTPUT_TOOL: &str = "cairn_structured_output";
 pub struct GenerationOptions {
     /// Nucleus sampling mass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Sequences that end the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
@@ -52,10 +52,10 @@ pub struct GenerationOptions {
     pub seed: Option<i64>,
     /// Presence penalty (OpenAI-compatible servers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub presence_penalty: Option<f32>,
+    pub presence_penalty: Option<f64>,
     /// Frequency penalty (OpenAI-compatible servers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frequency_penalty: Option<f32>,
+    pub frequency_penalty: Option<f64>,
     /// The shape the answer must have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
@@ -134,7 +134,7 @@ impl ChatRequest {
 
     /// Sets the sampling temperature.
     #[must_use]
-    pub fn with_temperature(mut self, temperature: f32) -> Self {
+    pub fn with_temperature(mut self, temperature: f64) -> Self {
         self.temperature = Some(temperature);
         self
     }

@@ -36,6 +36,9 @@ pub enum Transport {
         args: Vec<String>,
         /// Variables set for it, on top of the clean environment ([`crate::process`]).
         env: BTreeMap<String, String>,
+        /// The variables of cairn's own environment it gets
+        /// ([`crate::process::INHERITED`]), as read once at start-up.
+        inherited: BTreeMap<String, String>,
         /// Its working directory (default: its own folder,
         /// `CAIRN_HOME/mcp/<name>`); never inside the workspace.
         cwd: Option<PathBuf>,
@@ -80,6 +83,9 @@ pub struct ServerSpec {
     pub max_output_chars: usize,
     /// Most bytes of one message accepted from the server.
     pub max_message_bytes: usize,
+    /// Why it cannot start: its table names an unset `${VAR}` (each key and
+    /// variable). It is then never started and its tools are not offered.
+    pub unavailable: Option<String>,
 }
 
 impl std::fmt::Debug for ServerSpec {
@@ -106,14 +112,21 @@ impl std::fmt::Debug for ServerSpec {
 }
 
 impl ServerSpec {
-    /// A stdio server with default settings (tests, examples).
+    /// A stdio server with default settings (tests, examples), given
+    /// cairn's own [`INHERITED`](crate::process::INHERITED) variables as
+    /// this process has them.
     pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        let ours: BTreeMap<String, String> = crate::process::INHERITED
+            .iter()
+            .filter_map(|n| Some(((*n).to_string(), std::env::var(n).ok()?)))
+            .collect();
         Self::with_transport(
             name,
             Transport::Stdio {
                 command: command.to_string(),
                 args: args.iter().map(|a| (*a).to_string()).collect(),
                 env: BTreeMap::new(),
+                inherited: crate::process::inherited(&ours),
                 cwd: None,
                 sandbox: false,
             },
@@ -146,6 +159,7 @@ impl ServerSpec {
             connect_timeout: Duration::from_secs(raw.connect_timeout_secs),
             max_output_chars: raw.max_output_chars,
             max_message_bytes: raw.max_message_bytes,
+            unavailable: None,
         }
     }
 
@@ -266,13 +280,8 @@ pub fn parse_servers(
         let mut value = entry.clone();
         let mut unset = Vec::new();
         expand_env(&mut value, &key, env, &mut unset);
-        if !unset.is_empty() {
-            problems.extend(unset.into_iter().map(|u| ConfigProblem {
-                message: format!("environment variable {} is not set", u.variable),
-                key: u.key,
-            }));
-            continue;
-        }
+        // An unset variable leaves its string as written: the entry is
+        // still checked, and kept as unavailable (never started).
         let raw: Raw = match serde_json::from_value(value) {
             Ok(raw) => raw,
             Err(e) => {
@@ -292,7 +301,14 @@ pub fn parse_servers(
         }
         let before = problems.len();
         let spec = check(&key, raw, &mut problems);
-        if let Some(spec) = spec.filter(|_| problems.len() == before) {
+        if let Some(mut spec) = spec.filter(|_| problems.len() == before) {
+            if let Transport::Stdio { inherited, .. } = &mut spec.transport {
+                *inherited = crate::process::inherited(env);
+            }
+            if !unset.is_empty() {
+                let why: Vec<String> = unset.iter().map(ToString::to_string).collect();
+                spec.unavailable = Some(why.join("; "));
+            }
             specs.push(spec);
         }
     }
@@ -348,6 +364,7 @@ fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<Serve
                 command,
                 args: raw.args,
                 env: raw.env,
+                inherited: BTreeMap::new(),
                 cwd: raw.cwd,
                 sandbox: raw.sandbox,
             }
@@ -411,6 +428,7 @@ fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<Serve
         connect_timeout: Duration::from_secs(raw.connect_timeout_secs),
         max_output_chars: raw.max_output_chars,
         max_message_bytes: raw.max_message_bytes,
+        unavailable: None,
     })
 }
 
@@ -498,7 +516,6 @@ mod tests {
             "mcp.servers[3].url: must start with http",
             "mcp.servers[3].env: only for `command`",
             "mcp.servers[4]: unknown field `colour`",
-            "mcp.servers[5].env.K: environment variable NOPE is not set",
             "mcp.servers[6].timeout_secs: 0 is below 1",
             "mcp.servers[7].name: \"a\" names two servers",
         ];
@@ -506,6 +523,32 @@ mod tests {
             assert!(shown.iter().any(|s| s.starts_with(e)), "{e}\n{shown:#?}");
         }
         assert_eq!(shown.len(), expect.len(), "{shown:#?}");
+    }
+
+    #[test]
+    fn a_server_naming_an_unset_variable_is_kept_unavailable_and_its_base_env_is_given() {
+        let table = json!([
+            {"name": "gh", "command": "x", "args": ["${ARG}"], "env": {"K": "${NOPE}"}},
+            {"name": "ok", "command": "y"},
+        ]);
+        let specs = parse_servers(
+            Some(&table),
+            &env(&[("PATH", "/p"), ("HOME", "/home/me"), ("SECRET", "s")]),
+        )
+        .unwrap();
+        assert_eq!(
+            specs[0].unavailable.as_deref(),
+            Some(
+                "mcp.servers[0].args[0]: environment variable ARG is not set; \
+                 mcp.servers[0].env.K: environment variable NOPE is not set"
+            )
+        );
+        assert_eq!(specs[1].unavailable, None);
+        let Transport::Stdio { inherited, .. } = &specs[1].transport else {
+            panic!("stdio");
+        };
+        let names: Vec<&str> = inherited.keys().map(String::as_str).collect();
+        assert_eq!(names, ["HOME", "PATH"]);
     }
 
     /// The reference (docs/configuration.md, written by cairn-core, which

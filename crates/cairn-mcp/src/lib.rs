@@ -85,7 +85,7 @@ impl McpClients {
     /// A new server for `spec`, with its remembered tool list.
     async fn server_for(&self, spec: ServerSpec) -> Arc<Server> {
         let remembered = match &self.cache {
-            Some(cache) if spec.enabled => cache.load(&spec).await,
+            Some(cache) if spec.enabled && spec.unavailable.is_none() => cache.load(&spec).await,
             _ => None,
         };
         Server::new(

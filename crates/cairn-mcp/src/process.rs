@@ -154,12 +154,9 @@ impl StderrTail {
     }
 }
 
-/// The environment a server starts with: [`INHERITED`] from `cairn_env`
-/// (`PATH` defaulted), then the server's `env`.
-pub fn environment(
-    cairn_env: &BTreeMap<String, String>,
-    env: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
+/// The [`INHERITED`] variables of `cairn_env` (cairn's environment, read
+/// once at start-up), with `PATH` defaulted.
+pub fn inherited(cairn_env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = INHERITED
         .iter()
         .filter_map(|name| {
@@ -171,6 +168,16 @@ pub fn environment(
         .collect();
     out.entry("PATH".into())
         .or_insert_with(|| DEFAULT_PATH.into());
+    out
+}
+
+/// The environment a server starts with: [`INHERITED`] from `cairn_env`
+/// (`PATH` defaulted), then the server's `env`.
+pub fn environment(
+    cairn_env: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = inherited(cairn_env);
     out.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
     out
 }
@@ -183,6 +190,8 @@ pub struct Launch<'a> {
     pub args: &'a [String],
     /// The server's configured variables.
     pub env: &'a BTreeMap<String, String>,
+    /// cairn's own variables it gets ([`inherited`]).
+    pub inherited: &'a BTreeMap<String, String>,
     /// Its working directory (and `HOME` when sandboxed): its own folder
     /// ([`own_dir`]) or the configured `cwd`; refused inside the workspace.
     pub cwd: &'a Path,
@@ -320,7 +329,7 @@ pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
             .env
             .get("PATH")
             .map(OsString::from)
-            .or_else(|| std::env::var_os("PATH").filter(|v| !v.is_empty()))
+            .or_else(|| launch.inherited.get("PATH").filter(|v| !v.is_empty()).map(OsString::from))
             .unwrap_or_else(|| DEFAULT_PATH.into());
         let (program, path) = prepare(launch, path).await?;
         let mut command = piped(&program);
@@ -344,8 +353,7 @@ pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
             .map_err(|e| RemoteError::Connect(format!("{}: {e}", launch.command)))?;
         Proc::Confined(confined)
     } else {
-        let ours: BTreeMap<String, String> = std::env::vars().collect();
-        let mut env = environment(&ours, launch.env);
+        let mut env = environment(launch.inherited, launch.env);
         let path = env
             .get("PATH")
             .cloned()

@@ -25,6 +25,8 @@ use crate::rmcp_client::{self, Wiring};
 pub enum State {
     /// `enabled = false`: never started.
     Disabled,
+    /// Its table names an unset `${VAR}`: never started (its last error says which).
+    Unavailable,
     /// Lazy and not needed yet.
     Idle,
     /// Being started (process, handshake, tool list).
@@ -42,6 +44,7 @@ impl State {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Disabled => "disabled",
+            Self::Unavailable => "unavailable",
             Self::Idle => "idle",
             Self::Starting => "starting",
             Self::Ready => "ready",
@@ -165,11 +168,12 @@ impl Server {
         cache: Option<ToolCache>,
         remembered: Option<Vec<RemoteTool>>,
     ) -> Arc<Self> {
-        let state = if spec.enabled {
-            State::Idle
-        } else {
-            State::Disabled
+        let state = match (&spec.unavailable, spec.enabled) {
+            (_, false) => State::Disabled,
+            (Some(_), true) => State::Unavailable,
+            (None, true) => State::Idle,
         };
+        let last_error = spec.unavailable.clone().filter(|_| spec.enabled);
         let tools_from = if remembered.is_some() {
             ToolsFrom::Remembered
         } else {
@@ -186,7 +190,7 @@ impl Server {
                 conn: None,
                 tools,
                 tools_from,
-                last_error: None,
+                last_error,
                 restarts: 0,
                 retry_at: None,
                 connect_ms: None,
@@ -433,6 +437,7 @@ impl Server {
                 command,
                 args,
                 env,
+                inherited,
                 cwd,
                 sandbox,
             } => {
@@ -448,6 +453,7 @@ impl Server {
                     command,
                     args,
                     env,
+                    inherited,
                     cwd,
                     workspace: &self.places.workspace,
                     sandbox: *sandbox,

@@ -31,7 +31,7 @@ impl McpTools {
         let mut lines = Vec::new();
         for server in &self.servers {
             let state = server.state();
-            if matches!(state, State::Disabled | State::Stopped) {
+            if matches!(state, State::Disabled | State::Unavailable | State::Stopped) {
                 continue;
             }
             let names: Vec<String> = server
@@ -83,7 +83,12 @@ impl ToolSource for McpTools {
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
         self.servers
             .iter()
-            .filter(|s| !matches!(s.state(), State::Disabled | State::Stopped))
+            .filter(|s| {
+                !matches!(
+                    s.state(),
+                    State::Disabled | State::Unavailable | State::Stopped
+                )
+            })
             .flat_map(|server| {
                 server
                     .tools()
@@ -97,7 +102,11 @@ impl ToolSource for McpTools {
     fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
         let (server_name, _) = names::split(name)?;
         let server = self.servers.iter().find(|s| {
-            s.name() == server_name && !matches!(s.state(), State::Disabled | State::Stopped)
+            s.name() == server_name
+                && !matches!(
+                    s.state(),
+                    State::Disabled | State::Unavailable | State::Stopped
+                )
         })?;
         match server.tools().iter().find(|e| e.name == name) {
             Some(exposed) => Some(Arc::new(McpTool::new(Arc::clone(server), exposed.clone()))),

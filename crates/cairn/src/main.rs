@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod daemon;
+mod environment;
 mod exit;
 mod home;
 mod log_writer;

@@ -1,7 +1,6 @@
-//! Loading the configuration: find `$CAIRN_HOME`, read config.toml, collect
-//! the environment, detect the machine's time zone, and resolve.
+//! Loading the configuration: find `$CAIRN_HOME`, read config.toml, take
+//! the environment ([`crate::environment`]), detect the machine's time zone, and resolve.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -36,13 +35,11 @@ pub fn gather_input() -> anyhow::Result<ConfigInput> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let env: BTreeMap<String, String> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
     Ok(ConfigInput {
         home,
         file,
-        env,
+        // Read once per process; a reload sees the same environment.
+        env: crate::environment::get().vars().clone(),
         system_zone: system_zone(),
     })
 }

@@ -45,7 +45,7 @@ pub struct LoopConfig {
     /// Use this model instead of the provider's.
     pub model: Option<String>,
     /// Sampling temperature.
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Cap on each answer's tokens.
     pub max_tokens: Option<u32>,
     /// Further sampling and output settings (an API client's, per request).
@@ -274,7 +274,7 @@ impl AgentLoop {
     /// and token cap when given, further options, and the caller's own tools.
     pub fn with_request(
         &self,
-        temperature: Option<f32>,
+        temperature: Option<f64>,
         max_tokens: Option<u32>,
         options: GenerationOptions,
         client_tools: Vec<ToolDefinition>,

@@ -16,7 +16,7 @@ use super::transcript::{cut_middle, render_turns};
 use crate::session::{Turn, TurnKind};
 
 /// Sampling temperature of the summarization call: low, to stay factual.
-pub const SUMMARY_TEMPERATURE: f32 = 0.3;
+pub const SUMMARY_TEMPERATURE: f64 = 0.3;
 /// Cap on the summary's length in tokens.
 pub const SUMMARY_MAX_TOKENS: u32 = 1024;
 

@@ -78,6 +78,10 @@ pub struct WebSearchConfig {
         with = "cairn_core::duration::serde_compact"
     )]
     pub timeout: Duration,
+    /// Why the key cannot be read here (written `${VAR}` with `VAR` unset;
+    /// set by whoever expands it): every search then fails saying so.
+    #[serde(skip)]
+    pub unavailable: Option<String>,
 }
 
 fn default_count() -> u64 {
@@ -97,6 +101,7 @@ impl PartialEq for WebSearchConfig {
             && self.base_url == other.base_url
             && self.count == other.count
             && self.timeout == other.timeout
+            && self.unavailable == other.unavailable
     }
 }
 
@@ -156,6 +161,7 @@ impl WebSearchTool {
         })?;
         let keyed = matches!(provider, SearchProvider::Brave | SearchProvider::Tavily);
         if keyed
+            && config.unavailable.is_none()
             && config
                 .api_key
                 .as_ref()
@@ -186,6 +192,9 @@ impl WebSearchTool {
 
     /// Searches; errors say what the provider refused and why.
     pub async fn search(&self, query: &str, count: u64) -> Result<Vec<SearchHit>, ToolError> {
+        if let Some(why) = &self.config.unavailable {
+            return Err(ToolError::Unavailable(why.clone()));
+        }
         let provider = self.config.provider;
         let key = self
             .config
@@ -416,6 +425,7 @@ mod tests {
             base_url: None,
             count: 5,
             timeout: default_timeout(),
+            unavailable: None,
         }
     }
 
@@ -438,6 +448,22 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("count")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_key_fails_each_search_saying_why() {
+        let c = WebSearchConfig {
+            unavailable: Some(
+                "config.toml:3: tools.web_search.api_key: environment variable K is not set".into(),
+            ),
+            ..config(SearchProvider::Brave)
+        };
+        let tool = WebSearchTool::new(c).unwrap();
+        let err = tool.search("rust", 1).await.unwrap_err();
+        assert!(
+            matches!(&err, ToolError::Unavailable(why) if why.ends_with("environment variable K is not set")),
+            "{err}"
         );
     }
 

@@ -39,6 +39,11 @@ pub trait InboundAdapter: Send + Sync {
     /// Receives and answers messages until `cancel` fires; an `Err` (the
     /// service unreachable at start, say) is restarted with backoff.
     async fn run(&self, cancel: CancellationToken) -> Result<(), String>;
+
+    /// Makes the next stop keep what this process holds on the service
+    /// (a polling lease) for its successor in the same process: a reload
+    /// that restarts the channel with new settings.
+    fn hand_over(&self) {}
 }
 
 /// A message a [`Conversation`] showed, by the service's id.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use cairn_core::config::expand::expand_env;
+use cairn_core::config::expand::{UnsetVariable, expand_env};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::Value;
@@ -161,16 +161,39 @@ impl fmt::Display for ChannelConfigError {
 
 impl std::error::Error for ChannelConfigError {}
 
+/// A channel whose table names an unset `${VAR}`: kept, and failing only
+/// when used (its deliveries, its inbound bot), saying which variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnavailableChannel {
+    /// Its `type`.
+    pub kind: &'static str,
+    /// Whether it also receives messages (`inbound = true`).
+    pub inbound: bool,
+    /// The strings naming unset variables, by key.
+    pub unset: Vec<UnsetVariable>,
+}
+
+/// The `[channels]` table, parsed.
+#[derive(Debug, Default)]
+pub struct ParsedChannels {
+    /// The channels ready to build, by name.
+    pub specs: BTreeMap<String, ChannelSpec>,
+    /// The channels naming unset variables, by name.
+    pub unavailable: BTreeMap<String, UnavailableChannel>,
+}
+
 /// Parses the `[channels]` table (as JSON), expanding `${VAR}` in string
-/// values from `env`. Every problem of every channel is reported.
+/// values from `env`. Every problem of every channel is reported; a channel
+/// whose only problem is an unset variable is [`UnavailableChannel`], not
+/// an error (its table is still checked against its type).
 pub fn parse_channels(
     table: Option<&Value>,
     env: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, ChannelSpec>, Vec<ChannelConfigError>> {
-    let mut specs = BTreeMap::new();
+) -> Result<ParsedChannels, Vec<ChannelConfigError>> {
+    let mut parsed = ParsedChannels::default();
     let mut errors = Vec::new();
     let Some(table) = table else {
-        return Ok(specs);
+        return Ok(parsed);
     };
     let Some(entries) = table.as_object() else {
         return Err(vec![ChannelConfigError {
@@ -183,13 +206,6 @@ pub fn parse_channels(
         let mut value = value.clone();
         let mut unset = Vec::new();
         expand_env(&mut value, &key, env, &mut unset);
-        if !unset.is_empty() {
-            errors.extend(unset.into_iter().map(|u| ChannelConfigError {
-                message: format!("environment variable {} is not set", u.variable),
-                key: u.key,
-            }));
-            continue;
-        }
         if value.get("type").is_none() {
             errors.push(ChannelConfigError {
                 key: format!("{key}.type"),
@@ -200,6 +216,19 @@ pub fn parse_channels(
             continue;
         }
         match serde_json::from_value::<ChannelSpec>(value) {
+            // The unset strings are left as written: the shape is checked,
+            // their values are not.
+            Ok(spec) if !unset.is_empty() => {
+                let inbound = matches!(&spec, ChannelSpec::Telegram(t) if t.inbound);
+                parsed.unavailable.insert(
+                    name.clone(),
+                    UnavailableChannel {
+                        kind: spec.kind(),
+                        inbound,
+                        unset,
+                    },
+                );
+            }
             Ok(spec) => {
                 for (field, message) in spec.problems() {
                     errors.push(ChannelConfigError {
@@ -207,7 +236,14 @@ pub fn parse_channels(
                         message,
                     });
                 }
-                specs.insert(name.clone(), spec);
+                parsed.specs.insert(name.clone(), spec);
+            }
+            // An unset `type` leaves nothing to check: its variable is the problem.
+            Err(_) if unset.iter().any(|u| u.key == format!("{key}.type")) => {
+                errors.extend(unset.into_iter().map(|u| ChannelConfigError {
+                    message: format!("environment variable {} is not set", u.variable),
+                    key: u.key,
+                }));
             }
             Err(e) => errors.push(ChannelConfigError {
                 key: field_of(&key, &e.to_string()),
@@ -216,7 +252,7 @@ pub fn parse_channels(
         }
     }
     if errors.is_empty() {
-        Ok(specs)
+        Ok(parsed)
     } else {
         Err(errors)
     }
@@ -264,7 +300,7 @@ mod tests {
                      "headers": {"X-Team": "team-S3CR", "Authorization": "Bearer S3CR"}},
             "push": {"type": "ntfy", "topic": "topic-S3CR"},
         });
-        let specs = parse_channels(Some(&table), &env(&[])).unwrap();
+        let specs = parse_channels(Some(&table), &env(&[])).unwrap().specs;
         let shown = format!("{specs:?}");
         assert!(!shown.contains("S3CR"), "{shown}");
         assert!(
@@ -309,7 +345,8 @@ mod tests {
                 ("SMTP_PASSWORD", "pw"),
             ]),
         )
-        .unwrap();
+        .unwrap()
+        .specs;
         let kinds: Vec<&str> = specs.values().map(ChannelSpec::kind).collect();
         // By name: box, guild, hook, journal, mail, phone, push, team.
         assert_eq!(
@@ -347,11 +384,47 @@ mod tests {
             "channels.hook.url: expected an http(s) URL, got scheme \"ftp\"",
             "channels.mail.to: missing field `to`",
             "channels.odd: unknown variant `pager`, expected one of `inbox`, `log`, `webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`",
-            "channels.phone.bot_token: environment variable TG_TOKEN is not set",
             "channels.typo.secrett: unknown field `secrett`, expected one of `url`, `headers`, `secret`",
             "channels.what.type: missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email",
         ];
         assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_channel_naming_an_unset_variable_is_unavailable_and_the_others_parse() {
+        let table = json!({
+            "phone": {"type": "telegram", "bot_token": "${TG_TOKEN}", "chat_id": "42", "inbound": true},
+            "hook": {"type": "webhook", "url": "http://127.0.0.1/", "secret": "${NOPE}"},
+            "box": {"type": "inbox"},
+        });
+        let parsed = parse_channels(Some(&table), &env(&[])).unwrap();
+        assert_eq!(parsed.specs.keys().collect::<Vec<_>>(), ["box"]);
+        let phone = &parsed.unavailable["phone"];
+        assert_eq!((phone.kind, phone.inbound), ("telegram", true));
+        assert_eq!(
+            phone
+                .unset
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["channels.phone.bot_token: environment variable TG_TOKEN is not set"]
+        );
+        assert!(!parsed.unavailable["hook"].inbound);
+        // Its shape is still checked; an unset `type` leaves only the variable to name.
+        let got = errors(
+            json!({"phone": {"type": "telegram", "bot_token": "${T}", "chat_id": "1", "nope": 1},
+                   "odd": {"type": "${KIND}"}}),
+            &[],
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].starts_with("channels.odd.type: environment variable KIND"),
+            "{got:?}"
+        );
+        assert!(
+            got[1].starts_with("channels.phone.nope: unknown field"),
+            "{got:?}"
+        );
     }
 
     #[test]

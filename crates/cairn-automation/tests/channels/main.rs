@@ -65,7 +65,9 @@ pub fn channel_with_env(table: Value, env: &[(&str, &str)]) -> Arc<dyn Channel> 
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let specs = parse_channels(Some(&json!({ "ops": table })), &env).unwrap();
+    let specs = parse_channels(Some(&json!({ "ops": table })), &env)
+        .unwrap()
+        .specs;
     let spec: &ChannelSpec = &specs["ops"];
     build(spec, &reqwest::Client::new()).unwrap().unwrap()
 }
@@ -101,8 +103,9 @@ pub fn permanent(result: Result<impl std::fmt::Debug, DeliveryError>) -> String 
 
 #[test]
 fn inbox_is_left_to_the_router() {
-    let specs =
-        parse_channels(Some(&json!({"mine": {"type": "inbox"}})), &BTreeMap::new()).unwrap();
+    let specs = parse_channels(Some(&json!({"mine": {"type": "inbox"}})), &BTreeMap::new())
+        .unwrap()
+        .specs;
     assert!(
         build(&specs["mine"], &reqwest::Client::new())
             .unwrap()

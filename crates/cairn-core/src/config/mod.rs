@@ -16,6 +16,7 @@ pub mod reloadable;
 mod resolve;
 mod setting_kind;
 mod typed;
+mod unavailable;
 
 use std::fmt;
 
@@ -26,6 +27,7 @@ pub use typed::{
     AgentConfig, Config, CostConfig, DaemonConfig, GatewayConfig, HeartbeatConfig, LlmConfig,
     MemoryConfig, NotifyConfig, RepairConfig, RoutinesConfig, SkillsConfig, UserConfig,
 };
+pub use unavailable::{Environment, Secret, Unavailable};
 
 /// A scalar setting value.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -51,7 +51,9 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          `api_url`; with `inbound = true` it also receives messages, from the Telegram user ids in \
          `allowed_users` and those added by `cairn telegram allow` or `/pair`), \
          `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …). Any string may be \
-         `\"${VAR}\"`, read from the environment at start-up",
+         `\"${VAR}\"`, read from the environment at start-up; a reload stops a changed inbound \
+         channel and starts it with its new settings, keeping its polling lease and the next \
+         update it asks for",
     ),
     (
         "mcp.servers",
@@ -128,7 +130,15 @@ pub fn markdown() -> String {
          where it came from; `cairn init` writes a first file.\n\n\
          A key `section.name` is written `name = …` under `[section]`. Secret settings are never\n\
          shown; in the file they may be written `\"${VAR}\"`, which reads the value from the\n\
-         environment variable `VAR` (an unset variable is an error naming it).\n",
+         environment variable `VAR` once, when cairn starts.\n\n\
+         A `${VAR}` whose variable is not set makes only the value that names it unavailable, not\n\
+         the whole file: every command and component that does not need that value runs, and the\n\
+         one that does fails with an error naming the file, line, key and variable (`cairn chat`\n\
+         without its `llm.api_key`, a channel's deliveries without its token, which then wait in\n\
+         the inbox with that reason, an MCP server without its `env`). `cairn doctor` and the\n\
+         daemon's start-up log warn of each one; `cairn config show` marks it unavailable (a\n\
+         `web_search` whose `api_key` is unavailable answers each search with that error). A\n\
+         variable whose name or value is not valid UTF-8 is left out, with a warning naming it.\n",
     );
     // Sections in the order they first appear, each with all its settings.
     let section_of = |def: &SettingDef| def.key.split('.').next().unwrap_or(def.key);
@@ -186,7 +196,11 @@ fn reload_section(out: &mut String) {
          unconfined) is refused with its key and the reason in the log, and the old value stays.\n\
          Chat turns, jobs and routine runs in progress finish with the provider, model, tools and\n\
          policy they started with; cost limits apply to the next LLM call, even within a turn. A\n\
-         daemon started without an LLM needs a restart to get one.\n\n",
+         daemon started without an LLM needs a restart to get one. An inbound channel (a Telegram\n\
+         bot with `inbound = true`) whose table changed is stopped and started again with the new\n\
+         values (its address, token, allowed users); turns it was answering are cut short. The log\n\
+         says which keys are now in force and which need a restart; nothing that needs a restart\n\
+         is reported in force.\n\n",
     );
     let _ = writeln!(
         out,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::file::{self, Section};
 use super::redact::redact_value;
 use super::registry::{self, DefaultValue, Kind, SettingDef};
+use super::unavailable::{Environment, Unavailable};
 use super::{ConfigError, ConfigErrors, Source, Value};
 
 /// What the caller read from the outside world. Its `Debug` output shows
@@ -48,6 +49,9 @@ pub struct Resolved {
     pub value: Option<Value>,
     /// Where the value came from.
     pub source: Source,
+    /// Set when the file writes the value as `${VAR}` and `VAR` is not set
+    /// (`value` is then `None`): what needs it fails saying so.
+    pub unavailable: Option<Unavailable>,
 }
 
 impl std::fmt::Debug for Resolved {
@@ -56,6 +60,7 @@ impl std::fmt::Debug for Resolved {
             .field("key", &self.def.key)
             .field("value", &self.display_value())
             .field("source", &self.source)
+            .field("unavailable", &self.unavailable)
             .finish()
     }
 }
@@ -80,6 +85,9 @@ pub struct Settings {
     pub sections: BTreeMap<&'static str, Section>,
     /// Whether the machine's time zone was detected (if not, the default is UTC and doctor warns).
     pub system_zone_detected: bool,
+    /// The environment the values were resolved with (read once by the
+    /// caller), for the free-form tables that expand `${VAR}` when used.
+    pub env: Environment,
 }
 
 impl Settings {
@@ -114,21 +122,26 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
             def,
             value: default_value(def, input),
             source: Source::Default,
+            unavailable: None,
         };
         if let Some(fv) = file_settings.values.get(def.key) {
             resolved.value = Some(fv.value.clone());
             resolved.source = Source::File { line: fv.line };
             // A secret may name the variable that holds it: `api_key = "${VAR}"`.
+            // Unset, the value is unavailable: only what reads it fails.
             if def.secret
                 && let Some(Value::Text(text)) = &resolved.value
             {
                 match crate::text::expand_vars(text, &input.env) {
                     Ok(value) => resolved.value = Some(Value::Text(value)),
-                    Err(var) => errors.push(ConfigError::BadValue {
-                        origin: format!("{file_name}:{}", fv.line),
-                        key: def.key.to_string(),
-                        message: format!("environment variable {var} is not set"),
-                    }),
+                    Err(variable) => {
+                        resolved.value = None;
+                        resolved.unavailable = Some(Unavailable {
+                            origin: format!("{file_name}:{}", fv.line),
+                            key: def.key.to_string(),
+                            variable,
+                        });
+                    }
                 }
             }
         }
@@ -145,6 +158,7 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
                     resolved.source = Source::Env {
                         var: var.to_string(),
                     };
+                    resolved.unavailable = None;
                 }
                 None => errors.push(ConfigError::BadEnv {
                     var: var.to_string(),
@@ -180,6 +194,7 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
             values,
             sections: file_settings.sections,
             system_zone_detected: input.system_zone.is_some(),
+            env: Environment::new(input.env.clone()),
         })
     } else {
         Err(ConfigErrors(errors))
@@ -262,11 +277,19 @@ mod tests {
         let key = s.get("llm.api_key").unwrap();
         assert_eq!(key.value, Some(Value::Text("sk-from-env".into())));
         assert_eq!(key.source, Source::File { line: 2 });
-        let err = resolve(&input(Some(file), &[])).unwrap_err().to_string();
-        assert!(
-            err.contains("config.toml:2: llm.api_key: environment variable MY_KEY is not set"),
-            "{err}"
+        // Unset, the value is unavailable, and says why; the rest resolves.
+        let s = resolve(&input(Some(file), &[])).unwrap();
+        let key = s.get("llm.api_key").unwrap();
+        assert_eq!(key.value, None);
+        assert_eq!(
+            key.unavailable.as_ref().unwrap().to_string(),
+            "/home/ada/.cairn/config.toml:2: llm.api_key: environment variable MY_KEY is not set"
         );
+        // A value from the environment makes the file's unset variable moot.
+        let s = resolve(&input(Some(file), &[("CAIRN_LLM_API_KEY", "sk-env")])).unwrap();
+        let key = s.get("llm.api_key").unwrap();
+        assert_eq!(key.value, Some(Value::Text("sk-env".into())));
+        assert!(key.unavailable.is_none());
         // Other settings keep their text as written.
         let s = resolve(&input(Some("[agent]\nname = \"${X}\"\n"), &[])).unwrap();
         assert_eq!(

@@ -6,6 +6,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::resolve::{ConfigInput, Resolved, Settings, resolve};
+use super::unavailable::{Environment, Secret, Unavailable, scan};
 use super::{ConfigError, ConfigErrors, Section, Source, Value};
 
 /// The effective configuration of one cairn process.
@@ -91,7 +92,7 @@ pub struct MemoryConfig {
     /// Vector size to ask for.
     pub embeddings_dimensions: Option<u32>,
     /// Key for the embeddings provider (falls back to `llm.openai_api_key` for openai).
-    pub embeddings_api_key: Option<SecretString>,
+    pub embeddings_api_key: Secret,
     /// Weight of vector similarity in hybrid recall, percent.
     pub vector_weight_pct: u32,
     /// Weight of keyword match in hybrid recall, percent.
@@ -261,7 +262,7 @@ pub struct LlmConfig {
     /// Base URL override.
     pub base_url: Option<String>,
     /// The effective API key: `llm.api_key`, else the provider's own variable.
-    pub api_key: Option<SecretString>,
+    pub api_key: Secret,
     /// Model name.
     pub model: Option<String>,
     /// Cheaper model for light work.
@@ -306,14 +307,16 @@ impl Config {
             errors: Vec::new(),
         };
         let provider = r.text_opt("llm.provider").map(|p| p.to_ascii_lowercase());
-        let openai_key = r.text_opt("llm.openai_api_key");
-        let anthropic_key = r.text_opt("llm.anthropic_api_key");
-        let provider = provider.or_else(|| match (&openai_key, &anthropic_key) {
-            (Some(_), _) => Some("openai".to_string()),
-            (None, Some(_)) => Some("anthropic".to_string()),
-            (None, None) => None,
+        let openai_key = r.secret("llm.openai_api_key");
+        let anthropic_key = r.secret("llm.anthropic_api_key");
+        let provider = provider.or_else(|| {
+            match (openai_key.is_configured(), anthropic_key.is_configured()) {
+                (true, _) => Some("openai".to_string()),
+                (false, true) => Some("anthropic".to_string()),
+                (false, false) => None,
+            }
         });
-        let api_key = r.text_opt("llm.api_key").or(match provider.as_deref() {
+        let api_key = r.secret("llm.api_key").or(match provider.as_deref() {
             Some("anthropic") => anthropic_key,
             _ => openai_key,
         });
@@ -417,7 +420,7 @@ impl Config {
             llm: LlmConfig {
                 provider,
                 base_url: r.text_opt("llm.base_url"),
-                api_key: api_key.map(SecretString::from),
+                api_key,
                 model: r.text_opt("llm.model"),
                 cheap_model: r.text_opt("llm.cheap_model"),
                 timeout: Duration::from_secs(r.uint_at_least("llm.timeout_secs", 1)),
@@ -459,14 +462,13 @@ impl Config {
                     .uint_opt("memory.embeddings_dimensions")
                     .and_then(|d| u32::try_from(d).ok()),
                 // OpenAI's key is only ever sent to OpenAI.
-                embeddings_api_key: r
-                    .text_opt("memory.embeddings_api_key")
-                    .or_else(|| {
-                        (embeddings_provider.as_deref() == Some("openai"))
-                            .then(|| r.text_opt("llm.openai_api_key"))
-                            .flatten()
-                    })
-                    .map(SecretString::from),
+                embeddings_api_key: r.secret("memory.embeddings_api_key").or(
+                    if embeddings_provider.as_deref() == Some("openai") {
+                        r.secret("llm.openai_api_key")
+                    } else {
+                        Secret::Unset
+                    },
+                ),
                 vector_weight_pct: r.u32_at_least("memory.vector_weight_pct", 0),
                 keyword_weight_pct: r.u32_at_least("memory.keyword_weight_pct", 0),
                 min_relevance_pct: {
@@ -508,6 +510,19 @@ impl Config {
     pub fn home(&self) -> &std::path::Path {
         &self.settings.home
     }
+
+    /// The environment read at start-up, for the tables that expand
+    /// `${VAR}` when they are used (channels, MCP servers, …).
+    pub fn env(&self) -> &Environment {
+        &self.settings.env
+    }
+
+    /// Every value written `${VAR}` whose variable is not set (for
+    /// `doctor` and the daemon's start-up log; each part that reads one
+    /// fails with its own).
+    pub fn unavailable(&self) -> Vec<Unavailable> {
+        scan(&self.settings)
+    }
 }
 
 /// Reads typed values out of resolved settings, collecting range errors.
@@ -525,6 +540,19 @@ impl Reader<'_> {
         match self.get(key).and_then(|r| r.value.as_ref()) {
             Some(Value::Text(s)) => Some(s.clone()),
             _ => None,
+        }
+    }
+
+    /// A secret setting: set, unset, or unavailable (a `${VAR}` not set).
+    fn secret(&self, key: &str) -> Secret {
+        match self.get(key) {
+            Some(Resolved {
+                unavailable: Some(why),
+                ..
+            }) => Secret::Unavailable(why.clone()),
+            _ => self
+                .text_opt(key)
+                .map_or(Secret::Unset, |s| Secret::Set(SecretString::from(s))),
         }
     }
 

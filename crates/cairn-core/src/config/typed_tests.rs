@@ -41,7 +41,7 @@ fn defaults_are_usable() {
     assert_eq!(c.agent.max_parallel_jobs, 5);
     assert_eq!(c.user.timezone, chrono_tz::America::New_York);
     assert_eq!(c.heartbeat.interval, Duration::from_secs(1800));
-    assert!(c.llm.provider.is_none() && c.llm.api_key.is_none());
+    assert!(c.llm.provider.is_none() && !c.llm.api_key.is_configured());
     assert_eq!(c.database_url.expose_secret(), "sqlite:///h/cairn.db");
 }
 
@@ -49,7 +49,7 @@ fn defaults_are_usable() {
 fn provider_is_inferred_from_the_key_present() {
     let c = load(None, &[("ANTHROPIC_API_KEY", "ak")]).unwrap();
     assert_eq!(c.llm.provider.as_deref(), Some("anthropic"));
-    assert_eq!(c.llm.api_key.unwrap().expose_secret(), "ak");
+    assert_eq!(c.llm.api_key.get().unwrap().unwrap().expose_secret(), "ak");
     let c = load(
         None,
         &[
@@ -59,13 +59,13 @@ fn provider_is_inferred_from_the_key_present() {
         ],
     )
     .unwrap();
-    assert_eq!(c.llm.api_key.unwrap().expose_secret(), "ak");
+    assert_eq!(c.llm.api_key.get().unwrap().unwrap().expose_secret(), "ak");
     let c = load(
         None,
         &[("CAIRN_LLM_API_KEY", "ck"), ("OPENAI_API_KEY", "ok")],
     )
     .unwrap();
-    assert_eq!(c.llm.api_key.unwrap().expose_secret(), "ck");
+    assert_eq!(c.llm.api_key.get().unwrap().unwrap().expose_secret(), "ck");
 }
 
 #[test]
@@ -124,4 +124,29 @@ fn debug_output_hides_secrets_from_the_file_and_tables() {
             assert!(!debug.contains(secret), "{secret} shown in {debug}");
         }
     }
+}
+
+#[test]
+fn an_unset_variable_makes_only_its_secret_unavailable() {
+    let file = "[llm]\nprovider = \"openai\"\nmodel = \"m\"\napi_key = \"${MYKEY}\"\n";
+    let c = load(Some(file), &[]).unwrap();
+    assert_eq!(
+        c.llm.api_key.get().unwrap_err().to_string(),
+        "/h/config.toml:4: llm.api_key: environment variable MYKEY is not set"
+    );
+    assert_eq!(c.llm.model.as_deref(), Some("m"));
+    // The provider's own variable does not stand in for a key the file names.
+    let c = load(Some(file), &[("OPENAI_API_KEY", "ok")]).unwrap();
+    assert!(c.llm.api_key.get().is_err());
+    // An unavailable provider key still says which provider is meant.
+    let c = load(Some("[llm]\nanthropic_api_key = \"${AK}\"\n"), &[]).unwrap();
+    assert_eq!(c.llm.provider.as_deref(), Some("anthropic"));
+    assert!(c.llm.api_key.get().unwrap_err().to_string().contains("AK"));
+    // The embeddings key falls back to OpenAI's, unavailable included.
+    let c = load(
+        Some("[llm]\nopenai_api_key = \"${OK}\"\n[memory]\nembeddings_provider = \"openai\"\n"),
+        &[],
+    )
+    .unwrap();
+    assert!(c.memory.embeddings_api_key.get().is_err());
 }

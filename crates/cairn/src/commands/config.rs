@@ -27,6 +27,9 @@ pub fn show(as_json: bool) -> anyhow::Result<ExitCode> {
             if r.def.secret {
                 entry["secret"] = json!(true);
             }
+            if let Some(why) = &r.unavailable {
+                entry["unavailable"] = json!(why.to_string());
+            }
             values.insert(r.def.key.to_string(), entry);
         }
         let sections: serde_json::Map<String, serde_json::Value> = s
@@ -56,10 +59,14 @@ pub fn show(as_json: bool) -> anyhow::Result<ExitCode> {
         println!();
         let width = s.values.iter().map(|r| r.def.key.len()).max().unwrap_or(0);
         for r in &s.values {
-            let value = r
-                .display_value()
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "(unset)".to_string());
+            let value = match (&r.unavailable, r.display_value()) {
+                (Some(why), _) => format!(
+                    "(unavailable: environment variable {} is not set)",
+                    why.variable
+                ),
+                (None, Some(v)) => v.to_string(),
+                (None, None) => "(unset)".to_string(),
+            };
             println!("{:width$}  {value}  [{}]", r.def.key, r.source);
         }
         for (key, sec) in &s.sections {

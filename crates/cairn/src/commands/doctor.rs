@@ -63,6 +63,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(signal);
             checks.push(check_permissions(config));
             checks.push(check_zone(config));
+            checks.push(check_environment(config));
             checks.push(check_llm(config));
             checks.push(check_routing(config));
             checks.push(check_tools(config));
@@ -81,6 +82,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "permissions",
                 "signal",
                 "timezone",
+                "environment",
                 "llm",
                 "routing",
                 "tools",
@@ -261,12 +263,39 @@ fn check_zone(config: &Config) -> Check {
     }
 }
 
+/// Every `${VAR}` the configuration names is set here. One that is not is
+/// a warning, not a failure: the daemon may run with its own environment
+/// (`cairn service install`'s file), and only what needs the value fails.
+fn check_environment(config: &Config) -> Check {
+    let unavailable = config.unavailable();
+    if unavailable.is_empty() {
+        return check(
+            "environment",
+            Status::Ok,
+            "every ${VAR} the configuration names is set",
+        );
+    }
+    let mut lines = vec![format!(
+        "{} value(s) unavailable in this environment; what needs one fails saying so:",
+        unavailable.len()
+    )];
+    lines.extend(unavailable.iter().map(ToString::to_string));
+    check("environment", Status::Warn, lines.join("\n"))
+}
+
 fn check_llm(config: &Config) -> Check {
     if config.llm.provider.is_none() {
         return check(
             "llm",
             Status::Warn,
             "no LLM provider configured; chat and routines need one: set CAIRN_LLM_PROVIDER (openai, anthropic, ollama, …), CAIRN_LLM_MODEL and CAIRN_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY)",
+        );
+    }
+    if let Some(why) = crate::wiring::llm_unavailable(config) {
+        return check(
+            "llm",
+            Status::Warn,
+            format!("{why}: chat and the routines that need the LLM fail here until it is set"),
         );
     }
     // Builds the providers exactly as chat does (no network call).
@@ -301,6 +330,13 @@ fn check_routing(config: &Config) -> Check {
             "routing",
             Status::Ok,
             "no [routing]: every turn uses the default model",
+        );
+    }
+    if crate::wiring::llm_unavailable(config).is_some() {
+        return check(
+            "routing",
+            Status::Warn,
+            "not checked: the LLM settings are unavailable here (see llm)",
         );
     }
     let checked =
@@ -519,6 +555,14 @@ async fn check_mcp(config: &Config) -> Check {
                 s.connect_ms.unwrap_or_default() + s.list_ms.unwrap_or_default()
             ),
             cairn_mcp::State::Disabled => format!("{}: disabled", s.name),
+            cairn_mcp::State::Unavailable => {
+                status = Status::Warn;
+                format!(
+                    "{}: unavailable: {}",
+                    s.name,
+                    s.last_error.as_deref().unwrap_or_default()
+                )
+            }
             _ => {
                 status = Status::Warn;
                 format!(

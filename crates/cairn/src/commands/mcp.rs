@@ -126,6 +126,10 @@ async fn connected(clients: &McpClients, name: &str) -> anyhow::Result<Arc<Serve
         ))
         .into());
     }
+    if server.state() == State::Unavailable {
+        let why = server.status().last_error.unwrap_or_default();
+        return Err(BadInput(format!("MCP server \"{name}\" is unavailable: {why}")).into());
+    }
     if let Err(e) = server.connection().await {
         // Here there is no "later": say why it failed.
         let why = server.status().last_error.unwrap_or_else(|| e.to_string());

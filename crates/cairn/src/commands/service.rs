@@ -13,6 +13,7 @@ pub fn run(command: &ServiceCommand, json: bool) -> anyhow::Result<ExitCode> {
             let config = crate::settings::load()?;
             let message = rt.block_on(service::install(
                 config.home(),
+                config.env(),
                 config.daemon.shutdown_deadline,
                 *force,
             ))?;

@@ -10,6 +10,7 @@
 
 pub mod config_watch;
 pub mod heartbeat;
+pub mod inbound;
 pub mod lock;
 pub mod reload;
 pub mod service;
@@ -93,6 +94,10 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     // First: a second daemon on this home stops here, before the port.
     let lock = DaemonLock::acquire(config.home()).await?;
     tracing::debug!(lock = %lock.path().display(), home = %lock.home_id(), "this home's daemon lock is held");
+    // Once, here: each part that needs one of these fails with it when used.
+    for why in config.unavailable() {
+        tracing::warn!(unavailable = %why, "a configured value is unavailable: what needs it fails saying so, the rest runs");
+    }
     // A policy that runs `shell` unapproved where it cannot be confined stops here.
     let sandbox = wiring::install_sandbox(&wiring::tools_config(&config)?);
     match sandbox.confinement() {
@@ -209,16 +214,12 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         }
         None => sup.disabled(PRUNING),
     }
-    // Inbound chat channels (a Telegram bot): one component each.
-    if let Some(chat) = &chat {
-        for adapter in wiring::inbound_adapters(&config, &store, chat).await? {
-            let name = format!("channel.{}", adapter.name());
-            sup.spawn(&name, move |cancel| {
-                let adapter = Arc::clone(&adapter);
-                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
-            });
-        }
-    }
+    // Inbound chat channels (a Telegram bot): one component each, which a
+    // reload restarts when its table changes.
+    let inbound = match &chat {
+        Some(chat) => Some(inbound::InboundChannels::start(&config, &store, chat, &sup).await?),
+        None => None,
+    };
     match &automation.runtime {
         Some(rt) => {
             let jobs = Arc::clone(&rt.jobs);
@@ -351,6 +352,13 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
 
     let mut reloader = Reloader::new(config.clone());
     wiring::register_reloads(&mut reloader, &automation);
+    if let Some(inbound) = &inbound {
+        let inbound = Arc::clone(inbound);
+        reloader.on(&["channels"], move |config| {
+            let inbound = Arc::clone(&inbound);
+            async move { inbound.apply(&config).await }
+        });
+    }
 
     // A count: loading every routine here kept them all, decoded, for the
     // daemon's life (0.65 MB of array per 1,000 routines, plus their strings).

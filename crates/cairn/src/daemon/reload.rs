@@ -84,7 +84,10 @@ impl Reloader {
     pub async fn reload(&mut self, new: Config) -> ReloadReport {
         let changed = changed_keys(&self.current, &new);
         let mut report = ReloadReport::default();
-        let mut handled = vec![false; changed.len()];
+        // Per key: `None` while no hook took it (it needs a restart), else
+        // the first refusal of any hook that covers it. A key is in force
+        // only when every part that reads it took the new value.
+        let mut outcomes: Vec<Option<Result<(), String>>> = vec![None; changed.len()];
         for (keys, apply) in &self.hooks {
             let mine: Vec<usize> = changed
                 .iter()
@@ -95,21 +98,19 @@ impl Reloader {
             if mine.is_empty() {
                 continue;
             }
-            let outcome = apply(new.clone()).await;
+            let outcome = apply(new.clone()).await.map_err(|e| format!("{e:#}"));
             for i in mine {
-                if handled[i] {
-                    continue;
-                }
-                handled[i] = true;
-                match &outcome {
-                    Ok(()) => report.applied.push(changed[i].clone()),
-                    Err(e) => report.failed.push((changed[i].clone(), format!("{e:#}"))),
+                match (&outcomes[i], &outcome) {
+                    (Some(Err(_)), _) => {}
+                    _ => outcomes[i] = Some(outcome.clone()),
                 }
             }
         }
-        for (i, key) in changed.iter().enumerate() {
-            if !handled[i] {
-                report.need_restart.push(key.clone());
+        for (key, outcome) in changed.iter().zip(outcomes) {
+            match outcome {
+                None => report.need_restart.push(key.clone()),
+                Some(Ok(())) => report.applied.push(key.clone()),
+                Some(Err(e)) => report.failed.push((key.clone(), e)),
             }
         }
         if report.failed.is_empty() {
@@ -226,6 +227,23 @@ mod tests {
         assert_eq!(
             report.failed,
             vec![("channels.x".to_string(), "bad channel".to_string())]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_key_two_parts_read_is_in_force_only_when_both_took_it() {
+        let before = "[channels.a]\ntype = \"log\"\n";
+        let after = "[channels.a]\ntype = \"inbox\"\n";
+        let mut r = Reloader::new(config(before));
+        r.on(&["channels"], |_| async { Ok(()) });
+        r.on(&["channels"], |_| async {
+            anyhow::bail!("cannot restart it")
+        });
+        let report = r.reload(config(after)).await;
+        assert!(report.applied.is_empty(), "{report:?}");
+        assert_eq!(
+            report.failed,
+            vec![("channels.a".to_string(), "cannot restart it".to_string())]
         );
     }
 

@@ -106,7 +106,12 @@ pub fn unit_text(exe: &Path, home: &Path, env_file: &Path, stop_deadline: Durati
 }
 
 /// Writes the unit; refuses to replace one without `force`. Returns what to tell the person.
-pub async fn install(home: &Path, stop_deadline: Duration, force: bool) -> anyhow::Result<String> {
+pub async fn install(
+    home: &Path,
+    env: &cairn_core::config::Environment,
+    stop_deadline: Duration,
+    force: bool,
+) -> anyhow::Result<String> {
     let path = unit_path()?;
     let exe = std::env::current_exe().context("cannot tell where this cairn binary is")?;
     let home = absolute(home)?;
@@ -121,7 +126,7 @@ pub async fn install(home: &Path, stop_deadline: Duration, force: bool) -> anyho
         unit_dir(dir).await?;
     }
     let env_file = path.with_file_name(ENV_FILE);
-    let vars = captured(std::env::vars());
+    let vars = captured(env.vars().clone());
     write_with_mode(&env_file, &env_file_text(&vars), 0o600).await?;
     let unit = unit_text(&exe, &home, &env_file, stop_deadline);
     write_with_mode(&path, &unit, 0o644).await?;

@@ -91,9 +91,26 @@ impl Supervisor {
             .set(name, ComponentState::Disabled, self.clock.now(), None);
     }
 
+    /// Records `name` as failed for good with `error` (it is not run): a
+    /// component whose configuration names an unset `${VAR}`.
+    pub fn unavailable(&self, name: &str, error: String) {
+        self.components
+            .set(name, ComponentState::Failed, self.clock.now(), Some(error));
+    }
+
     /// Runs `run` as the component `name` until shutdown, restarting it
     /// whenever it ends or panics.
     pub fn spawn<F, Fut>(&self, name: &str, run: F)
+    where
+        F: Fn(CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ComponentResult> + Send + 'static,
+    {
+        drop(self.spawn_stoppable(name, run));
+    }
+
+    /// [`Supervisor::spawn`], and a handle that stops this one component
+    /// alone (a reload replacing it) before the shutdown does.
+    pub fn spawn_stoppable<F, Fut>(&self, name: &str, run: F) -> Stoppable
     where
         F: Fn(CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ComponentResult> + Send + 'static,
@@ -115,8 +132,12 @@ impl Supervisor {
             .set(name, ComponentState::Starting, self.clock.now(), None);
         let this = self.clone();
         let name = name.to_string();
-        self.tasks
-            .spawn(async move { this.supervise(name, factory).await });
+        let cancel = self.cancel.child_token();
+        let own = cancel.clone();
+        let task = self
+            .tasks
+            .spawn(async move { this.supervise(name, factory, own).await });
+        Stoppable { cancel, task }
     }
 
     /// Stops every component and waits up to `deadline` for them; `false`
@@ -129,7 +150,9 @@ impl Supervisor {
             .is_ok()
     }
 
-    async fn supervise(&self, name: String, factory: Factory) {
+    /// Runs and restarts one component until `cancel` (the shutdown's, or
+    /// its own [`Stoppable`]'s).
+    async fn supervise(&self, name: String, factory: Factory, cancel: CancellationToken) {
         let s = &self.settings;
         let mut backoff = s.initial_backoff;
         loop {
@@ -142,7 +165,7 @@ impl Supervisor {
             });
             let began = tokio::time::Instant::now();
             // Its own task, so a panic ends that task and not the supervisor.
-            let mut run = tokio::spawn(factory(self.cancel.child_token()));
+            let mut run = tokio::spawn(factory(cancel.child_token()));
             let healthy = tokio::time::sleep(s.healthy_after);
             tokio::pin!(healthy);
             let mut was_healthy = false;
@@ -158,7 +181,7 @@ impl Supervisor {
                 }
             };
             let error = match outcome {
-                Ok(Ok(())) if self.cancel.is_cancelled() => None,
+                Ok(Ok(())) if cancel.is_cancelled() => None,
                 Ok(Ok(())) => Some("it stopped on its own".to_string()),
                 Ok(Err(e)) => Some(format!("{e:#}")),
                 Err(e) => Some(match e.try_into_panic() {
@@ -167,7 +190,7 @@ impl Supervisor {
                 }),
             };
             let now = self.clock.now();
-            if self.cancel.is_cancelled() {
+            if cancel.is_cancelled() {
                 let state = if error.is_some() {
                     ComponentState::Failed
                 } else {
@@ -196,7 +219,7 @@ impl Supervisor {
                 h.retry_at = Some(retry_at);
             });
             tokio::select! {
-                () = self.cancel.cancelled() => {
+                () = cancel.cancelled() => {
                     let now = self.clock.now();
                     self.components.update(&name, now, |h| {
                         h.state = ComponentState::Stopped;
@@ -208,6 +231,23 @@ impl Supervisor {
                 () = tokio::time::sleep(backoff) => {}
             }
             backoff = (backoff * 2).min(s.max_backoff);
+        }
+    }
+}
+
+/// Stops one component started by [`Supervisor::spawn_stoppable`].
+#[derive(Debug)]
+pub struct Stoppable {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Stoppable {
+    /// Asks it to stop and waits until it has (its state is then `stopped`).
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "a component's supervisor ended badly");
         }
     }
 }
@@ -336,6 +376,37 @@ mod tests {
             sup.components().get("pruner").unwrap().state,
             ComponentState::Stopped
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_component_stops_alone_and_starts_again_under_its_name() {
+        let sup = supervisor(300);
+        let runs = Arc::new(AtomicU32::new(0));
+        let body = |runs: Arc<AtomicU32>| {
+            move |cancel: CancellationToken| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    cancel.cancelled().await;
+                    Ok(())
+                }
+            }
+        };
+        let first = sup.spawn_stoppable("channel.tg", body(Arc::clone(&runs)));
+        sup.spawn("engine", body(Arc::new(AtomicU32::new(0))));
+        settle().await;
+        first.stop().await;
+        let state = |name| sup.components().get(name).unwrap().state;
+        assert_eq!(state("channel.tg"), ComponentState::Stopped);
+        assert_eq!(state("engine"), ComponentState::Running);
+        // Stopped on purpose: not restarted.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let _second = sup.spawn_stoppable("channel.tg", body(Arc::clone(&runs)));
+        settle().await;
+        assert_eq!(state("channel.tg"), ComponentState::Running);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert!(sup.shutdown(Duration::from_secs(1)).await);
+        assert_eq!(state("channel.tg"), ComponentState::Stopped);
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_agent::HookRegistry;
 use cairn_agent::tools::ToolContext;
+use cairn_automation::notify::channels::Unavailable;
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
@@ -19,7 +20,7 @@ use cairn_store::Store;
 
 use super::memory::{hygiene_settings, memory_service};
 use super::tools::{tool_runner, tools_config};
-use super::{Runtime, located, runtime};
+use super::{Runtime, located, runtime, unset_reason};
 use crate::exit::BadInput;
 
 /// The notification router with the configured channels and delivery
@@ -48,15 +49,16 @@ pub fn notify_settings(config: &Config) -> NotifySettings {
 }
 
 /// The configured output channels, checked (no network), with the default
-/// channel among them.
+/// channel among them. A channel naming an unset `${VAR}` is there but
+/// unavailable: its deliveries fail for good saying which variable, so
+/// they wait in the inbox with that reason.
 pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let section = config.notify.channels.as_ref();
     let bad = |errors: Vec<cairn_automation::notify::ChannelConfigError>| {
         let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         located(config, section, &lines)
     };
-    let specs = parse_channels(section.map(|s| &s.value), &env).map_err(bad)?;
+    let parsed = parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(bad)?;
     // A receiver's redirect is reported as its answer, never followed (a
     // followed POST can turn into a GET that "succeeds" with nothing delivered).
     let http = reqwest::Client::builder()
@@ -64,7 +66,11 @@ pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("cannot build the HTTP client for notifications")?;
-    let channels = ChannelSet::build(&specs, &http).map_err(bad)?;
+    let mut channels = ChannelSet::build(&parsed.specs, &http).map_err(bad)?;
+    for (name, channel) in &parsed.unavailable {
+        let why = unset_reason(config, section, &channel.unset);
+        channels.insert(name.clone(), Arc::new(Unavailable::new(channel.kind, why)));
+    }
     let default = &config.notify.default_channel;
     if !channels.contains(default) {
         return Err(BadInput(format!(
@@ -263,6 +269,7 @@ pub fn routine_engine_with_heartbeat(
         .shutdown_grace
         .min(config.daemon.shutdown_deadline / 2);
     settings.lease = config.routines.lease;
+    settings.env = config.env().clone();
     let engine = RoutineEngine::new(store.clone(), clock, Arc::new(actions), notifier, settings);
     if let Some(rt) = rt {
         rt.link.attach(engine.clone());

@@ -1,5 +1,6 @@
 //! Inbound chat channels: the `[channels.NAME]` entries with
-//! `inbound = true` become adapters the daemon's supervisor runs.
+//! `inbound = true` become adapters the daemon runs (and a reload
+//! restarts, `crate::daemon::inbound`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,13 +11,13 @@ use cairn_automation::inbound::telegram::api::BotApi;
 use cairn_automation::inbound::telegram::{PairingCodes, TelegramAdapter, TelegramInbound};
 use cairn_automation::inbound::{InboundAdapter, Pace};
 use cairn_automation::notify::channels::telegram::TelegramSpec;
-use cairn_automation::notify::{ChannelSpec, owner_id, parse_channels};
+use cairn_automation::notify::{ChannelSpec, ParsedChannels, owner_id, parse_channels};
 use cairn_core::clock::SystemClock;
 use cairn_core::config::Config;
 use cairn_gateway::pairing::{self, PairingKey, WRONG_CODES_LIMIT};
 use cairn_store::Store;
 
-use super::located;
+use super::{located, unset_reason};
 
 /// How long one `getUpdates` waits for a message.
 const POLL_WAIT: Duration = Duration::from_secs(25);
@@ -24,21 +25,76 @@ const POLL_WAIT: Duration = Duration::from_secs(25);
 /// live poller keeps it; a dead one's lapses within a minute.
 const POLL_LEASE: Duration = Duration::from_secs(60);
 
-/// The configured Telegram channels by name (checked, `${VAR}` expanded).
+/// The configured Telegram channels by name (checked, `${VAR}` expanded);
+/// one naming an unset variable is left out (see [`inbound_channels`]).
 pub fn telegram_channels(config: &Config) -> anyhow::Result<BTreeMap<String, TelegramSpec>> {
-    let env: BTreeMap<String, String> = std::env::vars().collect();
-    let section = config.notify.channels.as_ref();
-    let specs = parse_channels(section.map(|s| &s.value), &env).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-        located(config, section, &lines)
-    })?;
-    Ok(specs
+    Ok(parsed_channels(config)?
+        .specs
         .into_iter()
         .filter_map(|(name, spec)| match spec {
             ChannelSpec::Telegram(t) => Some((name, t)),
             _ => None,
         })
         .collect())
+}
+
+fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
+    let section = config.notify.channels.as_ref();
+    parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        located(config, section, &lines)
+    })
+}
+
+/// A channel that receives messages, as configured.
+pub enum Inbound {
+    /// A Telegram bot, ready to poll.
+    Telegram(TelegramSpec),
+    /// Its table names an unset `${VAR}`: why (file, line, key, variable).
+    Unavailable(String),
+}
+
+/// One channel with `inbound = true`: its name, its table as written (a
+/// reload compares it), and what it is.
+pub struct InboundChannel {
+    /// `[channels.NAME]`.
+    pub name: String,
+    /// The table as written in config.toml.
+    pub table: serde_json::Value,
+    /// Ready, or why not.
+    pub inbound: Inbound,
+}
+
+/// Every channel with `inbound = true`, checked (nothing started).
+pub fn inbound_channels(config: &Config) -> anyhow::Result<Vec<InboundChannel>> {
+    let section = config.notify.channels.as_ref();
+    let table = |name: &str| {
+        section
+            .and_then(|s| s.value.get(name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let parsed = parsed_channels(config)?;
+    let mut out: Vec<InboundChannel> = parsed
+        .specs
+        .into_iter()
+        .filter_map(|(name, spec)| match spec {
+            ChannelSpec::Telegram(t) if t.inbound => Some(InboundChannel {
+                table: table(&name),
+                name,
+                inbound: Inbound::Telegram(t),
+            }),
+            _ => None,
+        })
+        .collect();
+    for (name, channel) in parsed.unavailable.into_iter().filter(|(_, c)| c.inbound) {
+        out.push(InboundChannel {
+            table: table(&name),
+            inbound: Inbound::Unavailable(unset_reason(config, section, &channel.unset)),
+            name,
+        });
+    }
+    Ok(out)
 }
 
 /// A client of the bot a spec names.
@@ -63,19 +119,23 @@ impl PairingCodes for GatewayCodes {
     }
 }
 
-/// The adapters of the channels with `inbound = true`, over `chat`.
-pub async fn inbound_adapters(
+/// What every inbound adapter of this process shares.
+#[derive(Clone)]
+pub struct InboundParts {
+    store: Store,
+    chat: Arc<ChatService>,
+    user_id: String,
+    pairing: Option<Arc<dyn PairingCodes>>,
+    owner: String,
+}
+
+/// The shared parts of the inbound adapters over `chat` (reads the install
+/// key `/pair` codes are checked with).
+pub async fn inbound_parts(
     config: &Config,
     store: &Store,
     chat: &Arc<ChatService>,
-) -> anyhow::Result<Vec<Arc<dyn InboundAdapter>>> {
-    let inbound: Vec<(String, TelegramSpec)> = telegram_channels(config)?
-        .into_iter()
-        .filter(|(_, spec)| spec.inbound)
-        .collect();
-    if inbound.is_empty() {
-        return Ok(Vec::new());
-    }
+) -> InboundParts {
     let pairing: Option<Arc<dyn PairingCodes>> = match PairingKey::load_or_create(config.home())
         .await
     {
@@ -85,25 +145,33 @@ pub async fn inbound_adapters(
             None
         }
     };
-    let owner = owner_id();
-    Ok(inbound
-        .into_iter()
-        .map(|(name, spec)| {
-            let adapter = TelegramAdapter::new(TelegramInbound {
-                api: bot_api(&spec),
-                allowed: spec.allowed_users.iter().cloned().collect(),
-                name,
-                store: store.clone(),
-                chat: Arc::clone(chat),
-                user_id: config.user.id.clone(),
-                pairing: pairing.clone(),
-                owner: owner.clone(),
-                clock: Arc::new(SystemClock),
-                poll_wait: POLL_WAIT,
-                lease: POLL_LEASE,
-                pace: Pace::default(),
-            });
-            Arc::new(adapter) as Arc<dyn InboundAdapter>
-        })
-        .collect())
+    InboundParts {
+        store: store.clone(),
+        chat: Arc::clone(chat),
+        user_id: config.user.id.clone(),
+        pairing,
+        owner: owner_id(),
+    }
+}
+
+/// The adapter of the Telegram channel `name`.
+pub fn telegram_adapter(
+    parts: &InboundParts,
+    name: &str,
+    spec: &TelegramSpec,
+) -> Arc<dyn InboundAdapter> {
+    Arc::new(TelegramAdapter::new(TelegramInbound {
+        api: bot_api(spec),
+        allowed: spec.allowed_users.iter().cloned().collect(),
+        name: name.to_string(),
+        store: parts.store.clone(),
+        chat: Arc::clone(&parts.chat),
+        user_id: parts.user_id.clone(),
+        pairing: parts.pairing.clone(),
+        owner: parts.owner.clone(),
+        clock: Arc::new(SystemClock),
+        poll_wait: POLL_WAIT,
+        lease: POLL_LEASE,
+        pace: Pace::default(),
+    }))
 }

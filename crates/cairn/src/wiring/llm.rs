@@ -1,6 +1,9 @@
 //! The LLM providers, their fallbacks and the embeddings client, from the config.
 
-use cairn_core::config::Config;
+use std::sync::Arc;
+
+use cairn_core::config::{Config, Unavailable};
+use cairn_llm::{ChatRequest, ChatResponse, LlmError, LlmProvider};
 use cairn_llm::{EmbeddingsClient, EmbeddingsSettings};
 use cairn_llm::{LlmSettings, PriceTable, ProviderSettings, Providers, build_providers};
 use secrecy::SecretString;
@@ -33,12 +36,32 @@ fn no_provider_help(config: &Config) -> String {
     )
 }
 
-/// The provider settings the configuration describes.
+/// Why the configured LLM cannot be used in this process: its key, or a
+/// fallback's, is written `${VAR}` and `VAR` is not set. `None` when
+/// nothing is configured or everything it needs is there.
+pub fn llm_unavailable(config: &Config) -> Option<Unavailable> {
+    config.llm.provider.as_ref()?;
+    if let Err(why) = config.llm.api_key.get() {
+        return Some(why);
+    }
+    config
+        .unavailable()
+        .into_iter()
+        .find(|u| u.key.starts_with("llm.fallbacks"))
+}
+
+/// The provider settings the configuration describes; an unavailable key
+/// is an error naming the file, line, key and variable.
 pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
     let llm = &config.llm;
     let Some(provider) = llm.provider.as_deref() else {
         return Err(BadInput(no_provider_help(config)).into());
     };
+    let api_key = llm
+        .api_key
+        .get()
+        .map_err(|why| BadInput(why.to_string()))?
+        .cloned();
     let Some(model) = llm.model.as_deref().filter(|m| !m.trim().is_empty()) else {
         return Err(BadInput(format!(
             "llm.provider is {provider} but no model is set: set CAIRN_LLM_MODEL or llm.model"
@@ -64,7 +87,7 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
     if let Some(url) = &llm.base_url {
         primary = primary.with_base_url(url.clone());
     }
-    primary.api_key = llm.api_key.clone();
+    primary.api_key = api_key;
     let cheap = match &llm.cheap_model {
         Some(cheap_model) => {
             let mut cheap = primary.clone();
@@ -93,6 +116,54 @@ pub fn llm_settings(config: &Config) -> anyhow::Result<LlmSettings> {
         cheap,
         fallbacks,
     })
+}
+
+/// Stands in for a configured provider this process cannot use (its key's
+/// variable is not set): every call fails saying why, so the parts that
+/// need the LLM fail with that and the rest of the runtime runs.
+#[derive(Debug)]
+struct UnavailableProvider {
+    name: String,
+    model: String,
+    why: String,
+}
+
+#[async_trait::async_trait]
+impl LlmProvider for UnavailableProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        Err(LlmError::Config {
+            message: self.why.clone(),
+        })
+    }
+}
+
+/// The main and cheap stand-ins for a provider that is unavailable for `why`.
+pub fn unavailable_providers(config: &Config, why: &Unavailable) -> Providers {
+    let provider = |model: Option<&String>| -> Arc<dyn LlmProvider> {
+        Arc::new(UnavailableProvider {
+            name: config.llm.provider.clone().unwrap_or_default(),
+            model: model.cloned().unwrap_or_default(),
+            why: why.to_string(),
+        })
+    };
+    Providers {
+        main: provider(config.llm.model.as_ref()),
+        cheap: provider(
+            config
+                .llm
+                .cheap_model
+                .as_ref()
+                .or(config.llm.model.as_ref()),
+        ),
+    }
 }
 
 /// The main and cheap providers.
@@ -130,7 +201,12 @@ pub fn embeddings(config: &Config) -> anyhow::Result<Option<EmbeddingsClient>> {
         )
         .into());
     }
-    if provider == "openai" && m.embeddings_api_key.is_none() {
+    let api_key = m
+        .embeddings_api_key
+        .get()
+        .map_err(|why| BadInput(why.to_string()))?
+        .cloned();
+    if provider == "openai" && api_key.is_none() {
         return Err(BadInput(
             "memory.embeddings_provider = \"openai\" needs memory.embeddings_api_key (or OPENAI_API_KEY)".to_string(),
         )
@@ -141,7 +217,7 @@ pub fn embeddings(config: &Config) -> anyhow::Result<Option<EmbeddingsClient>> {
         base_url,
         model,
         dimensions: m.embeddings_dimensions,
-        api_key: m.embeddings_api_key.clone(),
+        api_key,
         timeout: Some(config.llm.timeout),
     })
     .map_err(|e| BadInput(format!("memory embeddings: {e}")))?;

@@ -45,8 +45,15 @@ pub async fn memory_service(config: &Config, store: &Store) -> anyhow::Result<Ar
         Arc::clone(&clock),
         memory_settings(config),
     );
-    if let Some(client) = embeddings(config)? {
-        memory = memory.with_embeddings(client);
+    match embeddings(config) {
+        Ok(Some(client)) => memory = memory.with_embeddings(client),
+        Ok(None) => {}
+        // An unset key's variable leaves recall keyword-only, as without
+        // embeddings; the error names the variable.
+        Err(e) if config.memory.embeddings_api_key.get().is_err() => {
+            tracing::warn!(error = %format!("{e:#}"), "memory recall is keyword-only here");
+        }
+        Err(e) => return Err(e),
     }
     if config.memory.auto_hydrate {
         let loaded = hydrate(store, &config.user.id, &config.workspace, clock.now())

@@ -100,6 +100,29 @@ pub(super) fn located(
     BadInput(lines.join("\n")).into()
 }
 
+/// Why a free-form table's entry is unavailable: each unset variable with
+/// the file, the table's line and the key (`config.toml:12:
+/// channels.phone.bot_token: environment variable TG_TOKEN is not set`).
+pub(super) fn unset_reason(
+    config: &Config,
+    section: Option<&Section>,
+    unset: &[cairn_core::config::expand::UnsetVariable],
+) -> String {
+    let origin = format!("{}:{}", config_file(config), section.map_or(0, |s| s.line));
+    let reasons: Vec<String> = unset
+        .iter()
+        .map(|u| {
+            cairn_core::config::Unavailable {
+                origin: origin.clone(),
+                key: u.key.clone(),
+                variable: u.variable.clone(),
+            }
+            .to_string()
+        })
+        .collect();
+    reasons.join("; ")
+}
+
 /// Self-repair's notifications through the notifications router.
 struct RouterNotifier(Notifier, Arc<dyn Clock>);
 
@@ -167,23 +190,36 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
             .context("cannot load the cost guard's state")?,
     );
     // The guard wraps the outermost provider, so one logical call counts once
-    // whatever retries and failover happen inside.
-    let llm = llm_settings(config)?;
-    let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
+    // whatever retries and failover happen inside. A key this process does
+    // not have makes stand-ins that fail every call saying which variable
+    // (nothing is spent, so they are not guarded).
+    let (raw, llm) = match llm_unavailable(config) {
+        Some(why) => (unavailable_providers(config, &why), None),
+        None => {
+            let llm = llm_settings(config)?;
+            let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
+            let guarded = |p| -> Arc<dyn cairn_llm::LlmProvider> {
+                Arc::new(GuardedProvider::new(p, Arc::clone(&guard)))
+            };
+            let raw = Providers {
+                main: guarded(raw.main),
+                cheap: guarded(raw.cheap),
+            };
+            (raw, Some(llm))
+        }
+    };
     // Outermost, so a reload replaces the whole chain (guard included) at once.
-    let main =
-        ReloadableProvider::new(Arc::new(GuardedProvider::new(raw.main, Arc::clone(&guard))));
-    let cheap = ReloadableProvider::new(Arc::new(GuardedProvider::new(
-        raw.cheap,
-        Arc::clone(&guard),
-    )));
+    let main = ReloadableProvider::new(raw.main);
+    let cheap = ReloadableProvider::new(raw.cheap);
     let providers = Providers {
         main: Arc::new(main.clone()),
         cheap: Arc::new(cheap.clone()),
     };
-    let model_router = Live::new(Arc::new(
-        crate::routing::router(config, &llm, &providers.main, &guard)?.unwrap_or_default(),
-    ));
+    let routes = match &llm {
+        Some(llm) => crate::routing::router(config, llm, &providers.main, &guard)?,
+        None => None,
+    };
+    let model_router = Live::new(Arc::new(routes.unwrap_or_default()));
     let tools = tools_config(config)?;
     install_sandbox(&tools);
     let link = EngineLink::new();

@@ -18,13 +18,23 @@ use super::{config_file, located, section};
 use crate::exit::BadInput;
 
 /// The `[[mcp.servers]]` entries, checked, `${VAR}` expanded (nothing started).
+/// A server naming an unset variable is kept, unavailable (never started),
+/// its reason naming the file and line.
 pub fn mcp_specs(config: &Config) -> anyhow::Result<Vec<ServerSpec>> {
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let section = config.mcp_servers.as_ref();
-    cairn_mcp::parse_servers(section.map(|s| &s.value), &env).map_err(|problems| {
-        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        located(config, section, &lines)
-    })
+    let mut specs = cairn_mcp::parse_servers(section.map(|s| &s.value), config.env().vars())
+        .map_err(|problems| {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            located(config, section, &lines)
+        })?;
+    let at = format!("{}:{}", config_file(config), section.map_or(0, |s| s.line));
+    for spec in &mut specs {
+        if let Some(why) = &mut spec.unavailable {
+            let located: Vec<String> = why.split("; ").map(|w| format!("{at}: {w}")).collect();
+            *why = located.join("; ");
+        }
+    }
+    Ok(specs)
 }
 
 /// The configured MCP servers, not started, each with its tool list
@@ -55,14 +65,25 @@ pub fn tools_config(config: &Config) -> anyhow::Result<ToolsConfig> {
     Ok(tools)
 }
 
-/// `tools.web_search.api_key = "${VAR}"` read from the environment.
-fn expand_search_key(config: &Config, tools: &mut ToolsConfig) -> anyhow::Result<()> {
-    let Some(key) = tools.web_search.as_mut().and_then(|s| s.api_key.as_mut()) else {
-        return Ok(());
+/// `tools.web_search.api_key = "${VAR}"` read from the environment. With
+/// the variable unset the key is unavailable: `web_search` is offered and
+/// each search fails naming the file, line, key and variable; everything
+/// else runs.
+fn expand_search_key(config: &Config, tools: &mut ToolsConfig) {
+    let Some(search) = tools.web_search.as_mut() else {
+        return;
+    };
+    let Some(key) = &search.api_key else {
+        return;
     };
     let line = config.tools.as_ref().map_or(0, |s| s.line);
-    *key = expand_secret(config, key, "tools.web_search.api_key", line)?;
-    Ok(())
+    match expand_secret(config, key, "tools.web_search.api_key", line) {
+        Ok(expanded) => search.api_key = Some(expanded),
+        Err(e) => {
+            search.api_key = None;
+            search.unavailable = Some(format!("{e:#}"));
+        }
+    }
 }
 
 /// A secret of config.toml with its `${VAR}`s read from the environment, as
@@ -74,13 +95,13 @@ pub(super) fn expand_secret(
     field: &str,
     line: usize,
 ) -> anyhow::Result<SecretString> {
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    let expanded = cairn_core::text::expand_vars(key.expose_secret(), &env).map_err(|var| {
-        BadInput(format!(
-            "{}:{line}: {field}: environment variable {var} is not set",
-            config_file(config)
-        ))
-    })?;
+    let expanded = cairn_core::text::expand_vars(key.expose_secret(), config.env().vars())
+        .map_err(|var| {
+            BadInput(format!(
+                "{}:{line}: {field}: environment variable {var} is not set",
+                config_file(config)
+            ))
+        })?;
     Ok(SecretString::from(expanded))
 }
 
@@ -90,7 +111,7 @@ pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
         Some(sec) => section(config, "tools", sec)?,
         None => ToolsConfig::default(),
     };
-    expand_search_key(config, &mut tools)?;
+    expand_search_key(config, &mut tools);
     let home = config.home();
     let mut private = vec![
         crate::settings::config_path(home).display().to_string(),

@@ -1,9 +1,11 @@
 //! Inbound Telegram, black-box: `cairn daemon` against a local Bot API
-//! stand-in (real HTTP on 127.0.0.1) and the fake LLM server.
+//! stand-in (real HTTP on 127.0.0.1) and the fake LLM server; a channel
+//! changed while the daemon runs is in [`reload`].
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 #[path = "../common/mod.rs"]
 mod common;
+mod reload;
 mod standin;
 
 use std::path::PathBuf;

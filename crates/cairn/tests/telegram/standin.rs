@@ -23,6 +23,8 @@ pub struct World {
     pub next_update: i64,
     /// Every call: (method, body).
     pub calls: Vec<(String, Value)>,
+    /// The bot token of each call, in the same order.
+    pub tokens: Vec<String>,
     /// Messages sent by the bot: id → (chat, text, keyboard?).
     pub messages: BTreeMap<i64, (i64, String, Option<Value>)>,
     pub next_message: i64,
@@ -34,6 +36,8 @@ pub struct World {
 struct Shared {
     world: Arc<Mutex<World>>,
     arrived: Arc<Notify>,
+    /// The bot tokens answered (others are refused as Telegram does).
+    accepted: Arc<Mutex<Vec<String>>>,
 }
 
 pub struct StandIn {
@@ -47,14 +51,15 @@ async fn method(
     body: Option<Json<Value>>,
 ) -> Json<Value> {
     let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
-    if bot != format!("bot{TOKEN}") {
+    let token = bot.strip_prefix("bot").unwrap_or_default().to_string();
+    if !s.accepted.lock().unwrap().contains(&token) {
         return Json(json!({"ok": false, "error_code": 401, "description": "Unauthorized"}));
     }
-    s.world
-        .lock()
-        .unwrap()
-        .calls
-        .push((method.clone(), body.clone()));
+    {
+        let mut w = s.world.lock().unwrap();
+        w.calls.push((method.clone(), body.clone()));
+        w.tokens.push(token);
+    }
     let result = match method.as_str() {
         "getMe" => {
             json!({"id": BOT_ID, "is_bot": true, "first_name": "Cairn Test", "username": "cairn_test_bot"})
@@ -113,6 +118,7 @@ impl StandIn {
         let shared = Shared {
             world: Arc::default(),
             arrived: Arc::new(Notify::new()),
+            accepted: Arc::new(Mutex::new(vec![TOKEN.to_string()])),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let app_state = shared.clone();
@@ -137,6 +143,16 @@ impl StandIn {
             url: format!("http://{addr}"),
             shared,
         }
+    }
+
+    /// Answers calls with `token` too.
+    pub fn accept(&self, token: &str) {
+        self.shared.accepted.lock().unwrap().push(token.to_string());
+    }
+
+    /// Numbers the next updates `n` later (as another bot's would be).
+    pub fn skip_updates(&self, n: i64) {
+        self.shared.world.lock().unwrap().next_update += n;
     }
 
     fn push(&self, mut update: Value) -> i64 {

@@ -16,6 +16,7 @@ pub mod format;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -91,6 +92,8 @@ pub struct TelegramAdapter(Arc<Inner>);
 struct Inner {
     cfg: TelegramInbound,
     approvals: Approvals,
+    /// Set by [`InboundAdapter::hand_over`]: the lease outlives this run.
+    hand_over: AtomicBool,
 }
 
 /// How a stranger is told how to be allowed.
@@ -108,6 +111,7 @@ impl TelegramAdapter {
         Self(Arc::new(Inner {
             cfg,
             approvals: Approvals::default(),
+            hand_over: AtomicBool::new(false),
         }))
     }
 
@@ -202,7 +206,11 @@ impl TelegramAdapter {
             while turns.try_join_next().is_some() {}
         };
         turns.abort_all();
-        if let Err(e) = store.release_channel_poll(&cfg.name, &cfg.owner).await {
+        // Handed over, the lease stays this process's: its successor (same
+        // owner) renews it, so no other daemon polls in between.
+        if !self.0.hand_over.load(Ordering::SeqCst)
+            && let Err(e) = store.release_channel_poll(&cfg.name, &cfg.owner).await
+        {
             tracing::warn!(channel = %cfg.name, error = %e, "cannot release the polling lease");
         }
         result
@@ -501,6 +509,10 @@ impl InboundAdapter for TelegramAdapter {
             me = cfg.api.get_me() => me.map_err(|e| format!("channels.{}: {e}", cfg.name))?,
         };
         self.poll(&bot, &cancel).await
+    }
+
+    fn hand_over(&self) {
+        self.0.hand_over.store(true, Ordering::SeqCst);
     }
 }
 

@@ -14,7 +14,10 @@ pub mod webhook;
 
 use std::sync::Arc;
 
-use super::channel::Channel;
+use async_trait::async_trait;
+use cairn_core::notification::Notification;
+
+use super::channel::{Channel, DeliveryError, Receipt};
 use super::config::ChannelSpec;
 
 pub use http::{NOTIFICATION_ID_HEADER, REQUEST_TIMEOUT};
@@ -38,4 +41,30 @@ pub fn build(
         ChannelSpec::Email(s) => Arc::new(email::Email::new(s)?),
     };
     Ok(Some(channel))
+}
+
+/// A configured channel that cannot deliver (its table names an unset
+/// `${VAR}`): every delivery fails for good with `reason`, so the
+/// notification waits in the inbox saying why.
+pub struct Unavailable {
+    kind: &'static str,
+    reason: String,
+}
+
+impl Unavailable {
+    /// A channel of type `kind` failing with `reason` (file, line, key, variable).
+    pub fn new(kind: &'static str, reason: String) -> Self {
+        Self { kind, reason }
+    }
+}
+
+#[async_trait]
+impl Channel for Unavailable {
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    async fn deliver(&self, _notification: &Notification) -> Result<Receipt, DeliveryError> {
+        Err(DeliveryError::Permanent(self.reason.clone()))
+    }
 }

@@ -97,6 +97,8 @@ pub struct EngineSettings {
     /// is one (it holds the home's lock): at start, runs held by other
     /// owners starting with it are reaped at once.
     pub home_prefix: Option<String>,
+    /// The environment read at start-up (webhook secrets written `${VAR}`).
+    pub env: cairn_core::config::Environment,
 }
 
 impl EngineSettings {
@@ -113,6 +115,7 @@ impl EngineSettings {
             late_grace: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             home_prefix: None,
+            env: cairn_core::config::Environment::default(),
         }
     }
 }
@@ -280,8 +283,8 @@ impl RoutineEngine {
                 max_concurrent: std::sync::atomic::AtomicU32::new(settings.max_concurrent),
                 max_waiting: std::sync::atomic::AtomicU32::new(settings.max_waiting),
                 queue_full: queue_full::QueueFullNotices::default(),
+                env: settings.env.vars().clone(),
                 settings,
-                env: std::env::vars().collect(),
                 wake: Notify::new(),
                 triggered: RwLock::new(Triggered::default()),
                 tasks: TaskTracker::new(),

@@ -25,10 +25,10 @@ pub struct CompletionRequest {
     pub stream_options: Option<StreamOptions>,
     /// Sampling temperature for this request.
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Nucleus sampling mass.
     #[serde(default)]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Cap on each answer's tokens (older name of `max_completion_tokens`).
     #[serde(default)]
     pub max_tokens: Option<u32>,
@@ -43,10 +43,10 @@ pub struct CompletionRequest {
     pub seed: Option<i64>,
     /// Presence penalty (OpenAI-compatible providers).
     #[serde(default)]
-    pub presence_penalty: Option<f32>,
+    pub presence_penalty: Option<f64>,
     /// Frequency penalty (OpenAI-compatible providers).
     #[serde(default)]
-    pub frequency_penalty: Option<f32>,
+    pub frequency_penalty: Option<f64>,
     /// `{"type":"text"}`, `{"type":"json_object"}` or `{"type":"json_schema","json_schema":{…}}`.
     #[serde(default)]
     pub response_format: Option<InResponseFormat>,

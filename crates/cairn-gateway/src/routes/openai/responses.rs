@@ -90,10 +90,10 @@ pub struct ResponseRequest {
     pub stream: bool,
     /// Sampling temperature.
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Nucleus sampling mass.
     #[serde(default)]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Cap on the answer's tokens.
     #[serde(default)]
     pub max_output_tokens: Option<u32>,

@@ -28,6 +28,9 @@ const MCP_SETTLE: std::time::Duration = std::time::Duration::from_secs(15);
 /// Runs the chat REPL, or answers one message with `-m`.
 pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // A chat is the LLM: without its settings (an unset key variable, say)
+    // it stops here, naming them, before anything is opened.
+    wiring::llm_settings(&config)?;
     super::runtime()?.block_on(async {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
         let rt = wiring::runtime(&config, store.clone()).await?;

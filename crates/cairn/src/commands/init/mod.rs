@@ -135,8 +135,10 @@ pub fn run(args: &InitArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     say(&format!("wrote {} (mode 0600)", path.display()));
     let mut code = ExitCode::SUCCESS;
     if plan.service {
+        // The real environment: `input.env` may hold stand-ins (--skip-checks).
         match rt.block_on(crate::daemon::service::install(
             &input.home,
+            &crate::environment::get(),
             config.daemon.shutdown_deadline,
             args.force,
         )) {

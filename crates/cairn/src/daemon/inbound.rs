@@ -1,0 +1,125 @@
+//! The daemon's inbound chat channels (`[channels.NAME]` with `inbound =
+//! true`): one supervised component each, `channel.NAME`. A reload
+//! ([`InboundChannels::apply`]) compares each channel's table as written
+//! with the one its component runs: a changed channel is stopped and
+//! started with its new settings (its polling lease handed over, its
+//! cursor in the store, so no update is repeated or lost), a removed one
+//! is stopped, an added one started. A channel naming an unset `${VAR}` is
+//! recorded failed with the reason, never run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn_agent::chat::ChatService;
+use cairn_automation::inbound::InboundAdapter;
+use cairn_core::config::Config;
+use cairn_store::Store;
+use serde_json::Value;
+
+use super::supervisor::{Stoppable, Supervisor};
+use crate::wiring::{self, Inbound, InboundParts};
+
+/// One channel as it runs now.
+struct Running {
+    /// Its table when it was started.
+    table: Value,
+    /// Its adapter and component (`None`: unavailable, not run).
+    live: Option<(Arc<dyn InboundAdapter>, Stoppable)>,
+}
+
+/// The inbound channels of one daemon.
+pub struct InboundChannels {
+    sup: Supervisor,
+    parts: InboundParts,
+    running: tokio::sync::Mutex<BTreeMap<String, Running>>,
+}
+
+/// The component name of a channel.
+fn component(name: &str) -> String {
+    format!("channel.{name}")
+}
+
+impl InboundChannels {
+    /// Starts the channels `config` has, over `chat`.
+    pub async fn start(
+        config: &Config,
+        store: &Store,
+        chat: &Arc<ChatService>,
+        sup: &Supervisor,
+    ) -> anyhow::Result<Arc<Self>> {
+        let channels = wiring::inbound_channels(config)?;
+        let this = Arc::new(Self {
+            sup: sup.clone(),
+            parts: wiring::inbound_parts(config, store, chat).await,
+            running: tokio::sync::Mutex::new(BTreeMap::new()),
+        });
+        this.apply_checked(channels).await;
+        Ok(this)
+    }
+
+    /// Brings the running channels to what `config` says; refuses (nothing
+    /// changed) when its `[channels]` table has a problem.
+    pub async fn apply(&self, config: &Config) -> anyhow::Result<()> {
+        let channels = wiring::inbound_channels(config)?;
+        self.apply_checked(channels).await;
+        Ok(())
+    }
+
+    async fn apply_checked(&self, channels: Vec<wiring::InboundChannel>) {
+        let mut running = self.running.lock().await;
+        let wanted: BTreeMap<&str, &wiring::InboundChannel> =
+            channels.iter().map(|c| (c.name.as_str(), c)).collect();
+        let names: Vec<String> = running.keys().cloned().collect();
+        for name in names {
+            let (changed, successor) = match wanted.get(name.as_str()) {
+                Some(c) if running.get(&name).is_some_and(|r| r.table == c.table) => continue,
+                Some(c) => (true, matches!(c.inbound, Inbound::Telegram(_))),
+                None => (false, false),
+            };
+            if let Some(old) = running.remove(&name)
+                && let Some((adapter, stoppable)) = old.live
+            {
+                // Its lease goes to the poller that replaces it, if one will.
+                if successor {
+                    adapter.hand_over();
+                }
+                stoppable.stop().await;
+            }
+            if changed {
+                tracing::info!(channel = %name, "inbound channel changed: restarting it with its new settings");
+            } else {
+                tracing::info!(channel = %name, "inbound channel removed: stopped");
+                self.sup.disabled(&component(&name));
+            }
+        }
+        for channel in channels {
+            if running.contains_key(&channel.name) {
+                continue;
+            }
+            let live = match &channel.inbound {
+                Inbound::Telegram(spec) => {
+                    let adapter = wiring::telegram_adapter(&self.parts, &channel.name, spec);
+                    let run = Arc::clone(&adapter);
+                    let stoppable =
+                        self.sup
+                            .spawn_stoppable(&component(&channel.name), move |cancel| {
+                                let adapter = Arc::clone(&run);
+                                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
+                            });
+                    Some((adapter, stoppable))
+                }
+                Inbound::Unavailable(why) => {
+                    self.sup.unavailable(&component(&channel.name), why.clone());
+                    None
+                }
+            };
+            running.insert(
+                channel.name,
+                Running {
+                    table: channel.table,
+                    live,
+                },
+            );
+        }
+    }
+}
