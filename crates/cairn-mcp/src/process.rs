@@ -445,6 +445,7 @@ mod tests {
                 command,
                 args: &[],
                 env: &env,
+                inherited: &BTreeMap::new(),
                 cwd,
                 workspace: &workspace,
                 sandbox: false,

@@ -253,3 +253,85 @@ fn a_waiting_run_survives_a_sigkill_on_postgres() {
     };
     a_waiting_run_survives_a_sigkill(Some(pg.url.clone()));
 }
+
+/// The most runs that overlapped in time, from their recorded starts and ends.
+fn most_at_once(runs: &[Value]) -> usize {
+    let time = |v: &Value| -> chrono::DateTime<chrono::Utc> { v.as_str().unwrap().parse().unwrap() };
+    let mut edges: Vec<(chrono::DateTime<chrono::Utc>, i32)> = Vec::new();
+    for run in runs {
+        edges.push((time(&run["started_at"]), 1));
+        edges.push((time(&run["completed_at"]), -1));
+    }
+    // An end at the same instant as a start frees its place first.
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    usize::try_from(most).unwrap()
+}
+
+/// Two daemons on one PostgreSQL database, each with a global limit of 5,
+/// and 50 one-shots (an LLM check of a second each) due together: the limit
+/// is global (counted in the database), so never more than 5 run at once
+/// across both; all 50 run, none twice.
+#[test]
+fn two_daemons_share_one_global_limit_on_postgres() {
+    let Some(pg) = cairn_test_support::postgres::PgSchema::create("queue_two_daemons") else {
+        return;
+    };
+    let first = Env::new(Some(pg.url.clone()));
+    let mut second = Env::new(Some(pg.url.clone()));
+    // One LLM for both homes: each answer takes a second.
+    second.llm_url = Some(first.llm.base_url_openai());
+    for _ in 0..50 {
+        first
+            .llm
+            .push(Scripted::text("ROUTINE_OK").with_delay(Duration::from_secs(1)));
+    }
+    for env in [&first, &second] {
+        std::fs::write(
+            env.home.path().join("config.toml"),
+            "[routines]\nmax_concurrent = 5\n",
+        )
+        .unwrap();
+    }
+    let at = in_secs(8);
+    let routines: Vec<String> = (0..50)
+        .map(|i| {
+            format!(
+                "name: shared-{i}\ntrigger: {{type: once, at: '{at}'}}\naction: {{type: lightweight, prompt: Check {i}.}}\n"
+            )
+        })
+        .collect();
+    first.apply(&routines);
+    let (a, b) = (first.daemon(), second.daemon());
+    let done = |list: &[Value]| {
+        list.iter()
+            .filter(|r| r["name"].as_str().unwrap().starts_with("shared-"))
+            .filter(|r| matches!(status_of(r), "ok" | "attention" | "failed"))
+            .count()
+            == 50
+    };
+    first.wait_list(Duration::from_secs(90), done);
+    a.stop();
+    b.stop();
+    let mut runs = Vec::new();
+    for i in 0..50 {
+        let mine = first.json(&["routine", "runs", &format!("shared-{i}")]);
+        let mine = mine.as_array().unwrap();
+        assert_eq!(mine.len(), 1, "shared-{i} ran {} times", mine.len());
+        assert_eq!(mine[0]["status"], "ok", "{:#}", mine[0]);
+        runs.push(mine[0].clone());
+    }
+    let owners: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .map(|r| r["owner"].as_str().unwrap_or_default())
+        .collect();
+    eprintln!("runs by {owners:?}");
+    let most = most_at_once(&runs);
+    assert!(most <= 5, "{most} ran at once across both daemons (limit 5)");
+    assert_eq!(most, 5, "the five places were never all used");
+    assert_eq!(first.llm.requests().len(), 50, "each check asked the LLM once");
+}
