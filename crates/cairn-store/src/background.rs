@@ -170,7 +170,11 @@ impl Store {
         )
         .bind(id)
         .bind(status.as_str())
-        .bind(result.map(|r| json(r, "background task result")).transpose()?)
+        .bind(
+            result
+                .map(|r| json(r, "background task result"))
+                .transpose()?,
+        )
         .bind(error)
         .bind(micros(now))
         .execute(self.pool())

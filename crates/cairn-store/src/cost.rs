@@ -171,14 +171,12 @@ impl Store {
             });
         }
         let call_id = Uuid::now_v7();
-        sqlx::query(
-            "INSERT INTO llm_calls (id, started_at, reserved_micros) VALUES ($1, $2, $3)",
-        )
-        .bind(call_id.to_string())
-        .bind(micros(now))
-        .bind(i64_of(max_call))
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query("INSERT INTO llm_calls (id, started_at, reserved_micros) VALUES ($1, $2, $3)")
+            .bind(call_id.to_string())
+            .bind(micros(now))
+            .bind(i64_of(max_call))
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(LlmAdmission::Admitted {
             call_id: Some(call_id),

@@ -86,12 +86,11 @@ impl Store {
             .bind(&from)
             .fetch_all(self.pool())
             .await?;
-        let models = sqlx::query(
-            "SELECT day, model, spent_micros, calls FROM cost_models WHERE day >= $1",
-        )
-        .bind(&from)
-        .fetch_all(self.pool())
-        .await?;
+        let models =
+            sqlx::query("SELECT day, model, spent_micros, calls FROM cost_models WHERE day >= $1")
+                .bind(&from)
+                .fetch_all(self.pool())
+                .await?;
         let mut days: Vec<(NaiveDate, u64)> = days
             .iter()
             .map(|r| {

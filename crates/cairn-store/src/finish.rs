@@ -258,11 +258,10 @@ impl Store {
         // A place freed: a run waiting anywhere may start now (a partial
         // index holds only the waiting ones). Other processes hear it too,
         // so an engine that can start it does, wherever this run ended.
-        let waiting =
-            sqlx::query("SELECT id FROM routine_runs WHERE status = 'waiting' LIMIT 1")
-                .fetch_optional(&mut *tx)
-                .await?
-                .is_some();
+        let waiting = sqlx::query("SELECT id FROM routine_runs WHERE status = 'waiting' LIMIT 1")
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
         if waiting {
             tx.publish(crate::signal::Topic::Runs).await?;
         }

@@ -68,13 +68,12 @@ impl Store {
         let claim = if inserted.rows_affected() > 0 || taken_over {
             IdempotencyClaim::Claimed
         } else {
-            let row = sqlx::query(
-                "SELECT response FROM idempotency_keys WHERE scope = $1 AND key = $2",
-            )
-            .bind(scope)
-            .bind(key)
-            .fetch_one(&mut *tx)
-            .await?;
+            let row =
+                sqlx::query("SELECT response FROM idempotency_keys WHERE scope = $1 AND key = $2")
+                    .bind(scope)
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await?;
             match Cols(&row).text_opt("response")? {
                 Some(body) => IdempotencyClaim::Done(body),
                 None => IdempotencyClaim::InFlight,

@@ -11,11 +11,10 @@ impl Store {
     /// The earliest lease end among running routine runs (any process's):
     /// no run can be an orphan before then. `None` when nothing runs.
     pub async fn earliest_run_lease_end(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let row = sqlx::query(
-            "SELECT MIN(lease_until) AS at FROM routine_runs WHERE status = 'running'",
-        )
-        .fetch_one(self.pool())
-        .await?;
+        let row =
+            sqlx::query("SELECT MIN(lease_until) AS at FROM routine_runs WHERE status = 'running'")
+                .fetch_one(self.pool())
+                .await?;
         Cols(&row).time_opt("at")
     }
 

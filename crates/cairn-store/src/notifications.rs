@@ -428,10 +428,9 @@ impl Store {
 
     /// How many notifications are in each status (for `doctor` and status pages).
     pub async fn notification_counts(&self) -> Result<Vec<(DeliveryStatus, u64)>, StoreError> {
-        let rows =
-            sqlx::query("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status")
-                .fetch_all(self.pool())
-                .await?;
+        let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status")
+            .fetch_all(self.pool())
+            .await?;
         let mut out = Vec::new();
         for row in &rows {
             let status: String = row.try_get("status")?;

@@ -75,8 +75,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Option<Pause>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let Some(before) = crate::routines::routine_by_id(&mut tx, &id.to_string()).await?
-        else {
+        let Some(before) = crate::routines::routine_by_id(&mut tx, &id.to_string()).await? else {
             return Ok(None);
         };
         let done = sqlx::query(

@@ -128,10 +128,9 @@ impl Store {
     /// A number that changes whenever a routine is created, changed,
     /// enabled, disabled or deleted (by any process on the database).
     pub async fn routines_version(&self) -> Result<i64, StoreError> {
-        let row =
-            sqlx::query("SELECT value FROM engine_counters WHERE key = 'routines.version'")
-                .fetch_optional(self.pool())
-                .await?;
+        let row = sqlx::query("SELECT value FROM engine_counters WHERE key = 'routines.version'")
+            .fetch_optional(self.pool())
+            .await?;
         match row {
             Some(row) => Cols(&row).int("value"),
             None => Ok(0),
@@ -257,13 +256,12 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
-        let done =
-            sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
-                .bind(id.to_string())
-                .bind(i64::from(enabled))
-                .bind(micros(now))
-                .execute(&mut *tx)
-                .await?;
+        let done = sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
+            .bind(id.to_string())
+            .bind(i64::from(enabled))
+            .bind(micros(now))
+            .execute(&mut *tx)
+            .await?;
         let id = id.to_string();
         if !enabled && let Some(slot) = crate::runs::give_back_unbegun(&mut tx, &id).await? {
             crate::runs::restore_slot(&mut tx, &id, slot, false).await?;

@@ -176,8 +176,7 @@ impl Store {
 
     /// Every session, most recently active first.
     pub async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
-        let sql =
-            format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY last_active_at DESC");
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY last_active_at DESC");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .fetch_all(self.pool())
             .await?;

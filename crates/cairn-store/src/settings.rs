@@ -69,12 +69,11 @@ impl Store {
         prefix: &str,
     ) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
         // substr instead of LIKE so '%' and '_' in keys mean themselves.
-        let rows = sqlx::query(
-            "SELECT key, value FROM settings WHERE substr(key, 1, length($1)) = $1",
-        )
-        .bind(prefix)
-        .fetch_all(self.pool())
-        .await?;
+        let rows =
+            sqlx::query("SELECT key, value FROM settings WHERE substr(key, 1, length($1)) = $1")
+                .bind(prefix)
+                .fetch_all(self.pool())
+                .await?;
         let mut pairs = rows
             .iter()
             .map(|r| {

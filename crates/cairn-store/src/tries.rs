@@ -46,12 +46,14 @@ impl Store {
                     number: u32::try_from(c.uint("number")?).unwrap_or(u32::MAX),
                     started_at: c.time("started_at")?,
                     ended_at: c.time("ended_at")?,
-                    status: status.parse().map_err(
-                        |e: cairn_core::routine::UnknownStatus| StoreError::Corrupt {
-                            what: "routine_run_tries.status".to_string(),
-                            message: e.to_string(),
-                        },
-                    )?,
+                    status: status
+                        .parse()
+                        .map_err(
+                            |e: cairn_core::routine::UnknownStatus| StoreError::Corrupt {
+                                what: "routine_run_tries.status".to_string(),
+                                message: e.to_string(),
+                            },
+                        )?,
                     summary: c.text_opt("summary")?,
                 })
             })

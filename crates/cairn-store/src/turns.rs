@@ -228,12 +228,11 @@ impl Store {
         thread_id: Uuid,
         position: i64,
     ) -> Result<u64, StoreError> {
-        let done =
-            sqlx::query("DELETE FROM thread_turns WHERE thread_id = $1 AND position > $2")
-                .bind(thread_id.to_string())
-                .bind(position)
-                .execute(self.pool())
-                .await?;
+        let done = sqlx::query("DELETE FROM thread_turns WHERE thread_id = $1 AND position > $2")
+            .bind(thread_id.to_string())
+            .bind(position)
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected())
     }
 }

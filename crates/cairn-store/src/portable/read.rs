@@ -76,8 +76,7 @@ impl Store {
             if super::spec(&name).is_none() && !NOT_COPIED.contains(&name.as_str()) {
                 return Err(StoreError::Copy {
                     table: name,
-                    message: "is not known to this cairn's copier; nothing was copied"
-                        .to_string(),
+                    message: "is not known to this cairn's copier; nothing was copied".to_string(),
                 });
             }
         }

@@ -133,7 +133,11 @@ fn every_public_async_method_runs_on_the_store_runtime() {
     let mut found = Found::default();
     for path in &files {
         let source = std::fs::read_to_string(path).unwrap();
-        let name = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+        let name = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         check_source(&source, &name, &mut found);
     }
     assert!(
@@ -149,7 +153,10 @@ fn every_public_async_method_runs_on_the_store_runtime() {
         found.wrapped.len()
     );
     assert!(
-        found.wrapped.iter().any(|m| m.ends_with("Store::create_job"))
+        found
+            .wrapped
+            .iter()
+            .any(|m| m.ends_with("Store::create_job"))
             && found.wrapped.iter().any(|m| m.ends_with("Import::finish")),
         "{:?}",
         found.wrapped
