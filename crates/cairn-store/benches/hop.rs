@@ -4,12 +4,14 @@
 //! (`SELECT 1` on SQLite, through the hop) against the same query on a
 //! plain sqlx pool polled by the caller (no hop), and against a call
 //! spawned onto another runtime and awaited through its `JoinHandle` (the
-//! other way to run sqlx off the caller's clock). Median of rounds, in
+//! other way to run sqlx off the caller's clock). Then the two ways alone,
+//! with no query: `Store::signal_ready` on an in-memory store (a hop around
+//! nothing) against spawning an empty task there. Median of rounds, in
 //! nanoseconds per call. Prints JSON.
 //! Run: `cargo bench -p cairn-store --bench hop`.
 #![expect(clippy::unwrap_used, reason = "a benchmark stops at the first failure")]
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cairn_store::Store;
 use serde_json::{Value, json};
@@ -48,6 +50,7 @@ fn measure(caller: &Runtime, elsewhere: &Runtime, url: &str) -> Value {
     let other = elsewhere.handle().clone();
     caller.block_on(async {
         let (store, _) = Store::open(url).await.unwrap();
+        let (memory, _) = Store::open("sqlite::memory:").await.unwrap();
         let local = pool(url).await;
         let mut through_store = async || store.ping().await.unwrap();
         let mut no_hop = async || {
@@ -58,14 +61,20 @@ fn measure(caller: &Runtime, elsewhere: &Runtime, url: &str) -> Value {
             let call = other.spawn(async move { sqlx::query("SELECT 1").execute(&pool).await });
             call.await.unwrap().unwrap();
         };
-        // Rounds of the three ways interleave, so a load that comes and goes
-        // on the machine weighs on each alike.
-        let mut rounds = [Vec::new(), Vec::new(), Vec::new()];
+        let mut hop_alone = async || {
+            memory.signal_ready(Duration::ZERO).await;
+        };
+        let mut spawn_alone = async || other.spawn(async {}).await.unwrap();
+        // Rounds of the ways interleave, so a load that comes and goes on
+        // the machine weighs on each alike.
+        let mut rounds = [const { Vec::new() }; 5];
         for n in 0..=ROUNDS {
             let times = [
                 round(&mut through_store).await,
                 round(&mut no_hop).await,
                 round(&mut spawned).await,
+                round(&mut hop_alone).await,
+                round(&mut spawn_alone).await,
             ];
             // The first round warms up.
             if n > 0 {
@@ -74,12 +83,15 @@ fn measure(caller: &Runtime, elsewhere: &Runtime, url: &str) -> Value {
                 }
             }
         }
-        let [through_store, no_hop, spawned] = rounds.map(median);
+        let [through_store, no_hop, spawned, hop_alone, spawn_alone] = rounds.map(median);
         store.close().await;
+        memory.close().await;
         json!({
             "store_call_through_hop_ns": through_store,
             "plain_sqlx_no_hop_ns": no_hop,
             "spawned_on_other_runtime_ns": spawned,
+            "hop_alone_no_query_ns": hop_alone,
+            "spawn_alone_no_query_ns": spawn_alone,
         })
     })
 }
