@@ -414,7 +414,7 @@ impl Store {
         self.hub().mode.borrow().clone()
     }
 
-    /// Starts the listener if needed and waits (up to `within`) until it
+    /// Starts the listener if needed and waits (up to `within`, real time) until it
     /// listens, or knows it cannot; returns how it hears changes.
     pub async fn signal_ready(&self, within: Duration) -> SignalMode {
         let hub = self.hub();
