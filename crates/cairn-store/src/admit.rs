@@ -648,6 +648,7 @@ async fn mark_claims(
     Ok(())
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Admits fires of routines, each with its guardrails, in one transaction.
     ///
@@ -671,30 +672,27 @@ impl Store {
         &self,
         fires: &[(Admission, Vec<RoutineRun>)],
     ) -> Result<Vec<Round>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let mut out = Vec::with_capacity(fires.len());
-            let mut batch = BatchState::default();
-            let mut ahead = read_ahead(&mut tx, self.backend(), fires).await?;
-            for (index, (admission, runs)) in fires.iter().enumerate() {
-                let ahead = ahead.remove(&index);
-                out.push(admit_one(&mut tx, admission, runs, &mut batch, ahead).await?);
-            }
-            batch.flush(&mut tx).await?;
-            mark_claims(&mut tx, fires, &out).await?;
-            // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
-            // or a slot waiting for an engine to start it.
-            let started = out
-                .iter()
-                .flat_map(|r| &r.runs)
-                .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting));
-            if started {
-                tx.publish(crate::signal::Topic::Runs).await?;
-            }
-            tx.commit().await?;
-            Ok(out)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let mut out = Vec::with_capacity(fires.len());
+        let mut batch = BatchState::default();
+        let mut ahead = read_ahead(&mut tx, self.backend(), fires).await?;
+        for (index, (admission, runs)) in fires.iter().enumerate() {
+            let ahead = ahead.remove(&index);
+            out.push(admit_one(&mut tx, admission, runs, &mut batch, ahead).await?);
+        }
+        batch.flush(&mut tx).await?;
+        mark_claims(&mut tx, fires, &out).await?;
+        // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
+        // or a slot waiting for an engine to start it.
+        let started = out
+            .iter()
+            .flat_map(|r| &r.runs)
+            .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting));
+        if started {
+            tx.publish(crate::signal::Topic::Runs).await?;
+        }
+        tx.commit().await?;
+        Ok(out)
     }
 
     /// Records an unscheduled run (manual, event, webhook) with no guardrail:

@@ -122,38 +122,36 @@ fn decode_all(rows: &[AnyRow]) -> Result<Vec<BackgroundTask>, StoreError> {
     Ok(tasks)
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Records a newly launched task.
     pub async fn create_background_task(&self, task: &BackgroundTask) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "INSERT INTO background_tasks ({COLUMNS}) \
+        let sql = format!(
+            "INSERT INTO background_tasks ({COLUMNS}) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(task.id.clone())
-                .bind(task.owner.clone())
-                .bind(micros_opt(task.lease_until))
-                .bind(task.session_id.clone())
-                .bind(task.thread_id.clone())
-                .bind(task.tool.clone())
-                .bind(json(&task.params, "background task params")?)
-                .bind(task.status.as_str())
-                .bind(
-                    task.result
-                        .as_ref()
-                        .map(|r| json(r, "background task result"))
-                        .transpose()?,
-                )
-                .bind(task.error.clone())
-                .bind(micros(task.started_at))
-                .bind(micros_opt(task.finished_at))
-                .bind(micros_opt(task.delivered_at))
-                .execute(self.pool())
-                .await?;
-            Ok(())
-        })
-        .await
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(task.id.clone())
+            .bind(task.owner.clone())
+            .bind(micros_opt(task.lease_until))
+            .bind(task.session_id.clone())
+            .bind(task.thread_id.clone())
+            .bind(task.tool.clone())
+            .bind(json(&task.params, "background task params")?)
+            .bind(task.status.as_str())
+            .bind(
+                task.result
+                    .as_ref()
+                    .map(|r| json(r, "background task result"))
+                    .transpose()?,
+            )
+            .bind(task.error.clone())
+            .bind(micros(task.started_at))
+            .bind(micros_opt(task.finished_at))
+            .bind(micros_opt(task.delivered_at))
+            .execute(self.pool())
+            .await?;
+        Ok(())
     }
 
     /// Ends a running task with `status`; `false` if it had already ended
@@ -166,21 +164,22 @@ impl Store {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE background_tasks SET status = $2, result = $3, error = $4, finished_at = $5, \
+        let done = sqlx::query(
+            "UPDATE background_tasks SET status = $2, result = $3, error = $4, finished_at = $5, \
                  lease_until = NULL WHERE id = $1 AND status = 'running'",
-            )
-            .bind(id)
-            .bind(status.as_str())
-            .bind(result.map(|r| json(r, "background task result")).transpose()?)
-            .bind(error)
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        )
+        .bind(id)
+        .bind(status.as_str())
+        .bind(
+            result
+                .map(|r| json(r, "background task result"))
+                .transpose()?,
+        )
+        .bind(error)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// The task with this id.
@@ -188,15 +187,12 @@ impl Store {
         &self,
         id: &str,
     ) -> Result<Option<BackgroundTask>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM background_tasks WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(id)
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(decode).transpose()
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM background_tasks WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
     }
 
     /// The latest `limit` tasks of every session, newest first.
@@ -204,17 +200,14 @@ impl Store {
         &self,
         limit: u32,
     ) -> Result<Vec<BackgroundTask>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM background_tasks ORDER BY started_at DESC, id DESC LIMIT $1"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(i64::from(limit))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(decode).collect()
-        })
-        .await
+        let sql = format!(
+            "SELECT {COLUMNS} FROM background_tasks ORDER BY started_at DESC, id DESC LIMIT $1"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
     }
 
     /// A session's tasks, oldest first.
@@ -222,31 +215,25 @@ impl Store {
         &self,
         session_id: &str,
     ) -> Result<Vec<BackgroundTask>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM background_tasks WHERE session_id = $1");
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(session_id)
-                .fetch_all(self.pool())
-                .await?;
-            decode_all(&rows)
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM background_tasks WHERE session_id = $1");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .fetch_all(self.pool())
+            .await?;
+        decode_all(&rows)
     }
 
     /// Whether a session has finished (completed or failed) tasks whose
     /// notice has not been delivered: one cheap read, for polling.
     pub async fn has_undelivered_tasks(&self, session_id: &str) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT id FROM background_tasks WHERE session_id = $1 AND delivered_at IS NULL \
+        let row = sqlx::query(
+            "SELECT id FROM background_tasks WHERE session_id = $1 AND delivered_at IS NULL \
                  AND status IN ('completed', 'failed') LIMIT 1",
-            )
-            .bind(session_id)
-            .fetch_optional(self.pool())
-            .await?;
-            Ok(row.is_some())
-        })
-        .await
+        )
+        .bind(session_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.is_some())
     }
 
     /// Takes a session's finished, undelivered tasks and marks them delivered
@@ -257,21 +244,18 @@ impl Store {
         session_id: &str,
         now: DateTime<Utc>,
     ) -> Result<Vec<BackgroundTask>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let sql = format!(
-                "UPDATE background_tasks SET delivered_at = $2 WHERE session_id = $1 \
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "UPDATE background_tasks SET delivered_at = $2 WHERE session_id = $1 \
                  AND delivered_at IS NULL AND status IN ('completed', 'failed') RETURNING {COLUMNS}"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(session_id)
-                .bind(micros(now))
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            decode_all(&rows)
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .bind(micros(now))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        decode_all(&rows)
     }
 
     /// Extends the lease of every running task `owner` holds; how many.
@@ -280,17 +264,14 @@ impl Store {
         owner: &str,
         until: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE background_tasks SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
-            )
-            .bind(owner)
-            .bind(micros(until))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        let done = sqlx::query(
+            "UPDATE background_tasks SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
+        )
+        .bind(owner)
+        .bind(micros(until))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Marks failed with [`TASK_INTERRUPTED`] every running task whose lease
@@ -300,19 +281,16 @@ impl Store {
         &self,
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let rows = sqlx::query(
-                "UPDATE background_tasks SET status = 'failed', error = $2, finished_at = $1, lease_until = NULL \
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query(
+            "UPDATE background_tasks SET status = 'failed', error = $2, finished_at = $1, lease_until = NULL \
                  WHERE status = 'running' AND (lease_until IS NULL OR lease_until < $1) RETURNING id",
-            )
-            .bind(micros(now))
-            .bind(TASK_INTERRUPTED)
-            .fetch_all(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            rows.iter().map(|r| Cols(r).text("id")).collect()
-        })
-        .await
+        )
+        .bind(micros(now))
+        .bind(TASK_INTERRUPTED)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        rows.iter().map(|r| Cols(r).text("id")).collect()
     }
 }

@@ -38,6 +38,7 @@ pub struct ChannelUser {
     pub added_at: DateTime<Utc>,
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Takes or renews `owner`'s lease on polling `channel` until
     /// `now + lease` when it is free, lapsed or already `owner`'s; returns
@@ -49,35 +50,32 @@ impl Store {
         now: DateTime<Utc>,
         lease: Duration,
     ) -> Result<Option<i64>, StoreError> {
-        self.on_runtime(async {
-            sqlx::query(
-                "INSERT INTO channel_cursors (channel, next_update) VALUES ($1, 0)
+        sqlx::query(
+            "INSERT INTO channel_cursors (channel, next_update) VALUES ($1, 0)
                  ON CONFLICT (channel) DO NOTHING",
-            )
-            .bind(channel)
-            .execute(self.pool())
-            .await?;
-            // Compare-and-set: of several processes exactly one gets it.
-            let taken = sqlx::query(
-                "UPDATE channel_cursors SET lease_owner = $1, lease_until = $2
+        )
+        .bind(channel)
+        .execute(self.pool())
+        .await?;
+        // Compare-and-set: of several processes exactly one gets it.
+        let taken = sqlx::query(
+            "UPDATE channel_cursors SET lease_owner = $1, lease_until = $2
                  WHERE channel = $3 AND (lease_owner = $1 OR lease_until IS NULL OR lease_until < $4)",
-            )
-            .bind(owner)
-            .bind(micros(now + lease))
+        )
+        .bind(owner)
+        .bind(micros(now + lease))
+        .bind(channel)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        if taken.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let row = sqlx::query("SELECT next_update FROM channel_cursors WHERE channel = $1")
             .bind(channel)
-            .bind(micros(now))
-            .execute(self.pool())
+            .fetch_one(self.pool())
             .await?;
-            if taken.rows_affected() == 0 {
-                return Ok(None);
-            }
-            let row = sqlx::query("SELECT next_update FROM channel_cursors WHERE channel = $1")
-                .bind(channel)
-                .fetch_one(self.pool())
-                .await?;
-            Ok(Some(Cols(&row).int("next_update")?))
-        })
-        .await
+        Ok(Some(Cols(&row).int("next_update")?))
     }
 
     /// Records that updates before `next` are taken, while `owner` holds the
@@ -89,36 +87,30 @@ impl Store {
         owner: &str,
         next: i64,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE channel_cursors SET next_update = CASE WHEN next_update > $1 THEN next_update ELSE $1 END
+        let done = sqlx::query(
+            "UPDATE channel_cursors SET next_update = CASE WHEN next_update > $1 THEN next_update ELSE $1 END
                  WHERE channel = $2 AND lease_owner = $3",
-            )
-            .bind(next)
-            .bind(channel)
-            .bind(owner)
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        )
+        .bind(next)
+        .bind(channel)
+        .bind(owner)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Gives up `owner`'s lease on `channel` (at shutdown), so another
     /// process takes over at once.
     pub async fn release_channel_poll(&self, channel: &str, owner: &str) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            sqlx::query(
-                "UPDATE channel_cursors SET lease_owner = NULL, lease_until = NULL
+        sqlx::query(
+            "UPDATE channel_cursors SET lease_owner = NULL, lease_until = NULL
                  WHERE channel = $1 AND lease_owner = $2",
-            )
-            .bind(channel)
-            .bind(owner)
-            .execute(self.pool())
-            .await?;
-            Ok(())
-        })
-        .await
+        )
+        .bind(channel)
+        .bind(owner)
+        .execute(self.pool())
+        .await?;
+        Ok(())
     }
 
     /// Allows `user_id` on `channel`; `false` when they already were.
@@ -129,11 +121,8 @@ impl Store {
         origin: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            insert_user(&mut conn, channel, user_id, origin, now).await
-        })
-        .await
+        let mut conn = self.pool().acquire().await?;
+        insert_user(&mut conn, channel, user_id, origin, now).await
     }
 
     /// Whether `user_id` was allowed on `channel` (by command or pairing).
@@ -142,17 +131,14 @@ impl Store {
         channel: &str,
         user_id: &str,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT COUNT(*) AS n FROM channel_users WHERE channel = $1 AND user_id = $2",
-            )
-            .bind(channel)
-            .bind(user_id)
-            .fetch_one(self.pool())
-            .await?;
-            Ok(Cols(&row).uint("n")? > 0)
-        })
-        .await
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM channel_users WHERE channel = $1 AND user_id = $2",
+        )
+        .bind(channel)
+        .bind(user_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(Cols(&row).uint("n")? > 0)
     }
 
     /// The users allowed on `channel` (every channel when `None`), oldest first.
@@ -160,27 +146,24 @@ impl Store {
         &self,
         channel: Option<&str>,
     ) -> Result<Vec<ChannelUser>, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(
-                "SELECT channel, user_id, origin, added_at FROM channel_users
+        let rows = sqlx::query(
+            "SELECT channel, user_id, origin, added_at FROM channel_users
                  WHERE $1 IS NULL OR channel = $1 ORDER BY added_at, channel, user_id",
-            )
-            .bind(channel)
-            .fetch_all(self.pool())
-            .await?;
-            rows.iter()
-                .map(|row| {
-                    let c = Cols(row);
-                    Ok(ChannelUser {
-                        channel: c.text("channel")?,
-                        user_id: c.text("user_id")?,
-                        origin: c.text("origin")?,
-                        added_at: c.time("added_at")?,
-                    })
+        )
+        .bind(channel)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let c = Cols(row);
+                Ok(ChannelUser {
+                    channel: c.text("channel")?,
+                    user_id: c.text("user_id")?,
+                    origin: c.text("origin")?,
+                    added_at: c.time("added_at")?,
                 })
-                .collect()
-        })
-        .await
+            })
+            .collect()
     }
 
     /// Records that the stranger `user_id` was told how to be allowed;
@@ -191,19 +174,16 @@ impl Store {
         user_id: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "INSERT INTO channel_strangers (channel, user_id, told_at) VALUES ($1, $2, $3)
+        let done = sqlx::query(
+            "INSERT INTO channel_strangers (channel, user_id, told_at) VALUES ($1, $2, $3)
                  ON CONFLICT (channel, user_id) DO NOTHING",
-            )
-            .bind(channel)
-            .bind(user_id)
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        )
+        .bind(channel)
+        .bind(user_id)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Spends a pairing code (the gateway's: same codes, same count of
@@ -217,20 +197,17 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<ChannelPairing, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
-                Spent::Yes => {
-                    insert_user(&mut tx, channel, user_id, "pairing", now).await?;
-                    ChannelPairing::Allowed
-                }
-                Spent::Wrong(wrong_codes) => ChannelPairing::Wrong { wrong_codes },
-                Spent::Locked => ChannelPairing::Locked,
-            };
-            tx.commit().await?;
-            Ok(outcome)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
+            Spent::Yes => {
+                insert_user(&mut tx, channel, user_id, "pairing", now).await?;
+                ChannelPairing::Allowed
+            }
+            Spent::Wrong(wrong_codes) => ChannelPairing::Wrong { wrong_codes },
+            Spent::Locked => ChannelPairing::Locked,
+        };
+        tx.commit().await?;
+        Ok(outcome)
     }
 }
 

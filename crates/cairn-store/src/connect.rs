@@ -14,7 +14,7 @@ use sqlx::{AnyPool, Executor};
 
 use crate::StoreError;
 use crate::migrate::{self, MigrationReport};
-use crate::runtime::{self, OnStoreRuntime};
+use crate::runtime;
 use crate::signal::{self, Hub, Source, Topic};
 
 /// Which database a store talks to.
@@ -40,8 +40,6 @@ impl Backend {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
-    /// The runtime sqlx's timers and tasks run on (see [`crate::runtime`]).
-    runtime: tokio::runtime::Handle,
     backend: Backend,
     /// The URL with any password hidden, for messages.
     display_url: String,
@@ -54,6 +52,7 @@ pub struct Store {
 /// How long a writer waits for SQLite's lock before giving up.
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Opens the database at `url` and applies any pending migrations.
     pub async fn open(url: &str) -> Result<(Store, MigrationReport), StoreError> {
@@ -71,9 +70,10 @@ impl Store {
             message: e.to_string(),
         };
         let (backend, url) = normalize(url)?;
+        // The hop has started the store's runtime, unless it cannot start.
         let runtime = runtime::handle().map_err(|message| StoreError::Connect {
             url: display_url.clone(),
-            message,
+            message: message.to_string(),
         })?;
         let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
         let pool_options = match backend {
@@ -103,10 +103,9 @@ impl Store {
             }
             Backend::Postgres => AnyPoolOptions::new().max_connections(10),
         };
-        let connecting = pool_options
+        let pool = pool_options
             .acquire_timeout(Duration::from_secs(15))
-            .connect_with(options);
-        let pool = OnStoreRuntime::new(runtime.clone(), connecting)
+            .connect_with(options)
             .await
             .map_err(connect_err)?;
         if let Some(file) = sqlite_file(&url) {
@@ -126,8 +125,7 @@ impl Store {
         };
         Ok(Store {
             pool,
-            signal: Arc::new(Hub::new(source, runtime.clone())),
-            runtime,
+            signal: Arc::new(Hub::new(source, runtime)),
             backend,
             display_url,
             writer: Arc::new(tokio::sync::Mutex::new(())),
@@ -136,7 +134,7 @@ impl Store {
 
     /// Applies pending migrations; safe to call from several processes at once.
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
-        self.on_runtime(migrate::apply(self)).await
+        migrate::apply(self).await
     }
 
     /// Which database this is.
@@ -151,27 +149,26 @@ impl Store {
 
     /// Checks the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.on_runtime(sqlx::query("SELECT 1").execute(&self.pool))
-            .await?;
+        sqlx::query("SELECT 1").execute(self.pool()).await?;
         Ok(())
     }
 
     /// Closes every connection (the change signal's too); further calls fail.
     pub async fn close(&self) {
-        self.on_runtime(async {
-            self.stop_signal().await;
-            self.pool.close().await;
-        })
-        .await;
+        self.stop_signal().await;
+        self.pool.close().await;
     }
 
-    /// Wraps a store call so sqlx's timers and tasks run on the store's own
-    /// runtime, in real time, whatever clock the caller runs on.
-    pub(crate) fn on_runtime<F: std::future::Future>(&self, work: F) -> OnStoreRuntime<F> {
-        OnStoreRuntime::new(self.runtime.clone(), work)
-    }
-
+    /// The pool, for queries; only ever inside a hop onto the store's
+    /// runtime (see [`crate::runtime`]), or sqlx's timers would run on the
+    /// caller's clock.
     pub(crate) fn pool(&self) -> &AnyPool {
+        // A debug check (every test runs it): a method reached the pool
+        // without the hop, so its impl block lacks #[on_store_runtime].
+        debug_assert!(
+            runtime::inside(),
+            "a store query outside the store's runtime: is #[on_store_runtime] missing?"
+        );
         &self.pool
     }
 
@@ -194,7 +191,7 @@ impl Store {
             Backend::Sqlite => {
                 let guard = Arc::clone(&self.writer).lock_owned().await;
                 WriteTx {
-                    tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+                    tx: self.pool().begin_with("BEGIN IMMEDIATE").await?,
                     _writer: Some(guard),
                     backend: self.backend,
                     hub: Arc::clone(&self.signal),
@@ -202,7 +199,7 @@ impl Store {
                 }
             }
             Backend::Postgres => WriteTx {
-                tx: self.pool.begin().await?,
+                tx: self.pool().begin().await?,
                 _writer: None,
                 backend: self.backend,
                 hub: Arc::clone(&self.signal),

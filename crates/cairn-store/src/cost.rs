@@ -119,14 +119,12 @@ async fn totals_in(
     ))
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// The shared counters at `now` (reads only).
     pub async fn cost_totals(&self, now: DateTime<Utc>) -> Result<CostTotals, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            Ok(totals_in(&mut conn, now).await?.0)
-        })
-        .await
+        let mut conn = self.pool().acquire().await?;
+        Ok(totals_in(&mut conn, now).await?.0)
     }
 
     /// Admits one LLM call at `now` against `limits`, or refuses it, in one
@@ -141,54 +139,49 @@ impl Store {
         limits: CostLimits,
         count: bool,
     ) -> Result<LlmAdmission, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            // Concurrent admissions queue here and read each other's rows.
-            lock_day(&mut tx, now).await?;
-            sqlx::query("DELETE FROM llm_calls WHERE started_at <= $1")
-                .bind(micros(now - HOURLY_WINDOW - RESERVATION_TTL))
-                .execute(&mut *tx)
-                .await?;
-            let (totals, max_call) = totals_in(&mut tx, now).await?;
-            if let Some(budget) = limits.budget_micros
-                && totals.spent_micros.saturating_add(totals.reserved_micros) >= budget
-            {
-                tx.rollback().await?;
-                return Ok(LlmAdmission::OverBudget { totals });
-            }
-            if let Some(limit) = limits.hourly_limit
-                && totals.hourly_calls >= limit
-            {
-                let next_allowed = next_slot(&mut tx, now, limit, totals.hourly_calls).await?;
-                tx.rollback().await?;
-                return Ok(LlmAdmission::HourlyLimit {
-                    totals,
-                    next_allowed,
-                });
-            }
-            if !count {
-                tx.rollback().await?;
-                return Ok(LlmAdmission::Admitted {
-                    call_id: None,
-                    totals,
-                });
-            }
-            let call_id = Uuid::now_v7();
-            sqlx::query(
-                "INSERT INTO llm_calls (id, started_at, reserved_micros) VALUES ($1, $2, $3)",
-            )
+        let mut tx = self.begin_write().await?;
+        // Concurrent admissions queue here and read each other's rows.
+        lock_day(&mut tx, now).await?;
+        sqlx::query("DELETE FROM llm_calls WHERE started_at <= $1")
+            .bind(micros(now - HOURLY_WINDOW - RESERVATION_TTL))
+            .execute(&mut *tx)
+            .await?;
+        let (totals, max_call) = totals_in(&mut tx, now).await?;
+        if let Some(budget) = limits.budget_micros
+            && totals.spent_micros.saturating_add(totals.reserved_micros) >= budget
+        {
+            tx.rollback().await?;
+            return Ok(LlmAdmission::OverBudget { totals });
+        }
+        if let Some(limit) = limits.hourly_limit
+            && totals.hourly_calls >= limit
+        {
+            let next_allowed = next_slot(&mut tx, now, limit, totals.hourly_calls).await?;
+            tx.rollback().await?;
+            return Ok(LlmAdmission::HourlyLimit {
+                totals,
+                next_allowed,
+            });
+        }
+        if !count {
+            tx.rollback().await?;
+            return Ok(LlmAdmission::Admitted {
+                call_id: None,
+                totals,
+            });
+        }
+        let call_id = Uuid::now_v7();
+        sqlx::query("INSERT INTO llm_calls (id, started_at, reserved_micros) VALUES ($1, $2, $3)")
             .bind(call_id.to_string())
             .bind(micros(now))
             .bind(i64_of(max_call))
             .execute(&mut *tx)
             .await?;
-            tx.commit().await?;
-            Ok(LlmAdmission::Admitted {
-                call_id: Some(call_id),
-                totals,
-            })
+        tx.commit().await?;
+        Ok(LlmAdmission::Admitted {
+            call_id: Some(call_id),
+            totals,
         })
-        .await
     }
 
     /// Ends an admitted call: releases its reservation and adds its cost to
@@ -203,38 +196,35 @@ impl Store {
         answered: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<CostTotals, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            // The day's row first, as admission takes it: the same lock order
-            // everywhere, so the two cannot deadlock on PostgreSQL.
-            lock_day(&mut tx, now).await?;
-            let done = sqlx::query(
-                "UPDATE llm_calls SET cost_micros = $2, finished_at = $3, reserved_micros = 0 \
+        let mut tx = self.begin_write().await?;
+        // The day's row first, as admission takes it: the same lock order
+        // everywhere, so the two cannot deadlock on PostgreSQL.
+        lock_day(&mut tx, now).await?;
+        let done = sqlx::query(
+            "UPDATE llm_calls SET cost_micros = $2, finished_at = $3, reserved_micros = 0 \
                  WHERE id = $1 AND finished_at IS NULL",
-            )
-            .bind(call_id.to_string())
-            .bind(i64_of(cost_micros))
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            // A call pruned meanwhile (very long) still counts: its cost was spent.
-            let first = done.rows_affected() == 1
-                || sqlx::query("SELECT id FROM llm_calls WHERE id = $1")
-                    .bind(call_id.to_string())
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .is_none();
-            if first {
-                add_spend(&mut tx, now, cost_micros).await?;
-                if let Some(model) = answered {
-                    add_model_spend_in(&mut tx, model, cost_micros, now).await?;
-                }
+        )
+        .bind(call_id.to_string())
+        .bind(i64_of(cost_micros))
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+        // A call pruned meanwhile (very long) still counts: its cost was spent.
+        let first = done.rows_affected() == 1
+            || sqlx::query("SELECT id FROM llm_calls WHERE id = $1")
+                .bind(call_id.to_string())
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_none();
+        if first {
+            add_spend(&mut tx, now, cost_micros).await?;
+            if let Some(model) = answered {
+                add_model_spend_in(&mut tx, model, cost_micros, now).await?;
             }
-            let (totals, _) = totals_in(&mut tx, now).await?;
-            tx.commit().await?;
-            Ok(totals)
-        })
-        .await
+        }
+        let (totals, _) = totals_in(&mut tx, now).await?;
+        tx.commit().await?;
+        Ok(totals)
     }
 
     /// Adds `cost_micros` to `now`'s UTC day outside any admission (a cost
@@ -244,28 +234,22 @@ impl Store {
         cost_micros: u64,
         now: DateTime<Utc>,
     ) -> Result<CostTotals, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            lock_day(&mut tx, now).await?;
-            add_spend(&mut tx, now, cost_micros).await?;
-            let (totals, _) = totals_in(&mut tx, now).await?;
-            tx.commit().await?;
-            Ok(totals)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        lock_day(&mut tx, now).await?;
+        add_spend(&mut tx, now, cost_micros).await?;
+        let (totals, _) = totals_in(&mut tx, now).await?;
+        tx.commit().await?;
+        Ok(totals)
     }
 
     /// Claims the 80% warning of `day` for the caller: `true` for exactly
     /// one caller across processes.
     pub async fn claim_cost_warning(&self, day: NaiveDate) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("UPDATE cost_days SET warned = 1 WHERE day = $1 AND warned = 0")
-                .bind(day_key(day))
-                .execute(self.pool())
-                .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        let done = sqlx::query("UPDATE cost_days SET warned = 1 WHERE day = $1 AND warned = 0")
+            .bind(day_key(day))
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 }
 

@@ -60,6 +60,7 @@ pub(crate) async fn add_model_spend_in(
     Ok(())
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Adds one answered call of `model` costing `cost_micros` to `now`'s
     /// UTC day (atomically, whoever else is adding). Calls the cost guard
@@ -70,54 +71,47 @@ impl Store {
         cost_micros: u64,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            add_model_spend_in(&mut tx, model, cost_micros, now).await?;
-            tx.commit().await?;
-            Ok(())
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        add_model_spend_in(&mut tx, model, cost_micros, now).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// The spend of every day from `from` (UTC) on, in total and per model.
     pub async fn cost_history(&self, from: NaiveDate) -> Result<CostHistory, StoreError> {
-        self.on_runtime(async {
-            let from = from.format("%Y-%m-%d").to_string();
-            // ISO day keys compare as dates in any collation; the order
-            // is set in Rust, as everywhere in the store.
-            let days = sqlx::query("SELECT day, spent_micros FROM cost_days WHERE day >= $1")
-                .bind(&from)
-                .fetch_all(self.pool())
-                .await?;
-            let models = sqlx::query(
-                "SELECT day, model, spent_micros, calls FROM cost_models WHERE day >= $1",
-            )
+        let from = from.format("%Y-%m-%d").to_string();
+        // ISO day keys compare as dates in any collation; the order
+        // is set in Rust, as everywhere in the store.
+        let days = sqlx::query("SELECT day, spent_micros FROM cost_days WHERE day >= $1")
             .bind(&from)
             .fetch_all(self.pool())
             .await?;
-            let mut days: Vec<(NaiveDate, u64)> = days
-                .iter()
-                .map(|r| {
-                    let cols = Cols(r);
-                    Ok((day_of(&cols)?, cols.uint("spent_micros")?))
+        let models =
+            sqlx::query("SELECT day, model, spent_micros, calls FROM cost_models WHERE day >= $1")
+                .bind(&from)
+                .fetch_all(self.pool())
+                .await?;
+        let mut days: Vec<(NaiveDate, u64)> = days
+            .iter()
+            .map(|r| {
+                let cols = Cols(r);
+                Ok((day_of(&cols)?, cols.uint("spent_micros")?))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        let mut models: Vec<ModelSpend> = models
+            .iter()
+            .map(|r| {
+                let cols = Cols(r);
+                Ok(ModelSpend {
+                    day: day_of(&cols)?,
+                    model: cols.text("model")?,
+                    spent_micros: cols.uint("spent_micros")?,
+                    calls: cols.uint("calls")?,
                 })
-                .collect::<Result<_, StoreError>>()?;
-            let mut models: Vec<ModelSpend> = models
-                .iter()
-                .map(|r| {
-                    let cols = Cols(r);
-                    Ok(ModelSpend {
-                        day: day_of(&cols)?,
-                        model: cols.text("model")?,
-                        spent_micros: cols.uint("spent_micros")?,
-                        calls: cols.uint("calls")?,
-                    })
-                })
-                .collect::<Result<_, StoreError>>()?;
-            days.sort();
-            models.sort_by(|a, b| (a.day, &a.model).cmp(&(b.day, &b.model)));
-            Ok(CostHistory { days, models })
-        })
-        .await
+            })
+            .collect::<Result<_, StoreError>>()?;
+        days.sort();
+        models.sort_by(|a, b| (a.day, &a.model).cmp(&(b.day, &b.model)));
+        Ok(CostHistory { days, models })
     }
 }

@@ -143,30 +143,28 @@ async fn end_runs(
         .collect())
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Ends a running run and updates its routine's failure streak.
     /// Returns `false` if the run had already ended (reaped as interrupted, say).
     pub async fn finish_run(&self, run_id: Uuid, outcome: &RunOutcome) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query("SELECT routine_id FROM routine_runs WHERE id = $1")
-                .bind(run_id.to_string())
-                .fetch_optional(self.pool())
-                .await?;
-            let Some(row) = row else {
-                return Ok(false);
-            };
-            let routine_id = Cols(&row).uuid("routine_id")?;
-            let finish = FinishRun {
-                run_id,
-                routine_id,
-                outcome: outcome.clone(),
-                notification: None,
-                auto_pause: None,
-            };
-            let done = self.finish_runs(std::slice::from_ref(&finish)).await?;
-            Ok(done.first().is_some_and(|f| f.ended))
-        })
-        .await
+        let row = sqlx::query("SELECT routine_id FROM routine_runs WHERE id = $1")
+            .bind(run_id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(row) = row else {
+            return Ok(false);
+        };
+        let routine_id = Cols(&row).uuid("routine_id")?;
+        let finish = FinishRun {
+            run_id,
+            routine_id,
+            outcome: outcome.clone(),
+            notification: None,
+            auto_pause: None,
+        };
+        let done = self.finish_runs(std::slice::from_ref(&finish)).await?;
+        Ok(done.first().is_some_and(|f| f.ended))
     }
 
     /// Ends several running runs in one transaction, each with the
@@ -181,106 +179,102 @@ impl Store {
     /// entries' `auto_pause` bound is paused (unless it already is), and the
     /// pause's notification replaces the notification of the run that did it.
     pub async fn finish_runs(&self, batch: &[FinishRun]) -> Result<Vec<Finished>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let ended = end_runs(&mut tx, batch).await?;
-            // Per routine: streak, state, retention, the last auto-pause.
-            let mut routines: Vec<PerRoutine<'_>> = Vec::new();
-            for (i, (f, was_running)) in batch.iter().zip(&ended).enumerate() {
-                if !was_running {
-                    continue;
-                }
-                let o = &f.outcome;
-                let at = match routines.iter().position(|r| r.id == f.routine_id) {
-                    Some(i) => i,
-                    None => {
-                        routines.push(PerRoutine::new(f.routine_id));
-                        routines.len() - 1
-                    }
-                };
-                let entry = &mut routines[at];
-                entry.streak = entry.streak.then(o.status);
-                if let Some(state) = &o.state {
-                    entry.state = Some(state);
-                }
-                if o.retain.is_some() {
-                    entry.retain = o.retain;
-                }
-                if o.status == RunStatus::Failed && f.auto_pause.is_some() {
-                    entry.pauser = Some(i);
-                }
+        let mut tx = self.begin_write().await?;
+        let ended = end_runs(&mut tx, batch).await?;
+        // Per routine: streak, state, retention, the last auto-pause.
+        let mut routines: Vec<PerRoutine<'_>> = Vec::new();
+        for (i, (f, was_running)) in batch.iter().zip(&ended).enumerate() {
+            if !was_running {
+                continue;
             }
-            // In id order, so two processes' batches lock routine rows in
-            // the same order on PostgreSQL (no deadlock between them).
-            routines.sort_by_key(|r| r.id);
-            let ids: Vec<String> = routines.iter().map(|r| r.id.to_string()).collect();
-            crate::ahead::lock_routines(&mut tx, self.backend(), &ids).await?;
-            write_streaks(&mut tx, &routines).await?;
-            let mut paused_by = HashSet::new();
-            let mut keep: HashMap<u32, Vec<String>> = HashMap::new();
-            for (r, id) in routines.iter().zip(&ids) {
-                if let Some(i) = r.pauser
-                    && let Some(auto) = &batch[i].auto_pause
-                    && crate::pause::pause_in(&mut tx, id, &auto.pause, Some(auto.after)).await?
-                {
-                    paused_by.insert(i);
+            let o = &f.outcome;
+            let at = match routines.iter().position(|r| r.id == f.routine_id) {
+                Some(i) => i,
+                None => {
+                    routines.push(PerRoutine::new(f.routine_id));
+                    routines.len() - 1
                 }
-                if let Some(state) = r.state {
-                    sqlx::query("UPDATE routines SET state = $2 WHERE id = $1")
-                        .bind(id)
-                        .bind(crate::codec::json(state, "state")?)
+            };
+            let entry = &mut routines[at];
+            entry.streak = entry.streak.then(o.status);
+            if let Some(state) = &o.state {
+                entry.state = Some(state);
+            }
+            if o.retain.is_some() {
+                entry.retain = o.retain;
+            }
+            if o.status == RunStatus::Failed && f.auto_pause.is_some() {
+                entry.pauser = Some(i);
+            }
+        }
+        // In id order, so two processes' batches lock routine rows in
+        // the same order on PostgreSQL (no deadlock between them).
+        routines.sort_by_key(|r| r.id);
+        let ids: Vec<String> = routines.iter().map(|r| r.id.to_string()).collect();
+        crate::ahead::lock_routines(&mut tx, self.backend(), &ids).await?;
+        write_streaks(&mut tx, &routines).await?;
+        let mut paused_by = HashSet::new();
+        let mut keep: HashMap<u32, Vec<String>> = HashMap::new();
+        for (r, id) in routines.iter().zip(&ids) {
+            if let Some(i) = r.pauser
+                && let Some(auto) = &batch[i].auto_pause
+                && crate::pause::pause_in(&mut tx, id, &auto.pause, Some(auto.after)).await?
+            {
+                paused_by.insert(i);
+            }
+            if let Some(state) = r.state {
+                sqlx::query("UPDATE routines SET state = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(crate::codec::json(state, "state")?)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(n) = r.retain {
+                keep.entry(n).or_default().push(id.clone());
+            }
+        }
+        for (n, ids) in &keep {
+            prune(&mut tx, ids, *n).await?;
+        }
+        let mut notes = Vec::new();
+        for (i, f) in batch.iter().enumerate() {
+            let pause_note = f.auto_pause.as_ref().and_then(|a| a.notification.as_ref());
+            match pause_note {
+                Some(n) if paused_by.contains(&i) => {
+                    sqlx::query("UPDATE routine_runs SET notification_id = $2 WHERE id = $1")
+                        .bind(f.run_id.to_string())
+                        .bind(n.id.to_string())
                         .execute(&mut *tx)
                         .await?;
+                    notes.push(n.clone());
                 }
-                if let Some(n) = r.retain {
-                    keep.entry(n).or_default().push(id.clone());
-                }
+                _ => notes.extend(f.notification.clone()),
             }
-            for (n, ids) in &keep {
-                prune(&mut tx, ids, *n).await?;
-            }
-            let mut notes = Vec::new();
-            for (i, f) in batch.iter().enumerate() {
-                let pause_note = f.auto_pause.as_ref().and_then(|a| a.notification.as_ref());
-                match pause_note {
-                    Some(n) if paused_by.contains(&i) => {
-                        sqlx::query("UPDATE routine_runs SET notification_id = $2 WHERE id = $1")
-                            .bind(f.run_id.to_string())
-                            .bind(n.id.to_string())
-                            .execute(&mut *tx)
-                            .await?;
-                        notes.push(n.clone());
-                    }
-                    _ => notes.extend(f.notification.clone()),
-                }
-            }
-            crate::notifications::insert_notifications(&mut tx, &notes).await?;
-            if !paused_by.is_empty() {
-                crate::routines::bump_version(&mut tx).await?;
-            }
-            // A place freed: a run waiting anywhere may start now (a partial
-            // index holds only the waiting ones). Other processes hear it too,
-            // so an engine that can start it does, wherever this run ended.
-            let waiting =
-                sqlx::query("SELECT id FROM routine_runs WHERE status = 'waiting' LIMIT 1")
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .is_some();
-            if waiting {
-                tx.publish(crate::signal::Topic::Runs).await?;
-            }
-            tx.commit().await?;
-            Ok(ended
-                .into_iter()
-                .enumerate()
-                .map(|(i, ended)| Finished {
-                    ended,
-                    paused: paused_by.contains(&i),
-                    waiting,
-                })
-                .collect())
-        })
-        .await
+        }
+        crate::notifications::insert_notifications(&mut tx, &notes).await?;
+        if !paused_by.is_empty() {
+            crate::routines::bump_version(&mut tx).await?;
+        }
+        // A place freed: a run waiting anywhere may start now (a partial
+        // index holds only the waiting ones). Other processes hear it too,
+        // so an engine that can start it does, wherever this run ended.
+        let waiting = sqlx::query("SELECT id FROM routine_runs WHERE status = 'waiting' LIMIT 1")
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if waiting {
+            tx.publish(crate::signal::Topic::Runs).await?;
+        }
+        tx.commit().await?;
+        Ok(ended
+            .into_iter()
+            .enumerate()
+            .map(|(i, ended)| Finished {
+                ended,
+                paused: paused_by.contains(&i),
+                waiting,
+            })
+            .collect())
     }
 }
 

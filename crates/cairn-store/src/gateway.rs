@@ -113,6 +113,7 @@ macro_rules! token_columns {
     };
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Records a token. A live token with the same name is a conflict.
     pub async fn create_api_token(
@@ -120,28 +121,22 @@ impl Store {
         token: &NewApiToken,
         now: DateTime<Utc>,
     ) -> Result<ApiToken, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let row = insert_token(&mut tx, token, now).await?;
-            tx.commit().await?;
-            Ok(row)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let row = insert_token(&mut tx, token, now).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     /// Every token, live or not, oldest first.
     pub async fn list_api_tokens(&self) -> Result<Vec<ApiToken>, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                token_columns!(),
-                " FROM api_tokens ORDER BY created_at, id"
-            ))
-            .fetch_all(self.pool())
-            .await?;
-            rows.iter().map(|r| token_from(&Cols(r))).collect()
-        })
-        .await
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            token_columns!(),
+            " FROM api_tokens ORDER BY created_at, id"
+        ))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|r| token_from(&Cols(r))).collect()
     }
 
     /// Revokes the live token called `name`; returns whether there was one.
@@ -150,24 +145,21 @@ impl Store {
         name: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let done = sqlx::query(
-                "UPDATE api_tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL",
-            )
-            .bind(micros(now))
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
-            let revoked = done.rows_affected() > 0;
-            if revoked {
-                // Its streams end now, in whichever process holds them.
-                tx.publish(crate::signal::Topic::Tokens).await?;
-            }
-            tx.commit().await?;
-            Ok(revoked)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL",
+        )
+        .bind(micros(now))
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        let revoked = done.rows_affected() > 0;
+        if revoked {
+            // Its streams end now, in whichever process holds them.
+            tx.publish(crate::signal::Topic::Tokens).await?;
+        }
+        tx.commit().await?;
+        Ok(revoked)
     }
 
     /// The live (not revoked, not expired) token with this hash, noting its use.
@@ -176,29 +168,26 @@ impl Store {
         token_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<ApiToken>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                token_columns!(),
-                " FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            token_columns!(),
+            " FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
                    AND (expires_at IS NULL OR expires_at > $2)"
-            ))
-            .bind(token_hash)
-            .bind(micros(now))
-            .fetch_optional(self.pool())
-            .await?;
-            let Some(row) = row else { return Ok(None) };
-            let token = token_from(&Cols(&row))?;
-            if token.last_used_at.is_none_or(|t| t + TOUCH_EVERY <= now) {
-                sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
-                    .bind(micros(now))
-                    .bind(token.id.to_string())
-                    .execute(self.pool())
-                    .await?;
-            }
-            Ok(Some(token))
-        })
-        .await
+        ))
+        .bind(token_hash)
+        .bind(micros(now))
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let token = token_from(&Cols(&row))?;
+        if token.last_used_at.is_none_or(|t| t + TOUCH_EVERY <= now) {
+            sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
+                .bind(micros(now))
+                .bind(token.id.to_string())
+                .execute(self.pool())
+                .await?;
+        }
+        Ok(Some(token))
     }
 
     /// Records a one-time pairing code (hashed) valid until `expires_at`,
@@ -210,34 +199,31 @@ impl Store {
         now: DateTime<Utc>,
         expires_at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            sqlx::query(
-                "INSERT INTO pairing_codes (code_hash, created_at, expires_at) VALUES ($1, $2, $3)
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO pairing_codes (code_hash, created_at, expires_at) VALUES ($1, $2, $3)
                  ON CONFLICT (code_hash) DO UPDATE
                  SET created_at = excluded.created_at, expires_at = excluded.expires_at, used_at = NULL",
-            )
-            .bind(code_hash)
+        )
+        .bind(code_hash)
+        .bind(micros(now))
+        .bind(micros(expires_at))
+        .execute(&mut *tx)
+        .await?;
+        // Spent and expired codes are of no further use.
+        sqlx::query("DELETE FROM pairing_codes WHERE expires_at <= $1")
             .bind(micros(now))
-            .bind(micros(expires_at))
             .execute(&mut *tx)
             .await?;
-            // Spent and expired codes are of no further use.
-            sqlx::query("DELETE FROM pairing_codes WHERE expires_at <= $1")
-                .bind(micros(now))
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(concat!(
-                "UPDATE engine_counters SET value = 0 WHERE key = '",
-                wrong_codes_key!(),
-                "'"
-            ))
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
-        })
-        .await
+        sqlx::query(concat!(
+            "UPDATE engine_counters SET value = 0 WHERE key = '",
+            wrong_codes_key!(),
+            "'"
+        ))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Spends a pairing code and records the token it buys, in one write.
@@ -252,34 +238,28 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<PairOutcome, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
-                Spent::Yes => PairOutcome::Paired(insert_token(&mut tx, token, now).await?),
-                Spent::Wrong(wrong_codes) => PairOutcome::Wrong { wrong_codes },
-                Spent::Locked => PairOutcome::Locked,
-            };
-            tx.commit().await?;
-            Ok(outcome)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
+            Spent::Yes => PairOutcome::Paired(insert_token(&mut tx, token, now).await?),
+            Spent::Wrong(wrong_codes) => PairOutcome::Wrong { wrong_codes },
+            Spent::Locked => PairOutcome::Locked,
+        };
+        tx.commit().await?;
+        Ok(outcome)
     }
 
     /// Where pairing stands: wrong codes since the last code was made, and
     /// whether any token was ever recorded (a device paired or a token made).
     pub async fn pairing_state(&self) -> Result<PairingState, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            let wrong = wrong_codes(&mut conn).await?;
-            let row = sqlx::query("SELECT COUNT(*) AS n FROM api_tokens")
-                .fetch_one(&mut *conn)
-                .await?;
-            Ok(PairingState {
-                wrong_codes: u32::try_from(wrong).unwrap_or(u32::MAX),
-                tokens_ever: Cols(&row).uint("n")? > 0,
-            })
+        let mut conn = self.pool().acquire().await?;
+        let wrong = wrong_codes(&mut conn).await?;
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM api_tokens")
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(PairingState {
+            wrong_codes: u32::try_from(wrong).unwrap_or(u32::MAX),
+            tokens_ever: Cols(&row).uint("n")? > 0,
         })
-        .await
     }
 }
 

@@ -22,6 +22,7 @@ pub enum IdempotencyClaim {
     InFlight,
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Claims `key` in `scope` for a request run by `owner`, leased until
     /// `now + lease`. Keys older than `ttl` are forgotten, so the request
@@ -35,55 +36,51 @@ impl Store {
         ttl: Duration,
         lease: Duration,
     ) -> Result<IdempotencyClaim, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            forget_expired(&mut tx, scope, key, now - ttl).await?;
-            let inserted = sqlx::query(
-                "INSERT INTO idempotency_keys (scope, key, created_at, owner, lease_until)
+        let mut tx = self.begin_write().await?;
+        forget_expired(&mut tx, scope, key, now - ttl).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (scope, key, created_at, owner, lease_until)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(micros(now))
+        .bind(owner)
+        .bind(micros(now + lease))
+        .execute(&mut *tx)
+        .await?;
+        // A claim with no lease (made before leases existed) is free too.
+        let taken_over = inserted.rows_affected() == 0
+            && sqlx::query(
+                "UPDATE idempotency_keys SET owner = $3, lease_until = $4, created_at = $5
+                     WHERE scope = $1 AND key = $2 AND response IS NULL
+                       AND (lease_until IS NULL OR lease_until <= $5)",
             )
             .bind(scope)
             .bind(key)
-            .bind(micros(now))
             .bind(owner)
             .bind(micros(now + lease))
+            .bind(micros(now))
             .execute(&mut *tx)
-            .await?;
-            // A claim with no lease (made before leases existed) is free too.
-            let taken_over = inserted.rows_affected() == 0
-                && sqlx::query(
-                    "UPDATE idempotency_keys SET owner = $3, lease_until = $4, created_at = $5
-                     WHERE scope = $1 AND key = $2 AND response IS NULL
-                       AND (lease_until IS NULL OR lease_until <= $5)",
-                )
-                .bind(scope)
-                .bind(key)
-                .bind(owner)
-                .bind(micros(now + lease))
-                .bind(micros(now))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                    > 0;
-            let claim = if inserted.rows_affected() > 0 || taken_over {
-                IdempotencyClaim::Claimed
-            } else {
-                let row = sqlx::query(
-                    "SELECT response FROM idempotency_keys WHERE scope = $1 AND key = $2",
-                )
-                .bind(scope)
-                .bind(key)
-                .fetch_one(&mut *tx)
-                .await?;
-                match Cols(&row).text_opt("response")? {
-                    Some(body) => IdempotencyClaim::Done(body),
-                    None => IdempotencyClaim::InFlight,
-                }
-            };
-            tx.commit().await?;
-            Ok(claim)
-        })
-        .await
+            .await?
+            .rows_affected()
+                > 0;
+        let claim = if inserted.rows_affected() > 0 || taken_over {
+            IdempotencyClaim::Claimed
+        } else {
+            let row =
+                sqlx::query("SELECT response FROM idempotency_keys WHERE scope = $1 AND key = $2")
+                    .bind(scope)
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            match Cols(&row).text_opt("response")? {
+                Some(body) => IdempotencyClaim::Done(body),
+                None => IdempotencyClaim::InFlight,
+            }
+        };
+        tx.commit().await?;
+        Ok(claim)
     }
 
     /// Extends `owner`'s claim on `key` to `until`; `false` when the claim
@@ -95,20 +92,17 @@ impl Store {
         owner: &str,
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE idempotency_keys SET lease_until = $4
+        let done = sqlx::query(
+            "UPDATE idempotency_keys SET lease_until = $4
                  WHERE scope = $1 AND key = $2 AND owner = $3 AND response IS NULL",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(owner)
-            .bind(micros(until))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(owner)
+        .bind(micros(until))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Keeps `body`, the response of `owner`'s request with `key`, for
@@ -120,20 +114,17 @@ impl Store {
         owner: &str,
         body: &str,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE idempotency_keys SET response = $1, lease_until = NULL
+        let done = sqlx::query(
+            "UPDATE idempotency_keys SET response = $1, lease_until = NULL
                  WHERE scope = $2 AND key = $3 AND owner = $4 AND response IS NULL",
-            )
-            .bind(body)
-            .bind(scope)
-            .bind(key)
-            .bind(owner)
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        )
+        .bind(body)
+        .bind(scope)
+        .bind(key)
+        .bind(owner)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Gives up `owner`'s claim whose request failed, so a retry runs.
@@ -143,19 +134,16 @@ impl Store {
         key: &str,
         owner: &str,
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            sqlx::query(
-                "DELETE FROM idempotency_keys
+        sqlx::query(
+            "DELETE FROM idempotency_keys
                  WHERE scope = $1 AND key = $2 AND owner = $3 AND response IS NULL",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(owner)
-            .execute(self.pool())
-            .await?;
-            Ok(())
-        })
-        .await
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(owner)
+        .execute(self.pool())
+        .await?;
+        Ok(())
     }
 
     /// Records `key` in `scope` unless it was recorded within `ttl`:
@@ -168,34 +156,28 @@ impl Store {
         now: DateTime<Utc>,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            forget_expired(&mut tx, scope, key, now - ttl).await?;
-            let inserted = sqlx::query(
-                "INSERT INTO idempotency_keys (scope, key, response, created_at)
+        let mut tx = self.begin_write().await?;
+        forget_expired(&mut tx, scope, key, now - ttl).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (scope, key, response, created_at)
                  VALUES ($1, $2, '', $3) ON CONFLICT (scope, key) DO NOTHING",
-            )
-            .bind(scope)
-            .bind(key)
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(inserted.rows_affected() > 0)
-        })
-        .await
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(inserted.rows_affected() > 0)
     }
 
     /// Forgets keys created before `before`; returns how many went.
     pub async fn prune_idempotency_keys(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-                .bind(micros(before))
-                .execute(self.pool())
-                .await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+            .bind(micros(before))
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
     }
 }
 

@@ -116,10 +116,10 @@ fn decode(row: &AnyRow) -> Result<JobRecord, StoreError> {
     })
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Stores a new job; an id already used is a conflict.
     pub async fn create_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        self.on_runtime(async {
         let mut tx = self.begin_write().await?;
         let sql = format!(
             "INSERT INTO jobs ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
@@ -166,25 +166,20 @@ impl Store {
             ))),
             Err(e) => Err(e.into()),
         }
-        }).await
     }
 
     /// One job by id.
     pub async fn get_job(&self, id: Uuid) -> Result<Option<JobRecord>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(id.to_string())
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(decode).transpose()
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
     }
 
     /// Jobs matching the filter, most recently created first.
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
-        self.on_runtime(async {
         // Absent filters bind NULL and match everything, so one query text serves all.
         let sql = format!(
             "SELECT {COLUMNS} FROM jobs \
@@ -199,7 +194,6 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(decode).collect()
-        }).await
     }
 
     /// Moves a pending job to `in_progress` under `lease_owner`'s lease.
@@ -212,27 +206,23 @@ impl Store {
         lease_until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE jobs SET state = 'in_progress', started_at = $4, last_activity_at = $4, \
+        let done = sqlx::query(
+            "UPDATE jobs SET state = 'in_progress', started_at = $4, last_activity_at = $4, \
              lease_owner = $2, lease_until = $3 \
              WHERE id = $1 AND state = 'pending' AND cancel_requested = 0",
-            )
-            .bind(id.to_string())
-            .bind(lease_owner)
-            .bind(micros(lease_until))
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        )
+        .bind(id.to_string())
+        .bind(lease_owner)
+        .bind(micros(lease_until))
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Records how an active job ended and releases its lease. Returns `false`
     /// if it had already ended (cancelled, reaped): that verdict stands.
     pub async fn finish_job(&self, id: Uuid, outcome: &JobOutcome) -> Result<bool, StoreError> {
-        self.on_runtime(async {
         outcome
             .ensure_terminal(id)
             .map_err(|e| StoreError::Conflict(e.to_string()))?;
@@ -254,7 +244,6 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(done.rows_affected() == 1)
-        }).await
     }
 
     /// Asks for a job to stop: a pending job is cancelled at once; a running
@@ -264,49 +253,46 @@ impl Store {
         id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let cancelled = sqlx::query(
-                "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, completed_at = $2, \
+        let mut tx = self.begin_write().await?;
+        let cancelled = sqlx::query(
+            "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, completed_at = $2, \
                  error = 'cancelled before it started', lease_owner = NULL, lease_until = NULL \
                  WHERE id = $1 AND state = 'pending'",
-            )
-            .bind(id.to_string())
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            if cancelled.rows_affected() == 1 {
-                tx.publish(Topic::Jobs).await?;
-                tx.commit().await?;
-                return Ok(CancelOutcome::Cancelled);
-            }
-            // States never return to pending, so if the job is not running now it has ended.
-            let requested = sqlx::query(
-                "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state IN ('in_progress', 'stuck')",
-            )
-            .bind(id.to_string())
-            .execute(&mut *tx)
-            .await?;
-            if requested.rows_affected() == 1 {
-                // The process running it hears this at once.
-                tx.publish(Topic::Jobs).await?;
-                tx.commit().await?;
-                return Ok(CancelOutcome::Requested);
-            }
-            tx.rollback().await?;
-            match self.get_job(id).await? {
-                Some(job) => Ok(CancelOutcome::AlreadyEnded(job.state)),
-                None => Err(StoreError::NotFound {
-                    what: "job",
-                    id: id.to_string(),
-                }),
-            }
-        }).await
+        )
+        .bind(id.to_string())
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+        if cancelled.rows_affected() == 1 {
+            tx.publish(Topic::Jobs).await?;
+            tx.commit().await?;
+            return Ok(CancelOutcome::Cancelled);
+        }
+        // States never return to pending, so if the job is not running now it has ended.
+        let requested = sqlx::query(
+            "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state IN ('in_progress', 'stuck')",
+        )
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await?;
+        if requested.rows_affected() == 1 {
+            // The process running it hears this at once.
+            tx.publish(Topic::Jobs).await?;
+            tx.commit().await?;
+            return Ok(CancelOutcome::Requested);
+        }
+        tx.rollback().await?;
+        match self.get_job(id).await? {
+            Some(job) => Ok(CancelOutcome::AlreadyEnded(job.state)),
+            None => Err(StoreError::NotFound {
+                what: "job",
+                id: id.to_string(),
+            }),
+        }
     }
 
     /// Active jobs held by `lease_owner` that someone asked to cancel.
     pub async fn cancel_requested_jobs(&self, lease_owner: &str) -> Result<Vec<Uuid>, StoreError> {
-        self.on_runtime(async {
         let sql = format!(
             "SELECT id FROM jobs WHERE lease_owner = $1 AND cancel_requested = 1 AND state IN {ACTIVE}"
         );
@@ -315,7 +301,6 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(|r| Cols(r).uuid("id")).collect()
-        }).await
     }
 
     /// Extends the lease of every active job held by `lease_owner`; returns how many.
@@ -324,23 +309,19 @@ impl Store {
         lease_owner: &str,
         until: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "UPDATE jobs SET lease_until = $2 WHERE lease_owner = $1 AND state IN {ACTIVE}"
-            );
-            let done = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(lease_owner)
-                .bind(micros(until))
-                .execute(self.pool())
-                .await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        let sql = format!(
+            "UPDATE jobs SET lease_until = $2 WHERE lease_owner = $1 AND state IN {ACTIVE}"
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(lease_owner)
+            .bind(micros(until))
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// Records the last sign of progress of a running (or stuck) job.
     pub async fn touch_job(&self, id: Uuid, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.on_runtime(async {
         let done = sqlx::query(
             "UPDATE jobs SET last_activity_at = $2 WHERE id = $1 AND state IN ('in_progress', 'stuck')",
         )
@@ -349,7 +330,6 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
-        }).await
     }
 
     /// Marks a running job `stuck` (or a stuck one `in_progress` again when
@@ -361,24 +341,21 @@ impl Store {
         stuck: bool,
         last_activity_at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let (to, from) = if stuck {
-                ("stuck", "in_progress")
-            } else {
-                ("in_progress", "stuck")
-            };
-            let done = sqlx::query(
-                "UPDATE jobs SET state = $2, last_activity_at = $4 WHERE id = $1 AND state = $3",
-            )
-            .bind(id.to_string())
-            .bind(to)
-            .bind(from)
-            .bind(micros(last_activity_at))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        let (to, from) = if stuck {
+            ("stuck", "in_progress")
+        } else {
+            ("in_progress", "stuck")
+        };
+        let done = sqlx::query(
+            "UPDATE jobs SET state = $2, last_activity_at = $4 WHERE id = $1 AND state = $3",
+        )
+        .bind(id.to_string())
+        .bind(to)
+        .bind(from)
+        .bind(micros(last_activity_at))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Records one self-repair of a running (or stuck) job that made no
@@ -395,80 +372,71 @@ impl Store {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<JobRepair, StoreError> {
-        self.on_runtime(async {
-            let restarted = sqlx::query(
-                "UPDATE jobs SET repair_attempts = repair_attempts + 1, state = 'in_progress', \
+        let restarted = sqlx::query(
+            "UPDATE jobs SET repair_attempts = repair_attempts + 1, state = 'in_progress', \
                  last_activity_at = $3, restart_requested = $4 \
                  WHERE id = $1 AND state IN ('in_progress', 'stuck') AND repair_attempts < $2 \
                  AND restart_requested = 0 RETURNING repair_attempts",
-            )
-            .bind(id.to_string())
-            .bind(i64::from(max_attempts))
-            .bind(micros(now))
-            .bind(i64::from(ask_holder))
-            .fetch_optional(self.pool())
-            .await?;
-            if let Some(row) = restarted {
-                if ask_holder {
-                    // The holder hears the request at once.
-                    self.publish(&[Topic::Jobs]).await?;
-                }
-                return Ok(JobRepair::Restarted {
-                    attempt: u32_of(Cols(&row).uint("repair_attempts")?),
-                });
-            }
-            // The holder keeps its name (not its lease) so that, asked through
-            // `restart_requested`, it finds the job and stops its worker.
-            let given_up = sqlx::query(
-                "UPDATE jobs SET state = 'failed', needs_attention = 1, error = $3, completed_at = $4, \
-                 restart_requested = $5, lease_until = NULL \
-                 WHERE id = $1 AND state IN ('in_progress', 'stuck') AND repair_attempts >= $2",
-            )
-            .bind(id.to_string())
-            .bind(i64::from(max_attempts))
-            .bind(reason)
-            .bind(micros(now))
-            .bind(i64::from(ask_holder))
-            .execute(self.pool())
-            .await?;
-            if given_up.rows_affected() == 1 && ask_holder {
+        )
+        .bind(id.to_string())
+        .bind(i64::from(max_attempts))
+        .bind(micros(now))
+        .bind(i64::from(ask_holder))
+        .fetch_optional(self.pool())
+        .await?;
+        if let Some(row) = restarted {
+            if ask_holder {
+                // The holder hears the request at once.
                 self.publish(&[Topic::Jobs]).await?;
             }
-            Ok(if given_up.rows_affected() == 1 {
-                JobRepair::GaveUp
-            } else {
-                JobRepair::Unchanged
-            })
+            return Ok(JobRepair::Restarted {
+                attempt: u32_of(Cols(&row).uint("repair_attempts")?),
+            });
+        }
+        // The holder keeps its name (not its lease) so that, asked through
+        // `restart_requested`, it finds the job and stops its worker.
+        let given_up = sqlx::query(
+            "UPDATE jobs SET state = 'failed', needs_attention = 1, error = $3, completed_at = $4, \
+                 restart_requested = $5, lease_until = NULL \
+                 WHERE id = $1 AND state IN ('in_progress', 'stuck') AND repair_attempts >= $2",
+        )
+        .bind(id.to_string())
+        .bind(i64::from(max_attempts))
+        .bind(reason)
+        .bind(micros(now))
+        .bind(i64::from(ask_holder))
+        .execute(self.pool())
+        .await?;
+        if given_up.rows_affected() == 1 && ask_holder {
+            self.publish(&[Topic::Jobs]).await?;
+        }
+        Ok(if given_up.rows_affected() == 1 {
+            JobRepair::GaveUp
+        } else {
+            JobRepair::Unchanged
         })
-        .await
     }
 
     /// Jobs held by `lease_owner` that self-repair asked it to act on: to
     /// restart (still active) or to stop (given up: `failed`, `needs_attention`).
     pub async fn restart_requested_jobs(&self, lease_owner: &str) -> Result<Vec<Uuid>, StoreError> {
-        self.on_runtime(async {
-            let sql = "SELECT id FROM jobs WHERE lease_owner = $1 AND restart_requested = 1";
-            let rows = sqlx::query(sql)
-                .bind(lease_owner)
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(|r| Cols(r).uuid("id")).collect()
-        })
-        .await
+        let sql = "SELECT id FROM jobs WHERE lease_owner = $1 AND restart_requested = 1";
+        let rows = sqlx::query(sql)
+            .bind(lease_owner)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| Cols(r).uuid("id")).collect()
     }
 
     /// Clears a restart request; `true` for the one caller that takes it.
     pub async fn take_job_restart(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE jobs SET restart_requested = 0 WHERE id = $1 AND restart_requested = 1",
-            )
-            .bind(id.to_string())
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        let done = sqlx::query(
+            "UPDATE jobs SET restart_requested = 0 WHERE id = $1 AND restart_requested = 1",
+        )
+        .bind(id.to_string())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Running (or stuck) jobs whose holder is alive (lease not lapsed at
@@ -478,28 +446,24 @@ impl Store {
         quiet_since: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<JobRecord>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM jobs WHERE state IN ('in_progress', 'stuck') \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM jobs WHERE state IN ('in_progress', 'stuck') \
                  AND lease_until >= $2 AND COALESCE(last_activity_at, started_at, created_at) < $1"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(micros(quiet_since))
-                .bind(micros(now))
-                .fetch_all(self.pool())
-                .await?;
-            let mut jobs = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-            jobs.sort_by_key(|j| j.last_activity_at);
-            Ok(jobs)
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(micros(quiet_since))
+            .bind(micros(now))
+            .fetch_all(self.pool())
+            .await?;
+        let mut jobs = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        jobs.sort_by_key(|j| j.last_activity_at);
+        Ok(jobs)
     }
 
     /// Fails every active job whose lease ended before `now` (its process is
     /// gone) with an "interrupted" error; returns their ids. A job without a
     /// lease has no holder and is reaped too.
     pub async fn reap_orphan_jobs(&self, now: DateTime<Utc>) -> Result<Vec<Uuid>, StoreError> {
-        self.on_runtime(async {
         let sql = format!(
             "SELECT id, state FROM jobs WHERE state IN {ACTIVE} AND (lease_until IS NULL OR lease_until < $1)"
         );
@@ -534,6 +498,5 @@ impl Store {
         }
         tx.commit().await?;
         Ok(reaped)
-        }).await
     }
 }

@@ -6,33 +6,27 @@ use chrono::{DateTime, Utc};
 use crate::codec::Cols;
 use crate::{Store, StoreError};
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// The earliest lease end among running routine runs (any process's):
     /// no run can be an orphan before then. `None` when nothing runs.
     pub async fn earliest_run_lease_end(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT MIN(lease_until) AS at FROM routine_runs WHERE status = 'running'",
-            )
-            .fetch_one(self.pool())
-            .await?;
-            Cols(&row).time_opt("at")
-        })
-        .await
+        let row =
+            sqlx::query("SELECT MIN(lease_until) AS at FROM routine_runs WHERE status = 'running'")
+                .fetch_one(self.pool())
+                .await?;
+        Cols(&row).time_opt("at")
     }
 
     /// The earliest lease end among active jobs (any process's); `None`
     /// when no job is active.
     pub async fn earliest_job_lease_end(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT MIN(lease_until) AS at FROM jobs \
+        let row = sqlx::query(
+            "SELECT MIN(lease_until) AS at FROM jobs \
                  WHERE state IN ('pending', 'in_progress', 'stuck')",
-            )
-            .fetch_one(self.pool())
-            .await?;
-            Cols(&row).time_opt("at")
-        })
-        .await
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Cols(&row).time_opt("at")
     }
 }

@@ -293,16 +293,16 @@ async fn apply_up_to(store: &Store, last: i64) -> Result<MigrationReport, StoreE
     Ok(report)
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Applies pending migrations up to version `last` only: how tests build
     /// a database as an older cairn left it, to check a conversion.
     pub async fn migrate_up_to(&self, last: i64) -> Result<MigrationReport, StoreError> {
-        self.on_runtime(apply_up_to(self, last)).await
+        apply_up_to(self, last).await
     }
 
     /// Every known migration with its applied time (`None` if pending).
     pub async fn migration_status(&self) -> Result<Vec<MigrationInfo>, StoreError> {
-        self.on_runtime(async {
         let exists = match self.backend() {
             Backend::Sqlite => {
                 "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
@@ -338,7 +338,6 @@ impl Store {
                     .and_then(|(_, at)| DateTime::from_timestamp_micros(*at)),
             })
             .collect())
-        }).await
     }
 }
 

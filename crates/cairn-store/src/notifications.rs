@@ -122,15 +122,13 @@ pub(crate) async fn insert_notifications(
     Ok(())
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Records a notification (the outbox row) before any delivery is tried.
     pub async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            insert_notifications(&mut tx, std::slice::from_ref(n)).await?;
-            Ok(tx.commit().await?)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        insert_notifications(&mut tx, std::slice::from_ref(n)).await?;
+        Ok(tx.commit().await?)
     }
 
     /// Claims up to `limit` pending notifications due at `now` whose lease
@@ -143,37 +141,34 @@ impl Store {
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM notifications WHERE status = 'pending' AND next_attempt_at <= $1 \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM notifications WHERE status = 'pending' AND next_attempt_at <= $1 \
                  AND (lease_until IS NULL OR lease_until < $1) ORDER BY next_attempt_at, id LIMIT $2"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(micros(now))
-                .bind(i64::from(limit))
-                .fetch_all(self.pool())
-                .await?;
-            let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
-            let mut claimed = Vec::with_capacity(rows.len());
-            for row in &rows {
-                let n = notification(row)?;
-                let done = sqlx::query(
-                    "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(micros(now))
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
+        let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let n = notification(row)?;
+            let done = sqlx::query(
+                "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
                      AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
-                )
-                .bind(owner)
-                .bind(until)
-                .bind(n.id.to_string())
-                .bind(micros(now))
-                .execute(self.pool())
-                .await?;
-                if done.rows_affected() == 1 {
-                    claimed.push(n);
-                }
+            )
+            .bind(owner)
+            .bind(until)
+            .bind(n.id.to_string())
+            .bind(micros(now))
+            .execute(self.pool())
+            .await?;
+            if done.rows_affected() == 1 {
+                claimed.push(n);
             }
-            Ok(claimed)
-        })
-        .await
+        }
+        Ok(claimed)
     }
 
     /// Claims one pending notification by id (due or not), like
@@ -186,24 +181,21 @@ impl Store {
         now: DateTime<Utc>,
         lease: Duration,
     ) -> Result<Option<Notification>, StoreError> {
-        self.on_runtime(async {
-            let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
-            let done = sqlx::query(
-                "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
+        let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);
+        let done = sqlx::query(
+            "UPDATE notifications SET lease_owner = $1, lease_until = $2 WHERE id = $3 \
                  AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)",
-            )
-            .bind(owner)
-            .bind(until)
-            .bind(id.to_string())
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-            if done.rows_affected() == 0 {
-                return Ok(None);
-            }
-            self.get_notification(id).await
-        })
-        .await
+        )
+        .bind(owner)
+        .bind(until)
+        .bind(id.to_string())
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.get_notification(id).await
     }
 
     /// Records one attempt of a notification that `owner` holds, and its
@@ -216,115 +208,100 @@ impl Store {
         attempt: &DeliveryAttempt,
         outcome: &AttemptOutcome,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let (status, next_at, delivered_at, in_inbox) = match outcome {
-                AttemptOutcome::Delivered => ("delivered", None, Some(micros(attempt.at)), None),
-                AttemptOutcome::Retry { next_at } => ("pending", Some(micros(*next_at)), None, None),
-                AttemptOutcome::GiveUp => ("failed", None, None, Some(1i64)),
-            };
-            let last_error = (!attempt.delivered).then(|| attempt.detail.clone());
-            let done = sqlx::query(
-                "UPDATE notifications SET status = $1, attempts = $2, next_attempt_at = $3, \
+        let mut tx = self.begin_write().await?;
+        let (status, next_at, delivered_at, in_inbox) = match outcome {
+            AttemptOutcome::Delivered => ("delivered", None, Some(micros(attempt.at)), None),
+            AttemptOutcome::Retry { next_at } => ("pending", Some(micros(*next_at)), None, None),
+            AttemptOutcome::GiveUp => ("failed", None, None, Some(1i64)),
+        };
+        let last_error = (!attempt.delivered).then(|| attempt.detail.clone());
+        let done = sqlx::query(
+            "UPDATE notifications SET status = $1, attempts = $2, next_attempt_at = $3, \
                  delivered_at = $4, last_error = COALESCE($5, last_error), \
                  in_inbox = COALESCE($6, in_inbox), lease_owner = NULL, lease_until = NULL \
                  WHERE id = $7 AND lease_owner = $8 AND status = 'pending'",
-            )
-            .bind(status)
-            .bind(i64::from(attempt.attempt))
-            .bind(next_at)
-            .bind(delivered_at)
-            .bind(last_error)
-            .bind(in_inbox)
-            .bind(id.to_string())
-            .bind(owner)
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() == 0 {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            sqlx::query(
-                "INSERT INTO notification_attempts (notification_id, attempt, at, delivered, detail) \
+        )
+        .bind(status)
+        .bind(i64::from(attempt.attempt))
+        .bind(next_at)
+        .bind(delivered_at)
+        .bind(last_error)
+        .bind(in_inbox)
+        .bind(id.to_string())
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO notification_attempts (notification_id, attempt, at, delivered, detail) \
                  VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(id.to_string())
-            .bind(i64::from(attempt.attempt))
-            .bind(micros(attempt.at))
-            .bind(i64::from(attempt.delivered))
-            .bind(&attempt.detail)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(true)
-        })
-        .await
+        )
+        .bind(id.to_string())
+        .bind(i64::from(attempt.attempt))
+        .bind(micros(attempt.at))
+        .bind(i64::from(attempt.delivered))
+        .bind(&attempt.detail)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Puts a pending notification straight into the inbox as failed, with
     /// the reason (its channel does not exist, say). No attempt is recorded.
     pub async fn fail_to_inbox(&self, id: Uuid, reason: &str) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE notifications SET status = 'failed', in_inbox = 1, last_error = $1, \
+        let done = sqlx::query(
+            "UPDATE notifications SET status = 'failed', in_inbox = 1, last_error = $1, \
                  next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL \
                  WHERE id = $2 AND status = 'pending'",
-            )
-            .bind(reason)
-            .bind(id.to_string())
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+        )
+        .bind(reason)
+        .bind(id.to_string())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// When the earliest pending notification can next be attempted: its
     /// due time, or when the lease another process holds on it lapses (a
     /// dispatcher sleeps until then).
     pub async fn next_notification_due(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at \
+        let row = sqlx::query(
+            "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at \
                  THEN lease_until ELSE next_attempt_at END) AS due \
                  FROM notifications WHERE status = 'pending'",
-            )
-            .fetch_one(self.pool())
-            .await?;
-            Cols(&row).time_opt("due")
-        })
-        .await
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Cols(&row).time_opt("due")
     }
 
     /// One notification by id.
     pub async fn get_notification(&self, id: Uuid) -> Result<Option<Notification>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM notifications WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(id.to_string())
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(notification).transpose()
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM notifications WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(notification).transpose()
     }
 
     /// The ids of notifications whose id starts with `prefix` (what people type).
     pub async fn notification_ids_like(&self, prefix: &str) -> Result<Vec<Uuid>, StoreError> {
-        self.on_runtime(async {
-            let prefix: String = prefix
-                .chars()
-                .filter(|c| c.is_ascii_hexdigit() || *c == '-')
-                .collect::<String>()
-                .to_ascii_lowercase();
-            let rows =
-                sqlx::query("SELECT id FROM notifications WHERE id LIKE $1 ORDER BY id LIMIT 10")
-                    .bind(format!("{prefix}%"))
-                    .fetch_all(self.pool())
-                    .await?;
-            rows.iter().map(|r| Cols(r).uuid("id")).collect()
-        })
-        .await
+        let prefix: String = prefix
+            .chars()
+            .filter(|c| c.is_ascii_hexdigit() || *c == '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let rows =
+            sqlx::query("SELECT id FROM notifications WHERE id LIKE $1 ORDER BY id LIMIT 10")
+                .bind(format!("{prefix}%"))
+                .fetch_all(self.pool())
+                .await?;
+        rows.iter().map(|r| Cols(r).uuid("id")).collect()
     }
 
     /// A notification's attempts, first first.
@@ -332,27 +309,24 @@ impl Store {
         &self,
         id: Uuid,
     ) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(
-                "SELECT attempt, at, delivered, detail FROM notification_attempts \
+        let rows = sqlx::query(
+            "SELECT attempt, at, delivered, detail FROM notification_attempts \
                  WHERE notification_id = $1 ORDER BY attempt",
-            )
-            .bind(id.to_string())
-            .fetch_all(self.pool())
-            .await?;
-            rows.iter()
-                .map(|row| {
-                    let c = Cols(row);
-                    Ok(DeliveryAttempt {
-                        attempt: u32::try_from(c.uint("attempt")?).unwrap_or(u32::MAX),
-                        at: c.time("at")?,
-                        delivered: c.boolean("delivered")?,
-                        detail: c.text("detail")?,
-                    })
+        )
+        .bind(id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let c = Cols(row);
+                Ok(DeliveryAttempt {
+                    attempt: u32::try_from(c.uint("attempt")?).unwrap_or(u32::MAX),
+                    at: c.time("at")?,
+                    delivered: c.boolean("delivered")?,
+                    detail: c.text("detail")?,
                 })
-                .collect()
-        })
-        .await
+            })
+            .collect()
     }
 
     /// Notifications, newest first.
@@ -360,19 +334,16 @@ impl Store {
         &self,
         filter: &NotificationFilter,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM notifications WHERE ($1 = '' OR status = $1) \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM notifications WHERE ($1 = '' OR status = $1) \
                  ORDER BY created_at DESC, id DESC LIMIT $2"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(filter.status.map_or("", DeliveryStatus::as_str))
-                .bind(i64::from(filter.limit.unwrap_or(50)))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(notification).collect()
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(filter.status.map_or("", DeliveryStatus::as_str))
+            .bind(i64::from(filter.limit.unwrap_or(50)))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(notification).collect()
     }
 
     /// A user's inbox: unread first, then newest first; read ones only with `all`.
@@ -382,21 +353,18 @@ impl Store {
         all: bool,
         limit: u32,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM notifications WHERE user_id = $1 AND in_inbox = 1 \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM notifications WHERE user_id = $1 AND in_inbox = 1 \
                  AND ($2 = 1 OR read_at IS NULL) \
                  ORDER BY CASE WHEN read_at IS NULL THEN 0 ELSE 1 END, created_at DESC, id DESC LIMIT $3"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(user_id)
-                .bind(i64::from(all))
-                .bind(i64::from(limit))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(notification).collect()
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user_id)
+            .bind(i64::from(all))
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(notification).collect()
     }
 
     /// Marks inbox notifications read: one (`Some(id)`) or all of the user's.
@@ -407,34 +375,28 @@ impl Store {
         id: Option<Uuid>,
         now: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE notifications SET read_at = $1 WHERE user_id = $2 AND in_inbox = 1 \
+        let done = sqlx::query(
+            "UPDATE notifications SET read_at = $1 WHERE user_id = $2 AND in_inbox = 1 \
                  AND read_at IS NULL AND ($3 = '' OR id = $3)",
-            )
-            .bind(micros(now))
-            .bind(user_id)
-            .bind(id.map(|i| i.to_string()).unwrap_or_default())
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        )
+        .bind(micros(now))
+        .bind(user_id)
+        .bind(id.map(|i| i.to_string()).unwrap_or_default())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Whether unread notifications wait for the conversation of session
     /// `session_id` (channel `conversation:<id>`): one cheap read, for polling.
     pub async fn has_conversation_notices(&self, session_id: &str) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT id FROM notifications WHERE channel = $1 AND read_at IS NULL LIMIT 1",
-            )
-            .bind(cairn_core::notification::conversation_channel(session_id))
-            .fetch_optional(self.pool())
-            .await?;
-            Ok(row.is_some())
-        })
-        .await
+        let row = sqlx::query(
+            "SELECT id FROM notifications WHERE channel = $1 AND read_at IS NULL LIMIT 1",
+        )
+        .bind(cairn_core::notification::conversation_channel(session_id))
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.is_some())
     }
 
     /// Takes the unread notifications of session `session_id`'s conversation
@@ -445,44 +407,37 @@ impl Store {
         session_id: &str,
         now: DateTime<Utc>,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let sql = format!(
-                "UPDATE notifications SET read_at = $2 WHERE channel = $1 AND read_at IS NULL \
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "UPDATE notifications SET read_at = $2 WHERE channel = $1 AND read_at IS NULL \
                  RETURNING {COLUMNS}"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(cairn_core::notification::conversation_channel(session_id))
-                .bind(micros(now))
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            let mut all = rows
-                .iter()
-                .map(notification)
-                .collect::<Result<Vec<_>, _>>()?;
-            all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-            Ok(all)
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(cairn_core::notification::conversation_channel(session_id))
+            .bind(micros(now))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut all = rows
+            .iter()
+            .map(notification)
+            .collect::<Result<Vec<_>, _>>()?;
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(all)
     }
 
     /// How many notifications are in each status (for `doctor` and status pages).
     pub async fn notification_counts(&self) -> Result<Vec<(DeliveryStatus, u64)>, StoreError> {
-        self.on_runtime(async {
-            let rows =
-                sqlx::query("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status")
-                    .fetch_all(self.pool())
-                    .await?;
-            let mut out = Vec::new();
-            for row in &rows {
-                let status: String = row.try_get("status")?;
-                if let Some(s) = DeliveryStatus::parse(&status) {
-                    out.push((s, Cols(row).uint("n")?));
-                }
+        let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM notifications GROUP BY status")
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = Vec::new();
+        for row in &rows {
+            let status: String = row.try_get("status")?;
+            if let Some(s) = DeliveryStatus::parse(&status) {
+                out.push((s, Cols(row).uint("n")?));
             }
-            Ok(out)
-        })
-        .await
+        }
+        Ok(out)
     }
 }

@@ -52,20 +52,18 @@ pub(crate) async fn pause_in(
     Ok(took)
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Pauses a routine: it keeps its schedule and fires nothing until
     /// resumed. `false` when it is already paused or does not exist.
     pub async fn pause_routine(&self, id: Uuid, pause: &Pause) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let took = pause_in(&mut tx, &id.to_string(), pause, None).await?;
-            if took {
-                crate::routines::bump_version(&mut tx).await?;
-            }
-            tx.commit().await?;
-            Ok(took)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let took = pause_in(&mut tx, &id.to_string(), pause, None).await?;
+        if took {
+            crate::routines::bump_version(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(took)
     }
 
     /// Resumes a paused routine at `now` (its `resumed_at`, so the slots
@@ -76,27 +74,23 @@ impl Store {
         id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<Option<Pause>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let Some(before) = crate::routines::routine_by_id(&mut tx, &id.to_string()).await?
-            else {
-                return Ok(None);
-            };
-            let done = sqlx::query(
-                "UPDATE routines SET paused_at = NULL, paused_by = NULL, pause_note = NULL, \
+        let mut tx = self.begin_write().await?;
+        let Some(before) = crate::routines::routine_by_id(&mut tx, &id.to_string()).await? else {
+            return Ok(None);
+        };
+        let done = sqlx::query(
+            "UPDATE routines SET paused_at = NULL, paused_by = NULL, pause_note = NULL, \
                  resumed_at = $2 WHERE id = $1 AND paused_at IS NOT NULL",
-            )
-            .bind(id.to_string())
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() == 0 {
-                return Ok(None);
-            }
-            crate::routines::bump_version(&mut tx).await?;
-            tx.commit().await?;
-            Ok(before.runtime.paused)
-        })
-        .await
+        )
+        .bind(id.to_string())
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        crate::routines::bump_version(&mut tx).await?;
+        tx.commit().await?;
+        Ok(before.runtime.paused)
     }
 }

@@ -58,6 +58,7 @@ enum Cause<'a> {
     Stop(&'a str),
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Marks `interrupted` every running run whose lease ended before `now`
     /// (its process is gone), re-running the slots whose routine allows it
@@ -131,38 +132,35 @@ impl Store {
         now: DateTime<Utc>,
         cause: Cause<'_>,
     ) -> Result<Vec<Reaped>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            // The owner is kept: it says whose crash it was.
-            let sql = format!(
-                "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, lease_until = NULL \
+        let mut tx = self.begin_write().await?;
+        // The owner is kept: it says whose crash it was.
+        let sql = format!(
+            "UPDATE routine_runs SET status = 'interrupted', completed_at = $1, lease_until = NULL \
                  WHERE status = 'running' AND {condition} RETURNING {COLUMNS}"
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(crate::codec::micros(now));
-            for param in params {
-                query = query.bind(param.to_string());
-            }
-            let rows = query.fetch_all(&mut *tx).await?;
-            let mut runs = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-            // Routine rows are locked in id order, as `finish_runs` does.
-            runs.sort_by_key(|r| (r.routine_id, r.id));
-            let mut reaped = Vec::with_capacity(runs.len());
-            for run in runs {
-                reaped.push(settle(&mut tx, run, now, cause).await?);
-            }
-            // A re-run is a new lease for reapers to watch.
-            let rerun_started = reaped.iter().any(|r| {
-                r.rerun.as_ref().is_some_and(|again| {
-                    matches!(again.status, RunStatus::Running | RunStatus::Waiting)
-                })
-            });
-            if rerun_started {
-                tx.publish(crate::signal::Topic::Runs).await?;
-            }
-            tx.commit().await?;
-            Ok(reaped)
-        })
-        .await
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(crate::codec::micros(now));
+        for param in params {
+            query = query.bind(param.to_string());
+        }
+        let rows = query.fetch_all(&mut *tx).await?;
+        let mut runs = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        // Routine rows are locked in id order, as `finish_runs` does.
+        runs.sort_by_key(|r| (r.routine_id, r.id));
+        let mut reaped = Vec::with_capacity(runs.len());
+        for run in runs {
+            reaped.push(settle(&mut tx, run, now, cause).await?);
+        }
+        // A re-run is a new lease for reapers to watch.
+        let rerun_started = reaped.iter().any(|r| {
+            r.rerun.as_ref().is_some_and(|again| {
+                matches!(again.status, RunStatus::Running | RunStatus::Waiting)
+            })
+        });
+        if rerun_started {
+            tx.publish(crate::signal::Topic::Runs).await?;
+        }
+        tx.commit().await?;
+        Ok(reaped)
     }
 }
 

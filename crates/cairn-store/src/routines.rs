@@ -123,21 +123,18 @@ pub(crate) async fn bump_version(tx: &mut WriteTx) -> Result<(), sqlx::Error> {
     tx.publish(Topic::Routines).await
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// A number that changes whenever a routine is created, changed,
     /// enabled, disabled or deleted (by any process on the database).
     pub async fn routines_version(&self) -> Result<i64, StoreError> {
-        self.on_runtime(async {
-            let row =
-                sqlx::query("SELECT value FROM engine_counters WHERE key = 'routines.version'")
-                    .fetch_optional(self.pool())
-                    .await?;
-            match row {
-                Some(row) => Cols(&row).int("value"),
-                None => Ok(0),
-            }
-        })
-        .await
+        let row = sqlx::query("SELECT value FROM engine_counters WHERE key = 'routines.version'")
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            Some(row) => Cols(&row).int("value"),
+            None => Ok(0),
+        }
     }
 
     /// Stores a new routine; a name already used by the same user is a conflict.
@@ -156,29 +153,23 @@ impl Store {
     /// `routines.version`: all are written or none (`cairn routine apply`
     /// of a directory). The first conflict or missing routine is the error.
     pub async fn save_routines(&self, writes: &[RoutineWrite]) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            for write in writes {
-                match write {
-                    RoutineWrite::Create(routine) => insert_routine(&mut tx, routine).await?,
-                    RoutineWrite::Update(routine) => replace_routine(&mut tx, routine).await?,
-                }
+        let mut tx = self.begin_write().await?;
+        for write in writes {
+            match write {
+                RoutineWrite::Create(routine) => insert_routine(&mut tx, routine).await?,
+                RoutineWrite::Update(routine) => replace_routine(&mut tx, routine).await?,
             }
-            if !writes.is_empty() {
-                bump_version(&mut tx).await?;
-            }
-            Ok(tx.commit().await?)
-        })
-        .await
+        }
+        if !writes.is_empty() {
+            bump_version(&mut tx).await?;
+        }
+        Ok(tx.commit().await?)
     }
 
     /// The routine with this id.
     pub async fn get_routine(&self, id: Uuid) -> Result<Option<Routine>, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            routine_by_id(&mut conn, &id.to_string()).await
-        })
-        .await
+        let mut conn = self.pool().acquire().await?;
+        routine_by_id(&mut conn, &id.to_string()).await
     }
 
     /// The routine a user named `name`.
@@ -187,88 +178,73 @@ impl Store {
         user_id: &str,
         name: &str,
     ) -> Result<Option<Routine>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1 AND name = $2");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(user_id)
-                .bind(name)
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(decode).transpose()
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1 AND name = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user_id)
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
     }
 
     /// Every routine (of one user, if given), by name.
     pub async fn list_routines(&self, user_id: Option<&str>) -> Result<Vec<Routine>, StoreError> {
-        self.on_runtime(async {
-            let rows = match user_id {
-                Some(user) => {
-                    let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1");
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(user)
-                        .fetch_all(self.pool())
-                        .await?
-                }
-                None => {
-                    let sql = format!("SELECT {COLUMNS} FROM routines");
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .fetch_all(self.pool())
-                        .await?
-                }
-            };
-            let mut routines = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-            routines.sort_by(|a, b| (&a.user_id, &a.spec.name).cmp(&(&b.user_id, &b.spec.name)));
-            Ok(routines)
-        })
-        .await
+        let rows = match user_id {
+            Some(user) => {
+                let sql = format!("SELECT {COLUMNS} FROM routines WHERE user_id = $1");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(user)
+                    .fetch_all(self.pool())
+                    .await?
+            }
+            None => {
+                let sql = format!("SELECT {COLUMNS} FROM routines");
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(self.pool())
+                    .await?
+            }
+        };
+        let mut routines = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        routines.sort_by(|a, b| (&a.user_id, &a.spec.name).cmp(&(&b.user_id, &b.spec.name)));
+        Ok(routines)
     }
 
     /// How many routines there are, and how many of them are enabled (a
     /// count, for banners: nothing is decoded or kept).
     pub async fn count_routines(&self) -> Result<(u64, u64), StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT COUNT(*) AS n, COUNT(CASE WHEN enabled = 1 THEN 1 END) AS on_n FROM routines",
-            )
-            .fetch_one(self.pool())
-            .await?;
-            let c = Cols(&row);
-            Ok((c.uint("n")?, c.uint("on_n")?))
-        })
-        .await
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, COUNT(CASE WHEN enabled = 1 THEN 1 END) AS on_n FROM routines",
+        )
+        .fetch_one(self.pool())
+        .await?;
+        let c = Cols(&row);
+        Ok((c.uint("n")?, c.uint("on_n")?))
     }
 
     /// The enabled routines fired by something other than time (event,
     /// system event, webhook): what an engine keeps in memory, without
     /// loading the timed ones.
     pub async fn list_triggered_routines(&self) -> Result<Vec<Routine>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM routines WHERE enabled = 1 \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM routines WHERE enabled = 1 \
                  AND trigger_type IN ('event', 'system_event', 'webhook')"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(decode).collect()
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
     }
 
     /// Deletes a routine and its runs; returns whether it existed.
     pub async fn delete_routine(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let done = sqlx::query("DELETE FROM routines WHERE id = $1")
-                .bind(id.to_string())
-                .execute(&mut *tx)
-                .await?;
-            bump_version(&mut tx).await?;
-            tx.commit().await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query("DELETE FROM routines WHERE id = $1")
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        bump_version(&mut tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Enables or disables a routine; returns whether it existed. Disabling
@@ -279,24 +255,20 @@ impl Store {
         enabled: bool,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let done =
-                sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
-                    .bind(id.to_string())
-                    .bind(i64::from(enabled))
-                    .bind(micros(now))
-                    .execute(&mut *tx)
-                    .await?;
-            let id = id.to_string();
-            if !enabled && let Some(slot) = crate::runs::give_back_unbegun(&mut tx, &id).await? {
-                crate::runs::restore_slot(&mut tx, &id, slot, false).await?;
-            }
-            bump_version(&mut tx).await?;
-            tx.commit().await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query("UPDATE routines SET enabled = $2, updated_at = $3 WHERE id = $1")
+            .bind(id.to_string())
+            .bind(i64::from(enabled))
+            .bind(micros(now))
+            .execute(&mut *tx)
+            .await?;
+        let id = id.to_string();
+        if !enabled && let Some(slot) = crate::runs::give_back_unbegun(&mut tx, &id).await? {
+            crate::runs::restore_slot(&mut tx, &id, slot, false).await?;
+        }
+        bump_version(&mut tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Enabled, unpaused routines whose next slot fires (jitter applied) at
@@ -306,48 +278,40 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Routine>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND paused_at IS NULL \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND paused_at IS NULL \
              AND due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT $2"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(micros(now))
-                .bind(i64::from(limit))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(decode).collect()
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(micros(now))
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
     }
 
     /// When the earliest next slot of any enabled, unpaused routine fires
     /// (jitter applied): when the timer must wake.
     pub async fn earliest_fire_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.on_runtime(async {
         let row = sqlx::query(
             "SELECT MIN(due_at) AS at FROM routines WHERE enabled = 1 AND paused_at IS NULL AND due_at IS NOT NULL",
         )
         .fetch_one(self.pool())
         .await?;
         Cols(&row).time_opt("at")
-        }).await
     }
 
     /// How many enabled, unpaused routines fire (jitter applied) at or
     /// before `at`: whether a slot is worth reading ahead.
     pub async fn count_due(&self, at: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT COUNT(*) AS n FROM routines WHERE enabled = 1 AND paused_at IS NULL \
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM routines WHERE enabled = 1 AND paused_at IS NULL \
                  AND due_at IS NOT NULL AND due_at <= $1",
-            )
-            .bind(micros(at))
-            .fetch_one(self.pool())
-            .await?;
-            Ok(u64::try_from(Cols(&row).int("n")?).unwrap_or(0))
-        })
-        .await
+        )
+        .bind(micros(at))
+        .fetch_one(self.pool())
+        .await?;
+        Ok(u64::try_from(Cols(&row).int("n")?).unwrap_or(0))
     }
 
     /// Sets the next slot without running anything (after a schedule change or a missed window).
@@ -357,22 +321,19 @@ impl Store {
         next: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let done =
-                sqlx::query("UPDATE routines SET next_fire_at = $2, due_at = $2 + jitter_us, updated_at = $3 WHERE id = $1")
-                    .bind(id.to_string())
-                    .bind(micros_opt(next))
-                    .bind(micros(now))
-                    .execute(&mut *tx)
-                    .await?;
-            // A slot claimed ahead and not begun goes: the next slot is this one.
-            crate::runs::give_back_unbegun(&mut tx, &id.to_string()).await?;
-            bump_version(&mut tx).await?;
-            tx.commit().await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let done =
+            sqlx::query("UPDATE routines SET next_fire_at = $2, due_at = $2 + jitter_us, updated_at = $3 WHERE id = $1")
+                .bind(id.to_string())
+                .bind(micros_opt(next))
+                .bind(micros(now))
+                .execute(&mut *tx)
+                .await?;
+        // A slot claimed ahead and not begun goes: the next slot is this one.
+        crate::runs::give_back_unbegun(&mut tx, &id.to_string()).await?;
+        bump_version(&mut tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
     }
 }
 

@@ -267,27 +267,22 @@ pub(crate) async fn restore_slot(
     Ok(())
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Records that a run started a job (so it shows while the run lasts).
     pub async fn set_run_job(&self, run_id: Uuid, job_id: Uuid) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            sqlx::query("UPDATE routine_runs SET job_id = $2 WHERE id = $1")
-                .bind(run_id.to_string())
-                .bind(job_id.to_string())
-                .execute(self.pool())
-                .await?;
-            Ok(())
-        })
-        .await
+        sqlx::query("UPDATE routine_runs SET job_id = $2 WHERE id = $1")
+            .bind(run_id.to_string())
+            .bind(job_id.to_string())
+            .execute(self.pool())
+            .await?;
+        Ok(())
     }
 
     /// Deletes a routine's ended runs beyond the newest `keep`; returns how many.
     pub async fn prune_runs(&self, routine_id: Uuid, keep: u32) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            Ok(prune(&mut conn, &[routine_id.to_string()], keep).await?)
-        })
-        .await
+        let mut conn = self.pool().acquire().await?;
+        Ok(prune(&mut conn, &[routine_id.to_string()], keep).await?)
     }
 
     /// When the routine's latest failed run ended (for backoff). An
@@ -296,30 +291,24 @@ impl Store {
         &self,
         routine_id: Uuid,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT MAX(completed_at) AS at FROM routine_runs WHERE routine_id = $1 \
+        let row = sqlx::query(
+            "SELECT MAX(completed_at) AS at FROM routine_runs WHERE routine_id = $1 \
                  AND status = 'failed'",
-            )
-            .bind(routine_id.to_string())
-            .fetch_one(self.pool())
-            .await?;
-            Cols(&row).time_opt("at")
-        })
-        .await
+        )
+        .bind(routine_id.to_string())
+        .fetch_one(self.pool())
+        .await?;
+        Cols(&row).time_opt("at")
     }
 
     /// One run by id.
     pub async fn get_run(&self, id: Uuid) -> Result<Option<RoutineRun>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM routine_runs WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(id.to_string())
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(decode).transpose()
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM routine_runs WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
     }
 
     /// The latest runs of a routine, newest first.
@@ -328,18 +317,15 @@ impl Store {
         routine_id: Uuid,
         limit: u32,
     ) -> Result<Vec<RoutineRun>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(routine_id.to_string())
-                .bind(i64::from(limit))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(decode).collect()
-        })
-        .await
+        let sql = format!(
+            "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(routine_id.to_string())
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
     }
 
     /// The runs of a routine's slots from `from` to `to` (both included),
@@ -350,20 +336,17 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<RoutineRun>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 AND scheduled_for >= $2 \
+        let sql = format!(
+            "SELECT {COLUMNS} FROM routine_runs WHERE routine_id = $1 AND scheduled_for >= $2 \
                  AND scheduled_for <= $3 ORDER BY scheduled_for, attempt"
-            );
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(routine_id.to_string())
-                .bind(micros(from))
-                .bind(micros(to))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(decode).collect()
-        })
-        .await
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(routine_id.to_string())
+            .bind(micros(from))
+            .bind(micros(to))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
     }
 
     /// Begins claim `claim`, made ahead of its slot, now that the slot has
@@ -376,70 +359,61 @@ impl Store {
         claim: Uuid,
         now: DateTime<Utc>,
     ) -> Result<Option<u64>, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            let row = sqlx::query("DELETE FROM run_claims WHERE id = $1 RETURNING given_back")
-                .bind(claim.to_string())
-                .fetch_optional(&mut *tx)
-                .await?;
-            let given = row
-                .as_ref()
-                .map(|r| Cols(r).uint("given_back"))
-                .transpose()?;
-            sqlx::query("DELETE FROM run_claims WHERE slot < $1")
-                .bind(micros(now - chrono::Duration::days(1)))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(given)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query("DELETE FROM run_claims WHERE id = $1 RETURNING given_back")
+            .bind(claim.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let given = row
+            .as_ref()
+            .map(|r| Cols(r).uint("given_back"))
+            .transpose()?;
+        sqlx::query("DELETE FROM run_claims WHERE slot < $1")
+            .bind(micros(now - chrono::Duration::days(1)))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(given)
     }
 
     /// Which of the runs `ids` are still `running` (the others were given
     /// back, deleted or ended).
     pub async fn still_running(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            let params = Params::of(&conn);
-            let mut running = HashSet::with_capacity(ids.len());
-            for chunk in ids.chunks(params.rows_per_statement(1)) {
-                let sql = format!(
-                    "SELECT id FROM routine_runs WHERE status = 'running' AND id IN {}",
-                    params.rows(1, chunk.len(), 1)
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for id in chunk {
-                    query = query.bind(id.to_string());
-                }
-                for row in query.fetch_all(&mut *conn).await? {
-                    running.insert(Cols(&row).uuid("id")?);
-                }
+        let mut conn = self.pool().acquire().await?;
+        let params = Params::of(&conn);
+        let mut running = HashSet::with_capacity(ids.len());
+        for chunk in ids.chunks(params.rows_per_statement(1)) {
+            let sql = format!(
+                "SELECT id FROM routine_runs WHERE status = 'running' AND id IN {}",
+                params.rows(1, chunk.len(), 1)
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id.to_string());
             }
-            Ok(running)
-        })
-        .await
+            for row in query.fetch_all(&mut *conn).await? {
+                running.insert(Cols(&row).uuid("id")?);
+            }
+        }
+        Ok(running)
     }
 
     /// Runs of one routine (or of all, when `None`) still `running`.
     pub async fn count_running(&self, routine_id: Option<Uuid>) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let row = match routine_id {
-                Some(id) => {
-                    sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1")
-                        .bind(id.to_string())
-                        .fetch_one(self.pool())
-                        .await?
-                }
-                None => {
-                    sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
-                        .fetch_one(self.pool())
-                        .await?
-                }
-            };
-            Cols(&row).uint("n")
-        })
-        .await
+        let row = match routine_id {
+            Some(id) => {
+                sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running' AND routine_id = $1")
+                    .bind(id.to_string())
+                    .fetch_one(self.pool())
+                    .await?
+            }
+            None => {
+                sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
+                    .fetch_one(self.pool())
+                    .await?
+            }
+        };
+        Cols(&row).uint("n")
     }
 
     /// Extends one running run's lease; `false` if it is no longer running.
@@ -448,31 +422,25 @@ impl Store {
         run_id: Uuid,
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE routine_runs SET lease_until = $2 WHERE id = $1 AND status = 'running'",
-            )
-            .bind(run_id.to_string())
-            .bind(micros(until))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let done = sqlx::query(
+            "UPDATE routine_runs SET lease_until = $2 WHERE id = $1 AND status = 'running'",
+        )
+        .bind(run_id.to_string())
+        .bind(micros(until))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Extends the lease of every running run held by `owner`; returns how many.
     pub async fn renew_leases(&self, owner: &str, until: DateTime<Utc>) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE routine_runs SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
-            )
-            .bind(owner)
-            .bind(micros(until))
-            .execute(self.pool())
-            .await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        let done = sqlx::query(
+            "UPDATE routine_runs SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
+        )
+        .bind(owner)
+        .bind(micros(until))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
     }
 }

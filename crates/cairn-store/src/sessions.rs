@@ -126,6 +126,7 @@ const SESSION_COLUMNS: &str =
 const THREAD_COLUMNS: &str =
     "id, session_id, external_id, title, state, view, created_at, updated_at";
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// The session of `user_id` on `channel`, created if absent. Safe under
     /// concurrent first messages, across processes: exactly one row results.
@@ -135,91 +136,78 @@ impl Store {
         channel: &str,
         now: DateTime<Utc>,
     ) -> Result<SessionRow, StoreError> {
-        self.on_runtime(async {
-            sqlx::query(
-                "INSERT INTO sessions (id, user_id, channel, active_thread_id, metadata, created_at, last_active_at) \
+        sqlx::query(
+            "INSERT INTO sessions (id, user_id, channel, active_thread_id, metadata, created_at, last_active_at) \
                  VALUES ($1, $2, $3, NULL, '{}', $4, $4) ON CONFLICT (user_id, channel) DO NOTHING",
-            )
-            .bind(Uuid::now_v7().to_string())
+        )
+        .bind(Uuid::now_v7().to_string())
+        .bind(user_id)
+        .bind(channel)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        let sql =
+            format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = $1 AND channel = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(user_id)
             .bind(channel)
-            .bind(micros(now))
-            .execute(self.pool())
+            .fetch_one(self.pool())
             .await?;
-            let sql =
-                format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = $1 AND channel = $2");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(user_id)
-                .bind(channel)
-                .fetch_one(self.pool())
-                .await?;
-            session(&row)
-        })
-        .await
+        session(&row)
     }
 
     /// Saves a session's active thread, metadata and activity time.
     pub async fn update_session(&self, row: &SessionRow) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("UPDATE sessions SET active_thread_id = $2, metadata = $3, last_active_at = $4 WHERE id = $1")
-                .bind(row.id.to_string())
-                .bind(row.active_thread_id.map(|t| t.to_string()))
-                .bind(json(&row.metadata, "session metadata")?)
-                .bind(micros(row.last_active_at))
-                .execute(self.pool())
-                .await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound {
-                    what: "session",
-                    id: row.id.to_string(),
-                });
-            }
-            Ok(())
-        })
-        .await
+        let done = sqlx::query("UPDATE sessions SET active_thread_id = $2, metadata = $3, last_active_at = $4 WHERE id = $1")
+            .bind(row.id.to_string())
+            .bind(row.active_thread_id.map(|t| t.to_string()))
+            .bind(json(&row.metadata, "session metadata")?)
+            .bind(micros(row.last_active_at))
+            .execute(self.pool())
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                what: "session",
+                id: row.id.to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// Every session, most recently active first.
     pub async fn list_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
-        self.on_runtime(async {
-            let sql =
-                format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY last_active_at DESC");
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .fetch_all(self.pool())
-                .await?;
-            rows.iter().map(session).collect()
-        })
-        .await
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY last_active_at DESC");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(session).collect()
     }
 
     /// Stores a new thread; an external id already used in the session is a conflict.
     pub async fn create_thread(&self, row: &ThreadRow) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "INSERT INTO threads ({THREAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-            );
-            let result = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(row.id.to_string())
-                .bind(row.session_id.to_string())
-                .bind(row.external_id.clone())
-                .bind(row.title.clone())
-                .bind(&row.state)
-                .bind(json(&row.view, "view")?)
-                .bind(micros(row.created_at))
-                .bind(micros(row.updated_at))
-                .execute(self.pool())
-                .await;
-            match result {
-                Ok(_) => Ok(()),
-                Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
-                    "session {} already has a thread {}",
-                    row.session_id,
-                    row.external_id.as_deref().unwrap_or_default()
-                ))),
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await
+        let sql = format!(
+            "INSERT INTO threads ({THREAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        );
+        let result = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(row.id.to_string())
+            .bind(row.session_id.to_string())
+            .bind(row.external_id.clone())
+            .bind(row.title.clone())
+            .bind(&row.state)
+            .bind(json(&row.view, "view")?)
+            .bind(micros(row.created_at))
+            .bind(micros(row.updated_at))
+            .execute(self.pool())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(format!(
+                "session {} already has a thread {}",
+                row.session_id,
+                row.external_id.as_deref().unwrap_or_default()
+            ))),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Saves a thread's title, state and view, and writes turns with all
@@ -232,55 +220,49 @@ impl Store {
         inserted: &[StoredTurn],
         replaced: &[StoredTurn],
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            for turn in inserted {
-                match write_turn(&mut tx, row.id, turn, true).await {
-                    Err(StoreError::Database(e)) if is_unique_violation(&e) => {
-                        return Err(StoreError::Conflict(format!(
-                            "thread {} already has a turn at position {} (written by another process)",
-                            row.id, turn.position
-                        )));
-                    }
-                    other => other?,
+        let mut tx = self.begin_write().await?;
+        for turn in inserted {
+            match write_turn(&mut tx, row.id, turn, true).await {
+                Err(StoreError::Database(e)) if is_unique_violation(&e) => {
+                    return Err(StoreError::Conflict(format!(
+                        "thread {} already has a turn at position {} (written by another process)",
+                        row.id, turn.position
+                    )));
                 }
+                other => other?,
             }
-            for turn in replaced {
-                write_turn(&mut tx, row.id, turn, false).await?;
-            }
-            let done = sqlx::query(
-                "UPDATE threads SET title = $2, state = $3, view = $4, updated_at = $5 WHERE id = $1",
-            )
-            .bind(row.id.to_string())
-            .bind(row.title.clone())
-            .bind(&row.state)
-            .bind(json(&row.view, "view")?)
-            .bind(micros(row.updated_at))
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound {
-                    what: "thread",
-                    id: row.id.to_string(),
-                });
-            }
-            tx.commit().await?;
-            Ok(())
-        })
-        .await
+        }
+        for turn in replaced {
+            write_turn(&mut tx, row.id, turn, false).await?;
+        }
+        let done = sqlx::query(
+            "UPDATE threads SET title = $2, state = $3, view = $4, updated_at = $5 WHERE id = $1",
+        )
+        .bind(row.id.to_string())
+        .bind(row.title.clone())
+        .bind(&row.state)
+        .bind(json(&row.view, "view")?)
+        .bind(micros(row.updated_at))
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                what: "thread",
+                id: row.id.to_string(),
+            });
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// One thread by id.
     pub async fn get_thread(&self, id: Uuid) -> Result<Option<ThreadRow>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(id.to_string())
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(thread).transpose()
-        })
-        .await
+        let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(thread).transpose()
     }
 
     /// The thread a session knows by the channel's own id.
@@ -289,55 +271,46 @@ impl Store {
         session_id: Uuid,
         external_id: &str,
     ) -> Result<Option<ThreadRow>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!(
-                "SELECT {THREAD_COLUMNS} FROM threads WHERE session_id = $1 AND external_id = $2"
-            );
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(session_id.to_string())
-                .bind(external_id)
-                .fetch_optional(self.pool())
-                .await?;
-            row.as_ref().map(thread).transpose()
-        })
-        .await
+        let sql = format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE session_id = $1 AND external_id = $2"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(session_id.to_string())
+            .bind(external_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(thread).transpose()
     }
 
     /// A session's threads, most recently changed first.
     pub async fn list_threads(&self, session_id: Uuid) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(
-                "SELECT id, external_id, title, state, updated_at FROM threads WHERE session_id = $1 ORDER BY updated_at DESC, id DESC",
-            )
-            .bind(session_id.to_string())
-            .fetch_all(self.pool())
-            .await?;
-            rows.iter()
-                .map(|row| {
-                    let c = Cols(row);
-                    Ok(ThreadSummary {
-                        id: c.uuid("id")?,
-                        external_id: c.text_opt("external_id")?,
-                        title: c.text_opt("title")?,
-                        state: c.text("state")?,
-                        updated_at: c.time("updated_at")?,
-                    })
+        let rows = sqlx::query(
+            "SELECT id, external_id, title, state, updated_at FROM threads WHERE session_id = $1 ORDER BY updated_at DESC, id DESC",
+        )
+        .bind(session_id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let c = Cols(row);
+                Ok(ThreadSummary {
+                    id: c.uuid("id")?,
+                    external_id: c.text_opt("external_id")?,
+                    title: c.text_opt("title")?,
+                    state: c.text("state")?,
+                    updated_at: c.time("updated_at")?,
                 })
-                .collect()
-        })
-        .await
+            })
+            .collect()
     }
 
     /// Deletes a session with its threads and checkpoints; returns whether it existed.
     pub async fn delete_session(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("DELETE FROM sessions WHERE id = $1")
-                .bind(id.to_string())
-                .execute(self.pool())
-                .await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let done = sqlx::query("DELETE FROM sessions WHERE id = $1")
+            .bind(id.to_string())
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Records a new undo checkpoint: clears the redo stack, pushes onto the
@@ -348,38 +321,35 @@ impl Store {
         checkpoint: &CheckpointRow,
         keep: usize,
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            // Locks the thread's row first (PostgreSQL): two processes pushing
-            // onto one thread would otherwise read the same top position.
-            lock_thread(&mut tx, thread_id).await?;
-            sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'redo'")
-                .bind(thread_id.to_string())
-                .execute(&mut *tx)
-                .await?;
-            let top: Option<i64> = sqlx::query("SELECT MAX(position) AS top FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'undo'")
-                .bind(thread_id.to_string())
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("top")?;
-            let position = top.map_or(0, |t| t + 1);
-            sqlx::query("INSERT INTO thread_checkpoints (thread_id, stack, position, id, data) VALUES ($1, 'undo', $2, $3, $4)")
-                .bind(thread_id.to_string())
-                .bind(position)
-                .bind(&checkpoint.id)
-                .bind(json(&checkpoint.data, "checkpoint")?)
-                .execute(&mut *tx)
-                .await?;
-            let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-            sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'undo' AND position <= $2")
-                .bind(thread_id.to_string())
-                .bind(position - keep)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(())
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        // Locks the thread's row first (PostgreSQL): two processes pushing
+        // onto one thread would otherwise read the same top position.
+        lock_thread(&mut tx, thread_id).await?;
+        sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'redo'")
+            .bind(thread_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        let top: Option<i64> = sqlx::query("SELECT MAX(position) AS top FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'undo'")
+            .bind(thread_id.to_string())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("top")?;
+        let position = top.map_or(0, |t| t + 1);
+        sqlx::query("INSERT INTO thread_checkpoints (thread_id, stack, position, id, data) VALUES ($1, 'undo', $2, $3, $4)")
+            .bind(thread_id.to_string())
+            .bind(position)
+            .bind(&checkpoint.id)
+            .bind(json(&checkpoint.data, "checkpoint")?)
+            .execute(&mut *tx)
+            .await?;
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'undo' AND position <= $2")
+            .bind(thread_id.to_string())
+            .bind(position - keep)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Replaces both stacks at once (after undo, redo or restore).
@@ -389,29 +359,26 @@ impl Store {
         undo: &[CheckpointRow],
         redo: &[CheckpointRow],
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            lock_thread(&mut tx, thread_id).await?;
-            sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1")
-                .bind(thread_id.to_string())
-                .execute(&mut *tx)
-                .await?;
-            for (stack, rows) in [(CheckpointStack::Undo, undo), (CheckpointStack::Redo, redo)] {
-                for (position, row) in rows.iter().enumerate() {
-                    sqlx::query("INSERT INTO thread_checkpoints (thread_id, stack, position, id, data) VALUES ($1, $2, $3, $4, $5)")
-                        .bind(thread_id.to_string())
-                        .bind(stack.as_str())
-                        .bind(i64::try_from(position).unwrap_or(i64::MAX))
-                        .bind(&row.id)
-                        .bind(json(&row.data, "checkpoint")?)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+        let mut tx = self.begin_write().await?;
+        lock_thread(&mut tx, thread_id).await?;
+        sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1")
+            .bind(thread_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        for (stack, rows) in [(CheckpointStack::Undo, undo), (CheckpointStack::Redo, redo)] {
+            for (position, row) in rows.iter().enumerate() {
+                sqlx::query("INSERT INTO thread_checkpoints (thread_id, stack, position, id, data) VALUES ($1, $2, $3, $4, $5)")
+                    .bind(thread_id.to_string())
+                    .bind(stack.as_str())
+                    .bind(i64::try_from(position).unwrap_or(i64::MAX))
+                    .bind(&row.id)
+                    .bind(json(&row.data, "checkpoint")?)
+                    .execute(&mut *tx)
+                    .await?;
             }
-            tx.commit().await?;
-            Ok(())
-        })
-        .await
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Both stacks of a thread, each in push order (oldest first).
@@ -419,32 +386,29 @@ impl Store {
         &self,
         thread_id: Uuid,
     ) -> Result<(Vec<CheckpointRow>, Vec<CheckpointRow>), StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query("SELECT stack, position, id, data FROM thread_checkpoints WHERE thread_id = $1 ORDER BY stack, position")
-                .bind(thread_id.to_string())
-                .fetch_all(self.pool())
-                .await?;
-            let (mut undo, mut redo) = (Vec::new(), Vec::new());
-            for row in &rows {
-                let c = Cols(row);
-                let item = CheckpointRow {
-                    id: c.text("id")?,
-                    data: c.json("data")?,
-                };
-                match c.text("stack")?.as_str() {
-                    "undo" => undo.push(item),
-                    "redo" => redo.push(item),
-                    other => {
-                        return Err(StoreError::Corrupt {
-                            what: "thread_checkpoints.stack".into(),
-                            message: format!("unknown stack {other}"),
-                        });
-                    }
+        let rows = sqlx::query("SELECT stack, position, id, data FROM thread_checkpoints WHERE thread_id = $1 ORDER BY stack, position")
+            .bind(thread_id.to_string())
+            .fetch_all(self.pool())
+            .await?;
+        let (mut undo, mut redo) = (Vec::new(), Vec::new());
+        for row in &rows {
+            let c = Cols(row);
+            let item = CheckpointRow {
+                id: c.text("id")?,
+                data: c.json("data")?,
+            };
+            match c.text("stack")?.as_str() {
+                "undo" => undo.push(item),
+                "redo" => redo.push(item),
+                other => {
+                    return Err(StoreError::Corrupt {
+                        what: "thread_checkpoints.stack".into(),
+                        message: format!("unknown stack {other}"),
+                    });
                 }
             }
-            Ok((undo, redo))
-        })
-        .await
+        }
+        Ok((undo, redo))
     }
 }
 

@@ -52,6 +52,7 @@ fn decode(row: &AnyRow) -> Result<ToolHealthRow, StoreError> {
     })
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Counts one more consecutive failure of `name` (atomically) and, when
     /// the count reaches `limit` (`None`: never), disables the tool.
@@ -62,49 +63,46 @@ impl Store {
         limit: Option<u64>,
         now: DateTime<Utc>,
     ) -> Result<ToolFailure, StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            sqlx::query(
-                "INSERT INTO tool_health (name, consecutive_failures, last_error, last_failure_at, updated_at) \
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO tool_health (name, consecutive_failures, last_error, last_failure_at, updated_at) \
                  VALUES ($1, 1, $2, $3, $3) \
                  ON CONFLICT (name) DO UPDATE SET consecutive_failures = tool_health.consecutive_failures + 1, \
                  last_error = excluded.last_error, last_failure_at = excluded.last_failure_at, \
                  updated_at = excluded.updated_at",
-            )
-            .bind(name)
-            .bind(error)
-            .bind(micros(now))
-            .execute(&mut *tx)
-            .await?;
-            let newly_disabled = match limit {
-                Some(limit) => {
-                    sqlx::query(
-                        "UPDATE tool_health SET disabled = 1, disabled_at = $2 \
+        )
+        .bind(name)
+        .bind(error)
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+        let newly_disabled = match limit {
+            Some(limit) => {
+                sqlx::query(
+                    "UPDATE tool_health SET disabled = 1, disabled_at = $2 \
                          WHERE name = $1 AND disabled = 0 AND consecutive_failures >= $3",
-                    )
-                    .bind(name)
-                    .bind(micros(now))
-                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-                        == 1
-                }
-                None => false,
-            };
-            let sql = format!("SELECT {COLUMNS} FROM tool_health WHERE name = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                )
                 .bind(name)
-                .fetch_one(&mut *tx)
-                .await?;
-            let health = decode(&row)?;
-            tx.commit().await?;
-            Ok(ToolFailure {
-                health,
-                newly_disabled,
-            })
+                .bind(micros(now))
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+            None => false,
+        };
+        let sql = format!("SELECT {COLUMNS} FROM tool_health WHERE name = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+        let health = decode(&row)?;
+        tx.commit().await?;
+        Ok(ToolFailure {
+            health,
+            newly_disabled,
         })
-        .await
     }
 
     /// Resets `name`'s consecutive failures after a success; returns whether
@@ -114,59 +112,50 @@ impl Store {
         name: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE tool_health SET consecutive_failures = 0, updated_at = $2 \
+        let done = sqlx::query(
+            "UPDATE tool_health SET consecutive_failures = 0, updated_at = $2 \
                  WHERE name = $1 AND consecutive_failures > 0",
+        )
+        .bind(name)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Re-enables `name` and clears its failures; returns whether it was disabled.
+    pub async fn enable_tool(&self, name: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let was = sqlx::query(
+            "UPDATE tool_health SET disabled = 0, disabled_at = NULL, consecutive_failures = 0, updated_at = $2 \
+                 WHERE name = $1 AND disabled = 1",
+        )
+        .bind(name)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?
+        .rows_affected()
+            == 1;
+        if !was {
+            sqlx::query(
+                "UPDATE tool_health SET consecutive_failures = 0, updated_at = $2 WHERE name = $1",
             )
             .bind(name)
             .bind(micros(now))
             .execute(self.pool())
             .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
-    }
-
-    /// Re-enables `name` and clears its failures; returns whether it was disabled.
-    pub async fn enable_tool(&self, name: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let was = sqlx::query(
-                "UPDATE tool_health SET disabled = 0, disabled_at = NULL, consecutive_failures = 0, updated_at = $2 \
-                 WHERE name = $1 AND disabled = 1",
-            )
-            .bind(name)
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?
-            .rows_affected()
-                == 1;
-            if !was {
-                sqlx::query(
-                    "UPDATE tool_health SET consecutive_failures = 0, updated_at = $2 WHERE name = $1",
-                )
-                .bind(name)
-                .bind(micros(now))
-                .execute(self.pool())
-                .await?;
-            }
-            Ok(was)
-        })
-        .await
+        }
+        Ok(was)
     }
 
     /// Every tool with a health row (failed at least once), by name.
     pub async fn list_tool_health(&self) -> Result<Vec<ToolHealthRow>, StoreError> {
-        self.on_runtime(async {
-            let sql = format!("SELECT {COLUMNS} FROM tool_health");
-            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .fetch_all(self.pool())
-                .await?;
-            let mut list = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-            // Sorted here: PostgreSQL's ORDER BY follows the database's collation.
-            list.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(list)
-        })
-        .await
+        let sql = format!("SELECT {COLUMNS} FROM tool_health");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(self.pool())
+            .await?;
+        let mut list = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        // Sorted here: PostgreSQL's ORDER BY follows the database's collation.
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(list)
     }
 }

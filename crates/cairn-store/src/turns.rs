@@ -149,6 +149,7 @@ async fn write_message(
     Ok(())
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Records one message of a turn in progress at `seq` (its index among
     /// the turn's messages), replacing one already there. The turn must exist.
@@ -159,11 +160,8 @@ impl Store {
         seq: i64,
         message: &Value,
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            write_message(&mut conn, &thread_id.to_string(), position, seq, message).await
-        })
-        .await
+        let mut conn = self.pool().acquire().await?;
+        write_message(&mut conn, &thread_id.to_string(), position, seq, message).await
     }
 
     /// The turns of `view`, in the view's order, each with its messages.
@@ -173,60 +171,54 @@ impl Store {
         thread_id: Uuid,
         view: &[TurnRange],
     ) -> Result<Vec<StoredTurn>, StoreError> {
-        self.on_runtime(async {
-            let thread = thread_id.to_string();
-            let mut turns = Vec::new();
-            for range in view {
-                let sql = format!(
-                    "SELECT {TURN_COLUMNS} FROM thread_turns WHERE thread_id = $1 AND position BETWEEN $2 AND $3 ORDER BY position"
-                );
-                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(&thread)
-                    .bind(range.first)
-                    .bind(range.last)
-                    .fetch_all(self.pool())
-                    .await?;
-                let start = turns.len();
-                for row in &rows {
-                    turns.push(turn(row)?);
-                }
-                let messages = sqlx::query(
-                    "SELECT position, data FROM thread_messages WHERE thread_id = $1 AND position BETWEEN $2 AND $3 ORDER BY position, seq",
-                )
+        let thread = thread_id.to_string();
+        let mut turns = Vec::new();
+        for range in view {
+            let sql = format!(
+                "SELECT {TURN_COLUMNS} FROM thread_turns WHERE thread_id = $1 AND position BETWEEN $2 AND $3 ORDER BY position"
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(&thread)
                 .bind(range.first)
                 .bind(range.last)
                 .fetch_all(self.pool())
                 .await?;
-                let mut slot = start;
-                for row in &messages {
-                    let c = Cols(row);
-                    let position = c.int("position")?;
-                    while turns.get(slot).is_some_and(|t| t.position < position) {
-                        slot += 1;
-                    }
-                    if let Some(t) = turns.get_mut(slot).filter(|t| t.position == position) {
-                        t.messages.push(c.json("data")?);
-                    }
+            let start = turns.len();
+            for row in &rows {
+                turns.push(turn(row)?);
+            }
+            let messages = sqlx::query(
+                "SELECT position, data FROM thread_messages WHERE thread_id = $1 AND position BETWEEN $2 AND $3 ORDER BY position, seq",
+            )
+            .bind(&thread)
+            .bind(range.first)
+            .bind(range.last)
+            .fetch_all(self.pool())
+            .await?;
+            let mut slot = start;
+            for row in &messages {
+                let c = Cols(row);
+                let position = c.int("position")?;
+                while turns.get(slot).is_some_and(|t| t.position < position) {
+                    slot += 1;
+                }
+                if let Some(t) = turns.get_mut(slot).filter(|t| t.position == position) {
+                    t.messages.push(c.json("data")?);
                 }
             }
-            Ok(turns)
-        })
-        .await
+        }
+        Ok(turns)
     }
 
     /// The highest turn position a thread has used (0 when none).
     pub async fn last_turn_position(&self, thread_id: Uuid) -> Result<i64, StoreError> {
-        self.on_runtime(async {
-            let top: Option<i64> =
-                sqlx::query("SELECT MAX(position) AS top FROM thread_turns WHERE thread_id = $1")
-                    .bind(thread_id.to_string())
-                    .fetch_one(self.pool())
-                    .await?
-                    .try_get("top")?;
-            Ok(top.unwrap_or(0))
-        })
-        .await
+        let top: Option<i64> =
+            sqlx::query("SELECT MAX(position) AS top FROM thread_turns WHERE thread_id = $1")
+                .bind(thread_id.to_string())
+                .fetch_one(self.pool())
+                .await?
+                .try_get("top")?;
+        Ok(top.unwrap_or(0))
     }
 
     /// Deletes a thread's turns after `position`: turns that were undone and
@@ -236,16 +228,12 @@ impl Store {
         thread_id: Uuid,
         position: i64,
     ) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let done =
-                sqlx::query("DELETE FROM thread_turns WHERE thread_id = $1 AND position > $2")
-                    .bind(thread_id.to_string())
-                    .bind(position)
-                    .execute(self.pool())
-                    .await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        let done = sqlx::query("DELETE FROM thread_turns WHERE thread_id = $1 AND position > $2")
+            .bind(thread_id.to_string())
+            .bind(position)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
     }
 }
 

@@ -46,6 +46,7 @@ struct Seen {
     limit: u64,
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Starts the waiting runs (of all routines, or of `routine` only) that
     /// may start at `now`, oldest slot first, as `starter`'s runs (the engine
@@ -58,31 +59,28 @@ impl Store {
         starter: &Rerunner,
         now: DateTime<Utc>,
     ) -> Result<Vec<StartedSlot>, StoreError> {
-        self.on_runtime(async {
-            let only = routine.map(|id| id.to_string());
-            if !self.any_waiting(only.as_deref(), now).await? {
+        let only = routine.map(|id| id.to_string());
+        if !self.any_waiting(only.as_deref(), now).await? {
+            return Ok(Vec::new());
+        }
+        if let Some(max) = starter.global_max {
+            let row =
+                sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
+                    .fetch_one(self.pool())
+                    .await?;
+            if Cols(&row).uint("n")? >= u64::from(max) {
+                // A run's end calls again when a place frees.
                 return Ok(Vec::new());
             }
-            if let Some(max) = starter.global_max {
-                let row =
-                    sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
-                        .fetch_one(self.pool())
-                        .await?;
-                if Cols(&row).uint("n")? >= u64::from(max) {
-                    // A run's end calls again when a place frees.
-                    return Ok(Vec::new());
-                }
-            }
-            let mut tx = self.begin_write().await?;
-            let started = start_in_order(&mut tx, only.as_deref(), starter, now).await?;
-            if !started.is_empty() {
-                // New leases for reapers to watch.
-                tx.publish(crate::signal::Topic::Runs).await?;
-            }
-            tx.commit().await?;
-            Ok(started)
-        })
-        .await
+        }
+        let mut tx = self.begin_write().await?;
+        let started = start_in_order(&mut tx, only.as_deref(), starter, now).await?;
+        if !started.is_empty() {
+            // New leases for reapers to watch.
+            tx.publish(crate::signal::Topic::Runs).await?;
+        }
+        tx.commit().await?;
+        Ok(started)
     }
 
     /// Whether a run (of routine `only`, if given) waits and may be due at `now`.

@@ -11,6 +11,7 @@ use crate::codec::{Cols, micros};
 use crate::signal::Topic;
 use crate::{Store, StoreError};
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Stores a document. With a key already used by this person, that
     /// document takes the new content, category and source (its embedding
@@ -20,95 +21,89 @@ impl Store {
         memory: &NewMemory,
         now: DateTime<Utc>,
     ) -> Result<MemoryDoc, StoreError> {
-        self.on_runtime(async {
-            let hash = content_hash(&memory.content);
-            let search = searchable(memory.key.as_deref(), &memory.content);
-            let mut tx = self.begin_write().await?;
-            let existing = match &memory.key {
-                Some(key) => sqlx::query(
-                    "SELECT id, content_hash FROM memory_docs WHERE user_id = $1 AND doc_key = $2",
-                )
-                .bind(&memory.user_id)
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|row| {
-                    let c = Cols(&row);
-                    Ok::<_, StoreError>((c.uuid("id")?, c.text("content_hash")?))
-                })
-                .transpose()?,
-                None => None,
-            };
-            let id = match existing {
-                Some((id, old_hash)) => {
-                    let same = old_hash == hash;
-                    sqlx::query(
-                        "UPDATE memory_docs SET content = $1, search_text = $2, category = $3, source = $4,
+        let hash = content_hash(&memory.content);
+        let search = searchable(memory.key.as_deref(), &memory.content);
+        let mut tx = self.begin_write().await?;
+        let existing = match &memory.key {
+            Some(key) => sqlx::query(
+                "SELECT id, content_hash FROM memory_docs WHERE user_id = $1 AND doc_key = $2",
+            )
+            .bind(&memory.user_id)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| {
+                let c = Cols(&row);
+                Ok::<_, StoreError>((c.uuid("id")?, c.text("content_hash")?))
+            })
+            .transpose()?,
+            None => None,
+        };
+        let id = match existing {
+            Some((id, old_hash)) => {
+                let same = old_hash == hash;
+                sqlx::query(
+                    "UPDATE memory_docs SET content = $1, search_text = $2, category = $3, source = $4,
                              content_hash = $5, updated_at = $6,
                              embedding = CASE WHEN $7 = 1 THEN embedding ELSE NULL END,
                              embedding_model = CASE WHEN $7 = 1 THEN embedding_model ELSE NULL END
                          WHERE id = $8",
-                    )
-                    .bind(&memory.content)
-                    .bind(&search)
-                    .bind(memory.category.as_str())
-                    .bind(&memory.source)
-                    .bind(&hash)
-                    .bind(micros(now))
-                    .bind(i64::from(same))
-                    .bind(id.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-                    id
-                }
-                None => {
-                    let id = Uuid::now_v7();
-                    sqlx::query(
-                        "INSERT INTO memory_docs (id, user_id, doc_key, content, search_text, category, source,
+                )
+                .bind(&memory.content)
+                .bind(&search)
+                .bind(memory.category.as_str())
+                .bind(&memory.source)
+                .bind(&hash)
+                .bind(micros(now))
+                .bind(i64::from(same))
+                .bind(id.to_string())
+                .execute(&mut *tx)
+                .await?;
+                id
+            }
+            None => {
+                let id = Uuid::now_v7();
+                sqlx::query(
+                    "INSERT INTO memory_docs (id, user_id, doc_key, content, search_text, category, source,
                              content_hash, created_at, updated_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
-                    )
-                    .bind(id.to_string())
-                    .bind(&memory.user_id)
-                    .bind(memory.key.as_deref())
-                    .bind(&memory.content)
-                    .bind(&search)
-                    .bind(memory.category.as_str())
-                    .bind(&memory.source)
-                    .bind(&hash)
-                    .bind(micros(now))
-                    .execute(&mut *tx)
-                    .await?;
-                    id
-                }
-            };
-            bump_generation(&mut *tx).await?;
-            tx.publish(Topic::Memory).await?;
-            tx.commit().await?;
-            self.get_memory(id).await?.ok_or(StoreError::NotFound {
-                what: "memory",
-                id: id.to_string(),
-            })
+                )
+                .bind(id.to_string())
+                .bind(&memory.user_id)
+                .bind(memory.key.as_deref())
+                .bind(&memory.content)
+                .bind(&search)
+                .bind(memory.category.as_str())
+                .bind(&memory.source)
+                .bind(&hash)
+                .bind(micros(now))
+                .execute(&mut *tx)
+                .await?;
+                id
+            }
+        };
+        bump_generation(&mut *tx).await?;
+        tx.publish(Topic::Memory).await?;
+        tx.commit().await?;
+        self.get_memory(id).await?.ok_or(StoreError::NotFound {
+            what: "memory",
+            id: id.to_string(),
         })
-        .await
     }
 
     /// A document by id.
     pub async fn get_memory(&self, id: Uuid) -> Result<Option<MemoryDoc>, StoreError> {
-        self.on_runtime(async {
-            sqlx::query(concat!(
-                "SELECT ",
-                doc_columns!(),
-                " FROM memory_docs d WHERE d.id = $1"
-            ))
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?
-            .as_ref()
-            .map(doc_of)
-            .transpose()
-        })
-        .await
+        sqlx::query(concat!(
+            "SELECT ",
+            doc_columns!(),
+            " FROM memory_docs d WHERE d.id = $1"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(self.pool())
+        .await?
+        .as_ref()
+        .map(doc_of)
+        .transpose()
     }
 
     /// A person's document by key.
@@ -117,21 +112,18 @@ impl Store {
         user_id: &str,
         key: &str,
     ) -> Result<Option<MemoryDoc>, StoreError> {
-        self.on_runtime(async {
-            sqlx::query(concat!(
-                "SELECT ",
-                doc_columns!(),
-                " FROM memory_docs d WHERE d.user_id = $1 AND d.doc_key = $2"
-            ))
-            .bind(user_id)
-            .bind(key)
-            .fetch_optional(self.pool())
-            .await?
-            .as_ref()
-            .map(doc_of)
-            .transpose()
-        })
-        .await
+        sqlx::query(concat!(
+            "SELECT ",
+            doc_columns!(),
+            " FROM memory_docs d WHERE d.user_id = $1 AND d.doc_key = $2"
+        ))
+        .bind(user_id)
+        .bind(key)
+        .fetch_optional(self.pool())
+        .await?
+        .as_ref()
+        .map(doc_of)
+        .transpose()
     }
 
     /// Replaces a document's content (its embedding goes with the old text).
@@ -141,60 +133,51 @@ impl Store {
         content: &str,
         now: DateTime<Utc>,
     ) -> Result<MemoryDoc, StoreError> {
-        self.on_runtime(async {
-            let not_found = || StoreError::NotFound {
-                what: "memory",
-                id: id.to_string(),
-            };
-            let doc = self.get_memory(id).await?.ok_or_else(not_found)?;
-            let hash = content_hash(content);
-            let done = sqlx::query(
-                "UPDATE memory_docs SET content = $1, search_text = $2, content_hash = $3, updated_at = $4,
+        let not_found = || StoreError::NotFound {
+            what: "memory",
+            id: id.to_string(),
+        };
+        let doc = self.get_memory(id).await?.ok_or_else(not_found)?;
+        let hash = content_hash(content);
+        let done = sqlx::query(
+            "UPDATE memory_docs SET content = $1, search_text = $2, content_hash = $3, updated_at = $4,
                      embedding = NULL, embedding_model = NULL
                  WHERE id = $5",
-            )
-            .bind(content)
-            .bind(searchable(doc.key.as_deref(), content))
-            .bind(&hash)
-            .bind(micros(now))
-            .bind(id.to_string())
-            .execute(self.pool())
-            .await?;
-            if done.rows_affected() == 0 {
-                return Err(not_found());
-            }
-            bump_generation(self.pool()).await?;
-            self.publish(&[Topic::Memory]).await?;
-            self.get_memory(id).await?.ok_or_else(not_found)
-        })
-        .await
+        )
+        .bind(content)
+        .bind(searchable(doc.key.as_deref(), content))
+        .bind(&hash)
+        .bind(micros(now))
+        .bind(id.to_string())
+        .execute(self.pool())
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found());
+        }
+        bump_generation(self.pool()).await?;
+        self.publish(&[Topic::Memory]).await?;
+        self.get_memory(id).await?.ok_or_else(not_found)
     }
 
     /// Deletes a document; returns whether it existed.
     pub async fn forget_memory(&self, id: Uuid) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("DELETE FROM memory_docs WHERE id = $1")
-                .bind(id.to_string())
-                .execute(self.pool())
-                .await?;
-            bump_if(self, done.rows_affected()).await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let done = sqlx::query("DELETE FROM memory_docs WHERE id = $1")
+            .bind(id.to_string())
+            .execute(self.pool())
+            .await?;
+        bump_if(self, done.rows_affected()).await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Deletes a person's document by key; returns whether it existed.
     pub async fn forget_memory_by_key(&self, user_id: &str, key: &str) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query("DELETE FROM memory_docs WHERE user_id = $1 AND doc_key = $2")
-                .bind(user_id)
-                .bind(key)
-                .execute(self.pool())
-                .await?;
-            bump_if(self, done.rows_affected()).await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        let done = sqlx::query("DELETE FROM memory_docs WHERE user_id = $1 AND doc_key = $2")
+            .bind(user_id)
+            .bind(key)
+            .execute(self.pool())
+            .await?;
+        bump_if(self, done.rows_affected()).await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// A person's documents, most recently updated first, optionally of one
@@ -205,75 +188,63 @@ impl Store {
         category: Option<MemoryCategory>,
         limit: u32,
     ) -> Result<Vec<MemoryDoc>, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                doc_columns!(),
-                " FROM memory_docs d
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            doc_columns!(),
+            " FROM memory_docs d
                  WHERE d.user_id = $1 AND ($2 = '' OR d.category = $2)
                  ORDER BY d.updated_at DESC, d.id DESC LIMIT $3"
-            ))
-            .bind(user_id)
-            .bind(category.map(MemoryCategory::as_str).unwrap_or(""))
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await?;
-            rows.iter().map(doc_of).collect()
-        })
-        .await
+        ))
+        .bind(user_id)
+        .bind(category.map(MemoryCategory::as_str).unwrap_or(""))
+        .bind(i64::from(limit))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(doc_of).collect()
     }
 
     /// How many documents a person has (all categories).
     pub async fn count_memories(&self, user_id: &str) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query("SELECT COUNT(*) AS n FROM memory_docs WHERE user_id = $1")
-                .bind(user_id)
-                .fetch_one(self.pool())
-                .await?;
-            Cols(&row).uint("n")
-        })
-        .await
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM memory_docs WHERE user_id = $1")
+            .bind(user_id)
+            .fetch_one(self.pool())
+            .await?;
+        Cols(&row).uint("n")
     }
 
     /// Counts by category and of embedded documents.
     pub async fn memory_stats(&self, user_id: &str) -> Result<MemoryStats, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(
-                "SELECT category, COUNT(*) AS n, COUNT(embedding) AS embedded
+        let rows = sqlx::query(
+            "SELECT category, COUNT(*) AS n, COUNT(embedding) AS embedded
                  FROM memory_docs WHERE user_id = $1 GROUP BY category",
-            )
-            .bind(user_id)
-            .fetch_all(self.pool())
-            .await?;
-            let mut stats = MemoryStats::default();
-            for row in &rows {
-                let c = Cols(row);
-                let name = c.text("category")?;
-                let n = c.uint("n")?;
-                let embedded = c.uint("embedded")?;
-                stats.total += n;
-                stats.embedded += embedded;
-                if let Some(category) = MemoryCategory::parse(&name) {
-                    stats.by_category.push((category, n));
-                }
+        )
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut stats = MemoryStats::default();
+        for row in &rows {
+            let c = Cols(row);
+            let name = c.text("category")?;
+            let n = c.uint("n")?;
+            let embedded = c.uint("embedded")?;
+            stats.total += n;
+            stats.embedded += embedded;
+            if let Some(category) = MemoryCategory::parse(&name) {
+                stats.by_category.push((category, n));
             }
-            stats.by_category.sort();
-            Ok(stats)
-        })
-        .await
+        }
+        stats.by_category.sort();
+        Ok(stats)
     }
 
     /// Documents by id, in the order given (missing ones left out).
     pub async fn memories_by_ids(&self, ids: &[Uuid]) -> Result<Vec<MemoryDoc>, StoreError> {
-        self.on_runtime(async {
-            let mut docs = Vec::with_capacity(ids.len());
-            for id in ids {
-                if let Some(doc) = self.get_memory(*id).await? {
-                    docs.push(doc);
-                }
+        let mut docs = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(doc) = self.get_memory(*id).await? {
+                docs.push(doc);
             }
-            Ok(docs)
-        })
-        .await
+        }
+        Ok(docs)
     }
 }

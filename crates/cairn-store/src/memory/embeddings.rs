@@ -7,6 +7,7 @@ use super::{bump_if, encode_vector, vector_of};
 use crate::codec::{Cols, micros};
 use crate::{Store, StoreError};
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Stores a document's embedding, unless its content changed since
     /// `content_hash` was read (the vector would describe old text).
@@ -18,21 +19,18 @@ impl Store {
         model: &str,
         vector: &[f32],
     ) -> Result<bool, StoreError> {
-        self.on_runtime(async {
-            let done = sqlx::query(
-                "UPDATE memory_docs SET embedding = $1, embedding_model = $2
+        let done = sqlx::query(
+            "UPDATE memory_docs SET embedding = $1, embedding_model = $2
                  WHERE id = $3 AND content_hash = $4",
-            )
-            .bind(encode_vector(vector))
-            .bind(model)
-            .bind(id.to_string())
-            .bind(content_hash)
-            .execute(self.pool())
-            .await?;
-            bump_if(self, done.rows_affected()).await?;
-            Ok(done.rows_affected() > 0)
-        })
-        .await
+        )
+        .bind(encode_vector(vector))
+        .bind(model)
+        .bind(id.to_string())
+        .bind(content_hash)
+        .execute(self.pool())
+        .await?;
+        bump_if(self, done.rows_affected()).await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// A document's stored embedding and the model it came from.
@@ -40,22 +38,19 @@ impl Store {
         &self,
         id: Uuid,
     ) -> Result<Option<(String, Vec<f32>)>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT embedding, embedding_model FROM memory_docs
+        let row = sqlx::query(
+            "SELECT embedding, embedding_model FROM memory_docs
                  WHERE id = $1 AND embedding IS NOT NULL",
-            )
-            .bind(id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-            row.map(|row| {
-                let bytes: Vec<u8> = sqlx::Row::try_get(&row, "embedding")?;
-                let model = Cols(&row).text_opt("embedding_model")?.unwrap_or_default();
-                Ok((model, vector_of(&bytes)?))
-            })
-            .transpose()
+        )
+        .bind(id.to_string())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| {
+            let bytes: Vec<u8> = sqlx::Row::try_get(&row, "embedding")?;
+            let model = Cols(&row).text_opt("embedding_model")?.unwrap_or_default();
+            Ok((model, vector_of(&bytes)?))
         })
-        .await
+        .transpose()
     }
 
     /// Every recallable (not archived) document's embedding from `model`:
@@ -65,40 +60,34 @@ impl Store {
         user_id: &str,
         model: &str,
     ) -> Result<Vec<(Uuid, Vec<f32>)>, StoreError> {
-        self.on_runtime(async {
-            let rows = sqlx::query(
-                "SELECT id, embedding FROM memory_docs
+        let rows = sqlx::query(
+            "SELECT id, embedding FROM memory_docs
                  WHERE user_id = $1 AND embedding_model = $2 AND embedding IS NOT NULL
                    AND category <> 'archived'",
-            )
-            .bind(user_id)
-            .bind(model)
-            .fetch_all(self.pool())
-            .await?;
-            let mut out = Vec::with_capacity(rows.len());
-            for row in &rows {
-                let bytes: Vec<u8> = sqlx::Row::try_get(row, "embedding")?;
-                out.push((Cols(row).uuid("id")?, vector_of(&bytes)?));
-            }
-            Ok(out)
-        })
-        .await
+        )
+        .bind(user_id)
+        .bind(model)
+        .fetch_all(self.pool())
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let bytes: Vec<u8> = sqlx::Row::try_get(row, "embedding")?;
+            out.push((Cols(row).uuid("id")?, vector_of(&bytes)?));
+        }
+        Ok(out)
     }
 
     /// A number that changes after every write that may change what
     /// [`Store::memory_vectors`] returns (in any process): a reader may keep
     /// the vectors while it stays the same.
     pub async fn memory_generation(&self) -> Result<i64, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query("SELECT n FROM memory_generation WHERE id = 1")
-                .fetch_optional(self.pool())
-                .await?;
-            Ok(match row {
-                Some(row) => Cols(&row).int("n")?,
-                None => 0,
-            })
+        let row = sqlx::query("SELECT n FROM memory_generation WHERE id = 1")
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(match row {
+            Some(row) => Cols(&row).int("n")?,
+            None => 0,
         })
-        .await
     }
 
     /// A cached embedding of content with this hash from `model`.
@@ -107,21 +96,18 @@ impl Store {
         content_hash: &str,
         model: &str,
     ) -> Result<Option<Vec<f32>>, StoreError> {
-        self.on_runtime(async {
-            let row = sqlx::query(
-                "SELECT vector FROM memory_embedding_cache WHERE content_hash = $1 AND model = $2",
-            )
-            .bind(content_hash)
-            .bind(model)
-            .fetch_optional(self.pool())
-            .await?;
-            row.map(|row| {
-                let bytes: Vec<u8> = sqlx::Row::try_get(&row, "vector")?;
-                vector_of(&bytes)
-            })
-            .transpose()
+        let row = sqlx::query(
+            "SELECT vector FROM memory_embedding_cache WHERE content_hash = $1 AND model = $2",
+        )
+        .bind(content_hash)
+        .bind(model)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| {
+            let bytes: Vec<u8> = sqlx::Row::try_get(&row, "vector")?;
+            vector_of(&bytes)
         })
-        .await
+        .transpose()
     }
 
     /// Caches an embedding by content hash and model (the first one stays).
@@ -132,19 +118,16 @@ impl Store {
         vector: &[f32],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            sqlx::query(
-                "INSERT INTO memory_embedding_cache (content_hash, model, vector, created_at)
+        sqlx::query(
+            "INSERT INTO memory_embedding_cache (content_hash, model, vector, created_at)
                  VALUES ($1, $2, $3, $4) ON CONFLICT (content_hash, model) DO NOTHING",
-            )
-            .bind(content_hash)
-            .bind(model)
-            .bind(encode_vector(vector))
-            .bind(micros(now))
-            .execute(self.pool())
-            .await?;
-            Ok(())
-        })
-        .await
+        )
+        .bind(content_hash)
+        .bind(model)
+        .bind(encode_vector(vector))
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        Ok(())
     }
 }

@@ -6,6 +6,7 @@ use super::{MemoryCategory, bump_if};
 use crate::codec::micros;
 use crate::{Store, StoreError};
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Hygiene: moves a person's documents of `categories` last updated
     /// before `cutoff` to `archived`. Core documents are never archived,
@@ -16,27 +17,24 @@ impl Store {
         categories: &[MemoryCategory],
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            let mut moved = 0;
-            for category in categories
-                .iter()
-                .filter(|c| !matches!(c, MemoryCategory::Core | MemoryCategory::Archived))
-            {
-                let done = sqlx::query(
-                    "UPDATE memory_docs SET category = 'archived'
+        let mut moved = 0;
+        for category in categories
+            .iter()
+            .filter(|c| !matches!(c, MemoryCategory::Core | MemoryCategory::Archived))
+        {
+            let done = sqlx::query(
+                "UPDATE memory_docs SET category = 'archived'
                      WHERE user_id = $1 AND category = $2 AND updated_at < $3",
-                )
-                .bind(user_id)
-                .bind(category.as_str())
-                .bind(micros(cutoff))
-                .execute(self.pool())
-                .await?;
-                moved += done.rows_affected();
-            }
-            bump_if(self, moved).await?;
-            Ok(moved)
-        })
-        .await
+            )
+            .bind(user_id)
+            .bind(category.as_str())
+            .bind(micros(cutoff))
+            .execute(self.pool())
+            .await?;
+            moved += done.rows_affected();
+        }
+        bump_if(self, moved).await?;
+        Ok(moved)
     }
 
     /// Hygiene: deletes a person's documents of `category` last updated
@@ -48,22 +46,19 @@ impl Store {
         category: MemoryCategory,
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        self.on_runtime(async {
-            if category == MemoryCategory::Core {
-                return Ok(0);
-            }
-            let done = sqlx::query(
-                "DELETE FROM memory_docs
+        if category == MemoryCategory::Core {
+            return Ok(0);
+        }
+        let done = sqlx::query(
+            "DELETE FROM memory_docs
                  WHERE user_id = $1 AND category = $2 AND category <> 'core' AND updated_at < $3",
-            )
-            .bind(user_id)
-            .bind(category.as_str())
-            .bind(micros(cutoff))
-            .execute(self.pool())
-            .await?;
-            bump_if(self, done.rows_affected()).await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        )
+        .bind(user_id)
+        .bind(category.as_str())
+        .bind(micros(cutoff))
+        .execute(self.pool())
+        .await?;
+        bump_if(self, done.rows_affected()).await?;
+        Ok(done.rows_affected())
     }
 }

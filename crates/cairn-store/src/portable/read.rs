@@ -22,7 +22,6 @@ struct Table {
 /// read transaction: `REPEATABLE READ` on PostgreSQL, a WAL snapshot on
 /// SQLite), so a copy taken while a daemon writes is still consistent.
 pub struct Snapshot {
-    store: Store,
     tx: Option<sqlx::Transaction<'static, sqlx::Any>>,
     tables: Vec<Table>,
     /// The table being read and the key of its last row read.
@@ -39,6 +38,7 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Writes a consistent copy of a SQLite database to `path` (which must
     /// not exist) with `VACUUM INTO`, while other connections and processes
@@ -53,72 +53,65 @@ impl Store {
             });
         }
         let target = path.to_string_lossy().into_owned();
-        self.on_runtime(async {
-            sqlx::query("VACUUM INTO $1")
-                .bind(target)
-                .execute(self.pool())
-                .await?;
-            Ok(())
-        })
-        .await
+        sqlx::query("VACUUM INTO $1")
+            .bind(target)
+            .execute(self.pool())
+            .await?;
+        Ok(())
     }
 
     /// Starts a snapshot of every copied table. Refuses a database holding
     /// a table the copier does not know (its rows would be left behind).
     pub async fn snapshot(&self) -> Result<Snapshot, StoreError> {
-        self.on_runtime(async {
-            let backend = self.backend();
-            let mut tx = match backend {
-                Backend::Sqlite => self.pool().begin().await?,
-                Backend::Postgres => {
-                    self.pool()
-                        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                        .await?
-                }
-            };
-            for name in schema::tables(&mut tx, backend).await? {
-                if super::spec(&name).is_none() && !NOT_COPIED.contains(&name.as_str()) {
-                    return Err(StoreError::Copy {
-                        table: name,
-                        message: "is not known to this cairn's copier; nothing was copied"
-                            .to_string(),
-                    });
-                }
+        let backend = self.backend();
+        let mut tx = match backend {
+            Backend::Sqlite => self.pool().begin().await?,
+            Backend::Postgres => {
+                self.pool()
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .await?
             }
-            let mut tables = Vec::with_capacity(TABLES.len());
-            for spec in TABLES {
-                let columns = schema::columns(&mut tx, backend, spec.name).await?;
-                let key_names = primary_key(&mut tx, backend, spec.name).await?;
-                let mut key = Vec::with_capacity(key_names.len());
-                for name in &key_names {
-                    key.extend(columns.iter().position(|c| &c.name == name));
-                }
-                if key.is_empty() || key.len() != key_names.len() {
-                    // Without a usable key every column orders the rows.
-                    key = (0..columns.len()).collect();
-                }
-                let rows = count(&mut tx, spec.name).await?;
-                tables.push(Table {
-                    header: TableHeader {
-                        table: spec.name.to_string(),
-                        columns,
-                    },
-                    rows,
-                    key,
+        };
+        for name in schema::tables(&mut tx, backend).await? {
+            if super::spec(&name).is_none() && !NOT_COPIED.contains(&name.as_str()) {
+                return Err(StoreError::Copy {
+                    table: name,
+                    message: "is not known to this cairn's copier; nothing was copied".to_string(),
                 });
             }
-            Ok(Snapshot {
-                store: self.clone(),
-                tx: Some(tx),
-                tables,
-                at: 0,
-                after: None,
-            })
+        }
+        let mut tables = Vec::with_capacity(TABLES.len());
+        for spec in TABLES {
+            let columns = schema::columns(&mut tx, backend, spec.name).await?;
+            let key_names = primary_key(&mut tx, backend, spec.name).await?;
+            let mut key = Vec::with_capacity(key_names.len());
+            for name in &key_names {
+                key.extend(columns.iter().position(|c| &c.name == name));
+            }
+            if key.is_empty() || key.len() != key_names.len() {
+                // Without a usable key every column orders the rows.
+                key = (0..columns.len()).collect();
+            }
+            let rows = count(&mut tx, spec.name).await?;
+            tables.push(Table {
+                header: TableHeader {
+                    table: spec.name.to_string(),
+                    columns,
+                },
+                rows,
+                key,
+            });
+        }
+        Ok(Snapshot {
+            tx: Some(tx),
+            tables,
+            at: 0,
+            after: None,
         })
-        .await
     }
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Snapshot {
     /// Every copied table's header, in dependency order.
     pub fn headers(&self) -> Vec<TableHeader> {
@@ -138,11 +131,6 @@ impl Snapshot {
 
     /// The next rows, table after table in dependency order; `None` at the end.
     pub async fn next_batch(&mut self) -> Result<Option<Batch>, StoreError> {
-        let store = self.store.clone();
-        store.on_runtime(self.next_batch_inner()).await
-    }
-
-    async fn next_batch_inner(&mut self) -> Result<Option<Batch>, StoreError> {
         loop {
             let Some(table) = self.tables.get(self.at) else {
                 if let Some(tx) = self.tx.take() {

@@ -127,15 +127,13 @@ pub(crate) async fn count(conn: &mut AnyConnection, table: &str) -> Result<u64, 
     u64::try_from(n).map_err(|_| problem(table, format!("negative row count {n}")))
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Every base table of the database, sorted by name (on PostgreSQL, of
     /// the current schema): what the copier's table list is checked against.
     pub async fn schema_tables(&self) -> Result<Vec<String>, StoreError> {
-        self.on_runtime(async {
-            let mut conn = self.pool().acquire().await?;
-            tables(&mut conn, self.backend()).await
-        })
-        .await
+        let mut conn = self.pool().acquire().await?;
+        tables(&mut conn, self.backend()).await
     }
 
     /// The highest migration applied to this database (0 for an empty one).

@@ -36,7 +36,6 @@ struct Deferred {
 
 /// A copy being written into this store (see [`Store::begin_import`]).
 pub struct Import {
-    store: Store,
     tx: Option<WriteTx>,
     plans: BTreeMap<String, Plan>,
     /// Self-references to set once every row is in.
@@ -128,6 +127,7 @@ fn plan(source: &TableHeader, target: &[Column], key: &[String]) -> Result<Plan,
     })
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Starts writing a copy whose tables are `headers` into this database,
     /// in one transaction. Refuses a target holding data (rows a migration
@@ -137,54 +137,46 @@ impl Store {
         headers: &[TableHeader],
         replace: bool,
     ) -> Result<Import, StoreError> {
-        self.on_runtime(async {
-            let backend = self.backend();
-            let mut tx = self.begin_write().await?;
-            let mut plans = BTreeMap::new();
-            for header in headers {
-                if spec(&header.table).is_none() {
-                    return Err(problem(&header.table, "is not a table cairn copies"));
-                }
-                let target = schema::columns(&mut tx, backend, &header.table).await?;
-                let key = primary_key(&mut tx, backend, &header.table).await?;
-                plans.insert(header.table.clone(), plan(header, &target, &key)?);
+        let backend = self.backend();
+        let mut tx = self.begin_write().await?;
+        let mut plans = BTreeMap::new();
+        for header in headers {
+            if spec(&header.table).is_none() {
+                return Err(problem(&header.table, "is not a table cairn copies"));
             }
-            for spec in TABLES.iter().rev() {
-                if replace || (spec.seeded && plans.contains_key(spec.name)) {
-                    let sql = format!("DELETE FROM {}", quoted(spec.name));
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .execute(&mut *tx)
-                        .await?;
-                    continue;
-                }
-                let n = count(&mut tx, spec.name).await?;
-                if n > 0 {
-                    return Err(StoreError::Conflict(format!(
-                        "the target database is not empty: table {} holds {n} row(s); \
+            let target = schema::columns(&mut tx, backend, &header.table).await?;
+            let key = primary_key(&mut tx, backend, &header.table).await?;
+            plans.insert(header.table.clone(), plan(header, &target, &key)?);
+        }
+        for spec in TABLES.iter().rev() {
+            if replace || (spec.seeded && plans.contains_key(spec.name)) {
+                let sql = format!("DELETE FROM {}", quoted(spec.name));
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut *tx)
+                    .await?;
+                continue;
+            }
+            let n = count(&mut tx, spec.name).await?;
+            if n > 0 {
+                return Err(StoreError::Conflict(format!(
+                    "the target database is not empty: table {} holds {n} row(s); \
                          use --force to replace its contents",
-                        spec.name
-                    )));
-                }
+                    spec.name
+                )));
             }
-            Ok(Import {
-                store: self.clone(),
-                tx: Some(tx),
-                plans,
-                pending: Vec::new(),
-            })
+        }
+        Ok(Import {
+            tx: Some(tx),
+            plans,
+            pending: Vec::new(),
         })
-        .await
     }
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Import {
     /// Writes one batch of rows (tables in dependency order, as a snapshot gives them).
     pub async fn write(&mut self, batch: Batch) -> Result<(), StoreError> {
-        let store = self.store.clone();
-        store.on_runtime(self.write_inner(batch)).await
-    }
-
-    async fn write_inner(&mut self, batch: Batch) -> Result<(), StoreError> {
         let Some(plan) = self.plans.get_mut(&batch.table) else {
             return Err(problem(
                 &batch.table,
@@ -254,14 +246,6 @@ impl Import {
     /// `expected` rows (and as many as were written), and commits. Returns
     /// the tables' row counts; on any mismatch nothing is kept.
     pub async fn finish(mut self, expected: &[TableCount]) -> Result<Vec<TableCount>, StoreError> {
-        let store = self.store.clone();
-        store.on_runtime(self.finish_inner(expected)).await
-    }
-
-    async fn finish_inner(
-        &mut self,
-        expected: &[TableCount],
-    ) -> Result<Vec<TableCount>, StoreError> {
         let Some(mut tx) = self.tx.take() else {
             return Err(problem("*", "the copy has already ended"));
         };

@@ -235,7 +235,8 @@ pub(crate) struct Hub {
     /// closed before the process exits (SQLite checkpoints its WAL when
     /// the last connection closes).
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    runtime: tokio::runtime::Handle,
+    /// The store's runtime (see [`crate::runtime`]): the listener runs on real time.
+    runtime: &'static tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for Hub {
@@ -248,7 +249,7 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    pub(crate) fn new(source: Source, runtime: tokio::runtime::Handle) -> Hub {
+    pub(crate) fn new(source: Source, runtime: &'static tokio::runtime::Handle) -> Hub {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         Hub {
             label: Mutex::new(format!("cairn-signal {id}")),
@@ -395,6 +396,7 @@ pub(crate) async fn publish_in(
     Ok(counted)
 }
 
+#[cairn_store_macros::on_store_runtime]
 impl Store {
     /// A waiter on `topic`: its [`Watch::changed`] completes when any
     /// process on this database publishes it. Starts this store's listener
@@ -412,7 +414,7 @@ impl Store {
         self.hub().mode.borrow().clone()
     }
 
-    /// Starts the listener if needed and waits (up to `within`) until it
+    /// Starts the listener if needed and waits (up to `within`, real time) until it
     /// listens, or knows it cannot; returns how it hears changes.
     pub async fn signal_ready(&self, within: Duration) -> SignalMode {
         let hub = self.hub();
@@ -429,7 +431,8 @@ impl Store {
                 }
             }
         };
-        match tokio::time::timeout(within, self.on_runtime(settled)).await {
+        // On the store's runtime, so `within` is real time whatever the caller's clock.
+        match tokio::time::timeout(within, settled).await {
             Ok(mode) => mode,
             Err(_) => self.signal_mode(),
         }
@@ -445,14 +448,11 @@ impl Store {
     /// Publishes `topics` in a transaction of its own, for writes that were
     /// not made in one (others still hear them after the data is committed).
     pub async fn publish(&self, topics: &[Topic]) -> Result<(), StoreError> {
-        self.on_runtime(async {
-            let mut tx = self.begin_write().await?;
-            for topic in topics {
-                tx.publish(*topic).await?;
-            }
-            Ok(tx.commit().await?)
-        })
-        .await
+        let mut tx = self.begin_write().await?;
+        for topic in topics {
+            tx.publish(*topic).await?;
+        }
+        Ok(tx.commit().await?)
     }
 
     /// Names the PostgreSQL listening connection after a daemon, so other

@@ -57,15 +57,14 @@ async fn the_listener_checkpoints_the_wal_off_the_commits() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/cairn.db", dir.path().display());
     let (store, _) = Store::open(&url).await.unwrap();
-    let bound = store
-        .on_runtime(async {
-            let row = sqlx::query("PRAGMA wal_autocheckpoint")
-                .fetch_one(store.pool())
-                .await?;
-            crate::codec::Cols(&row).int("wal_autocheckpoint")
-        })
-        .await
-        .unwrap();
+    let bound = crate::runtime::hop(async {
+        let row = sqlx::query("PRAGMA wal_autocheckpoint")
+            .fetch_one(store.pool())
+            .await?;
+        crate::codec::Cols(&row).int("wal_autocheckpoint")
+    })
+    .await
+    .unwrap();
     assert_eq!(bound, 10_000);
     let _watch = store.watch(Topic::Routines);
     assert!(store.signal_ready(Duration::from_secs(10)).await.is_push());
