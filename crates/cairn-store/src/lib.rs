@@ -15,6 +15,7 @@
 mod admit;
 mod ahead;
 mod background;
+mod batch;
 mod channels;
 mod codec;
 mod connect;

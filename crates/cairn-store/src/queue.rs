@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use cairn_core::routine::{RoutineRun, RunStatus};
 
 use crate::StoreError;
-use crate::admit::{Admission, BatchState};
+use crate::admit::Admission;
+use crate::batch::BatchState;
 use crate::codec::{Cols, Params, micros};
 
 /// The start of the reason a run refused by a full queue is recorded with.

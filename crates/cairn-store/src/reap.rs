@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use cairn_core::routine::{FIRST_ATTEMPT, OnInterrupt, Routine, RoutineRun, RunStatus, Trigger};
 
-use crate::admit::{Admission, BatchState, insert_new, refusal};
+use crate::admit::{Admission, insert_new, refusal};
+use crate::batch::BatchState;
 use crate::queue::{Place, queued};
 use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};

@@ -9,8 +9,9 @@ use chrono::{DateTime, Utc};
 use cairn_core::routine::{Fate, RoutineRun, RunStatus, decide_overlap};
 
 use crate::StoreError;
-use crate::admit::{Admission, Admitted, BatchState, OverlapRule, Round, refuse, skipped};
+use crate::admit::{Admission, Admitted, OverlapRule, Round, refuse, skipped};
 use crate::ahead::Ahead;
+use crate::batch::BatchState;
 use crate::codec::micros;
 use crate::queue::{Place, queued};
 use crate::runs::{COLUMNS, decode};

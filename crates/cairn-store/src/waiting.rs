@@ -16,7 +16,8 @@ use uuid::Uuid;
 
 use cairn_core::routine::{Overlap, Routine, RoutineRun, RunStatus, Trigger};
 
-use crate::admit::{count_started, running_total_locked};
+use crate::admit::running_total_locked;
+use crate::batch::count_started;
 use crate::codec::{Cols, micros};
 use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};

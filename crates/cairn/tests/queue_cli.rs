@@ -256,7 +256,8 @@ fn a_waiting_run_survives_a_sigkill_on_postgres() {
 
 /// The most runs that overlapped in time, from their recorded starts and ends.
 fn most_at_once(runs: &[Value]) -> usize {
-    let time = |v: &Value| -> chrono::DateTime<chrono::Utc> { v.as_str().unwrap().parse().unwrap() };
+    let time =
+        |v: &Value| -> chrono::DateTime<chrono::Utc> { v.as_str().unwrap().parse().unwrap() };
     let mut edges: Vec<(chrono::DateTime<chrono::Utc>, i32)> = Vec::new();
     for run in runs {
         edges.push((time(&run["started_at"]), 1));
@@ -331,7 +332,14 @@ fn two_daemons_share_one_global_limit_on_postgres() {
         .collect();
     eprintln!("runs by {owners:?}");
     let most = most_at_once(&runs);
-    assert!(most <= 5, "{most} ran at once across both daemons (limit 5)");
+    assert!(
+        most <= 5,
+        "{most} ran at once across both daemons (limit 5)"
+    );
     assert_eq!(most, 5, "the five places were never all used");
-    assert_eq!(first.llm.requests().len(), 50, "each check asked the LLM once");
+    assert_eq!(
+        first.llm.requests().len(),
+        50,
+        "each check asked the LLM once"
+    );
 }
