@@ -16,11 +16,12 @@ fn child_asks_for_postgres() {
 }
 
 /// The child case with `vars` set (and the two PostgreSQL variables
-/// unset unless given).
-fn child(vars: &[(&str, &str)]) -> Output {
+/// unset unless given); its skips are counted in `skips`, not in the run's list.
+fn child_counting(vars: &[(&str, &str)], skips: &std::path::Path) -> Output {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "child_asks_for_postgres", "--nocapture"])
         .env("RULE_CHILD", "1")
+        .env("CAIRN_TEST_SKIPS", skips)
         .env_remove("CAIRN_TEST_POSTGRES_URL")
         .env_remove("CAIRN_REQUIRE_POSTGRES");
     for (k, v) in vars {
@@ -29,12 +30,37 @@ fn child(vars: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
+/// [`child_counting`] into a throwaway list.
+fn child(vars: &[(&str, &str)]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    child_counting(vars, &dir.path().join("skips.txt"))
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// A skip is counted: one line naming the test and why in the skip list.
+#[test]
+fn a_skip_is_counted_in_the_skip_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let skips = dir.path().join("nested/skips.txt");
+    for _ in 0..2 {
+        assert!(child_counting(&[], &skips).status.success());
+    }
+    let list = std::fs::read_to_string(&skips).unwrap();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("child: CAIRN_TEST_POSTGRES_URL is not set")),
+        "{list}"
+    );
 }
 
 #[test]

@@ -204,6 +204,13 @@ impl FakeLlmServer {
         self.state.pending()
     }
 
+    /// The most chat requests it was answering at once so far (from
+    /// arrival to answer, scripted delays included): how many callers
+    /// really worked side by side.
+    pub fn most_in_flight(&self) -> usize {
+        usize::try_from(self.state.most_in_flight()).unwrap_or(usize::MAX)
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests()

@@ -28,6 +28,10 @@ pub(crate) struct ServerState {
     script: Mutex<VecDeque<Scripted>>,
     requests: Mutex<Vec<RecordedRequest>>,
     serial: AtomicU64,
+    /// Chat requests received and not yet answered (their delay included).
+    in_flight: AtomicU64,
+    /// The most of them at once so far.
+    most_in_flight: AtomicU64,
     /// What `GET /v1/models` answers.
     pub(crate) models: Mutex<ModelsAnswer>,
 }
@@ -50,6 +54,10 @@ impl ServerState {
 
     pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.requests).clone()
+    }
+
+    pub(crate) fn most_in_flight(&self) -> u64 {
+        self.most_in_flight.load(Ordering::SeqCst)
     }
 
     pub(crate) fn clear(&self) {
@@ -146,6 +154,7 @@ async fn answer(
 ) -> Response {
     let recorded = record(state, "POST", path, headers, body);
     let serial = state.serial.fetch_add(1, Ordering::SeqCst) + 1;
+    let _flying = InFlight::new(state);
     let next = lock(&state.script).pop_front();
     let Some(script) = next else {
         let message = format!(
@@ -169,6 +178,23 @@ async fn answer(
     }
     let rendered = render(&script, protocol, &recorded.body, serial);
     respond(&script, rendered)
+}
+
+/// Counts a chat request in flight until it is answered (dropped).
+struct InFlight<'a>(&'a ServerState);
+
+impl<'a> InFlight<'a> {
+    fn new(state: &'a ServerState) -> Self {
+        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        state.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(state)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn respond(script: &Scripted, rendered: Rendered) -> Response {
