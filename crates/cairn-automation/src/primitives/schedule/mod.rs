@@ -583,16 +583,7 @@ impl Shared {
             )));
         }
         let trigger = self.once_trigger(when, &schedule)?;
-        let what = self.action_of(args, ctx, "prompt")?;
-        let draft = Draft {
-            prefix: SCHEDULE_PREFIX,
-            label: label_of(args, &what.gist())?,
-            what,
-            output_channel: self.output_of(args)?,
-            trigger,
-            max_runs: None,
-        };
-        self.create(draft, ctx).await
+        self.schedule(args, ctx, trigger, false).await
     }
 
     /// `schedule_cron`.
@@ -609,16 +600,29 @@ impl Shared {
                 )
             )));
         }
+        let trigger = Trigger::Cron {
+            schedule: cron.to_string(),
+        };
+        self.schedule(args, ctx, trigger, true).await
+    }
+
+    /// A `schedule_*` job firing on `trigger`, doing what `args` say; only a
+    /// recurring one takes `max_runs`.
+    async fn schedule(
+        &self,
+        args: &Value,
+        ctx: &ToolContext,
+        trigger: Trigger,
+        recurring: bool,
+    ) -> Result<Value, ToolError> {
         let what = self.action_of(args, ctx, "prompt")?;
         let draft = Draft {
             prefix: SCHEDULE_PREFIX,
             label: label_of(args, &what.gist())?,
             what,
             output_channel: self.output_of(args)?,
-            trigger: Trigger::Cron {
-                schedule: cron.to_string(),
-            },
-            max_runs: max_runs_of(args)?,
+            trigger,
+            max_runs: if recurring { max_runs_of(args)? } else { None },
         };
         self.create(draft, ctx).await
     }

@@ -90,18 +90,12 @@ impl Family for WatchTools {
                 } else {
                     w.label.clone()
                 };
-                json!({
-                    "watcher_id": w.watcher_id,
-                    "tool_name": w.tool_name,
-                    "label": w.label,
-                    "status": w.status,
-                    "interval": w.interval,
-                    "notify_when": w.notify_when,
-                    "hint": format!(
-                        "Watcher '{shown}' started. Checking {} every {}s. You'll be notified via '{}' strategy.",
-                        w.tool_name, w.interval, w.notify_when
-                    ),
-                })
+                let mut view = summary(&w);
+                view["hint"] = json!(format!(
+                    "Watcher '{shown}' started. Checking {} every {}s. You'll be notified via '{}' strategy.",
+                    w.tool_name, w.interval, w.notify_when
+                ));
+                view
             }
             Op::Stop => {
                 let v = w.stop(id()?).await?;
@@ -121,6 +115,18 @@ impl Family for WatchTools {
         };
         ToolOutput::json(&value)
     }
+}
+
+/// What `watch_start` and `watch_list` show of every watcher.
+fn summary(w: &WatcherView) -> Value {
+    json!({
+        "watcher_id": w.watcher_id,
+        "tool_name": w.tool_name,
+        "label": w.label,
+        "status": w.status,
+        "interval": w.interval,
+        "notify_when": w.notify_when,
+    })
 }
 
 impl WatchTools {
@@ -145,16 +151,10 @@ impl WatchTools {
         let watchers: Vec<Value> = all
             .iter()
             .map(|w| {
-                json!({
-                    "watcher_id": w.watcher_id,
-                    "tool_name": w.tool_name,
-                    "label": w.label,
-                    "status": w.status,
-                    "interval": w.interval,
-                    "notify_when": w.notify_when,
-                    "check_count": w.check_count,
-                    "notification_count": w.notification_count,
-                })
+                let mut view = summary(w);
+                view["check_count"] = json!(w.check_count);
+                view["notification_count"] = json!(w.notification_count);
+                view
             })
             .collect();
         Ok(json!({"total": watchers.len(), "watchers": watchers}))
