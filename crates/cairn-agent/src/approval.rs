@@ -2,7 +2,7 @@
 //! it is asked ([`ApprovalRequest`]) and answers ([`ApprovalAnswer`]), the two
 //! approvers that answer by rule ([`DenyAll`], [`AutoApprove`]), and the one
 //! rule that depends on who is there: a call only a person may approve
-//! ([`crate::tools::Tool::needs_person`]) is refused where
+//! ([`crate::tools::CallPlan::needs_person`]) is refused where
 //! [`Approver::person_present`] says nobody is.
 
 use async_trait::async_trait;
@@ -49,7 +49,7 @@ pub trait Approver: Send + Sync {
     /// WebSocket client, a later chat message). Approvers that answer by a
     /// rule (deny-all for `/v1` and `/webhook`, a routine's or job's
     /// `allowed_tools`, auto-approval of background work) say no, the
-    /// default: calls only a person may approve ([`crate::tools::Tool::needs_person`])
+    /// default: calls only a person may approve ([`crate::tools::CallPlan::needs_person`])
     /// are then refused, whatever the autonomy.
     fn person_present(&self) -> bool {
         false

@@ -45,30 +45,23 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use cairn_agent::runner::{Authorized, AutoApprove, ToolRunner};
-//! use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+//! use cairn_agent::tools::{CallOutcome, RiskLevel, Tool, ToolContext, ToolOutput, ToolRegistry, ToolSpec};
 //! use cairn_agent::{PolicyGate, ToolPolicyConfig};
 //!
-//! struct Ping;
+//! struct Ping(ToolSpec);
 //!
 //! #[async_trait::async_trait]
 //! impl Tool for Ping {
-//!     fn name(&self) -> &str { "ping" }
-//!     fn description(&self) -> &str { "answers pong" }
-//!     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "object"}) }
-//!     fn risk(&self) -> RiskLevel { RiskLevel::ReadOnly }
-//!     async fn execute(
-//!         &self,
-//!         _: serde_json::Value,
-//!         _: &ToolContext,
-//!         _: &Authorized,
-//!     ) -> Result<ToolOutput, ToolError> {
+//!     fn spec(&self) -> &ToolSpec { &self.0 }
+//!     async fn execute(&self, _: serde_json::Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
 //!         Ok(ToolOutput::ok("pong"))
 //!     }
 //! }
 //!
 //! # async fn run(ctx: &ToolContext) -> Result<(), cairn_agent::tools::RegistryError> {
 //! let mut registry = ToolRegistry::new();
-//! registry.register(Arc::new(Ping))?;
+//! let ping = ToolSpec::new("ping", RiskLevel::ReadOnly, "answers pong");
+//! registry.register(Arc::new(Ping(ping)))?;
 //! let policy = PolicyGate::new(&ToolPolicyConfig::default());
 //! let runner = ToolRunner::new(Arc::new(registry), Arc::new(policy));
 //! let call = cairn_core::chat::ToolCall {
@@ -94,7 +87,7 @@ use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
 pub use crate::tools::ToolStatus;
-use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
+use crate::tools::{CallPlan, RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
 
 /// The outcome of one call, ready for the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +149,8 @@ pub struct Permit {
     name: String,
     tool: Arc<dyn Tool>,
     args: serde_json::Value,
+    /// The call's own time limit, from its plan.
+    time_limit: Option<Duration>,
     started: Instant,
 }
 
@@ -352,7 +347,7 @@ impl ToolRunner {
                 self.unknown_tool_text(&call.name),
             );
         };
-        let name = tool.name().to_string();
+        let name = tool.spec().name().to_string();
         if self.health.get().is_some_and(|h| h.is_disabled(&name)) {
             let text = format!(
                 "`{name}` is disabled after failing repeatedly; do not call it. A person can re-enable it with `cairn tool enable {name}`."
@@ -365,7 +360,7 @@ impl ToolRunner {
             other => {
                 let text = format!(
                     "invalid arguments: expected a JSON object, got {}",
-                    crate::tools::json_type(other)
+                    crate::tools::args::json_type(other)
                 );
                 return refuse(name, ToolStatus::InvalidArguments, text);
             }
@@ -378,37 +373,31 @@ impl ToolRunner {
             );
         }
 
+        let plan = tool.plan(&args);
         if let Err((status, text)) = self
-            .gate(
-                &parts.policy,
-                call,
-                &name,
-                tool.as_ref(),
-                &args,
-                ctx,
-                approver,
-            )
+            .gate(&parts.policy, call, &name, &plan, &args, ctx, approver)
             .await
         {
             return refuse(name, status, text);
         }
         // A call the tool will make later on the caller's behalf is judged now,
         // in this turn, with this approver.
-        if let Some((inner_name, inner_args)) = tool.delegated_call(&args) {
-            let Some(inner) = parts.registry.get(&inner_name) else {
+        if let Some(delegated) = &plan.delegated {
+            let Some(inner) = parts.registry.get(&delegated.name) else {
                 return refuse(
                     name,
                     ToolStatus::UnknownTool,
-                    self.unknown_tool_text(&inner_name),
+                    self.unknown_tool_text(&delegated.name),
                 );
             };
-            let inner_args = match inner_args {
+            let inner_args = match &delegated.arguments {
                 serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
-                v => v,
+                v => v.clone(),
             };
-            let inner_name = inner.name().to_string();
+            let inner_name = inner.spec().name().to_string();
+            let inner_plan = inner.plan(&inner_args);
             // It will run unattended, where nobody can approve such a call.
-            if inner.needs_person(&inner_args) {
+            if inner_plan.needs_person {
                 return refuse(name, ToolStatus::Denied, nobody_to_approve(&inner_name));
             }
             let inner_call = ToolCall {
@@ -421,7 +410,7 @@ impl ToolRunner {
                     &parts.policy,
                     &inner_call,
                     &inner_name,
-                    inner.as_ref(),
+                    &inner_plan,
                     &inner_args,
                     ctx,
                     approver,
@@ -436,31 +425,33 @@ impl ToolRunner {
             name,
             tool,
             args,
+            time_limit: plan.time_limit,
             started,
         })
     }
 
-    /// The policy's verdict on one call of `tool` (canonical `name`),
-    /// asking `approver` when the policy says so; `Err` says why it may not run.
+    /// The policy's verdict on one call (of canonical `name`, planned as
+    /// `plan`), asking `approver` when the policy says so; `Err` says why it
+    /// may not run.
     #[allow(clippy::too_many_arguments, reason = "one call's whole context")]
     async fn gate(
         &self,
         policy: &PolicyGate,
         call: &ToolCall,
         name: &str,
-        tool: &dyn Tool,
+        plan: &CallPlan,
         args: &serde_json::Value,
         ctx: &ToolContext,
         approver: &dyn Approver,
     ) -> Result<(), (ToolStatus, String)> {
-        let risk = risk_of(tool, args);
+        let risk = plan.gate_risk();
         let decision = policy.decide(name, risk, &ctx.session_id);
         if let PolicyDecision::Deny { reason } = decision {
             return Err((ToolStatus::Denied, format!("denied by policy: {reason}")));
         }
         // Even where the policy would allow it (autonomy `full`), a change to
         // what runs on the person's behalf needs the person to be there.
-        if tool.needs_person(args) && !approver.person_present() {
+        if plan.needs_person && !approver.person_present() {
             return Err((ToolStatus::Denied, nobody_to_approve(name)));
         }
         match decision {
@@ -506,13 +497,14 @@ impl ToolRunner {
         let Some(tool) = parts.registry.get(name) else {
             return Check::Unknown(self.unknown_tool_text(name));
         };
-        let canonical = tool.name().to_string();
+        let canonical = tool.spec().name().to_string();
+        let plan = tool.plan(args);
         match parts
             .policy
-            .decide(&canonical, risk_of(tool.as_ref(), args), session_id)
+            .decide(&canonical, plan.gate_risk(), session_id)
         {
             PolicyDecision::Deny { reason } => Check::Denied(canonical, reason),
-            _ if tool.needs_person(args) => {
+            _ if plan.needs_person => {
                 let reason = nobody_to_approve(&canonical);
                 Check::Denied(canonical, reason)
             }
@@ -529,9 +521,10 @@ impl ToolRunner {
             name,
             tool,
             args,
+            time_limit,
             started,
         } = permit;
-        let limit = tool.time_limit(&args).unwrap_or(ctx.limits.timeout);
+        let limit = time_limit.unwrap_or(ctx.limits.timeout);
         // A panicking tool must not take the turn (or the daemon) down with it.
         let authorized = Authorized { _sealed: () };
         let execution =
@@ -599,7 +592,7 @@ impl ToolRunner {
         let name = self
             .registry()
             .get(&call.name)
-            .map_or_else(|| call.name.clone(), |tool| tool.name().to_string());
+            .map_or_else(|| call.name.clone(), |tool| tool.spec().name().to_string());
         finish(&call.id, name, status, text, ctx, Instant::now())
     }
 
@@ -616,17 +609,6 @@ impl ToolRunner {
                 similar.join(", ")
             )
         }
-    }
-}
-
-/// The risk the gate judges a call by: the tool's own word for it, and
-/// `Write` at least for a call only a person may approve.
-fn risk_of(tool: &dyn Tool, args: &serde_json::Value) -> RiskLevel {
-    let risk = tool.call_risk(args);
-    if tool.needs_person(args) {
-        risk.max(RiskLevel::Write)
-    } else {
-        risk
     }
 }
 

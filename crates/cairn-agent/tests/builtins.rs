@@ -33,7 +33,7 @@ fn registers_every_builtin_with_definitions() {
         assert!(!d.description.is_empty(), "{}", d.name);
         assert_eq!(d.parameters["type"], "object", "{}", d.name);
     }
-    let risk = |n: &str| registry.get(n).unwrap().risk();
+    let risk = |n: &str| registry.get(n).unwrap().spec().risk();
     assert_eq!(risk("file_read"), RiskLevel::ReadOnly);
     assert_eq!(risk("list_dir"), RiskLevel::ReadOnly);
     assert_eq!(risk("time_now"), RiskLevel::ReadOnly);
@@ -66,7 +66,7 @@ fn aliases_resolve_case_insensitively() {
     ];
     for (alias, canonical) in cases {
         assert_eq!(registry.resolve(alias), Some(canonical), "{alias}");
-        assert_eq!(registry.get(alias).unwrap().name(), canonical);
+        assert_eq!(registry.get(alias).unwrap().spec().name(), canonical);
     }
     assert!(registry.get("telnet").is_none());
 }

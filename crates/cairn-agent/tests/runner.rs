@@ -3,12 +3,14 @@
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use cairn_agent::policy::{AutonomyLevel, PolicyGate, ToolPolicyConfig};
 use cairn_agent::runner::{ApprovalAnswer, AutoApprove, DenyAll, ToolRunner, ToolStatus};
-use cairn_agent::tools::{RiskLevel, ToolContext, ToolLimits, ToolRegistry};
+use cairn_agent::tools::{
+    CallPlan, DelegatedCall, RiskLevel, ToolContext, ToolLimits, ToolRegistry, ToolSpec,
+};
 use cairn_core::chat::Role;
 use serde_json::json;
 use support::{Panicker, Scripted, Sleeper, call, fixed};
@@ -283,23 +285,25 @@ struct PerCall;
 
 #[async_trait::async_trait]
 impl cairn_agent::tools::Tool for PerCall {
-    fn name(&self) -> &str {
-        "per_call"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new(
+                "per_call",
+                RiskLevel::Write,
+                "risk depends on the arguments",
+            )
+        });
+        &SPEC
     }
-    fn description(&self) -> &str {
-        "risk depends on the arguments"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    fn call_risk(&self, args: &serde_json::Value) -> RiskLevel {
-        if args["danger"] == json!(true) {
+    fn plan(&self, args: &serde_json::Value) -> CallPlan {
+        let risk = if args["danger"] == json!(true) {
             RiskLevel::Dangerous
         } else {
             RiskLevel::ReadOnly
+        };
+        CallPlan {
+            risk,
+            ..self.spec().plan()
         }
     }
     async fn execute(
@@ -344,23 +348,21 @@ struct PersonOnly;
 
 #[async_trait::async_trait]
 impl cairn_agent::tools::Tool for PersonOnly {
-    fn name(&self) -> &str {
-        "person_only"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new("person_only", RiskLevel::ReadOnly, "changes a routine")
+        });
+        &SPEC
     }
-    fn description(&self) -> &str {
-        "changes a routine"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn needs_person(&self, args: &serde_json::Value) -> bool {
-        args["launch"].is_null()
-    }
-    fn delegated_call(&self, args: &serde_json::Value) -> Option<(String, serde_json::Value)> {
-        (!args["launch"].is_null()).then(|| ("person_only".to_string(), json!({})))
+    fn plan(&self, args: &serde_json::Value) -> CallPlan {
+        CallPlan {
+            needs_person: args["launch"].is_null(),
+            delegated: (!args["launch"].is_null()).then(|| DelegatedCall {
+                name: "person_only".to_string(),
+                arguments: json!({}),
+            }),
+            ..self.spec().plan()
+        }
     }
     async fn execute(
         &self,

@@ -4,13 +4,16 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use cairn_agent::policy::{PolicyGate, ToolPolicyConfig};
 use cairn_agent::repair::{InboxNotifier, ToolHealth, repair_tools};
 use cairn_agent::runner::{Authorized, AutoApprove, ToolRunner, ToolStatus};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use cairn_agent::tools::{
+    RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec,
+};
 use cairn_agent::{AgentLoop, Approver, HookRegistry, LoopConfig, LoopDelegate, LoopStatus};
 use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_core::clock::{Clock, SystemClock};
@@ -27,20 +30,11 @@ struct Flaky {
 
 #[async_trait]
 impl Tool for Flaky {
-    fn name(&self) -> &str {
-        "flaky"
-    }
-    fn description(&self) -> &str {
-        "fails while broken"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new("flaky", RiskLevel::ReadOnly, "fails while broken").not_reusable()
+        });
+        &SPEC
     }
     async fn execute(
         &self,
@@ -318,17 +312,11 @@ struct Down;
 
 #[async_trait]
 impl Tool for Down {
-    fn name(&self) -> &str {
-        "down"
-    }
-    fn description(&self) -> &str {
-        "its server is restarting"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new("down", RiskLevel::ReadOnly, "its server is restarting")
+        });
+        &SPEC
     }
     async fn execute(
         &self,

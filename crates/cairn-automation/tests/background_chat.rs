@@ -4,12 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
 use cairn_agent::runner::{Approver, Authorized, AutoApprove};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry,
     ToolRunner,
@@ -29,17 +30,10 @@ struct Gate(Arc<Notify>);
 
 #[async_trait]
 impl Tool for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-    fn description(&self) -> &str {
-        "waits"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("gate", RiskLevel::ReadOnly, "waits"));
+        &SPEC
     }
     async fn execute(
         &self,
@@ -62,17 +56,10 @@ struct Release {
 
 #[async_trait]
 impl Tool for Release {
-    fn name(&self) -> &str {
-        "release"
-    }
-    fn description(&self) -> &str {
-        "releases"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("release", RiskLevel::ReadOnly, "releases"));
+        &SPEC
     }
     async fn execute(
         &self,

@@ -5,12 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, AutoApprove, DenyAll, ToolStatus};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings};
 use cairn_automation::primitives::RunnerLink;
@@ -29,17 +30,10 @@ struct Boom;
 
 #[async_trait]
 impl Tool for Boom {
-    fn name(&self) -> &str {
-        "boom"
-    }
-    fn description(&self) -> &str {
-        "fails"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("boom", RiskLevel::ReadOnly, "fails"));
+        &SPEC
     }
     async fn execute(
         &self,
@@ -57,17 +51,10 @@ struct Forbidden(AtomicUsize);
 
 #[async_trait]
 impl Tool for Forbidden {
-    fn name(&self) -> &str {
-        "forbidden"
-    }
-    fn description(&self) -> &str {
-        "denied"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("forbidden", RiskLevel::ReadOnly, "denied"));
+        &SPEC
     }
     async fn execute(
         &self,
@@ -91,17 +78,10 @@ struct Gate {
 
 #[async_trait]
 impl Tool for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-    fn description(&self) -> &str {
-        "waits"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("gate", RiskLevel::ReadOnly, "waits"));
+        &SPEC
     }
     async fn execute(
         &self,

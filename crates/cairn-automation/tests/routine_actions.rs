@@ -2,11 +2,11 @@
 //! tool runner with a supervised policy and a job scheduler.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{
     AutonomyLevel, JobScheduler, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
 };
@@ -39,17 +39,10 @@ macro_rules! tool {
     ($ty:ident, $name:literal, $risk:expr, $out:expr) => {
         #[async_trait]
         impl Tool for $ty {
-            fn name(&self) -> &str {
-                $name
-            }
-            fn description(&self) -> &str {
-                "test tool"
-            }
-            fn parameters(&self) -> Value {
-                json!({"type": "object"})
-            }
-            fn risk(&self) -> RiskLevel {
-                $risk
+            fn spec(&self) -> &ToolSpec {
+                static SPEC: LazyLock<ToolSpec> =
+                    LazyLock::new(|| ToolSpec::new($name, $risk, "test tool"));
+                &SPEC
             }
             async fn execute(
                 &self,

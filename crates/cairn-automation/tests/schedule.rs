@@ -7,10 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, AutoApprove, DenyAll, ToolStatus};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings};
 use cairn_automation::primitives::RunnerLink;
@@ -33,17 +34,10 @@ struct Forbidden;
 
 #[async_trait]
 impl Tool for Forbidden {
-    fn name(&self) -> &str {
-        "forbidden"
-    }
-    fn description(&self) -> &str {
-        "denied"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("forbidden", RiskLevel::ReadOnly, "denied"));
+        &SPEC
     }
     async fn execute(
         &self,

@@ -6,12 +6,13 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, DenyAll};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
 use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
@@ -31,17 +32,10 @@ struct Hold {
 
 #[async_trait]
 impl Tool for Hold {
-    fn name(&self) -> &str {
-        "hold"
-    }
-    fn description(&self) -> &str {
-        "runs until cancelled"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("hold", RiskLevel::ReadOnly, "runs until cancelled"));
+        &SPEC
     }
     async fn execute(
         &self,

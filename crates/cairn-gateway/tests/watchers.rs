@@ -5,10 +5,11 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
 use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::watch::Watchers;
@@ -20,17 +21,10 @@ struct Probe;
 
 #[async_trait]
 impl Tool for Probe {
-    fn name(&self) -> &str {
-        "probe"
-    }
-    fn description(&self) -> &str {
-        "answers"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("probe", RiskLevel::ReadOnly, "answers"));
+        &SPEC
     }
     async fn execute(
         &self,

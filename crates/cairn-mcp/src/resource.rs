@@ -3,11 +3,14 @@
 //! with `uri` it reads a resource, with `prompt` (and `arguments`) it fills
 //! a prompt.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::args::object_or_empty;
+use cairn_agent::tools::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema,
+};
 use serde_json::{Map, Value, json};
 
 use crate::content::bounded;
@@ -73,44 +76,33 @@ fn text_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError
     }
 }
 
+static RESOURCE_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        RESOURCE_TOOL,
+        RiskLevel::ReadOnly,
+        "Read an MCP server's resource (`uri`) or prompt (`prompt`, `arguments`); \
+         with `server` alone, list the resources and prompts it offers.",
+    )
+    .params(schema::object(
+        json!({
+            "server": {"type": "string", "description": "the MCP server's name"},
+            "uri": {"type": "string", "description": "a resource's URI"},
+            "prompt": {"type": "string", "description": "a prompt's name"},
+            "arguments": {"type": "object", "description": "the prompt's arguments"}
+        }),
+        &["server"],
+    ))
+    // What a server offers changes while it runs.
+    .not_reusable()
+});
+
 #[async_trait]
 impl Tool for ResourceTool {
-    fn name(&self) -> &str {
-        RESOURCE_TOOL
+    fn spec(&self) -> &ToolSpec {
+        &RESOURCE_SPEC
     }
 
-    fn description(&self) -> &str {
-        "Read an MCP server's resource (`uri`) or prompt (`prompt`, `arguments`); \
-         with `server` alone, list the resources and prompts it offers."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "server": {"type": "string", "description": "the MCP server's name"},
-                "uri": {"type": "string", "description": "a resource's URI"},
-                "prompt": {"type": "string", "description": "a prompt's name"},
-                "arguments": {"type": "object", "description": "the prompt's arguments"}
-            },
-            "required": ["server"]
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    fn reusable(&self) -> bool {
-        false
-    }
-
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         let name = text_arg(&args, "server")?.ok_or_else(|| {
             ToolError::InvalidArguments("missing required string `server`".into())
         })?;
@@ -131,14 +123,9 @@ impl Tool for ResourceTool {
                 conn.read_resource(uri).await.map_err(failed)?
             }
             (None, Some(prompt)) => {
-                let arguments = match args.get("arguments") {
-                    None | Some(Value::Null) => Map::new(),
-                    Some(Value::Object(map)) => map.clone(),
-                    Some(_) => {
-                        return Err(ToolError::InvalidArguments(
-                            "`arguments` must be an object".into(),
-                        ));
-                    }
+                let arguments = match object_or_empty(&args, "arguments")? {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
                 };
                 let conn = server.connection().await?;
                 conn.get_prompt(prompt, arguments).await.map_err(failed)?

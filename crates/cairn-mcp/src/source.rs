@@ -221,7 +221,7 @@ mod tests {
         let tools = McpTools::new(vec![server("a", 3)]);
         assert_eq!(tools.tools().len(), 3);
         assert_eq!(
-            tools.get("mcp__a__tool_2").unwrap().name(),
+            tools.get("mcp__a__tool_2").unwrap().spec().name(),
             "mcp__a__tool_2"
         );
         assert!(tools.get("mcp__a__tool_9").is_none());

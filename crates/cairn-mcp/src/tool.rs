@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
 use serde_json::{Value, json};
 
 use crate::content::bounded;
@@ -20,7 +22,9 @@ const DESCRIPTION_CHARS: usize = 1_024;
 pub struct McpTool {
     server: Arc<Server>,
     exposed: Exposed,
-    description: String,
+    /// Its name, description and schema as the server gave them, under its
+    /// exposed name, judged by the server's configured risk.
+    spec: ToolSpec,
     /// Named before the server's tools were known (it was starting): the
     /// call waits for the server, then finds the tool by this name.
     pending: bool,
@@ -40,11 +44,14 @@ impl McpTool {
             name: name.to_string(),
             remote: Arc::new(remote),
         };
+        let description = format!(
+            "A tool of MCP server \"{}\", which is starting.",
+            server.name()
+        );
+        // Its annotations are not known yet: never judged read-only.
+        let risk = server.risk_of(&exposed.remote).max(RiskLevel::Write);
         Self {
-            description: format!(
-                "A tool of MCP server \"{}\", which is starting.",
-                server.name()
-            ),
+            spec: spec_of(&server, &exposed, risk, description),
             server,
             exposed,
             pending: true,
@@ -63,13 +70,28 @@ impl McpTool {
         } else {
             text.chars().take(DESCRIPTION_CHARS).collect()
         };
+        let risk = server.risk_of(&exposed.remote);
         Self {
+            spec: spec_of(&server, &exposed, risk, description),
             server,
             exposed,
-            description,
             pending: false,
         }
     }
+}
+
+/// The spec of `exposed`: the call's own limits (idle, total) are enforced
+/// by the call and tell the server to stop; the runner's time limit is a
+/// backstop just beyond them.
+fn spec_of(server: &Server, exposed: &Exposed, risk: RiskLevel, description: String) -> ToolSpec {
+    let parameters = match &exposed.remote.input_schema {
+        schema @ Value::Object(map) if map.get("type") == Some(&json!("object")) => schema.clone(),
+        // The model's APIs want an object schema; the server's own checks still apply.
+        _ => json!({"type": "object"}),
+    };
+    ToolSpec::new(exposed.name.clone(), risk, description)
+        .params(parameters)
+        .time_limit(server.spec().max_call + Duration::from_secs(5))
 }
 
 /// The call failed on the server's side, in words that name it.
@@ -88,47 +110,11 @@ fn call_error(server: &str, error: RemoteError) -> ToolError {
 
 #[async_trait]
 impl Tool for McpTool {
-    fn name(&self) -> &str {
-        &self.exposed.name
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
     }
 
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> Value {
-        match &self.exposed.remote.input_schema {
-            schema @ Value::Object(map) if map.get("type") == Some(&json!("object")) => {
-                schema.clone()
-            }
-            // The model's APIs want an object schema; the server's own checks still apply.
-            _ => json!({"type": "object"}),
-        }
-    }
-
-    fn risk(&self) -> RiskLevel {
-        if self.pending {
-            // Its annotations are not known yet: never judged read-only.
-            return self
-                .server
-                .risk_of(&self.exposed.remote)
-                .max(RiskLevel::Write);
-        }
-        self.server.risk_of(&self.exposed.remote)
-    }
-
-    fn time_limit(&self, _: &Value) -> Option<Duration> {
-        // The call's own limits (idle, total) are enforced below and tell the
-        // server to stop; the runner's is a backstop just beyond them.
-        Some(self.server.spec().max_call + Duration::from_secs(5))
-    }
-
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         let spec = self.server.spec();
         let Value::Object(arguments) = args else {
             return Err(ToolError::InvalidArguments("expected an object".into()));

@@ -68,7 +68,7 @@ async fn annotations_raise_the_risk_but_never_lower_a_configured_one() {
     trusted.risk = Some(RiskLevel::ReadOnly);
     let clients = clients(vec![py_stdio("plain", &python), trusted], dir.path()).await;
     let runner = runner(&clients, supervised());
-    let risk = |name: &str| runner.registry().get(name).unwrap().risk();
+    let risk = |name: &str| runner.registry().get(name).unwrap().spec().risk();
     let ctx = ToolContext::new(dir.path(), "s");
     clients.settle(std::time::Duration::from_secs(30)).await;
     assert_eq!(
@@ -196,7 +196,7 @@ async fn before_its_tools_are_known_a_call_is_never_judged_read_only() {
     let clients = clients(vec![silent], dir.path()).await;
     let runner = runner(&clients, supervised());
     let pending = runner.registry().get("mcp__silent__anything").unwrap();
-    assert_eq!(pending.risk(), RiskLevel::Write);
+    assert_eq!(pending.spec().risk(), RiskLevel::Write);
     let ctx = ToolContext::new(dir.path(), "s");
     let asked = call(&runner, &ctx, "mcp__silent__anything", json!({})).await;
     assert_eq!(asked.status, ToolStatus::Declined, "{}", asked.content);

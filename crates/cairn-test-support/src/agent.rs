@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::prompt::RuntimeInfo;
 use cairn_agent::runner::Authorized;
 use cairn_agent::session::SessionManager;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{CallOutcome, RiskLevel, Tool, ToolContext, ToolOutput, ToolSpec};
 use cairn_core::clock::Clock;
 use cairn_store::Store;
 use serde_json::{Value, json};
@@ -32,24 +33,12 @@ impl Writer {
 
 #[async_trait]
 impl Tool for Writer {
-    fn name(&self) -> &str {
-        "writer"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("writer", RiskLevel::Write, "writes something"));
+        &SPEC
     }
-    fn description(&self) -> &str {
-        "writes something"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, _: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(ToolOutput::ok("written"))
     }
@@ -60,24 +49,14 @@ pub struct Echo;
 
 #[async_trait]
 impl Tool for Echo {
-    fn name(&self) -> &str {
-        "echo"
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new("echo", RiskLevel::ReadOnly, "echoes its text argument")
+                .params(json!({"type": "object", "properties": {"text": {"type": "string"}}}))
+        });
+        &SPEC
     }
-    fn description(&self) -> &str {
-        "echoes its text argument"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"text": {"type": "string"}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         Ok(ToolOutput::ok(format!(
             "echo: {}",
             args["text"].as_str().unwrap_or_default()

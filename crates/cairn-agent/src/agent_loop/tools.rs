@@ -66,7 +66,7 @@ impl TurnCalls {
             refused.is_none()
                 && registry
                     .get(&call.name)
-                    .is_some_and(|tool| tool.risk() != RiskLevel::ReadOnly)
+                    .is_some_and(|tool| tool.spec().risk() != RiskLevel::ReadOnly)
         });
         if mutates {
             self.reusable.clear();
@@ -84,7 +84,9 @@ impl TurnCalls {
                 continue;
             }
             let tool = registry.get(&call.name);
-            let name = tool.as_ref().map_or(call.name.as_str(), |t| t.name());
+            let name = tool
+                .as_ref()
+                .map_or(call.name.as_str(), |t| t.spec().name());
             let signature = call_signature(name, &call.arguments);
             if let Some(earlier) = self.reusable.get(&signature) {
                 let mut result = earlier.clone();
@@ -101,7 +103,7 @@ impl TurnCalls {
             }
             in_batch.insert(signature.clone(), index);
             // Results of a batch that also writes are not kept: they ran alongside the write.
-            let keep = (!mutates && tool.is_some_and(|t| t.reusable())).then_some(signature);
+            let keep = (!mutates && tool.is_some_and(|t| t.spec().reusable())).then_some(signature);
             slots.push(
                 match runner.authorize(call, ctx, delegate.approver()).await {
                     Gate::Permit(permit) => Slot::Run { permit, keep },

@@ -10,14 +10,16 @@
 //! ([`SubtasksTool::attach`]).
 
 use std::fmt::Write as _;
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{JobScheduler, JobSpec, job_id_from_session};
 use crate::runner::Authorized;
-use crate::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tools::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema,
+};
 
 /// Most subtasks one call may start.
 pub const MAX_SUBTASKS: usize = 8;
@@ -76,55 +78,38 @@ fn specs(args: &Value, owner: &str) -> Result<Vec<JobSpec>, ToolError> {
         .collect()
 }
 
+/// Read-only: starting subtasks changes nothing by itself; each of their
+/// tool calls passes the gate on its own.
+static SUBTASKS: LazyLock<ToolSpec> = LazyLock::new(|| {
+    let task = json!({
+        "anyOf": [
+            {"type": "string"},
+            schema::object(
+                json!({"title": {"type": "string"}, "description": {"type": "string"}}),
+                &["description"],
+            )
+        ]
+    });
+    ToolSpec::new(
+        "job_subtasks",
+        RiskLevel::ReadOnly,
+        "Inside a background job only: run up to 8 independent tasks as jobs in parallel and wait for their results, returned in the order given. Each task is a self-contained description (or {title, description}); subtasks use the same tools under the same rules.",
+    )
+    .params(schema::object(
+        json!({
+            "tasks": {"type": "array", "minItems": 1, "maxItems": MAX_SUBTASKS, "items": task}
+        }),
+        &["tasks"],
+    ))
+});
+
 #[async_trait]
 impl Tool for SubtasksTool {
-    fn name(&self) -> &str {
-        "job_subtasks"
+    fn spec(&self) -> &ToolSpec {
+        &SUBTASKS
     }
 
-    fn description(&self) -> &str {
-        "Inside a background job only: run up to 8 independent tasks as jobs in parallel and wait for their results, returned in the order given. Each task is a self-contained description (or {title, description}); subtasks use the same tools under the same rules."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "tasks": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": MAX_SUBTASKS,
-                    "items": {
-                        "anyOf": [
-                            {"type": "string"},
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "title": {"type": "string"},
-                                    "description": {"type": "string"}
-                                },
-                                "required": ["description"]
-                            }
-                        ]
-                    }
-                }
-            },
-            "required": ["tasks"]
-        })
-    }
-
-    /// Starting subtasks changes nothing by itself; each of their tool
-    /// calls passes the gate on its own.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let Some(parent) = job_id_from_session(&ctx.session_id) else {
             return Err(ToolError::NotPermitted(
                 "job_subtasks runs only inside a background job; start one with /job".into(),

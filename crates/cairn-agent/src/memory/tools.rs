@@ -4,84 +4,101 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cairn_store::MemoryCategory;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::MemoryService;
 use crate::runner::Authorized;
+use crate::tools::args::{opt_str, opt_u64, req_str};
 use crate::tools::{
-    RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_str, opt_u64, req_str,
+    CallOutcome, Family, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, members,
+    schema,
 };
 
 /// The one line naming these tools when schemas load on demand.
 const MEMORY_FAMILY: &str =
     "long-term memory about the person: store, recall by meaning or words, forget";
 
+/// Which memory tool a call is for.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Store,
+    Recall,
+    Forget,
+}
+
+/// The family the memory tools make: the service they read and write.
+struct Memory(Arc<MemoryService>);
+
 /// The three memory tools over one service.
 pub fn memory_tools(memory: Arc<MemoryService>) -> Vec<Arc<dyn Tool>> {
-    vec![
-        Arc::new(MemoryStoreTool(Arc::clone(&memory))),
-        Arc::new(MemoryRecallTool(Arc::clone(&memory))),
-        Arc::new(MemoryForgetTool(memory)),
-    ]
+    members(&Arc::new(Memory(memory)), MEMORY_FAMILY, [
+        (
+            Op::Store,
+            ToolSpec::new("memory_store", RiskLevel::Write, "Remember something about the person for later conversations. Use a short `key` for facts that may change (storing the same key again replaces the old content). Category: core (lasting facts, the default), daily, conversation or custom.")
+                .params(schema::closed(
+                    json!({
+                        "content": {"type": "string", "description": "what to remember"},
+                        "key": {"type": "string", "description": "a short stable name, e.g. \"coffee preference\""},
+                        "category": {"type": "string", "enum": ["core", "daily", "conversation", "custom"]}
+                    }),
+                    &["content"],
+                ))
+                // Not `remember`: that is the reminder tool (`schedule`'s shortcut).
+                .aliased(&["memory_save"]),
+        ),
+        (
+            Op::Recall,
+            ToolSpec::new("memory_recall", RiskLevel::ReadOnly, "Search what you remember about the person. Returns the best matches with their score and whether they matched by keyword, meaning (vector) or both.")
+                .params(schema::closed(
+                    json!({
+                        "query": {"type": "string", "description": "what to look for"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "most results (default 5)"}
+                    }),
+                    &["query"],
+                ))
+                .aliased(&["recall", "memory_search"])
+                .not_reusable(),
+        ),
+        (
+            Op::Forget,
+            ToolSpec::new("memory_forget", RiskLevel::Write, "Forget a memory, by its `id` (from memory_recall) or its `key`.")
+                .params(schema::closed(
+                    json!({"id": {"type": "string"}, "key": {"type": "string"}}),
+                    &[],
+                ))
+                .aliased(&["forget"]),
+        ),
+    ])
 }
 
 fn failed(e: impl std::fmt::Display) -> ToolError {
     ToolError::Failed(e.to_string())
 }
 
-/// `memory_store`: remembers a fact about the person.
-#[derive(Debug)]
-pub struct MemoryStoreTool(Arc<MemoryService>);
-
 #[async_trait]
-impl Tool for MemoryStoreTool {
-    fn name(&self) -> &str {
-        "memory_store"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(MEMORY_FAMILY)
-    }
+impl Family for Memory {
+    type Op = Op;
 
-    fn description(&self) -> &str {
-        "Remember something about the person for later conversations. Use a short `key` for facts that may change (storing the same key again replaces the old content). Category: core (lasting facts, the default), daily, conversation or custom."
+    async fn call(&self, op: Op, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
+        match op {
+            Op::Store => self.store_tool(&args).await,
+            Op::Recall => self.recall_tool(&args).await,
+            Op::Forget => self.forget_tool(&args).await,
+        }
     }
+}
 
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "description": "what to remember"},
-                "key": {"type": "string", "description": "a short stable name, e.g. \"coffee preference\""},
-                "category": {"type": "string", "enum": ["core", "daily", "conversation", "custom"]}
-            },
-            "required": ["content"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-
-    /// Not `remember`: that is the reminder tool (`schedule`'s shortcut).
-    fn aliases(&self) -> &[&str] {
-        &["memory_save"]
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        _ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let content = req_str(&args, "content")?.trim();
+impl Memory {
+    /// `memory_store`: remembers a fact about the person.
+    async fn store_tool(&self, args: &Value) -> CallOutcome {
+        let content = req_str(args, "content")?.trim();
         if content.is_empty() {
             return Err(ToolError::InvalidArguments("`content` is empty".into()));
         }
-        let key = opt_str(&args, "key")?
+        let key = opt_str(args, "key")?
             .map(str::trim)
             .filter(|k| !k.is_empty());
-        let category = match opt_str(&args, "category")? {
+        let category = match opt_str(args, "category")? {
             None => MemoryCategory::Core,
             Some(name) => match MemoryCategory::parse(name) {
                 Some(MemoryCategory::Archived) | None => {
@@ -106,57 +123,11 @@ impl Tool for MemoryStoreTool {
                 .unwrap_or_default()
         )))
     }
-}
 
-/// `memory_recall`: finds memories by meaning and words.
-#[derive(Debug)]
-pub struct MemoryRecallTool(Arc<MemoryService>);
-
-#[async_trait]
-impl Tool for MemoryRecallTool {
-    fn name(&self) -> &str {
-        "memory_recall"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(MEMORY_FAMILY)
-    }
-
-    fn description(&self) -> &str {
-        "Search what you remember about the person. Returns the best matches with their score and whether they matched by keyword, meaning (vector) or both."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "what to look for"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "most results (default 5)"}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    fn aliases(&self) -> &[&str] {
-        &["recall", "memory_search"]
-    }
-
-    fn reusable(&self) -> bool {
-        false
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        _ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let query = req_str(&args, "query")?;
-        let limit = opt_u64(&args, "limit")?.unwrap_or(5).clamp(1, 50) as usize;
+    /// `memory_recall`: finds memories by meaning and words.
+    async fn recall_tool(&self, args: &Value) -> CallOutcome {
+        let query = req_str(args, "query")?;
+        let limit = opt_u64(args, "limit")?.unwrap_or(5).clamp(1, 50) as usize;
         let recall = self.0.recall(query, limit).await.map_err(failed)?;
         let mut text = format!("mode: {}", recall.mode.as_str());
         if let Some(note) = &recall.note {
@@ -182,51 +153,10 @@ impl Tool for MemoryRecallTool {
         }
         Ok(ToolOutput::ok(text))
     }
-}
 
-/// `memory_forget`: deletes a memory by id or key.
-#[derive(Debug)]
-pub struct MemoryForgetTool(Arc<MemoryService>);
-
-#[async_trait]
-impl Tool for MemoryForgetTool {
-    fn name(&self) -> &str {
-        "memory_forget"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(MEMORY_FAMILY)
-    }
-
-    fn description(&self) -> &str {
-        "Forget a memory, by its `id` (from memory_recall) or its `key`."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "id": {"type": "string"},
-                "key": {"type": "string"}
-            },
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-
-    fn aliases(&self) -> &[&str] {
-        &["forget"]
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        _ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let forgotten = match (opt_str(&args, "id")?, opt_str(&args, "key")?) {
+    /// `memory_forget`: deletes a memory by id or key.
+    async fn forget_tool(&self, args: &Value) -> CallOutcome {
+        let forgotten = match (opt_str(args, "id")?, opt_str(args, "key")?) {
             (Some(id), None) => {
                 let id = uuid::Uuid::parse_str(id.trim()).map_err(|_| {
                     ToolError::InvalidArguments(format!("`{id}` is not a memory id"))

@@ -6,19 +6,19 @@
 //! hard-linked or special file is refused the same way.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::args::{opt_bool, opt_str, opt_u64, req_str};
 use super::lines::{LineWindow, read_lines};
 use super::paths::{
     ForbiddenPaths, PathScope, canonicalize_partial, default_forbidden_paths, off_runtime,
 };
-use super::{
-    RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_bool, opt_str, opt_u64, req_str,
-};
+use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::nofollow::{FsError, Kind as EntryKind, OpenFor, Tree};
 use crate::runner::Authorized;
 
@@ -189,39 +189,29 @@ impl FileReadTool {
     }
 }
 
+static FILE_READ: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "file_read",
+        RiskLevel::ReadOnly,
+        "Read a text file in the workspace. Long files are cut; use offset/limit (1-based lines) to page.",
+    )
+    .params(schema::closed(
+        json!({
+            "path": {"type": "string", "description": "file path, relative to the workspace"},
+            "offset": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
+            "limit": {"type": "integer", "minimum": 1, "description": "most lines to return"}
+        }),
+        &["path"],
+    ))
+});
+
 #[async_trait]
 impl Tool for FileReadTool {
-    fn name(&self) -> &str {
-        "file_read"
+    fn spec(&self) -> &ToolSpec {
+        &FILE_READ
     }
 
-    fn description(&self) -> &str {
-        "Read a text file in the workspace. Long files are cut; use offset/limit (1-based lines) to page."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "file path, relative to the workspace"},
-                "offset": {"type": "integer", "minimum": 1, "description": "first line to return (1-based)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "most lines to return"}
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let raw = req_str(&args, "path")?;
         let offset = opt_u64(&args, "offset")?.unwrap_or(1).max(1);
         let limit = opt_u64(&args, "limit")?.unwrap_or(u64::MAX);
@@ -287,39 +277,29 @@ impl FileWriteTool {
     }
 }
 
+static FILE_WRITE: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "file_write",
+        RiskLevel::Write,
+        "Write text to a file in the workspace (creating parent directories), replacing it unless append is true.",
+    )
+    .params(schema::closed(
+        json!({
+            "path": {"type": "string", "description": "file path, relative to the workspace"},
+            "content": {"type": "string", "description": "the text to write"},
+            "append": {"type": "boolean", "description": "append instead of replacing", "default": false}
+        }),
+        &["path", "content"],
+    ))
+});
+
 #[async_trait]
 impl Tool for FileWriteTool {
-    fn name(&self) -> &str {
-        "file_write"
+    fn spec(&self) -> &ToolSpec {
+        &FILE_WRITE
     }
 
-    fn description(&self) -> &str {
-        "Write text to a file in the workspace (creating parent directories), replacing it unless append is true."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "file path, relative to the workspace"},
-                "content": {"type": "string", "description": "the text to write"},
-                "append": {"type": "boolean", "description": "append instead of replacing", "default": false}
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let raw = req_str(&args, "path")?;
         let content = req_str(&args, "content")?;
         let append = opt_bool(&args, "append")?.unwrap_or(false);
@@ -370,37 +350,28 @@ impl ListDirTool {
 
 const MAX_DEPTH: u64 = 5;
 
+static LIST_DIR: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "list_dir",
+        RiskLevel::ReadOnly,
+        "List a directory in the workspace: directories end in /, files show their size; symlinks are shown, not followed.",
+    )
+    .params(schema::closed(
+        json!({
+            "path": {"type": "string", "description": "directory, relative to the workspace", "default": "."},
+            "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "default": 1}
+        }),
+        &[],
+    ))
+});
+
 #[async_trait]
 impl Tool for ListDirTool {
-    fn name(&self) -> &str {
-        "list_dir"
+    fn spec(&self) -> &ToolSpec {
+        &LIST_DIR
     }
 
-    fn description(&self) -> &str {
-        "List a directory in the workspace: directories end in /, files show their size; symlinks are shown, not followed."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "directory, relative to the workspace", "default": "."},
-                "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "default": 1}
-            },
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let raw = opt_str(&args, "path")?.unwrap_or(".");
         let depth = opt_u64(&args, "depth")?.unwrap_or(1).clamp(1, MAX_DEPTH);
         let target = self.config.target(ctx, raw, Access::Read).await?;

@@ -7,16 +7,18 @@
 //! network.
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::args::{json_type, opt_str, req_str};
 use super::net::NetClient;
-use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, json_type, opt_str, req_str};
+use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
 
 /// Configuration of the `http_request` tool.
@@ -75,7 +77,7 @@ impl HttpRequestTool {
         Self { net }
     }
 
-    async fn send(&self, args: &serde_json::Value) -> Result<ToolOutput, ToolError> {
+    async fn send(&self, args: &serde_json::Value) -> CallOutcome {
         let url = self.net.parse_url(req_str(args, "url")?)?;
         let method = opt_str(args, "method")?
             .unwrap_or("GET")
@@ -151,45 +153,31 @@ impl HttpRequestTool {
     }
 }
 
+static HTTP_REQUEST: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "http_request",
+        RiskLevel::Dangerous,
+        "Send an HTTP(S) request and return the status, key headers and (size-limited) body. Internal and private addresses are refused.",
+    )
+    .params(schema::closed(
+        json!({
+            "url": {"type": "string", "description": "http:// or https:// URL"},
+            "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "default": "GET"},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+            "body": {"description": "request body: a string, or JSON sent as application/json"}
+        }),
+        &["url"],
+    ))
+});
+
 #[async_trait]
 impl Tool for HttpRequestTool {
-    fn name(&self) -> &str {
-        "http_request"
+    fn spec(&self) -> &ToolSpec {
+        &HTTP_REQUEST
     }
 
-    fn description(&self) -> &str {
-        "Send an HTTP(S) request and return the status, key headers and (size-limited) body. Internal and private addresses are refused."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "http:// or https:// URL"},
-                "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], "default": "GET"},
-                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-                "body": {"description": "request body: a string, or JSON sent as application/json"}
-            },
-            "required": ["url"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Dangerous
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-            r = self.send(&args) => r,
-        }
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
+        ctx.until_cancelled(self.send(&args)).await
     }
 }
 

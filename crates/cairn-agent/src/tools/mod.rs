@@ -1,12 +1,29 @@
-//! Tools: the [`Tool`] trait, what a call receives ([`ToolContext`]), what it returns,
-//! the [`ToolRegistry`], and the built-in tools.
+//! Tools: the [`Tool`] trait (a [`ToolSpec`], a per-call [`CallPlan`] and
+//! `execute`), what a call receives ([`ToolContext`]), what it returns, the
+//! [`ToolRegistry`], and the built-in tools.
 //!
 //! Tools never check policy themselves: [`crate::runner::ToolRunner`] does that before
 //! calling [`Tool::execute`], and only it can, because `execute` takes an
 //! [`Authorized`] proof that only the runner makes. Tools do enforce their own
 //! argument-level limits (command allowlist, workspace confinement, size caps),
 //! because only they know them.
+//!
+//! # Writing a tool
+//!
+//! A tool says what it is once, in a [`ToolSpec`] (name, description,
+//! argument [`schema`], general risk, family, aliases, whether an answer may be
+//! reused), and implements [`Tool`]: `spec` returns it (a `static` for a tool
+//! whose spec never changes, a field for one made at run time such as an MCP
+//! server's), `execute` runs a call. `plan` is left to its default unless a
+//! call's risk, need for a person, time limit or delegated call depends on
+//! its arguments. Several tools over one shared state (`routine_*`,
+//! `background_*`) are one [`Family`] impl and a table of their specs
+//! ([`members`]) rather than a struct and an impl each. Arguments are read
+//! with [`args`], so a mistake reads the same whatever the tool; a JSON
+//! answer is [`ToolOutput::json`].
 
+pub mod args;
+pub mod family;
 pub mod files;
 pub mod http;
 pub mod lines;
@@ -17,6 +34,7 @@ pub mod readable;
 pub mod registry;
 pub mod shell;
 pub mod shell_words;
+pub mod spec;
 pub mod time;
 pub mod web_fetch;
 pub mod web_search;
@@ -35,7 +53,9 @@ use tokio_util::sync::CancellationToken;
 use crate::runner::Authorized;
 
 pub use crate::policy::RiskLevel;
+pub use family::{Family, members};
 pub use registry::{RegistryError, ToolRegistry, ToolSource};
+pub use spec::{CallPlan, DelegatedCall, ToolSpec, schema};
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -108,6 +128,13 @@ impl ToolOutput {
         }
     }
 
+    /// A successful output showing `value` as pretty-printed JSON.
+    pub fn json(value: &impl Serialize) -> Result<Self, ToolError> {
+        serde_json::to_string_pretty(value)
+            .map(Self::ok)
+            .map_err(|e| ToolError::Failed(e.to_string()))
+    }
+
     /// A failed outcome that belongs to what the tool ran, not to the tool
     /// (a command exiting non-zero): shown as failed, never counted by
     /// self-repair.
@@ -119,6 +146,9 @@ impl ToolOutput {
         }
     }
 }
+
+/// What running a call gives: the tool's output, or why it has none.
+pub type CallOutcome = Result<ToolOutput, ToolError>;
 
 /// Why a tool could not produce an output.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -248,6 +278,18 @@ impl ToolContext {
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
+
+    /// Runs `work` until it ends or the call is cancelled, whichever comes first.
+    pub async fn until_cancelled<T>(
+        &self,
+        work: impl Future<Output = Result<T, ToolError>>,
+    ) -> Result<T, ToolError> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(ToolError::Cancelled),
+            r = work => r,
+        }
+    }
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -262,79 +304,21 @@ impl std::fmt::Debug for ToolContext {
     }
 }
 
-/// A capability the model can call.
+/// A capability the model can call: what it is ([`Tool::spec`]), what one
+/// call of it means for the gate ([`Tool::plan`]), and running a call.
 #[async_trait]
 pub trait Tool: Send + Sync {
-    /// Canonical name: lower-case ASCII letters, digits and `_`, at most 64 characters.
-    fn name(&self) -> &str;
+    /// The facts every call shares: name, description, argument schema,
+    /// general risk, family, aliases, whether answers may be reused.
+    fn spec(&self) -> &ToolSpec;
 
-    /// What the tool does, for the model.
-    fn description(&self) -> &str;
-
-    /// JSON Schema of the arguments object.
-    fn parameters(&self) -> serde_json::Value;
-
-    /// How much harm the tool can do; drives the policy gate.
-    fn risk(&self) -> RiskLevel;
-
-    /// The risk of one call with these arguments, which is what the policy
-    /// gate decides on. Defaults to [`Tool::risk`]; a tool whose harm depends
-    /// on its arguments (creating a routine that runs a full agent job versus
-    /// one that sends a reminder) answers per call. [`Tool::risk`] stays the
-    /// tool's general level (whether it changes anything at all).
-    fn call_risk(&self, args: &serde_json::Value) -> RiskLevel {
+    /// What one call with these arguments means for the gate and the runner:
+    /// the risk it is judged by, whether only a person may approve it, its
+    /// time limit, a call it makes later. Defaults to [`ToolSpec::plan`]; a
+    /// tool whose calls differ by their arguments answers per call.
+    fn plan(&self, args: &serde_json::Value) -> CallPlan {
         let _ = args;
-        self.risk()
-    }
-
-    /// True when this call changes what runs on the person's behalf later
-    /// (creating, changing or removing their routines, cancelling a
-    /// schedule, stopping a watcher): it then runs only where a person can
-    /// approve it ([`crate::runner::Approver::person_present`]), never from
-    /// `/v1`, `/webhook`, a routine run, a job or background work, whatever
-    /// the autonomy. The gate judges such a call as `Write` at least, so
-    /// supervised autonomy asks.
-    fn needs_person(&self, args: &serde_json::Value) -> bool {
-        let _ = args;
-        false
-    }
-
-    /// A call this tool will make on the caller's behalf after it returns
-    /// (`background_run` launching a tool): `(name, arguments)`. The runner
-    /// passes that call through the policy gate too, at once and with the
-    /// same approver, so a tool that would ask is asked about in the turn
-    /// that launches it, and a denied one is never launched.
-    fn delegated_call(&self, args: &serde_json::Value) -> Option<(String, serde_json::Value)> {
-        let _ = args;
-        None
-    }
-
-    /// A time limit of its own for this call, replacing the context's
-    /// (`background_wait` waits up to an hour by design). `None` keeps
-    /// [`ToolLimits::timeout`].
-    fn time_limit(&self, args: &serde_json::Value) -> Option<Duration> {
-        let _ = args;
-        None
-    }
-
-    /// Extra names the registry should resolve to this tool.
-    fn aliases(&self) -> &[&str] {
-        &[]
-    }
-
-    /// What this tool's family is for, in a few words, when it belongs to one
-    /// (`background_*`: "run tool calls in the background…"). When schemas
-    /// load on demand, the prompt names a family's tools on one line with
-    /// this text instead of a line per tool ([`offer`]).
-    fn family(&self) -> Option<&str> {
-        None
-    }
-
-    /// True when the same call, with nothing written in between, gives the same
-    /// result, so the agent loop may reuse it later in the turn. Defaults to
-    /// read-only tools; a tool whose answer changes by itself (`time_now`) says no.
-    fn reusable(&self) -> bool {
-        self.risk() == RiskLevel::ReadOnly
+        self.spec().plan()
     }
 
     /// Runs the tool. Arguments are a JSON object (the runner guarantees that).
@@ -346,7 +330,7 @@ pub trait Tool: Send + Sync {
         args: serde_json::Value,
         ctx: &ToolContext,
         authorized: &Authorized,
-    ) -> Result<ToolOutput, ToolError>;
+    ) -> CallOutcome;
 }
 
 /// Configuration of all built-in tools, as the binary maps it from config.toml.
@@ -388,62 +372,4 @@ pub fn builtin_registry(config: &ToolsConfig) -> Result<ToolRegistry, RegistryEr
     // Not core: the system prompt already carries the date and time.
     registry.register(Arc::new(time::TimeNowTool))?;
     Ok(registry)
-}
-
-/// Reads an optional string argument; a present non-string value is an error.
-pub(crate) fn opt_str<'a>(
-    args: &'a serde_json::Value,
-    key: &str,
-) -> Result<Option<&'a str>, ToolError> {
-    match args.get(key) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(ToolError::InvalidArguments(format!(
-            "`{key}` must be a string, got {}",
-            json_type(other)
-        ))),
-    }
-}
-
-/// Reads a required string argument.
-pub(crate) fn req_str<'a>(args: &'a serde_json::Value, key: &str) -> Result<&'a str, ToolError> {
-    opt_str(args, key)?
-        .ok_or_else(|| ToolError::InvalidArguments(format!("missing required string `{key}`")))
-}
-
-/// Reads an optional boolean argument.
-pub(crate) fn opt_bool(args: &serde_json::Value, key: &str) -> Result<Option<bool>, ToolError> {
-    match args.get(key) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(ToolError::InvalidArguments(format!(
-            "`{key}` must be a boolean, got {}",
-            json_type(other)
-        ))),
-    }
-}
-
-/// Reads an optional non-negative integer argument.
-pub(crate) fn opt_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>, ToolError> {
-    match args.get(key) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-            ToolError::InvalidArguments(format!(
-                "`{key}` must be a non-negative integer, got {}",
-                json_type(v)
-            ))
-        }),
-    }
-}
-
-/// The JSON type name of a value, for error messages.
-pub(crate) fn json_type(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
 }

@@ -13,12 +13,16 @@
 //! A registry without the schema tool offers everything (tests, small sets).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use cairn_core::chat::{ChatMessage, ToolDefinition};
 use serde_json::{Value, json};
 
-use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use super::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec,
+    schema,
+};
 use crate::runner::Authorized;
 
 /// The name of the tool that loads schemas.
@@ -32,7 +36,11 @@ pub const SUMMARY_CHARS: usize = 64;
 pub(super) fn offered(registry: &ToolRegistry, messages: &[ChatMessage]) -> Vec<ToolDefinition> {
     let mut wanted: BTreeSet<String> = registry.core_names().map(str::to_string).collect();
     wanted.insert(SCHEMA_TOOL.to_string());
-    let canonical = |name: &str| registry.get(name).map(|tool| tool.name().to_string());
+    let canonical = |name: &str| {
+        registry
+            .get(name)
+            .map(|tool| tool.spec().name().to_string())
+    };
     for call in messages.iter().flat_map(|m| &m.tool_calls) {
         let Some(name) = canonical(&call.name) else {
             continue;
@@ -61,13 +69,14 @@ pub(super) fn listing(registry: &ToolRegistry, hidden: &dyn Fn(&str) -> bool) ->
     let mut families: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut lines = Vec::new();
     for tool in registry.own() {
-        let name = tool.name().to_string();
+        let spec = tool.spec();
+        let name = spec.name().to_string();
         if always.contains(&name) || hidden(&name) {
             continue;
         }
-        match tool.family() {
+        match spec.family() {
             Some(text) => families.entry(text.to_string()).or_default().push(name),
-            None => lines.push(format!("- {name}: {}", summary(tool.description()))),
+            None => lines.push(format!("- {name}: {}", summary(spec.description()))),
         }
     }
     for (text, names) in families {
@@ -149,7 +158,7 @@ impl SchemaTool {
             self.sources
                 .iter()
                 .find_map(|s| s.get(name))
-                .map(|tool| super::registry::definition(tool.as_ref()))
+                .map(|tool| tool.spec().definition())
         })
     }
 
@@ -162,8 +171,9 @@ impl SchemaTool {
             .map(|d| (d.name.clone(), summary(&d.description)))
             .collect();
         for tool in self.sources.iter().flat_map(|s| s.tools()) {
-            if tool.name().starts_with(prefix) {
-                names.insert(tool.name().to_string(), summary(tool.description()));
+            let spec = tool.spec();
+            if spec.name().starts_with(prefix) {
+                names.insert(spec.name().to_string(), summary(spec.description()));
             }
         }
         names
@@ -174,30 +184,24 @@ impl SchemaTool {
     }
 }
 
+static SCHEMA_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        SCHEMA_TOOL,
+        RiskLevel::ReadOnly,
+        "Load the parameters of tools listed without a schema (`x*` lists names); then call them.",
+    )
+    .params(schema::object(
+        json!({"names": {"type": "array", "items": {"type": "string"}}}),
+        &["names"],
+    ))
+});
+
 #[async_trait]
 impl Tool for SchemaTool {
-    fn name(&self) -> &str {
-        SCHEMA_TOOL
+    fn spec(&self) -> &ToolSpec {
+        &SCHEMA_SPEC
     }
-    fn description(&self) -> &str {
-        "Load the parameters of tools listed without a schema (`x*` lists names); then call them."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"names": {"type": "array", "items": {"type": "string"}}},
-            "required": ["names"]
-        })
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         let names = requested(&args);
         if names.is_empty() {
             return Err(ToolError::InvalidArguments(

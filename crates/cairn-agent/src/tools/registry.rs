@@ -87,7 +87,7 @@ impl ToolRegistry {
 
     /// Adds a tool and the aliases it declares.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        let name = tool.name().to_string();
+        let name = tool.spec().name().to_string();
         if !valid_name(&name) {
             return Err(RegistryError::InvalidName(name));
         }
@@ -101,7 +101,12 @@ impl ToolRegistry {
             });
         }
         // Check every alias before inserting anything, so a failure leaves no trace.
-        let aliases: Vec<String> = tool.aliases().iter().map(|a| normalize_name(a)).collect();
+        let aliases: Vec<String> = tool
+            .spec()
+            .aliases()
+            .iter()
+            .map(|a| normalize_name(a))
+            .collect();
         for alias in &aliases {
             self.check_alias(alias, &name)?;
         }
@@ -114,7 +119,7 @@ impl ToolRegistry {
 
     /// Adds a tool whose schema every request carries (see [`Self::offered`]).
     pub fn register_core(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        let name = tool.name().to_string();
+        let name = tool.spec().name().to_string();
         self.register(tool)?;
         self.core.insert(name);
         Ok(())
@@ -140,7 +145,7 @@ impl ToolRegistry {
         // as they are then.
         let definitions = self
             .own()
-            .map(|tool| (tool.name().to_string(), definition(tool.as_ref())))
+            .map(|tool| (tool.spec().name().to_string(), tool.spec().definition()))
             .collect();
         self.register(Arc::new(super::offer::SchemaTool {
             definitions,
@@ -249,7 +254,7 @@ impl ToolRegistry {
         let mut tools: Vec<Arc<dyn Tool>> = self.tools.values().cloned().collect();
         if !self.sources.is_empty() {
             tools.extend(self.sources.iter().flat_map(|s| s.tools()));
-            tools.sort_by(|a, b| a.name().cmp(b.name()));
+            tools.sort_by(|a, b| a.spec().name().cmp(b.spec().name()));
         }
         tools
     }
@@ -274,7 +279,7 @@ impl ToolRegistry {
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.list()
             .into_iter()
-            .map(|tool| definition(tool.as_ref()))
+            .map(|tool| tool.spec().definition())
             .collect()
     }
 
@@ -301,15 +306,6 @@ impl ToolRegistry {
     }
 }
 
-/// What the model is told about `tool`.
-pub(super) fn definition(tool: &dyn Tool) -> ToolDefinition {
-    ToolDefinition {
-        name: tool.name().to_string(),
-        description: tool.description().to_string(),
-        parameters: tool.parameters(),
-    }
-}
-
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolRegistry")
@@ -324,35 +320,23 @@ impl std::fmt::Debug for ToolRegistry {
 mod tests {
     use super::*;
     use crate::runner::Authorized;
-    use crate::tools::{RiskLevel, ToolContext, ToolError, ToolOutput};
+    use crate::tools::{CallOutcome, RiskLevel, ToolContext, ToolOutput, ToolSpec};
     use async_trait::async_trait;
+    use serde_json::Value;
 
-    struct Named(&'static str, &'static [&'static str]);
+    struct Named(ToolSpec);
+
+    fn named(name: &'static str, aliases: &'static [&'static str]) -> Named {
+        Named(ToolSpec::new(name, RiskLevel::ReadOnly, "test tool").aliased(aliases))
+    }
 
     #[async_trait]
     impl Tool for Named {
-        fn name(&self) -> &str {
-            self.0
+        fn spec(&self) -> &ToolSpec {
+            &self.0
         }
-        fn description(&self) -> &str {
-            "test tool"
-        }
-        fn parameters(&self) -> serde_json::Value {
-            serde_json::json!({"type": "object"})
-        }
-        fn risk(&self) -> RiskLevel {
-            RiskLevel::ReadOnly
-        }
-        fn aliases(&self) -> &[&str] {
-            self.1
-        }
-        async fn execute(
-            &self,
-            _: serde_json::Value,
-            _: &ToolContext,
-            _: &Authorized,
-        ) -> Result<ToolOutput, ToolError> {
-            Ok(ToolOutput::ok(self.0))
+        async fn execute(&self, _: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
+            Ok(ToolOutput::ok(self.0.name()))
         }
     }
 
@@ -360,16 +344,16 @@ mod tests {
     fn rejects_bad_names_and_duplicates() {
         let mut r = ToolRegistry::new();
         assert!(matches!(
-            r.register(Arc::new(Named("Bad-Name", &[]))),
+            r.register(Arc::new(named("Bad-Name", &[]))),
             Err(RegistryError::InvalidName(_))
         ));
         assert!(matches!(
-            r.register(Arc::new(Named("", &[]))),
+            r.register(Arc::new(named("", &[]))),
             Err(RegistryError::InvalidName(_))
         ));
-        r.register(Arc::new(Named("alpha", &[]))).unwrap();
+        r.register(Arc::new(named("alpha", &[]))).unwrap();
         assert_eq!(
-            r.register(Arc::new(Named("alpha", &[]))),
+            r.register(Arc::new(named("alpha", &[]))),
             Err(RegistryError::Duplicate("alpha".into()))
         );
     }
@@ -377,9 +361,9 @@ mod tests {
     #[test]
     fn alias_conflicts_leave_registry_unchanged() {
         let mut r = ToolRegistry::new();
-        r.register(Arc::new(Named("alpha", &["a"]))).unwrap();
+        r.register(Arc::new(named("alpha", &["a"]))).unwrap();
         let err = r
-            .register(Arc::new(Named("beta", &["b", "a"])))
+            .register(Arc::new(named("beta", &["b", "a"])))
             .unwrap_err();
         assert!(matches!(err, RegistryError::AliasConflict { .. }));
         assert!(r.get("beta").is_none());
@@ -398,7 +382,7 @@ mod tests {
     fn default_alias_needs_registered_target() {
         let mut r = ToolRegistry::new();
         assert!(r.resolve("bash").is_none());
-        r.register(Arc::new(Named("shell", &[]))).unwrap();
+        r.register(Arc::new(named("shell", &[]))).unwrap();
         assert_eq!(r.resolve("BASH"), Some("shell"));
         assert_eq!(r.resolve(" Shell "), Some("shell"));
     }
@@ -407,7 +391,7 @@ mod tests {
     fn similar_suggests_close_names() {
         let mut r = ToolRegistry::new();
         for name in ["file_read", "file_write", "shell", "time_now"] {
-            r.register(Arc::new(Named(name, &[]))).unwrap();
+            r.register(Arc::new(named(name, &[]))).unwrap();
         }
         assert_eq!(r.similar("file_raed")[0], "file_read");
         assert!(r.similar("file").contains(&"file_write".to_string()));
@@ -422,11 +406,11 @@ mod tests {
             let names = self.0.lock().unwrap().clone();
             names
                 .into_iter()
-                .map(|n| Arc::new(Named(n, &[])) as Arc<dyn Tool>)
+                .map(|n| Arc::new(named(n, &[])) as Arc<dyn Tool>)
                 .collect()
         }
         fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-            self.tools().into_iter().find(|t| t.name() == name)
+            self.tools().into_iter().find(|t| t.spec().name() == name)
         }
         fn listing(&self, hidden: &dyn Fn(&str) -> bool) -> Vec<String> {
             let names = self.0.lock().unwrap().clone();
@@ -440,14 +424,18 @@ mod tests {
         use cairn_core::chat::{ChatMessage, ToolCall};
         let source = Arc::new(Changing(std::sync::Mutex::new(vec!["mcp__s__a"])));
         let mut r = ToolRegistry::new();
-        r.register_core(Arc::new(Named("alpha", &[]))).unwrap();
+        r.register_core(Arc::new(named("alpha", &[]))).unwrap();
         r.register_source(source.clone());
         r.enable_schema_tool().unwrap();
-        assert_eq!(r.get("MCP__S__A").unwrap().name(), "mcp__s__a");
+        assert_eq!(r.get("MCP__S__A").unwrap().spec().name(), "mcp__s__a");
         assert!(r.get("mcp__s__b").is_none());
         source.0.lock().unwrap().push("mcp__s__b");
-        assert_eq!(r.get("mcp__s__b").unwrap().name(), "mcp__s__b");
-        let listed: Vec<String> = r.list().iter().map(|t| t.name().to_string()).collect();
+        assert_eq!(r.get("mcp__s__b").unwrap().spec().name(), "mcp__s__b");
+        let listed: Vec<String> = r
+            .list()
+            .iter()
+            .map(|t| t.spec().name().to_string())
+            .collect();
         assert_eq!(listed, ["alpha", "mcp__s__a", "mcp__s__b", "tool_schema"]);
         assert_eq!(
             r.names(),

@@ -14,18 +14,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::args::{opt_u64, req_str};
 use super::paths::{
     ForbiddenPaths, canonicalize_partial, default_forbidden_paths, normalize_lexically, off_runtime,
 };
 use super::shell_words::{self, SplitError};
-use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
+use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
 use crate::sandbox::{Sandbox, SandboxError, SandboxSettings};
 
@@ -296,38 +298,28 @@ impl ShellTool {
     }
 }
 
+static SHELL: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "shell",
+        RiskLevel::Dangerous,
+        "Run one allowlisted program with arguments in the workspace (no pipes, redirection or chaining). Returns stdout, stderr and the exit status.",
+    )
+    .params(schema::closed(
+        json!({
+            "command": {"type": "string", "description": "the command line, e.g. `git status --short`"},
+            "timeout_secs": {"type": "integer", "minimum": 1, "description": "shorter time limit for this command"}
+        }),
+        &["command"],
+    ))
+});
+
 #[async_trait]
 impl Tool for ShellTool {
-    fn name(&self) -> &str {
-        "shell"
+    fn spec(&self) -> &ToolSpec {
+        &SHELL
     }
 
-    fn description(&self) -> &str {
-        "Run one allowlisted program with arguments in the workspace (no pipes, redirection or chaining). Returns stdout, stderr and the exit status."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "the command line, e.g. `git status --short`"},
-                "timeout_secs": {"type": "integer", "minimum": 1, "description": "shorter time limit for this command"}
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Dangerous
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let command = req_str(&args, "command")?;
         let mut timeout = self.config.timeout.min(ctx.limits.timeout);
         if let Some(secs) = opt_u64(&args, "timeout_secs")? {

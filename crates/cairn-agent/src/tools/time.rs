@@ -1,56 +1,42 @@
 //! The `time_now` tool.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_str};
+use super::args::opt_str;
+use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
 
 /// `time_now`: the current date and time in the user's (or a named) time zone.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TimeNowTool;
 
+/// Not reusable: the time moves on, so a second call must read the clock again.
+static TIME_NOW: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "time_now",
+        RiskLevel::ReadOnly,
+        "Current date and time in the user's time zone (or in `timezone`, an IANA name such as Europe/Paris).",
+    )
+    .params(schema::closed(
+        json!({"timezone": {"type": "string", "description": "IANA time zone; defaults to the user's"}}),
+        &[],
+    ))
+    .aliased(&["now", "current_time", "time", "date"])
+    .not_reusable()
+});
+
 #[async_trait]
 impl Tool for TimeNowTool {
-    fn name(&self) -> &str {
-        "time_now"
+    fn spec(&self) -> &ToolSpec {
+        &TIME_NOW
     }
 
-    fn description(&self) -> &str {
-        "Current date and time in the user's time zone (or in `timezone`, an IANA name such as Europe/Paris)."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "timezone": {"type": "string", "description": "IANA time zone; defaults to the user's"}
-            },
-            "additionalProperties": false
-        })
-    }
-
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    fn aliases(&self) -> &[&str] {
-        &["now", "current_time", "time", "date"]
-    }
-
-    fn reusable(&self) -> bool {
-        // The time moves on: a second call must read the clock again.
-        false
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let tz = match opt_str(&args, "timezone")? {
             Some(name) => name
                 .trim()

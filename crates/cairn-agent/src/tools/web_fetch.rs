@@ -9,12 +9,14 @@
 //! final URL, status, content type and whether anything was cut.
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::args::{opt_u64, req_str};
 use super::net::{Fetched, NetClient};
-use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
+use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
 
 /// Characters of content returned when the call does not say.
@@ -39,11 +41,7 @@ impl WebFetchTool {
         Self { net }
     }
 
-    async fn fetch(
-        &self,
-        args: &serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn fetch(&self, args: &serde_json::Value, ctx: &ToolContext) -> CallOutcome {
         let url = self.net.parse_url(req_str(args, "url")?)?;
         let cap = ctx.limits.max_output_chars.max(MIN_MAX_CHARS);
         let max_chars = match opt_u64(args, "max_chars")? {
@@ -200,46 +198,32 @@ impl Kind {
     }
 }
 
+/// Reads only: it sends a GET, changes nothing here, and is bound by the
+/// same network rules as `http_request` (which can also write, hence
+/// dangerous). A policy rule can still make it ask.
+static WEB_FETCH: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "web_fetch",
+        RiskLevel::ReadOnly,
+        "Read a web page: HTML as Markdown (navigation and scripts removed), text and JSON as they are. Private addresses are refused.",
+    )
+    .params(schema::closed(
+        json!({
+            "url": {"type": "string", "description": "http:// or https:// URL"},
+            "max_chars": {"type": "integer", "minimum": MIN_MAX_CHARS, "description": "content characters returned (default 20000)"}
+        }),
+        &["url"],
+    ))
+});
+
 #[async_trait]
 impl Tool for WebFetchTool {
-    fn name(&self) -> &str {
-        "web_fetch"
+    fn spec(&self) -> &ToolSpec {
+        &WEB_FETCH
     }
 
-    fn description(&self) -> &str {
-        "Read a web page: HTML as Markdown (navigation and scripts removed), text and JSON as they are. Private addresses are refused."
-    }
-
-    fn parameters(&self) -> serde_json::Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "http:// or https:// URL"},
-                "max_chars": {"type": "integer", "minimum": MIN_MAX_CHARS, "description": "content characters returned (default 20000)"}
-            },
-            "required": ["url"],
-            "additionalProperties": false
-        })
-    }
-
-    /// Reads only: it sends a GET, changes nothing here, and is bound by the
-    /// same network rules as `http_request` (which can also write, hence
-    /// dangerous). A policy rule can still make it ask.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    async fn execute(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-            r = self.fetch(&args, ctx) => r,
-        }
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
+        ctx.until_cancelled(self.fetch(&args, ctx)).await
     }
 }
 

@@ -7,6 +7,7 @@
 //! lives on the home network), so these requests do not go through the
 //! model's network rules; the model only chooses the query.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +16,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, opt_u64, req_str};
+use super::args::{opt_u64, req_str};
+use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
 
 /// Most results one call may ask for.
@@ -363,39 +365,29 @@ fn render(query: &str, hits: &[SearchHit]) -> String {
     out
 }
 
+/// Reads only: the query goes to the search service the owner configured.
+static WEB_SEARCH: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "web_search",
+        RiskLevel::ReadOnly,
+        "Search the web; returns title, URL and snippet of each result. Read a page with web_fetch.",
+    )
+    .params(schema::closed(
+        json!({
+            "query": {"type": "string"},
+            "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT}
+        }),
+        &["query"],
+    ))
+});
+
 #[async_trait]
 impl Tool for WebSearchTool {
-    fn name(&self) -> &str {
-        "web_search"
+    fn spec(&self) -> &ToolSpec {
+        &WEB_SEARCH
     }
 
-    fn description(&self) -> &str {
-        "Search the web; returns title, URL and snippet of each result. Read a page with web_fetch."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string"},
-                "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
-    }
-
-    /// Reads only: the query goes to the search service the owner configured.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let query = req_str(&args, "query")?.trim().to_string();
         if query.is_empty() {
             return Err(ToolError::InvalidArguments(
@@ -405,11 +397,8 @@ impl Tool for WebSearchTool {
         let count = opt_u64(&args, "count")?
             .unwrap_or(self.config.count)
             .clamp(1, MAX_COUNT);
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-            r = self.search(&query, count) => r.map(|hits| ToolOutput::ok(render(&query, &hits))),
-        }
+        let hits = ctx.until_cancelled(self.search(&query, count)).await?;
+        Ok(ToolOutput::ok(render(&query, &hits)))
     }
 }
 

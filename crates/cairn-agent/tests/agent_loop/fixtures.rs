@@ -1,12 +1,13 @@
 //! Test tools, a recording delegate and a harness wiring the loop to the fake server.
 
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, HookRegistry, LoopConfig, LoopDelegate, LoopEvent, LoopOutcome,
     PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
@@ -18,16 +19,15 @@ use serde_json::{Value, json};
 
 /// A tool that echoes its `text` argument and counts its runs.
 pub struct Echo {
-    pub name: &'static str,
-    pub risk: RiskLevel,
+    pub spec: ToolSpec,
     pub runs: AtomicUsize,
 }
 
 impl Echo {
     pub fn new(name: &'static str, risk: RiskLevel) -> Arc<Self> {
         Arc::new(Self {
-            name,
-            risk,
+            spec: ToolSpec::new(name, risk, "echoes its text argument")
+                .params(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
             runs: AtomicUsize::new(0),
         })
     }
@@ -38,17 +38,8 @@ impl Echo {
 
 #[async_trait]
 impl Tool for Echo {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn description(&self) -> &str {
-        "echoes its text argument"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"text": {"type": "string"}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        self.risk
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
     }
     async fn execute(
         &self,
@@ -74,17 +65,12 @@ pub struct Rendezvous {
 
 #[async_trait]
 impl Tool for Rendezvous {
-    fn name(&self) -> &str {
-        "rendezvous"
-    }
-    fn description(&self) -> &str {
-        "waits for its siblings"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"n": {"type": "integer"}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new("rendezvous", RiskLevel::ReadOnly, "waits for its siblings")
+                .params(json!({"type": "object", "properties": {"n": {"type": "integer"}}}))
+        });
+        &SPEC
     }
     async fn execute(
         &self,

@@ -163,11 +163,7 @@ async fn always_adds_the_tool_to_the_session_allow_list() {
 
 #[tokio::test]
 async fn credentials_in_tool_output_never_reach_the_model() {
-    let leaky = Arc::new(Echo {
-        name: "leaky",
-        risk: RiskLevel::ReadOnly,
-        runs: Default::default(),
-    });
+    let leaky = Echo::new("leaky", RiskLevel::ReadOnly);
     let h = harness(vec![leaky], AutonomyLevel::Supervised).await;
     let secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789";
     h.server.push(Scripted::tool_call("leaky", json!({"text": format!("api_key={secret} Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk")})));

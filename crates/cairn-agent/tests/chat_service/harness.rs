@@ -1,12 +1,13 @@
 //! The test harness: a chat service over a real SQLite store and the fake LLM server.
 
+use std::sync::LazyLock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
 use cairn_agent::runner::{ApprovalRequest, Approver, Authorized, AutoApprove};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{
     AgentLoop, AutonomyLevel, CompactionResult, Compactor, ContextMonitor, HookRegistry,
     LoopConfig, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner,
@@ -17,7 +18,7 @@ use cairn_llm::{LlmProvider, build_provider};
 use cairn_store::Store;
 pub use cairn_test_support::agent::{Writer, chat_service};
 use chrono::{TimeZone, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::Notify;
 
 /// A read-only tool that never finishes on its own (until the turn is cancelled).
@@ -25,17 +26,10 @@ pub struct Slow;
 
 #[async_trait]
 impl Tool for Slow {
-    fn name(&self) -> &str {
-        "slow"
-    }
-    fn description(&self) -> &str {
-        "takes forever"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("slow", RiskLevel::ReadOnly, "takes forever"));
+        &SPEC
     }
     async fn execute(
         &self,

@@ -3,13 +3,14 @@
 //! them to a scheduler.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use cairn_agent::jobs::JobRecord;
 use cairn_agent::jobs::subtasks::SubtasksTool;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{
     AutonomyLevel, JobScheduler, JobSpec, JobsConfig, PolicyGate, ToolPolicyConfig, ToolRegistry,
     ToolRunner,
@@ -134,17 +135,12 @@ impl Drop for StopGuard<'_> {
 
 #[async_trait]
 impl Tool for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-    fn description(&self) -> &str {
-        "waits until the test opens it"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"key": {"type": "string"}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+            ToolSpec::new("gate", RiskLevel::ReadOnly, "waits until the test opens it")
+                .params(json!({"type": "object", "properties": {"key": {"type": "string"}}}))
+        });
+        &SPEC
     }
     async fn execute(
         &self,
@@ -170,17 +166,10 @@ pub struct Danger;
 
 #[async_trait]
 impl Tool for Danger {
-    fn name(&self) -> &str {
-        "danger"
-    }
-    fn description(&self) -> &str {
-        "does something risky"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Dangerous
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("danger", RiskLevel::Dangerous, "does something risky"));
+        &SPEC
     }
     async fn execute(
         &self,

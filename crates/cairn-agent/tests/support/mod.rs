@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -12,30 +13,20 @@ use cairn_agent::runner::{
     ToolStatus,
 };
 use cairn_agent::tools::{
-    RiskLevel, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, ToolRegistry,
+    RiskLevel, Tool, ToolContext, ToolError, ToolLimits, ToolOutput, ToolRegistry, ToolSpec,
 };
 use cairn_core::chat::ToolCall;
 
 /// A tool with a fixed name and risk that returns a fixed text.
 pub struct Fixed {
-    pub name: &'static str,
-    pub risk: RiskLevel,
+    pub spec: ToolSpec,
     pub text: String,
 }
 
 #[async_trait]
 impl Tool for Fixed {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn description(&self) -> &str {
-        "returns a fixed text"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        self.risk
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
     }
     async fn execute(
         &self,
@@ -49,8 +40,7 @@ impl Tool for Fixed {
 
 pub fn fixed(name: &'static str, risk: RiskLevel, text: &str) -> Arc<dyn Tool> {
     Arc::new(Fixed {
-        name,
-        risk,
+        spec: ToolSpec::new(name, risk, "returns a fixed text"),
         text: text.to_string(),
     })
 }
@@ -60,17 +50,10 @@ pub struct Sleeper(pub Duration);
 
 #[async_trait]
 impl Tool for Sleeper {
-    fn name(&self) -> &str {
-        "sleeper"
-    }
-    fn description(&self) -> &str {
-        "sleeps"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("sleeper", RiskLevel::ReadOnly, "sleeps"));
+        &SPEC
     }
     async fn execute(
         &self,
@@ -88,17 +71,10 @@ pub struct Panicker;
 
 #[async_trait]
 impl Tool for Panicker {
-    fn name(&self) -> &str {
-        "panicker"
-    }
-    fn description(&self) -> &str {
-        "panics"
-    }
-    fn parameters(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("panicker", RiskLevel::ReadOnly, "panics"));
+        &SPEC
     }
     async fn execute(
         &self,
@@ -194,7 +170,7 @@ impl<T: Tool + Clone + 'static> RunGated for T {
         let ctx = ctx.clone().with_limits(limits);
         decode(
             &runner
-                .run(&call(self.name(), args), &ctx, &AutoApprove)
+                .run(&call(self.spec().name(), args), &ctx, &AutoApprove)
                 .await,
         )
     }

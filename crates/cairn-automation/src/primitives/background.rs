@@ -10,7 +10,7 @@
 //! [`BackgroundTasks::start`] or the renewal loop of any later process.
 //!
 //! The policy gate judges the launched call in the launching turn (through
-//! [`Tool::delegated_call`]): a tool that asks is asked about then, a denied
+//! [`CallPlan::delegated`]): a tool that asks is asked about then, a denied
 //! one is never launched. The task itself then runs unattended.
 //!
 //! Tasks are scoped to the session that launched them: the status, result,
@@ -22,7 +22,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, AutoApprove, ToolStatus};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::args::{nonblank, object_or_empty};
+use cairn_agent::tools::{
+    CallOutcome, CallPlan, DelegatedCall, Family, RiskLevel, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec, members, schema,
+};
 use cairn_core::chat::ToolCall;
 use cairn_core::clock::Clock;
 use cairn_store::{BackgroundTask, Store, TaskStatus};
@@ -31,7 +35,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{RunnerLink, is_primitive, json_output, rfc3339, store_error, string_arg};
+use super::{RunnerLink, is_primitive, rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
 const BACKGROUND_FAMILY: &str = "run tool calls in the background; you are told when they end";
@@ -180,18 +184,11 @@ impl BackgroundTasks {
 
     /// The six tools over these tasks.
     pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
-        vec![
-            Arc::new(RunTool(Arc::clone(self))),
-            Arc::new(StatusTool(Arc::clone(self))),
-            Arc::new(ResultTool(Arc::clone(self))),
-            Arc::new(CancelTool(Arc::clone(self))),
-            Arc::new(ListTool(Arc::clone(self))),
-            Arc::new(WaitTool(Arc::clone(self))),
-        ]
+        tools(self)
     }
 
     /// Launches `name(params)` for the session in `ctx`; the gate has
-    /// judged the call already (see [`Tool::delegated_call`]).
+    /// judged the call already (see [`CallPlan::delegated`]).
     async fn launch(
         &self,
         name: &str,
@@ -203,7 +200,7 @@ impl BackgroundTasks {
             .registry()
             .get(name)
             .ok_or_else(|| ToolError::InvalidArguments(format!("unknown tool `{name}`")))?;
-        let name = tool.name().to_string();
+        let name = tool.spec().name().to_string();
         if is_primitive(&name) {
             return Err(ToolError::InvalidArguments(format!(
                 "`{name}` cannot run as a background task"
@@ -328,184 +325,143 @@ impl BackgroundTasks {
     }
 }
 
+/// Which background tool a call is for.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Run,
+    Status,
+    Result,
+    Cancel,
+    List,
+    Wait,
+}
+
+/// The family the background tools make: this process's tasks.
+struct Tasks(Arc<BackgroundTasks>);
+
+/// The six tools over `tasks`: read-only for the gate, since
+/// `background_run`'s launched call is judged itself ([`CallPlan::delegated`]).
+fn tools(tasks: &Arc<BackgroundTasks>) -> Vec<Arc<dyn Tool>> {
+    let spec = |name, description| ToolSpec::new(name, RiskLevel::ReadOnly, description);
+    let task_id = || task_id_schema(json!({}));
+    let family = Arc::new(Tasks(Arc::clone(tasks)));
+    // Answers change as tasks run, so none is reused, but a cancel's.
+    members(&family, BACKGROUND_FAMILY, [
+        (
+            Op::Run,
+            spec("background_run", "Run a tool call in the background; returns a task_id at once. You are notified when it ends.")
+                .params(schema::object(
+                    json!({"name": {"type": "string"}, "params": {"type": "object"}}),
+                    &["name"],
+                ))
+                .not_reusable(),
+        ),
+        (
+            Op::Status,
+            spec("background_status", "Status of a background task.")
+                .params(task_id())
+                .not_reusable(),
+        ),
+        (
+            Op::Result,
+            spec("background_result", "Full result of a background task.")
+                .params(task_id())
+                .not_reusable(),
+        ),
+        (
+            Op::Cancel,
+            spec("background_cancel", "Cancel a running background task.").params(task_id()),
+        ),
+        (
+            Op::List,
+            spec("background_list", "List this conversation's background tasks.")
+                .params(schema::object(json!({}), &[]))
+                .not_reusable(),
+        ),
+        (
+            Op::Wait,
+            spec("background_wait", "Wait for a background task to end (timeout in s, default 60, max 3600).")
+                .params(task_id_schema(json!({"timeout": {"type": "number"}})))
+                // Longer than the longest wait, so the wait itself decides when to stop.
+                .time_limit(WAIT_MAX + Duration::from_secs(5))
+                .not_reusable(),
+        ),
+    ])
+}
+
 fn task_id_schema(extra: Value) -> Value {
-    let mut properties = json!({"task_id": {"type": "string"}});
-    if let (Some(p), Value::Object(more)) = (properties.as_object_mut(), extra) {
-        p.extend(more);
-    }
-    json!({"type": "object", "properties": properties, "required": ["task_id"]})
+    schema::object(
+        schema::with(json!({"task_id": {"type": "string"}}), extra),
+        &["task_id"],
+    )
 }
 
-/// `background_run`.
-struct RunTool(Arc<BackgroundTasks>);
-
 #[async_trait]
-impl Tool for RunTool {
-    fn name(&self) -> &str {
-        "background_run"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(BACKGROUND_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Run a tool call in the background; returns a task_id at once. You are notified when it ends."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "params": {"type": "object"}},
-            "required": ["name"]
-        })
-    }
-    /// Read-only for the gate: the launched call is judged itself.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    fn delegated_call(&self, args: &Value) -> Option<(String, Value)> {
-        let name = args.get("name")?.as_str()?;
-        Some((
-            name.to_string(),
-            args.get("params").cloned().unwrap_or(Value::Null),
-        ))
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let name = string_arg(&args, "name")?;
-        let params = match args.get("params") {
-            None | Some(Value::Null) => json!({}),
-            Some(p @ Value::Object(_)) => p.clone(),
-            Some(_) => {
-                return Err(ToolError::InvalidArguments(
-                    "`params` must be an object".into(),
-                ));
-            }
+impl Family for Tasks {
+    type Op = Op;
+
+    fn plan(&self, op: Op, spec: &ToolSpec, args: &Value) -> CallPlan {
+        let delegated = match op {
+            Op::Run => args
+                .get("name")
+                .and_then(Value::as_str)
+                .map(|name| DelegatedCall {
+                    name: name.to_string(),
+                    arguments: args.get("params").cloned().unwrap_or(Value::Null),
+                }),
+            _ => None,
         };
-        let task = self.0.launch(name, params, ctx).await?;
-        json_output(&json!({
-            "task_id": task.id,
-            "tool_name": task.tool,
-            "status": "running",
-            "started_at": rfc3339(task.started_at),
-        }))
-    }
-}
-
-/// `background_status`.
-struct StatusTool(Arc<BackgroundTasks>);
-
-#[async_trait]
-impl Tool for StatusTool {
-    fn name(&self) -> &str {
-        "background_status"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(BACKGROUND_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Status of a background task."
-    }
-    fn parameters(&self) -> Value {
-        task_id_schema(json!({}))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let task = self.0.find(string_arg(&args, "task_id")?, ctx).await?;
-        let mut view = json!({
-            "task_id": task.id,
-            "tool_name": task.tool,
-            "status": task.status.as_str(),
-            "elapsed_seconds": elapsed(&task, self.0.clock.now()),
-        });
-        if let (Some(error), Some(map)) = (&task.error, view.as_object_mut()) {
-            map.insert("error".into(), json!(error));
+        CallPlan {
+            delegated,
+            ..spec.plan()
         }
-        json_output(&view)
+    }
+
+    async fn call(&self, op: Op, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
+        let tasks = &self.0;
+        let view = match op {
+            Op::Run => {
+                let name = nonblank(&args, "name")?;
+                let params = object_or_empty(&args, "params")?;
+                let task = tasks.launch(name, params, ctx).await?;
+                json!({
+                    "task_id": task.id,
+                    "tool_name": task.tool,
+                    "status": "running",
+                    "started_at": rfc3339(task.started_at),
+                })
+            }
+            Op::Status => {
+                let task = tasks.find(nonblank(&args, "task_id")?, ctx).await?;
+                let mut view = json!({
+                    "task_id": task.id,
+                    "tool_name": task.tool,
+                    "status": task.status.as_str(),
+                    "elapsed_seconds": elapsed(&task, tasks.clock.now()),
+                });
+                if let (Some(error), Some(map)) = (&task.error, view.as_object_mut()) {
+                    map.insert("error".into(), json!(error));
+                }
+                view
+            }
+            Op::Result => result_view(
+                &tasks.find(nonblank(&args, "task_id")?, ctx).await?,
+                "Task is still running. Use background_wait or check back later.",
+            ),
+            Op::Cancel => self.cancel(&args, ctx).await?,
+            Op::List => self.list(ctx).await?,
+            Op::Wait => self.wait(&args, ctx).await?,
+        };
+        ToolOutput::json(&view)
     }
 }
 
-/// `background_result`.
-struct ResultTool(Arc<BackgroundTasks>);
-
-#[async_trait]
-impl Tool for ResultTool {
-    fn name(&self) -> &str {
-        "background_result"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(BACKGROUND_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Full result of a background task."
-    }
-    fn parameters(&self) -> Value {
-        task_id_schema(json!({}))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let task = self.0.find(string_arg(&args, "task_id")?, ctx).await?;
-        json_output(&result_view(
-            &task,
-            "Task is still running. Use background_wait or check back later.",
-        ))
-    }
-}
-
-/// `background_cancel`.
-struct CancelTool(Arc<BackgroundTasks>);
-
-#[async_trait]
-impl Tool for CancelTool {
-    fn name(&self) -> &str {
-        "background_cancel"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(BACKGROUND_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Cancel a running background task."
-    }
-    fn parameters(&self) -> Value {
-        task_id_schema(json!({}))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let task = self.0.find(string_arg(&args, "task_id")?, ctx).await?;
+impl Tasks {
+    /// `background_cancel`.
+    async fn cancel(&self, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let task = self.0.find(nonblank(args, "task_id")?, ctx).await?;
         if task.status != TaskStatus::Running {
-            return json_output(&json!({
+            return Ok(json!({
                 "task_id": task.id, "cancelled": false,
                 "note": format!("the task is already {}", task.status.as_str()),
             }));
@@ -518,39 +474,11 @@ impl Tool for CancelTool {
                 json!("the task runs in another cairn process"),
             );
         }
-        json_output(&view)
+        Ok(view)
     }
-}
 
-/// `background_list`.
-struct ListTool(Arc<BackgroundTasks>);
-
-#[async_trait]
-impl Tool for ListTool {
-    fn name(&self) -> &str {
-        "background_list"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(BACKGROUND_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "List this conversation's background tasks."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+    /// `background_list`.
+    async fn list(&self, ctx: &ToolContext) -> Result<Value, ToolError> {
         let tasks = self
             .0
             .store
@@ -568,7 +496,7 @@ impl Tool for ListTool {
                 })
             })
             .collect();
-        json_output(&json!({
+        Ok(json!({
             "tasks": rows,
             "total": tasks.len(),
             "running": count(TaskStatus::Running),
@@ -577,42 +505,10 @@ impl Tool for ListTool {
             "cancelled": count(TaskStatus::Cancelled),
         }))
     }
-}
 
-/// `background_wait`.
-struct WaitTool(Arc<BackgroundTasks>);
-
-#[async_trait]
-impl Tool for WaitTool {
-    fn name(&self) -> &str {
-        "background_wait"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(BACKGROUND_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Wait for a background task to end (timeout in s, default 60, max 3600)."
-    }
-    fn parameters(&self) -> Value {
-        task_id_schema(json!({"timeout": {"type": "number"}}))
-    }
-    /// Longer than the longest wait, so the wait itself decides when to stop.
-    fn time_limit(&self, _: &Value) -> Option<Duration> {
-        Some(WAIT_MAX + Duration::from_secs(5))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let id = string_arg(&args, "task_id")?;
+    /// `background_wait`.
+    async fn wait(&self, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let id = nonblank(args, "task_id")?;
         let timeout = match args.get("timeout") {
             None | Some(Value::Null) => WAIT_DEFAULT,
             Some(v) => match v.as_f64() {
@@ -629,7 +525,7 @@ impl Tool for WaitTool {
         self.0.find(id, ctx).await?;
         self.0.wait(id, timeout).await;
         let task = self.0.find(id, ctx).await?;
-        json_output(&result_view(
+        Ok(result_view(
             &task,
             "Timeout reached. Task is still running.",
         ))

@@ -21,7 +21,7 @@ pub mod schedule;
 pub mod send;
 pub mod watch;
 
-pub(crate) use crate::tool_io::{json_output, rfc3339, store_error, string_arg};
+pub(crate) use crate::tool_io::{rfc3339, store_error};
 
 use std::sync::{Arc, OnceLock, Weak};
 

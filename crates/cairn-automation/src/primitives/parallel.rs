@@ -7,16 +7,18 @@
 //! nothing. At most [`MAX_SAME_TOOL`] calls of one tool run at a time.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check, DenyAll, ToolStatus};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema,
+};
 use cairn_core::chat::ToolCall;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use super::{RunnerLink, is_primitive, json_output};
+use super::{RunnerLink, is_primitive};
 
 /// The tool's name.
 pub const RUN_PARALLEL: &str = "run_parallel";
@@ -80,44 +82,32 @@ fn parse_actions(args: &Value) -> Result<Vec<(String, Value)>, ToolError> {
         .collect()
 }
 
+/// Read-only for the gate: each action is judged by the gate itself.
+static RUN_PARALLEL_SPEC: LazyLock<ToolSpec> = LazyLock::new(|| {
+    let action = schema::object(
+        json!({"name": {"type": "string"}, "params": {"type": "object"}}),
+        &["name"],
+    );
+    ToolSpec::new(
+        RUN_PARALLEL,
+        RiskLevel::ReadOnly,
+        "Run 1-50 tool calls at once; results in input order, one failure stops nothing. \
+         Calls needing approval are not run (requires_approval).",
+    )
+    .params(schema::object(
+        json!({"actions": {"type": "array", "items": action}}),
+        &["actions"],
+    ))
+    .not_reusable()
+});
+
 #[async_trait]
 impl Tool for RunParallelTool {
-    fn name(&self) -> &str {
-        RUN_PARALLEL
+    fn spec(&self) -> &ToolSpec {
+        &RUN_PARALLEL_SPEC
     }
-    fn description(&self) -> &str {
-        "Run 1-50 tool calls at once; results in input order, one failure stops nothing. \
-         Calls needing approval are not run (requires_approval)."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "actions": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"name": {"type": "string"}, "params": {"type": "object"}},
-                        "required": ["name"]
-                    }
-                }
-            },
-            "required": ["actions"]
-        })
-    }
-    /// Read-only for the gate: each action is judged by the gate itself.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         let actions = parse_actions(&args)?;
         let runner = self.link.get()?;
         let mut limits: HashMap<String, Arc<Semaphore>> = HashMap::new();
@@ -185,7 +175,7 @@ impl Tool for RunParallelTool {
             };
             results.push(entry);
         }
-        json_output(&json!({
+        ToolOutput::json(&json!({
             "total": actions.len(),
             "succeeded": succeeded,
             "failed": actions.len() - succeeded,

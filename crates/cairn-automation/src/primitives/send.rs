@@ -3,14 +3,18 @@
 //! notification in the inbox, and the result says so; a configured channel
 //! that keeps failing ends in the inbox too, after the router's retries.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::args::nonblank;
+use cairn_agent::tools::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema,
+};
 use cairn_core::notification::{DeliveryStatus, NewNotification, Priority};
 use cairn_core::text::error_chain;
 use serde_json::{Value, json};
 
-use super::{json_output, string_arg};
 use crate::notify::Notifier;
 
 /// Longest message accepted.
@@ -45,43 +49,36 @@ fn priority_of(args: &Value) -> Result<Priority, ToolError> {
     }
 }
 
+/// Read-only: it only reaches the person, as the agent's replies do.
+static SEND_NOTIFICATION: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "send_notification",
+        RiskLevel::ReadOnly,
+        "Notify the person through an output channel; unknown or failing channels fall back to the inbox.",
+    )
+    .params(schema::object(
+        json!({
+            "channel": {"type": "string"},
+            "message": {"type": "string"},
+            "title": {"type": "string"},
+            "priority": {"enum": ["low", "normal", "high", "critical"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "structured_data": {"type": "object"}
+        }),
+        &["channel", "message"],
+    ))
+    .not_reusable()
+});
+
 #[async_trait]
 impl Tool for SendNotificationTool {
-    fn name(&self) -> &str {
-        "send_notification"
+    fn spec(&self) -> &ToolSpec {
+        &SEND_NOTIFICATION
     }
-    fn description(&self) -> &str {
-        "Notify the person through an output channel; unknown or failing channels fall back to the inbox."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "channel": {"type": "string"},
-                "message": {"type": "string"},
-                "title": {"type": "string"},
-                "priority": {"enum": ["low", "normal", "high", "critical"]},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "structured_data": {"type": "object"}
-            },
-            "required": ["channel", "message"]
-        })
-    }
-    /// It only reaches the person, as the agent's replies do.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let channel = string_arg(&args, "channel")?;
-        let message = string_arg(&args, "message")?;
+
+    async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
+        let channel = nonblank(&args, "channel")?;
+        let message = nonblank(&args, "message")?;
         if message.chars().count() > MAX_MESSAGE_CHARS {
             return Err(ToolError::InvalidArguments(format!(
                 "`message` is longer than {MAX_MESSAGE_CHARS} characters"
@@ -150,6 +147,6 @@ impl Tool for SendNotificationTool {
                 "note": "queued for delivery; if the channel keeps failing it goes to the inbox",
             }),
         };
-        json_output(&view)
+        ToolOutput::json(&view)
     }
 }

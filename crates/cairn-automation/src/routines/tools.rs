@@ -7,7 +7,7 @@
 //! call at least (the policy gate asks under supervised autonomy), a
 //! `Dangerous` one when the action is `full_job` or `tool_call` (the person
 //! approves once what the routine may later do unattended), and refused where
-//! nobody can approve ([`Tool::needs_person`]: `/v1`, `/webhook`, routine
+//! nobody can approve ([`cairn_agent::tools::CallPlan::needs_person`]: `/v1`, `/webhook`, routine
 //! runs, jobs), whatever the autonomy. Built-in routines (action `system`)
 //! are never changed here: their settings in config.toml rule them
 //! ([`super::system::builtin_refusal`]). A literal webhook secret is never
@@ -17,7 +17,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::args::{self, nonblank};
+use cairn_agent::tools::{
+    CallOutcome, CallPlan, Family, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    members, schema,
+};
 use cairn_core::routine::{Routine, RoutineSpec, Trigger};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -25,7 +29,7 @@ use uuid::Uuid;
 use super::define::zone_of;
 use super::ops_tools::tool_error;
 use super::service::{Actor, RoutineService, ServiceError};
-use crate::tool_io::{json_output, rfc3339, store_error};
+use crate::tool_io::{rfc3339, store_error};
 
 /// The one line naming these tools when schemas load on demand.
 pub(super) const ROUTINE_FAMILY: &str =
@@ -77,15 +81,6 @@ fn spec_risk(args: &Value) -> RiskLevel {
     }
 }
 
-pub(super) fn name_arg(args: &Value) -> Result<&str, ToolError> {
-    match args.get("name") {
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        _ => Err(ToolError::InvalidArguments(
-            "missing required string `name`".into(),
-        )),
-    }
-}
-
 fn spec_schema(what: &str) -> Value {
     json!({
         "type": "object",
@@ -111,17 +106,13 @@ fn spec_schema(what: &str) -> Value {
     })
 }
 
-fn name_schema(extra: Value) -> Value {
-    let mut properties = json!({"name": {"type": "string", "description": "the routine's name"}});
-    if let (Some(props), Value::Object(more)) = (properties.as_object_mut(), extra) {
-        props.extend(more);
-    }
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": ["name"],
-        "additionalProperties": false
-    })
+/// The arguments of a tool about one routine: its `name`, the `extra`
+/// properties, and which of them are `required` besides the name.
+pub(super) fn name_schema(extra: Value, required: &[&str]) -> Value {
+    let name = json!({"name": {"type": "string", "description": "the routine's name"}});
+    let mut need = vec!["name"];
+    need.extend_from_slice(required);
+    schema::closed(schema::with(name, extra), &need)
 }
 
 /// The trigger in a few words: `cron 0 9 * * *`, `event /deploy/`, `webhook`.
@@ -134,43 +125,128 @@ fn trigger_short(trigger: &Trigger) -> String {
     }
 }
 
-/// `routine_create`.
-struct CreateTool(Shared);
+/// Which routine tool a call is for.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Create,
+    List,
+    Update,
+    Delete,
+    Fire,
+    Runs,
+}
+
+/// The six routine tools, writing through `service`, for the binary to register.
+pub fn routine_tools(service: RoutineService, firer: Arc<dyn RoutineFirer>) -> Vec<Arc<dyn Tool>> {
+    use RiskLevel::{ReadOnly, Write};
+    let mut update = spec_schema(
+        "the complete new spec; its `name` says which routine it replaces, unless `name` is given",
+    );
+    update["properties"]["name"] = json!({
+        "type": "string",
+        "description": "the routine's current name, when the spec renames it (default: the spec's name)"
+    });
+    members(&Arc::new(Shared { service, firer }), ROUTINE_FAMILY, [
+        (
+            Op::Create,
+            ToolSpec::new("routine_create", Write, "Create a routine (a task that fires on a schedule, an event, a webhook or by hand) from its spec, \
+                 the same JSON shape as a routine file. Every problem is reported with its field path.")
+                .params(spec_schema("the new routine's spec; its name must not be taken"))
+                .needs_person(),
+        ),
+        (
+            Op::List,
+            ToolSpec::new("routine_list", ReadOnly, "List the user's routines: name, enabled, trigger, next fire (UTC and the routine's local time), last run status.")
+                .params(schema::closed(json!({}), &[]))
+                // Runs finish and slots advance by themselves.
+                .not_reusable(),
+        ),
+        (
+            Op::Update,
+            ToolSpec::new("routine_update", Write, "Replace an existing routine's spec (found by its name) with a complete new spec, \
+                 the same JSON shape as routine_create; its run history and state are kept. \
+                 To rename it, give its current name in `name` and the new one in the spec. \
+                 A webhook secret written \"***\" keeps the stored one. Built-in routines cannot be changed.")
+                .params(update)
+                .needs_person(),
+        ),
+        (
+            Op::Delete,
+            ToolSpec::new("routine_delete", Write, "Delete a routine by name, with its run history. Built-in routines cannot be deleted.")
+                .params(name_schema(json!({}), &[]))
+                .needs_person(),
+        ),
+        (
+            Op::Fire,
+            ToolSpec::new("routine_fire", Write, "Run a routine now (a manual fire, which skips its cooldown), optionally with a JSON payload \
+                 handed to its action; returns the run id (routine_runs shows the outcome).")
+                .params(name_schema(json!({
+                    "payload": {"description": "any JSON value given to the action as the trigger's payload"}
+                }), &[])),
+        ),
+        (
+            Op::Runs,
+            ToolSpec::new("routine_runs", ReadOnly, "The latest runs of a routine, newest first: status, trigger, slot, times, summary, tokens, job, skip reason.")
+                .params(name_schema(json!({
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS, "description": "how many runs (default 10)"}
+                }), &[]))
+                // Runs are added by the engine at any time.
+                .not_reusable(),
+        ),
+    ])
+}
 
 #[async_trait]
-impl Tool for CreateTool {
-    fn name(&self) -> &str {
-        "routine_create"
+impl Family for Shared {
+    type Op = Op;
+
+    fn plan(&self, op: Op, spec: &ToolSpec, args: &Value) -> CallPlan {
+        match op {
+            Op::Create | Op::Update => CallPlan {
+                risk: spec_risk(args),
+                ..spec.plan()
+            },
+            _ => spec.plan(),
+        }
     }
-    fn family(&self) -> Option<&str> {
-        Some(ROUTINE_FAMILY)
+
+    async fn call(&self, op: Op, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
+        let view = match op {
+            Op::Create => self.create(&args).await?,
+            Op::List => self.list().await?,
+            Op::Update => self.update(&args).await?,
+            Op::Delete => {
+                let routine = self.find(nonblank(&args, "name")?).await?;
+                self.service
+                    .delete(&routine, &Actor::Agent)
+                    .await
+                    .map_err(tool_error)?;
+                json!({"deleted": routine.spec.name})
+            }
+            Op::Fire => self.fire(&args).await?,
+            Op::Runs => {
+                let limit = args::count(&args, "limit", DEFAULT_RUNS, MAX_RUNS)?;
+                let routine = self.find(nonblank(&args, "name")?).await?;
+                let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+                let runs = self
+                    .service
+                    .store()
+                    .list_runs(routine.id, limit)
+                    .await
+                    .map_err(store_error)?;
+                serde_json::to_value(&runs).map_err(|e| ToolError::Failed(e.to_string()))?
+            }
+        };
+        ToolOutput::json(&view)
     }
-    fn description(&self) -> &str {
-        "Create a routine (a task that fires on a schedule, an event, a webhook or by hand) from its spec, \
-         the same JSON shape as a routine file. Every problem is reported with its field path."
-    }
-    fn parameters(&self) -> Value {
-        spec_schema("the new routine's spec; its name must not be taken")
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    fn call_risk(&self, args: &Value) -> RiskLevel {
-        spec_risk(args)
-    }
-    fn needs_person(&self, _: &Value) -> bool {
-        true
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+}
+
+impl Shared {
+    /// `routine_create`.
+    async fn create(&self, args: &Value) -> Result<Value, ToolError> {
         let routine = self
-            .0
             .service
-            .create(Shared::spec_in(&args)?, &Actor::Agent)
+            .create(Shared::spec_in(args)?, &Actor::Agent)
             .await
             .map_err(|e| match e {
                 ServiceError::Taken(_) => {
@@ -178,65 +254,23 @@ impl Tool for CreateTool {
                 }
                 e => tool_error(e),
             })?;
-        json_output(&json!({
+        Ok(json!({
             "created": routine.spec.name,
             "id": routine.id,
             "next_fire_at": routine.runtime.next_fire_at.map(rfc3339),
         }))
     }
-}
 
-/// `routine_update`.
-struct UpdateTool(Shared);
-
-#[async_trait]
-impl Tool for UpdateTool {
-    fn name(&self) -> &str {
-        "routine_update"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(ROUTINE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Replace an existing routine's spec (found by its name) with a complete new spec, \
-         the same JSON shape as routine_create; its run history and state are kept. \
-         To rename it, give its current name in `name` and the new one in the spec. \
-         A webhook secret written \"***\" keeps the stored one. Built-in routines cannot be changed."
-    }
-    fn parameters(&self) -> Value {
-        let mut schema = spec_schema(
-            "the complete new spec; its `name` says which routine it replaces, unless `name` is given",
-        );
-        schema["properties"]["name"] = json!({
-            "type": "string",
-            "description": "the routine's current name, when the spec renames it (default: the spec's name)"
-        });
-        schema
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    fn call_risk(&self, args: &Value) -> RiskLevel {
-        spec_risk(args)
-    }
-    fn needs_person(&self, _: &Value) -> bool {
-        true
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let spec = Shared::spec_in(&args)?;
+    /// `routine_update`.
+    async fn update(&self, args: &Value) -> Result<Value, ToolError> {
+        let spec = Shared::spec_in(args)?;
         // `name` is the routine's current name when the spec renames it.
         let current = match args.get("name") {
             None | Some(Value::Null) => spec.name.clone(),
-            Some(_) => name_arg(&args)?.to_string(),
+            Some(_) => nonblank(args, "name")?.to_string(),
         };
-        let routine = s.find(&current).await?;
-        let done = s
+        let routine = self.find(&current).await?;
+        let done = self
             .service
             .replace(routine, spec, &Actor::Agent)
             .await
@@ -249,89 +283,20 @@ impl Tool for UpdateTool {
         if let Some(from) = done.renamed_from {
             out["renamed_from"] = json!(from);
         }
-        json_output(&out)
+        Ok(out)
     }
-}
 
-/// `routine_delete`.
-struct DeleteTool(Shared);
-
-#[async_trait]
-impl Tool for DeleteTool {
-    fn name(&self) -> &str {
-        "routine_delete"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(ROUTINE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Delete a routine by name, with its run history. Built-in routines cannot be deleted."
-    }
-    fn parameters(&self) -> Value {
-        name_schema(json!({}))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    fn needs_person(&self, _: &Value) -> bool {
-        true
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let routine = s.find(name_arg(&args)?).await?;
-        s.service
-            .delete(&routine, &Actor::Agent)
-            .await
-            .map_err(tool_error)?;
-        json_output(&json!({"deleted": routine.spec.name}))
-    }
-}
-
-/// `routine_list`.
-struct ListTool(Shared);
-
-#[async_trait]
-impl Tool for ListTool {
-    fn name(&self) -> &str {
-        "routine_list"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(ROUTINE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "List the user's routines: name, enabled, trigger, next fire (UTC and the routine's local time), last run status."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        // Runs finish and slots advance by themselves.
-        false
-    }
-    async fn execute(
-        &self,
-        _: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let store = s.service.store();
+    /// `routine_list`.
+    async fn list(&self) -> Result<Value, ToolError> {
+        let store = self.service.store();
         let routines = store
-            .list_routines(Some(s.service.user_id()))
+            .list_routines(Some(self.service.user_id()))
             .await
             .map_err(store_error)?;
         let mut rows = Vec::with_capacity(routines.len());
         for r in &routines {
             let last = store.list_runs(r.id, 1).await.map_err(store_error)?;
-            let zone = zone_of(&r.spec, s.service.user_zone());
+            let zone = zone_of(&r.spec, self.service.user_zone());
             let next = r.runtime.next_fire_at.filter(|_| r.spec.enabled);
             rows.push(json!({
                 "name": r.spec.name,
@@ -344,118 +309,19 @@ impl Tool for ListTool {
                 "last_status": last.first().map(|run| run.status.as_str()),
             }));
         }
-        json_output(&Value::Array(rows))
+        Ok(Value::Array(rows))
     }
-}
 
-/// `routine_runs`.
-struct RunsTool(Shared);
-
-#[async_trait]
-impl Tool for RunsTool {
-    fn name(&self) -> &str {
-        "routine_runs"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(ROUTINE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "The latest runs of a routine, newest first: status, trigger, slot, times, summary, tokens, job, skip reason."
-    }
-    fn parameters(&self) -> Value {
-        name_schema(json!({
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS, "description": "how many runs (default 10)"}
-        }))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        // Runs are added by the engine at any time.
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let limit = match args.get("limit") {
-            None | Some(Value::Null) => DEFAULT_RUNS,
-            Some(v) => v
-                .as_u64()
-                .filter(|n| (1..=MAX_RUNS).contains(n))
-                .ok_or_else(|| {
-                    ToolError::InvalidArguments(format!(
-                        "`limit` must be an integer from 1 to {MAX_RUNS}"
-                    ))
-                })?,
-        };
-        let routine = s.find(name_arg(&args)?).await?;
-        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        let runs = s
-            .service
-            .store()
-            .list_runs(routine.id, limit)
-            .await
-            .map_err(store_error)?;
-        let runs = serde_json::to_value(&runs).map_err(|e| ToolError::Failed(e.to_string()))?;
-        json_output(&runs)
-    }
-}
-
-/// `routine_fire`.
-struct FireTool(Shared);
-
-#[async_trait]
-impl Tool for FireTool {
-    fn name(&self) -> &str {
-        "routine_fire"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(ROUTINE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Run a routine now (a manual fire, which skips its cooldown), optionally with a JSON payload \
-         handed to its action; returns the run id (routine_runs shows the outcome)."
-    }
-    fn parameters(&self) -> Value {
-        name_schema(json!({
-            "payload": {"description": "any JSON value given to the action as the trigger's payload"}
-        }))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let routine = s.find(name_arg(&args)?).await?;
+    /// `routine_fire`.
+    async fn fire(&self, args: &Value) -> Result<Value, ToolError> {
+        let routine = self.find(nonblank(args, "name")?).await?;
         let payload = args.get("payload").filter(|v| !v.is_null()).cloned();
-        let run_id = s.firer.fire(&routine, payload).await.map_err(|e| {
+        let run_id = self.firer.fire(&routine, payload).await.map_err(|e| {
             ToolError::Failed(format!(
                 "routine \"{}\" did not fire: {e}",
                 routine.spec.name
             ))
         })?;
-        json_output(&json!({"fired": routine.spec.name, "run_id": run_id}))
+        Ok(json!({"fired": routine.spec.name, "run_id": run_id}))
     }
-}
-
-/// The six routine tools, writing through `service`, for the binary to register.
-pub fn routine_tools(service: RoutineService, firer: Arc<dyn RoutineFirer>) -> Vec<Arc<dyn Tool>> {
-    let shared = Shared { service, firer };
-    vec![
-        Arc::new(CreateTool(shared.clone())),
-        Arc::new(ListTool(shared.clone())),
-        Arc::new(UpdateTool(shared.clone())),
-        Arc::new(DeleteTool(shared.clone())),
-        Arc::new(FireTool(shared.clone())),
-        Arc::new(RunsTool(shared)),
-    ]
 }

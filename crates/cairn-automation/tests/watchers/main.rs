@@ -6,12 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings};
 use cairn_automation::primitives::RunnerLink;
@@ -36,17 +37,10 @@ struct Probe {
 
 #[async_trait]
 impl Tool for Probe {
-    fn name(&self) -> &str {
-        "probe"
-    }
-    fn description(&self) -> &str {
-        "scripted"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("probe", RiskLevel::ReadOnly, "scripted"));
+        &SPEC
     }
     async fn execute(
         &self,
@@ -66,17 +60,10 @@ struct Danger;
 
 #[async_trait]
 impl Tool for Danger {
-    fn name(&self) -> &str {
-        "danger"
-    }
-    fn description(&self) -> &str {
-        "asks"
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Dangerous
+    fn spec(&self) -> &ToolSpec {
+        static SPEC: LazyLock<ToolSpec> =
+            LazyLock::new(|| ToolSpec::new("danger", RiskLevel::Dangerous, "asks"));
+        &SPEC
     }
     async fn execute(
         &self,

@@ -80,20 +80,20 @@ impl CairnServer {
             .iter()
             .filter_map(|name| self.runner.registry().get(name))
             .map(|tool| {
-                let schema = match tool.parameters() {
-                    serde_json::Value::Object(map) => map,
+                let spec = tool.spec();
+                let schema = match spec.parameters() {
+                    serde_json::Value::Object(map) => map.clone(),
                     _ => serde_json::Map::new(),
                 };
-                let read_only = tool.risk() == RiskLevel::ReadOnly;
                 Tool::new(
-                    tool.name().to_string(),
-                    tool.description().to_string(),
+                    spec.name().to_string(),
+                    spec.description().to_string(),
                     schema,
                 )
                 .with_annotations(
                     ToolAnnotations::new()
-                        .read_only(read_only)
-                        .destructive(tool.risk() == RiskLevel::Dangerous),
+                        .read_only(spec.risk() == RiskLevel::ReadOnly)
+                        .destructive(spec.risk() == RiskLevel::Dangerous),
                 )
             })
             .collect()

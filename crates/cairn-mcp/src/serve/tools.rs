@@ -3,9 +3,13 @@
 //! waits in the person's inbox). Plain store reads, run through the runner
 //! and its gate like every other tool.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use cairn_agent::runner::Authorized;
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::{
+    CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema,
+};
 use cairn_store::Store;
 use serde_json::{Value, json};
 
@@ -25,39 +29,26 @@ impl RoutineShowTool {
     }
 }
 
-fn to_text(value: &impl serde::Serialize) -> Result<ToolOutput, ToolError> {
-    serde_json::to_string_pretty(value)
-        .map(ToolOutput::ok)
-        .map_err(|e| ToolError::Failed(e.to_string()))
-}
+static ROUTINE_SHOW: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "routine_show",
+        RiskLevel::ReadOnly,
+        "One routine by name: its spec (trigger, action, guardrails, notify; a webhook's secret hidden) and runtime (next fire, last run, failures).",
+    )
+    .params(schema::object(
+        json!({"name": {"type": "string", "description": "the routine's name"}}),
+        &["name"],
+    ))
+    .not_reusable()
+});
 
 #[async_trait]
 impl Tool for RoutineShowTool {
-    fn name(&self) -> &str {
-        "routine_show"
+    fn spec(&self) -> &ToolSpec {
+        &ROUTINE_SHOW
     }
-    fn description(&self) -> &str {
-        "One routine by name: its spec (trigger, action, guardrails, notify; a webhook's secret hidden) and runtime (next fire, last run, failures)."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"name": {"type": "string", "description": "the routine's name"}},
-            "required": ["name"]
-        })
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+
+    async fn execute(&self, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         let Some(name) = args.get("name").and_then(Value::as_str) else {
             return Err(ToolError::InvalidArguments(
                 "missing required string `name`".into(),
@@ -70,7 +61,7 @@ impl Tool for RoutineShowTool {
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         match routine {
             // A literal webhook secret is never shown (as in `cairn routine show`).
-            Some(routine) => to_text(&routine.redacted()),
+            Some(routine) => ToolOutput::json(&routine.redacted()),
             None => Ok(ToolOutput::failed(format!(
                 "no routine named \"{name}\"; routine_list lists them"
             ))),
@@ -94,35 +85,29 @@ impl InboxListTool {
     }
 }
 
+static INBOX_LIST: LazyLock<ToolSpec> = LazyLock::new(|| {
+    ToolSpec::new(
+        "inbox_list",
+        RiskLevel::ReadOnly,
+        "The person's inbox (notifications kept there or not deliverable elsewhere), unread first, newest first.",
+    )
+    .params(schema::object(
+        json!({
+            "all": {"type": "boolean", "description": "include read ones (default false)"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "default 20"}
+        }),
+        &[],
+    ))
+    .not_reusable()
+});
+
 #[async_trait]
 impl Tool for InboxListTool {
-    fn name(&self) -> &str {
-        "inbox_list"
+    fn spec(&self) -> &ToolSpec {
+        &INBOX_LIST
     }
-    fn description(&self) -> &str {
-        "The person's inbox (notifications kept there or not deliverable elsewhere), unread first, newest first."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "all": {"type": "boolean", "description": "include read ones (default false)"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "default 20"}
-            }
-        })
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
+
+    async fn execute(&self, args: Value, _: &ToolContext, _: &Authorized) -> CallOutcome {
         let all = args.get("all").and_then(Value::as_bool).unwrap_or(false);
         let limit = args
             .get("limit")
@@ -134,6 +119,6 @@ impl Tool for InboxListTool {
             .inbox(&self.user, all, u32::try_from(limit).unwrap_or(20))
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
-        to_text(&items)
+        ToolOutput::json(&items)
     }
 }

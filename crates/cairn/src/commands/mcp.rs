@@ -280,7 +280,7 @@ fn served_runner(
     tools.push(Arc::new(InboxListTool::new(store.clone(), user.clone())));
     let mut registry = ToolRegistry::new();
     for tool in tools {
-        if cairn_mcp::serve::SERVED.contains(&tool.name()) {
+        if cairn_mcp::serve::SERVED.contains(&tool.spec().name()) {
             registry
                 .register(tool)
                 .context("cannot register the served tools")?;

@@ -71,7 +71,7 @@ fn known_tools(
     let link = RunnerLink::new();
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(&link))));
     extra.extend(BackgroundTasks::new(store.clone(), link, clock, "cli".to_string()).tools());
-    names.extend(extra.iter().map(|t| t.name().to_string()));
+    names.extend(extra.iter().map(|t| t.spec().name().to_string()));
     names.insert("send_notification".to_string());
     names.extend(health.iter().map(|h| h.name.clone()));
     Ok(names)

@@ -1,5 +1,5 @@
 //! Managing scheduled jobs: how a job's routine is shown (`job_view`,
-//! `job_status`) and the tools that cancel, list and inspect jobs
+//! `job_status`) and the tools' calls that cancel, list and inspect jobs
 //! (`schedule_cancel`, `schedule_list`, `schedule_status`).
 
 use super::*;
@@ -75,84 +75,27 @@ pub(super) fn job_view(r: &Routine) -> Value {
     })
 }
 
-/// `schedule_cancel`.
-pub(super) struct CancelTool(pub(super) Shared);
-
-#[async_trait]
-impl Tool for CancelTool {
-    fn name(&self) -> &str {
-        "schedule_cancel"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Cancel a scheduled job or reminder (removes it and its history)."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"job_id": {"type": "string"}}, "required": ["job_id"]})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    /// Cancelling changes what was set up to run: the person's to approve.
-    fn needs_person(&self, _: &Value) -> bool {
-        true
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let job = s.find(&args).await?;
+impl Shared {
+    /// `schedule_cancel`.
+    pub(super) async fn cancel(&self, args: &Value) -> Result<Value, ToolError> {
+        let job = self.find(args).await?;
         let previous = job_status(&job);
-        s.service
+        self.service
             .delete(&job, &Actor::Agent)
             .await
             .map_err(tool_error)?;
-        json_output(&json!({
+        Ok(json!({
             "job_id": job_id_of(&job),
             "label": job.spec.description,
             "status": "cancelled",
             "previous_status": previous,
         }))
     }
-}
 
-/// `schedule_list`.
-pub(super) struct ListTool(pub(super) Shared);
-
-#[async_trait]
-impl Tool for ListTool {
-    fn name(&self) -> &str {
-        "schedule_list"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "List scheduled jobs and reminders, optionally by status."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"status": {"enum": ["active", "paused", "completed", "failed"]}}})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let wanted = optional_string(&args, "status")?;
-        let jobs = s.jobs().await?;
+    /// `schedule_list`.
+    pub(super) async fn list(&self, args: &Value) -> Result<Value, ToolError> {
+        let wanted = optional_string(args, "status")?;
+        let jobs = self.jobs().await?;
         let count = |status: &str| jobs.iter().filter(|r| job_status(r) == status).count();
         let (active, completed) = (count("active"), count("completed"));
         let total = jobs.len();
@@ -167,44 +110,18 @@ impl Tool for ListTool {
                 .then(a.runtime.next_fire_at.cmp(&b.runtime.next_fire_at))
                 .then(b.created_at.cmp(&a.created_at))
         });
-        json_output(&json!({
+        Ok(json!({
             "jobs": shown.into_iter().map(job_view).collect::<Vec<_>>(),
             "total": total,
             "active": active,
             "completed": completed,
         }))
     }
-}
 
-/// `schedule_status`.
-pub(super) struct StatusTool(pub(super) Shared);
-
-#[async_trait]
-impl Tool for StatusTool {
-    fn name(&self) -> &str {
-        "schedule_status"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Details and recent runs of one scheduled job."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"job_id": {"type": "string"}}, "required": ["job_id"]})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        _: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let job = s.find(&args).await?;
-        let runs = s
+    /// `schedule_status`.
+    pub(super) async fn status(&self, args: &Value) -> Result<Value, ToolError> {
+        let job = self.find(args).await?;
+        let runs = self
             .service
             .store()
             .list_runs(job.id, STATUS_RUNS)
@@ -223,6 +140,6 @@ impl Tool for StatusTool {
             })
             .collect();
         view["last_status"] = json!(runs.first().map(|r| r.status));
-        json_output(&view)
+        Ok(view)
     }
 }

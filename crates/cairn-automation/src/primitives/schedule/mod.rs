@@ -26,30 +26,34 @@
 //! **Recurring work needs a person.** `schedule_cron`, and `remember` with a
 //! repeating `when`, set up work that runs on the person's behalf again and
 //! again: a write they approve, refused where nobody can (`/v1`, `/webhook`,
-//! routine runs, jobs: `Tool::needs_person`), as routine changes are. A
+//! routine runs, jobs: `CallPlan::needs_person`), as routine changes are. A
 //! one-shot job is not (a `tool_call` one still asks as a dangerous call).
 //!
 //! **Cancelling** changes what the person set up: `schedule_cancel` is a
-//! write they approve, refused where nobody can (`Tool::needs_person`).
+//! write they approve, refused where nobody can (`CallPlan::needs_person`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::args::{nonblank, object_or_empty};
+use cairn_agent::tools::{
+    CallOutcome, CallPlan, Family, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    members, schema,
+};
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{NotifyConfig, Routine, RoutineAction, RoutineSpec, Trigger};
 use cairn_core::schedule::{Schedule, ScheduleKind};
 use serde_json::{Value, json};
 
-use super::{RunnerLink, json_output, rfc3339, store_error, string_arg};
+use super::{RunnerLink, rfc3339, store_error};
 use crate::notify::Notifier;
 use crate::routines::ops_tools::tool_error;
 use crate::routines::service::{Actor, RoutineService};
 
 mod manage;
 
-use manage::{CancelTool, ListTool, StatusTool, is_job, job_id};
+use manage::{is_job, job_id};
 
 /// The one line naming these tools when schemas load on demand.
 const SCHEDULE_FAMILY: &str =
@@ -72,6 +76,17 @@ struct Shared {
     notifier: Notifier,
 }
 
+/// Which scheduling tool a call is for.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Once,
+    Cron,
+    Remember,
+    Cancel,
+    List,
+    Status,
+}
+
 /// The six scheduling tools, writing through `service`, for the binary to register.
 /// `notifier` knows the configured output channels (to check `output_channel`,
 /// as they are after a reload).
@@ -80,19 +95,65 @@ pub fn schedule_tools(
     link: Arc<RunnerLink>,
     notifier: Notifier,
 ) -> Vec<Arc<dyn Tool>> {
+    use RiskLevel::{ReadOnly, Write};
     let shared = Shared {
         service,
         link,
         notifier,
     };
-    vec![
-        Arc::new(OnceTool(shared.clone())),
-        Arc::new(CronTool(shared.clone())),
-        Arc::new(RememberTool(shared.clone())),
-        Arc::new(CancelTool(shared.clone())),
-        Arc::new(ListTool(shared.clone())),
-        Arc::new(StatusTool(shared)),
-    ]
+    let job_id = || schema::object(json!({"job_id": {"type": "string"}}), &["job_id"]);
+    members(&Arc::new(shared), SCHEDULE_FAMILY, [
+        (
+            Op::Once,
+            ToolSpec::new("schedule_once", ReadOnly, "Do something once later (`when`: \"in 10m\", \"tomorrow at 9am\", \"demain à 9h\", ISO time); result back here by default.")
+                .params(job_schema("when", "a one-shot time", json!({})))
+                .not_reusable(),
+        ),
+        (
+            Op::Cron,
+            // Recurring work on the person's behalf: a write they approve, and
+            // only where they can.
+            ToolSpec::new("schedule_cron", Write, "Do something on a recurring schedule (5-field cron or \"every weekday at 9am\"); max_runs 0 = unlimited.")
+                .params(job_schema(
+                    "cron",
+                    "cron expression or recurring phrase",
+                    json!({"max_runs": {"type": "integer", "minimum": 0}}),
+                ))
+                .needs_person()
+                .not_reusable(),
+        ),
+        (
+            Op::Remember,
+            ToolSpec::new("remember", ReadOnly, "Remind the person (or yourself, action=llm_prompt) of `what` at `when` (\"in 2h\", \"tomorrow at 9am\", \"every monday at 10\").")
+                .params(schema::object(
+                    json!({
+                        "what": {"type": "string"},
+                        "when": {"type": "string"},
+                        "action": {"enum": ["notification", "llm_prompt"]}
+                    }),
+                    &["what", "when"],
+                ))
+                .not_reusable(),
+        ),
+        (
+            Op::Cancel,
+            // Cancelling changes what was set up to run: the person's to approve.
+            ToolSpec::new("schedule_cancel", Write, "Cancel a scheduled job or reminder (removes it and its history).")
+                .params(job_id())
+                .needs_person()
+                .not_reusable(),
+        ),
+        (
+            Op::List,
+            ToolSpec::new("schedule_list", ReadOnly, "List scheduled jobs and reminders, optionally by status.")
+                .params(schema::object(json!({"status": {"enum": ["active", "paused", "completed", "failed"]}}), &[])),
+        ),
+        (
+            Op::Status,
+            ToolSpec::new("schedule_status", ReadOnly, "Details and recent runs of one scheduled job.")
+                .params(job_id()),
+        ),
+    ])
 }
 
 /// What a job does when it fires.
@@ -226,16 +287,8 @@ impl Shared {
         let action_type = ActionType::parse(args, "action_type", ALL_ACTIONS)?;
         match action_type {
             ActionType::ToolCall => {
-                let tool = string_arg(args, "tool_name")?.trim().to_string();
-                let params = match args.get("tool_params") {
-                    None | Some(Value::Null) => json!({}),
-                    Some(v @ Value::Object(_)) => v.clone(),
-                    Some(_) => {
-                        return Err(ToolError::InvalidArguments(
-                            "`tool_params` must be an object".into(),
-                        ));
-                    }
-                };
+                let tool = nonblank(args, "tool_name")?.trim().to_string();
+                let params = object_or_empty(args, "tool_params")?;
                 let canonical = self.check_tool(&tool, &params, ctx)?;
                 Ok(What {
                     action_type,
@@ -245,7 +298,7 @@ impl Shared {
             }
             _ => Ok(What {
                 action_type,
-                text: Some(string_arg(args, prompt_key)?.trim().to_string()),
+                text: Some(nonblank(args, prompt_key)?.trim().to_string()),
                 tool: None,
             }),
         }
@@ -395,7 +448,7 @@ impl Shared {
 
     /// The job named by `args.job_id` (a routine of either prefix).
     async fn find(&self, args: &Value) -> Result<Routine, ToolError> {
-        let id = string_arg(args, "job_id")?.trim();
+        let id = nonblank(args, "job_id")?.trim();
         let id = id
             .strip_prefix(SCHEDULE_PREFIX)
             .or_else(|| id.strip_prefix(REMIND_PREFIX))
@@ -455,7 +508,7 @@ fn max_runs_of(args: &Value) -> Result<Option<u64>, ToolError> {
 }
 
 fn job_schema(when_key: &str, when_what: &str, extra: Value) -> Value {
-    let mut properties = json!({
+    let properties = json!({
         when_key: {"type": "string", "description": when_what},
         "action_type": {"enum": ["notification", "tool_call", "llm_prompt"]},
         "prompt": {"type": "string", "description": "text of a notification or llm_prompt"},
@@ -464,203 +517,128 @@ fn job_schema(when_key: &str, when_what: &str, extra: Value) -> Value {
         "label": {"type": "string"},
         "output_channel": {"type": "string", "description": "a configured channel; default: this conversation"}
     });
-    if let (Some(props), Value::Object(more)) = (properties.as_object_mut(), extra) {
-        props.extend(more);
-    }
-    json!({"type": "object", "properties": properties, "required": [when_key]})
+    schema::object(schema::with(properties, extra), &[when_key])
 }
 
 fn label_of(args: &Value, fallback: &str) -> Result<String, ToolError> {
     Ok(optional_string(args, "label")?.unwrap_or_else(|| short(fallback)))
 }
 
-/// `schedule_once`.
-struct OnceTool(Shared);
-
 #[async_trait]
-impl Tool for OnceTool {
-    fn name(&self) -> &str {
-        "schedule_once"
+impl Family for Shared {
+    type Op = Op;
+
+    fn plan(&self, op: Op, spec: &ToolSpec, args: &Value) -> CallPlan {
+        let plan = spec.plan();
+        match op {
+            Op::Once => CallPlan {
+                risk: tool_risk(args),
+                ..plan
+            },
+            Op::Cron => CallPlan {
+                risk: tool_risk(args).max(RiskLevel::Write),
+                ..plan
+            },
+            // A one-shot reminder is read-only; a recurring one is recurring
+            // work on the person's behalf, like `schedule_cron`.
+            Op::Remember if self.repeats(args) => CallPlan {
+                risk: RiskLevel::Write,
+                needs_person: true,
+                ..plan
+            },
+            _ => plan,
+        }
     }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
+
+    async fn call(&self, op: Op, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
+        let view = match op {
+            Op::Once => self.once(&args, ctx).await?,
+            Op::Cron => self.cron(&args, ctx).await?,
+            Op::Remember => self.remember(&args, ctx).await?,
+            Op::Cancel => self.cancel(&args).await?,
+            Op::List => self.list(&args).await?,
+            Op::Status => self.status(&args).await?,
+        };
+        ToolOutput::json(&view)
     }
-    fn description(&self) -> &str {
-        "Do something once later (`when`: \"in 10m\", \"tomorrow at 9am\", \"demain à 9h\", ISO time); result back here by default."
+}
+
+impl Shared {
+    /// Whether `remember`'s `when` repeats.
+    fn repeats(&self, args: &Value) -> bool {
+        args.get("when")
+            .and_then(Value::as_str)
+            .and_then(|when| self.parse_when(when.trim()).ok())
+            .is_some_and(|schedule| schedule.kind() != ScheduleKind::Once)
     }
-    fn parameters(&self) -> Value {
-        job_schema("when", "a one-shot time", json!({}))
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    fn call_risk(&self, args: &Value) -> RiskLevel {
-        tool_risk(args)
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let when = string_arg(&args, "when")?;
-        let schedule = s.parse_when(when)?;
+
+    /// `schedule_once`.
+    async fn once(&self, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let when = nonblank(args, "when")?;
+        let schedule = self.parse_when(when)?;
         if schedule.kind() != ScheduleKind::Once {
             return Err(ToolError::InvalidArguments(format!(
                 "`when` \"{when}\" repeats ({}); use schedule_cron for recurring jobs",
                 schedule.describe()
             )));
         }
-        let trigger = s.once_trigger(when, &schedule)?;
-        let what = s.action_of(&args, ctx, "prompt")?;
-        let draft = Draft {
-            prefix: SCHEDULE_PREFIX,
-            label: label_of(&args, &what.gist())?,
-            what,
-            output_channel: s.output_of(&args)?,
-            trigger,
-            max_runs: None,
-        };
-        json_output(&s.create(draft, ctx).await?)
+        let trigger = self.once_trigger(when, &schedule)?;
+        self.schedule(args, ctx, trigger, false).await
     }
-}
 
-/// `schedule_cron`.
-struct CronTool(Shared);
-
-#[async_trait]
-impl Tool for CronTool {
-    fn name(&self) -> &str {
-        "schedule_cron"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Do something on a recurring schedule (5-field cron or \"every weekday at 9am\"); max_runs 0 = unlimited."
-    }
-    fn parameters(&self) -> Value {
-        job_schema(
-            "cron",
-            "cron expression or recurring phrase",
-            json!({"max_runs": {"type": "integer", "minimum": 0}}),
-        )
-    }
-    /// Recurring work on the person's behalf: a write they approve, and only
-    /// where they can.
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::Write
-    }
-    fn call_risk(&self, args: &Value) -> RiskLevel {
-        tool_risk(args).max(RiskLevel::Write)
-    }
-    fn needs_person(&self, _: &Value) -> bool {
-        true
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let cron = string_arg(&args, "cron")?.trim();
-        let schedule = s.parse_when(cron)?;
+    /// `schedule_cron`.
+    async fn cron(&self, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let cron = nonblank(args, "cron")?.trim();
+        let schedule = self.parse_when(cron)?;
         if schedule.kind() == ScheduleKind::Once {
             return Err(ToolError::InvalidArguments(format!(
                 "`cron` \"{cron}\" happens once ({}); use schedule_once or remember",
                 rfc3339(
                     schedule
-                        .next_after(s.service.now())
-                        .unwrap_or_else(|| s.service.now())
+                        .next_after(self.service.now())
+                        .unwrap_or_else(|| self.service.now())
                 )
             )));
         }
-        let what = s.action_of(&args, ctx, "prompt")?;
+        let trigger = Trigger::Cron {
+            schedule: cron.to_string(),
+        };
+        self.schedule(args, ctx, trigger, true).await
+    }
+
+    /// A `schedule_*` job firing on `trigger`, doing what `args` say; only a
+    /// recurring one takes `max_runs`.
+    async fn schedule(
+        &self,
+        args: &Value,
+        ctx: &ToolContext,
+        trigger: Trigger,
+        recurring: bool,
+    ) -> Result<Value, ToolError> {
+        let what = self.action_of(args, ctx, "prompt")?;
         let draft = Draft {
             prefix: SCHEDULE_PREFIX,
-            label: label_of(&args, &what.gist())?,
+            label: label_of(args, &what.gist())?,
             what,
-            output_channel: s.output_of(&args)?,
-            trigger: Trigger::Cron {
-                schedule: cron.to_string(),
-            },
-            max_runs: max_runs_of(&args)?,
+            output_channel: self.output_of(args)?,
+            trigger,
+            max_runs: if recurring { max_runs_of(args)? } else { None },
         };
-        json_output(&s.create(draft, ctx).await?)
+        self.create(draft, ctx).await
     }
-}
 
-/// `remember`.
-struct RememberTool(Shared);
-
-#[async_trait]
-impl Tool for RememberTool {
-    fn name(&self) -> &str {
-        "remember"
-    }
-    fn family(&self) -> Option<&str> {
-        Some(SCHEDULE_FAMILY)
-    }
-    fn description(&self) -> &str {
-        "Remind the person (or yourself, action=llm_prompt) of `what` at `when` (\"in 2h\", \"tomorrow at 9am\", \"every monday at 10\")."
-    }
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "what": {"type": "string"},
-                "when": {"type": "string"},
-                "action": {"enum": ["notification", "llm_prompt"]}
-            },
-            "required": ["what", "when"]
-        })
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    /// A one-shot reminder is read-only; a recurring one is recurring work
-    /// on the person's behalf, like `schedule_cron`.
-    fn call_risk(&self, args: &Value) -> RiskLevel {
-        if self.needs_person(args) {
-            RiskLevel::Write
-        } else {
-            RiskLevel::ReadOnly
-        }
-    }
-    fn needs_person(&self, args: &Value) -> bool {
-        args.get("when")
-            .and_then(Value::as_str)
-            .and_then(|when| self.0.parse_when(when.trim()).ok())
-            .is_some_and(|schedule| schedule.kind() != ScheduleKind::Once)
-    }
-    fn reusable(&self) -> bool {
-        false
-    }
-    async fn execute(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-        _: &Authorized,
-    ) -> Result<ToolOutput, ToolError> {
-        let s = &self.0;
-        let what = string_arg(&args, "what")?.trim().to_string();
-        let when = string_arg(&args, "when")?.trim();
+    /// `remember`.
+    async fn remember(&self, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let what = nonblank(args, "what")?.trim().to_string();
+        let when = nonblank(args, "when")?.trim();
         let action_type = ActionType::parse(
-            &args,
+            args,
             "action",
             &[ActionType::Notification, ActionType::LlmPrompt],
         )?;
-        let schedule = s.parse_when(when)?;
+        let schedule = self.parse_when(when)?;
         let trigger = if schedule.kind() == ScheduleKind::Once {
-            s.once_trigger(when, &schedule)?
+            self.once_trigger(when, &schedule)?
         } else {
             Trigger::Cron {
                 schedule: when.to_string(),
@@ -678,7 +656,7 @@ impl Tool for RememberTool {
             trigger,
             max_runs: None,
         };
-        json_output(&s.create(draft, ctx).await?)
+        self.create(draft, ctx).await
     }
 }
 

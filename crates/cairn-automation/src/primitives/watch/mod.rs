@@ -16,7 +16,7 @@
 //! watcher runs unattended. The policy is asked without asking the person
 //! ([`ToolRunner::check`]), here and again at every check. Starting,
 //! stopping, pausing or resuming one is a write the person approves,
-//! refused where nobody can (`Tool::needs_person`): a watcher is recurring
+//! refused where nobody can (`CallPlan::needs_person`): a watcher is recurring
 //! work on their behalf.
 
 use std::sync::Arc;
@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::runner::{Authorized, Check};
-use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput};
+use cairn_agent::tools::args::nonblank;
+use cairn_agent::tools::{Tool, ToolError};
 use cairn_core::notification::conversation_channel;
 use cairn_core::routine::{
     CatchUp, NotifyConfig, Routine, RoutineAction, RoutineGuardrails, RoutineSpec, RunStatus,
@@ -36,15 +37,13 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{RunnerLink, is_primitive, json_output, string_arg};
+use super::{RunnerLink, is_primitive};
 use crate::routines::service::{Actor, RoutineService, ServiceError};
 use crate::routines::watch::{
     check_session, interval_of, interval_schedule, parse_summary, routine_name, watcher_id,
 };
 
 mod tools;
-
-use tools::{HistoryTool, IdTool, ListTool, Op, StartTool};
 
 /// The one line naming these tools when schemas load on demand.
 const WATCH_FAMILY: &str =
@@ -90,7 +89,7 @@ impl WatchRequest {
                 "the arguments hold a NUL character".into(),
             ));
         }
-        let tool = string_arg(args, "name")
+        let tool = nonblank(args, "name")
             .map_err(|_| WatchError::Invalid("missing required string `name` (the tool)".into()))?
             .to_string();
         let params = object_or_empty(args.get("params"), "params")?;
@@ -331,15 +330,7 @@ impl Watchers {
 
     /// The seven tools.
     pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
-        vec![
-            Arc::new(StartTool(Arc::clone(self))),
-            Arc::new(IdTool::new(self, Op::Stop)),
-            Arc::new(IdTool::new(self, Op::Pause)),
-            Arc::new(IdTool::new(self, Op::Resume)),
-            Arc::new(IdTool::new(self, Op::Status)),
-            Arc::new(ListTool(Arc::clone(self))),
-            Arc::new(HistoryTool(Arc::clone(self))),
-        ]
+        tools::tools(self)
     }
 
     /// Starts a watcher; escalations go to `request.output_channel`, else to
