@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn inline_members_become_named_components() {
         let mut schemas = json!({
-            "ActionBody": {"oneOf": [
+            "RoutineAction": {"oneOf": [
                 {"type": "object", "properties": {"type": {"type": "string", "enum": ["tool_call"]}}},
                 {"$ref": "#/components/schemas/Other"},
                 {"type": "string"}
@@ -74,13 +74,16 @@ mod tests {
         });
         name_members(schemas.as_object_mut().unwrap());
         assert_eq!(
-            schemas["ActionBody"]["oneOf"][0],
-            json!({"$ref": "#/components/schemas/ActionBodyToolCall"})
+            schemas["RoutineAction"]["oneOf"][0],
+            json!({"$ref": "#/components/schemas/RoutineActionToolCall"})
         );
         assert_eq!(
-            schemas["ActionBodyToolCall"]["properties"]["type"]["enum"][0],
+            schemas["RoutineActionToolCall"]["properties"]["type"]["enum"][0],
             "tool_call"
         );
-        assert_eq!(schemas["ActionBody"]["oneOf"][2], json!({"type": "string"}));
+        assert_eq!(
+            schemas["RoutineAction"]["oneOf"][2],
+            json!({"type": "string"})
+        );
     }
 }
