@@ -64,8 +64,6 @@ closed!(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use super::*;
 
     /// Every member of `T`'s `oneOf`, as JSON.
