@@ -2,8 +2,13 @@
 //! object member of an inline `oneOf` (the variants of a tagged enum such
 //! as a routine's trigger and action) becomes a named component,
 //! `{Parent}{Variant}`, since generators drop or mangle inline members.
+//! The routine schemas come from cairn-core (its `openapi` feature);
+//! [`parity`] checks the document against what serde reads ([`shape`]).
 
 use serde_json::{Map, Value, json};
+
+pub mod parity;
+pub mod shape;
 
 /// The document as served.
 pub fn finish(doc: &utoipa::openapi::OpenApi) -> Value {
