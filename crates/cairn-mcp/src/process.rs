@@ -329,7 +329,13 @@ pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
             .env
             .get("PATH")
             .map(OsString::from)
-            .or_else(|| launch.inherited.get("PATH").filter(|v| !v.is_empty()).map(OsString::from))
+            .or_else(|| {
+                launch
+                    .inherited
+                    .get("PATH")
+                    .filter(|v| !v.is_empty())
+                    .map(OsString::from)
+            })
             .unwrap_or_else(|| DEFAULT_PATH.into());
         let (program, path) = prepare(launch, path).await?;
         let mut command = piped(&program);
