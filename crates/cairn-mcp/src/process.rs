@@ -451,6 +451,7 @@ mod tests {
                 command,
                 args: &[],
                 env: &env,
+                inherited: &BTreeMap::new(),
                 cwd,
                 workspace: &workspace,
                 sandbox: false,
