@@ -33,6 +33,33 @@ pub enum DurationError {
     Overflow(String),
 }
 
+/// The written forms [`parse`] accepts (without surrounding spaces), as a
+/// regular expression for schemas and forms.
+pub const PATTERN: &str = "^([0-9]+|([0-9]+(s|sec|secs|m|min|mins|h|hr|hrs|d))+)$";
+
+/// The OpenAPI schema of a compact duration as written: `"300s"`, `"5m"`, `"1h30m"`.
+#[cfg(feature = "openapi")]
+pub struct CompactDuration;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for CompactDuration {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(PATTERN))
+            .description(Some(
+                "A duration: a number with a unit (`s`, `m`, `h`, `d`), units combined \
+                 (`1h30m`), or a bare number of seconds; shown as whole seconds (`300s`).",
+            ))
+            .examples(["5m", "1h30m", "300s"])
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for CompactDuration {}
+
 /// Parses `300s`, `5m`, `1h30m`, `2d`, or a bare number of seconds.
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let trimmed = text.trim();
@@ -207,6 +234,30 @@ mod tests {
             parse("9999999999999999d"),
             Err(DurationError::Overflow(_))
         ));
+    }
+
+    proptest::proptest! {
+        /// The schema's pattern accepts exactly what `parse` reads (spaces
+        /// aside, and totals too large for 64-bit seconds).
+        #[test]
+        fn the_pattern_agrees_with_parse(text in "[0-9smhdecinr]{1,8}") {
+            let pattern = regex::Regex::new(PATTERN).unwrap();
+            let parsed = parse(&text);
+            if !matches!(parsed, Err(DurationError::Overflow(_))) {
+                proptest::prop_assert_eq!(pattern.is_match(&text), parsed.is_ok(), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn the_pattern_reads_the_written_forms() {
+        let pattern = regex::Regex::new(PATTERN).unwrap();
+        for text in ["300s", "5m", "1h30m", "2d", "45", "10secs", "3hrs2mins"] {
+            assert!(pattern.is_match(text) && parse(text).is_ok(), "{text}");
+        }
+        for text in ["", "s5", "5 m", "5x", "1.5h", "-5s"] {
+            assert!(!pattern.is_match(text) && parse(text).is_err(), "{text}");
+        }
     }
 
     #[test]

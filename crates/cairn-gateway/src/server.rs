@@ -134,16 +134,22 @@ fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
+/// The OpenAPI document `/api/openapi.json` serves, built from the routes.
+pub fn openapi_json() -> serde_json::Value {
+    let (_, mut doc) = documented_routes();
+    let (_, long_doc) = routes::long().split_for_parts();
+    doc.merge(long_doc);
+    crate::openapi::finish(&doc)
+}
+
 /// `/api/openapi.json`: built from the routes on first request (about 1 MB
 /// of JSON values while it is made), then kept as its 80 KB of text.
 fn openapi_document() -> Response {
     static DOCUMENT: std::sync::OnceLock<axum::body::Bytes> = std::sync::OnceLock::new();
     let text = DOCUMENT.get_or_init(|| {
-        let (_, mut doc) = documented_routes();
-        let (_, long_doc) = routes::long().split_for_parts();
-        doc.merge(long_doc);
-        let value = crate::openapi::finish(&doc);
-        serde_json::to_vec(&value).unwrap_or_default().into()
+        serde_json::to_vec(&openapi_json())
+            .unwrap_or_default()
+            .into()
     });
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],

@@ -10,7 +10,9 @@
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
 
+use cairn_core::routine::{Overlap, Retry, RoutineAction, WatchStrategy};
 use cairn_llm::testing::Scripted;
 use cairn_test_support::npm::node_path;
 use cairn_test_support::python::python;
@@ -34,31 +36,51 @@ const GENERATED_SCRIPT: &str = r#"
 import json, sys
 sys.path.insert(0, sys.argv[3])
 from cairn_gateway_client import AuthenticatedClient
-from cairn_gateway_client.api.routines import create_routine
+from cairn_gateway_client.api.routines import create_routine, get_routine
 from cairn_gateway_client.api.openai import chat_completions
 from cairn_gateway_client.models import (
-    ActionBodyNotification, ActionBodyNotificationType, ActionBodyToolCall, ActionBodyToolCallType,
-    CompletionRequest, InMessage, RoutineSpecBody, RoutineView, TriggerBodyCron, TriggerBodyCronType,
-    TriggerBodySystemEvent, TriggerBodySystemEventType, Completion,
+    RoutineActionNotification, RoutineActionNotificationType, RoutineActionToolCall, RoutineActionToolCallType,
+    RoutineActionWatch, RoutineActionWatchParams, RoutineActionWatchType, RoutineGuardrails, Overlap, Retry, WatchStrategy,
+    CompletionRequest, InMessage, RoutineSpec, RoutineView, TriggerCron, TriggerCronType,
+    TriggerSystemEvent, TriggerSystemEventType, Completion,
 )
 
 client = AuthenticatedClient(base_url=sys.argv[1], token=sys.argv[2], raise_on_unexpected_status=True)
 out = {"routines": []}
 for body in [
-    RoutineSpecBody(
+    RoutineSpec(
         name="after-jobs",
-        trigger=TriggerBodySystemEvent(event="job.completed", type_=TriggerBodySystemEventType.SYSTEM_EVENT),
-        action=ActionBodyToolCall(tool="writer", type_=ActionBodyToolCallType.TOOL_CALL),
+        trigger=TriggerSystemEvent(event="job.completed", type_=TriggerSystemEventType.SYSTEM_EVENT),
+        action=RoutineActionToolCall(tool="writer", type_=RoutineActionToolCallType.TOOL_CALL),
     ),
-    RoutineSpecBody(
+    RoutineSpec(
         name="mornings",
-        trigger=TriggerBodyCron(schedule="0 9 * * *", type_=TriggerBodyCronType.CRON),
-        action=ActionBodyNotification(message="good morning", type_=ActionBodyNotificationType.NOTIFICATION),
+        trigger=TriggerCron(schedule="0 9 * * *", type_=TriggerCronType.CRON),
+        action=RoutineActionNotification(message="good morning", type_=RoutineActionNotificationType.NOTIFICATION),
+    ),
+    RoutineSpec(
+        name="status-page",
+        trigger=TriggerCron(schedule="*/5 * * * *", type_=TriggerCronType.CRON),
+        action=RoutineActionWatch(
+            tool="http_get", type_=RoutineActionWatchType.WATCH,
+            params=RoutineActionWatchParams.from_dict({"url": "https://status.example.com"}), notify_when=WatchStrategy.ON_ERROR,
+        ),
+        guardrails=RoutineGuardrails(
+            overlap=Overlap.BUFFER_ONE, retry=Retry(max_attempts=3, backoff="1m"),
+            jitter="30s", pause_after_failures=4,
+        ),
     ),
 ]:
     response = create_routine.sync_detailed(client=client, body=body)
     parsed = response.parsed
     out["routines"].append([response.status_code.value, type(parsed).__name__, getattr(parsed, "name", None)])
+# Read back through the API, as the generated models parse it.
+view = get_routine.sync_detailed(client=client, id="status-page").parsed
+guardrails = view.spec.guardrails
+out["watch"] = [type(view).__name__, view.action, type(view.spec.action).__name__,
+                view.spec.action.tool, view.spec.action.params.to_dict(), view.spec.action.notify_when.value, guardrails.overlap.value,
+                guardrails.retry.max_attempts, guardrails.retry.backoff, guardrails.jitter,
+                guardrails.pause_after_failures]
 answer = chat_completions.sync_detailed(
     client=client,
     body=CompletionRequest(model="cairn", messages=[InMessage(role="user", content="hello")], tool_choice="none"),
@@ -118,10 +140,57 @@ async fn a_generated_client_creates_a_routine_and_chats() {
         out["routines"],
         json!([
             [201, "RoutineView", "after-jobs"],
-            [201, "RoutineView", "mornings"]
+            [201, "RoutineView", "mornings"],
+            [201, "RoutineView", "status-page"]
         ]),
         "{out}"
     );
+    // The watch routine's new fields, as the generated models read them back.
+    assert_eq!(
+        out["watch"],
+        json!([
+            "RoutineView",
+            "watch",
+            "RoutineActionWatch",
+            "http_get",
+            {"url": "https://status.example.com"},
+            "on_error",
+            "buffer_one",
+            3,
+            "60s",
+            "30s",
+            4
+        ]),
+        "{out}"
+    );
+    // And as stored.
+    let stored = gw
+        .store
+        .find_routine("ada", "status-page")
+        .await
+        .unwrap()
+        .unwrap();
+    let RoutineAction::Watch {
+        tool, notify_when, ..
+    } = &stored.spec.action
+    else {
+        panic!("not a watch: {:?}", stored.spec.action)
+    };
+    assert_eq!(
+        (tool.as_str(), *notify_when),
+        ("http_get", WatchStrategy::OnError)
+    );
+    let guardrails = &stored.spec.guardrails;
+    assert_eq!(guardrails.overlap, Some(Overlap::BufferOne));
+    assert_eq!(
+        guardrails.retry,
+        Some(Retry {
+            max_attempts: 3,
+            backoff: Duration::from_secs(60)
+        })
+    );
+    assert_eq!(guardrails.jitter, Some(Duration::from_secs(30)));
+    assert_eq!(guardrails.pause_after_failures, Some(4));
     assert_eq!(
         out["chat"],
         json!([200, "Completion", "hello from a generated client"])

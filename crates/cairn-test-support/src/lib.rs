@@ -35,7 +35,7 @@ pub fn skipped(test: &str, why: &str) {
     let file = std::env::var_os("CAIRN_TEST_SKIPS")
         .filter(|f| !f.is_empty())
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| skips_file_in_target());
+        .unwrap_or_else(skips_file_in_target);
     if let Some(dir) = file.parent() {
         let _ = std::fs::create_dir_all(dir);
     }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The work a routine does. Written in files as `action: { type: lightweight, prompt: "…" }`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RoutineAction {
     /// One LLM call without tools; a reply containing `ROUTINE_OK` means nothing to report.
@@ -37,6 +38,7 @@ pub enum RoutineAction {
         tool: String,
         /// The tool's arguments (an object).
         #[serde(default = "empty_object")]
+        #[cfg_attr(feature = "openapi", schema(value_type = Object, default = json!({})))]
         params: serde_json::Value,
         /// As for `full_job`: the tool may run unattended even if the policy asks.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -57,12 +59,15 @@ pub enum RoutineAction {
         tool: String,
         /// Its arguments (an object).
         #[serde(default = "empty_object")]
+        #[cfg_attr(feature = "openapi", schema(value_type = Object, default = json!({})))]
         params: serde_json::Value,
         /// When a check is worth a notification.
         #[serde(default)]
+        #[cfg_attr(feature = "openapi", schema(default = json!(WatchStrategy::default())))]
         notify_when: WatchStrategy,
         /// The strategy's settings (`expression`, `batch_size`).
         #[serde(default = "empty_object")]
+        #[cfg_attr(feature = "openapi", schema(value_type = Object, default = json!({})))]
         notify_config: serde_json::Value,
         /// What the watcher is for, in the person's words.
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -78,6 +83,7 @@ pub enum RoutineAction {
 
 /// When a watcher's check reaches the agent (the execution-primitives seed's strategies).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WatchStrategy {
     /// The first check (the baseline), then each check whose result differs from the previous.

@@ -5,17 +5,25 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::Overlap;
+#[cfg(feature = "openapi")]
+use crate::duration::CompactDuration;
 use crate::duration::{serde_compact, serde_compact_opt};
 
 /// Keeps a routine from running away. Durations are written `300s`, `5m`, `1h`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RoutineGuardrails {
     /// Minimum time between two fires.
     #[serde(default = "default_cooldown", with = "serde_compact")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = CompactDuration, default = json!(crate::duration::format(default_cooldown())))
+    )]
     pub cooldown: Duration,
     /// Runs of this routine allowed at once.
     #[serde(default = "default_max_concurrent")]
+    #[cfg_attr(feature = "openapi", schema(default = default_max_concurrent))]
     pub max_concurrent: u32,
     /// Identical event content within this window fires once.
     #[serde(
@@ -23,6 +31,7 @@ pub struct RoutineGuardrails {
         skip_serializing_if = "Option::is_none",
         with = "serde_compact_opt"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<CompactDuration>))]
     pub dedup_window: Option<Duration>,
     /// A run taking longer than this is stopped and marked failed.
     #[serde(
@@ -30,15 +39,18 @@ pub struct RoutineGuardrails {
         skip_serializing_if = "Option::is_none",
         with = "serde_compact_opt"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<CompactDuration>))]
     pub timeout: Option<Duration>,
     /// What to do about slots missed while nothing was running (`once`, `skip`, `all`).
     #[serde(default, skip_serializing_if = "CatchUp::is_default")]
+    #[cfg_attr(feature = "openapi", schema(default = json!(CatchUp::default())))]
     pub catch_up: CatchUp,
     /// With `catch_up: all`, at most this many missed slots are run.
     #[serde(
         default = "default_catch_up_limit",
         skip_serializing_if = "is_default_catch_up_limit"
     )]
+    #[cfg_attr(feature = "openapi", schema(default = default_catch_up_limit))]
     pub catch_up_limit: u32,
     /// The routine is disabled after this many runs (never when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,6 +60,7 @@ pub struct RoutineGuardrails {
         default = "default_retention",
         skip_serializing_if = "is_default_retention"
     )]
+    #[cfg_attr(feature = "openapi", schema(default = default_retention))]
     pub retention: u32,
     /// What to do about a slot whose run a crash cut short (`rerun`, `skip`);
     /// absent: [`RoutineSpec::on_interrupt`](super::RoutineSpec::on_interrupt) decides from the action.
@@ -68,6 +81,7 @@ pub struct RoutineGuardrails {
         skip_serializing_if = "Option::is_none",
         with = "serde_compact_opt"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<CompactDuration>))]
     pub jitter: Option<Duration>,
     /// After this many failed runs in a row the routine pauses itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,12 +93,17 @@ pub struct RoutineGuardrails {
 
 /// Tries of a failed action within one run: `retry: { max_attempts: 3, backoff: 30s }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Retry {
     /// Tries in all, the first included.
     pub max_attempts: u32,
     /// The wait before the second try; it doubles before each later one.
     #[serde(default = "default_backoff", with = "serde_compact")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = CompactDuration, default = json!(crate::duration::format(default_backoff())))
+    )]
     pub backoff: Duration,
 }
 
@@ -102,6 +121,7 @@ fn default_backoff() -> Duration {
 
 /// What happens to a scheduled slot whose run was interrupted by a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnInterrupt {
     /// Run the slot once more (its second attempt), at once.
@@ -126,6 +146,7 @@ fn is_false(b: &bool) -> bool {
 
 /// What a timed routine does about slots it missed (the daemon was down, the machine slept).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CatchUp {
     /// Run once for all the missed slots together.
@@ -204,6 +225,7 @@ impl Default for RoutineGuardrails {
 
 /// Whom a routine tells about its runs, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NotifyConfig {
     /// Output channel (the user's default channel when absent).
@@ -214,9 +236,11 @@ pub struct NotifyConfig {
     pub user: Option<String>,
     /// Tell when the run found something.
     #[serde(default = "yes")]
+    #[cfg_attr(feature = "openapi", schema(default = yes))]
     pub on_attention: bool,
     /// Tell when the run failed.
     #[serde(default = "yes")]
+    #[cfg_attr(feature = "openapi", schema(default = yes))]
     pub on_failure: bool,
     /// Tell when the run found nothing to report.
     #[serde(default)]

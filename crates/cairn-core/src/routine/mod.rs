@@ -10,6 +10,8 @@ mod file;
 mod guardrails;
 pub mod jitter;
 mod locate;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod overlap;
 mod run;
 mod secret;
@@ -41,19 +43,40 @@ pub const EVENT_PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
 /// A routine as a person writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({
+    "name": "morning-brief",
+    "description": "what is on today",
+    "trigger": {"type": "cron", "schedule": "0 8 * * 1-5"},
+    "action": {"type": "lightweight", "prompt": "Summarise my day"},
+    "guardrails": {"cooldown": "5m", "max_concurrent": 1},
+    "timezone": "Europe/Paris"
+})))]
 #[serde(deny_unknown_fields)]
 pub struct RoutineSpec {
-    /// Unique, file-name-safe name (`daily-pr-summary`).
+    /// Unique, file-name-safe name (`daily-pr-summary`): letters, digits,
+    /// `-`, `_`, `.`, starting with a letter or digit.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+            min_length = 1,
+            max_length = 64
+        )
+    )]
     pub name: String,
     /// What the routine is for.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// Disabled routines never fire.
     #[serde(default = "enabled_default", skip_serializing_if = "is_true")]
+    #[cfg_attr(feature = "openapi", schema(default = enabled_default))]
     pub enabled: bool,
     /// When it fires.
+    #[cfg_attr(feature = "openapi", schema(value_type = openapi::TriggerSchema))]
     pub trigger: Trigger,
     /// What it does.
+    #[cfg_attr(feature = "openapi", schema(value_type = openapi::RoutineActionSchema))]
     pub action: RoutineAction,
     /// Limits on firing.
     #[serde(default)]

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 /// What a slot that comes due while a run of its routine is going does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {
     /// It does not run (recorded skipped, saying why).

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// When a routine fires. Written in files as `trigger: { type: cron, schedule: "…" }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Trigger {
     /// A recurring schedule: a cron expression or a human phrase ("every weekday at 9am").

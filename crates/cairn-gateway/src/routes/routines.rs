@@ -13,8 +13,6 @@
 //! is a 422 whose `error.details.problems` lists every problem with its
 //! field path.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -70,7 +68,7 @@ pub struct RoutineView {
     pub schedule_description: Option<String>,
     /// The trigger's type (`cron`, `once`, `event`, `system_event`, `webhook`, `manual`).
     pub trigger_type: String,
-    /// The action's type (`lightweight`, `full_job`, `tool_call`, `notification`).
+    /// The action's type (`lightweight`, `full_job`, `tool_call`, `notification`, `watch`, `system`).
     pub action: String,
     /// The IANA zone its schedule is read in.
     pub timezone: String,
@@ -94,7 +92,7 @@ pub struct RoutineView {
     pub updated_at: DateTime<Utc>,
     /// The spec, in the routine-file shape (what `PUT` takes back); a
     /// literal webhook secret shows as `"***"`, which `PUT` keeps as stored.
-    #[schema(value_type = Object)]
+    #[schema(value_type = RoutineSpec)]
     pub spec: Value,
 }
 
@@ -253,142 +251,6 @@ fn spec_of(body: Value) -> Result<RoutineSpec, ApiError> {
     })
 }
 
-/// A routine spec, the same JSON shape as a routine file (documentation of
-/// the body; the server reads it as the routine files are read).
-#[derive(Debug, Deserialize, ToSchema)]
-#[schema(example = json!({
-    "name": "morning-brief",
-    "description": "what is on today",
-    "trigger": {"type": "cron", "schedule": "0 8 * * 1-5"},
-    "action": {"type": "lightweight", "prompt": "Summarise my day"},
-    "guardrails": {"cooldown": "5m", "max_concurrent": 1},
-    "timezone": "Europe/Paris"
-}))]
-#[allow(dead_code, reason = "describes the body in the OpenAPI document only")]
-pub struct RoutineSpecBody {
-    /// Unique name: letters, digits, `-`, `_`, `.`; starts with a letter or digit.
-    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 64)]
-    name: String,
-    /// What it is for.
-    #[serde(default)]
-    description: Option<String>,
-    /// Disabled routines never fire (default `true`).
-    #[serde(default)]
-    enabled: Option<bool>,
-    /// When it fires.
-    trigger: TriggerBody,
-    /// What it does.
-    action: ActionBody,
-    /// Limits: `cooldown` (`5m`), `max_concurrent`, `dedup_window`, `timeout`,
-    /// `catch_up` (`once`|`skip`|`all`), `catch_up_limit`, `max_runs`, `retention`,
-    /// `on_interrupt` (`rerun`|`skip`), `idempotent`.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    guardrails: Option<Value>,
-    /// Whom to tell: `channel`, `user`, `on_success`, `on_failure`, `on_attention`.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    notify: Option<Value>,
-    /// IANA zone its schedule is read in (the daemon's zone when absent).
-    #[serde(default)]
-    timezone: Option<String>,
-}
-
-/// When a routine fires.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-#[allow(dead_code, reason = "describes the body in the OpenAPI document only")]
-enum TriggerBody {
-    /// A cron expression or a phrase ("every weekday at 9am").
-    Cron {
-        /// The schedule.
-        schedule: String,
-    },
-    /// One instant: `in 20m`, `tomorrow at 9am`, an ISO 8601 time.
-    Once {
-        /// The time.
-        at: String,
-    },
-    /// A chat message matching a regular expression.
-    Event {
-        /// Only this channel.
-        #[serde(default)]
-        channel: Option<String>,
-        /// The regular expression.
-        pattern: String,
-    },
-    /// An event cairn reports (`job.completed`, `routine.failed`, …).
-    SystemEvent {
-        /// The event name.
-        event: String,
-        /// Fields the event must carry with these values.
-        #[serde(default)]
-        filters: Option<BTreeMap<String, String>>,
-    },
-    /// A POST to `/hooks/routine/{path or id}`.
-    Webhook {
-        /// Path suffix (the id when absent).
-        #[serde(default)]
-        path: Option<String>,
-        /// HMAC secret, usually `${ENV_VAR}`.
-        #[serde(default)]
-        secret: Option<String>,
-    },
-    /// Only by hand.
-    Manual,
-}
-
-/// What a routine does.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-#[allow(dead_code, reason = "describes the body in the OpenAPI document only")]
-enum ActionBody {
-    /// One model call without tools.
-    Lightweight {
-        /// The instruction.
-        prompt: String,
-        /// Workspace files added to the prompt.
-        #[serde(default)]
-        context_paths: Option<Vec<String>>,
-        /// Reply token bound.
-        #[serde(default)]
-        max_tokens: Option<u32>,
-    },
-    /// A full agent job with tools.
-    FullJob {
-        /// Title.
-        title: String,
-        /// Goal.
-        description: String,
-        /// Round bound.
-        #[serde(default)]
-        max_iterations: Option<u32>,
-        /// Tools it may run unattended.
-        #[serde(default)]
-        allowed_tools: Option<Vec<String>>,
-    },
-    /// One tool call.
-    ToolCall {
-        /// The tool.
-        tool: String,
-        /// Its arguments.
-        #[serde(default)]
-        #[schema(value_type = Option<Object>)]
-        params: Option<Value>,
-        /// Tools it may run unattended.
-        #[serde(default)]
-        allowed_tools: Option<Vec<String>>,
-    },
-    /// A reminder delivered as is.
-    Notification {
-        /// The text.
-        message: String,
-        /// Its title.
-        #[serde(default)]
-        title: Option<String>,
-    },
-}
-
 /// The person's routines, by name.
 #[utoipa::path(get, path = "/api/routines", tag = "routines", security(("bearer" = [])),
     responses(
@@ -408,7 +270,7 @@ async fn list_routines(
 
 /// Creates a routine from its spec.
 #[utoipa::path(post, path = "/api/routines", tag = "routines", security(("bearer" = [])),
-    request_body = RoutineSpecBody,
+    request_body(content = RoutineSpec, description = "The routine spec, in the same JSON shape as a routine file"),
     responses(
         (status = 201, description = "Created", body = RoutineView),
         (status = 400, description = "Not JSON", body = ErrorBody),
@@ -453,7 +315,7 @@ async fn get_routine(
 /// renames it).
 #[utoipa::path(put, path = "/api/routines/{id}", tag = "routines", security(("bearer" = [])),
     params(("id" = String, Path, description = "The routine's id, or its name", example = "morning-brief")),
-    request_body = RoutineSpecBody,
+    request_body(content = RoutineSpec, description = "The routine spec, in the same JSON shape as a routine file"),
     responses(
         (status = 200, description = "Replaced", body = RoutineView),
         (status = 400, description = "Not JSON", body = ErrorBody),

@@ -2,8 +2,13 @@
 //! object member of an inline `oneOf` (the variants of a tagged enum such
 //! as a routine's trigger and action) becomes a named component,
 //! `{Parent}{Variant}`, since generators drop or mangle inline members.
+//! The routine schemas come from cairn-core (its `openapi` feature);
+//! [`parity`] checks the document against what serde reads ([`shape`]).
 
 use serde_json::{Map, Value, json};
+
+pub mod parity;
+pub mod shape;
 
 /// The document as served.
 pub fn finish(doc: &utoipa::openapi::OpenApi) -> Value {
@@ -66,7 +71,7 @@ mod tests {
     #[test]
     fn inline_members_become_named_components() {
         let mut schemas = json!({
-            "ActionBody": {"oneOf": [
+            "RoutineAction": {"oneOf": [
                 {"type": "object", "properties": {"type": {"type": "string", "enum": ["tool_call"]}}},
                 {"$ref": "#/components/schemas/Other"},
                 {"type": "string"}
@@ -74,13 +79,16 @@ mod tests {
         });
         name_members(schemas.as_object_mut().unwrap());
         assert_eq!(
-            schemas["ActionBody"]["oneOf"][0],
-            json!({"$ref": "#/components/schemas/ActionBodyToolCall"})
+            schemas["RoutineAction"]["oneOf"][0],
+            json!({"$ref": "#/components/schemas/RoutineActionToolCall"})
         );
         assert_eq!(
-            schemas["ActionBodyToolCall"]["properties"]["type"]["enum"][0],
+            schemas["RoutineActionToolCall"]["properties"]["type"]["enum"][0],
             "tool_call"
         );
-        assert_eq!(schemas["ActionBody"]["oneOf"][2], json!({"type": "string"}));
+        assert_eq!(
+            schemas["RoutineAction"]["oneOf"][2],
+            json!({"type": "string"})
+        );
     }
 }
