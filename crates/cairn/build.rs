@@ -29,8 +29,10 @@ fn main() {
         return;
     }
     let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("startup.order");
-    // A build script runs outside any async runtime: blocking is its way.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a build script runs outside any async runtime: blocking is its way"
+    )]
     if !order.is_file() {
         return;
     }

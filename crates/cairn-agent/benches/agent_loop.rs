@@ -5,7 +5,7 @@
 //!
 //! `cargo bench -p cairn-agent --bench agent_loop` (`-- --quick` for a short run).
 //! The target and the latest figures are in docs/performance.md.
-#![allow(missing_docs, clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
 
 use std::hint::black_box;
 use std::sync::Arc;

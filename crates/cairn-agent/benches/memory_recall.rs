@@ -9,7 +9,7 @@
 //! binary, not criterion: building 100,000 documents once is the slow part).
 //! `MEMORY_BENCH_SIZES=10000` (a comma-separated list) limits the sizes.
 //! The target and the latest figures are in docs/performance.md.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods, missing_docs)]
+#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

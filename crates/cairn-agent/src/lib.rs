@@ -30,8 +30,13 @@
 //! after the policy gate — so the gate and the scrubber cannot be bypassed. This crate reads no environment
 //! variables or files for its configuration; callers pass plain config structs.
 
-// Unit tests may set up fixtures with blocking std::fs calls; library code may not.
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
+#![cfg_attr(
+    test,
+    expect(
+        clippy::disallowed_methods,
+        reason = "unit tests may set up fixtures with blocking std::fs calls; library code may not"
+    )
+)]
 
 pub mod agent_loop;
 pub mod approval;

@@ -228,7 +228,6 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;";

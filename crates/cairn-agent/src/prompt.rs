@@ -75,7 +75,7 @@ impl RuntimeInfo {
     /// Reads the host name (`HOSTNAME`, then /etc/hostname) and the OS.
     ///
     /// Blocking (a few bytes, once, when the binary wires the agent at start-up).
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "sync start-up code; reads a few bytes once"
     )]

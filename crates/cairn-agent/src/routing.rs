@@ -46,7 +46,6 @@ impl ModelRouter {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use cairn_core::routing::{RouteSpec, RoutingConfig, RuleSpec};
 

@@ -433,7 +433,7 @@ impl ToolRunner {
     /// The policy's verdict on one call (of canonical `name`, planned as
     /// `plan`), asking `approver` when the policy says so; `Err` says why it
     /// may not run.
-    #[allow(clippy::too_many_arguments, reason = "one call's whole context")]
+    #[expect(clippy::too_many_arguments, reason = "one call's whole context")]
     async fn gate(
         &self,
         policy: &PolicyGate,

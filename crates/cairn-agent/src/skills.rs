@@ -321,7 +321,10 @@ pub fn prompt_section(set: &SkillSet, workspace: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+    #![expect(
+        clippy::disallowed_methods,
+        reason = "test fixtures may use blocking std::fs"
+    )]
 
     use super::*;
 

@@ -1,6 +1,9 @@
 //! The built-in registry: names, aliases, definitions, and end-to-end runs through the runner.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod support;
 

@@ -1,7 +1,10 @@
 //! Context monitor tiers and the compactor against a real workspace directory,
 //! the in-process provider and the fake LLM server over HTTP.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The cost guard around real providers: refusals before the request leaves,
 //! cost from the fake server's usage and price table, streaming, restarts
 //! against one SQLite file, concurrent calls, and the agent loop behind it.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,7 +1,10 @@
 //! File tools: work inside the workspace, refuse `..`, absolute and symlink escapes.
 #![cfg(unix)]
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! http_request against a local server on 127.0.0.1: success, size limit, timeout,
 //! and the private-address guard.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
 
 mod support;
 

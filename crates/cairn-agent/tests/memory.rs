@@ -2,7 +2,7 @@
 //! hybrid ranking, keyword-only recall, the embedding cache, the
 //! `[Memory context]` of a chat turn, daily summaries, hygiene and the
 //! snapshot round-trip.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The memory tools (`memory_store`, `memory_recall`, `memory_forget`) the
 //! way the agent reaches them: through the tool runner and its policy, over
 //! a real SQLite store (and the fake embeddings server for hybrid recall).
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,5 +1,4 @@
 //! Policy decisions across autonomy levels, glob rules and session allow-lists.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 use cairn_agent::policy::{AutonomyLevel, PolicyDecision, PolicyGate, ToolPolicyConfig};
 use cairn_agent::tools::RiskLevel::{self, Dangerous, ReadOnly, Write};

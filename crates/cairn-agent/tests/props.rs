@@ -1,6 +1,5 @@
 //! Property tests: the parsers and output filters never panic and keep their promises
 //! on arbitrary input.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 use cairn_agent::safety::{cap, frame, scrub};
 use cairn_agent::tools::shell_words::{split, split_lenient};

@@ -1,5 +1,5 @@
 //! The runner: policy outcomes, approvals, unknown tools, limits, safety post-processing.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
 
 mod support;
 

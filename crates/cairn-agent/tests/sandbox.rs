@@ -6,8 +6,11 @@
 //! Needs a kernel with Landlock: it fails without one unless
 //! `CAIRN_TEST_NO_LANDLOCK=1` says the kernel lacks it.
 #![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod support;
 

@@ -1,5 +1,4 @@
 //! Credential scrubbing of every supported form, and framing.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 use cairn_agent::safety::{frame, scrub};
 

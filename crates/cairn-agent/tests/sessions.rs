@@ -1,5 +1,4 @@
 //! Sessions over the real store, as two processes on one database see them.
-#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,9 @@
 //! The shell tool: allowlist, protected paths, refused syntax, timeout, output caps.
 #![cfg(unix)]
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod support;
 

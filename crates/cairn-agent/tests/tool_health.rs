@@ -1,7 +1,11 @@
 //! Tool health: a tool failing five times in a row is disabled for the agent
 //! (left out of the next request's tool list, refused if called anyway) with
 //! one notification, across runners sharing the database, until re-enabled.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::sync::Arc;
 use std::sync::LazyLock;

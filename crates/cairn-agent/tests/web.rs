@@ -1,7 +1,7 @@
 //! `web_fetch` and `web_search` through the agent loop: the fake LLM asks
 //! for the tool, the tool reaches a stand-in server on 127.0.0.1, and the
 //! model's next request carries what the tool returned.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

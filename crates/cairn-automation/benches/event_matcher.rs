@@ -3,8 +3,7 @@
 //!
 //! `cargo bench -p cairn-automation --bench event_matcher`; the target and
 //! the latest figures are in docs/performance.md.
-#![allow(clippy::unwrap_used)] // benchmark set-up unwraps freely
-#![allow(missing_docs)] // criterion's macros generate undocumented items
+#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
 
 use std::hint::black_box;
 

@@ -23,8 +23,11 @@
 //! routines stored here. The figures move by up to 2x with the machine's
 //! state, so compare builds run in turn. Targets and the latest figures, each
 //! with its variables, are in docs/performance.md.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)] // a benchmark: set-up unwraps, /proc via std::fs
-#![allow(missing_docs)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "a benchmark: set-up unwraps, /proc via std::fs"
+)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -5,8 +5,7 @@
 //!
 //! `cargo bench -p cairn-automation --bench slot_to_llm`; the target is in
 //! docs/performance.md.
-#![allow(clippy::unwrap_used)]
-#![allow(missing_docs)]
+#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Background task notices reach the conversation that launched them: before
 //! the next model call of a running turn, or as a turn of their own when the
 //! session is idle. Chat service over SQLite and the fake LLM server.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::Arc;
 use std::sync::LazyLock;

@@ -1,7 +1,7 @@
 //! The outbox and the dispatcher over the real store: records before
 //! deliveries, retries, giving up into the inbox, leases across processes.
 //! Instants are passed in, so no test waits for a retry in real time.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,5 @@
 //! The event matcher: channel filters, several routines per message, bad and
 //! oversized patterns, unicode, and agreement with the patterns one by one.
-#![allow(clippy::unwrap_used)] // tests
 
 use cairn_automation::routines::event_matcher::{
     EventMatcher, EventPattern, PatternProblem, validate_pattern,

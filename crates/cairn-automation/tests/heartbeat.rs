@@ -1,7 +1,11 @@
 //! System routines and the heartbeat over the real store and engine, with
 //! a fake LLM over HTTP. Time is a [`FixedClock`] set by hand and the timer
 //! rounds are driven with `tick`, so no test waits for a slot.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::sync::Arc;
 use std::time::Duration;

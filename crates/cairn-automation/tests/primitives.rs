@@ -2,7 +2,7 @@
 //! run_parallel (order, failures, approval, denial, nesting, per-tool
 //! limit), the background task lifecycle, gating at launch, reaping after a
 //! restart, and send_notification's fallback to the inbox.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::Arc;
 use std::sync::LazyLock;

@@ -1,6 +1,10 @@
 //! The routine action executor over a real store, a fake LLM over HTTP, a
 //! tool runner with a supervised policy and a job scheduler.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::sync::{Arc, LazyLock};
 

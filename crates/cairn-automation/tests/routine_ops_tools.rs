@@ -1,7 +1,7 @@
 //! The agent's schedule operations (`routine_pause`, `routine_resume`,
 //! `routine_backfill`, `routine_next`) over a real SQLite store, through the
 //! policy gate and the runner: writes ask, cairn's own routines are refused.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::{Arc, Mutex};
 

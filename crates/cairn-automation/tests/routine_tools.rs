@@ -1,6 +1,6 @@
 //! The agent's routine tools over a real SQLite store, run the only way a
 //! tool runs: through the policy gate and the runner.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::{Arc, Mutex};
 

@@ -4,7 +4,7 @@
 //! scheduled tool call; an `llm_prompt` (into the conversation, or one model
 //! call of the fake LLM server for a channel); the output channel; cancel,
 //! list and status.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::Arc;
 use std::sync::LazyLock;

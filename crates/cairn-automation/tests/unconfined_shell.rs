@@ -3,7 +3,11 @@
 //! defined and when it runs, unless the owner set `allow_unconfined`.
 //!
 //! Its own test binary: it installs this process's host sandbox.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::sync::Arc;
 

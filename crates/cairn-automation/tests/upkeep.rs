@@ -1,6 +1,5 @@
 //! The self-repair and memory-hygiene system routines through the real
 //! engine and store: what each does shows as its run's summary.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
 

@@ -2,8 +2,7 @@
 //!
 //! `cargo bench -p cairn-core --bench schedule`; the target and the latest
 //! figures are in docs/performance.md.
-#![allow(clippy::unwrap_used)] // benchmark set-up unwraps freely
-#![allow(missing_docs)] // criterion's macros generate undocumented items
+#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
 
 use std::hint::black_box;
 

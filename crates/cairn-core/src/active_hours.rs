@@ -74,7 +74,6 @@ impl fmt::Display for ActiveHours {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use chrono::TimeZone;

@@ -1,5 +1,5 @@
 //! Routine specs: the seed's example files parse, validate and round-trip; bad specs say what and where.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use cairn_core::routine::{
     CatchUp, OnInterrupt, Overlap, Retry, RoutineAction, RoutineSpec, SpecFormat, Trigger, line_of,

@@ -8,7 +8,7 @@
 //!
 //! Differences that are understood are counted under a named reason, each
 //! checked (not just asserted) where possible; anything else fails the test.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 mod schedule_support;
 

@@ -6,7 +6,7 @@
 //! the end of the gap; a fixed local time repeated at fall-back fires once, on
 //! its first pass; wildcard minute/hour schedules fire by elapsed time, in
 //! order, never twice for one instant.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use cairn_core::schedule::Schedule;
 use chrono::{DateTime, SecondsFormat, Utc};

@@ -3,7 +3,7 @@
 //! evaluator agrees with a brute-force scan, normalized text round-trips, and
 //! no input makes the parsers panic. Properties of what parsed also check
 //! that enough samples did ([`check_parsed`]), so they cannot pass vacuously.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 mod schedule_support;
 

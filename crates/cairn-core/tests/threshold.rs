@@ -1,7 +1,6 @@
 //! Threshold expressions: a table of accepted expressions with their results,
 //! a table of rejected ones with their error text, type mismatches, and
 //! property tests (printed ASTs parse back equal; no input panics).
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use cairn_core::threshold::{self, CmpOp, Expr, Operand, Path, ThresholdError};
 use proptest::prelude::*;

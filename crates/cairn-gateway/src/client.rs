@@ -86,7 +86,6 @@ fn parse_entry(entry: &str) -> Option<IpAddr> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn ranges(list: &[&str]) -> Vec<IpRange> {

@@ -168,7 +168,6 @@ impl Limits {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::net::Ipv4Addr;
 

@@ -209,7 +209,10 @@ pub fn paired_token_name(now: chrono::DateTime<chrono::Utc>) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+    #![expect(
+        clippy::disallowed_methods,
+        reason = "test fixtures may use blocking std::fs"
+    )]
     use super::*;
 
     #[test]

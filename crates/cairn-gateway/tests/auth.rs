@@ -1,6 +1,6 @@
 //! Pairing and its limits, token expiry and revocation, the per-client
 //! limit on failed authentications, and forwarded client addresses.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

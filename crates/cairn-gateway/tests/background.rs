@@ -1,7 +1,7 @@
 //! `/api/background`: tasks of every conversation listed newest first, one
 //! with its result, and cancel: here for a task of this process, 409 for
 //! one that ended or runs in another process.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

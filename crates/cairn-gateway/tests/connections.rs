@@ -1,6 +1,6 @@
 //! Slow and idle clients: the header timeout, the idle timeout and the cap
 //! on connections, with health checks answered past the cap.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! The dashboard's page, its sign-in by pairing code, the session cookie
 //! and its CSRF and Origin checks, sign-out and revocation, and that the
 //! bearer-token API is unchanged by any of it.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -6,7 +6,11 @@
 //!
 //! Skipped, saying why, without chromium and chromedriver, the venv or npm,
 //! unless `CAIRN_REQUIRE_BROWSER=1` (CI) makes that a failure.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! `GET /api/events`: ids, replay after `Last-Event-ID`, the lost-events
 //! notice, events fed from the notifier, and the end of the stream at
 //! shutdown.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -3,7 +3,7 @@
 //! pairing only for the gateway's own host names (DNS rebinding gets 421
 //! and counts toward nothing), and `/webhook` signatures with
 //! `gateway.webhook_secret`.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

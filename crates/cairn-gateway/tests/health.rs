@@ -1,6 +1,6 @@
 //! The server itself: binding, health, readiness, error shapes, the body
 //! limit, the OpenAPI document and graceful shutdown.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

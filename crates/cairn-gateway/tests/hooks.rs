@@ -1,6 +1,6 @@
 //! `POST /hooks/routine/{path}`: signed routine webhooks, bearer for
 //! routines without a secret, guardrail refusals and the body limit.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

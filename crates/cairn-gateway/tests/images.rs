@@ -1,7 +1,7 @@
 //! Images through the gateway: `/v1` `image_url` parts (data URLs, and
 //! http URLs fetched under the network rules) and WebSocket message frames
 //! with images, all reaching the model as `image_url` data parts.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! `GET /metrics`: guarded by a bearer token unless public, and carrying
 //! the series the daemon's parts record.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

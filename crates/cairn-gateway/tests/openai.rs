@@ -3,7 +3,7 @@
 //! every layer, request ids, CORS, client tools, sampling forwarded, the
 //! agent's tools declined without asking, `/v1/models`, `/v1/responses`.
 //! The real clients (SDKs, LangChain, a generated client) are in `openai_clients.rs`.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

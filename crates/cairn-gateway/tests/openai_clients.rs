@@ -5,7 +5,11 @@
 //! Each test runs one gateway over the fake LLM, scripted in the order the
 //! client's calls reach it. Skipped without the test venv or npm unless
 //! `CAIRN_REQUIRE_PYTHON=1` / `CAIRN_REQUIRE_NPM=1` (see `cairn_test_support`).
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 mod support;
 

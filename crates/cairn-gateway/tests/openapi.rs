@@ -4,7 +4,11 @@
 //! test venv (`scripts/test-venv.sh`); the tests skip without it unless
 //! `CAIRN_REQUIRE_PYTHON=1`. Generic: whatever routes the document lists
 //! are checked and fuzzed. `CAIRN_FUZZ_SEED=N` fuzzes with another seed.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 mod support;
 

@@ -3,7 +3,7 @@
 //! listener), so that per-address limits never trigger. The limit on
 //! wrong codes counts every client together, so the right code is void
 //! long before a guess could find it, and a valid token works throughout.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

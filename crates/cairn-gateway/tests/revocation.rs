@@ -2,7 +2,7 @@
 //! connections that it opened at once (the store's change signal, no
 //! polling), and leaves other tokens' streams alone; a token that expires
 //! ends its streams when it expires.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -2,7 +2,7 @@
 //! webhook secrets never shown (and not lost by a round trip), and the
 //! agent reached through `/v1/chat/completions` or `/webhook`, where nobody
 //! can approve, unable to change a routine even under autonomy `full`.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! Schedule operations over REST: pause with a note, resume, backfill,
 //! next fires; each a call on the routine service.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! `/api/watchers` over a real gateway: create (the policy decides what may
 //! be watched), list, one with its history, pause, resume, delete.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! `POST /webhook`: an agent turn per message, idempotency keys honoured.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! `GET /ws/chat`: authentication (header or subprotocol), streamed
 //! answers, the approval round-trip (approve, deny, timeout), bad frames
 //! that leave the connection open, notifications, and shutdown.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod support;
 

@@ -67,9 +67,10 @@ pub struct HttpProvider<P> {
     protocol: P,
 }
 
-// `Protocol` stays crate-private on purpose (it names `ClientCore`); callers
-// only ever see the concrete `OpenAiClient` and `AnthropicClient`.
-#[allow(private_bounds)]
+#[expect(
+    private_bounds,
+    reason = "`Protocol` stays crate-private on purpose (it names `ClientCore`); callers only ever see the concrete `OpenAiClient` and `AnthropicClient`"
+)]
 impl<P: Protocol> HttpProvider<P> {
     /// A client from settings (the kind is not checked).
     pub fn new(settings: &ProviderSettings) -> Result<Self, LlmError> {

@@ -453,7 +453,6 @@ pub fn policy_rules(specs: &[ServerSpec]) -> (Vec<String>, Vec<String>) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

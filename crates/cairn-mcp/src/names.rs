@@ -92,7 +92,6 @@ pub fn split(name: &str) -> Option<(&str, &str)> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

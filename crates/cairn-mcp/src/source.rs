@@ -157,7 +157,6 @@ impl ToolSource for McpTools {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::config::ServerSpec;
     use crate::remote::RemoteTool;

@@ -1,7 +1,6 @@
 //! MCP servers' tools through the agent: real servers (the Python SDK's over
 //! stdio and streamable HTTP, server-everything from npm over stdio), the
 //! agent loop on the fake LLM, results reaching the model.
-#![allow(clippy::unwrap_used)]
 
 mod support;
 

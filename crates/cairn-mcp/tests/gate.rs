@@ -2,7 +2,6 @@
 //! default, `allow`/`deny` per server, annotations that raise the risk but
 //! never lower it; results bounded; resources and prompts through
 //! `mcp_resource_read`. Against the Python SDK test server.
-#![allow(clippy::unwrap_used)]
 
 mod support;
 

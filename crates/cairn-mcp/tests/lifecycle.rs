@@ -1,6 +1,5 @@
 //! A server's life: lazy start with the tool list remembered in the store,
 //! `tools/list_changed` honoured, a call made while it starts waiting for it.
-#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -5,8 +5,11 @@
 //! turn finished. It should cost the same whatever the thread's length.
 //! Prints JSON. Run: `cargo bench -p cairn-store --bench persist_turn`
 //! (figures, when recorded, in docs/performance.md).
-#![allow(missing_docs, clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // a benchmark reads /proc between timed sections
+#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a benchmark reads /proc between timed sections"
+)]
 
 use std::time::Instant;
 

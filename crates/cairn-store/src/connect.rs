@@ -317,7 +317,7 @@ fn normalize(url: &str) -> Result<(Backend, String), StoreError> {
 /// Creates the database file (and its directory) for the owner alone, when
 /// missing: SQLite would create it with the umask's mode (usually 0644),
 /// and its `-wal` and `-shm` after it.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "once per Store::open; a stat, a mkdir and an empty file"
 )]
@@ -350,7 +350,7 @@ fn create_private(path: &Path, url: &str) -> Result<(), StoreError> {
 /// Sets the database's `-wal` and `-shm` to 0600 where they exist (an older
 /// database file with a wider mode gave them its own). Best effort: a
 /// failure is logged, the store still opens.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "once per Store::open; two chmods"
 )]

@@ -1,7 +1,7 @@
 //! The real store under tokio's paused clock: sqlx's own timers (acquire
 //! timeout, idle reaper) must not fire on virtual time, and a query in flight
 //! must not let the paused clock jump ahead.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! `CAIRN_SIGNAL_CHILD_URL` set: its `child_writes` test then records one
 //! pending notification and exits.
 
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::time::Duration;
 

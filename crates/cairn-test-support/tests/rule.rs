@@ -1,7 +1,11 @@
 //! The one rule, seen from outside: this test binary runs one of its own
 //! cases again as a child with the variables set or unset, and reads how
 //! it ended. The child case does its work only under `RULE_CHILD`.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::process::{Command, Output};
 

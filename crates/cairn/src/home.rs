@@ -10,7 +10,7 @@
 //!
 //! Everything here is small synchronous file-system work, run before the
 //! runtime has anything else to do (or inside `spawn_blocking`).
-#![allow(
+#![expect(
     clippy::disallowed_methods,
     reason = "start-up and doctor: a few stats and chmods, before the runtime has work"
 )]
@@ -254,7 +254,10 @@ mod private_file_tests {
     use super::*;
 
     #[test]
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "test fixtures may use blocking std::fs"
+    )]
     fn files_and_directories_are_the_owners_alone() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("a/b");

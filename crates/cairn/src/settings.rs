@@ -23,7 +23,7 @@ pub fn config_path(home: &Path) -> PathBuf {
 }
 
 /// Everything read from outside, ready to resolve.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "start-up, before the runtime has work: reads config.toml once"
 )]
@@ -61,7 +61,7 @@ pub fn load_with_file(file: Option<(PathBuf, String)>) -> anyhow::Result<Config>
 }
 
 /// The machine's IANA zone: `TZ`, then /etc/timezone, then the /etc/localtime link.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "start-up, before the runtime has work: two tiny reads once"
 )]

@@ -1,6 +1,6 @@
 //! Black-box tests of `cairn cost`: a fresh home, configured limits, and
 //! counters seeded by a cost guard running in-process on the same database.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use std::path::Path;
 use std::sync::Arc;

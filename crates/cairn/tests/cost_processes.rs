@@ -3,7 +3,11 @@
 //! `CAIRN_TEST_POSTGRES_URL` is set) never exceed the budget by more than
 //! one call, because spending is an atomic increment in the store and a
 //! call in flight reserves its price from the others.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::path::Path;
 use std::process::Command as StdCommand;

@@ -1,8 +1,11 @@
 //! Black-box tests of the routine engine through the built binary:
 //! `routine fire` against the fake LLM with a webhook receiver, and
 //! `cairn daemon` picking up a routine applied by another process.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -2,7 +2,11 @@
 //! panicking component restarted and reported by `cairn status`, one daemon
 //! per home (and no stale lock after SIGKILL), SIGTERM within the deadline,
 //! SIGHUP reloads with JSON logs, and `cairn service`.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -3,8 +3,11 @@
 //! shows the session and `cairn token revoke` ends it; the status page's
 //! checks are `cairn doctor`'s and the costs page shows the configured
 //! budget.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

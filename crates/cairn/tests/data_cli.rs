@@ -1,8 +1,11 @@
 //! Black-box tests of keeping and moving data: a backup taken while the
 //! daemon runs, restored into a fresh home; `db copy` from SQLite to the CI
 //! PostgreSQL with a daemon then running on it; export and import.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

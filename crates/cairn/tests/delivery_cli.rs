@@ -4,8 +4,11 @@
 //! signal at once); with none, the command delivers it itself before it
 //! exits and says "delivered". A webhook receiver on 127.0.0.1 is the
 //! person's phone.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -3,8 +3,11 @@
 //! key and variable named), the rest runs and `doctor` and the daemon warn;
 //! a variable that is not valid UTF-8 is left out with a warning, never a
 //! panic.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod common;
 

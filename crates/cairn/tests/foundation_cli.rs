@@ -1,6 +1,9 @@
 //! Black-box tests of the foundation commands: doctor, config show, version, help.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::path::Path;
 

@@ -3,8 +3,11 @@
 //! run from beside the home and fail closed, `cairn doctor` dry-runs them,
 //! `cairn service install` sets its modes whatever the umask, and a shell
 //! command's own exit status never disables `shell`.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,7 @@
 //! approve) `schedule_cron`, a repeating `remember` and `watch_start` are
 //! refused; over the WebSocket chat `schedule_cron` asks, and a denied
 //! approval leaves nothing scheduled.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -2,8 +2,11 @@
 //! hook commands never leave the process (`doctor`, `config show`, the
 //! daemon's log), and a daemon's gateway refuses a foreign `Host`, too
 //! many images and an unsigned `/webhook` when a secret is set.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

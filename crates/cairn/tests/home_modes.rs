@@ -3,8 +3,11 @@
 //! home made earlier with wider modes and says so; `cairn doctor` warns
 //! about one readable by others, with the command that fixes it.
 #![cfg(unix)]
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,8 +1,11 @@
 //! Black-box tests of the first-run commands: shell completions that every
 //! shell parses, manual pages, and `cairn init` against the fake LLM and a
 //! local webhook receiver.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Black-box tests of `cairn job list|show|cancel`, with jobs seeded in the
 //! same SQLite file the binary opens.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,8 +3,11 @@
 //! with hundreds of MCP tools, and `cairn mcp serve` driven by the official
 //! Python `mcp` client. The servers are the Python SDK test server of
 //! cairn-mcp (test venv: `CAIRN_TEST_PYTHON`).
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::path::{Path, PathBuf};
 

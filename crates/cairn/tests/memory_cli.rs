@@ -1,6 +1,10 @@
 //! Black-box tests of `cairn memory`: a fresh home, keyword-only and with the
 //! fake embeddings server, export and start-up hydration, hygiene.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 use std::path::Path;
 

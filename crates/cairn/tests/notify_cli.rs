@@ -1,7 +1,10 @@
 //! Black-box tests of `cairn notify`, `cairn inbox` and the `channels`
 //! doctor check, against a webhook receiver on 127.0.0.1.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::time::Duration;
 

@@ -2,8 +2,11 @@
 //! configuration every one-shot due at once runs, and a run that waits
 //! for a place survives its daemon's SIGKILL and runs once after a restart,
 //! on SQLite and on PostgreSQL.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,11 @@
 //! Black-box tests of the agent's reach from `cairn chat`: images sent to
 //! both wire protocols, model routing by message class, and `cairn doctor`'s
 //! routing check, against the fake LLM server.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use assert_cmd::Command;
 use cairn_llm::testing::{FakeLlmServer, Scripted};

@@ -1,7 +1,10 @@
 //! Black-box tests of `cairn routine apply|validate|list|show|enable|disable|delete`
 //! against a temporary CAIRN_HOME.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::path::Path;
 

@@ -2,8 +2,11 @@
 //! note stops a daemon's runs and `routine show --json` carries the note,
 //! `routine resume` restarts them; `routine backfill --from --to` records
 //! past slots with trigger `backfill`, once.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

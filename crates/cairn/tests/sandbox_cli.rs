@@ -3,8 +3,11 @@
 //! `tools.shell.landlock = false` stands in for an old kernel), a policy or a
 //! routine that runs `shell` unapproved is refused unless
 //! `tools.shell.allow_unconfined = true`.
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

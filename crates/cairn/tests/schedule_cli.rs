@@ -1,5 +1,5 @@
 //! Black-box tests of `cairn schedule explain` (the built binary, via assert_cmd).
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use assert_cmd::Command;
 use predicates::prelude::*;

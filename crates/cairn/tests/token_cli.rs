@@ -2,8 +2,11 @@
 //! `cairn daemon` on the same database: a created token authenticates, a
 //! revoked one is refused on the next request, and a code printed by
 //! either command buys a token over `POST /pair`.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::io
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::io"
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -107,7 +107,6 @@ pub async fn take(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use chrono::{Duration, TimeZone, Utc};
     use serde_json::json;

@@ -304,7 +304,7 @@ impl Sandbox {
     }
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "sync by design: runs on the sandbox's own thread"
 )]
@@ -339,7 +339,7 @@ impl PrivateTmp {
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
         let path = std::mem::take(&mut self.path);
-        #[allow(
+        #[expect(
             clippy::disallowed_methods,
             reason = "on the blocking pool when a runtime is there, else on this (non-async) thread"
         )]
@@ -419,7 +419,10 @@ pub fn first_process_tool(tools: &[String]) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+    #![expect(
+        clippy::disallowed_methods,
+        reason = "test fixtures may use blocking std::fs"
+    )]
 
     use super::*;
 

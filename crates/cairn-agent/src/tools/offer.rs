@@ -246,7 +246,6 @@ impl Tool for SchemaTool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

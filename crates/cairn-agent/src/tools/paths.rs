@@ -115,7 +115,7 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 /// symlinks are resolved even for a file that does not exist yet.
 ///
 /// Blocking: async code calls it through [`off_runtime`].
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "sync by design; the tools call it inside spawn_blocking"
 )]
@@ -155,7 +155,7 @@ impl PathScope {
     /// but the workspace must exist.
     ///
     /// Blocking, like [`PathScope::resolve`]: async code calls both through [`off_runtime`].
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "sync by design; the tools call it inside spawn_blocking"
     )]

@@ -1,8 +1,11 @@
 //! The chat service over a real SQLite store and the fake LLM server:
 //! sessions, interrupts, approvals by message, resume, isolation, pruning and
 //! compaction when the provider reports an overflow.
-#![allow(clippy::unwrap_used)]
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod harness;
 mod models;

@@ -2,7 +2,7 @@
 //! by the test, persistence in SQLite. Tests without real HTTP run on tokio's
 //! paused clock (a store call takes no virtual time, so only the scheduler's
 //! own timers move it).
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 mod fixtures;
 mod lifecycle;

@@ -1,5 +1,9 @@
 //! Fake tools and helpers shared by the integration tests.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(
+    dead_code,
+    reason = "not in every build: each test binary uses part of the harness"
+)]
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use std::sync::Arc;
 use std::sync::LazyLock;

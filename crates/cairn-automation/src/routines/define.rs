@@ -148,7 +148,6 @@ pub fn unconfined_shell(spec: &RoutineSpec) -> Option<Problem> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use chrono::TimeZone;

@@ -421,7 +421,6 @@ pub fn estimate_tokens(request: &ChatRequest, reply: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -132,7 +132,6 @@ pub fn slots_between(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use cairn_core::routine::{RoutineSpec, SpecFormat};

@@ -360,7 +360,6 @@ pub async fn check(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -2,8 +2,11 @@
 //! on 127.0.0.1 that record each request (webhook, Slack, Discord,
 //! Telegram, ntfy) and a real SMTP server from PyPI (aiosmtpd, through
 //! `CAIRN_TEST_PYTHON`; see `scripts/test-venv.sh`). No network.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers unwrap freely
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 mod discord;
 mod email;

@@ -2,7 +2,7 @@
 //! schedules run in milliseconds and no test waits for a slot in real time.
 //! Actions are scripted here (the real executors have their own tests); the
 //! engine's part is when, how often, under which guardrails, and the record.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

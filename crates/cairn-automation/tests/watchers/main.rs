@@ -3,7 +3,7 @@
 //! the engine's timer round is run by hand, so hundreds of checks take no
 //! real time and no test sleeps. Notifications are counted where the
 //! conversation takes them (`conversation:<session>`).
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::Arc;
 use std::sync::LazyLock;

@@ -266,7 +266,7 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::disallowed_methods, reason = "a test reading a committed file")]
+    #[expect(clippy::disallowed_methods, reason = "a test reading a committed file")]
     fn the_committed_reference_is_current() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
         let committed = std::fs::read_to_string(path).unwrap_or_default();

@@ -33,7 +33,6 @@ fn mix(mut z: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

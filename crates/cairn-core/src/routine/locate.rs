@@ -140,7 +140,6 @@ fn nth_element(body: &str, n: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     const YAML: &str = "# a routine\nname: x\ntrigger:\n  type: cron\n  schedule: \"nope\"\naction:\n  type: lightweight\n  prompt: hi\n  context_paths:\n    - a.md\n    - /etc/passwd\nguardrails:\n  max_concurrent: 0\n";

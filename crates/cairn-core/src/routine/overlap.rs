@@ -208,7 +208,6 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use chrono::TimeZone;

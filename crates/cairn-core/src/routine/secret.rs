@@ -80,7 +80,6 @@ impl Routine {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use crate::routine::SpecFormat;

@@ -1,8 +1,11 @@
 //! Helpers shared by the schedule integration tests: a seeded RNG, DST
 //! transition lookup, and a brute-force oracle of the documented semantics.
 
-#![allow(dead_code)]
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![allow(
+    dead_code,
+    reason = "not in every build: each test binary uses part of the harness"
+)]
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use cairn_core::schedule::{Rule, Schedule};
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};

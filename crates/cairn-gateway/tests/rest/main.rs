@@ -1,7 +1,7 @@
 //! The REST API: routines (CRUD, validation, fire, runs) and notifications;
 //! sessions, jobs, status and the bearer token on every route are in
 //! `sessions_jobs_status.rs`.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 #[path = "../support/mod.rs"]
 mod support;

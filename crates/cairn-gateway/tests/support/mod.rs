@@ -1,7 +1,10 @@
 //! A real gateway on 127.0.0.1 for tests: a SQLite store in a temporary
 //! directory, the fake LLM server behind the chat service, the routine
 //! engine with the real actions, and a bearer token.
-#![allow(dead_code)] // each test binary uses part of the harness
+#![allow(
+    dead_code,
+    reason = "not in every build: each test binary uses part of the harness"
+)]
 
 pub mod clients;
 pub mod jobs;

@@ -152,7 +152,7 @@ mod tests {
     /// The fuzz target's seeds (one per format) each hold calls, so the
     /// fuzzer starts from every format; new seeds are checked as they come.
     #[test]
-    #[allow(clippy::disallowed_methods)] // a sync test reading fixtures
+    #[expect(clippy::disallowed_methods, reason = "a sync test reading fixtures")]
     fn every_fuzz_seed_holds_calls_and_loses_its_markup() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../fuzz/seeds/text_tool_calls");

@@ -1,7 +1,11 @@
 //! What cairn-mcp's tests share: the real MCP servers they start (the
 //! Python SDK one from the test venv, server-everything from npm), clients
 //! over them, and an agent loop on the fake LLM server.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(
+    dead_code,
+    reason = "not in every build: each test binary uses part of the harness"
+)]
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

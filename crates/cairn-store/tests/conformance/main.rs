@@ -1,7 +1,7 @@
 //! The store conformance suite: every case runs on SQLite, and on PostgreSQL
 //! when `CAIRN_TEST_POSTGRES_URL` is set (`CAIRN_REQUIRE_POSTGRES=1` makes its
 //! absence a failure, as in CI).
-#![allow(clippy::unwrap_used)] // test helpers unwrap freely
+#![expect(clippy::unwrap_used, reason = "test helpers unwrap freely")]
 
 mod admission;
 mod background;

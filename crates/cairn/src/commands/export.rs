@@ -146,7 +146,7 @@ pub fn export(args: &ExportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// Reads memories.jsonl; every bad line is reported with its number.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command, before the runtime starts"
 )]
@@ -182,7 +182,7 @@ fn read_memories(path: &Path) -> anyhow::Result<Vec<MemoryLine>> {
 }
 
 /// Runs `cairn import`.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command, before the runtime starts"
 )]

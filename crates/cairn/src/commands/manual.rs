@@ -28,7 +28,7 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints cairn(1) on stdout, or writes a page per command into `dir`.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command with no runtime: creates the output directory"
 )]

@@ -38,7 +38,7 @@ fn at(shown: &str, text: &str, path: &str) -> String {
 }
 
 /// The files `path` names: itself, or every `*.yaml|*.yml|*.json` in it, by name.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "runs before the runtime starts: reads the files a person named, once"
 )]
@@ -70,7 +70,7 @@ fn files_of(path: &Path) -> Result<Vec<PathBuf>, BadInput> {
 }
 
 /// Reads and checks every file `path` names; all problems, or every routine.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "runs before the runtime starts: reads the files a person named, once"
 )]

@@ -58,7 +58,7 @@ impl Heartbeat {
 }
 
 #[cfg(target_os = "linux")]
-#[allow(
+#[expect(
     deprecated,
     reason = "its replacement is `unsafe` (forbidden here); the deprecation is about a `T` whose descriptor can change, and an `OwnedFd` owned by the `AsyncFd` cannot"
 )]

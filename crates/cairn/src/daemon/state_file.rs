@@ -70,7 +70,7 @@ pub async fn write(home: &Path, state: &DaemonState) -> anyhow::Result<()> {
     write_now(&temp, &target, &text, state.updated_at.into())
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "a small file in the home, written in microseconds (see `write`)"
 )]
@@ -99,7 +99,7 @@ fn write_now(
 /// content. Opened read-only, so the directory's watch (which asks for
 /// closes after writing) does not hear it; the owner may set the times.
 /// Fails when there is no file (then it is written whole).
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "a few system calls on a file in the home (see `write`)"
 )]
@@ -263,7 +263,7 @@ mod tests {
     }
 
     #[tokio::test]
-    #[allow(clippy::disallowed_methods, reason = "a test looks at the directory")]
+    #[expect(clippy::disallowed_methods, reason = "a test looks at the directory")]
     async fn written_atomically_and_read_back() {
         let home = tempfile::tempdir().unwrap();
         assert!(read(home.path()).await.unwrap().is_none());
@@ -287,7 +287,7 @@ mod tests {
     }
 
     #[tokio::test]
-    #[allow(clippy::disallowed_methods, reason = "a test reads the file's bytes")]
+    #[expect(clippy::disallowed_methods, reason = "a test reads the file's bytes")]
     async fn the_heartbeat_moves_updated_at_and_leaves_the_content() {
         let home = tempfile::tempdir().unwrap();
         let pid = std::process::id();

@@ -1,6 +1,9 @@
 //! A running runtime (real store, fake LLM server over HTTP, real tools)
 //! whose configuration is reloaded, observed through chat turns.
-#![allow(clippy::disallowed_methods)] // test fixtures may use blocking std::fs
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures may use blocking std::fs"
+)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

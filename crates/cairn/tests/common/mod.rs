@@ -1,5 +1,8 @@
 //! Test fixtures shared by the binary's black-box tests.
-#![allow(dead_code)] // each test file uses its own part
+#![allow(
+    dead_code,
+    reason = "not in every build: each test file uses its own part"
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

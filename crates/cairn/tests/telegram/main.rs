@@ -1,7 +1,11 @@
 //! Inbound Telegram, black-box: `cairn daemon` against a local Bot API
 //! stand-in (real HTTP on 127.0.0.1) and the fake LLM server; a channel
 //! changed while the daemon runs is in [`reload`].
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -133,7 +133,6 @@ fn pairs<'a>(text: &'a str, marker: &str) -> Vec<Piece<'a>> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

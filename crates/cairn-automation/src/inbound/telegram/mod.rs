@@ -585,7 +585,6 @@ impl Conversation for TelegramChat<'_> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn message(kind: &str, reply_to_bot: bool) -> Message {

@@ -72,7 +72,7 @@ pub struct CompletionRequest {
 /// `tool_choice`, as the document declares it.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
-#[allow(dead_code, reason = "describes the field in the OpenAPI document only")]
+#[expect(dead_code, reason = "describes the field in the OpenAPI document only")]
 pub enum ToolChoiceSchema {
     /// `auto`, `none` or `required`.
     Mode(String),
@@ -82,7 +82,7 @@ pub enum ToolChoiceSchema {
 
 /// A named function for `tool_choice`.
 #[derive(Debug, Deserialize, ToSchema)]
-#[allow(dead_code, reason = "describes the field in the OpenAPI document only")]
+#[expect(dead_code, reason = "describes the field in the OpenAPI document only")]
 pub struct NamedToolChoice {
     /// `function`.
     #[serde(rename = "type")]
@@ -93,7 +93,7 @@ pub struct NamedToolChoice {
 
 /// The function a `tool_choice` names.
 #[derive(Debug, Deserialize, ToSchema)]
-#[allow(dead_code, reason = "describes the field in the OpenAPI document only")]
+#[expect(dead_code, reason = "describes the field in the OpenAPI document only")]
 pub struct NamedFunction {
     /// Its name.
     pub name: String,

@@ -98,7 +98,7 @@ impl Writer {
     }
 
     /// Adds the file at `path` as `name`.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "sync archive writing, outside async code"
     )]
@@ -127,7 +127,7 @@ impl Writer {
     }
 
     /// Completes the archive and moves it into place.
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "sync archive writing, outside async code"
     )]
@@ -143,7 +143,7 @@ impl Writer {
 /// Every regular file under `dir` (the private staging directory a restore
 /// unpacks into), as (`prefix/…` name, path) in name
 /// order, and how many symbolic links and special files were left out.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "sync archive writing, outside async code"
 )]
@@ -214,13 +214,13 @@ fn file_header(len: u64) -> tar::Header {
     header
 }
 
-#[allow(clippy::disallowed_methods, reason = "sync check before writing")]
+#[expect(clippy::disallowed_methods, reason = "sync check before writing")]
 fn exists(path: &Path) -> bool {
     path.symlink_metadata().is_ok()
 }
 
 /// Opens an archive and reads its manifest, refusing other formats.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "sync archive reading, outside async code"
 )]
@@ -259,7 +259,7 @@ pub fn read_manifest(path: &Path) -> anyhow::Result<Manifest> {
 
 /// Unpacks every entry after the manifest into `dir` (files 0600,
 /// directories 0700); refuses links, devices and paths leaving `dir`.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "sync archive reading, outside async code"
 )]

@@ -60,7 +60,7 @@ impl Staging {
 }
 
 impl Drop for Staging {
-    #[allow(clippy::disallowed_methods, reason = "cleanup of a scratch directory")]
+    #[expect(clippy::disallowed_methods, reason = "cleanup of a scratch directory")]
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
@@ -70,7 +70,7 @@ fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command, outside async code"
 )]
@@ -83,7 +83,7 @@ fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Whether `dir` is missing or holds nothing.
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "one-shot command, outside async code"
 )]
