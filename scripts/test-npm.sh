@@ -10,9 +10,13 @@
 #                               dashboard's browser test injects into each page
 #                               (crates/cairn-gateway/tests/npm); prints its
 #                               node_modules folder (NODE_PATH)
+#   scripts/test-npm.sh biome   Biome, the dashboard JS's formatter and
+#                               linter CI runs (scripts/biome; biome.json at
+#                               the root); prints its program
 #
 #   export CAIRN_TEST_MCP_EVERYTHING=$(scripts/test-npm.sh)
 #   export CAIRN_TEST_NODE_PATH=$(scripts/test-npm.sh gateway)
+#   "$(scripts/test-npm.sh biome)" ci
 #
 # The install lives outside the work tree, in a folder named by the lock
 # file's hash under ${CAIRN_TEST_CACHE:-~/.cache/cairn-test}/npm, so a fresh
@@ -26,11 +30,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${1:-mcp}" in
   mcp) pinned="$root/crates/cairn-mcp/tests/npm"; entry="node_modules/.bin/mcp-server-everything"; print="$entry" ;;
   gateway) pinned="$root/crates/cairn-gateway/tests/npm"; entry="node_modules/openai/package.json"; print="node_modules" ;;
-  *) echo "unknown package set \"$1\" (mcp, gateway)" >&2; exit 2 ;;
+  biome) pinned="$root/scripts/biome"; entry="node_modules/.bin/biome"; print="$entry" ;;
+  *) echo "unknown package set \"$1\" (mcp, gateway, biome)" >&2; exit 2 ;;
 esac
 
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-  echo "npm and node are needed for the MCP server and gateway client tests (Debian: apt-get install -y nodejs npm)" >&2
+  echo "npm and node are needed for the MCP server and gateway client tests and Biome (Debian: apt-get install -y nodejs npm)" >&2
   exit 3
 fi
 

@@ -4,7 +4,9 @@
 let csrf = "";
 
 /** Remembers the CSRF token of the signed-in session. */
-export function setCsrf(token) { csrf = token || ""; }
+export function setCsrf(token) {
+  csrf = token || "";
+}
 
 /** An API error: HTTP status, code, message and details. */
 export class ApiError extends Error {
@@ -22,7 +24,9 @@ export async function api(method, path, body) {
   if (method !== "GET") headers["X-CSRF-Token"] = csrf;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
-    method, headers, credentials: "same-origin",
+    method,
+    headers,
+    credentials: "same-origin",
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const type = response.headers.get("content-type") || "";

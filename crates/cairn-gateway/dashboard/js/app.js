@@ -1,17 +1,27 @@
 // The dashboard: sign-in, navigation between views, live events.
-import { h, fill, toast } from "./dom.js";
-import { get, post, del, setCsrf } from "./api.js";
-import { connect, disconnect, on, soon } from "./live.js";
-import { home } from "./home.js";
-import { chat } from "./chat.js";
-import { routines } from "./routines.js";
-import { tasks } from "./tasks.js";
-import { inbox } from "./inbox.js";
-import { memory } from "./memory.js";
-import { costs } from "./costs.js";
-import { status } from "./status.js";
 
-const views = { "": [home, "Home"], chat: [chat, "Chat"], routines: [routines, "Routines"], tasks: [tasks, "Watchers and tasks"], inbox: [inbox, "Inbox"], memory: [memory, "Memory"], costs: [costs, "Costs"], status: [status, "Status"] };
+import { del, get, post, setCsrf } from "./api.js";
+import { chat } from "./chat.js";
+import { costs } from "./costs.js";
+import { fill, h, toast } from "./dom.js";
+import { home } from "./home.js";
+import { inbox } from "./inbox.js";
+import { connect, disconnect, on, soon } from "./live.js";
+import { memory } from "./memory.js";
+import { routines } from "./routines.js";
+import { status } from "./status.js";
+import { tasks } from "./tasks.js";
+
+const views = {
+  "": [home, "Home"],
+  chat: [chat, "Chat"],
+  routines: [routines, "Routines"],
+  tasks: [tasks, "Watchers and tasks"],
+  inbox: [inbox, "Inbox"],
+  memory: [memory, "Memory"],
+  costs: [costs, "Costs"],
+  status: [status, "Status"],
+};
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const signOut = document.getElementById("sign-out");
@@ -20,24 +30,53 @@ let signedIn = false;
 
 function showSignIn(message) {
   signedIn = false;
-  cleanup?.(); cleanup = null;
+  cleanup?.();
+  cleanup = null;
   disconnect();
-  nav.hidden = true; signOut.hidden = true;
+  nav.hidden = true;
+  signOut.hidden = true;
   document.title = "Sign in · cairn";
   const error = h("p", { id: "pair-error", class: "field-error", role: "alert" }, message || "");
-  const input = h("input", { id: "pair-code", testid: "pair-code", name: "code", autocomplete: "one-time-code", autocapitalize: "characters", spellcheck: "false", required: true, "aria-describedby": "pair-help pair-error", placeholder: "ABCDE-FGHJK" });
-  const form = h("form", { class: "card signin", onsubmit: async (e) => {
-    e.preventDefault();
-    try {
-      const session = await post("/ui/session", { code: input.value });
-      setCsrf(session.csrf);
-      start();
-    } catch (err) { error.textContent = err.message; input.focus(); }
-  } },
-  h("h1", {}, "Sign in to cairn"),
-  h("p", { id: "pair-help", class: "muted" }, "Run ", h("code", {}, "cairn pair"), " on the machine and type the code it prints."),
-  h("label", { for: "pair-code" }, "Pairing code"), input, error,
-  h("p", {}, h("button", { type: "submit", testid: "pair-submit" }, "Sign in")));
+  const input = h("input", {
+    id: "pair-code",
+    testid: "pair-code",
+    name: "code",
+    autocomplete: "one-time-code",
+    autocapitalize: "characters",
+    spellcheck: "false",
+    required: true,
+    "aria-describedby": "pair-help pair-error",
+    placeholder: "ABCDE-FGHJK",
+  });
+  const form = h(
+    "form",
+    {
+      class: "card signin",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        try {
+          const session = await post("/ui/session", { code: input.value });
+          setCsrf(session.csrf);
+          start();
+        } catch (err) {
+          error.textContent = err.message;
+          input.focus();
+        }
+      },
+    },
+    h("h1", {}, "Sign in to cairn"),
+    h(
+      "p",
+      { id: "pair-help", class: "muted" },
+      "Run ",
+      h("code", {}, "cairn pair"),
+      " on the machine and type the code it prints.",
+    ),
+    h("label", { for: "pair-code" }, "Pairing code"),
+    input,
+    error,
+    h("p", {}, h("button", { type: "submit", testid: "pair-submit" }, "Sign in")),
+  );
   fill(main, form);
   input.focus();
 }
@@ -48,7 +87,8 @@ function route() {
   const [view, title] = views[name] || views[""];
   for (const a of nav.querySelectorAll("a")) {
     const target = a.getAttribute("href").replace(/^#\/?/, "");
-    if (target === (views[name] ? name : "")) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+    if (target === (views[name] ? name : "")) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
   }
   cleanup?.();
   document.title = `${title} · cairn`;
@@ -62,12 +102,15 @@ async function unread() {
   try {
     const n = (await get("/api/notifications/inbox")).length;
     inboxLink.textContent = n ? `Inbox (${n} unread)` : "Inbox";
-  } catch { /* signed out meanwhile */ }
+  } catch {
+    /* signed out meanwhile */
+  }
 }
 
 function start() {
   signedIn = true;
-  nav.hidden = false; signOut.hidden = false;
+  nav.hidden = false;
+  signOut.hidden = false;
   connect();
   on("notification", soon(unread));
   unread();
@@ -75,12 +118,25 @@ function start() {
 }
 
 signOut.addEventListener("click", async () => {
-  try { await del("/ui/session"); } catch (err) { toast(err.message); }
+  try {
+    await del("/ui/session");
+  } catch (err) {
+    toast(err.message);
+  }
   setCsrf("");
   showSignIn("Signed out.");
 });
 window.addEventListener("hashchange", route);
-window.addEventListener("cairn:inbox-changed", () => { if (signedIn) unread(); });
-window.addEventListener("cairn:signed-out", () => { if (signedIn) showSignIn("Your session ended: sign in again."); });
+window.addEventListener("cairn:inbox-changed", () => {
+  if (signedIn) unread();
+});
+window.addEventListener("cairn:signed-out", () => {
+  if (signedIn) showSignIn("Your session ended: sign in again.");
+});
 
-get("/ui/session").then((session) => { setCsrf(session.csrf); start(); }).catch(() => showSignIn());
+get("/ui/session")
+  .then((session) => {
+    setCsrf(session.csrf);
+    start();
+  })
+  .catch(() => showSignIn());

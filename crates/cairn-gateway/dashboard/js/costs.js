@@ -1,19 +1,36 @@
 // Costs: 30 days per day and per model as inline SVG, today's limits.
-import { h, fill, dollars } from "./dom.js";
+
 import { get } from "./api.js";
+import { dollars, fill, h } from "./dom.js";
 
 function bars(label, points, testid, tick = (p) => p.label.slice(5), every = 7) {
-  const w = 600, hgt = 160, pad = 20, max = Math.max(1, ...points.map((p) => p.value));
+  const w = 600,
+    hgt = 160,
+    pad = 20,
+    max = Math.max(1, ...points.map((p) => p.value));
   const step = (w - pad) / Math.max(1, points.length);
-  return h("svg:svg", { class: "chart", viewBox: `0 0 ${w} ${hgt + 20}`, role: "img", "aria-label": label, testid },
+  return h(
+    "svg:svg",
+    { class: "chart", viewBox: `0 0 ${w} ${hgt + 20}`, role: "img", "aria-label": label, testid },
     h("svg:title", {}, label),
     h("svg:line", { class: "axis", x1: pad, y1: hgt, x2: w, y2: hgt }),
     points.map((p, i) => {
       const bh = Math.round((p.value / max) * (hgt - 10));
-      return h("svg:rect", { class: "bar", x: pad + i * step + 1, y: hgt - bh, width: Math.max(1, step - 2), height: bh }, h("svg:title", {}, `${p.label}: ${dollars(p.value)}`));
+      return h(
+        "svg:rect",
+        { class: "bar", x: pad + i * step + 1, y: hgt - bh, width: Math.max(1, step - 2), height: bh },
+        h("svg:title", {}, `${p.label}: ${dollars(p.value)}`),
+      );
     }),
     points.map((p, i) => (i % every === 0 ? h("svg:text", { x: pad + i * step, y: hgt + 14 }, tick(p)) : null)),
-    h("svg:text", { x: 0, y: 10 }, dollars(max)));
+    h("svg:text", { x: 0, y: 10 }, dollars(max)),
+  );
+}
+
+/** How far today's spending is into the daily budget, as a suffix. */
+function budgetState(l) {
+  if (l.exceeded) return " — reached: LLM calls are refused until 00:00 UTC";
+  return l.warning ? " — 80% spent" : "";
 }
 
 export function costs(main) {
@@ -23,19 +40,75 @@ export function costs(main) {
     const l = c.limits;
     const total = c.days.reduce((s, d) => s + d.spent_micros, 0);
     const models = {};
-    for (const m of c.models) { (models[m.model] ||= { spent: 0, calls: 0 }); models[m.model].spent += m.spent_micros; models[m.model].calls += m.calls; }
-    fill(body,
-      h("div", { class: "grid" },
-        h("section", { class: "card", "aria-label": "Today" }, h("h2", {}, "Today (UTC)"), h("p", { class: "big" }, dollars(c.today.spent_micros)),
-          h("p", {}, l?.daily_budget_cents == null ? "No daily budget." : `Daily budget ${dollars(l.daily_budget_cents * 10000)}${l.exceeded ? " — reached: LLM calls are refused until 00:00 UTC" : l.warning ? " — 80% spent" : ""}`),
-          h("p", {}, `${c.today.hourly_calls} calls in the last hour`, l?.hourly_limit == null ? " (no hourly limit)" : ` of ${l.hourly_limit} allowed`)),
-        h("section", { class: "card", "aria-label": "30 days" }, h("h2", {}, "Last 30 days"), h("p", { class: "big" }, dollars(total)))),
+    for (const m of c.models) {
+      models[m.model] ||= { spent: 0, calls: 0 };
+      models[m.model].spent += m.spent_micros;
+      models[m.model].calls += m.calls;
+    }
+    fill(
+      body,
+      h(
+        "div",
+        { class: "grid" },
+        h(
+          "section",
+          { class: "card", "aria-label": "Today" },
+          h("h2", {}, "Today (UTC)"),
+          h("p", { class: "big" }, dollars(c.today.spent_micros)),
+          h(
+            "p",
+            {},
+            l?.daily_budget_cents == null
+              ? "No daily budget."
+              : `Daily budget ${dollars(l.daily_budget_cents * 10000)}${budgetState(l)}`,
+          ),
+          h(
+            "p",
+            {},
+            `${c.today.hourly_calls} calls in the last hour`,
+            l?.hourly_limit == null ? " (no hourly limit)" : ` of ${l.hourly_limit} allowed`,
+          ),
+        ),
+        h(
+          "section",
+          { class: "card", "aria-label": "30 days" },
+          h("h2", {}, "Last 30 days"),
+          h("p", { class: "big" }, dollars(total)),
+        ),
+      ),
       h("h2", {}, "Per day"),
-      bars("Spend per day over the last 30 days", c.days.map((d) => ({ label: d.day, value: d.spent_micros })), "cost-chart"),
+      bars(
+        "Spend per day over the last 30 days",
+        c.days.map((d) => ({ label: d.day, value: d.spent_micros })),
+        "cost-chart",
+      ),
       h("h2", {}, "Per model"),
       Object.keys(models).length
-        ? h("div", {}, bars("Spend per model over the last 30 days", Object.entries(models).map(([m, v]) => ({ label: m, value: v.spent })), undefined, (p) => p.label.slice(0, 14), 1),
-          h("ul", { class: "rows" }, Object.entries(models).map(([m, v]) => h("li", {}, h("span", { class: "legend-swatch" }), h("span", { class: "grow" }, m), `${dollars(v.spent)} · ${v.calls} calls`))))
-        : h("p", { class: "muted" }, "No calls recorded per model yet."));
+        ? h(
+            "div",
+            {},
+            bars(
+              "Spend per model over the last 30 days",
+              Object.entries(models).map(([m, v]) => ({ label: m, value: v.spent })),
+              undefined,
+              (p) => p.label.slice(0, 14),
+              1,
+            ),
+            h(
+              "ul",
+              { class: "rows" },
+              Object.entries(models).map(([m, v]) =>
+                h(
+                  "li",
+                  {},
+                  h("span", { class: "legend-swatch" }),
+                  h("span", { class: "grow" }, m),
+                  `${dollars(v.spent)} · ${v.calls} calls`,
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No calls recorded per model yet."),
+    );
   });
 }

@@ -32,11 +32,29 @@ export function fill(el, ...children) {
 /** A wrapped table: headers and rows of cells (each row may be a <tr>). */
 export function table(caption, headers, rows) {
   // Each cell names its column, for the stacked layout on narrow screens.
-  for (const row of rows) [...row.children].forEach((td, i) => headers[i] && td.setAttribute("data-label", headers[i]));
-  return h("div", { class: "table-wrap" },
-    h("table", {}, h("caption", { class: "muted" }, caption),
-      h("thead", {}, h("tr", {}, headers.map((t) => h("th", { scope: "col" }, t)))),
-      h("tbody", {}, rows)));
+  for (const row of rows)
+    [...row.children].forEach((td, i) => {
+      if (headers[i]) td.setAttribute("data-label", headers[i]);
+    });
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      {},
+      h("caption", { class: "muted" }, caption),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          headers.map((t) => h("th", { scope: "col" }, t)),
+        ),
+      ),
+      h("tbody", {}, rows),
+    ),
+  );
 }
 
 const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -45,7 +63,15 @@ const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
 export function when(iso) {
   if (!iso) return "—";
   const d = new Date(iso);
-  return d.toLocaleString(undefined, { weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZone: zone });
+  return d.toLocaleString(undefined, {
+    weekday: "short",
+    year: "numeric",
+    month: "short",
+    day: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    timeZone: zone,
+  });
 }
 
 /** "in 3 h", "5 min ago". */
@@ -53,20 +79,30 @@ export function relative(iso) {
   if (!iso) return "";
   const secs = Math.round((new Date(iso) - Date.now()) / 1000);
   const abs = Math.abs(secs);
-  const [n, unit] = abs < 90 ? [abs, "s"] : abs < 5400 ? [Math.round(abs / 60), "min"] : abs < 129600 ? [Math.round(abs / 3600), "h"] : [Math.round(abs / 86400), "d"];
+  const [n, unit] =
+    abs < 90
+      ? [abs, "s"]
+      : abs < 5400
+        ? [Math.round(abs / 60), "min"]
+        : abs < 129600
+          ? [Math.round(abs / 3600), "h"]
+          : [Math.round(abs / 86400), "d"];
   return secs >= 0 ? `in ${n} ${unit}` : `${n} ${unit} ago`;
 }
 
 /** Micro-dollars as dollars. */
 export function dollars(micros) {
   const d = (micros || 0) / 1e6;
-  return "$" + (d >= 1 ? d.toFixed(2) : d.toFixed(4));
+  return `$${d >= 1 ? d.toFixed(2) : d.toFixed(4)}`;
 }
 
 /** A status word with its colour class. */
 export function status(word) {
-  const cls = /^(ok|succeeded|success|delivered|running|healthy|ready|completed|read)$/.test(word) ? "ok"
-    : /^(failed|fail|error|interrupted|stuck|gave_up|given_up|crashed|down)$/.test(word) ? "bad" : "warn";
+  const cls = /^(ok|succeeded|success|delivered|running|healthy|ready|completed|read)$/.test(word)
+    ? "ok"
+    : /^(failed|fail|error|interrupted|stuck|gave_up|given_up|crashed|down)$/.test(word)
+      ? "bad"
+      : "warn";
   return h("span", { class: `badge ${cls}` }, word || "—");
 }
 
@@ -75,5 +111,7 @@ export function toast(message) {
   const el = document.getElementById("toast");
   el.textContent = message;
   clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => { el.textContent = ""; }, 5000);
+  toast.timer = setTimeout(() => {
+    el.textContent = "";
+  }, 5000);
 }

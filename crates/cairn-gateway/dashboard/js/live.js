@@ -10,9 +10,13 @@ export function connect() {
   source = new EventSource("/api/events", { withCredentials: true });
   source.onmessage = (message) => {
     let event;
-    try { event = JSON.parse(message.data); } catch { return; }
+    try {
+      event = JSON.parse(message.data);
+    } catch {
+      return;
+    }
     for (const { prefix, fn } of handlers) {
-      if (event.type === prefix || event.type?.startsWith(prefix + ".") || prefix === "*") fn(event);
+      if (event.type === prefix || event.type?.startsWith(`${prefix}.`) || prefix === "*") fn(event);
     }
   };
 }
@@ -34,5 +38,8 @@ export function on(prefix, fn) {
 /** Debounces `fn` so a burst of events re-reads once. */
 export function soon(fn, ms = 150) {
   let timer = null;
-  return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
 }

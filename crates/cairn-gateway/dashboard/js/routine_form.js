@@ -1,39 +1,81 @@
 // Create or edit a routine: the schedule field previews its next five fires
 // as you type (the same parser as `cairn schedule explain`); the action's
 // fields follow its type; problems show next to their fields.
-import { h, fill, toast } from "./dom.js";
-import { get, post, put } from "./api.js";
 
-const ACTIONS = [["notification", "Reminder (notification)"], ["lightweight", "Cheap LLM check"], ["full_job", "Full agent job"], ["tool_call", "Tool call"]];
-const TRIGGERS = [["cron", "Schedule (cron or words)"], ["once", "Once"], ["event", "Chat message matching"], ["webhook", "Webhook"], ["manual", "By hand only"]];
+import { get, post, put } from "./api.js";
+import { fill, h, toast } from "./dom.js";
+
+const ACTIONS = [
+  ["notification", "Reminder (notification)"],
+  ["lightweight", "Cheap LLM check"],
+  ["full_job", "Full agent job"],
+  ["tool_call", "Tool call"],
+];
+const TRIGGERS = [
+  ["cron", "Schedule (cron or words)"],
+  ["once", "Once"],
+  ["event", "Chat message matching"],
+  ["webhook", "Webhook"],
+  ["manual", "By hand only"],
+];
 
 let uid = 0;
 function field(label, input, path, help) {
-  const id = input.id || (input.id = `f${++uid}`);
+  if (!input.id) input.id = `f${++uid}`;
+  const id = input.id;
   const error = h("p", { class: "field-error", id: `${id}-error`, "data-path": path, "aria-live": "polite" });
   input.setAttribute("aria-describedby", [help ? `${id}-help` : null, `${id}-error`].filter(Boolean).join(" "));
-  return h("div", { class: "field", "data-field": path }, h("label", { for: id }, label), input,
-    help ? h("p", { class: "muted", id: `${id}-help` }, help) : null, error);
+  return h(
+    "div",
+    { class: "field", "data-field": path },
+    h("label", { for: id }, label),
+    input,
+    help ? h("p", { class: "muted", id: `${id}-help` }, help) : null,
+    error,
+  );
 }
 const input = (attrs) => h("input", { type: "text", ...attrs });
-const select = (attrs, options, value) => h("select", attrs, options.map(([v, t]) => h("option", { value: v, selected: v === value }, t)));
+const select = (attrs, options, value) =>
+  h(
+    "select",
+    attrs,
+    options.map(([v, t]) => h("option", { value: v, selected: v === value }, t)),
+  );
 
 export function routineForm(main, name) {
   const body = h("div");
-  fill(main, h("p", {}, h("a", { href: "#/routines" }, "← Routines")), h("h1", {}, name ? `Edit ${name}` : "New routine"), body);
+  fill(
+    main,
+    h("p", {}, h("a", { href: "#/routines" }, "← Routines")),
+    h("h1", {}, name ? `Edit ${name}` : "New routine"),
+    body,
+  );
   let cancelled = false;
-  (name ? get(`/api/routines/${encodeURIComponent(name)}`) : Promise.resolve(null)).then((r) => { if (!cancelled) draw(body, r); });
-  return () => { cancelled = true; };
+  (name ? get(`/api/routines/${encodeURIComponent(name)}`) : Promise.resolve(null)).then((r) => {
+    if (!cancelled) draw(body, r);
+  });
+  return () => {
+    cancelled = true;
+  };
 }
 
 function draw(body, existing) {
   const spec = existing?.spec || { trigger: { type: "cron" }, action: { type: "notification" } };
-  const t = spec.trigger || {}, a = spec.action || {}, g = spec.guardrails || {}, n = spec.notify || {};
+  const t = spec.trigger || {},
+    a = spec.action || {},
+    g = spec.guardrails || {},
+    n = spec.notify || {};
   const f = {
     name: input({ testid: "routine-name", name: "name", required: true, value: spec.name || "", autocomplete: "off" }),
     description: input({ name: "description", value: spec.description || "" }),
     trigger: select({ name: "trigger" }, TRIGGERS, t.type || "cron"),
-    schedule: input({ testid: "routine-schedule", name: "schedule", value: t.schedule || t.at || "", placeholder: "every day at 9am, or 0 9 * * *", autocomplete: "off" }),
+    schedule: input({
+      testid: "routine-schedule",
+      name: "schedule",
+      value: t.schedule || t.at || "",
+      placeholder: "every day at 9am, or 0 9 * * *",
+      autocomplete: "off",
+    }),
     pattern: input({ name: "pattern", value: t.pattern || "" }),
     timezone: input({ name: "timezone", value: spec.timezone || "", placeholder: "the daemon's zone" }),
     action: select({ testid: "routine-action-type", name: "action" }, ACTIONS, a.type || "notification"),
@@ -55,13 +97,33 @@ function draw(body, existing) {
   const formError = h("p", { class: "field-error", role: "alert" });
   const box = (label, el) => h("label", { class: "row" }, el, label);
 
-  const when = field("Schedule", f.schedule, "trigger.schedule", "A cron expression or words: every weekday at 9am, every 15 minutes, 0 9 * * 1-5.");
+  const when = field(
+    "Schedule",
+    f.schedule,
+    "trigger.schedule",
+    "A cron expression or words: every weekday at 9am, every 15 minutes, 0 9 * * 1-5.",
+  );
   const pattern = field("Message pattern (regular expression)", f.pattern, "trigger.pattern");
   const byAction = {
     notification: h("div", {}, field("Message", f.message, "action.message"), field("Title", f.title, "action.title")),
-    lightweight: field("Prompt", f.prompt, "action.prompt", "A short question for the cheap model; it notifies when the answer needs attention."),
-    full_job: h("div", {}, field("Job title", f.jobTitle, "action.title"), field("What to do", f.jobDescription, "action.description")),
-    tool_call: h("div", {}, field("Tool", f.tool, "action.tool"), field("Parameters (JSON)", f.params, "action.params")),
+    lightweight: field(
+      "Prompt",
+      f.prompt,
+      "action.prompt",
+      "A short question for the cheap model; it notifies when the answer needs attention.",
+    ),
+    full_job: h(
+      "div",
+      {},
+      field("Job title", f.jobTitle, "action.title"),
+      field("What to do", f.jobDescription, "action.description"),
+    ),
+    tool_call: h(
+      "div",
+      {},
+      field("Tool", f.tool, "action.tool"),
+      field("Parameters (JSON)", f.params, "action.params"),
+    ),
   };
   const actionFields = h("div");
 
@@ -74,20 +136,31 @@ function draw(body, existing) {
     fill(actionFields, byAction[f.action.value]);
   }
 
-  let timer = null, asked = 0;
+  let timer = null,
+    asked = 0;
   function explain() {
     clearTimeout(timer);
     timer = setTimeout(async () => {
       const expr = f.schedule.value.trim();
       const mine = ++asked;
-      if (!expr) { fill(preview); return; }
+      if (!expr) {
+        fill(preview);
+        return;
+      }
       const q = new URLSearchParams({ expr, count: "5" });
       if (f.timezone.value.trim()) q.set("tz", f.timezone.value.trim());
       try {
         const x = await get(`/ui/api/schedule?${q}`);
         if (mine !== asked) return;
-        fill(preview, h("p", {}, x.description.includes(x.timezone) ? x.description : `${x.description} (${x.timezone})`),
-          h("ol", { class: "preview", "aria-label": "Next five fires" }, x.next.map((t) => h("li", {}, t.local))));
+        fill(
+          preview,
+          h("p", {}, x.description.includes(x.timezone) ? x.description : `${x.description} (${x.timezone})`),
+          h(
+            "ol",
+            { class: "preview", "aria-label": "Next five fires" },
+            x.next.map((t) => h("li", {}, t.local)),
+          ),
+        );
       } catch (err) {
         if (mine === asked) fill(preview, h("p", { class: "field-error" }, err.message));
       }
@@ -96,29 +169,50 @@ function draw(body, existing) {
 
   function specOf() {
     const out = { ...spec, name: f.name.value.trim(), enabled: f.enabled.checked };
-    if (f.description.value.trim()) out.description = f.description.value.trim(); else delete out.description;
-    if (f.timezone.value.trim()) out.timezone = f.timezone.value.trim(); else delete out.timezone;
+    if (f.description.value.trim()) out.description = f.description.value.trim();
+    else delete out.description;
+    if (f.timezone.value.trim()) out.timezone = f.timezone.value.trim();
+    else delete out.timezone;
     const tt = f.trigger.value;
-    out.trigger = tt === "cron" ? { type: tt, schedule: f.schedule.value.trim() }
-      : tt === "once" ? { type: tt, at: f.schedule.value.trim() }
-      : tt === "event" ? { ...(t.type === "event" ? t : {}), type: tt, pattern: f.pattern.value }
-      : tt === "webhook" ? { ...(t.type === "webhook" ? t : {}), type: tt } : { type: tt };
+    out.trigger =
+      tt === "cron"
+        ? { type: tt, schedule: f.schedule.value.trim() }
+        : tt === "once"
+          ? { type: tt, at: f.schedule.value.trim() }
+          : tt === "event"
+            ? { ...(t.type === "event" ? t : {}), type: tt, pattern: f.pattern.value }
+            : tt === "webhook"
+              ? { ...(t.type === "webhook" ? t : {}), type: tt }
+              : { type: tt };
     const at = f.action.value;
     const keep = a.type === at ? a : {};
-    if (at === "notification") out.action = { type: at, message: f.message.value, ...(f.title.value.trim() ? { title: f.title.value.trim() } : {}) };
+    if (at === "notification")
+      out.action = {
+        type: at,
+        message: f.message.value,
+        ...(f.title.value.trim() ? { title: f.title.value.trim() } : {}),
+      };
     if (at === "lightweight") out.action = { ...keep, type: at, prompt: f.prompt.value };
-    if (at === "full_job") out.action = { ...keep, type: at, title: f.jobTitle.value, description: f.jobDescription.value };
+    if (at === "full_job")
+      out.action = { ...keep, type: at, title: f.jobTitle.value, description: f.jobDescription.value };
     if (at === "tool_call") {
       let params;
-      try { params = JSON.parse(f.params.value || "{}"); } catch (e) { throw Object.assign(new Error(`not JSON: ${e.message}`), { path: "action.params" }); }
+      try {
+        params = JSON.parse(f.params.value || "{}");
+      } catch (e) {
+        throw Object.assign(new Error(`not JSON: ${e.message}`), { path: "action.params" });
+      }
       out.action = { ...keep, type: at, tool: f.tool.value.trim(), params };
     }
     const guard = { ...(spec.guardrails || {}) };
-    if (f.cooldown.value.trim()) guard.cooldown = f.cooldown.value.trim(); else delete guard.cooldown;
-    if (f.maxConcurrent.value) guard.max_concurrent = Number(f.maxConcurrent.value); else delete guard.max_concurrent;
+    if (f.cooldown.value.trim()) guard.cooldown = f.cooldown.value.trim();
+    else delete guard.cooldown;
+    if (f.maxConcurrent.value) guard.max_concurrent = Number(f.maxConcurrent.value);
+    else delete guard.max_concurrent;
     out.guardrails = guard;
     const notify = { ...(spec.notify || {}), on_success: f.onSuccess.checked, on_failure: f.onFailure.checked };
-    if (f.channel.value.trim()) notify.channel = f.channel.value.trim(); else delete notify.channel;
+    if (f.channel.value.trim()) notify.channel = f.channel.value.trim();
+    else delete notify.channel;
     out.notify = notify;
     return out;
   }
@@ -127,8 +221,15 @@ function draw(body, existing) {
     for (const el of body.querySelectorAll(".field-error[data-path]")) el.textContent = "";
     const unplaced = [];
     for (const p of problems) {
-      const el = [...body.querySelectorAll(".field-error[data-path]")].find((e) => !e.closest("[hidden]") && (p.path === e.dataset.path || p.path.startsWith(e.dataset.path + ".") || p.path.startsWith(e.dataset.path + "[")));
-      if (el) el.textContent = p.message; else unplaced.push(`${p.path}: ${p.message}`);
+      const el = [...body.querySelectorAll(".field-error[data-path]")].find(
+        (e) =>
+          !e.closest("[hidden]") &&
+          (p.path === e.dataset.path ||
+            p.path.startsWith(`${e.dataset.path}.`) ||
+            p.path.startsWith(`${e.dataset.path}[`)),
+      );
+      if (el) el.textContent = p.message;
+      else unplaced.push(`${p.path}: ${p.message}`);
     }
     formError.textContent = unplaced.join("; ");
   }
@@ -136,9 +237,16 @@ function draw(body, existing) {
   async function save(e) {
     e.preventDefault();
     let out;
-    try { out = specOf(); } catch (err) { showProblems([{ path: err.path, message: err.message }]); return; }
     try {
-      const saved = existing ? await put(`/api/routines/${encodeURIComponent(existing.id)}`, out) : await post("/api/routines", out);
+      out = specOf();
+    } catch (err) {
+      showProblems([{ path: err.path, message: err.message }]);
+      return;
+    }
+    try {
+      const saved = existing
+        ? await put(`/api/routines/${encodeURIComponent(existing.id)}`, out)
+        : await post("/api/routines", out);
       toast(`${saved.name} saved.`);
       location.hash = `#/routines/${encodeURIComponent(saved.name)}`;
     } catch (err) {
@@ -146,23 +254,53 @@ function draw(body, existing) {
     }
   }
 
-  f.trigger.addEventListener("change", () => { sync(); explain(); });
+  f.trigger.addEventListener("change", () => {
+    sync();
+    explain();
+  });
   f.action.addEventListener("change", sync);
   f.schedule.addEventListener("input", explain);
   f.timezone.addEventListener("input", explain);
   // A problem shown after a save is about the value then: editing the field clears it.
-  const clearOwn = (e) => { const own = e.target.id && document.getElementById(`${e.target.id}-error`); if (own) own.textContent = ""; };
+  const clearOwn = (e) => {
+    const own = e.target.id && document.getElementById(`${e.target.id}-error`);
+    if (own) own.textContent = "";
+  };
   body.addEventListener("input", clearOwn);
   body.addEventListener("change", clearOwn);
-  fill(body, h("form", { onsubmit: save, novalidate: true },
-    field("Name", f.name, "name"), field("Description", f.description, "description"),
-    h("fieldset", {}, h("legend", {}, "When"), field("Trigger", f.trigger, "trigger.type"), when, preview, pattern, field("Time zone", f.timezone, "timezone")),
-    h("fieldset", {}, h("legend", {}, "What"), field("Action", f.action, "action.type"), actionFields),
-    h("fieldset", {}, h("legend", {}, "Guardrails and notifications"),
-      field("Cooldown", f.cooldown, "guardrails.cooldown"), field("At most this many runs at once", f.maxConcurrent, "guardrails.max_concurrent"),
-      field("Notify channel", f.channel, "notify.channel"), box(" Notify on success", f.onSuccess), box(" Notify on failure", f.onFailure), box(" Enabled", f.enabled)),
-    formError,
-    h("p", {}, h("button", { type: "submit", testid: "routine-save" }, "Save"))));
+  fill(
+    body,
+    h(
+      "form",
+      { onsubmit: save, novalidate: true },
+      field("Name", f.name, "name"),
+      field("Description", f.description, "description"),
+      h(
+        "fieldset",
+        {},
+        h("legend", {}, "When"),
+        field("Trigger", f.trigger, "trigger.type"),
+        when,
+        preview,
+        pattern,
+        field("Time zone", f.timezone, "timezone"),
+      ),
+      h("fieldset", {}, h("legend", {}, "What"), field("Action", f.action, "action.type"), actionFields),
+      h(
+        "fieldset",
+        {},
+        h("legend", {}, "Guardrails and notifications"),
+        field("Cooldown", f.cooldown, "guardrails.cooldown"),
+        field("At most this many runs at once", f.maxConcurrent, "guardrails.max_concurrent"),
+        field("Notify channel", f.channel, "notify.channel"),
+        box(" Notify on success", f.onSuccess),
+        box(" Notify on failure", f.onFailure),
+        box(" Enabled", f.enabled),
+      ),
+      formError,
+      h("p", {}, h("button", { type: "submit", testid: "routine-save" }, "Save")),
+    ),
+  );
   sync();
   explain();
 }

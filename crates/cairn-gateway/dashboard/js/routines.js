@@ -1,6 +1,7 @@
 // Routines: the list, one routine's page (runs, YAML, actions), the form.
-import { h, fill, when, relative, status, table, toast } from "./dom.js";
-import { get, post, put, del } from "./api.js";
+
+import { del, get, post, put } from "./api.js";
+import { fill, h, relative, status, table, toast, when } from "./dom.js";
 import { on, soon } from "./live.js";
 import { routineForm } from "./routine_form.js";
 
@@ -24,34 +25,99 @@ async function fire(r) {
   try {
     const fired = await post(`${path(r)}/fire`);
     toast(`${r.name} fired (run ${fired.run_id || ""}).`);
-  } catch (err) { toast(`${r.name}: ${err.message}`); }
+  } catch (err) {
+    toast(`${r.name}: ${err.message}`);
+  }
 }
 
 function actions(r, reload) {
-  return h("div", { class: "actions" },
-    h("button", { type: "button", testid: "routine-fire", onclick: () => fire(r), "aria-label": `Fire now: ${r.name}` }, "Fire now"),
-    h("button", { type: "button", class: "quiet", testid: "routine-toggle", "aria-pressed": String(r.enabled), "aria-label": `${r.enabled ? "Disable" : "Enable"}: ${r.name}`, onclick: async () => { await toggle(r); reload(); } }, r.enabled ? "Disable" : "Enable"),
-    h("a", { class: "button quiet", href: `#/routines/${encodeURIComponent(r.name)}/edit`, "aria-label": `Edit: ${r.name}` }, "Edit"),
-    h("button", { type: "button", class: "danger", "aria-label": `Delete: ${r.name}`, onclick: async () => {
-      if (!confirm(`Delete ${r.name} and its runs?`)) return;
-      await del(path(r)); toast(`${r.name} deleted.`); location.hash = "#/routines";
-    } }, "Delete"));
+  return h(
+    "div",
+    { class: "actions" },
+    h(
+      "button",
+      { type: "button", testid: "routine-fire", onclick: () => fire(r), "aria-label": `Fire now: ${r.name}` },
+      "Fire now",
+    ),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "quiet",
+        testid: "routine-toggle",
+        "aria-pressed": String(r.enabled),
+        "aria-label": `${r.enabled ? "Disable" : "Enable"}: ${r.name}`,
+        onclick: async () => {
+          await toggle(r);
+          reload();
+        },
+      },
+      r.enabled ? "Disable" : "Enable",
+    ),
+    h(
+      "a",
+      { class: "button quiet", href: `#/routines/${encodeURIComponent(r.name)}/edit`, "aria-label": `Edit: ${r.name}` },
+      "Edit",
+    ),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "danger",
+        "aria-label": `Delete: ${r.name}`,
+        onclick: async () => {
+          if (!confirm(`Delete ${r.name} and its runs?`)) return;
+          await del(path(r));
+          toast(`${r.name} deleted.`);
+          location.hash = "#/routines";
+        },
+      },
+      "Delete",
+    ),
+  );
 }
 
 function list(main) {
   const body = h("div");
-  fill(main, h("h1", {}, "Routines"), h("p", {}, h("a", { class: "button", href: "#/routines/new", testid: "routine-new" }, "New routine")), body);
+  fill(
+    main,
+    h("h1", {}, "Routines"),
+    h("p", {}, h("a", { class: "button", href: "#/routines/new", testid: "routine-new" }, "New routine")),
+    body,
+  );
   async function load() {
     const all = await get("/api/routines");
-    fill(body, all.length ? table("Every routine: trigger, next fire, last status", ["Name", "Trigger", "Next fire", "Last status", "Enabled", "Actions"],
-      all.map((r) => h("tr", { testid: "routine-row", "data-name": r.name },
-        h("td", {}, h("a", { href: `#/routines/${encodeURIComponent(r.name)}` }, r.name), r.description ? h("div", { class: "muted" }, r.description) : null),
-        h("td", {}, r.schedule_description || r.trigger, r.paused ? h("div", { class: "warn" }, "paused") : null),
-        h("td", {}, when(r.next_fire_at), h("div", { class: "muted" }, relative(r.next_fire_at))),
-        h("td", {}, status(r.last_status || "never run")),
-        h("td", {}, r.enabled ? "yes" : "no"),
-        h("td", {}, actions(r, load)))))
-      : h("p", { class: "muted" }, "No routines yet."));
+    fill(
+      body,
+      all.length
+        ? table(
+            "Every routine: trigger, next fire, last status",
+            ["Name", "Trigger", "Next fire", "Last status", "Enabled", "Actions"],
+            all.map((r) =>
+              h(
+                "tr",
+                { testid: "routine-row", "data-name": r.name },
+                h(
+                  "td",
+                  {},
+                  h("a", { href: `#/routines/${encodeURIComponent(r.name)}` }, r.name),
+                  r.description ? h("div", { class: "muted" }, r.description) : null,
+                ),
+                h(
+                  "td",
+                  {},
+                  r.schedule_description || r.trigger,
+                  r.paused ? h("div", { class: "warn" }, "paused") : null,
+                ),
+                h("td", {}, when(r.next_fire_at), h("div", { class: "muted" }, relative(r.next_fire_at))),
+                h("td", {}, status(r.last_status || "never run")),
+                h("td", {}, r.enabled ? "yes" : "no"),
+                h("td", {}, actions(r, load)),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No routines yet."),
+    );
   }
   load();
   return on("routine", soon(load));
@@ -64,33 +130,78 @@ function seconds(a, b) {
 }
 
 function detail(main, name) {
-  const head = h("div"), next = h("section", { "aria-labelledby": "h-next" }), runs = h("section", { "aria-labelledby": "h-runs" }), yaml = h("section", { "aria-labelledby": "h-yaml" });
+  const head = h("div"),
+    next = h("section", { "aria-labelledby": "h-next" }),
+    runs = h("section", { "aria-labelledby": "h-runs" }),
+    yaml = h("section", { "aria-labelledby": "h-yaml" });
   fill(main, h("p", {}, h("a", { href: "#/routines" }, "← Routines")), head, next, runs, yaml);
   let routine = null;
   async function load() {
-    try { routine = await get(`/api/routines/${encodeURIComponent(name)}`); } catch (err) { fill(head, h("h1", {}, name), h("p", { class: "bad" }, err.message)); return; }
+    try {
+      routine = await get(`/api/routines/${encodeURIComponent(name)}`);
+    } catch (err) {
+      fill(head, h("h1", {}, name), h("p", { class: "bad" }, err.message));
+      return;
+    }
     const r = routine;
-    fill(head, h("h1", {}, r.name), r.description ? h("p", {}, r.description) : null,
-      h("p", {}, `${r.schedule_description || r.trigger} · ${r.action} · ${r.timezone} · `, r.enabled ? "enabled" : "disabled", r.paused ? h("span", { class: "warn" }, ` · paused by ${r.paused.by}`) : null),
-      h("div", { testid: "routine-row", "data-name": r.name }, actions(r, load)));
+    fill(
+      head,
+      h("h1", {}, r.name),
+      r.description ? h("p", {}, r.description) : null,
+      h(
+        "p",
+        {},
+        `${r.schedule_description || r.trigger} · ${r.action} · ${r.timezone} · `,
+        r.enabled ? "enabled" : "disabled",
+        r.paused ? h("span", { class: "warn" }, ` · paused by ${r.paused.by}`) : null,
+      ),
+      h("div", { testid: "routine-row", "data-name": r.name }, actions(r, load)),
+    );
     const [history, fires, text] = await Promise.all([
       get(`${path(r)}/runs?limit=50`),
       ["cron", "once"].includes(r.trigger_type) ? get(`${path(r)}/next?count=5`).catch(() => null) : null,
       get(`/ui/api/routines/${encodeURIComponent(r.id)}/yaml`),
     ]);
     const times = fires || [];
-    fill(next, h("h2", { id: "h-next" }, "Next fires"), times.length
-      ? h("ol", { class: "preview" }, times.map((t) => h("li", {}, when(t.fires_at))))
-      : h("p", { class: "muted" }, r.next_fire_at ? when(r.next_fire_at) : "Not scheduled."));
-    fill(runs, h("h2", { id: "h-runs" }, "Runs"), history.length
-      ? table(`The runs of ${r.name}, newest first`, ["Started", "Trigger", "Status", "Late", "Took", "Tokens", "Summary"],
-        history.map((run) => h("tr", { testid: "run-row", "data-status": run.status },
-          h("td", {}, when(run.started_at)), h("td", {}, run.trigger_type), h("td", {}, status(run.status)),
-          h("td", {}, run.scheduled_for ? seconds(run.scheduled_for, run.started_at) : "—"),
-          h("td", {}, seconds(run.started_at, run.completed_at)), h("td", {}, run.tokens_used ?? "—"),
-          h("td", {}, run.result_summary || run.skip_reason || ""))))
-      : h("p", { class: "muted" }, "No runs yet."));
-    fill(yaml, h("h2", { id: "h-yaml" }, "As YAML"), h("pre", { tabindex: "0", "aria-label": `${r.name} as a routine file` }, text));
+    fill(
+      next,
+      h("h2", { id: "h-next" }, "Next fires"),
+      times.length
+        ? h(
+            "ol",
+            { class: "preview" },
+            times.map((t) => h("li", {}, when(t.fires_at))),
+          )
+        : h("p", { class: "muted" }, r.next_fire_at ? when(r.next_fire_at) : "Not scheduled."),
+    );
+    fill(
+      runs,
+      h("h2", { id: "h-runs" }, "Runs"),
+      history.length
+        ? table(
+            `The runs of ${r.name}, newest first`,
+            ["Started", "Trigger", "Status", "Late", "Took", "Tokens", "Summary"],
+            history.map((run) =>
+              h(
+                "tr",
+                { testid: "run-row", "data-status": run.status },
+                h("td", {}, when(run.started_at)),
+                h("td", {}, run.trigger_type),
+                h("td", {}, status(run.status)),
+                h("td", {}, run.scheduled_for ? seconds(run.scheduled_for, run.started_at) : "—"),
+                h("td", {}, seconds(run.started_at, run.completed_at)),
+                h("td", {}, run.tokens_used ?? "—"),
+                h("td", {}, run.result_summary || run.skip_reason || ""),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No runs yet."),
+    );
+    fill(
+      yaml,
+      h("h2", { id: "h-yaml" }, "As YAML"),
+      h("pre", { tabindex: "0", "aria-label": `${r.name} as a routine file` }, text),
+    );
   }
   load();
   return on("routine", soon(load));

@@ -1,6 +1,7 @@
 // Watchers (pause/resume, cancel, recent checks) and background tasks (cancel).
-import { h, fill, when, status, table, toast } from "./dom.js";
-import { get, post, del } from "./api.js";
+
+import { del, get, post } from "./api.js";
+import { fill, h, status, table, toast, when } from "./dom.js";
 import { on, soon } from "./live.js";
 
 export function tasks(main) {
@@ -8,37 +9,144 @@ export function tasks(main) {
   const background = h("section", { "aria-labelledby": "h-background" });
   const checks = h("section", { "aria-live": "polite", "aria-label": "Recent checks" });
   fill(main, h("h1", {}, "Watchers and background tasks"), watchers, checks, background);
-  const act = (fn, done) => async () => { try { await fn(); toast(done); load(); } catch (err) { toast(err.message); } };
+  const act = (fn, done) => async () => {
+    try {
+      await fn();
+      toast(done);
+      load();
+    } catch (err) {
+      toast(err.message);
+    }
+  };
 
   async function history(w) {
     const d = await get(`/api/watchers/${encodeURIComponent(w.watcher_id)}`);
-    fill(checks, h("h2", {}, `Recent checks of ${w.label || w.watcher_id}`), d.history.length
-      ? table("Checks, newest first", ["#", "At", "Status", "Notified", "Result"], d.history.map((c) => h("tr", {}, h("td", {}, String(c.check)), h("td", {}, when(c.at)), h("td", {}, status(c.status)), h("td", {}, c.notified ? "yes" : "no"), h("td", {}, c.result))))
-      : h("p", { class: "muted" }, "No checks yet."));
+    fill(
+      checks,
+      h("h2", {}, `Recent checks of ${w.label || w.watcher_id}`),
+      d.history.length
+        ? table(
+            "Checks, newest first",
+            ["#", "At", "Status", "Notified", "Result"],
+            d.history.map((c) =>
+              h(
+                "tr",
+                {},
+                h("td", {}, String(c.check)),
+                h("td", {}, when(c.at)),
+                h("td", {}, status(c.status)),
+                h("td", {}, c.notified ? "yes" : "no"),
+                h("td", {}, c.result),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No checks yet."),
+    );
   }
 
   async function load() {
     const [ws, bg] = await Promise.all([get("/api/watchers"), get("/api/background").catch(() => [])]);
-    fill(watchers, h("h2", { id: "h-watchers" }, "Watchers"), ws.length
-      ? table("Watchers: what they check, how often, their state", ["Watcher", "Tool", "Every", "Status", "Checks", "Next check", "Actions"],
-        ws.map((w) => h("tr", { testid: "watcher-row", "data-id": w.watcher_id },
-          h("td", {}, w.label || w.watcher_id), h("td", {}, w.tool_name), h("td", {}, `${w.interval} s`), h("td", {}, status(w.status)),
-          h("td", {}, String(w.check_count)), h("td", {}, when(w.next_check_at)),
-          h("td", {}, h("div", { class: "actions" },
-            w.status === "paused"
-              ? h("button", { type: "button", class: "quiet", onclick: act(() => post(`/api/watchers/${w.watcher_id}/resume`), "Resumed.") }, "Resume")
-              : h("button", { type: "button", class: "quiet", onclick: act(() => post(`/api/watchers/${w.watcher_id}/pause`), "Paused.") }, "Pause"),
-            h("button", { type: "button", class: "quiet", onclick: () => history(w) }, "Checks"),
-            h("button", { type: "button", class: "danger", onclick: act(() => del(`/api/watchers/${w.watcher_id}`), "Cancelled.") }, "Cancel"))))))
-      : h("p", { class: "muted" }, "No watchers. Ask cairn in the chat to watch something."));
-    fill(background, h("h2", { id: "h-background" }, "Background tasks"), bg.length
-      ? table("Background tasks, newest first", ["Tool", "Status", "Started", "Finished", "Error", ""],
-        bg.map((t) => h("tr", { testid: "task-row" }, h("td", {}, t.tool_name), h("td", {}, status(t.status)), h("td", {}, when(t.started_at)), h("td", {}, when(t.finished_at)), h("td", {}, t.error || ""),
-          h("td", {}, t.status === "running" ? h("button", { type: "button", class: "danger", onclick: act(() => post(`/api/background/${t.task_id}/cancel`), "Cancelled.") }, "Cancel") : null))))
-      : h("p", { class: "muted" }, "No background tasks."));
+    fill(
+      watchers,
+      h("h2", { id: "h-watchers" }, "Watchers"),
+      ws.length
+        ? table(
+            "Watchers: what they check, how often, their state",
+            ["Watcher", "Tool", "Every", "Status", "Checks", "Next check", "Actions"],
+            ws.map((w) =>
+              h(
+                "tr",
+                { testid: "watcher-row", "data-id": w.watcher_id },
+                h("td", {}, w.label || w.watcher_id),
+                h("td", {}, w.tool_name),
+                h("td", {}, `${w.interval} s`),
+                h("td", {}, status(w.status)),
+                h("td", {}, String(w.check_count)),
+                h("td", {}, when(w.next_check_at)),
+                h(
+                  "td",
+                  {},
+                  h(
+                    "div",
+                    { class: "actions" },
+                    w.status === "paused"
+                      ? h(
+                          "button",
+                          {
+                            type: "button",
+                            class: "quiet",
+                            onclick: act(() => post(`/api/watchers/${w.watcher_id}/resume`), "Resumed."),
+                          },
+                          "Resume",
+                        )
+                      : h(
+                          "button",
+                          {
+                            type: "button",
+                            class: "quiet",
+                            onclick: act(() => post(`/api/watchers/${w.watcher_id}/pause`), "Paused."),
+                          },
+                          "Pause",
+                        ),
+                    h("button", { type: "button", class: "quiet", onclick: () => history(w) }, "Checks"),
+                    h(
+                      "button",
+                      {
+                        type: "button",
+                        class: "danger",
+                        onclick: act(() => del(`/api/watchers/${w.watcher_id}`), "Cancelled."),
+                      },
+                      "Cancel",
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No watchers. Ask cairn in the chat to watch something."),
+    );
+    fill(
+      background,
+      h("h2", { id: "h-background" }, "Background tasks"),
+      bg.length
+        ? table(
+            "Background tasks, newest first",
+            ["Tool", "Status", "Started", "Finished", "Error", ""],
+            bg.map((t) =>
+              h(
+                "tr",
+                { testid: "task-row" },
+                h("td", {}, t.tool_name),
+                h("td", {}, status(t.status)),
+                h("td", {}, when(t.started_at)),
+                h("td", {}, when(t.finished_at)),
+                h("td", {}, t.error || ""),
+                h(
+                  "td",
+                  {},
+                  t.status === "running"
+                    ? h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "danger",
+                          onclick: act(() => post(`/api/background/${t.task_id}/cancel`), "Cancelled."),
+                        },
+                        "Cancel",
+                      )
+                    : null,
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No background tasks."),
+    );
   }
   load();
   const again = soon(load);
   const offs = [on("job", again), on("tool", again)];
-  return () => offs.forEach((off) => off());
+  return () =>
+    offs.forEach((off) => {
+      off();
+    });
 }
