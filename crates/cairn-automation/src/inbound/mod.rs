@@ -17,6 +17,9 @@
 //! allow reaches the [`ChatService`] (nor the LLM or the event matcher).
 
 pub mod in_order;
+pub mod inbox;
+pub mod people;
+pub mod split;
 pub mod telegram;
 
 use std::collections::HashMap;
@@ -46,8 +49,32 @@ pub trait InboundAdapter: Send + Sync {
     fn hand_over(&self) {}
 }
 
-/// A message a [`Conversation`] showed, by the service's id.
-pub type MessageId = i64;
+/// A message on a front end, by the service's id (Telegram's number,
+/// Slack's `ts`, a Discord snowflake, WhatsApp's `wamid`), as text.
+pub type MessageId = String;
+
+/// How far a turn has come, shown as a reaction on the person's message
+/// where the app has reactions (seed 003's inbound flow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The turn started.
+    Working,
+    /// The turn ended with an answer.
+    Done,
+    /// The turn failed.
+    Failed,
+}
+
+impl Progress {
+    /// The emoji that shows it where any emoji may be a reaction.
+    pub fn emoji(self) -> &'static str {
+        match self {
+            Self::Working => "👀",
+            Self::Done => "✅",
+            Self::Failed => "❌",
+        }
+    }
+}
 
 /// One chat on a front end: how a turn is shown there. Texts are plain;
 /// the conversation renders them in the service's markup.
@@ -59,8 +86,20 @@ pub trait Conversation: Send + Sync {
     /// Sends a message.
     async fn send(&self, text: &str) -> Result<MessageId, String>;
 
+    /// Whether [`Conversation::edit`] can change a sent message; when it
+    /// cannot (WhatsApp), the answer is sent whole, never streamed.
+    fn edits(&self) -> bool {
+        true
+    }
+
     /// Replaces a message's text (and any buttons on it).
-    async fn edit(&self, message: MessageId, text: &str) -> Result<(), String>;
+    async fn edit(&self, message: &MessageId, text: &str) -> Result<(), String>;
+
+    /// Shows `progress` as a reaction on the person's `message`; apps
+    /// without reactions leave it.
+    async fn react(&self, message: &MessageId, progress: Progress) {
+        let _ = (message, progress);
+    }
 
     /// Shows that the agent is working.
     async fn typing(&self);
@@ -169,7 +208,7 @@ impl Approver for TurnSink<'_> {
             ApprovalAnswer::Expired(_) => "⌛ Not answered in time: declined",
         };
         let text = format!("{decision}: {}", request.summary);
-        if let Err(e) = self.conversation.edit(shown, &text).await {
+        if let Err(e) = self.conversation.edit(&shown, &text).await {
             tracing::debug!(error = %e, "cannot show the approval's decision");
         }
         answer
@@ -191,26 +230,20 @@ pub fn reply_text(reply: &Reply) -> String {
     }
 }
 
-/// The first `limit` characters (UTF-16 units) of `text`, cut between characters.
-fn head(text: &str, limit: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices() {
-        if used + c.len_utf16() > limit {
-            return &text[..at];
-        }
-        used += c.len_utf16();
-    }
-    text
-}
-
-/// Hands `inbound` to `chat` and shows the turn in `conversation`.
+/// Hands `inbound` to `chat` and shows the turn in `conversation`;
+/// `origin`, the person's message, carries the turn's progress as
+/// reactions.
 pub async fn converse(
     chat: &ChatService,
     inbound: Inbound,
+    origin: Option<&MessageId>,
     conversation: &dyn Conversation,
     approvals: &Approvals,
     pace: Pace,
 ) {
+    if let Some(origin) = origin {
+        conversation.react(origin, Progress::Working).await;
+    }
     let sink = TurnSink {
         conversation,
         approvals,
@@ -228,16 +261,16 @@ pub async fn converse(
         tokio::select! {
             reply = &mut turn => break reply,
             _ = typing.tick() => conversation.typing().await,
-            _ = edits.tick() => {
+            _ = edits.tick(), if conversation.edits() => {
                 let text = sink.streamed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                let shown = head(text.trim(), limit).to_string();
+                let shown = split::head(text.trim(), limit).to_string();
                 if shown.is_empty() || preview.as_ref().is_some_and(|(_, s)| *s == shown) {
                     continue;
                 }
                 match &preview {
                     Some((id, _)) => {
-                        if conversation.edit(*id, &shown).await.is_ok() {
-                            preview = Some((*id, shown));
+                        if conversation.edit(id, &shown).await.is_ok() {
+                            preview = Some((id.clone(), shown));
                         }
                     }
                     None => {
@@ -249,11 +282,11 @@ pub async fn converse(
             }
         }
     };
-    let parts = telegram::format::split(&reply_text(&reply), limit);
+    let parts = split::split(&reply_text(&reply), limit);
     let mut parts = parts.iter();
     if let Some((id, _)) = preview
         && let Some(first) = parts.next()
-        && let Err(e) = conversation.edit(id, first).await
+        && let Err(e) = conversation.edit(&id, first).await
     {
         tracing::warn!(error = %e, "cannot show the answer");
     }
@@ -261,5 +294,12 @@ pub async fn converse(
         if let Err(e) = conversation.send(part).await {
             tracing::warn!(error = %e, "cannot send the answer");
         }
+    }
+    if let Some(origin) = origin {
+        let progress = match reply {
+            Reply::Error { .. } => Progress::Failed,
+            _ => Progress::Done,
+        };
+        conversation.react(origin, progress).await;
     }
 }

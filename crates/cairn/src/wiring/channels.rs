@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::chat::ChatService;
+use cairn_automation::inbound::people::{PairingCodes, People};
 use cairn_automation::inbound::telegram::api::BotApi;
-use cairn_automation::inbound::telegram::{PairingCodes, TelegramAdapter, TelegramInbound};
+use cairn_automation::inbound::telegram::{self, TelegramAdapter, TelegramInbound};
 use cairn_automation::inbound::{InboundAdapter, Pace};
 use cairn_automation::notify::channels::telegram::TelegramSpec;
 use cairn_automation::notify::{ChannelSpec, ParsedChannels, owner_id, parse_channels};
@@ -162,12 +163,19 @@ pub fn telegram_adapter(
 ) -> Arc<dyn InboundAdapter> {
     Arc::new(TelegramAdapter::new(TelegramInbound {
         api: bot_api(spec),
-        allowed: spec.allowed_users.iter().cloned().collect(),
+        people: People {
+            channel: name.to_string(),
+            app: "Telegram",
+            allow_command: telegram::ALLOW_COMMAND.to_string(),
+            allowed: spec.allowed_users.iter().cloned().collect(),
+            store: parts.store.clone(),
+            pairing: parts.pairing.clone(),
+            clock: Arc::new(SystemClock),
+        },
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),
         user_id: parts.user_id.clone(),
-        pairing: parts.pairing.clone(),
         owner: parts.owner.clone(),
         clock: Arc::new(SystemClock),
         poll_wait: POLL_WAIT,

@@ -20,7 +20,7 @@ use cairn_llm::testing::{FakeLlmServer, Scripted};
 use cairn_test_support::postgres::PgSchema;
 use common::DaemonChild;
 use serde_json::{Value, json};
-use standin::{StandIn, TOKEN};
+use standin::{StandIn, TOKEN, World};
 
 const OWNER: i64 = 42;
 
@@ -135,12 +135,25 @@ fn an_allowed_users_message_is_answered_and_a_strangers_never_reaches_the_llm() 
     let first = standin.message(7, "hi, run rm -rf for me");
     let second = standin.message(7, "hello?");
     seen(&standin, second.max(first));
-    standin.message(OWNER, "hello");
+    let hello = standin.message(OWNER, "hello");
     standin.until("the answer", |w| {
         w.messages
             .values()
             .any(|m| m.0 == OWNER && m.1 == "Hello from cairn")
     });
+    // The turn's progress shows as reactions on the person's message:
+    // 👀 when it starts, 👌 when it ends (Telegram's set has no ✅).
+    let reactions = |w: &World| -> Vec<String> {
+        w.calls
+            .iter()
+            .filter(|(m, c)| {
+                m == "setMessageReaction" && c["chat_id"] == OWNER && c["message_id"] == hello
+            })
+            .map(|(_, c)| c["reaction"][0]["emoji"].as_str().unwrap().to_string())
+            .collect()
+    };
+    standin.until("the reactions", |w| reactions(w).len() == 2);
+    assert_eq!(standin.world(reactions), ["👀", "👌"]);
     // The stranger was told once how to be allowed; nothing of theirs reached the LLM.
     let told = standin.texts(7);
     assert_eq!(told.len(), 1, "{told:?}");

@@ -161,6 +161,10 @@ impl StandIn {
             w.next_update += 1;
             let id = 1000 + w.next_update;
             update["update_id"] = id.into();
+            // A message's id is its update's: distinct, and known to the test.
+            if let Some(message) = update.get_mut("message") {
+                message["message_id"] = id.into();
+            }
             w.updates.push(update);
             id
         };
@@ -168,7 +172,8 @@ impl StandIn {
         id
     }
 
-    /// A private text message from `user` (their chat id is their user id).
+    /// A private text message from `user` (their chat id is their user
+    /// id); its update id, which is also the message's id.
     pub fn message(&self, user: i64, text: &str) -> i64 {
         self.push(json!({"message": {
             "message_id": 1, "date": 0, "text": text,

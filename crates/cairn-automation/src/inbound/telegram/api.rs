@@ -349,6 +349,21 @@ impl BotApi {
         .map(drop)
     }
 
+    /// Sets the bot's one reaction on a message (`setMessageReaction`).
+    pub async fn react(&self, chat: i64, message: i64, emoji: &str) -> Result<(), ApiError> {
+        self.call::<Value>(
+            "setMessageReaction",
+            json!({
+                "chat_id": chat,
+                "message_id": message,
+                "reaction": [{"type": "emoji", "emoji": emoji}],
+            }),
+            None,
+        )
+        .await
+        .map(drop)
+    }
+
     /// Acknowledges a button press, with a short toast.
     pub async fn answer_callback(&self, id: &str, text: &str) -> Result<(), ApiError> {
         self.call::<Value>(

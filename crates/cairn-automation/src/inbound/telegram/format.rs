@@ -1,6 +1,6 @@
 //! Answers as Telegram shows them: split into messages of at most 4,096
-//! characters (UTF-16 units, as Telegram counts) on paragraph, then line,
-//! then word boundaries; each part rendered as Telegram HTML, where `<`,
+//! characters (UTF-16 units, as Telegram counts) by [`crate::inbound::split`];
+//! each part rendered as Telegram HTML, where `<`,
 //! `>` and `&` are escaped and the Markdown the model writes most
 //! (```` ``` ```` blocks, `` `code` ``, `**bold**`) becomes tags. Markers
 //! without their pair stay as they are. Telegram counts the text after
@@ -8,42 +8,6 @@
 
 /// Telegram's limit on a message's text.
 pub const MESSAGE_LIMIT: usize = 4_096;
-
-fn units(text: &str) -> usize {
-    text.encode_utf16().count()
-}
-
-/// `text` in parts of at most `limit` UTF-16 units, cut at the last
-/// paragraph break, else line break, else space that fits, else between
-/// characters. The parts, joined, give back the text but for the
-/// whitespace at the cuts.
-pub fn split(text: &str, limit: usize) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut rest = text.trim();
-    while units(rest) > limit {
-        // The longest prefix within the limit, in bytes.
-        let mut used = 0;
-        let mut end = 0;
-        for (at, c) in rest.char_indices() {
-            if used + c.len_utf16() > limit {
-                break;
-            }
-            used += c.len_utf16();
-            end = at + c.len_utf8();
-        }
-        let head = &rest[..end];
-        let cut = ["\n\n", "\n", " "]
-            .iter()
-            .find_map(|sep| head.rfind(sep).filter(|&at| at > 0))
-            .unwrap_or(end);
-        parts.push(rest[..cut].trim_end().to_string());
-        rest = rest[cut..].trim_start();
-    }
-    if !rest.is_empty() || parts.is_empty() {
-        parts.push(rest.to_string());
-    }
-    parts
-}
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -134,30 +98,6 @@ fn pairs<'a>(text: &'a str, marker: &str) -> Vec<Piece<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn long_text_splits_on_paragraphs_then_words_within_the_limit() {
-        let para = "word ".repeat(700); // 3,500 characters
-        let text = format!("{}\n\n{}", para.trim(), para.trim());
-        let parts = split(&text, MESSAGE_LIMIT);
-        assert_eq!(parts.len(), 2);
-        assert_eq!(parts[0], para.trim());
-        let one = "x".repeat(5) + " ";
-        let long = one.repeat(1_500); // 9,000 characters, no paragraphs
-        let parts = split(&long, MESSAGE_LIMIT);
-        assert_eq!(parts.len(), 3);
-        for p in &parts {
-            assert!(units(p) <= MESSAGE_LIMIT);
-            assert!(p.ends_with("xxxxx"), "cut inside a word");
-        }
-        assert_eq!(parts.join(" "), long.trim());
-        // Without spaces: between characters, never inside one.
-        let emoji = "😀".repeat(3_000);
-        let parts = split(&emoji, MESSAGE_LIMIT);
-        assert!(parts.iter().all(|p| units(p) <= MESSAGE_LIMIT));
-        assert_eq!(parts.concat(), emoji);
-        assert_eq!(split("", MESSAGE_LIMIT), vec![String::new()]);
-    }
 
     #[test]
     fn html_escapes_and_formats_what_is_paired() {

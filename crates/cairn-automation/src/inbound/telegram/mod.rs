@@ -13,28 +13,23 @@
 pub mod api;
 pub mod format;
 
-use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::chat::{ChatService, Inbound};
-use cairn_agent::nofollow::{FsError, Tree};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
 use cairn_core::clock::Clock;
-use cairn_store::{ChannelPairing, Store};
+use cairn_store::Store;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::api::{ApiError, Bot, BotApi, CallbackQuery, Message};
 use super::in_order::InOrder;
-use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, converse};
-
-/// The workspace folder documents sent in a chat are saved to.
-const INBOX: &str = "inbox";
+use super::people::People;
+use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
 
 /// The commands registered with `setMyCommands`, as the chat service reads them.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -46,33 +41,21 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("help", "What you can type"),
 ];
 
-/// Turns a typed pairing code into the hash the store keeps (the
-/// gateway's codes and key, given by the binary).
-pub trait PairingCodes: Send + Sync {
-    /// The code's keyed hash; `None` when it is not the shape of a code.
-    fn hash(&self, typed: &str) -> Option<String>;
-
-    /// Wrong codes, from every client together, that void every code.
-    fn wrong_codes_limit(&self) -> u32;
-}
-
 /// What the adapter needs besides the bot.
 pub struct TelegramInbound {
-    /// The channel's name (`[channels.NAME]`), which keys its lease,
-    /// cursor and allowed users in the store.
+    /// The channel's name (`[channels.NAME]`), which keys its lease and
+    /// cursor in the store.
     pub name: String,
     /// The bot.
     pub api: BotApi,
-    /// Telegram user ids allowed by the configuration.
-    pub allowed: BTreeSet<String>,
+    /// Who may talk to the agent.
+    pub people: People,
     /// The database.
     pub store: Store,
     /// Where messages go.
     pub chat: Arc<ChatService>,
     /// The owner's cairn user id, whose sessions the chats are.
     pub user_id: String,
-    /// Checks `/pair` codes.
-    pub pairing: Option<Arc<dyn PairingCodes>>,
     /// This process's lease owner id.
     pub owner: String,
     /// Wall time for the lease.
@@ -96,14 +79,8 @@ struct Inner {
     hand_over: AtomicBool,
 }
 
-/// How a stranger is told how to be allowed.
-pub fn stranger_reply(user: i64) -> String {
-    format!(
-        "This agent answers only the people its owner allowed. Your Telegram user id is {user}. \
-         To be allowed, ask the owner to run `cairn telegram allow {user}`, \
-         or send /pair <code> with a code from `cairn pair` on the owner's machine."
-    )
-}
+/// The command the owner runs to allow a Telegram user.
+pub const ALLOW_COMMAND: &str = "cairn telegram allow";
 
 impl TelegramAdapter {
     /// An adapter over `cfg`.
@@ -216,22 +193,6 @@ impl TelegramAdapter {
         result
     }
 
-    /// Whether `user` may talk to the agent.
-    async fn allowed(&self, user: i64) -> bool {
-        let cfg = &self.0.cfg;
-        let id = user.to_string();
-        if cfg.allowed.contains(&id) {
-            return true;
-        }
-        match cfg.store.channel_user_allowed(&cfg.name, &id).await {
-            Ok(allowed) => allowed,
-            Err(e) => {
-                tracing::warn!(channel = %cfg.name, error = %e, "cannot read the allowed users");
-                false
-            }
-        }
-    }
-
     async fn say(&self, chat: i64, text: &str) {
         if let Err(e) = self.0.cfg.api.send_message(chat, text, false, None).await {
             tracing::warn!(channel = %self.0.cfg.name, error = %e, "cannot answer on Telegram");
@@ -252,24 +213,11 @@ impl TelegramAdapter {
         let Some(mut text) = addressed(bot, &message, &raw) else {
             return;
         };
-        if !self.allowed(from.id).await {
-            if let Some(code) = text.strip_prefix("/pair") {
-                let answer = self.pair(from.id, code.trim()).await;
+        let user = from.id.to_string();
+        if !cfg.people.allowed(&user).await {
+            if let Some(answer) = cfg.people.stranger(&user, &text).await {
                 self.say(chat, &answer).await;
-                return;
             }
-            match cfg
-                .store
-                .note_channel_stranger(&cfg.name, &from.id.to_string(), cfg.clock.now())
-                .await
-            {
-                Ok(true) => self.say(chat, &stranger_reply(from.id)).await,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(channel = %cfg.name, error = %e, "cannot record a stranger")
-                }
-            }
-            tracing::info!(channel = %cfg.name, user = from.id, "a message from someone not allowed was ignored");
             return;
         }
         if text.starts_with("/pair") {
@@ -310,15 +258,7 @@ impl TelegramAdapter {
         }
         if let Some(document) = &message.document {
             match self.save_document(document).await {
-                Ok(saved) => {
-                    let note =
-                        format!("(The person sent a file, saved in the workspace as {saved}.)");
-                    inbound.text = if inbound.text.trim().is_empty() {
-                        note
-                    } else {
-                        format!("{}\n\n{note}", inbound.text)
-                    };
-                }
+                Ok(saved) => inbound.text = inbox::with_note(&inbound.text, &saved),
                 Err(e) => {
                     self.say(chat, &format!("⚠️ The file could not be saved: {e}"))
                         .await;
@@ -336,6 +276,7 @@ impl TelegramAdapter {
         converse(
             &cfg.chat,
             inbound,
+            Some(&message.message_id.to_string()),
             &conversation,
             &self.0.approvals,
             cfg.pace,
@@ -356,72 +297,18 @@ impl TelegramAdapter {
             .await
             .map_err(|e| e.to_string())?;
         let workspace = cfg.chat.settings().workspace.clone();
-        let name = safe_name(document.file_name.as_deref().unwrap_or("file"));
-        // A new file under a free name, made through the no-follow walk: a
-        // planted `inbox` link or a name taken by a link is never written through.
-        let saved = Tree::new(&workspace).run(move |tree| {
-            let (stem, ext) = match name.rsplit_once('.') {
-                Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
-                _ => (name.clone(), String::new()),
-            };
-            for n in 0..1000 {
-                let candidate = if n == 0 {
-                    name.clone()
-                } else {
-                    format!("{stem}-{n}{ext}")
-                };
-                match tree.create_new(&Path::new(INBOX).join(&candidate), &bytes) {
-                    Ok(()) => return Ok(Ok(format!("{INBOX}/{candidate}"))),
-                    Err(FsError::Exists { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(Err(format!("{INBOX}: too many files named {name}")))
-        });
-        match saved.await {
-            Ok(saved) => saved,
-            Err(e) => Err(format!("{}: {e}", workspace.display())),
-        }
-    }
-
-    /// `/pair <code>` from someone not allowed yet.
-    async fn pair(&self, user: i64, typed: &str) -> String {
-        let cfg = &self.0.cfg;
-        let Some(pairing) = &cfg.pairing else {
-            return "Pairing is not available here; ask the owner to run `cairn telegram allow`."
-                .into();
-        };
-        let Some(hash) = pairing.hash(typed) else {
-            return "That is not a pairing code: send /pair ABCDE-FGHJK with the code `cairn pair` printed.".into();
-        };
-        let limit = pairing.wrong_codes_limit();
-        let now = cfg.clock.now();
-        match cfg
-            .store
-            .pair_channel_user(&hash, &cfg.name, &user.to_string(), now, limit)
-            .await
-        {
-            Ok(ChannelPairing::Allowed) => {
-                tracing::info!(channel = %cfg.name, user, "a Telegram user paired");
-                "Paired: you can talk to the agent now.".into()
-            }
-            Ok(ChannelPairing::Wrong { .. }) => {
-                "The code is wrong, spent or expired (`cairn pair` prints a fresh one).".into()
-            }
-            Ok(ChannelPairing::Locked) => format!(
-                "Pairing is locked after {limit} wrong codes; the owner runs `cairn pair` for a new code."
-            ),
-            Err(e) => {
-                tracing::warn!(channel = %cfg.name, error = %e, "pairing failed");
-                "Pairing failed on the owner's side; try again later.".into()
-            }
-        }
+        inbox::save(
+            &workspace,
+            document.file_name.as_deref().unwrap_or("file"),
+            bytes,
+        )
+        .await
     }
 
     /// A button press: an approval's decision.
     async fn on_button(&self, query: &CallbackQuery) {
         let cfg = &self.0.cfg;
-        let toast = if !self.allowed(query.from.id).await {
+        let toast = if !cfg.people.allowed(&query.from.id.to_string()).await {
             "You are not allowed to answer this."
         } else {
             match query.data.as_deref().and_then(parse_button) {
@@ -475,27 +362,6 @@ fn addressed(bot: &Bot, message: &Message, text: &str) -> Option<String> {
     Some(text)
 }
 
-/// A file name without directories or characters a shell would trip on.
-fn safe_name(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let cleaned: String = base
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let cleaned = cleaned.trim_start_matches('.').to_string();
-    if cleaned.is_empty() {
-        "file".into()
-    } else {
-        cleaned.chars().take(100).collect()
-    }
-}
-
 #[async_trait]
 impl InboundAdapter for TelegramAdapter {
     fn name(&self) -> &str {
@@ -527,6 +393,13 @@ fn show(e: ApiError) -> String {
     e.to_string()
 }
 
+/// A message id this conversation gave out, as Telegram's number.
+fn id(message: &MessageId) -> Result<i64, String> {
+    message
+        .parse()
+        .map_err(|_| format!("not a Telegram message id: {message}"))
+}
+
 fn unparsable(e: &ApiError) -> bool {
     matches!(e, ApiError::Refused { description, .. } if description.contains("parse entities"))
 }
@@ -546,10 +419,12 @@ impl Conversation for TelegramChat<'_> {
             Err(e) if unparsable(&e) => self.api.send_message(self.chat, text, false, None).await,
             other => other,
         }
+        .map(|id| id.to_string())
         .map_err(show)
     }
 
-    async fn edit(&self, message: MessageId, text: &str) -> Result<(), String> {
+    async fn edit(&self, message: &MessageId, text: &str) -> Result<(), String> {
+        let message = id(message)?;
         match self
             .api
             .edit_message(self.chat, message, &format::html(text), true)
@@ -569,6 +444,19 @@ impl Conversation for TelegramChat<'_> {
         }
     }
 
+    async fn react(&self, message: &MessageId, progress: Progress) {
+        let Ok(message) = id(message) else { return };
+        // Telegram takes reactions from a fixed set, without ✅ or ❌.
+        let emoji = match progress {
+            Progress::Working => "👀",
+            Progress::Done => "👌",
+            Progress::Failed => "👎",
+        };
+        if let Err(e) = self.api.react(self.chat, message, emoji).await {
+            tracing::debug!(error = %e, "setMessageReaction failed");
+        }
+    }
+
     async fn ask(&self, request: &ApprovalRequest, ticket: &str) -> Result<MessageId, String> {
         let keyboard = json!({"inline_keyboard": [[
             {"text": "Approve", "callback_data": format!("ap:{ticket}:y")},
@@ -579,6 +467,7 @@ impl Conversation for TelegramChat<'_> {
         self.api
             .send_message(self.chat, &text, false, Some(keyboard))
             .await
+            .map(|id| id.to_string())
             .map_err(show)
     }
 }
@@ -626,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn buttons_and_file_names_are_read_safely() {
+    fn buttons_are_read_safely() {
         assert!(matches!(
             parse_button("ap:abc:y"),
             Some(("abc", ApprovalAnswer::Yes))
@@ -637,8 +526,5 @@ mod tests {
         ));
         assert!(parse_button("ap:abc:x").is_none());
         assert!(parse_button("other").is_none());
-        assert_eq!(safe_name("../../etc/passwd"), "passwd");
-        assert_eq!(safe_name("my report (1).pdf"), "my_report__1_.pdf");
-        assert_eq!(safe_name(".."), "file");
     }
 }
