@@ -152,7 +152,7 @@ fn warn_unavailable(config: &Config) {
 /// confined. A policy that runs `shell` unapproved where it cannot be
 /// confined stops here.
 fn install_sandbox(config: &Config) -> anyhow::Result<()> {
-    let sandbox = wiring::install_sandbox(&wiring::tools_config(config)?);
+    let sandbox = wiring::install_sandbox(&wiring::tools_config(config)?)?;
     match sandbox.confinement() {
         Confinement::Landlock { abi } => tracing::info!(
             landlock_abi = %abi,

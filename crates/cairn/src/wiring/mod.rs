@@ -221,7 +221,6 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     };
     let model_router = Live::new(Arc::new(routes.unwrap_or_default()));
     let tools = tools_config(config)?;
-    install_sandbox(&tools);
     let link = EngineLink::new();
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
