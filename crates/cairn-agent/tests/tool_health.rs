@@ -388,7 +388,7 @@ async fn a_commands_own_exit_status_never_disables_shell() {
     let runner = runner_over(&store, registry);
     let ctx = ToolContext::new(&workspace, "s");
     let outside = format!("cat {}/secret.txt", elsewhere.path().display());
-    let confined = cairn_agent::sandbox::host().is_confined();
+    let confined = cairn_test_support::agent::host_sandbox(Default::default()).is_confined();
     let mut commands = vec!["grep -c nomatch notes.txt".to_string(); 5];
     if confined {
         commands.push(outside);

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use cairn_agent::sandbox::{self, Sandbox, SandboxSettings};
+use cairn_agent::sandbox::SandboxSettings;
 use cairn_agent::tools::ToolContext;
 use cairn_agent::tools::shell::{ShellConfig, ShellTool};
 use cairn_agent::{AutonomyLevel, PolicyGate, ToolPolicyConfig, ToolRegistry, ToolRunner};
@@ -35,11 +35,11 @@ fn spec(allowed: &str) -> RoutineSpec {
 }
 
 fn unconfined(allow: bool) {
-    sandbox::install(Arc::new(Sandbox::new(SandboxSettings {
+    cairn_test_support::agent::host_sandbox(SandboxSettings {
         landlock: false,
         allow_unconfined: allow,
         ..SandboxSettings::default()
-    })));
+    });
 }
 
 async fn run_once(workspace: &std::path::Path) -> (RunStatus, String) {

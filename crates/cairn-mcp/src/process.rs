@@ -343,7 +343,8 @@ pub async fn start(launch: &Launch<'_>) -> Result<ServerProcess, RemoteError> {
             command.env(k, v);
         }
         command.env("PATH", path);
-        let sandbox = cairn_agent::sandbox::host();
+        let sandbox = cairn_agent::sandbox::host()
+            .map_err(|e| RemoteError::Connect(format!("`sandbox = true`: {e}")))?;
         // The owner asked for confinement: without Landlock it is not
         // started unconfined unless they accept that for the shell too.
         if !sandbox.is_confined() && !sandbox.settings().allow_unconfined {

@@ -307,7 +307,7 @@ fn landlock_here() -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxed_server_reads_only_the_workspace_and_its_own_files() {
-    use cairn_agent::sandbox::{Sandbox, SandboxSettings};
+    use cairn_agent::sandbox::SandboxSettings;
     let Some(python) = python("a_sandboxed_server_reads_only_the_workspace_and_its_own_files")
     else {
         return;
@@ -330,10 +330,10 @@ async fn a_sandboxed_server_reads_only_the_workspace_and_its_own_files() {
         .map(Into::into)
         .collect();
     read_paths.push(py_script().parent().unwrap().to_path_buf());
-    cairn_agent::sandbox::install(std::sync::Arc::new(Sandbox::new(SandboxSettings {
+    cairn_test_support::agent::host_sandbox(SandboxSettings {
         read_paths,
         ..SandboxSettings::default()
-    })));
+    });
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     let inside = dir.path().join("inside.txt");

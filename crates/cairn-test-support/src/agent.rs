@@ -98,3 +98,19 @@ pub fn chat_service(
     ));
     ChatService::new(sessions, agent, chat_settings(workspace, approval_timeout))
 }
+
+/// Makes a sandbox over `settings` this test process's host sandbox (what
+/// routine checks and sandboxed MCP servers consult), as a start-up would:
+/// installed by the first call, replaced by later ones, since the tests of
+/// one binary share its process.
+pub fn host_sandbox(
+    settings: cairn_agent::sandbox::SandboxSettings,
+) -> Arc<cairn_agent::sandbox::Sandbox> {
+    use cairn_agent::sandbox::{self, Sandbox};
+    let sandbox = Arc::new(Sandbox::new(settings));
+    if sandbox::install(Arc::clone(&sandbox)).is_err() {
+        // Installed by an earlier test: it can no longer be missing.
+        sandbox::reconfigure(Arc::clone(&sandbox)).unwrap();
+    }
+    sandbox
+}

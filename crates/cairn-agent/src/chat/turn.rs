@@ -9,14 +9,16 @@ use cairn_core::live::Live;
 use tokio_util::sync::CancellationToken;
 
 use super::{ChatService, ChatSink, PendingApprover, Reply, Running, TurnReport};
+use crate::AgentLoop;
 use crate::agent_loop::{LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
 use crate::context::Compactor;
 use crate::runner::Approver;
 use crate::session::model::{answered, history_of, summary_of};
 use crate::session::{
-    Checkpoint, LiveSession, SessionKey, SessionManager, ThreadState, Turn, TurnState, TurnUsage,
-    title_from,
+    Checkpoint, LiveSession, SessionKey, SessionManager, Thread, ThreadState, Turn, TurnState,
+    TurnUsage, title_from,
 };
+use cairn_store::SessionRow;
 
 /// The loop delegate of a chat turn.
 struct TurnDelegate<'a> {
@@ -147,6 +149,49 @@ fn system_message(prompt: &str, turns: &[Turn]) -> ChatMessage {
     }
 }
 
+/// The messages the model is sent, and where the turn's own begin: the
+/// system prompt, the thread's history, the recalled memory context (just
+/// before the person's message and outside the turn's recorded messages: it
+/// informs this answer only and is recalled afresh each turn), the turn.
+fn turn_messages(
+    prompt: &str,
+    thread: &Thread,
+    memory_context: Option<String>,
+    current: &Turn,
+) -> (Vec<ChatMessage>, usize) {
+    let mut messages = vec![system_message(prompt, &thread.turns)];
+    messages.extend(thread.history());
+    if let Some(context) = memory_context {
+        messages.push(ChatMessage::system(context));
+    }
+    let base = messages.len();
+    messages.extend(current.messages.iter().cloned());
+    (messages, base)
+}
+
+/// The earlier turns as compacted during the run (when they were), the
+/// running turn after them.
+fn adopt_compacted(thread: &mut Thread, overflow: Option<Overflow<'_>>) {
+    if let Some(o) = overflow
+        && o.compacted.load(Ordering::SeqCst)
+        && let Some(mut compacted) = o.turns.into_inner()
+    {
+        let running = thread.turns.pop();
+        compacted.extend(running);
+        thread.turns = compacted;
+    }
+}
+
+/// What a turn's run left, for [`ChatService::finish`].
+struct Ran<'a> {
+    prior: PriorTurn,
+    /// The messages the turn added.
+    messages: &'a [ChatMessage],
+    outcome: &'a LoopOutcome,
+    /// The route's hint, when a route answered.
+    route: Option<String>,
+}
+
 impl ChatService {
     /// Runs a turn for `text` in the resolved thread, or resumes the thread's
     /// interrupted last turn when `text` is `None`.
@@ -184,98 +229,24 @@ impl ChatService {
             return Reply::error("the thread could not be loaded");
         };
 
-        // Recalled before the message is auto-saved, so it does not find itself.
-        let memory_context = match (&self.memory, &text) {
-            (Some(memory), Some(text)) => {
-                let context = memory.context_for(text).await;
-                if let Err(e) = memory.auto_save(text).await {
-                    tracing::warn!(error = %e, "auto-saving the message to memory failed");
-                }
-                context
-            }
-            _ => None,
+        let memory_context = self.recall_and_save(text.as_deref()).await;
+        let mut current = match self.starting_turn(thread, text, images, clock.now()).await {
+            Ok(turn) => turn,
+            Err(reply) => return reply,
         };
-
-        // What this turn starts from: a new message, or the interrupted turn.
-        let mut current = match text {
-            Some(text) => {
-                let number = thread.next_turn_number();
-                let description = format!("before turn {number}: {}", title_from(&text));
-                let checkpoint = Checkpoint::new(number, description, thread.view());
-                thread.undo.checkpoint(checkpoint.clone());
-                if let Err(e) = self.sessions.save_checkpoint(thread, &checkpoint).await {
-                    return e.into();
-                }
-                Turn::start_with_images(number, text, images, clock.now())
-            }
-            None => match thread
-                .turns
-                .pop_if(|last| last.state == TurnState::Interrupted)
-            {
-                Some(mut t) => {
-                    // Results that never came are answered as unfinished, not re-run.
-                    t.messages = answered(&t.messages);
-                    t.state = TurnState::Processing;
-                    t.completed_at = None;
-                    t.error = None;
-                    t
-                }
-                None => {
-                    return Reply::notice("Nothing to resume: the last turn was not interrupted.");
-                }
-            },
-        };
-
-        // The person's `/model` choice wins; otherwise the message's route, if any.
-        let router = self.router.as_ref().map(Live::get);
-        let route = match (&model, &router) {
-            (None, Some(router)) => router.route(&current.user_input),
-            _ => None,
-        };
-        let agent = match (model, route) {
-            (Some(m), _) => self.agent.with_model(Some(m)),
-            (None, Some(route)) => self
-                .agent
-                .with_provider(Arc::clone(&route.provider), route.model.clone()),
-            (None, None) => self.agent.clone(),
-        };
-        let route = route.map(|r| r.hint.clone());
+        let (agent, route) = self.agent_for(model, &current.user_input);
         let prompt = self.system_prompt(&agent).await;
-        if let Some(compactor) = &self.compactor {
-            match compactor
-                .maybe_compact(&mut thread.turns, &prompt, clock.now())
-                .await
-            {
-                Ok(Some(result)) => sink.on_compacted(&result),
-                Ok(None) => {}
-                // The turn can still run; the provider will say if it does not fit.
-                Err(e) => tracing::warn!(error = %e, "compaction before the turn failed"),
-            }
-        }
-        let mut messages = vec![system_message(&prompt, &thread.turns)];
-        messages.extend(thread.history());
-        // Just before the person's message and outside the turn's recorded
-        // messages: it informs this answer only and is recalled afresh each turn.
-        if let Some(context) = memory_context {
-            messages.push(ChatMessage::system(context));
-        }
-        let base = messages.len();
-        messages.extend(current.messages.iter().cloned());
+        self.compact_before(&mut thread.turns, &prompt, sink, clock.now())
+            .await;
+        let (mut messages, base) = turn_messages(&prompt, thread, memory_context, &current);
         let earlier = self.compactor.is_some().then(|| thread.turns.clone());
 
-        // The turn is stored, with the person's message, before the model is called.
         let prior = PriorTurn::from(&current);
         current.state = TurnState::Processing;
-        thread.turns.push(current);
-        let index = thread.turns.len() - 1;
-        thread.state = ThreadState::Processing;
-        thread.updated_at = clock.now();
-        if thread.title.is_none() {
-            thread.title = Some(title_from(&thread.turns[index].user_input));
-        }
-        if let Err(e) = self.sessions.save_turn(row, thread, index).await {
-            return e.into();
-        }
+        let index = match self.store_started(row, thread, current, clock.now()).await {
+            Ok(index) => index,
+            Err(reply) => return reply,
+        };
 
         // "Always" answers outlive the process: restore them into the gate.
         let policy = agent.runner().policy();
@@ -315,27 +286,142 @@ impl ChatService {
         };
         let outcome = agent.run(&delegate, &mut messages, &ctx).await;
         let base = delegate.base.load(Ordering::SeqCst).min(messages.len());
-        if let Some(o) = delegate.overflow
-            && o.compacted.load(Ordering::SeqCst)
-            && let Some(mut compacted) = o.turns.into_inner()
-        {
-            let running = thread.turns.pop();
-            compacted.extend(running);
-            thread.turns = compacted;
-        }
+        adopt_compacted(thread, delegate.overflow);
 
         let allowed = policy.session_allow_list(&session_id);
         if allowed != allowed_tools(&row.metadata) {
             set_allowed_tools(&mut row.metadata, allowed);
         }
-        let index = thread.turns.len() - 1;
-        let mut turn = record(
-            &thread.turns[index],
+        let ran = Ran {
             prior,
-            &messages[base..],
-            &outcome,
-            clock.now(),
-        );
+            messages: &messages[base..],
+            outcome: &outcome,
+            route,
+        };
+        self.finish(row, thread, ran, clock.as_ref()).await
+    }
+
+    /// Stores the turn, with the person's message, before the model is
+    /// called; answers its index in the thread.
+    async fn store_started(
+        &self,
+        row: &mut SessionRow,
+        thread: &mut Thread,
+        current: Turn,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<usize, Reply> {
+        thread.turns.push(current);
+        let index = thread.turns.len() - 1;
+        thread.state = ThreadState::Processing;
+        thread.updated_at = now;
+        if thread.title.is_none() {
+            thread.title = Some(title_from(&thread.turns[index].user_input));
+        }
+        if let Err(e) = self.sessions.save_turn(row, thread, index).await {
+            return Err(e.into());
+        }
+        Ok(index)
+    }
+
+    /// The memory context for `text`, recalled before the message is
+    /// auto-saved so it does not find itself.
+    async fn recall_and_save(&self, text: Option<&str>) -> Option<String> {
+        let (Some(memory), Some(text)) = (&self.memory, text) else {
+            return None;
+        };
+        let context = memory.context_for(text).await;
+        if let Err(e) = memory.auto_save(text).await {
+            tracing::warn!(error = %e, "auto-saving the message to memory failed");
+        }
+        context
+    }
+
+    /// What this turn starts from: a new message (after an undo checkpoint
+    /// is saved), or the thread's interrupted last turn.
+    async fn starting_turn(
+        &self,
+        thread: &mut Thread,
+        text: Option<String>,
+        images: Vec<cairn_core::image::ImagePart>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Turn, Reply> {
+        let Some(text) = text else {
+            let Some(mut t) = thread
+                .turns
+                .pop_if(|last| last.state == TurnState::Interrupted)
+            else {
+                return Err(Reply::notice(
+                    "Nothing to resume: the last turn was not interrupted.",
+                ));
+            };
+            // Results that never came are answered as unfinished, not re-run.
+            t.messages = answered(&t.messages);
+            t.state = TurnState::Processing;
+            t.completed_at = None;
+            t.error = None;
+            return Ok(t);
+        };
+        let number = thread.next_turn_number();
+        let description = format!("before turn {number}: {}", title_from(&text));
+        let checkpoint = Checkpoint::new(number, description, thread.view());
+        thread.undo.checkpoint(checkpoint.clone());
+        self.sessions.save_checkpoint(thread, &checkpoint).await?;
+        Ok(Turn::start_with_images(number, text, images, now))
+    }
+
+    /// The agent that answers, with the route's hint: the person's `/model`
+    /// choice wins; otherwise the message's route, if any.
+    fn agent_for(&self, model: Option<String>, user_input: &str) -> (AgentLoop, Option<String>) {
+        let router = self.router.as_ref().map(Live::get);
+        let route = match (&model, &router) {
+            (None, Some(router)) => router.route(user_input),
+            _ => None,
+        };
+        let agent = match (model, route) {
+            (Some(m), _) => self.agent.with_model(Some(m)),
+            (None, Some(route)) => self
+                .agent
+                .with_provider(Arc::clone(&route.provider), route.model.clone()),
+            (None, None) => self.agent.clone(),
+        };
+        (agent, route.map(|r| r.hint.clone()))
+    }
+
+    /// Compacts the thread's earlier turns when they no longer fit.
+    async fn compact_before(
+        &self,
+        turns: &mut Vec<Turn>,
+        prompt: &str,
+        sink: &dyn ChatSink,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let Some(compactor) = &self.compactor else {
+            return;
+        };
+        match compactor.maybe_compact(turns, prompt, now).await {
+            Ok(Some(result)) => sink.on_compacted(&result),
+            Ok(None) => {}
+            // The turn can still run; the provider will say if it does not fit.
+            Err(e) => tracing::warn!(error = %e, "compaction before the turn failed"),
+        }
+    }
+
+    /// Records how the turn ended, stores it and says so.
+    async fn finish(
+        &self,
+        row: &mut SessionRow,
+        thread: &mut Thread,
+        ran: Ran<'_>,
+        clock: &dyn cairn_core::clock::Clock,
+    ) -> Reply {
+        let Ran {
+            prior,
+            messages,
+            outcome,
+            route,
+        } = ran;
+        let index = thread.turns.len() - 1;
+        let mut turn = record(&thread.turns[index], prior, messages, outcome, clock.now());
         if !outcome.model.is_empty() {
             turn.model = Some(outcome.model.clone());
         }

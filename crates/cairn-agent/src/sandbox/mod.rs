@@ -383,31 +383,52 @@ pub fn starts_processes(tool: &str) -> bool {
             .any(|(alias, target)| *target == "shell" && *alias == name)
 }
 
+/// Why this process's [`host`] sandbox is not at hand: both are bugs of an
+/// entry point, never of configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// Consulted before its start-up [`install`]ed it.
+    #[error(
+        "this process never installed its host sandbox (a bug in cairn: its start-up must install it before anything consults it)"
+    )]
+    NotInstalled,
+    /// [`install`]ed a second time.
+    #[error(
+        "this process's host sandbox is already installed (a bug in cairn: it is installed once, at start-up)"
+    )]
+    AlreadyInstalled,
+}
+
 /// The sandbox of this process, for the checks that have no tool at hand
-/// (routine definitions, unattended runs): the one [`install`]ed at start-up,
-/// else default settings over this kernel.
-pub fn host() -> Arc<Sandbox> {
-    let installed = HOST
-        .get_or_init(|| RwLock::new(None))
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    installed.unwrap_or_else(|| {
-        static DEFAULT: OnceLock<Arc<Sandbox>> = OnceLock::new();
-        Arc::clone(DEFAULT.get_or_init(|| Arc::new(Sandbox::new(SandboxSettings::default()))))
-    })
+/// (routine definitions, unattended runs, sandboxed MCP servers): the one
+/// [`install`]ed at start-up, as [`reconfigure`]d since. Never a default: a
+/// guess at the settings could allow what the owner's configuration refuses.
+pub fn host() -> Result<Arc<Sandbox>, HostError> {
+    let host = HOST.get().ok_or(HostError::NotInstalled)?;
+    Ok(Arc::clone(
+        &host
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    ))
 }
 
-/// Makes `sandbox` this process's [`host`] sandbox (the binary does it once
-/// its configuration is read).
-pub fn install(sandbox: Arc<Sandbox>) {
-    *HOST
-        .get_or_init(|| RwLock::new(None))
+/// Makes `sandbox` this process's [`host`] sandbox: once, by the start-up of
+/// the daemon or of the command that needs it.
+pub fn install(sandbox: Arc<Sandbox>) -> Result<(), HostError> {
+    HOST.set(RwLock::new(sandbox))
+        .map_err(|_| HostError::AlreadyInstalled)
+}
+
+/// Replaces the installed [`host`] sandbox (a reloaded `[tools.shell]`).
+pub fn reconfigure(sandbox: Arc<Sandbox>) -> Result<(), HostError> {
+    let host = HOST.get().ok_or(HostError::NotInstalled)?;
+    *host
         .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sandbox);
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = sandbox;
+    Ok(())
 }
 
-static HOST: OnceLock<RwLock<Option<Arc<Sandbox>>>> = OnceLock::new();
+static HOST: OnceLock<RwLock<Arc<Sandbox>>> = OnceLock::new();
 
 /// The first of `tools` that starts processes, for refusals that name it.
 pub fn first_process_tool(tools: &[String]) -> Option<&str> {

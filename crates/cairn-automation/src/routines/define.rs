@@ -138,8 +138,11 @@ pub fn prepare(
 /// defined and again when it runs (the host may have changed since).
 pub fn unconfined_shell(spec: &RoutineSpec) -> Option<Problem> {
     let tool = cairn_agent::sandbox::first_process_tool(spec.action.allowed_tools())?;
-    let message = cairn_agent::sandbox::host()
-        .unattended_refusal(&format!("allowed_tools listing `{tool}`"))?;
+    let message = match cairn_agent::sandbox::host() {
+        Ok(host) => host.unattended_refusal(&format!("allowed_tools listing `{tool}`"))?,
+        // Refused: whether `shell` could be confined is unknown.
+        Err(e) => e.to_string(),
+    };
     Some(Problem {
         path: "action.allowed_tools".to_string(),
         message,

@@ -529,6 +529,11 @@ async fn check_telegram(config: &Config) -> Check {
 /// timing, or why not (a server that does not answer is a warning: cairn
 /// runs without it; a configuration problem fails).
 async fn check_mcp(config: &Config) -> Check {
+    // Servers with `sandbox = true` start in it: the one place doctor
+    // starts processes, so installed here, once.
+    if let Err(e) = crate::wiring::install_host_sandbox(config) {
+        return check("mcp", Status::Fail, format!("{e:#}"));
+    }
     let clients = match crate::wiring::mcp_clients(config, None).await {
         Ok(clients) if clients.is_empty() => {
             return check("mcp", Status::Ok, "no MCP servers configured");

@@ -188,6 +188,8 @@ fn read_memories(path: &Path) -> anyhow::Result<Vec<MemoryLine>> {
 )]
 pub fn import(args: &ImportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // Routine checks (a `shell` in allowed_tools) judge by this configuration.
+    crate::wiring::install_host_sandbox(&config)?;
     let now = Utc::now();
     let routines_dir = args.dir.join("routines");
     let checked = if routines_dir.is_dir() && !super::backup::is_empty_dir(&routines_dir)? {

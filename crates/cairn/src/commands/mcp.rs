@@ -38,6 +38,8 @@ use crate::{settings, wiring};
 /// Runs one `cairn mcp` subcommand.
 pub fn run(command: &McpCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // Servers with `sandbox = true` start in it; routine checks consult it.
+    wiring::install_host_sandbox(&config)?;
     crate::commands::runtime()?.block_on(async {
         let (store, _) = Store::open(config.database_url.expose_secret())
             .await

@@ -53,197 +53,257 @@ async fn dispatch(
     config: &Config,
     memory: &Arc<MemoryService>,
 ) -> anyhow::Result<ExitCode> {
-    let store = memory.store();
-    let user = memory.user_id();
     match command {
-        MemoryCommand::Search { query, limit } => {
-            let recall = memory.recall(query, (*limit).max(1)).await?;
-            if as_json {
-                let out = json!({
-                    "mode": recall.mode.as_str(),
-                    "note": recall.note,
-                    "hits": recall.hits.iter().map(hit_json).collect::<Vec<_>>(),
-                });
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                println!(
-                    "mode: {}{}",
-                    recall.mode.as_str(),
-                    recall.note.map(|n| format!(" ({n})")).unwrap_or_default()
-                );
-                if recall.hits.is_empty() {
-                    println!("nothing relevant");
-                }
-                for hit in &recall.hits {
-                    println!(
-                        "{:.2}  {:<7}  {}  {}{}",
-                        hit.score,
-                        hit.matched_by.as_str(),
-                        hit.doc.id,
-                        hit.doc
-                            .key
-                            .as_ref()
-                            .map(|k| format!("{k}: "))
-                            .unwrap_or_default(),
-                        one_line(&hit.doc.content, 100)
-                    );
-                }
-            }
-        }
+        MemoryCommand::Search { query, limit } => search(memory, query, *limit, as_json).await?,
         MemoryCommand::Add {
             text,
             category,
             key,
-        } => {
-            let category = category_arg(category)?;
-            if text.trim().is_empty() {
-                return Err(BadInput("the memory's text is empty".into()).into());
-            }
-            let doc = memory
-                .store_memory(key.as_deref(), text.trim(), category, "cli")
-                .await?;
-            // The embedding is computed before the process exits.
-            memory.flush().await;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&doc_json(&doc))?);
-            } else {
-                println!("{}", doc.id);
-            }
-        }
+        } => add(memory, text, category, key.as_deref(), as_json).await?,
         MemoryCommand::Forget { id, key } => {
-            let forgotten = match (id, key) {
-                (Some(id), None) => {
-                    let id = uuid::Uuid::parse_str(id.trim())
-                        .map_err(|_| BadInput(format!("{id:?} is not a memory id")))?;
-                    memory.forget(id).await?
-                }
-                (None, Some(key)) => memory.forget_key(key).await?,
-                _ => return Err(BadInput("give a memory id or --key".into()).into()),
-            };
-            if !forgotten {
-                eprintln!("no such memory");
-                return Ok(ExitCode::from(1));
-            }
-            if !as_json {
-                println!("forgotten");
-            } else {
-                println!("{}", json!({"forgotten": true}));
-            }
+            return forget(memory, id.as_deref(), key.as_deref(), as_json).await;
         }
         MemoryCommand::List { category, limit } => {
-            let category = category.as_deref().map(category_arg).transpose()?;
-            let docs = store.list_memories(user, category, *limit).await?;
-            if as_json {
-                let out: Vec<Value> = docs.iter().map(doc_json).collect();
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                for doc in &docs {
-                    println!(
-                        "{}  {:<12}  {}  {}{}",
-                        doc.id,
-                        doc.category.as_str(),
-                        doc.updated_at.format("%Y-%m-%d"),
-                        doc.key
-                            .as_ref()
-                            .map(|k| format!("{k}: "))
-                            .unwrap_or_default(),
-                        one_line(&doc.content, 80)
-                    );
-                }
-                if docs.is_empty() {
-                    println!("no memories");
-                }
-            }
+            list(memory, category.as_deref(), *limit, as_json).await?;
         }
-        MemoryCommand::Stats => {
-            let stats = store.memory_stats(user).await?;
-            let mode = match memory.embedding_model() {
-                Some(_) => "hybrid",
-                None => "keyword_only",
-            };
-            if as_json {
-                let by: serde_json::Map<String, Value> = stats
-                    .by_category
-                    .iter()
-                    .map(|(c, n)| (c.as_str().to_string(), json!(n)))
-                    .collect();
-                let out = json!({
-                    "total": stats.total,
-                    "embedded": stats.embedded,
-                    "by_category": by,
-                    "mode": mode,
-                    "embedding_model": memory.embedding_model(),
-                });
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                println!("memories: {}", stats.total);
-                for (c, n) in &stats.by_category {
-                    println!("  {:<12} {n}", c.as_str());
-                }
-                println!("embedded: {}", stats.embedded);
-                match memory.embedding_model() {
-                    Some(model) => println!("recall:   hybrid ({model})"),
-                    None => println!("recall:   keyword-only (no memory.embeddings_provider)"),
-                }
-            }
-        }
-        MemoryCommand::Export => {
-            let path = write_snapshot(store, user, &config.workspace, memory.clock().now()).await?;
-            if as_json {
-                println!("{}", json!({"path": path}));
-            } else {
-                println!("{}", path.display());
-            }
-        }
-        MemoryCommand::Reindex => {
-            if memory.embedding_model().is_none() {
-                return Err(BadInput(
-                    "no embeddings provider is configured (memory.embeddings_provider); nothing to reindex".into(),
-                )
-                .into());
-            }
-            let stored = memory
-                .reindex(|done, total| {
-                    // A bar on stderr, redrawn in place.
-                    let mut err = std::io::stderr();
-                    let _ = write!(err, "\r{}", progress_bar(done, total));
-                    if done == total {
-                        let _ = writeln!(err);
-                    }
-                    let _ = err.flush();
-                })
-                .await?;
-            if as_json {
-                println!("{}", json!({"embedded": stored}));
-            } else {
-                println!("embedded {stored} memories");
-            }
-        }
-        MemoryCommand::Hygiene => {
-            let report = run_hygiene(
-                store,
-                user,
-                &crate::wiring::hygiene_settings(config),
-                &config.workspace,
-                memory.clock().now(),
-            )
-            .await?;
-            if as_json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else if !report.ran {
-                println!("memory hygiene is disabled (memory.hygiene_enabled = false)");
-            } else {
-                println!(
-                    "archived {}, purged {} archived and {} conversation memories",
-                    report.archived, report.purged, report.purged_conversation
-                );
-                if let Some(path) = &report.snapshot {
-                    println!("snapshot: {}", path.display());
-                }
-            }
-        }
+        MemoryCommand::Stats => stats(memory, as_json).await?,
+        MemoryCommand::Export => export(config, memory, as_json).await?,
+        MemoryCommand::Reindex => reindex(memory, as_json).await?,
+        MemoryCommand::Hygiene => hygiene(config, memory, as_json).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cairn memory search`: the hits recall finds, with how it found them.
+async fn search(
+    memory: &MemoryService,
+    query: &str,
+    limit: usize,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let recall = memory.recall(query, limit.max(1)).await?;
+    if as_json {
+        let out = json!({
+            "mode": recall.mode.as_str(),
+            "note": recall.note,
+            "hits": recall.hits.iter().map(hit_json).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "mode: {}{}",
+            recall.mode.as_str(),
+            recall.note.map(|n| format!(" ({n})")).unwrap_or_default()
+        );
+        if recall.hits.is_empty() {
+            println!("nothing relevant");
+        }
+        for hit in &recall.hits {
+            println!(
+                "{:.2}  {:<7}  {}  {}{}",
+                hit.score,
+                hit.matched_by.as_str(),
+                hit.doc.id,
+                hit.doc
+                    .key
+                    .as_ref()
+                    .map(|k| format!("{k}: "))
+                    .unwrap_or_default(),
+                one_line(&hit.doc.content, 100)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `cairn memory add`: stored, its embedding computed before exit.
+async fn add(
+    memory: &MemoryService,
+    text: &str,
+    category: &str,
+    key: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let category = category_arg(category)?;
+    if text.trim().is_empty() {
+        return Err(BadInput("the memory's text is empty".into()).into());
+    }
+    let doc = memory
+        .store_memory(key, text.trim(), category, "cli")
+        .await?;
+    // The embedding is computed before the process exits.
+    memory.flush().await;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&doc_json(&doc))?);
+    } else {
+        println!("{}", doc.id);
+    }
+    Ok(())
+}
+
+/// `cairn memory forget`, by id or key; exit 1 when there is no such memory.
+async fn forget(
+    memory: &MemoryService,
+    id: Option<&str>,
+    key: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let forgotten = match (id, key) {
+        (Some(id), None) => {
+            let id = uuid::Uuid::parse_str(id.trim())
+                .map_err(|_| BadInput(format!("{id:?} is not a memory id")))?;
+            memory.forget(id).await?
+        }
+        (None, Some(key)) => memory.forget_key(key).await?,
+        _ => return Err(BadInput("give a memory id or --key".into()).into()),
+    };
+    if !forgotten {
+        eprintln!("no such memory");
+        return Ok(ExitCode::from(1));
+    }
+    if !as_json {
+        println!("forgotten");
+    } else {
+        println!("{}", json!({"forgotten": true}));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cairn memory list`: one line each (or JSON), of a category or all.
+async fn list(
+    memory: &MemoryService,
+    category: Option<&str>,
+    limit: u32,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let category = category.map(category_arg).transpose()?;
+    let docs = memory
+        .store()
+        .list_memories(memory.user_id(), category, limit)
+        .await?;
+    if as_json {
+        let out: Vec<Value> = docs.iter().map(doc_json).collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for doc in &docs {
+            println!(
+                "{}  {:<12}  {}  {}{}",
+                doc.id,
+                doc.category.as_str(),
+                doc.updated_at.format("%Y-%m-%d"),
+                doc.key
+                    .as_ref()
+                    .map(|k| format!("{k}: "))
+                    .unwrap_or_default(),
+                one_line(&doc.content, 80)
+            );
+        }
+        if docs.is_empty() {
+            println!("no memories");
+        }
+    }
+    Ok(())
+}
+
+/// `cairn memory stats`: counts by category, and how recall works.
+async fn stats(memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
+    let stats = memory.store().memory_stats(memory.user_id()).await?;
+    let mode = match memory.embedding_model() {
+        Some(_) => "hybrid",
+        None => "keyword_only",
+    };
+    if as_json {
+        let by: serde_json::Map<String, Value> = stats
+            .by_category
+            .iter()
+            .map(|(c, n)| (c.as_str().to_string(), json!(n)))
+            .collect();
+        let out = json!({
+            "total": stats.total,
+            "embedded": stats.embedded,
+            "by_category": by,
+            "mode": mode,
+            "embedding_model": memory.embedding_model(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("memories: {}", stats.total);
+        for (c, n) in &stats.by_category {
+            println!("  {:<12} {n}", c.as_str());
+        }
+        println!("embedded: {}", stats.embedded);
+        match memory.embedding_model() {
+            Some(model) => println!("recall:   hybrid ({model})"),
+            None => println!("recall:   keyword-only (no memory.embeddings_provider)"),
+        }
+    }
+    Ok(())
+}
+
+/// `cairn memory export`: a snapshot in the workspace; prints its path.
+async fn export(config: &Config, memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
+    let (store, user) = (memory.store(), memory.user_id());
+    let path = write_snapshot(store, user, &config.workspace, memory.clock().now()).await?;
+    if as_json {
+        println!("{}", json!({"path": path}));
+    } else {
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+/// `cairn memory reindex`: every memory embedded again, with a bar.
+async fn reindex(memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
+    if memory.embedding_model().is_none() {
+        return Err(BadInput(
+            "no embeddings provider is configured (memory.embeddings_provider); nothing to reindex"
+                .into(),
+        )
+        .into());
+    }
+    let stored = memory
+        .reindex(|done, total| {
+            // A bar on stderr, redrawn in place.
+            let mut err = std::io::stderr();
+            let _ = write!(err, "\r{}", progress_bar(done, total));
+            if done == total {
+                let _ = writeln!(err);
+            }
+            let _ = err.flush();
+        })
+        .await?;
+    if as_json {
+        println!("{}", json!({"embedded": stored}));
+    } else {
+        println!("embedded {stored} memories");
+    }
+    Ok(())
+}
+
+/// `cairn memory hygiene`: archiving and purging now, as the routine does.
+async fn hygiene(config: &Config, memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
+    let report = run_hygiene(
+        memory.store(),
+        memory.user_id(),
+        &crate::wiring::hygiene_settings(config),
+        &config.workspace,
+        memory.clock().now(),
+    )
+    .await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !report.ran {
+        println!("memory hygiene is disabled (memory.hygiene_enabled = false)");
+    } else {
+        println!(
+            "archived {}, purged {} archived and {} conversation memories",
+            report.archived, report.purged, report.purged_conversation
+        );
+        if let Some(path) = &report.snapshot {
+            println!("snapshot: {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// `reindexing [#########...........] 45/100`, 20 cells wide.

@@ -36,7 +36,7 @@ pub(super) struct Ctx {
 pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     // Routine checks (a `shell` in allowed_tools) judge by this configuration.
-    crate::wiring::install_sandbox(&crate::wiring::parse_tools(&config)?);
+    crate::wiring::install_host_sandbox(&config)?;
     let now = Utc::now();
     if let RoutineCommand::Validate(args) = command {
         let checked = routine_files::check(&args.path, config.user.timezone, now)?;

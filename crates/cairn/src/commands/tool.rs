@@ -40,6 +40,9 @@ struct ToolState {
 /// Runs one `cairn tool` subcommand.
 pub fn run(command: &ToolCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // The routine tools' checks (a `shell` in allowed_tools) judge by this
+    // configuration, and so do sandboxed MCP servers.
+    crate::wiring::install_host_sandbox(&config)?;
     crate::commands::runtime()?.block_on(async {
         let (store, _) = Store::open(config.database_url.expose_secret())
             .await

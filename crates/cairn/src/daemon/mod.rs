@@ -8,6 +8,7 @@
 //! `[daemon] shutdown_deadline_secs`; SIGHUP or a changed config.toml
 //! reloads what can change while running ([`reload`]).
 
+mod components;
 pub mod config_watch;
 pub mod heartbeat;
 pub mod inbound;
@@ -17,18 +18,16 @@ pub mod service;
 pub mod state_file;
 pub mod supervisor;
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
+use cairn_agent::chat::ChatService;
 use cairn_agent::sandbox::Confinement;
-use cairn_automation::notify::{Dispatcher, owner_id};
-use cairn_automation::routines::upkeep_watch as repair_watch;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
-use cairn_gateway::{Components, Gateway};
+use cairn_gateway::Components;
 use cairn_store::Store;
 use secrecy::ExposeSecret;
 
@@ -90,16 +89,70 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// The daemon's life: each start-up step in order, then the wait for a
+/// stop signal, then the shutdown.
 async fn serve(config: Config) -> anyhow::Result<ExitCode> {
-    // First: a second daemon on this home stops here, before the port.
+    let lock = take_lock(&config).await?;
+    warn_unavailable(&config);
+    install_sandbox(&config)?;
+    let listener = bind_gateway(&config).await?;
+    let (store, url) = open_store(&config).await?;
+    announce(&store, &config).await;
+    let automation = build_automation(&config, &store, &lock).await?;
+    let chat = automation
+        .runtime
+        .as_ref()
+        .map(|rt| wiring::chat_service_unpruned(&config, rt));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let components = Arc::new(Components::new());
+    let sup = supervisor(&config, &components, &clock);
+    components::spawn_engine(&sup, &config, &automation);
+    components::spawn_dispatcher(&sup, &automation, &clock);
+    components::spawn_event_forwarding(&sup, &automation);
+    components::spawn_pruning(&sup, chat.as_ref());
+    let inbound = start_inbound(&config, &store, chat.as_ref(), &sup).await?;
+    components::spawn_job_upkeep(&sup, &config, &automation, &clock);
+    let gateway_parts = components::GatewayParts {
+        config: &config,
+        store: &store,
+        automation: &automation,
+        chat: chat.as_ref(),
+        clock: &clock,
+        components: &components,
+    };
+    let gateway = components::start_gateway(&sup, listener, &gateway_parts).await?;
+    let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
+    let mut reloader = reloader(&config, &automation, inbound.as_ref());
+    report_running(&store, &url).await?;
+    let signal = wait_for_stop(&mut reloader, config.home()).await;
+    eprintln!("{signal}: stopping");
+    let in_time = shut_down(&config, &sup, &automation, &store).await;
+    write_last_state(&header, &components, clock.now()).await;
+    drop(lock);
+    Ok(stopped(in_time, config.daemon.shutdown_deadline))
+}
+
+/// Takes this home's daemon lock: a second daemon on this home stops here,
+/// before the port.
+async fn take_lock(config: &Config) -> anyhow::Result<DaemonLock> {
     let lock = DaemonLock::acquire(config.home()).await?;
     tracing::debug!(lock = %lock.path().display(), home = %lock.home_id(), "this home's daemon lock is held");
-    // Once, here: each part that needs one of these fails with it when used.
+    Ok(lock)
+}
+
+/// Says, once, which configured values are unavailable: each part that
+/// needs one of them fails with it when used.
+fn warn_unavailable(config: &Config) {
     for why in config.unavailable() {
         tracing::warn!(unavailable = %why, "a configured value is unavailable: what needs it fails saying so, the rest runs");
     }
-    // A policy that runs `shell` unapproved where it cannot be confined stops here.
-    let sandbox = wiring::install_sandbox(&wiring::tools_config(&config)?);
+}
+
+/// Installs this process's host sandbox and says how shell commands are
+/// confined. A policy that runs `shell` unapproved where it cannot be
+/// confined stops here.
+fn install_sandbox(config: &Config) -> anyhow::Result<()> {
+    let sandbox = wiring::install_sandbox(&wiring::tools_config(config)?)?;
     match sandbox.confinement() {
         Confinement::Landlock { abi } => tracing::info!(
             landlock_abi = %abi,
@@ -110,16 +163,23 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             "Landlock {reason}: shell commands run unconfined; unapproved runs of `shell` are refused unless tools.shell.allow_unconfined = true"
         ),
     }
-    // Bound next: a taken port is reported before anything starts.
-    let listener = if config.gateway.enabled {
-        Some(
-            cairn_gateway::bind(&config.gateway)
-                .await
-                .map_err(|e| BadInput(e.to_string()))?,
-        )
-    } else {
-        None
-    };
+    Ok(())
+}
+
+/// Binds the gateway's port (when it is enabled), so a taken port is
+/// reported before anything starts.
+async fn bind_gateway(config: &Config) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    if !config.gateway.enabled {
+        return Ok(None);
+    }
+    let listener = cairn_gateway::bind(&config.gateway)
+        .await
+        .map_err(|e| BadInput(e.to_string()))?;
+    Ok(Some(listener))
+}
+
+/// Opens (and migrates) the database; answers the store and its URL.
+async fn open_store(config: &Config) -> anyhow::Result<(Store, String)> {
     let url = config.database_url.expose_secret().to_string();
     let (store, report) = Store::open(&url)
         .await
@@ -127,253 +187,105 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     if !report.applied.is_empty() {
         tracing::info!(migrations = ?report.applied, "database migrated");
     }
-    announce(&store, &config).await;
+    Ok((store, url))
+}
+
+/// The routine engine, notifications and (with an LLM) the agent runtime;
+/// then the built-in routines.
+async fn build_automation(
+    config: &Config,
+    store: &Store,
+    lock: &DaemonLock,
+) -> anyhow::Result<wiring::Automation> {
     // Its engine's owner id names this home, so it can reap at once what
     // an earlier daemon of the home left running.
-    let automation = wiring::automation(&config, &store, Some(lock.owner_prefix())).await?;
+    let automation = wiring::automation(config, store, Some(lock.owner_prefix())).await?;
     // The built-in routines (heartbeat, …): created or corrected by name,
     // nothing written when they are as configured.
     if config.routines.enabled {
-        wiring::ensure_system_routines(&config, &store).await?;
+        wiring::ensure_system_routines(config, store).await?;
     }
     if automation.runtime.is_none() {
         tracing::warn!(
             "no LLM provider is configured: lightweight and full_job routines will fail saying so; the others run"
         );
     }
-    let chat = automation
-        .runtime
-        .as_ref()
-        .map(|rt| wiring::chat_service_unpruned(&config, rt));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let components = Arc::new(Components::new());
-    let sup = Supervisor::new(
-        Arc::clone(&components),
-        Arc::clone(&clock),
+    Ok(automation)
+}
+
+/// The supervisor the components run under.
+fn supervisor(config: &Config, components: &Arc<Components>, clock: &Arc<dyn Clock>) -> Supervisor {
+    Supervisor::new(
+        Arc::clone(components),
+        Arc::clone(clock),
         SupervisorSettings {
             initial_backoff: Duration::from_secs(1),
             max_backoff: config.daemon.restart_max_backoff,
             healthy_after: config.daemon.healthy_after,
         },
-    );
+    )
+}
 
-    let engine = automation.engine.clone();
-    if config.routines.enabled {
-        sup.spawn(ENGINE, move |cancel| {
-            let engine = engine.clone();
-            async move {
-                engine.run(cancel).await;
-                Ok(())
-            }
-        });
-    } else {
-        tracing::warn!("routines.enabled is false: no routine will fire");
-        sup.disabled(ENGINE);
+/// Inbound chat channels (a Telegram bot): one component each, which a
+/// reload restarts when its table changes. None without chat.
+async fn start_inbound(
+    config: &Config,
+    store: &Store,
+    chat: Option<&Arc<ChatService>>,
+    sup: &Supervisor,
+) -> anyhow::Result<Option<Arc<inbound::InboundChannels>>> {
+    match chat {
+        Some(chat) => Ok(Some(
+            inbound::InboundChannels::start(config, store, chat, sup).await?,
+        )),
+        None => Ok(None),
     }
-    let notifier = automation.notifier.clone();
-    sup.spawn(DISPATCHER, {
-        let clock = Arc::clone(&clock);
-        move |cancel| {
-            let dispatcher = Dispatcher::new(notifier.clone(), owner_id());
-            let clock = Arc::clone(&clock);
-            async move {
-                dispatcher.run(clock, cancel).await;
-                Ok(())
-            }
-        }
-    });
-    sup.spawn(EVENTS, {
-        let engine = automation.engine.clone();
-        let notifier = automation.notifier.clone();
-        let jobs = automation.runtime.as_ref().map(|rt| Arc::clone(&rt.jobs));
-        move |cancel| {
-            let forwarding = engine.forward_events(
-                jobs.as_ref().map(|j| j.subscribe_finished()),
-                Some(notifier.subscribe_given_up()),
-                cancel,
-            );
-            async move { forwarding.await.context("event forwarding failed") }
-        }
-    });
-    match &chat {
-        Some(chat) => {
-            let chat = Arc::clone(chat);
-            sup.spawn(PRUNING, move |cancel| {
-                let chat = Arc::clone(&chat);
-                async move {
-                    let mut ticker = tokio::time::interval(wiring::PRUNE_EVERY);
-                    ticker.tick().await;
-                    loop {
-                        tokio::select! {
-                            () = cancel.cancelled() => return Ok(()),
-                            _ = ticker.tick() => { chat.prune_idle().await; }
-                        }
-                    }
-                }
-            });
-        }
-        None => sup.disabled(PRUNING),
-    }
-    // Inbound chat channels (a Telegram bot): one component each, which a
-    // reload restarts when its table changes.
-    let inbound = match &chat {
-        Some(chat) => Some(inbound::InboundChannels::start(&config, &store, chat, &sup).await?),
-        None => None,
-    };
-    match &automation.runtime {
-        Some(rt) => {
-            let jobs = Arc::clone(&rt.jobs);
-            let (engine, clock) = (automation.engine.clone(), Arc::clone(&clock));
-            let (user, stuck_after) = (config.user.id.clone(), config.repair.stuck_after);
-            let repairs = config.routines.enabled;
-            sup.spawn(JOB_UPKEEP, move |cancel| {
-                let jobs = Arc::clone(&jobs);
-                let watch = repair_watch::watch_quiet_jobs(
-                    engine.clone(),
-                    Arc::clone(&clock),
-                    user.clone(),
-                    stuck_after,
-                    cancel.clone(),
-                );
-                async move {
-                    let watch = async {
-                        if repairs {
-                            watch.await;
-                        } else {
-                            std::future::pending::<()>().await;
-                        }
-                    };
-                    // Ends by itself at the scheduler's shutdown, after this.
-                    tokio::select! {
-                        () = cancel.cancelled() => {}
-                        () = jobs.upkeep() => {}
-                        () = watch => {}
-                    }
-                    Ok(())
-                }
-            });
-        }
-        None => sup.disabled(JOB_UPKEEP),
-    }
+}
 
-    let mut gateway_addr: Option<SocketAddr> = None;
-    match listener {
-        Some(listener) => {
-            let addr = listener.local_addr().context("the gateway's address")?;
-            gateway_addr = Some(addr);
-            let pairing_key = cairn_gateway::pairing::PairingKey::load_or_create(config.home())
-                .await
-                .context("cannot read the install key pairing codes are hashed with")?;
-            if !addr.ip().is_loopback() {
-                tracing::warn!(%addr, "the gateway is reachable from other machines (gateway.allow_public_bind)");
-            }
-            let mut gateway = Gateway::new(
-                store.clone(),
-                Arc::clone(&clock),
-                config.gateway.clone(),
-                config.user.id.clone(),
-            )
-            .with_engine(automation.engine.clone())
-            .with_routines(
-                crate::wiring::routine_service(&config, &store, Arc::clone(&clock))
-                    .with_wake(Arc::new(automation.engine.clone())),
-            )
-            .with_notifier(automation.notifier.clone())
-            .with_components(Arc::clone(&components))
-            .with_pairing_key(pairing_key.clone())
-            .with_shutdown(sup.cancel_token());
-            // The status page's checks are this binary's `doctor`.
-            if let Ok(exe) = std::env::current_exe() {
-                gateway = gateway.with_doctor(exe);
-            }
-            if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
-                gateway = gateway
-                    .with_chat(Arc::clone(chat), rt.providers.main.model())
-                    .with_jobs(Arc::clone(&rt.jobs))
-                    .with_background(Arc::clone(&rt.background))
-                    .with_cost_guard(Arc::clone(&rt.reloadable.guard));
-            }
-            let gateway = Arc::new(gateway);
-            // Routine runs, jobs and notifications flow into /api/events.
-            gateway.spawn_event_feeds();
-            let app = cairn_gateway::router(gateway);
-            // The first run serves the socket bound above; a restart binds
-            // the same address again.
-            let first = Arc::new(std::sync::Mutex::new(Some(listener)));
-            let limits = config.gateway.clone();
-            sup.spawn(GATEWAY, move |cancel| {
-                let app = app.clone();
-                let first = Arc::clone(&first);
-                let limits = limits.clone();
-                async move {
-                    let bound = first.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    let listener = match bound {
-                        Some(l) => l,
-                        None => tokio::net::TcpListener::bind(addr)
-                            .await
-                            .with_context(|| format!("cannot bind {addr} again"))?,
-                    };
-                    cairn_gateway::serve(listener, app, &limits, cancel.clone())
-                        .await
-                        .context("the gateway stopped")?;
-                    if !cancel.is_cancelled() {
-                        anyhow::bail!("the gateway stopped serving");
-                    }
-                    Ok(())
-                }
-            });
-            eprintln!("gateway listening on http://{addr}");
-            first_pairing(&store, &pairing_key, clock.now()).await;
-        }
-        None => sup.disabled(GATEWAY),
-    }
-
-    let header = Arc::new(StateHeader {
-        home: config.home().to_path_buf(),
-        started_at: clock.now(),
-        gateway: gateway_addr.map(|a| a.to_string()),
-        database: cairn_core::config::redact_url(&url),
-    });
-    sup.spawn(STATE_WRITER, {
-        let (header, components, clock) = (
-            Arc::clone(&header),
-            Arc::clone(sup.components()),
-            Arc::clone(&clock),
-        );
-        move |cancel| {
-            state_file::writer(
-                Arc::clone(&header),
-                Arc::clone(&components),
-                Arc::clone(&clock),
-                cancel,
-            )
-        }
-    });
-
+/// What a changed configuration reloads: the runtime's parts and the
+/// inbound channels.
+fn reloader(
+    config: &Config,
+    automation: &wiring::Automation,
+    inbound: Option<&Arc<inbound::InboundChannels>>,
+) -> Reloader {
     let mut reloader = Reloader::new(config.clone());
-    wiring::register_reloads(&mut reloader, &automation);
-    if let Some(inbound) = &inbound {
+    wiring::register_reloads(&mut reloader, automation);
+    if let Some(inbound) = inbound {
         let inbound = Arc::clone(inbound);
         reloader.on(&["channels"], move |config| {
             let inbound = Arc::clone(&inbound);
             async move { inbound.apply(&config).await }
         });
     }
+    reloader
+}
 
+/// Says the daemon runs, with how many routines it has.
+async fn report_running(store: &Store, url: &str) -> anyhow::Result<()> {
     // A count: loading every routine here kept them all, decoded, for the
     // daemon's life (0.65 MB of array per 1,000 routines, plus their strings).
     let (routines, enabled) = store.count_routines().await?;
     eprintln!(
         "cairn daemon running (pid {}): {routines} routine(s), {enabled} enabled; database {}; stop with Ctrl-C or SIGTERM, reload with SIGHUP",
         std::process::id(),
-        cairn_core::config::redact_url(&url),
+        cairn_core::config::redact_url(url),
     );
+    Ok(())
+}
 
-    let signal = wait_for_stop(&mut reloader, config.home()).await;
-    eprintln!("{signal}: stopping");
+/// Stops the components, then the jobs, background tasks, MCP servers and
+/// the store, within `[daemon] shutdown_deadline_secs`; true when all
+/// stopped in time.
+async fn shut_down(
+    config: &Config,
+    sup: &Supervisor,
+    automation: &wiring::Automation,
+    store: &Store,
+) -> bool {
     let deadline = config.daemon.shutdown_deadline;
     let started = tokio::time::Instant::now();
-    let mut in_time = sup.shutdown(deadline).await;
+    let in_time = sup.shutdown(deadline).await;
     let left = deadline.saturating_sub(started.elapsed());
     let rest = async {
         if let Some(rt) = &automation.runtime {
@@ -387,22 +299,33 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         }
         store.close().await;
     };
-    in_time &= tokio::time::timeout(left, rest).await.is_ok();
-    let mut last = header.snapshot(&components, clock.now());
+    in_time & tokio::time::timeout(left, rest).await.is_ok()
+}
+
+/// Writes the state file one last time, marked stopping.
+async fn write_last_state(
+    header: &StateHeader,
+    components: &Components,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let mut last = header.snapshot(components, now);
     last.stopping = true;
     if let Err(e) = state_file::write(&header.home, &last).await {
         tracing::warn!(error = %format!("{e:#}"), "cannot write the daemon state file");
     }
-    drop(lock);
+}
+
+/// Says the daemon stopped; exit 1 when shutdown outran its deadline.
+fn stopped(in_time: bool, deadline: Duration) -> ExitCode {
     if in_time {
         eprintln!("cairn daemon stopped");
-        Ok(ExitCode::SUCCESS)
+        ExitCode::SUCCESS
     } else {
         eprintln!(
             "cairn daemon stopped without waiting for everything: shutdown took longer than {}s (daemon.shutdown_deadline_secs)",
             deadline.as_secs()
         );
-        Ok(ExitCode::from(1))
+        ExitCode::from(1)
     }
 }
 

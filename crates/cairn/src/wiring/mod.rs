@@ -48,7 +48,7 @@ use cairn_automation::routines::tools::routine_tools;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::{Config, Section};
 use cairn_core::live::Live;
-use cairn_llm::{Providers, ReloadableProvider, build_providers};
+use cairn_llm::{LlmSettings, Providers, ReloadableProvider, build_providers};
 use cairn_mcp::McpClients;
 use cairn_store::Store;
 
@@ -189,25 +189,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
             .await
             .context("cannot load the cost guard's state")?,
     );
-    // The guard wraps the outermost provider, so one logical call counts once
-    // whatever retries and failover happen inside. A key this process does
-    // not have makes stand-ins that fail every call saying which variable
-    // (nothing is spent, so they are not guarded).
-    let (raw, llm) = match llm_unavailable(config) {
-        Some(why) => (unavailable_providers(config, &why), None),
-        None => {
-            let llm = llm_settings(config)?;
-            let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
-            let guarded = |p| -> Arc<dyn cairn_llm::LlmProvider> {
-                Arc::new(GuardedProvider::new(p, Arc::clone(&guard)))
-            };
-            let raw = Providers {
-                main: guarded(raw.main),
-                cheap: guarded(raw.cheap),
-            };
-            (raw, Some(llm))
-        }
-    };
+    let (raw, llm) = guarded_providers(config, &guard)?;
     // Outermost, so a reload replaces the whole chain (guard included) at once.
     let main = ReloadableProvider::new(raw.main);
     let cheap = ReloadableProvider::new(raw.cheap);
@@ -221,18 +203,8 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     };
     let model_router = Live::new(Arc::new(routes.unwrap_or_default()));
     let tools = tools_config(config)?;
-    install_sandbox(&tools);
     let link = EngineLink::new();
-    let mut hooks = HookRegistry::new();
-    hooks.register(link.clone());
-    let user_hooks = user_hooks(config, &tools)?;
-    if !user_hooks.is_empty() {
-        hooks.register(Arc::new(user_hooks));
-    }
-    // Every front end writes routines through this one service.
-    let routines = routine_service(config, &store, Arc::clone(&clock)).with_wake(link.clone());
-    let mut extra = routine_tools(routines.clone(), link.clone());
-    extra.extend(routine_ops_tools(routines.clone()));
+    let hooks = hooks(config, &tools, &link)?;
     // The execution primitives run other tools through the runner, which
     // holds them: they reach it through a link attached once it is built.
     let runner_link = RunnerLink::new();
@@ -242,12 +214,120 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Arc::clone(&clock),
         owner_id(),
     );
-    extra.push(Arc::new(RunParallelTool::new(Arc::clone(&runner_link))));
+    let extra = extra_tools(config, &store, &clock, &link, &runner_link, &background).await?;
+    let mcp = mcp_clients(config, Some(&store)).await?;
+    let extra_tools = extra.tools.clone();
+    let agent = agent_loop(config, &providers, &tools, hooks, extra.tools, Some(&mcp))?;
+    runner_link.attach(agent.runner());
+    let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
+    start_background(&background).await?;
+    create_home_and_workspace(config).await?;
+    // Stdio servers start in the workspace by default.
+    mcp.start();
+    let jobs = job_scheduler(
+        config,
+        &store,
+        &providers,
+        &agent,
+        &tools,
+        &clock,
+        repair_notifier,
+    )
+    .await?;
+    extra.subtasks.attach(jobs.clone());
+    jobs.start()
+        .await
+        .context("cannot start the job scheduler")?;
+    Ok(Runtime {
+        store,
+        providers,
+        tools,
+        agent,
+        jobs: Arc::new(jobs),
+        link,
+        background,
+        notifier: extra.notifier,
+        memory: extra.memory,
+        mcp: Live::new(mcp),
+        router: model_router,
+        reloadable: Reloadable {
+            main,
+            cheap,
+            guard,
+            extra_tools,
+        },
+    })
+}
+
+/// The main and cheap providers behind the cost guard, with the LLM
+/// settings they were built from. The guard wraps the outermost provider,
+/// so one logical call counts once whatever retries and failover happen
+/// inside. A key this process does not have makes stand-ins that fail every
+/// call saying which variable (nothing is spent, so they are not guarded).
+fn guarded_providers(
+    config: &Config,
+    guard: &Arc<CostGuard>,
+) -> anyhow::Result<(Providers, Option<LlmSettings>)> {
+    if let Some(why) = llm_unavailable(config) {
+        return Ok((unavailable_providers(config, &why), None));
+    }
+    let llm = llm_settings(config)?;
+    let raw = build_providers(&llm).map_err(|e| BadInput(e.to_string()))?;
+    let guarded = |p| -> Arc<dyn cairn_llm::LlmProvider> {
+        Arc::new(GuardedProvider::new(p, Arc::clone(guard)))
+    };
+    let raw = Providers {
+        main: guarded(raw.main),
+        cheap: guarded(raw.cheap),
+    };
+    Ok((raw, Some(llm)))
+}
+
+/// The agent's hooks: the routine engine's link, then the owner's hooks.
+fn hooks(
+    config: &Config,
+    tools: &ToolsConfig,
+    link: &Arc<EngineLink>,
+) -> anyhow::Result<HookRegistry> {
+    let mut hooks = HookRegistry::new();
+    hooks.register(link.clone());
+    let user_hooks = user_hooks(config, tools)?;
+    if !user_hooks.is_empty() {
+        hooks.register(Arc::new(user_hooks));
+    }
+    Ok(hooks)
+}
+
+/// The tools beside the built-in and MCP ones, with the parts they share
+/// that the runtime keeps.
+struct ExtraTools {
+    tools: Vec<Arc<dyn cairn_agent::tools::Tool>>,
+    notifier: Notifier,
+    memory: Arc<MemoryService>,
+    /// Attached to the job scheduler once it is built.
+    subtasks: Arc<SubtasksTool>,
+}
+
+/// Routines', the execution primitives', notifications', watchers',
+/// memory's and subtasks' tools.
+async fn extra_tools(
+    config: &Config,
+    store: &Store,
+    clock: &Arc<dyn Clock>,
+    link: &Arc<EngineLink>,
+    runner_link: &Arc<RunnerLink>,
+    background: &Arc<BackgroundTasks>,
+) -> anyhow::Result<ExtraTools> {
+    // Every front end writes routines through this one service.
+    let routines = routine_service(config, store, Arc::clone(clock)).with_wake(link.clone());
+    let mut extra = routine_tools(routines.clone(), link.clone());
+    extra.extend(routine_ops_tools(routines.clone()));
+    extra.push(Arc::new(RunParallelTool::new(Arc::clone(runner_link))));
     extra.extend(background.tools());
-    let router = notifier(config, &store)?;
+    let router = notifier(config, store)?;
     extra.extend(schedule_tools(
         routines.clone(),
-        Arc::clone(&runner_link),
+        Arc::clone(runner_link),
         router.clone(),
     ));
     extra.push(Arc::new(SendNotificationTool::new(
@@ -255,28 +335,44 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         config.user.id.clone(),
     )));
     // Watchers are routines: the engine runs their checks.
-    extra.extend(Watchers::new(routines, Arc::clone(&runner_link)).tools());
-    let memory = memory_service(config, &store).await?;
+    extra.extend(Watchers::new(routines, Arc::clone(runner_link)).tools());
+    let memory = memory_service(config, store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
     // Subtasks run on the job scheduler, which holds the runner holding this
     // tool: the scheduler is attached once built.
     let subtasks = Arc::new(SubtasksTool::new());
     extra.push(subtasks.clone());
-    let mcp = mcp_clients(config, Some(&store)).await?;
-    let extra_tools = extra.clone();
-    let agent = agent_loop(config, &providers, &tools, hooks, extra, Some(&mcp))?;
-    runner_link.attach(agent.runner());
-    // Self-repair (issue 13): tool health shared through the store, its
-    // notifications through the router.
+    Ok(ExtraTools {
+        tools: extra,
+        notifier: router,
+        memory,
+        subtasks,
+    })
+}
+
+/// Self-repair (issue 13): tool health shared through the store, its
+/// notifications through the router; answers that notifier for the jobs.
+fn attach_health(
+    config: &Config,
+    store: &Store,
+    agent: &AgentLoop,
+    router: &Notifier,
+    clock: &Arc<dyn Clock>,
+) -> Arc<dyn RepairNotifier> {
     let repair_notifier: Arc<dyn RepairNotifier> =
-        Arc::new(RouterNotifier(router.clone(), Arc::clone(&clock)));
+        Arc::new(RouterNotifier(router.clone(), Arc::clone(clock)));
     agent.runner().attach_health(Arc::new(ToolHealth::new(
         store.clone(),
         config.repair.tool_failure_limit,
         Arc::clone(&repair_notifier),
-        Arc::clone(&clock),
+        Arc::clone(clock),
         config.user.id.clone(),
     )));
+    repair_notifier
+}
+
+/// Starts the background tasks, marking failed those a stopped process left.
+async fn start_background(background: &Arc<BackgroundTasks>) -> anyhow::Result<()> {
     let reaped = background
         .start()
         .await
@@ -284,7 +380,12 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     if !reaped.is_empty() {
         tracing::info!(tasks = ?reaped, "background tasks of a stopped process marked failed (interrupted)");
     }
-    // The home first, private, when the workspace is its first content.
+    Ok(())
+}
+
+/// The home first, private, when the workspace is its first content; then
+/// the workspace.
+async fn create_home_and_workspace(config: &Config) -> anyhow::Result<()> {
     let home = config.home().to_path_buf();
     tokio::task::spawn_blocking(move || crate::home::create(&home))
         .await
@@ -293,12 +394,23 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     tokio::fs::create_dir_all(&config.workspace)
         .await
         .with_context(|| format!("cannot create the workspace {}", config.workspace.display()))?;
-    // Stdio servers start in the workspace by default.
-    mcp.start();
+    Ok(())
+}
 
+/// The job scheduler over the agent's runner, its system prompt built now
+/// (not yet started).
+async fn job_scheduler(
+    config: &Config,
+    store: &Store,
+    providers: &Providers,
+    agent: &AgentLoop,
+    tools: &ToolsConfig,
+    clock: &Arc<dyn Clock>,
+    repair_notifier: Arc<dyn RepairNotifier>,
+) -> anyhow::Result<JobScheduler> {
     let base_ctx = ToolContext::new(&config.workspace, "jobs")
         .with_timezone(config.user.timezone)
-        .with_clock(Arc::clone(&clock))
+        .with_clock(Arc::clone(clock))
         .with_limits(tools.limits.clone());
     let mut jobs_config = JobsConfig::from_agent(&config.agent);
     jobs_config.stuck_after = config.repair.stuck_after;
@@ -315,7 +427,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         skill_paths: config.skills.paths.clone(),
     })
     .await;
-    let jobs = JobScheduler::builder(
+    Ok(JobScheduler::builder(
         store.clone(),
         Arc::clone(&providers.main),
         Arc::clone(agent.runner()),
@@ -323,30 +435,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     )
     .config(jobs_config)
     .notifier(repair_notifier)
-    .build();
-    subtasks.attach(jobs.clone());
-    jobs.start()
-        .await
-        .context("cannot start the job scheduler")?;
-    Ok(Runtime {
-        store,
-        providers,
-        tools,
-        agent,
-        jobs: Arc::new(jobs),
-        link,
-        background,
-        notifier: router,
-        memory,
-        mcp: Live::new(mcp),
-        router: model_router,
-        reloadable: Reloadable {
-            main,
-            cheap,
-            guard,
-            extra_tools,
-        },
-    })
+    .build())
 }
 
 /// Everything a chat channel needs; idle sessions are pruned every 10 minutes.

@@ -18,7 +18,7 @@ use cairn_core::config::reloadable::RELOADABLE;
 use cairn_llm::{LlmProvider, build_providers};
 
 use super::{Automation, Runtime, channel_set, heartbeat_settings, llm_settings, notify_settings};
-use super::{ensure_system_routines, install_sandbox, mcp_specs, tool_parts, tools_config};
+use super::{ensure_system_routines, mcp_specs, reconfigure_sandbox, tool_parts, tools_config};
 use crate::daemon::reload::Reloader;
 use crate::exit::BadInput;
 
@@ -118,10 +118,11 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
             let specs = mcp_specs(&config)?;
             let next = mcp.get().reconfigured(specs).await;
             let (registry, policy) = tool_parts(&tools, extra, Some(&next.clients))?;
+            // Fails only where start-up installed no host sandbox.
+            reconfigure_sandbox(&tools)?;
             // Checked: from here on nothing fails.
             let policy = runner.policy().reconfigured(&policy);
             runner.replace(Arc::new(registry), Arc::new(policy));
-            install_sandbox(&tools);
             next.clients.start();
             mcp.set(Arc::new(next.clients));
             for server in next.retired {

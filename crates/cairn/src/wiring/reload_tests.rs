@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
 use crate::daemon::reload::{ReloadReport, Reloader};
-use crate::wiring::{Automation, automation, chat_service_unpruned, register_reloads};
+use crate::wiring::{Automation, automation, chat_service_unpruned, parse_tools, register_reloads};
 
 /// A bound on every wait for something observable.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -46,6 +46,10 @@ impl Harness {
         let (store, _) = Store::open(config.database_url.expose_secret())
             .await
             .unwrap();
+        // As the daemon's start-up does: a reload of [tools] replaces it.
+        cairn_test_support::agent::host_sandbox(
+            parse_tools(&config).unwrap().shell.sandbox_settings(),
+        );
         let automation = automation(&config, &store, None).await.unwrap();
         let rt = automation.runtime.as_ref().unwrap();
         let chat = chat_service_unpruned(&config, rt);

@@ -38,14 +38,14 @@ pub fn mcp_specs(config: &Config) -> anyhow::Result<Vec<ServerSpec>> {
 }
 
 /// The configured MCP servers, not started, each with its tool list
-/// remembered in `store` (when given); installs the host sandbox, which
-/// starts the servers that set `sandbox = true`.
+/// remembered in `store` (when given). Those that set `sandbox = true` start
+/// in the host sandbox, which the caller's start-up installed
+/// ([`install_sandbox`]).
 pub async fn mcp_clients(
     config: &Config,
     store: Option<&Store>,
 ) -> anyhow::Result<Arc<McpClients>> {
     let specs = mcp_specs(config)?;
-    install_sandbox(&parse_tools(config)?);
     // Each stdio server runs from a folder of its own in the home, never the workspace.
     let places = Places {
         workspace: config.workspace.clone(),
@@ -172,11 +172,25 @@ fn check_unattended_shell(config: &Config, tools: &ToolsConfig) -> anyhow::Resul
 }
 
 /// The sandbox the agent's processes start in, made this process's host
-/// sandbox (what routine checks consult). Cheap: the kernel is probed once.
-pub fn install_sandbox(tools: &ToolsConfig) -> Arc<Sandbox> {
+/// sandbox (what routine checks and sandboxed MCP servers consult): once,
+/// at the start of the daemon or of a command that needs it. Cheap: the
+/// kernel is probed once.
+pub fn install_sandbox(tools: &ToolsConfig) -> anyhow::Result<Arc<Sandbox>> {
     let sandbox = Arc::new(Sandbox::new(tools.shell.sandbox_settings()));
-    cairn_agent::sandbox::install(Arc::clone(&sandbox));
-    sandbox
+    cairn_agent::sandbox::install(Arc::clone(&sandbox))?;
+    Ok(sandbox)
+}
+
+/// [`install_sandbox`] over `config`'s `[tools]`, for a command's start-up.
+pub fn install_host_sandbox(config: &Config) -> anyhow::Result<Arc<Sandbox>> {
+    install_sandbox(&parse_tools(config)?)
+}
+
+/// The host sandbox replaced by one over a reloaded `[tools]`.
+pub fn reconfigure_sandbox(tools: &ToolsConfig) -> anyhow::Result<()> {
+    let sandbox = Arc::new(Sandbox::new(tools.shell.sandbox_settings()));
+    cairn_agent::sandbox::reconfigure(sandbox)?;
+    Ok(())
 }
 
 /// The agent loop over the main provider and the configured tools.

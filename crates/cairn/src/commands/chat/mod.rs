@@ -31,6 +31,8 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     // A chat is the LLM: without its settings (an unset key variable, say)
     // it stops here, naming them, before anything is opened.
     wiring::llm_settings(&config)?;
+    // The shell's and sandboxed MCP servers' host, once for this process.
+    wiring::install_host_sandbox(&config)?;
     super::runtime()?.block_on(async {
         let (store, _) = cairn_store::Store::open(config.database_url.expose_secret()).await?;
         let rt = wiring::runtime(&config, store.clone()).await?;
