@@ -262,7 +262,7 @@ impl TestGateway {
             notifier,
             chat,
             writer,
-            http: reqwest::Client::new(),
+            http: cairn_llm::tls::client().unwrap(),
             shutdown,
             server,
             workspace,

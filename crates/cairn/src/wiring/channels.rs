@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use cairn_agent::chat::ChatService;
 use cairn_automation::inbound::telegram::api::BotApi;
 use cairn_automation::inbound::telegram::{PairingCodes, TelegramAdapter, TelegramInbound};
@@ -98,12 +99,9 @@ pub fn inbound_channels(config: &Config) -> anyhow::Result<Vec<InboundChannel>> 
 }
 
 /// A client of the bot a spec names.
-pub fn bot_api(spec: &TelegramSpec) -> BotApi {
-    BotApi::new(
-        spec.bot_token.clone(),
-        &spec.api_url,
-        reqwest::Client::new(),
-    )
+pub fn bot_api(spec: &TelegramSpec) -> anyhow::Result<BotApi> {
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Telegram")?;
+    Ok(BotApi::new(spec.bot_token.clone(), &spec.api_url, http))
 }
 
 /// `/pair` codes checked as the gateway checks them.
@@ -159,9 +157,9 @@ pub fn telegram_adapter(
     parts: &InboundParts,
     name: &str,
     spec: &TelegramSpec,
-) -> Arc<dyn InboundAdapter> {
-    Arc::new(TelegramAdapter::new(TelegramInbound {
-        api: bot_api(spec),
+) -> anyhow::Result<Arc<dyn InboundAdapter>> {
+    Ok(Arc::new(TelegramAdapter::new(TelegramInbound {
+        api: bot_api(spec)?,
         allowed: spec.allowed_users.iter().cloned().collect(),
         name: name.to_string(),
         store: parts.store.clone(),
@@ -173,5 +171,5 @@ pub fn telegram_adapter(
         poll_wait: POLL_WAIT,
         lease: POLL_LEASE,
         pace: Pace::default(),
-    }))
+    })))
 }
