@@ -17,7 +17,7 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use rand::{Rng, RngCore};
 use sha2::Sha256;
 

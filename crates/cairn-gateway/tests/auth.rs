@@ -114,7 +114,7 @@ async fn ten_wrong_codes_from_anywhere_void_every_code() {
         assert_eq!(status, 401);
     }
     // Every outstanding code is void, the right ones included, whoever asks.
-    let elsewhere = reqwest::Client::builder()
+    let elsewhere = cairn_llm::tls::client_builder()
         .local_address(std::net::IpAddr::from([127, 0, 0, 3]))
         .build()
         .unwrap();

@@ -40,7 +40,7 @@ async fn slow_header_connections_are_cut_or_refused_while_healthz_answers() {
     }
 
     // Health checks still answer, on fresh connections, while all are open.
-    let health = reqwest::Client::new();
+    let health = cairn_llm::tls::client().unwrap();
     for _ in 0..3 {
         let response = tokio::time::timeout(
             Duration::from_secs(5),

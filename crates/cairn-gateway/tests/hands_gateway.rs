@@ -10,7 +10,7 @@ mod support;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_llm::testing::Scripted;
 use futures::{SinkExt, StreamExt};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use support::TestGateway;

@@ -17,7 +17,7 @@ const GUESSES_EACH: usize = 3;
 
 /// A client whose connections come from `127.0.0.n`.
 fn client_from(n: u8) -> reqwest::Client {
-    reqwest::Client::builder()
+    cairn_llm::tls::client_builder()
         .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
         .build()
         .unwrap()

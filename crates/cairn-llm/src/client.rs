@@ -82,9 +82,8 @@ impl ClientCore {
         if api_key.is_none() && KEYED_HOSTS.contains(&host) {
             return Err(LlmError::config(format!("api_key is required for {host}")));
         }
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")));
+        let mut builder =
+            crate::tls::client_builder().user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")));
         builder = match settings.timeout {
             Some(timeout) => builder.connect_timeout(timeout),
             // No timers at all, so tests under a paused clock do not jump.

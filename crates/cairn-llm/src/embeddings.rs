@@ -70,9 +70,8 @@ impl EmbeddingsClient {
                 url.scheme()
             )));
         }
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")));
+        let mut builder =
+            crate::tls::client_builder().user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")));
         builder = match settings.timeout {
             Some(timeout) => builder.connect_timeout(timeout),
             None => builder.pool_idle_timeout(None),

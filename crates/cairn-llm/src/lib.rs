@@ -42,6 +42,7 @@ mod retry;
 mod settings;
 pub mod sse;
 pub mod text_tools;
+pub mod tls;
 mod types;
 
 #[cfg(feature = "testing")]

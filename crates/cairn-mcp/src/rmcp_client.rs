@@ -2,12 +2,11 @@
 //!
 //! Stdio servers are started by [`crate::process`] and spoken to over their
 //! pipes; HTTP servers through rmcp's streamable HTTP client on a reqwest
-//! client built here with rustls over ring. Results are read as the JSON the
+//! client with cairn's TLS (rustls over ring). Results are read as the JSON the
 //! protocol defines (content blocks, `isError`, `structuredContent`), which
 //! keeps this module independent of how the SDK models each variant.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -182,22 +181,12 @@ fn tidy(message: &str) -> String {
     cairn_core::config::redact_text(&out)
 }
 
-/// The HTTP client for MCP servers: rustls over ring with the webpki roots
-/// (like the rest of cairn), no redirects followed (a redirected POST can
-/// lose its body or carry headers to another host), no idle pooling (rmcp's
-/// advice: a half-read body stalls the next request).
+/// The HTTP client for MCP servers: cairn's TLS (`cairn_llm::tls`), no
+/// redirects followed (a redirected POST can lose its body or carry headers
+/// to another host), no idle pooling (rmcp's advice: a half-read body
+/// stalls the next request).
 fn http_client() -> Result<reqwest::Client, RemoteError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| RemoteError::Connect(format!("TLS set-up: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
+    cairn_llm::tls::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(0)
         .connect_timeout(Duration::from_secs(30))

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     init_logging(default, cli.log_format);
+    // Clients come from `cairn_llm::tls`; any other still gets ring, not a panic.
+    cairn_llm::tls::install_default_provider();
     quiet_on_a_closed_stdout();
     match commands::run(cli) {
         Ok(code) => code,

@@ -83,7 +83,7 @@ fn a_paired_browser_session_is_a_token_the_cli_lists_and_revokes() {
         .to_string();
 
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let http = reqwest::Client::new();
+        let http = cairn_llm::tls::client().unwrap();
         let page = http.get(format!("{base}/")).send().await.unwrap();
         assert_eq!(page.status(), 200);
         assert!(

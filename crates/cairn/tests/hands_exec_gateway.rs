@@ -122,7 +122,7 @@ fn recurring_work_is_refused_over_v1() {
     ]));
     llm.push(Scripted::text("could not"));
     rt.block_on(async {
-        let response = reqwest::Client::new()
+        let response = cairn_llm::tls::client().unwrap()
             .post(format!("{base}/v1/chat/completions"))
             .bearer_auth(&token)
             .json(&json!({"model": "cairn", "messages": [{"role": "user", "content": "tick every 5 minutes"}]}))

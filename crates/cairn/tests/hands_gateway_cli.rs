@@ -158,7 +158,7 @@ fn a_daemon_logs_no_credential_and_its_gateway_guards_its_doors() {
     let port = base.rsplit(':').next().unwrap().to_string();
 
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let http = reqwest::Client::new();
+        let http = cairn_llm::tls::client().unwrap();
         // A DNS-rebinding page: its own name, pointed at 127.0.0.1.
         let evil = format!("evil-rebind.test:{port}");
         let signed = http

@@ -77,7 +77,7 @@ impl NetClient {
                 Err(reason) => attempt.error(Blocked(reason)),
             }
         });
-        let mut builder = reqwest::Client::builder()
+        let mut builder = cairn_llm::tls::client_builder()
             .redirect(redirect)
             .no_proxy()
             .timeout(rules.config.timeout)

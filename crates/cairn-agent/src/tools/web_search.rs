@@ -180,7 +180,7 @@ impl WebSearchTool {
                 config.count
             )));
         }
-        let client = reqwest::Client::builder()
+        let client = cairn_llm::tls::client_builder()
             .timeout(config.timeout)
             .user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")))
             .build()

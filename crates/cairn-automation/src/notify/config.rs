@@ -307,7 +307,7 @@ mod tests {
             shown.contains("X-Team") && shown.contains("ntfy.sh"),
             "{shown}"
         );
-        let http = reqwest::Client::new();
+        let http = cairn_llm::tls::client().unwrap();
         let built = [
             match &specs["push"] {
                 ChannelSpec::Ntfy(s) => format!("{:?}", Ntfy::new(s, http.clone()).unwrap()),

@@ -72,7 +72,9 @@ pub fn channel_with_env(table: Value, env: &[(&str, &str)]) -> Arc<dyn Channel> 
         .unwrap()
         .specs;
     let spec: &ChannelSpec = &specs["ops"];
-    build(spec, &reqwest::Client::new()).unwrap().unwrap()
+    build(spec, &cairn_llm::tls::client().unwrap())
+        .unwrap()
+        .unwrap()
 }
 
 /// [`channel_with_env`] without variables.
@@ -110,7 +112,7 @@ fn inbox_is_left_to_the_router() {
         .unwrap()
         .specs;
     assert!(
-        build(&specs["mine"], &reqwest::Client::new())
+        build(&specs["mine"], &cairn_llm::tls::client().unwrap())
             .unwrap()
             .is_none()
     );

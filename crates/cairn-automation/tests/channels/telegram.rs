@@ -130,7 +130,10 @@ async fn the_token_never_appears_in_errors_or_debug() {
         inbound: false,
         allowed_users: Vec::new(),
     };
-    let debug = format!("{:?}", Telegram::new(&spec, reqwest::Client::new()));
+    let debug = format!(
+        "{:?}",
+        Telegram::new(&spec, cairn_llm::tls::client().unwrap())
+    );
     assert!(!debug.contains(TOKEN), "{debug}");
 }
 

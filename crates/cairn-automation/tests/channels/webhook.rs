@@ -119,7 +119,10 @@ fn debug_shows_neither_the_path_nor_the_extra_headers_nor_the_secret() {
         .into(),
         secret: Some("secret-token-4".into()),
     };
-    let debug = format!("{:?}", Webhook::new(&spec, reqwest::Client::new()).unwrap());
+    let debug = format!(
+        "{:?}",
+        Webhook::new(&spec, cairn_llm::tls::client().unwrap()).unwrap()
+    );
     assert!(debug.contains("hooks.example.org"), "{debug}");
     for token in [
         "path-token-1",

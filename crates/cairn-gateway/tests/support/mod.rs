@@ -265,7 +265,7 @@ impl TestGateway {
             notifier,
             chat,
             writer,
-            http: reqwest::Client::new(),
+            http: cairn_llm::tls::client().unwrap(),
             shutdown,
             server,
             workspace,

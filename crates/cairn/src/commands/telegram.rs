@@ -115,7 +115,7 @@ async fn list(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
 pub async fn bots(config: &Config) -> anyhow::Result<Vec<(String, Result<String, ApiError>)>> {
     let mut out = Vec::new();
     for (name, spec) in wiring::telegram_channels(config)? {
-        let checked = match wiring::bot_api(&spec).get_me().await {
+        let checked = match wiring::bot_api(&spec)?.get_me().await {
             Ok(bot) => Ok(match bot.username {
                 Some(user) => format!("{} (@{user})", bot.first_name),
                 None => bot.first_name,

@@ -1,17 +1,23 @@
-//! config.toml watched with file events (inotify on Linux), not polled.
+//! config.toml watched with file events (`notify`: inotify on Linux), not
+//! polled.
 //!
-//! The inotify descriptor sits in the daemon's own reactor (no thread of
-//! its own), and asks only for events that can change the file: its
-//! directory's creations, renames, closes after writing and deletions
-//! (filtered to the file's name), and, while it exists, the file itself
-//! (which follows a symlink). The daemon's own writes in the home (the
-//! state file's heartbeat) are read by the worker that made them, in the
-//! same wake. After each change the file's watch is set up again, since
-//! editors save by renaming a new file over the old one. Where file events
-//! are unavailable it checks every [`FALLBACK_CHECK`] and says so in the log.
+//! Two watches: the file's directory, for creations, renames and deletions
+//! (an editor's save renames a new file over the old one), and, while it
+//! exists, the file itself (which follows a symlink to a file elsewhere).
+//! notify's thread hears every event in the directory, the state file's
+//! heartbeat included, and wakes the daemon only for those naming
+//! config.toml. After each change the file's watch is set up again, since
+//! a file renamed over the old one is a new inode. Where file events are
+//! unavailable it checks every [`FALLBACK_CHECK`] and says so in the log.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures::FutureExt;
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::Notify;
 
 /// How often config.toml is looked at when file events are unavailable.
 pub const FALLBACK_CHECK: Duration = Duration::from_secs(5);
@@ -22,8 +28,7 @@ const SETTLE: Duration = Duration::from_millis(100);
 /// A watch on config.toml.
 pub struct ConfigWatch {
     path: PathBuf,
-    #[cfg(target_os = "linux")]
-    events: Option<linux::Events>,
+    events: Option<Events>,
     /// Whether the fallback was already reported.
     warned: bool,
 }
@@ -33,7 +38,6 @@ impl ConfigWatch {
     pub async fn start(path: PathBuf) -> ConfigWatch {
         let mut watch = ConfigWatch {
             path,
-            #[cfg(target_os = "linux")]
             events: None,
             warned: false,
         };
@@ -43,26 +47,16 @@ impl ConfigWatch {
 
     /// Whether file events are in use.
     pub fn has_events(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        let has = self.events.is_some();
-        #[cfg(not(target_os = "linux"))]
-        let has = false;
-        has
+        self.events.is_some()
     }
 
     /// Completes when config.toml may have changed (its content decides).
     pub async fn changed(&mut self) {
-        #[cfg(target_os = "linux")]
-        if let Some(events) = self.events.as_mut() {
-            if events.next_change().await {
-                tokio::time::sleep(SETTLE).await;
-                if let Some(events) = self.events.as_mut() {
-                    events.drain();
-                }
-            } else {
-                // The descriptor failed: rebuilt below, or the timer.
-                self.events = None;
-            }
+        if let Some(events) = self.events.as_ref() {
+            events.changed.notified().await;
+            tokio::time::sleep(SETTLE).await;
+            // What came during the settle is part of the change just seen.
+            let _ = events.changed.notified().now_or_never();
             self.arm().await;
             return;
         }
@@ -73,25 +67,20 @@ impl ConfigWatch {
 
     /// Sets up (or renews) the watches.
     async fn arm(&mut self) {
-        #[cfg(target_os = "linux")]
-        {
-            let exists = tokio::fs::try_exists(&self.path).await.unwrap_or(false);
-            let armed = match self.events.as_mut() {
-                Some(events) => events.watch_file(exists),
-                None => linux::Events::start(&self.path, exists).map(|e| {
-                    self.events = Some(e);
-                }),
-            };
-            match armed {
-                Ok(()) => self.warned = false,
-                Err(e) => {
-                    self.events = None;
-                    self.fallback(&e.to_string());
-                }
+        let exists = tokio::fs::try_exists(&self.path).await.unwrap_or(false);
+        let armed = match self.events.as_mut() {
+            Some(events) => events.watch(exists),
+            None => Events::start(&self.path, exists).map(|e| {
+                self.events = Some(e);
+            }),
+        };
+        match armed {
+            Ok(()) => self.warned = false,
+            Err(e) => {
+                self.events = None;
+                self.fallback(&e.to_string());
             }
         }
-        #[cfg(not(target_os = "linux"))]
-        self.fallback("file events are used on Linux only");
     }
 
     fn fallback(&mut self, reason: &str) {
@@ -103,115 +92,79 @@ impl ConfigWatch {
     }
 }
 
-#[cfg(target_os = "linux")]
-mod linux {
-    use std::ffi::OsString;
-    use std::path::{Path, PathBuf};
+/// notify's watcher on the file and its directory.
+struct Events {
+    watcher: notify::RecommendedWatcher,
+    /// Woken (a permit kept) by each event that names the file.
+    changed: Arc<Notify>,
+    dir: PathBuf,
+    /// Absolute, as notify names the paths of its events.
+    file: PathBuf,
+    file_watched: bool,
+}
 
-    use futures::{FutureExt, StreamExt};
-    use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask};
-
-    /// What a change of the directory's entries looks like (creation, a
-    /// rename in or out, a close after writing, a deletion).
-    fn in_directory() -> WatchMask {
-        WatchMask::CREATE
-            | WatchMask::CLOSE_WRITE
-            | WatchMask::MOVED_TO
-            | WatchMask::MOVED_FROM
-            | WatchMask::DELETE
-            | WatchMask::ONLYDIR
+impl Events {
+    /// Watches `file`'s directory (and `file` if it `exists`).
+    fn start(file: &Path, exists: bool) -> notify::Result<Events> {
+        let file = std::path::absolute(file).map_err(notify::Error::io)?;
+        let dir = match file.parent() {
+            Some(p) => p.to_path_buf(),
+            None => PathBuf::from("/"),
+        };
+        let changed = Arc::new(Notify::new());
+        let wake = Arc::clone(&changed);
+        let name = file.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if concerns(&event, &name) {
+                wake.notify_one();
+            }
+        })?;
+        let mut events = Events {
+            watcher,
+            changed,
+            dir,
+            file,
+            file_watched: false,
+        };
+        events.watch(exists)?;
+        Ok(events)
     }
 
-    /// What a change of the file itself looks like (through a symlink too).
-    fn on_file() -> WatchMask {
-        WatchMask::MODIFY
-            | WatchMask::CLOSE_WRITE
-            | WatchMask::ATTRIB
-            | WatchMask::DELETE_SELF
-            | WatchMask::MOVE_SELF
+    /// (Re)watches the directory, and the file itself when it `exists`: a
+    /// file renamed over the old one is a new inode.
+    fn watch(&mut self, exists: bool) -> notify::Result<()> {
+        // Again each time: a no-op while the directory's watch lasts.
+        self.watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
+        if self.file_watched {
+            // Already gone when the old inode was replaced or deleted.
+            let _ = self.watcher.unwatch(&self.file);
+            self.file_watched = false;
+        }
+        if exists {
+            match self.watcher.watch(&self.file, RecursiveMode::NonRecursive) {
+                Ok(()) => self.file_watched = true,
+                // Gone between the look and the watch: the directory's watch sees it come back.
+                Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
+}
 
-    /// One inotify descriptor on the daemon's reactor.
-    pub(super) struct Events {
-        stream: EventStream<[u8; 4096]>,
-        file: PathBuf,
-        name: Option<OsString>,
-        file_watch: Option<WatchDescriptor>,
+/// Whether an event may change config.toml: one naming it (from either
+/// watch) other than a mere open or read, a lost queue, or an error.
+fn concerns(event: &notify::Result<notify::Event>, file: &Path) -> bool {
+    let Ok(event) = event else { return true };
+    if event.need_rescan() {
+        return true;
     }
-
-    impl Events {
-        /// Watches `file`'s directory (and `file` if it `exists`).
-        pub(super) fn start(file: &Path, exists: bool) -> std::io::Result<Events> {
-            let dir = match file.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            let inotify = Inotify::init()?;
-            let stream = inotify.into_event_stream([0u8; 4096])?;
-            stream.watches().add(&dir, in_directory())?;
-            let mut events = Events {
-                stream,
-                file: file.to_path_buf(),
-                name: file.file_name().map(|n| n.to_os_string()),
-                file_watch: None,
-            };
-            events.watch_file(exists)?;
-            Ok(events)
-        }
-
-        /// (Re)watches the file itself when it exists: a file renamed over
-        /// the old one is a new inode.
-        pub(super) fn watch_file(&mut self, exists: bool) -> std::io::Result<()> {
-            if let Some(old) = self.file_watch.take() {
-                // Already gone when the old inode was replaced or deleted.
-                let _ = self.stream.watches().remove(old);
-            }
-            if exists {
-                match self.stream.watches().add(&self.file, on_file()) {
-                    Ok(wd) => self.file_watch = Some(wd),
-                    // Gone between the look and the watch: the directory's watch sees it come back.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(())
-        }
-
-        /// Waits for an event that may change the file; `false` when the
-        /// descriptor failed.
-        pub(super) async fn next_change(&mut self) -> bool {
-            loop {
-                match self.stream.next().await {
-                    Some(Ok(event)) if self.concerns(&event.mask, event.name.as_deref()) => {
-                        return true;
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "config.toml watch failed");
-                        return false;
-                    }
-                    None => return false,
-                }
-            }
-        }
-
-        /// Takes the events already queued (part of the change just seen).
-        pub(super) fn drain(&mut self) {
-            while let Some(Some(Ok(_))) = self.stream.next().now_or_never() {}
-        }
-
-        /// Events on the file itself have no name; the directory's name theirs.
-        fn concerns(&self, mask: &EventMask, name: Option<&std::ffi::OsStr>) -> bool {
-            if mask.contains(EventMask::Q_OVERFLOW) {
-                return true;
-            }
-            match name {
-                Some(n) => Some(n) == self.name.as_deref(),
-                // The watch on the old file going away after a rename is
-                // no change by itself: the rename's MOVED_TO is.
-                None => !mask.contains(EventMask::IGNORED),
-            }
-        }
+    if !event.paths.iter().any(|p| p == file) {
+        return false;
+    }
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        kind => !kind.is_access(),
     }
 }
 

@@ -98,15 +98,27 @@ impl InboundChannels {
             }
             let live = match &channel.inbound {
                 Inbound::Telegram(spec) => {
-                    let adapter = wiring::telegram_adapter(&self.parts, &channel.name, spec);
-                    let run = Arc::clone(&adapter);
-                    let stoppable =
-                        self.sup
-                            .spawn_stoppable(&component(&channel.name), move |cancel| {
-                                let adapter = Arc::clone(&run);
-                                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
-                            });
-                    Some((adapter, stoppable))
+                    match wiring::telegram_adapter(&self.parts, &channel.name, spec) {
+                        Err(e) => {
+                            self.sup
+                                .unavailable(&component(&channel.name), format!("{e:#}"));
+                            None
+                        }
+                        Ok(adapter) => {
+                            let run = Arc::clone(&adapter);
+                            let stoppable =
+                                self.sup.spawn_stoppable(
+                                    &component(&channel.name),
+                                    move |cancel| {
+                                        let adapter = Arc::clone(&run);
+                                        async move {
+                                            adapter.run(cancel).await.map_err(anyhow::Error::msg)
+                                        }
+                                    },
+                                );
+                            Some((adapter, stoppable))
+                        }
+                    }
                 }
                 Inbound::Unavailable(why) => {
                     self.sup.unavailable(&component(&channel.name), why.clone());

@@ -61,7 +61,7 @@ pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
     let parsed = parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(bad)?;
     // A receiver's redirect is reported as its answer, never followed (a
     // followed POST can turn into a GET that "succeeds" with nothing delivered).
-    let http = reqwest::Client::builder()
+    let http = cairn_llm::tls::client_builder()
         .timeout(Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::none())
         .build()

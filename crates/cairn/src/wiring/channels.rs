@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use cairn_agent::chat::ChatService;
 use cairn_automation::inbound::people::{PairingCodes, People};
 use cairn_automation::inbound::telegram::api::BotApi;
@@ -99,12 +100,9 @@ pub fn inbound_channels(config: &Config) -> anyhow::Result<Vec<InboundChannel>> 
 }
 
 /// A client of the bot a spec names.
-pub fn bot_api(spec: &TelegramSpec) -> BotApi {
-    BotApi::new(
-        spec.bot_token.clone(),
-        &spec.api_url,
-        reqwest::Client::new(),
-    )
+pub fn bot_api(spec: &TelegramSpec) -> anyhow::Result<BotApi> {
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Telegram")?;
+    Ok(BotApi::new(spec.bot_token.clone(), &spec.api_url, http))
 }
 
 /// `/pair` codes checked as the gateway checks them.
@@ -160,9 +158,9 @@ pub fn telegram_adapter(
     parts: &InboundParts,
     name: &str,
     spec: &TelegramSpec,
-) -> Arc<dyn InboundAdapter> {
-    Arc::new(TelegramAdapter::new(TelegramInbound {
-        api: bot_api(spec),
+) -> anyhow::Result<Arc<dyn InboundAdapter>> {
+    Ok(Arc::new(TelegramAdapter::new(TelegramInbound {
+        api: bot_api(spec)?,
         people: People {
             channel: name.to_string(),
             app: "Telegram",
@@ -181,5 +179,5 @@ pub fn telegram_adapter(
         poll_wait: POLL_WAIT,
         lease: POLL_LEASE,
         pace: Pace::default(),
-    }))
+    })))
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use async_trait::async_trait;
 use cairn_core::notification::{Notification, Outcome, Priority};
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
