@@ -386,14 +386,7 @@ impl ToolRunner {
         // in this turn, with this approver.
         if let Some(delegated) = &plan.delegated
             && let Err((status, text)) = self
-                .gate_delegated(
-                    &parts.registry,
-                    &parts.policy,
-                    call,
-                    delegated,
-                    ctx,
-                    approver,
-                )
+                .gate_delegated(&parts, call, delegated, ctx, approver)
                 .await
         {
             return refuse(name, status, text);
@@ -413,14 +406,13 @@ impl ToolRunner {
     /// the delegating call may not run.
     async fn gate_delegated(
         &self,
-        registry: &ToolRegistry,
-        policy: &PolicyGate,
+        parts: &Parts,
         call: &ToolCall,
         delegated: &DelegatedCall,
         ctx: &ToolContext,
         approver: &dyn Approver,
     ) -> Result<(), (ToolStatus, String)> {
-        let Some(inner) = registry.get(&delegated.name) else {
+        let Some(inner) = parts.registry.get(&delegated.name) else {
             return Err((
                 ToolStatus::UnknownTool,
                 self.unknown_tool_text(&delegated.name),
@@ -442,7 +434,7 @@ impl ToolRunner {
             arguments: inner_args.clone(),
         };
         self.gate(
-            policy,
+            &parts.policy,
             &inner_call,
             &inner_name,
             &inner_plan,
