@@ -87,7 +87,9 @@ use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
 pub use crate::tools::ToolStatus;
-use crate::tools::{CallPlan, RiskLevel, Tool, ToolContext, ToolError, ToolRegistry};
+use crate::tools::{
+    CallPlan, DelegatedCall, RiskLevel, Tool, ToolContext, ToolError, ToolRegistry,
+};
 
 /// The outcome of one call, ready for the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -382,43 +384,12 @@ impl ToolRunner {
         }
         // A call the tool will make later on the caller's behalf is judged now,
         // in this turn, with this approver.
-        if let Some(delegated) = &plan.delegated {
-            let Some(inner) = parts.registry.get(&delegated.name) else {
-                return refuse(
-                    name,
-                    ToolStatus::UnknownTool,
-                    self.unknown_tool_text(&delegated.name),
-                );
-            };
-            let inner_args = match &delegated.arguments {
-                serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
-                v => v.clone(),
-            };
-            let inner_name = inner.spec().name().to_string();
-            let inner_plan = inner.plan(&inner_args);
-            // It will run unattended, where nobody can approve such a call.
-            if inner_plan.needs_person {
-                return refuse(name, ToolStatus::Denied, nobody_to_approve(&inner_name));
-            }
-            let inner_call = ToolCall {
-                id: call.id.clone(),
-                name: inner_name.clone(),
-                arguments: inner_args.clone(),
-            };
-            if let Err((status, text)) = self
-                .gate(
-                    &parts.policy,
-                    &inner_call,
-                    &inner_name,
-                    &inner_plan,
-                    &inner_args,
-                    ctx,
-                    approver,
-                )
+        if let Some(delegated) = &plan.delegated
+            && let Err((status, text)) = self
+                .gate_delegated(&parts, call, delegated, ctx, approver)
                 .await
-            {
-                return refuse(name, status, format!("`{inner_name}`: {text}"));
-            }
+        {
+            return refuse(name, status, text);
         }
         Gate::Permit(Permit {
             call_id: call.id.clone(),
@@ -428,6 +399,51 @@ impl ToolRunner {
             time_limit: plan.time_limit,
             started,
         })
+    }
+
+    /// The verdict on the call a tool will make later on the caller's
+    /// behalf, judged now, in this turn, with this approver; `Err` says why
+    /// the delegating call may not run.
+    async fn gate_delegated(
+        &self,
+        parts: &Parts,
+        call: &ToolCall,
+        delegated: &DelegatedCall,
+        ctx: &ToolContext,
+        approver: &dyn Approver,
+    ) -> Result<(), (ToolStatus, String)> {
+        let Some(inner) = parts.registry.get(&delegated.name) else {
+            return Err((
+                ToolStatus::UnknownTool,
+                self.unknown_tool_text(&delegated.name),
+            ));
+        };
+        let inner_args = match &delegated.arguments {
+            serde_json::Value::Null => serde_json::Value::Object(serde_json::Map::new()),
+            v => v.clone(),
+        };
+        let inner_name = inner.spec().name().to_string();
+        let inner_plan = inner.plan(&inner_args);
+        // It will run unattended, where nobody can approve such a call.
+        if inner_plan.needs_person {
+            return Err((ToolStatus::Denied, nobody_to_approve(&inner_name)));
+        }
+        let inner_call = ToolCall {
+            id: call.id.clone(),
+            name: inner_name.clone(),
+            arguments: inner_args.clone(),
+        };
+        self.gate(
+            &parts.policy,
+            &inner_call,
+            &inner_name,
+            &inner_plan,
+            &inner_args,
+            ctx,
+            approver,
+        )
+        .await
+        .map_err(|(status, text)| (status, format!("`{inner_name}`: {text}")))
     }
 
     /// The policy's verdict on one call (of canonical `name`, planned as

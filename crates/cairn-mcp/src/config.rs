@@ -327,7 +327,7 @@ fn problem(key: &str, message: &str) -> ConfigProblem {
 }
 
 /// Judges one entry; problems go to `problems`.
-fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<ServerSpec> {
+fn check(key: &str, mut raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<ServerSpec> {
     let name = match names::server_name(&raw.name) {
         Ok(name) => name,
         Err(why) => {
@@ -335,7 +335,29 @@ fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<Serve
             return None;
         }
     };
-    let transport = match (raw.command, raw.url) {
+    let transport = transport(key, &mut raw, problems)?;
+    check_limits(key, &raw, problems);
+    Some(ServerSpec {
+        name,
+        transport,
+        start: raw.start,
+        enabled: raw.enabled,
+        allow: raw.allow,
+        deny: raw.deny,
+        risk: raw.risk,
+        timeout: Duration::from_secs(raw.timeout_secs),
+        max_call: Duration::from_secs(raw.max_call_secs),
+        connect_timeout: Duration::from_secs(raw.connect_timeout_secs),
+        max_output_chars: raw.max_output_chars,
+        max_message_bytes: raw.max_message_bytes,
+        unavailable: None,
+    })
+}
+
+/// The entry's transport, stdio or HTTP, its fields taken from `raw`;
+/// `None` when it has neither or both.
+fn transport(key: &str, raw: &mut Raw, problems: &mut Vec<ConfigProblem>) -> Option<Transport> {
+    Some(match (raw.command.take(), raw.url.take()) {
         (Some(_), Some(_)) => {
             problems.push(problem(
                 key,
@@ -362,10 +384,10 @@ fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<Serve
             }
             Transport::Stdio {
                 command,
-                args: raw.args,
-                env: raw.env,
+                args: std::mem::take(&mut raw.args),
+                env: std::mem::take(&mut raw.env),
                 inherited: BTreeMap::new(),
-                cwd: raw.cwd,
+                cwd: raw.cwd.take(),
                 sandbox: raw.sandbox,
             }
         }
@@ -391,10 +413,14 @@ fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<Serve
             }
             Transport::Http {
                 url,
-                headers: raw.headers,
+                headers: std::mem::take(&mut raw.headers),
             }
         }
-    };
+    })
+}
+
+/// Problems with the entry's time and size limits.
+fn check_limits(key: &str, raw: &Raw, problems: &mut Vec<ConfigProblem>) {
     for (field, value, least) in [
         ("timeout_secs", raw.timeout_secs, 1),
         ("max_call_secs", raw.max_call_secs, 1),
@@ -415,21 +441,6 @@ fn check(key: &str, raw: Raw, problems: &mut Vec<ConfigProblem>) -> Option<Serve
             "is below timeout_secs",
         ));
     }
-    Some(ServerSpec {
-        name,
-        transport,
-        start: raw.start,
-        enabled: raw.enabled,
-        allow: raw.allow,
-        deny: raw.deny,
-        risk: raw.risk,
-        timeout: Duration::from_secs(raw.timeout_secs),
-        max_call: Duration::from_secs(raw.max_call_secs),
-        connect_timeout: Duration::from_secs(raw.connect_timeout_secs),
-        max_output_chars: raw.max_output_chars,
-        max_message_bytes: raw.max_message_bytes,
-        unavailable: None,
-    })
 }
 
 /// The policy rules the servers' `allow` and `deny` lists stand for, as

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 
@@ -260,44 +261,7 @@ async fn admit_one(
         batch.write_runs(conn).await?;
     }
     let routine_id = first.routine_id.to_string();
-    // The claim (or, unscheduled, a no-op write) also locks the routine's row
-    // on PostgreSQL, serialising admissions of one routine across processes.
-    // An unscheduled fire of a routine this transaction already locked needs
-    // no second write: the row cannot have gone meanwhile.
-    let locked = match &admission.slot {
-        Some(_) if ahead.is_some() => ahead.as_ref().is_some_and(|a| a.claimed),
-        Some(slot) => crate::ahead::claim(conn, &[(routine_id.as_str(), slot)])
-            .await?
-            .contains(&routine_id),
-        None if batch.routine(&routine_id).locked => true,
-        None => {
-            let row = sqlx::query(
-                "UPDATE routines SET run_count = run_count WHERE id = $1 \
-                 RETURNING paused_at, paused_by, pause_note",
-            )
-            .bind(&routine_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-            match row {
-                Some(row) => {
-                    let c = Cols(&row);
-                    batch.routine(&routine_id).paused = match c.time_opt("paused_at")? {
-                        Some(at) => {
-                            Some(crate::pause::paused_reason(&cairn_core::routine::Pause {
-                                at,
-                                by: c.text_opt("paused_by")?.unwrap_or_default(),
-                                note: c.text_opt("pause_note")?,
-                            }))
-                        }
-                        None => None,
-                    };
-                    true
-                }
-                None => false,
-            }
-        }
-    };
-    if !locked {
+    if !lock(conn, admission, batch, ahead.as_ref(), &routine_id).await? {
         return Ok(Round::taken());
     }
     batch.routine(&routine_id).locked = true;
@@ -314,6 +278,93 @@ async fn admit_one(
     if let Some(reason) = refused {
         return refuse(conn, admission, runs, &reason).await;
     }
+    let recorded = match record(conn, admission, runs, batch, &routine_id).await? {
+        ControlFlow::Continue(recorded) => recorded,
+        ControlFlow::Break(round) => return Ok(round),
+    };
+    if recorded.runs.is_empty() {
+        return Ok(Round::taken());
+    }
+    finish(
+        conn,
+        admission,
+        batch,
+        &routine_id,
+        first.started_at,
+        recorded,
+    )
+    .await
+}
+
+/// Locks the routine's row for this admission; false when the slot was
+/// claimed elsewhere or the routine is gone. The claim (or, unscheduled, a
+/// no-op write) also locks the row on PostgreSQL, serialising admissions of
+/// one routine across processes. An unscheduled fire of a routine this
+/// transaction already locked needs no second write: the row cannot have gone
+/// meanwhile.
+async fn lock(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    batch: &mut BatchState,
+    ahead: Option<&Ahead>,
+    routine_id: &str,
+) -> Result<bool, StoreError> {
+    Ok(match &admission.slot {
+        Some(_) if ahead.is_some() => ahead.is_some_and(|a| a.claimed),
+        Some(slot) => crate::ahead::claim(conn, &[(routine_id, slot)])
+            .await?
+            .contains(routine_id),
+        None if batch.routine(routine_id).locked => true,
+        None => lock_unscheduled(conn, batch, routine_id).await?,
+    })
+}
+
+/// The no-op write locking an unscheduled fire's routine, reading its pause
+/// on the way; false when the routine is gone.
+async fn lock_unscheduled(
+    conn: &mut sqlx::AnyConnection,
+    batch: &mut BatchState,
+    routine_id: &str,
+) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "UPDATE routines SET run_count = run_count WHERE id = $1 \
+         RETURNING paused_at, paused_by, pause_note",
+    )
+    .bind(routine_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else {
+        return Ok(false);
+    };
+    let c = Cols(&row);
+    batch.routine(routine_id).paused = match c.time_opt("paused_at")? {
+        Some(at) => Some(crate::pause::paused_reason(&cairn_core::routine::Pause {
+            at,
+            by: c.text_opt("paused_by")?.unwrap_or_default(),
+            note: c.text_opt("pause_note")?,
+        })),
+        None => None,
+    };
+    Ok(true)
+}
+
+/// The runs a fire recorded: how many started, and why the first queued one
+/// waits.
+struct Recorded {
+    runs: Vec<RoutineRun>,
+    started: u64,
+    waiting: Option<String>,
+}
+
+/// Records each run of the fire where the caps place it (started, queued or
+/// skipped); a fire refused outright breaks with its round.
+async fn record(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    runs: &[RoutineRun],
+    batch: &mut BatchState,
+    routine_id: &str,
+) -> Result<ControlFlow<Round, Recorded>, StoreError> {
     let mut recorded = Vec::new();
     let mut started = 0u64;
     let mut waiting = None;
@@ -323,8 +374,8 @@ async fn admit_one(
             Place::Queue(reason) => queued(run, &reason),
             Place::Full(reason) if recorded.is_empty() => {
                 let round = refuse(conn, admission, runs, &reason).await?;
-                crate::queue::settle_one_shot(conn, admission, &routine_id, &round.runs).await?;
-                return Ok(round);
+                crate::queue::settle_one_shot(conn, admission, routine_id, &round.runs).await?;
+                return Ok(ControlFlow::Break(round));
             }
             Place::Full(reason) => skipped(run, &reason),
         };
@@ -347,19 +398,38 @@ async fn admit_one(
             recorded.push(run);
         }
     }
-    if recorded.is_empty() {
-        return Ok(Round::taken());
-    }
+    Ok(ControlFlow::Continue(Recorded {
+        runs: recorded,
+        started,
+        waiting,
+    }))
+}
+
+/// Counts the started runs and settles a one-shot routine: the round of a
+/// fire that recorded runs.
+async fn finish(
+    conn: &mut sqlx::AnyConnection,
+    admission: &Admission,
+    batch: &mut BatchState,
+    routine_id: &str,
+    started_at: DateTime<Utc>,
+    recorded: Recorded,
+) -> Result<Round, StoreError> {
+    let Recorded {
+        runs: recorded,
+        started,
+        waiting,
+    } = recorded;
     if started > 0 {
         if let Some(n) = batch.running_total.as_mut() {
             // `count` adds them itself.
             *n -= started;
         }
         batch
-            .count(&routine_id, admission, started, first.started_at, conn)
+            .count(routine_id, admission, started, started_at, conn)
             .await?;
     }
-    crate::queue::settle_one_shot(conn, admission, &routine_id, &recorded).await?;
+    crate::queue::settle_one_shot(conn, admission, routine_id, &recorded).await?;
     let admitted = match waiting {
         Some(reason) if started == 0 => Admitted::Waiting(reason),
         _ => Admitted::Started,

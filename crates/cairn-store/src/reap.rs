@@ -230,43 +230,10 @@ async fn crashed(
             ));
         }
     };
-    // A one-shot is disabled by its own claim; any other disabled routine
-    // was stopped by someone and is not run again.
-    if !routine.spec.enabled && !matches!(routine.spec.trigger, Trigger::Once { .. }) {
-        let why = format!("{crash}; not re-run (the routine is disabled)");
+    if let Some(why) = held_back(&routine, &crash) {
         return Ok((why, None, Some(routine)));
     }
-    if routine.runtime.paused.is_some() {
-        let why = format!("{crash}; not re-run (the routine is paused)");
-        return Ok((why, None, Some(routine)));
-    }
-    if routine.spec.on_interrupt() == OnInterrupt::Skip {
-        let why = format!("{crash}; not re-run (on_interrupt: skip)");
-        return Ok((why, None, Some(routine)));
-    }
-    let mut again = RoutineRun {
-        id: Uuid::now_v7(),
-        routine_id: run.routine_id,
-        trigger_type: run.trigger_type.clone(),
-        trigger_detail: Some(format!(
-            "slot {}, attempt 2: run {} was {crash}",
-            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            run.id
-        )),
-        scheduled_for: Some(slot),
-        started_at: now,
-        completed_at: None,
-        status: RunStatus::Running,
-        result_summary: None,
-        tokens_used: None,
-        job_id: None,
-        owner: Some(rerunner.owner.clone()),
-        lease_until: Some(rerunner.lease_until),
-        notification_id: None,
-        skip_reason: None,
-        dedup_key: None,
-        attempt: FIRST_ATTEMPT + 1,
-    };
+    let mut again = attempt_two(run, slot, now, rerunner, &crash);
     // Concurrency limits only: cooldown and dedup would count the
     // interrupted attempt itself, and the slot passed them when it fired.
     // The global limit queues the re-run, as it does any run.
@@ -315,4 +282,54 @@ async fn crashed(
         batch.mark_queued(conn).await?;
     }
     Ok((why, Some(again), Some(routine)))
+}
+
+/// Why a routine is not run again after a crash, whatever its limits: it
+/// was disabled, is paused or asks not to be.
+fn held_back(routine: &Routine, crash: &str) -> Option<String> {
+    // A one-shot is disabled by its own claim; any other disabled routine
+    // was stopped by someone and is not run again.
+    if !routine.spec.enabled && !matches!(routine.spec.trigger, Trigger::Once { .. }) {
+        return Some(format!("{crash}; not re-run (the routine is disabled)"));
+    }
+    if routine.runtime.paused.is_some() {
+        return Some(format!("{crash}; not re-run (the routine is paused)"));
+    }
+    if routine.spec.on_interrupt() == OnInterrupt::Skip {
+        return Some(format!("{crash}; not re-run (on_interrupt: skip)"));
+    }
+    None
+}
+
+/// The slot's attempt 2, running under the re-runner's lease.
+fn attempt_two(
+    run: &RoutineRun,
+    slot: DateTime<Utc>,
+    now: DateTime<Utc>,
+    rerunner: &Rerunner,
+    crash: &str,
+) -> RoutineRun {
+    RoutineRun {
+        id: Uuid::now_v7(),
+        routine_id: run.routine_id,
+        trigger_type: run.trigger_type.clone(),
+        trigger_detail: Some(format!(
+            "slot {}, attempt 2: run {} was {crash}",
+            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            run.id
+        )),
+        scheduled_for: Some(slot),
+        started_at: now,
+        completed_at: None,
+        status: RunStatus::Running,
+        result_summary: None,
+        tokens_used: None,
+        job_id: None,
+        owner: Some(rerunner.owner.clone()),
+        lease_until: Some(rerunner.lease_until),
+        notification_id: None,
+        skip_reason: None,
+        dedup_key: None,
+        attempt: FIRST_ATTEMPT + 1,
+    }
 }

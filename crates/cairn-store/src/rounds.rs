@@ -101,12 +101,7 @@ pub(crate) async fn admit_round(
     if plan.cancel_going
         && let Some(by) = slots.first()
     {
-        cancelled = cancel_going(conn, &routine_id, by).await?;
-        let gone = cancelled.len() as u64;
-        if let Some(total) = batch.running_total.as_mut() {
-            *total = total.saturating_sub(gone);
-        }
-        batch.routine(&routine_id).running = Some(0);
+        cancelled = cancel_counted(conn, batch, &routine_id, by).await?;
     }
     let mut recorded = Vec::new();
     for run in noted {
@@ -117,25 +112,7 @@ pub(crate) async fn admit_round(
     let mut started = 0u64;
     let mut first_skip = None;
     for (run, fate) in slots.into_iter().zip(plan.fates) {
-        let mut in_queue = false;
-        let run = match fate {
-            Fate::Start => match batch.place(admission) {
-                Place::Start => run.clone(),
-                Place::Queue(reason) => {
-                    in_queue = true;
-                    queued(run, &reason)
-                }
-                Place::Full(reason) => skipped(run, &reason),
-            },
-            Fate::Wait => {
-                let mut waiting = run.clone();
-                waiting.status = RunStatus::Waiting;
-                waiting.owner = None;
-                waiting.lease_until = None;
-                waiting
-            }
-            Fate::Skip(reason) => skipped(run, &reason),
-        };
+        let (run, in_queue) = with_fate(batch, admission, run, fate);
         if batch.record(conn, ahead.as_mut(), &run).await? {
             if run.status == RunStatus::Running {
                 started += 1;
@@ -162,7 +139,59 @@ pub(crate) async fn admit_round(
             .await?;
     }
     crate::queue::settle_one_shot(conn, admission, &routine_id, &recorded).await?;
-    let admitted = if recorded
+    Ok(Round {
+        admitted: admitted(&recorded, first_skip),
+        runs: recorded,
+        cancelled,
+    })
+}
+
+/// Cancels what the round's `cancel_other` replaces, and takes the
+/// cancelled runs off the batch's counts.
+async fn cancel_counted(
+    conn: &mut sqlx::AnyConnection,
+    batch: &mut BatchState,
+    routine_id: &str,
+    by: &RoutineRun,
+) -> Result<Vec<RoutineRun>, StoreError> {
+    let cancelled = cancel_going(conn, routine_id, by).await?;
+    let gone = cancelled.len() as u64;
+    if let Some(total) = batch.running_total.as_mut() {
+        *total = total.saturating_sub(gone);
+    }
+    batch.routine(routine_id).running = Some(0);
+    Ok(cancelled)
+}
+
+/// A slot as its fate makes it: started where the caps place it, waiting
+/// or skipped; and whether the caps queued it.
+fn with_fate(
+    batch: &mut BatchState,
+    admission: &Admission,
+    run: &RoutineRun,
+    fate: Fate,
+) -> (RoutineRun, bool) {
+    match fate {
+        Fate::Start => match batch.place(admission) {
+            Place::Start => (run.clone(), false),
+            Place::Queue(reason) => (queued(run, &reason), true),
+            Place::Full(reason) => (skipped(run, &reason), false),
+        },
+        Fate::Wait => {
+            let mut waiting = run.clone();
+            waiting.status = RunStatus::Waiting;
+            waiting.owner = None;
+            waiting.lease_until = None;
+            (waiting, false)
+        }
+        Fate::Skip(reason) => (skipped(run, &reason), false),
+    }
+}
+
+/// What a round admitted: started (or queued) when any run is going, taken
+/// when nothing was recorded, else skipped for the first skip's reason.
+fn admitted(recorded: &[RoutineRun], first_skip: Option<String>) -> Admitted {
+    if recorded
         .iter()
         .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
     {
@@ -171,10 +200,5 @@ pub(crate) async fn admit_round(
         Admitted::Taken
     } else {
         Admitted::Skipped(first_skip.unwrap_or_else(|| "skipped".to_string()))
-    };
-    Ok(Round {
-        admitted,
-        runs: recorded,
-        cancelled,
-    })
+    }
 }

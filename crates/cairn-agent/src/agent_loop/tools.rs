@@ -11,7 +11,7 @@ use super::{AgentLoop, LoopDelegate, LoopEvent, ToolCallRecord, call_signature};
 use crate::hooks::HookFlow;
 use crate::runner::{Gate, Permit, ToolResult, ToolStatus};
 use crate::safety::scrub;
-use crate::tools::{RiskLevel, ToolContext};
+use crate::tools::{RiskLevel, ToolContext, ToolRegistry};
 
 /// What to do for one call of a batch.
 enum Slot {
@@ -49,30 +49,46 @@ impl TurnCalls {
         records: &mut Vec<ToolCallRecord>,
         first_index: usize,
     ) -> Vec<ToolResult> {
-        let runner = agent.runner();
-        let registry = runner.registry();
+        let registry = agent.runner().registry();
         let mut calls: Vec<ToolCall> = calls.to_vec();
-
         // Hooks first, in order: they may rewrite a call, which changes what it does.
-        let mut hook_refusals = Vec::with_capacity(calls.len());
-        for call in &mut calls {
-            hook_refusals.push(match agent.hooks().before_tool_call(call).await {
-                HookFlow::Cancel(reason) => Some(format!("refused by a hook: {reason}")),
-                HookFlow::Continue => None,
-            });
-        }
-        // A write or dangerous call may change what any earlier read saw.
-        let mutates = calls.iter().zip(&hook_refusals).any(|(call, refused)| {
-            refused.is_none()
-                && registry
-                    .get(&call.name)
-                    .is_some_and(|tool| tool.spec().risk() != RiskLevel::ReadOnly)
-        });
+        let hook_refusals = before_hooks(agent, &mut calls).await;
+        let mutates = mutates(&registry, &calls, &hook_refusals);
         if mutates {
             self.reusable.clear();
         }
+        let slots = self
+            .plan(
+                agent,
+                delegate,
+                &registry,
+                &calls,
+                hook_refusals,
+                mutates,
+                ctx,
+            )
+            .await;
+        let ran = run_permitted(agent, delegate, &calls, slots, ctx, first_index).await;
+        self.finish(agent, delegate, &calls, ran, ctx, records)
+            .await
+    }
 
-        // Then, in order: de-duplication, policy and approval.
+    /// In order: de-duplication, policy and approval.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one step of `run`, handed what that step reads"
+    )]
+    async fn plan(
+        &self,
+        agent: &AgentLoop,
+        delegate: &dyn LoopDelegate,
+        registry: &ToolRegistry,
+        calls: &[ToolCall],
+        hook_refusals: Vec<Option<String>>,
+        mutates: bool,
+        ctx: &ToolContext,
+    ) -> Vec<Slot> {
+        let runner = agent.runner();
         let mut slots = Vec::with_capacity(calls.len());
         let mut in_batch: HashMap<String, usize> = HashMap::new();
         for (index, (call, refusal)) in calls.iter().zip(hook_refusals).enumerate() {
@@ -114,54 +130,22 @@ impl TurnCalls {
                 },
             );
         }
+        slots
+    }
 
-        // Phase 2: every permitted call at once.
-        let count = calls.len();
-        let mut results: Vec<Option<(ToolResult, bool)>> = vec![None; count];
-        let mut copy_of: Vec<Option<usize>> = vec![None; count];
-        let mut keep: Vec<Option<String>> = vec![None; count];
-        let mut running = JoinSet::new();
-        for (index, slot) in slots.into_iter().enumerate() {
-            match slot {
-                Slot::Run { permit, keep: key } => {
-                    keep[index] = key;
-                    delegate.on_event(LoopEvent::ToolStarted {
-                        call_id: calls[index].id.clone(),
-                        tool: permit.tool_name().to_string(),
-                    });
-                    let runner = runner.clone();
-                    let ctx = ctx.clone();
-                    running.spawn(async move { (index, runner.execute(permit, &ctx).await) });
-                }
-                Slot::Ready { result, reused } => results[index] = Some((result, reused)),
-                Slot::SameAs(first) => copy_of[index] = Some(first),
-            }
-        }
-        while let Some(joined) = running.join_next().await {
-            match joined {
-                Ok((index, result)) => {
-                    delegate.on_event(LoopEvent::ToolFinished {
-                        call_id: result.call_id.clone(),
-                        tool: result.tool.clone(),
-                        status: result.status,
-                    });
-                    // Kept as soon as it exists (at its final place), so a
-                    // crash while slower calls still run does not lose it.
-                    delegate
-                        .on_message(first_index + index, &result.to_message())
-                        .await;
-                    results[index] = Some((result, false));
-                }
-                // The runner catches tool panics; a join error means the task
-                // itself was aborted. Its slot is filled as cancelled below.
-                Err(error) => tracing::error!(%error, "tool task ended abnormally"),
-            }
-        }
-
-        // Phase 3, in order: copies, records, after-call hooks.
-        let mut out: Vec<ToolResult> = Vec::with_capacity(count);
+    /// In order: copies, records, after-call hooks.
+    async fn finish(
+        &mut self,
+        agent: &AgentLoop,
+        delegate: &dyn LoopDelegate,
+        calls: &[ToolCall],
+        mut ran: Ran,
+        ctx: &ToolContext,
+        records: &mut Vec<ToolCallRecord>,
+    ) -> Vec<ToolResult> {
+        let mut out: Vec<ToolResult> = Vec::with_capacity(calls.len());
         for (index, call) in calls.iter().enumerate() {
-            let (result, reused) = match (copy_of[index], results[index].take()) {
+            let (result, reused) = match (ran.copy_of[index], ran.results[index].take()) {
                 (Some(first), _) => {
                     let mut copy = out[first].clone();
                     copy.call_id.clone_from(&call.id);
@@ -169,7 +153,7 @@ impl TurnCalls {
                 }
                 (None, Some(pair)) => pair,
                 (None, None) => (
-                    runner.refused(
+                    agent.runner().refused(
                         call,
                         ToolStatus::Cancelled,
                         "the tool task was aborted",
@@ -186,7 +170,7 @@ impl TurnCalls {
                 });
             }
             // Only answers of a tool that ran are worth reusing, not timeouts or cancellations.
-            if let Some(signature) = keep[index].take()
+            if let Some(signature) = ran.keep[index].take()
                 && matches!(result.status, ToolStatus::Success | ToolStatus::Failed)
             {
                 self.reusable.insert(signature, result.clone());
@@ -204,6 +188,94 @@ impl TurnCalls {
         }
         out
     }
+}
+
+/// Runs the before-call hooks in order; a refusal per call, or none.
+async fn before_hooks(agent: &AgentLoop, calls: &mut [ToolCall]) -> Vec<Option<String>> {
+    let mut hook_refusals = Vec::with_capacity(calls.len());
+    for call in calls {
+        hook_refusals.push(match agent.hooks().before_tool_call(call).await {
+            HookFlow::Cancel(reason) => Some(format!("refused by a hook: {reason}")),
+            HookFlow::Continue => None,
+        });
+    }
+    hook_refusals
+}
+
+/// Whether the batch makes a write or dangerous call, which may change what
+/// any earlier read saw.
+fn mutates(registry: &ToolRegistry, calls: &[ToolCall], hook_refusals: &[Option<String>]) -> bool {
+    calls.iter().zip(hook_refusals).any(|(call, refused)| {
+        refused.is_none()
+            && registry
+                .get(&call.name)
+                .is_some_and(|tool| tool.spec().risk() != RiskLevel::ReadOnly)
+    })
+}
+
+/// Each call's state once the permitted ones ran, by call index.
+struct Ran {
+    /// The result, and whether it was reused.
+    results: Vec<Option<(ToolResult, bool)>>,
+    /// The earlier call of the batch whose result this one copies.
+    copy_of: Vec<Option<usize>>,
+    /// The key to keep the result under for reuse.
+    keep: Vec<Option<String>>,
+}
+
+/// Runs every permitted call at once, keeping each result as it arrives.
+async fn run_permitted(
+    agent: &AgentLoop,
+    delegate: &dyn LoopDelegate,
+    calls: &[ToolCall],
+    slots: Vec<Slot>,
+    ctx: &ToolContext,
+    first_index: usize,
+) -> Ran {
+    let count = calls.len();
+    let mut ran = Ran {
+        results: vec![None; count],
+        copy_of: vec![None; count],
+        keep: vec![None; count],
+    };
+    let mut running = JoinSet::new();
+    for (index, slot) in slots.into_iter().enumerate() {
+        match slot {
+            Slot::Run { permit, keep: key } => {
+                ran.keep[index] = key;
+                delegate.on_event(LoopEvent::ToolStarted {
+                    call_id: calls[index].id.clone(),
+                    tool: permit.tool_name().to_string(),
+                });
+                let runner = agent.runner().clone();
+                let ctx = ctx.clone();
+                running.spawn(async move { (index, runner.execute(permit, &ctx).await) });
+            }
+            Slot::Ready { result, reused } => ran.results[index] = Some((result, reused)),
+            Slot::SameAs(first) => ran.copy_of[index] = Some(first),
+        }
+    }
+    while let Some(joined) = running.join_next().await {
+        match joined {
+            Ok((index, result)) => {
+                delegate.on_event(LoopEvent::ToolFinished {
+                    call_id: result.call_id.clone(),
+                    tool: result.tool.clone(),
+                    status: result.status,
+                });
+                // Kept as soon as it exists (at its final place), so a
+                // crash while slower calls still run does not lose it.
+                delegate
+                    .on_message(first_index + index, &result.to_message())
+                    .await;
+                ran.results[index] = Some((result, false));
+            }
+            // The runner catches tool panics; a join error means the task
+            // itself was aborted. Its slot is filled as cancelled in `finish`.
+            Err(error) => tracing::error!(%error, "tool task ended abnormally"),
+        }
+    }
+    ran
 }
 
 fn scrubbed(arguments: &serde_json::Value) -> serde_json::Value {

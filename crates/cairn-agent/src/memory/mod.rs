@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::clock::Clock;
 use cairn_llm::EmbeddingsClient;
-use cairn_store::{MemoryCategory, MemoryDoc, NewMemory, Store, StoreError};
+use cairn_store::{KeywordHit, MemoryCategory, MemoryDoc, NewMemory, Store, StoreError};
 use serde::Serialize;
 use tokio::task::JoinSet;
 use uuid::Uuid;
@@ -382,31 +382,7 @@ impl MemoryService {
             },
         };
 
-        let mut merged: HashMap<Uuid, Candidate> = HashMap::new();
-        for hit in keyword {
-            merged.insert(
-                hit.doc.id,
-                Candidate {
-                    id: hit.doc.id,
-                    doc: Some(hit.doc),
-                    keyword: Some(hit.score),
-                    vector: None,
-                    score: 0.0,
-                },
-            );
-        }
-        for (id, similarity) in vectors {
-            merged
-                .entry(id)
-                .or_insert(Candidate {
-                    id,
-                    doc: None,
-                    keyword: None,
-                    vector: None,
-                    score: 0.0,
-                })
-                .vector = Some(similarity);
-        }
+        let merged = merge(keyword, vectors);
         let (vw, kw) = self.weights();
         let mut scored: Vec<Candidate> = merged
             .into_values()
@@ -587,6 +563,36 @@ pub fn top_similar(query: &[f32], stored: &[(Uuid, Vec<f32>)], k: usize) -> Vec<
     scores.sort_by(|a, b| b.1.total_cmp(&a.1));
     scores.truncate(k);
     scores
+}
+
+/// The keyword and vector hits, one candidate per document, unscored.
+fn merge(keyword: Vec<KeywordHit>, vectors: Vec<(Uuid, f64)>) -> HashMap<Uuid, Candidate> {
+    let mut merged: HashMap<Uuid, Candidate> = HashMap::new();
+    for hit in keyword {
+        merged.insert(
+            hit.doc.id,
+            Candidate {
+                id: hit.doc.id,
+                doc: Some(hit.doc),
+                keyword: Some(hit.score),
+                vector: None,
+                score: 0.0,
+            },
+        );
+    }
+    for (id, similarity) in vectors {
+        merged
+            .entry(id)
+            .or_insert(Candidate {
+                id,
+                doc: None,
+                keyword: None,
+                vector: None,
+                score: 0.0,
+            })
+            .vector = Some(similarity);
+    }
+    merged
 }
 
 #[cfg(test)]

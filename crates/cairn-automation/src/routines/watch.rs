@@ -136,8 +136,6 @@ fn cap(text: &str, limit: usize) -> String {
 pub fn decide(spec: &WatchSpec<'_>, state: &Value, seen: &Observation) -> Decision {
     let mut st: Map<String, Value> = state.as_object().cloned().unwrap_or_default();
     let n = |st: &Map<String, Value>, k: &str| st.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let flag =
-        |st: &Map<String, Value>, k: &str| st.get(k).and_then(Value::as_bool).unwrap_or(false);
     let check = n(&st, "checks") + 1;
     st.insert("checks".into(), json!(check));
     let line = if seen.ok {
@@ -160,69 +158,8 @@ pub fn decide(spec: &WatchSpec<'_>, state: &Value, seen: &Observation) -> Decisi
             // A change of state either way: the first error, or the recovery.
             (was_erroring != erroring).then_some(line)
         }
-        WatchStrategy::OnThreshold => {
-            let expression = spec
-                .config
-                .get("expression")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let verdict = if seen.ok {
-                cairn_core::threshold::parse(expression)
-                    .and_then(|e| e.eval(&as_json(&seen.text)))
-                    .map_err(|e| e.to_string())
-            } else {
-                Err(format!(
-                    "the check failed: {}",
-                    cap(&seen.text, RESULT_CHARS)
-                ))
-            };
-            match verdict {
-                Ok(hit) => {
-                    st.insert("expression_error".into(), json!(false));
-                    hit.then_some(line)
-                }
-                Err(error) => {
-                    let told = flag(&st, "expression_error");
-                    st.insert("expression_error".into(), json!(true));
-                    (!told).then(|| {
-                        format!(
-                            "Error: cannot evaluate `{expression}` (told once, until a check \
-                             evaluates again): {error}"
-                        )
-                    })
-                }
-            }
-        }
-        WatchStrategy::Summary => {
-            let size = spec
-                .config
-                .get("batch_size")
-                .and_then(Value::as_u64)
-                .filter(|n| *n >= 1)
-                .unwrap_or(DEFAULT_BATCH_SIZE);
-            let mut batch = st
-                .get("batch")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let text = cap(&seen.text, BATCH_ENTRY_CHARS);
-            batch.push(if seen.ok {
-                json!({"check": check, "result": as_json(&text)})
-            } else {
-                json!({"check": check, "error": text})
-            });
-            if batch.len() as u64 >= size {
-                st.insert("batch".into(), json!([]));
-                Some(format!(
-                    "Summary ({} checks): {}",
-                    batch.len(),
-                    Value::Array(batch)
-                ))
-            } else {
-                st.insert("batch".into(), Value::Array(batch));
-                None
-            }
-        }
+        WatchStrategy::OnThreshold => on_threshold(spec, &mut st, seen, line),
+        WatchStrategy::Summary => summarise(spec, &mut st, seen, check),
     };
     let notice = body.map(|body| {
         let told = n(&st, "notifications") + 1;
@@ -243,6 +180,88 @@ pub fn decide(spec: &WatchSpec<'_>, state: &Value, seen: &Observation) -> Decisi
         check,
         notice,
     }
+}
+
+/// `on_threshold`: the result line when the expression holds; an error
+/// it cannot be evaluated is told once, until a check evaluates again.
+fn on_threshold(
+    spec: &WatchSpec<'_>,
+    st: &mut Map<String, Value>,
+    seen: &Observation,
+    line: String,
+) -> Option<String> {
+    let expression = spec
+        .config
+        .get("expression")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let verdict = if seen.ok {
+        cairn_core::threshold::parse(expression)
+            .and_then(|e| e.eval(&as_json(&seen.text)))
+            .map_err(|e| e.to_string())
+    } else {
+        Err(format!(
+            "the check failed: {}",
+            cap(&seen.text, RESULT_CHARS)
+        ))
+    };
+    match verdict {
+        Ok(hit) => {
+            st.insert("expression_error".into(), json!(false));
+            hit.then_some(line)
+        }
+        Err(error) => {
+            let told = flag(st, "expression_error");
+            st.insert("expression_error".into(), json!(true));
+            (!told).then(|| {
+                format!(
+                    "Error: cannot evaluate `{expression}` (told once, until a check \
+                     evaluates again): {error}"
+                )
+            })
+        }
+    }
+}
+
+/// `summary`: the check joins the batch; a full batch is told and emptied.
+fn summarise(
+    spec: &WatchSpec<'_>,
+    st: &mut Map<String, Value>,
+    seen: &Observation,
+    check: u64,
+) -> Option<String> {
+    let size = spec
+        .config
+        .get("batch_size")
+        .and_then(Value::as_u64)
+        .filter(|n| *n >= 1)
+        .unwrap_or(DEFAULT_BATCH_SIZE);
+    let mut batch = st
+        .get("batch")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let text = cap(&seen.text, BATCH_ENTRY_CHARS);
+    batch.push(if seen.ok {
+        json!({"check": check, "result": as_json(&text)})
+    } else {
+        json!({"check": check, "error": text})
+    });
+    if batch.len() as u64 >= size {
+        st.insert("batch".into(), json!([]));
+        Some(format!(
+            "Summary ({} checks): {}",
+            batch.len(),
+            Value::Array(batch)
+        ))
+    } else {
+        st.insert("batch".into(), Value::Array(batch));
+        None
+    }
+}
+
+fn flag(st: &Map<String, Value>, key: &str) -> bool {
+    st.get(key).and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// The first line of a check's run summary.

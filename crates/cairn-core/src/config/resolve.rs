@@ -125,65 +125,10 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
             unavailable: None,
         };
         if let Some(fv) = file_settings.values.get(def.key) {
-            resolved.value = Some(fv.value.clone());
-            resolved.source = Source::File { line: fv.line };
-            // A secret may name the variable that holds it: `api_key = "${VAR}"`.
-            // Unset, the value is unavailable: only what reads it fails.
-            if def.secret
-                && let Some(Value::Text(text)) = &resolved.value
-            {
-                match crate::text::expand_vars(text, &input.env) {
-                    Ok(value) => resolved.value = Some(Value::Text(value)),
-                    Err(variable) => {
-                        resolved.value = None;
-                        resolved.unavailable = Some(Unavailable {
-                            origin: format!("{file_name}:{}", fv.line),
-                            key: def.key.to_string(),
-                            variable,
-                        });
-                    }
-                }
-            }
+            from_file(&mut resolved, fv, input, &file_name);
         }
-        if let Some((var, raw)) = def.env.iter().find_map(|var| {
-            input
-                .env
-                .get(*var)
-                .filter(|v| !v.is_empty())
-                .map(|v| (*var, v))
-        }) {
-            match parse_env(def.kind, raw) {
-                Some(value) => {
-                    resolved.value = Some(value);
-                    resolved.source = Source::Env {
-                        var: var.to_string(),
-                    };
-                    resolved.unavailable = None;
-                }
-                None => errors.push(ConfigError::BadEnv {
-                    var: var.to_string(),
-                    key: def.key.to_string(),
-                    expected: def.kind.expected(),
-                    found: if def.secret {
-                        "********".to_string()
-                    } else {
-                        raw.clone()
-                    },
-                }),
-            }
-        }
-        if def.kind == Kind::Zone
-            && let Some(Value::Text(zone)) = &resolved.value
-            && zone.parse::<chrono_tz::Tz>().is_err()
-        {
-            errors.push(ConfigError::BadValue {
-                origin: origin(&resolved.source, &file_name),
-                key: def.key.to_string(),
-                message: format!(
-                    "unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""
-                ),
-            });
-        }
+        from_env(&mut resolved, input, &mut errors);
+        check_zone(&resolved, &file_name, &mut errors);
         values.push(resolved);
     }
 
@@ -198,6 +143,79 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
         })
     } else {
         Err(ConfigErrors(errors))
+    }
+}
+
+/// The value the file sets; a secret written `${VAR}` is read from the
+/// environment, or unavailable when the variable is unset (only what reads
+/// it then fails).
+fn from_file(resolved: &mut Resolved, fv: &file::FileValue, input: &ConfigInput, file_name: &str) {
+    resolved.value = Some(fv.value.clone());
+    resolved.source = Source::File { line: fv.line };
+    // A secret may name the variable that holds it: `api_key = "${VAR}"`.
+    // Unset, the value is unavailable: only what reads it fails.
+    if resolved.def.secret
+        && let Some(Value::Text(text)) = &resolved.value
+    {
+        match crate::text::expand_vars(text, &input.env) {
+            Ok(value) => resolved.value = Some(Value::Text(value)),
+            Err(variable) => {
+                resolved.value = None;
+                resolved.unavailable = Some(Unavailable {
+                    origin: format!("{file_name}:{}", fv.line),
+                    key: resolved.def.key.to_string(),
+                    variable,
+                });
+            }
+        }
+    }
+}
+
+/// The value the first non-empty variable of the setting sets, over the
+/// file's; one that does not parse is a problem.
+fn from_env(resolved: &mut Resolved, input: &ConfigInput, errors: &mut Vec<ConfigError>) {
+    if let Some((var, raw)) = resolved.def.env.iter().find_map(|var| {
+        input
+            .env
+            .get(*var)
+            .filter(|v| !v.is_empty())
+            .map(|v| (*var, v))
+    }) {
+        match parse_env(resolved.def.kind, raw) {
+            Some(value) => {
+                resolved.value = Some(value);
+                resolved.source = Source::Env {
+                    var: var.to_string(),
+                };
+                resolved.unavailable = None;
+            }
+            None => errors.push(ConfigError::BadEnv {
+                var: var.to_string(),
+                key: resolved.def.key.to_string(),
+                expected: resolved.def.kind.expected(),
+                found: if resolved.def.secret {
+                    "********".to_string()
+                } else {
+                    raw.clone()
+                },
+            }),
+        }
+    }
+}
+
+/// A time zone must be one the IANA database names.
+fn check_zone(resolved: &Resolved, file_name: &str, errors: &mut Vec<ConfigError>) {
+    if resolved.def.kind == Kind::Zone
+        && let Some(Value::Text(zone)) = &resolved.value
+        && zone.parse::<chrono_tz::Tz>().is_err()
+    {
+        errors.push(ConfigError::BadValue {
+            origin: origin(&resolved.source, file_name),
+            key: resolved.def.key.to_string(),
+            message: format!(
+                "unknown time zone \"{zone}\"; expected an IANA name such as \"Europe/Paris\""
+            ),
+        });
     }
 }
 

@@ -45,7 +45,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use cairn_agent::agent_loop::LoopEvent;
-use cairn_agent::chat::{ChatSink, Inbound, Reply};
+use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolStatus};
 use cairn_store::ApiToken;
 use futures::{SinkExt, StreamExt};
@@ -347,35 +347,20 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
     let stream = state.open_stream(&token);
     let (mut socket_tx, mut socket_rx) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
-    let pending: Pending = Arc::default();
-    let channel = format!("ws:{conversation}");
-    let sink = Arc::new(Sink {
-        out: out.clone(),
-        pending: Arc::clone(&pending),
-        timeout: state.approval_timeout(),
-        events: Arc::clone(state.events()),
-        channel: channel.clone(),
-        conversation: conversation.clone(),
-    });
-    let mut bus = state.events().subscribe(None).live;
-    let mut turns = JoinSet::new();
-    let ping_every = state.ws_ping();
+    let mut conn = Connection::new(state, chat, out, conversation);
+    let mut bus = conn.state.events().subscribe(None).live;
+    let ping_every = conn.state.ws_ping();
     let mut ping = tokio::time::interval(ping_every);
     ping.tick().await;
     // Any frame from the client (a pong included) shows it is still there.
     let mut last_heard = tokio::time::Instant::now();
     let mut notices = tokio::time::interval(NOTICE_POLL);
     notices.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let _ = out.send(json!({"type": "ready", "conversation": conversation, "channel": channel}));
+    conn.send(json!({"type": "ready", "conversation": conn.conversation, "channel": conn.channel}));
     loop {
         tokio::select! {
             () = stream.ended().cancelled() => {
-                let close = if state.shutdown().is_cancelled() {
-                    CloseFrame { code: 1001, reason: "the daemon is stopping".into() }
-                } else {
-                    CloseFrame { code: 1008, reason: "the token was revoked or expired".into() }
-                };
-                let _ = socket_tx.send(Message::Close(Some(close))).await;
+                let _ = socket_tx.send(Message::Close(Some(conn.ended()))).await;
                 break;
             }
             frame = socket_rx.next() => {
@@ -383,91 +368,16 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
                     last_heard = tokio::time::Instant::now();
                 }
                 match frame {
-                Some(Ok(Message::Text(text))) => {
-                    let frame = match parse_frame(state.settings(), text.as_str()) {
-                        Ok(frame) => frame,
-                        Err(refusal) => {
-                            // Never reaches the agent or the store.
-                            let _ = out.send(error_frame(&refusal));
-                            continue;
-                        }
-                    };
-                    match frame {
-                        Ok(ClientFrame::Message { content, images }) => {
-                            // Counted before any is decoded or stored.
-                            if let Some(refusal) = cairn_core::image::too_many_images(images.len(), state.settings().max_images) {
-                                let _ = out.send(error_frame(&format!("{refusal}; it was not sent to the agent")));
-                                continue;
-                            }
-                            let mut inbound = Inbound {
-                                user_id: state.user_id().to_string(),
-                                channel: channel.clone(),
-                                thread: None,
-                                text: content,
-                                images: Vec::new(),
-                            };
-                            let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
-                            turns.spawn(async move {
-                                for (i, url) in images.iter().enumerate() {
-                                    if !url.trim_start().starts_with("data:") {
-                                        sink.send(error_frame(&format!("images[{i}]: send images as data: URLs")));
-                                        return;
-                                    }
-                                    match chat.image_from_url(url).await {
-                                        Ok(part) => inbound.images.push(part),
-                                        Err(e) => {
-                                            sink.send(error_frame(&format!("images[{i}]: {e}")));
-                                            return;
-                                        }
-                                    }
-                                }
-                                let reply = chat.handle(inbound, sink.as_ref()).await;
-                                sink.send(reply_frame(reply));
-                            });
-                        }
-                        Ok(ClientFrame::Approval { id, decision }) => {
-                            let waiting = pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-                            match waiting {
-                                Some(reply_to) => {
-                                    let _ = reply_to.send(match decision {
-                                        Decision::Approve => ApprovalAnswer::Yes,
-                                        Decision::Deny => ApprovalAnswer::No,
-                                        Decision::Always => ApprovalAnswer::Always,
-                                    });
-                                }
-                                None => {
-                                    let _ = out.send(error_frame(&format!(
-                                        "no approval request {id} is waiting (answered, expired or unknown)"
-                                    )));
-                                }
-                            }
-                        }
-                        Ok(ClientFrame::Stop) => {
-                            // The turn ends with its own `done` or `error` frame.
-                            if !chat.interrupt(state.user_id(), &channel) {
-                                let _ = out.send(error_frame("no turn is running"));
-                            }
-                        }
-                        Err(e) => {
-                            let _ = out.send(error_frame(&format!(
-                                "bad frame: {e}; expected {{\"type\":\"message\",\"content\":…}}, {{\"type\":\"approval\",\"id\":…,\"decision\":\"approve|deny|always\"}} or {{\"type\":\"stop\"}}"
-                            )));
-                        }
+                    Some(Ok(Message::Text(text))) => conn.on_text(text.as_str()),
+                    Some(Ok(Message::Binary(_))) => {
+                        conn.send(error_frame("binary frames are not understood; send JSON text frames"));
                     }
-                }
-                Some(Ok(Message::Binary(_))) => {
-                    let _ = out.send(error_frame("binary frames are not understood; send JSON text frames"));
-                }
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                Some(Err(e)) => {
-                    // A message past the hard cap, or a broken frame: say why, then close.
-                    let reason = format!("closing the connection: {e}");
-                    let _ = socket_tx.send(Message::Text(error_frame(&reason).to_string().into())).await;
-                    let close = CloseFrame { code: 1009, reason: "message too big or malformed".into() };
-                    let _ = socket_tx.send(Message::Close(Some(close))).await;
-                    break;
-                }
-                Some(Ok(Message::Close(_))) | None => break,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Err(e)) => {
+                        close_broken(&mut socket_tx, &e).await;
+                        break;
+                    }
+                    Some(Ok(Message::Close(_))) | None => break,
                 }
             }
             Some(frame) = out_rx.recv() => {
@@ -476,56 +386,251 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
                 }
             }
             _ = ping.tick() => {
-                if last_heard.elapsed() > ping_every * 2 {
-                    // A vanished client (its TCP connection never closed):
-                    // free its task instead of polling for it for months.
-                    tracing::info!(%conversation, "closing a WebSocket that answered no ping");
-                    let close = CloseFrame { code: 1011, reason: "no answer to pings".into() };
-                    let _ = tokio::time::timeout(ping_every, socket_tx.send(Message::Close(Some(close)))).await;
-                    break;
-                }
-                if socket_tx.send(Message::Ping(Default::default())).await.is_err() {
+                if !keep_alive(&mut socket_tx, last_heard, ping_every, &conn.conversation).await {
                     break;
                 }
             }
             received = bus.recv() => match received {
-                Ok(event) if event.kind == NOTIFICATION_RECORDED
-                    && event.data.get("user_id").and_then(Value::as_str) == Some(state.user_id()) => {
-                    let mut frame = event.data.clone();
-                    frame.remove("user_id");
-                    frame.insert("type".into(), "notification".into());
-                    frame.insert("event_id".into(), event.id.into());
-                    frame.insert("at".into(), json!(event.at));
-                    let _ = out.send(Value::Object(frame));
-                }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(event) => conn.on_event(&event),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                    bus = state.events().subscribe(None).live;
+                    bus = conn.state.events().subscribe(None).live;
                 }
             },
-            _ = notices.tick(), if turns.is_empty() => {
-                // A running turn announces finished tasks before its next
-                // model call; an idle conversation gets a turn of its own.
-                if chat.notices_waiting(state.user_id(), &channel).await {
-                    let (chat, sink) = (Arc::clone(&chat), Arc::clone(&sink));
-                    let user = state.user_id().to_string();
-                    let channel = channel.clone();
-                    turns.spawn(async move {
-                        if let Some(reply) = chat.deliver_notices(&user, &channel, sink.as_ref()).await {
-                            let mut frame = reply_frame(reply);
-                            if let Some(map) = frame.as_object_mut() {
-                                map.insert("automatic".into(), true.into());
-                            }
-                            sink.send(frame);
-                        }
-                    });
-                }
-            }
-            Some(_) = turns.join_next() => {}
+            _ = notices.tick(), if conn.turns.is_empty() => conn.deliver_notices().await,
+            Some(_) = conn.turns.join_next() => {}
         }
     }
     // A turn whose client left stops; the chat service keeps what it did.
-    turns.abort_all();
+    conn.turns.abort_all();
+}
+
+type SocketTx = futures::stream::SplitSink<WebSocket, Message>;
+
+/// Says why a message past the hard cap, or a broken frame, ends the
+/// connection, then closes it.
+async fn close_broken(socket_tx: &mut SocketTx, e: &axum::Error) {
+    let reason = format!("closing the connection: {e}");
+    let _ = socket_tx
+        .send(Message::Text(error_frame(&reason).to_string().into()))
+        .await;
+    let close = CloseFrame {
+        code: 1009,
+        reason: "message too big or malformed".into(),
+    };
+    let _ = socket_tx.send(Message::Close(Some(close))).await;
+}
+
+/// Pings the client, or closes the connection when it answered nothing for
+/// two intervals; false when the connection is done.
+async fn keep_alive(
+    socket_tx: &mut SocketTx,
+    last_heard: tokio::time::Instant,
+    ping_every: Duration,
+    conversation: &str,
+) -> bool {
+    if last_heard.elapsed() > ping_every * 2 {
+        // A vanished client (its TCP connection never closed):
+        // free its task instead of polling for it for months.
+        tracing::info!(%conversation, "closing a WebSocket that answered no ping");
+        let close = CloseFrame {
+            code: 1011,
+            reason: "no answer to pings".into(),
+        };
+        let _ = tokio::time::timeout(ping_every, socket_tx.send(Message::Close(Some(close)))).await;
+        return false;
+    }
+    socket_tx
+        .send(Message::Ping(Default::default()))
+        .await
+        .is_ok()
+}
+
+/// What one connection's handlers share: its chat session and the turns it
+/// runs.
+struct Connection {
+    state: AppState,
+    chat: Arc<ChatService>,
+    sink: Arc<Sink>,
+    out: mpsc::UnboundedSender<Value>,
+    pending: Pending,
+    channel: String,
+    conversation: String,
+    turns: JoinSet<()>,
+}
+
+impl Connection {
+    fn new(
+        state: AppState,
+        chat: Arc<ChatService>,
+        out: mpsc::UnboundedSender<Value>,
+        conversation: String,
+    ) -> Self {
+        let pending: Pending = Arc::default();
+        let channel = format!("ws:{conversation}");
+        let sink = Arc::new(Sink {
+            out: out.clone(),
+            pending: Arc::clone(&pending),
+            timeout: state.approval_timeout(),
+            events: Arc::clone(state.events()),
+            channel: channel.clone(),
+            conversation: conversation.clone(),
+        });
+        Connection {
+            state,
+            chat,
+            sink,
+            out,
+            pending,
+            channel,
+            conversation,
+            turns: JoinSet::new(),
+        }
+    }
+
+    fn send(&self, frame: Value) {
+        let _ = self.out.send(frame);
+    }
+
+    /// The close frame for a stream ended by the daemon or the token.
+    fn ended(&self) -> CloseFrame {
+        if self.state.shutdown().is_cancelled() {
+            CloseFrame {
+                code: 1001,
+                reason: "the daemon is stopping".into(),
+            }
+        } else {
+            CloseFrame {
+                code: 1008,
+                reason: "the token was revoked or expired".into(),
+            }
+        }
+    }
+
+    /// One text frame from the client.
+    fn on_text(&mut self, text: &str) {
+        let frame = match parse_frame(self.state.settings(), text) {
+            Ok(frame) => frame,
+            Err(refusal) => {
+                // Never reaches the agent or the store.
+                self.send(error_frame(&refusal));
+                return;
+            }
+        };
+        match frame {
+            Ok(ClientFrame::Message { content, images }) => self.on_message(content, images),
+            Ok(ClientFrame::Approval { id, decision }) => self.on_approval(&id, decision),
+            Ok(ClientFrame::Stop) => {
+                // The turn ends with its own `done` or `error` frame.
+                if !self.chat.interrupt(self.state.user_id(), &self.channel) {
+                    self.send(error_frame("no turn is running"));
+                }
+            }
+            Err(e) => self.send(error_frame(&format!(
+                "bad frame: {e}; expected {{\"type\":\"message\",\"content\":…}}, {{\"type\":\"approval\",\"id\":…,\"decision\":\"approve|deny|always\"}} or {{\"type\":\"stop\"}}"
+            ))),
+        }
+    }
+
+    /// Starts a turn for a message, its images decoded first.
+    fn on_message(&mut self, content: String, images: Vec<String>) {
+        // Counted before any is decoded or stored.
+        if let Some(refusal) =
+            cairn_core::image::too_many_images(images.len(), self.state.settings().max_images)
+        {
+            self.send(error_frame(&format!(
+                "{refusal}; it was not sent to the agent"
+            )));
+            return;
+        }
+        let mut inbound = Inbound {
+            user_id: self.state.user_id().to_string(),
+            channel: self.channel.clone(),
+            thread: None,
+            text: content,
+            images: Vec::new(),
+        };
+        let (chat, sink) = (Arc::clone(&self.chat), Arc::clone(&self.sink));
+        self.turns.spawn(async move {
+            for (i, url) in images.iter().enumerate() {
+                if !url.trim_start().starts_with("data:") {
+                    sink.send(error_frame(&format!(
+                        "images[{i}]: send images as data: URLs"
+                    )));
+                    return;
+                }
+                match chat.image_from_url(url).await {
+                    Ok(part) => inbound.images.push(part),
+                    Err(e) => {
+                        sink.send(error_frame(&format!("images[{i}]: {e}")));
+                        return;
+                    }
+                }
+            }
+            let reply = chat.handle(inbound, sink.as_ref()).await;
+            sink.send(reply_frame(reply));
+        });
+    }
+
+    /// Hands the client's answer to the approval request waiting for it.
+    fn on_approval(&self, id: &str, decision: Decision) {
+        let waiting = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        match waiting {
+            Some(reply_to) => {
+                let _ = reply_to.send(match decision {
+                    Decision::Approve => ApprovalAnswer::Yes,
+                    Decision::Deny => ApprovalAnswer::No,
+                    Decision::Always => ApprovalAnswer::Always,
+                });
+            }
+            None => self.send(error_frame(&format!(
+                "no approval request {id} is waiting (answered, expired or unknown)"
+            ))),
+        }
+    }
+
+    /// Forwards the person's notifications as they are recorded.
+    fn on_event(&self, event: &crate::events::Event) {
+        if event.kind != NOTIFICATION_RECORDED
+            || event.data.get("user_id").and_then(Value::as_str) != Some(self.state.user_id())
+        {
+            return;
+        }
+        let mut frame = event.data.clone();
+        frame.remove("user_id");
+        frame.insert("type".into(), "notification".into());
+        frame.insert("event_id".into(), event.id.into());
+        frame.insert("at".into(), json!(event.at));
+        self.send(Value::Object(frame));
+    }
+
+    /// A running turn announces finished tasks before its next model call;
+    /// an idle conversation gets a turn of its own.
+    async fn deliver_notices(&mut self) {
+        if !self
+            .chat
+            .notices_waiting(self.state.user_id(), &self.channel)
+            .await
+        {
+            return;
+        }
+        let (chat, sink) = (Arc::clone(&self.chat), Arc::clone(&self.sink));
+        let user = self.state.user_id().to_string();
+        let channel = self.channel.clone();
+        self.turns.spawn(async move {
+            if let Some(reply) = chat.deliver_notices(&user, &channel, sink.as_ref()).await {
+                let mut frame = reply_frame(reply);
+                if let Some(map) = frame.as_object_mut() {
+                    map.insert("automatic".into(), true.into());
+                }
+                sink.send(frame);
+            }
+        });
+    }
 }
 
 fn error_frame(message: &str) -> Value {

@@ -60,17 +60,8 @@ pub(super) async fn listen(
     wal: PathBuf,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut conn = loop {
-        match connect(&url).await {
-            Ok(conn) => break conn,
-            Err(e) => {
-                tracing::warn!(error = %e, "change signal: cannot open a connection to watch the database; retrying");
-                tokio::select! {
-                    _ = stop.changed() => return,
-                    () = tokio::time::sleep(RETRY) => {}
-                }
-            }
-        }
+    let Some(mut conn) = open(&url, &mut stop).await else {
+        return;
     };
     // The WAL exists once a connection has read the database.
     let mut version = data_version(&mut conn).await.ok();
@@ -79,36 +70,10 @@ pub(super) async fn listen(
     // The first reading of the counters, then every waiter looks once:
     // a change made before we listened is not lost. The mode is set after,
     // so whoever waits for it (`signal_ready`) has had that wake.
-    match read_counters(&mut conn).await {
-        Ok(counters) => match hub.upgrade() {
-            Some(hub) => {
-                hub.counters_read(&counters);
-                hub.wake_all();
-            }
-            None => return,
-        },
-        Err(e) => tracing::warn!(error = %e, "change signal: cannot read the change counters"),
+    if !first_read(&mut conn, &hub).await {
+        return;
     }
-    let polling = match &watcher {
-        Ok(_) => {
-            tracing::debug!(wal = %wal.display(), "change signal: watching the WAL");
-            set_mode(&hub, SignalMode::WatchingWal { path: wal.clone() });
-            false
-        }
-        Err(e) => {
-            let reason = e.to_string();
-            tracing::warn!(wal = %wal.display(), error = %reason, every_secs = FALLBACK_POLL.as_secs(),
-                "change signal: file events unavailable; polling the database instead");
-            set_mode(
-                &hub,
-                SignalMode::Polling {
-                    every: FALLBACK_POLL,
-                    reason,
-                },
-            );
-            true
-        }
-    };
+    let polling = announce_mode(&hub, &wal, watcher.as_ref().err());
     let checkpoint = Arc::new(Notify::new());
     let checkpointer = tokio::spawn(checkpointer(
         url.clone(),
@@ -168,6 +133,69 @@ pub(super) async fn listen(
                 hub.wake_all();
                 rechecks.push(Instant::now() + RETRY);
             }
+        }
+    }
+}
+
+/// Opens the listener's own connection, retrying until it opens; `None`
+/// when the store stops first.
+async fn open(url: &str, stop: &mut watch::Receiver<bool>) -> Option<SqliteConnection> {
+    loop {
+        match connect(url).await {
+            Ok(conn) => return Some(conn),
+            Err(e) => {
+                tracing::warn!(error = %e, "change signal: cannot open a connection to watch the database; retrying");
+                tokio::select! {
+                    _ = stop.changed() => return None,
+                    () = tokio::time::sleep(RETRY) => {}
+                }
+            }
+        }
+    }
+}
+
+/// The first reading of the counters, after which every waiter looks once;
+/// false when the store is gone.
+async fn first_read(conn: &mut SqliteConnection, hub: &Weak<Hub>) -> bool {
+    match read_counters(conn).await {
+        Ok(counters) => match hub.upgrade() {
+            Some(hub) => {
+                hub.counters_read(&counters);
+                hub.wake_all();
+            }
+            None => return false,
+        },
+        Err(e) => tracing::warn!(error = %e, "change signal: cannot read the change counters"),
+    }
+    true
+}
+
+/// Sets the signal's mode, watching the WAL or, when file events are
+/// unavailable (`failed`), polling; whether it polls.
+fn announce_mode(hub: &Weak<Hub>, wal: &Path, failed: Option<&notify::Error>) -> bool {
+    match failed {
+        None => {
+            tracing::debug!(wal = %wal.display(), "change signal: watching the WAL");
+            set_mode(
+                hub,
+                SignalMode::WatchingWal {
+                    path: wal.to_path_buf(),
+                },
+            );
+            false
+        }
+        Some(e) => {
+            let reason = e.to_string();
+            tracing::warn!(wal = %wal.display(), error = %reason, every_secs = FALLBACK_POLL.as_secs(),
+                "change signal: file events unavailable; polling the database instead");
+            set_mode(
+                hub,
+                SignalMode::Polling {
+                    every: FALLBACK_POLL,
+                    reason,
+                },
+            );
+            true
         }
     }
 }

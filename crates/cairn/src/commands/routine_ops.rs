@@ -8,13 +8,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cairn_automation::routines::service::{
-    BackfillRequest, NextFire, RoutineService, ServiceError,
+    Backfill, BackfillRequest, NextFire, RoutineService, ServiceError,
 };
-use cairn_core::routine::{Overlap, Pause, RunStatus};
+use cairn_core::routine::{Overlap, Pause, RoutineRun, RunStatus};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde_json::json;
 
+use super::delivery::Settled;
 use super::routine::{Ctx, local, rfc3339};
 use crate::cli::RoutineBackfillArgs;
 use crate::exit::BadInput;
@@ -149,76 +150,25 @@ pub(super) async fn backfill(
     config: &cairn_core::config::Config,
     args: &RoutineBackfillArgs,
 ) -> anyhow::Result<ExitCode> {
-    let overlap = match &args.overlap {
-        Some(text) => Some(
-            text.parse::<Overlap>()
-                .map_err(|e| BadInput(format!("--overlap: {e}")))?,
-        ),
-        None => None,
-    };
-    let request = BackfillRequest {
-        from: instant(&args.from, ctx.zone, false, "--from")?,
-        to: instant(&args.to, ctx.zone, true, "--to")?,
-        overlap,
-        confirmed: args.yes,
-    };
+    let request = backfill_request(ctx, args)?;
     let done = ctx
         .service
         .backfill(&args.name, &request, &ctx.actor())
         .await
         .map_err(cli_error)?;
-    let routine = &done.routine;
-    let zone = cairn_automation::routines::define::zone_of(&routine.spec, ctx.zone);
+    let zone = cairn_automation::routines::define::zone_of(&done.routine.spec, ctx.zone);
     if !ctx.json {
-        for (slot, status) in &done.already {
-            let status = status.map_or_else(|| "recorded meanwhile".to_string(), |s| s.to_string());
-            println!(
-                "slot {} already has a run ({status}); not run again",
-                local(*slot, zone)
-            );
-        }
-        for (slot, why) in &done.skipped {
-            println!("slot {} skipped: {why}", local(*slot, zone));
-        }
-        if done.queued.is_empty() {
-            println!("nothing to run");
-        } else {
-            println!(
-                "running {} slot(s) of \"{}\" in order (overlap: {})",
-                done.queued.len(),
-                routine.spec.name,
-                done.overlap.as_str()
-            );
-        }
+        print_backfill_plan(&done, zone);
     }
-    let mut failed = false;
-    let mut ran = Vec::new();
-    let mut settled = Vec::new();
-    if !done.queued.is_empty() {
-        let automation = wiring::automation(config, &ctx.store, None).await?;
-        // What the runs record for delivery is delivered (or handed to a daemon) before exit.
-        automation.notifier.keep_recorded();
-        automation.engine.start_waiting(Some(routine.id)).await;
-        automation.engine.idle().await;
-        automation.engine.shutdown().await;
-        if let Some(rt) = &automation.runtime {
-            rt.jobs.shutdown().await;
-            rt.background.shutdown().await;
-        }
-        settled = super::delivery::settle(&automation.notifier, config).await;
-        for queued in &done.queued {
-            let run = ctx
-                .store
-                .get_run(queued.id)
-                .await?
-                .with_context(|| format!("run {} disappeared", queued.id))?;
-            failed |= run.status == RunStatus::Failed;
-            ran.push(run);
-        }
-    }
+    let (ran, settled) = if done.queued.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        run_backfill(ctx, config, &done).await?
+    };
+    let failed = ran.iter().any(|run| run.status == RunStatus::Failed);
     if ctx.json {
         let out = json!({
-            "routine": routine.spec.name,
+            "routine": done.routine.spec.name,
             "overlap": done.overlap.as_str(),
             "runs": ran.iter().map(|r| json!({
                 "slot": r.scheduled_for.map(rfc3339),
@@ -232,33 +182,109 @@ pub(super) async fn backfill(
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        for run in &ran {
-            let text = run
-                .skip_reason
-                .as_deref()
-                .or(run.result_summary.as_deref())
-                .unwrap_or("");
-            let slot = run
-                .scheduled_for
-                .map(|s| local(s, zone))
-                .unwrap_or_default();
-            match run.status {
-                RunStatus::Waiting | RunStatus::Running => println!(
-                    "slot {slot}: {} (another process has it; `cairn routine runs {}` shows it)",
-                    run.status, routine.spec.name
-                ),
-                status => println!("slot {slot}: {status}: {text}"),
-            }
-        }
-        for s in &settled {
-            println!("{}", s.line);
-        }
+        print_backfill_runs(&done.routine.spec.name, &ran, &settled, zone);
     }
     Ok(if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The backfill the arguments ask for.
+fn backfill_request(ctx: &Ctx, args: &RoutineBackfillArgs) -> anyhow::Result<BackfillRequest> {
+    let overlap = match &args.overlap {
+        Some(text) => Some(
+            text.parse::<Overlap>()
+                .map_err(|e| BadInput(format!("--overlap: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(BackfillRequest {
+        from: instant(&args.from, ctx.zone, false, "--from")?,
+        to: instant(&args.to, ctx.zone, true, "--to")?,
+        overlap,
+        confirmed: args.yes,
+    })
+}
+
+/// What the backfill found: slots already run, slots skipped, what runs.
+fn print_backfill_plan(done: &Backfill, zone: Tz) {
+    for (slot, status) in &done.already {
+        let status = status.map_or_else(|| "recorded meanwhile".to_string(), |s| s.to_string());
+        println!(
+            "slot {} already has a run ({status}); not run again",
+            local(*slot, zone)
+        );
+    }
+    for (slot, why) in &done.skipped {
+        println!("slot {} skipped: {why}", local(*slot, zone));
+    }
+    if done.queued.is_empty() {
+        println!("nothing to run");
+    } else {
+        println!(
+            "running {} slot(s) of \"{}\" in order (overlap: {})",
+            done.queued.len(),
+            done.routine.spec.name,
+            done.overlap.as_str()
+        );
+    }
+}
+
+/// Runs the queued slots in this process, then settles their deliveries;
+/// the runs as they ended, and the deliveries.
+async fn run_backfill(
+    ctx: &Ctx,
+    config: &cairn_core::config::Config,
+    done: &Backfill,
+) -> anyhow::Result<(Vec<RoutineRun>, Vec<Settled>)> {
+    let automation = wiring::automation(config, &ctx.store, None).await?;
+    // What the runs record for delivery is delivered (or handed to a daemon) before exit.
+    automation.notifier.keep_recorded();
+    automation.engine.start_waiting(Some(done.routine.id)).await;
+    automation.engine.idle().await;
+    automation.engine.shutdown().await;
+    if let Some(rt) = &automation.runtime {
+        rt.jobs.shutdown().await;
+        rt.background.shutdown().await;
+    }
+    let settled = super::delivery::settle(&automation.notifier, config).await;
+    let mut ran = Vec::new();
+    for queued in &done.queued {
+        let run = ctx
+            .store
+            .get_run(queued.id)
+            .await?
+            .with_context(|| format!("run {} disappeared", queued.id))?;
+        ran.push(run);
+    }
+    Ok((ran, settled))
+}
+
+/// Each run's slot and outcome, then the deliveries.
+fn print_backfill_runs(name: &str, ran: &[RoutineRun], settled: &[Settled], zone: Tz) {
+    for run in ran {
+        let text = run
+            .skip_reason
+            .as_deref()
+            .or(run.result_summary.as_deref())
+            .unwrap_or("");
+        let slot = run
+            .scheduled_for
+            .map(|s| local(s, zone))
+            .unwrap_or_default();
+        match run.status {
+            RunStatus::Waiting | RunStatus::Running => println!(
+                "slot {slot}: {} (another process has it; `cairn routine runs {name}` shows it)",
+                run.status
+            ),
+            status => println!("slot {slot}: {status}: {text}"),
+        }
+    }
+    for s in settled {
+        println!("{}", s.line);
+    }
 }
 
 /// A fire time to the second when jitter moved it off the minute.

@@ -154,7 +154,16 @@ impl RoutineEngine {
                 None => note,
             });
         }
-        let notification = self.notice(&routine, &run, &outcome);
+        self.record_outcome(&routine, &run, &outcome).await;
+        self.announce_finished(&routine, &run, &outcome, depth)
+            .await;
+    }
+
+    /// Ends the run in the store with its outcome, its notification and any
+    /// auto-pause, then does what follows a recorded end.
+    async fn record_outcome(&self, routine: &Routine, run: &RoutineRun, outcome: &ActionOutcome) {
+        let inner = &self.inner;
+        let notification = self.notice(routine, run, outcome);
         let now = inner.clock.now();
         let record = RunOutcome {
             status: outcome.status,
@@ -165,7 +174,7 @@ impl RoutineEngine {
             state: outcome.state.clone(),
             retain: Some(routine.spec.guardrails.retention),
         };
-        let auto_pause = self.auto_pause(&routine, &outcome, now);
+        let auto_pause = self.auto_pause(routine, outcome, now);
         // The notification and the run's end in one transaction, shared with
         // the other runs ending meanwhile (group commit).
         let finish = FinishRun {
@@ -180,18 +189,30 @@ impl RoutineEngine {
             Err(e) => {
                 // Keep the notification apart from a run end that cannot be recorded.
                 tracing::warn!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot end the run with its notification; recording them apart");
-                self.finish_apart(&routine, finish).await
+                self.finish_apart(routine, finish).await
             }
         };
         match finished {
             Ok(finished) => {
-                self.after_finish(&routine, &run, finished, notification, auto_pause)
+                self.after_finish(routine, run, finished, notification, auto_pause)
                     .await
             }
             Err(e) => {
                 tracing::error!(routine = %routine.spec.name, run = %run.id, error = %e, "cannot record the run's outcome")
             }
         }
+    }
+
+    /// Counts and logs the run's end, tells the run watchers and fires the
+    /// routines waiting for it.
+    async fn announce_finished(
+        &self,
+        routine: &Routine,
+        run: &RoutineRun,
+        outcome: &ActionOutcome,
+        depth: u32,
+    ) {
+        let inner = &self.inner;
         metrics::counter!("cairn_routine_runs_finished_total", "status" => outcome.status.as_str())
             .increment(1);
         tracing::info!(

@@ -450,51 +450,8 @@ impl RoutineService {
         self.gate(actor, &routine)?;
         let now = self.clock.now();
         let (from, to) = (request.from, request.to);
-        if from > to {
-            return Err(ServiceError::Invalid(format!(
-                "the range is empty: from {} is after to {}",
-                rfc3339(from),
-                rfc3339(to)
-            )));
-        }
-        if to > now {
-            return Err(ServiceError::Invalid(format!(
-                "to {} is in the future; a backfill runs past slots only (now is {})",
-                rfc3339(to),
-                rfc3339(now)
-            )));
-        }
-        if !routine.spec.enabled {
-            return Err(ServiceError::Conflict(format!(
-                "routine \"{name}\" is disabled; enable it first"
-            )));
-        }
-        if let Some(pause) = &routine.runtime.paused {
-            return Err(ServiceError::Conflict(format!(
-                "routine \"{name}\" is {}; resume it first",
-                cairn_store::paused_reason(pause)
-            )));
-        }
-        let max = usize::try_from(self.max_backfill).unwrap_or(usize::MAX);
-        let slots = slots_between(&routine, self.user_zone, from, to, max.saturating_add(1))
-            .map_err(ServiceError::Invalid)?;
-        if slots.len() > max && !request.confirmed {
-            let all = slots_between(&routine, self.user_zone, from, to, usize::MAX)
-                .map_err(ServiceError::Invalid)?;
-            return Err(ServiceError::TooMany {
-                name: name.to_string(),
-                from: rfc3339(from),
-                to: rfc3339(to),
-                count: all.len(),
-                max: self.max_backfill,
-            });
-        }
-        let slots = if request.confirmed {
-            slots_between(&routine, self.user_zone, from, to, usize::MAX)
-                .map_err(ServiceError::Invalid)?
-        } else {
-            slots
-        };
+        backfill_allowed(name, &routine, from, to, now)?;
+        let slots = self.backfill_slots(name, &routine, request)?;
         let overlap = request.overlap.unwrap_or(Overlap::BufferAll);
         let existing = self.store.slot_runs(routine.id, from, to).await?;
         let mut already: Vec<(DateTime<Utc>, Option<RunStatus>)> = Vec::new();
@@ -551,6 +508,37 @@ impl RoutineService {
         Ok(backfill)
     }
 
+    /// The slots a backfill covers; more than `routines.max_backfill` only
+    /// when confirmed.
+    fn backfill_slots(
+        &self,
+        name: &str,
+        routine: &Routine,
+        request: &BackfillRequest,
+    ) -> Result<Vec<DateTime<Utc>>, ServiceError> {
+        let (from, to) = (request.from, request.to);
+        let max = usize::try_from(self.max_backfill).unwrap_or(usize::MAX);
+        let slots = slots_between(routine, self.user_zone, from, to, max.saturating_add(1))
+            .map_err(ServiceError::Invalid)?;
+        if slots.len() > max && !request.confirmed {
+            let all = slots_between(routine, self.user_zone, from, to, usize::MAX)
+                .map_err(ServiceError::Invalid)?;
+            return Err(ServiceError::TooMany {
+                name: name.to_string(),
+                from: rfc3339(from),
+                to: rfc3339(to),
+                count: all.len(),
+                max: self.max_backfill,
+            });
+        }
+        Ok(if request.confirmed {
+            slots_between(routine, self.user_zone, from, to, usize::MAX)
+                .map_err(ServiceError::Invalid)?
+        } else {
+            slots
+        })
+    }
+
     fn backfill_run(
         &self,
         routine: &Routine,
@@ -582,6 +570,43 @@ impl RoutineService {
             lease_until: None,
         }
     }
+}
+
+/// Why a backfill of `routine` from `from` to `to` cannot run now, if it
+/// cannot: an empty or future range, or a disabled or paused routine.
+fn backfill_allowed(
+    name: &str,
+    routine: &Routine,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(), ServiceError> {
+    if from > to {
+        return Err(ServiceError::Invalid(format!(
+            "the range is empty: from {} is after to {}",
+            rfc3339(from),
+            rfc3339(to)
+        )));
+    }
+    if to > now {
+        return Err(ServiceError::Invalid(format!(
+            "to {} is in the future; a backfill runs past slots only (now is {})",
+            rfc3339(to),
+            rfc3339(now)
+        )));
+    }
+    if !routine.spec.enabled {
+        return Err(ServiceError::Conflict(format!(
+            "routine \"{name}\" is disabled; enable it first"
+        )));
+    }
+    if let Some(pause) = &routine.runtime.paused {
+        return Err(ServiceError::Conflict(format!(
+            "routine \"{name}\" is {}; resume it first",
+            cairn_store::paused_reason(pause)
+        )));
+    }
+    Ok(())
 }
 
 /// "1 problem", "3 problems".

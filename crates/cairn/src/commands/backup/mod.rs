@@ -196,77 +196,103 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     // The home is the owner's alone (0700) before the database creates files in it.
     home::create_dir(&home)?;
     let url = config.database_url.expose_secret();
-    let counts = super::runtime()?.block_on(async {
-        match manifest.database {
-            DatabaseForm::SqliteFile => {
-                let file = staging.join("database").join("cairn.db");
-                let (source, _) = Store::open(&sqlite_url(&file))
-                    .await
-                    .context("the archive's database does not open")?;
-                let (target, _) = Store::open(url)
-                    .await
-                    .context("cannot open the database to restore into")?;
-                let snapshot = source.snapshot().await?;
-                if manifest.schema_version == known {
-                    same_counts(&manifest.tables, &snapshot.counts())?;
-                }
-                let counts = super::db::copy_snapshot(snapshot, &target, args.force).await;
-                source.close().await;
-                target.close().await;
-                counts
-            }
-            DatabaseForm::Jsonl => {
-                let target = Store::connect(url)
-                    .await
-                    .context("cannot open the database to restore into")?;
-                // The rows fit the schema they were taken at: build that,
-                // fill it, then bring it up to date (conversions included).
-                target.migrate_up_to(manifest.schema_version).await?;
-                let counts =
-                    data::import(&target, &staging.join("database"), &manifest, args.force).await;
-                if counts.is_ok() {
-                    target.migrate().await?;
-                }
-                target.close().await;
-                counts
-            }
-        }
-    })?;
-    // Every file is written under a fresh name and renamed into place, and a
-    // link in the way is replaced (and reported), never written through: the
-    // agent may have planted links in the workspace, and nothing outside the
-    // home may be written or have its mode changed.
-    let mut replaced = Vec::new();
-    if let Some(text) = &config_text {
-        let (dir, name) = split(&config_path)?;
-        let tree = Tree::new(dir).private().replacing_links();
-        let written = tree
-            .write_from(name, &mut text.as_bytes(), args.force)
-            .with_context(|| format!("cannot write {}", config_path.display()))?;
-        replaced.extend(shown(dir, written.replaced_links));
-    }
-    let (files, _) = archive::list_tree("workspace", &staging.join("workspace"))?;
-    home::create_dir(&config.workspace)?;
-    let tree = Tree::new(&config.workspace).private().replacing_links();
-    for (name, path) in &files {
-        let relative = Path::new(name.trim_start_matches("workspace/"));
-        let mut input = open_staged(path)?;
-        let written = tree
-            .write_from(relative, &mut input, args.force)
-            .with_context(|| {
-                format!(
-                    "cannot restore {}",
-                    config.workspace.join(relative).display()
-                )
-            })?;
-        replaced.extend(shown(&config.workspace, written.replaced_links));
-    }
+    let counts = super::runtime()?.block_on(restore_database(
+        &manifest, &staging, url, known, args.force,
+    ))?;
+    let replaced = restore_files(
+        config_text.as_deref(),
+        &config_path,
+        &staging,
+        &config.workspace,
+        args.force,
+    )?;
     let restored = Manifest {
         tables: counts,
         ..manifest
     };
     report(&args.file, &restored, 0, &replaced, as_json, "restored")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Restores the archive's database into `url`: the SQLite file copied row
+/// by row, or the JSONL tables loaded at their schema and migrated; the
+/// rows each table holds.
+async fn restore_database(
+    manifest: &Manifest,
+    staging: &Staging,
+    url: &str,
+    known: i64,
+    force: bool,
+) -> anyhow::Result<Vec<TableCount>> {
+    match manifest.database {
+        DatabaseForm::SqliteFile => {
+            let file = staging.join("database").join("cairn.db");
+            let (source, _) = Store::open(&sqlite_url(&file))
+                .await
+                .context("the archive's database does not open")?;
+            let (target, _) = Store::open(url)
+                .await
+                .context("cannot open the database to restore into")?;
+            let snapshot = source.snapshot().await?;
+            if manifest.schema_version == known {
+                same_counts(&manifest.tables, &snapshot.counts())?;
+            }
+            let counts = super::db::copy_snapshot(snapshot, &target, force).await;
+            source.close().await;
+            target.close().await;
+            counts
+        }
+        DatabaseForm::Jsonl => {
+            let target = Store::connect(url)
+                .await
+                .context("cannot open the database to restore into")?;
+            // The rows fit the schema they were taken at: build that,
+            // fill it, then bring it up to date (conversions included).
+            target.migrate_up_to(manifest.schema_version).await?;
+            let counts = data::import(&target, &staging.join("database"), manifest, force).await;
+            if counts.is_ok() {
+                target.migrate().await?;
+            }
+            target.close().await;
+            counts
+        }
+    }
+}
+
+/// Writes the archive's config.toml and workspace files; the links found in
+/// the way and replaced.
+fn restore_files(
+    config_text: Option<&str>,
+    config_path: &Path,
+    staging: &Staging,
+    workspace: &Path,
+    force: bool,
+) -> anyhow::Result<Vec<String>> {
+    // Every file is written under a fresh name and renamed into place, and a
+    // link in the way is replaced (and reported), never written through: the
+    // agent may have planted links in the workspace, and nothing outside the
+    // home may be written or have its mode changed.
+    let mut replaced = Vec::new();
+    if let Some(text) = config_text {
+        let (dir, name) = split(config_path)?;
+        let tree = Tree::new(dir).private().replacing_links();
+        let written = tree
+            .write_from(name, &mut text.as_bytes(), force)
+            .with_context(|| format!("cannot write {}", config_path.display()))?;
+        replaced.extend(shown(dir, written.replaced_links));
+    }
+    let (files, _) = archive::list_tree("workspace", &staging.join("workspace"))?;
+    home::create_dir(workspace)?;
+    let tree = Tree::new(workspace).private().replacing_links();
+    for (name, path) in &files {
+        let relative = Path::new(name.trim_start_matches("workspace/"));
+        let mut input = open_staged(path)?;
+        let written = tree
+            .write_from(relative, &mut input, force)
+            .with_context(|| format!("cannot restore {}", workspace.join(relative).display()))?;
+        replaced.extend(shown(workspace, written.replaced_links));
+    }
+    Ok(replaced)
 }
 
 /// A file's directory and name.
