@@ -123,8 +123,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     let gateway = components::start_gateway(&sup, listener, &gateway_parts).await?;
     let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
     let mut reloader = reloader(&config, &automation, inbound.as_ref());
+    let signals = Signals::register();
     report_running(&store, &url).await?;
-    let signal = wait_for_stop(&mut reloader, config.home()).await;
+    let signal = wait_for_stop(&mut reloader, config.home(), signals).await;
     eprintln!("{signal}: stopping");
     let in_time = shut_down(&config, &sup, &automation, &store).await;
     write_last_state(&header, &components, clock.now()).await;
@@ -384,25 +385,19 @@ async fn first_pairing(
 
 /// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
 /// and when config.toml changes (file events, see [`config_watch`]).
-async fn wait_for_stop(reloader: &mut Reloader, home: &std::path::Path) -> &'static str {
+async fn wait_for_stop(
+    reloader: &mut Reloader,
+    home: &std::path::Path,
+    mut signals: Signals,
+) -> &'static str {
     let path = settings::config_path(home);
     let mut seen = modified(&path).await;
     let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
     tracing::debug!(file_events = watch.has_events(), path = %path.display(), "watching config.toml");
-    #[cfg(unix)]
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let stop = stop_signal();
+    let stop = signals.stop();
     tokio::pin!(stop);
     loop {
-        #[cfg(unix)]
-        let hangup = async {
-            match hup.as_mut() {
-                Some(h) => h.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let hangup = std::future::pending::<Option<()>>();
+        let hangup = signals.hangup();
         tokio::select! {
             signal = &mut stop => return signal,
             _ = hangup => {
@@ -450,18 +445,68 @@ async fn reload(reloader: &mut Reloader, why: &str) {
     }
 }
 
-/// Waits for SIGINT or SIGTERM; names the one that came.
-async fn stop_signal() -> &'static str {
+/// The signals that stop (SIGINT, SIGTERM) or reload (SIGHUP) the daemon,
+/// registered before it says it runs: a SIGTERM sent as soon as the
+/// "running" line shows is a clean stop, not the default kill.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            return tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn register() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+                hup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// Waits for SIGINT or SIGTERM; names the one that came. It takes the
+    /// stop signals, so SIGHUP can still be awaited beside it.
+    #[cfg(unix)]
+    fn stop(&mut self) -> impl std::future::Future<Output = &'static str> + use<> {
+        let (term, int) = (self.term.take(), self.int.take());
+        async move {
+            let recv = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
             };
+            tokio::select! {
+                () = recv(int) => "SIGINT",
+                () = recv(term) => "SIGTERM",
+            }
         }
     }
-    tokio::signal::ctrl_c().await.ok();
-    "SIGINT"
+
+    #[cfg(not(unix))]
+    fn stop(&mut self) -> impl std::future::Future<Output = &'static str> + use<> {
+        async {
+            tokio::signal::ctrl_c().await.ok();
+            "SIGINT"
+        }
+    }
+
+    /// The next SIGHUP (never, where there is none).
+    async fn hangup(&mut self) -> Option<()> {
+        #[cfg(unix)]
+        if let Some(h) = self.hup.as_mut() {
+            return h.recv().await;
+        }
+        std::future::pending().await
+    }
 }
