@@ -19,6 +19,7 @@
 pub mod in_order;
 pub mod inbox;
 pub mod people;
+pub mod slack;
 pub mod split;
 pub mod telegram;
 
