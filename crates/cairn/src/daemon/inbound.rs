@@ -73,7 +73,10 @@ impl InboundChannels {
         for name in names {
             let (changed, successor) = match wanted.get(name.as_str()) {
                 Some(c) if running.get(&name).is_some_and(|r| r.table == c.table) => continue,
-                Some(c) => (true, matches!(c.inbound, Inbound::Telegram(_))),
+                Some(c) => (
+                    true,
+                    matches!(c.inbound, Inbound::Telegram(_) | Inbound::Slack(_)),
+                ),
                 None => (false, false),
             };
             if let Some(old) = running.remove(&name)
@@ -96,33 +99,29 @@ impl InboundChannels {
             if running.contains_key(&channel.name) {
                 continue;
             }
-            let live = match &channel.inbound {
+            let adapter = match &channel.inbound {
                 Inbound::Telegram(spec) => {
-                    match wiring::telegram_adapter(&self.parts, &channel.name, spec) {
-                        Err(e) => {
-                            self.sup
-                                .unavailable(&component(&channel.name), format!("{e:#}"));
-                            None
-                        }
-                        Ok(adapter) => {
-                            let run = Arc::clone(&adapter);
-                            let stoppable =
-                                self.sup.spawn_stoppable(
-                                    &component(&channel.name),
-                                    move |cancel| {
-                                        let adapter = Arc::clone(&run);
-                                        async move {
-                                            adapter.run(cancel).await.map_err(anyhow::Error::msg)
-                                        }
-                                    },
-                                );
-                            Some((adapter, stoppable))
-                        }
-                    }
+                    wiring::telegram_adapter(&self.parts, &channel.name, spec)
+                        .map_err(|e| format!("{e:#}"))
                 }
-                Inbound::Unavailable(why) => {
-                    self.sup.unavailable(&component(&channel.name), why.clone());
+                Inbound::Slack(spec) => wiring::slack_adapter(&self.parts, &channel.name, spec)
+                    .map_err(|e| format!("{e:#}")),
+                Inbound::Unavailable(why) => Err(why.clone()),
+            };
+            let live = match adapter {
+                Err(why) => {
+                    self.sup.unavailable(&component(&channel.name), why);
                     None
+                }
+                Ok(adapter) => {
+                    let run = Arc::clone(&adapter);
+                    let stoppable =
+                        self.sup
+                            .spawn_stoppable(&component(&channel.name), move |cancel| {
+                                let adapter = Arc::clone(&run);
+                                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
+                            });
+                    Some((adapter, stoppable))
                 }
             };
             running.insert(

@@ -9,9 +9,12 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_agent::chat::ChatService;
 use cairn_automation::inbound::people::{PairingCodes, People};
+use cairn_automation::inbound::slack::api::SlackApi;
+use cairn_automation::inbound::slack::{self, SlackAdapter, SlackInbound};
 use cairn_automation::inbound::telegram::api::BotApi;
 use cairn_automation::inbound::telegram::{self, TelegramAdapter, TelegramInbound};
 use cairn_automation::inbound::{InboundAdapter, Pace};
+use cairn_automation::notify::channels::slack::SlackSpec;
 use cairn_automation::notify::channels::telegram::TelegramSpec;
 use cairn_automation::notify::{ChannelSpec, ParsedChannels, owner_id, parse_channels};
 use cairn_core::clock::SystemClock;
@@ -52,6 +55,8 @@ fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
 pub enum Inbound {
     /// A Telegram bot, ready to poll.
     Telegram(TelegramSpec),
+    /// A Slack app, ready to open its Socket Mode connection.
+    Slack(SlackSpec),
     /// Its table names an unset `${VAR}`: why (file, line, key, variable).
     Unavailable(String),
 }
@@ -85,6 +90,11 @@ pub fn inbound_channels(config: &Config) -> anyhow::Result<Vec<InboundChannel>> 
                 table: table(&name),
                 name,
                 inbound: Inbound::Telegram(t),
+            }),
+            ChannelSpec::Slack(s) if s.inbound => Some(InboundChannel {
+                table: table(&name),
+                name,
+                inbound: Inbound::Slack(s),
             }),
             _ => None,
         })
@@ -179,5 +189,40 @@ pub fn telegram_adapter(
         poll_wait: POLL_WAIT,
         lease: POLL_LEASE,
         pace: Pace::default(),
+    })))
+}
+
+/// The adapter of the Slack channel `name` (its tokens checked present).
+pub fn slack_adapter(
+    parts: &InboundParts,
+    name: &str,
+    spec: &SlackSpec,
+) -> anyhow::Result<Arc<dyn InboundAdapter>> {
+    let (Some(bot_token), Some(app_token)) = (&spec.bot_token, &spec.app_token) else {
+        anyhow::bail!("channels.{name}: inbound Slack needs bot_token and app_token");
+    };
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Slack")?;
+    Ok(Arc::new(SlackAdapter::new(SlackInbound {
+        api: SlackApi::new(bot_token.clone(), app_token.clone(), &spec.api_url, http),
+        people: People {
+            channel: name.to_string(),
+            app: "Slack",
+            allow_command: format!("{} {name}", slack::ALLOW_COMMAND),
+            allowed: spec.allowed_users.iter().cloned().collect(),
+            store: parts.store.clone(),
+            pairing: parts.pairing.clone(),
+            clock: Arc::new(SystemClock),
+        },
+        name: name.to_string(),
+        store: parts.store.clone(),
+        chat: Arc::clone(&parts.chat),
+        user_id: parts.user_id.clone(),
+        owner: parts.owner.clone(),
+        clock: Arc::new(SystemClock),
+        lease: POLL_LEASE,
+        pace: Pace {
+            typing_every: Duration::from_secs(3600),
+            ..Pace::default()
+        },
     })))
 }
