@@ -367,3 +367,39 @@ fn in_a_channel_the_bot_hears_a_mention_and_its_thread_and_an_event_routine_fire
     assert!(standin.all_acked(), "an envelope was not acknowledged");
     daemon.stop();
 }
+
+#[test]
+fn a_shared_picture_becomes_image_input_and_a_document_lands_in_the_inbox() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    llm.push(Scripted::text("Seen both"));
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon(&standin);
+    // A stranger's files are never fetched.
+    standin.share(STRANGER, "take this", &[("evil.txt", "text/plain")]);
+    standin.until("the stranger told", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == format!("D{STRANGER}"))
+    });
+    standin.share(
+        OWNER,
+        "look at these",
+        &[("photo.png", "image/png"), ("notes.txt", "text/plain")],
+    );
+    standin.until("the answer", |w| {
+        w.messages.values().any(|m| m.text == "Seen both")
+    });
+    assert_eq!(
+        standin.world(|w| w.downloads.clone()),
+        ["photo.png", "notes.txt"]
+    );
+    let request = llm.requests().last().unwrap().body.to_string();
+    assert!(request.contains("look at these"), "{request}");
+    assert!(request.contains("inbox/notes.txt"), "{request}");
+    assert!(request.contains("data:image/png;base64"), "no image in {request}");
+    let saved = std::fs::read_to_string(home.dir.join("workspace/inbox/notes.txt")).unwrap();
+    assert_eq!(saved, "hello from a document");
+    assert!(!home.dir.join("workspace/inbox/evil.txt").exists());
+    daemon.stop();
+}

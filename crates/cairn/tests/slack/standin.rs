@@ -14,7 +14,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -48,7 +48,12 @@ pub struct World {
     pub connections: usize,
     /// Methods to answer once with HTTP 429.
     limited: BTreeSet<String>,
+    /// Files downloaded (with the bot token), by name.
+    pub downloads: Vec<String>,
 }
+
+/// The bytes of a PNG (its signature is what cairn checks).
+pub const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR tiny picture";
 
 enum Command {
     Send(Value),
@@ -136,6 +141,19 @@ async fn method(
     Json(answer).into_response()
 }
 
+/// A file's `url_private`: the bot token is required, as Slack does.
+async fn file(State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap) -> Response {
+    if bearer(&headers) != BOT_TOKEN {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    s.world.lock().unwrap().downloads.push(name.clone());
+    if name.ends_with(".png") {
+        PNG.to_vec().into_response()
+    } else {
+        b"hello from a document".to_vec().into_response()
+    }
+}
+
 /// One Socket Mode connection: hello, then envelopes out and acks in.
 async fn connection(shared: Shared, stream: tokio::net::TcpStream) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
@@ -200,6 +218,7 @@ impl StandIn {
                 });
                 let app = axum::Router::new()
                     .route("/api/{method}", post(method))
+                    .route("/files/{name}", get(file))
                     .with_state(state);
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 tx.send(listener.local_addr().unwrap()).unwrap();
@@ -306,6 +325,31 @@ impl StandIn {
     /// A direct message from `user` (their DM channel is `D` + their id).
     pub fn dm(&self, user: &str, text: &str) -> String {
         self.event("message", user, &format!("D{user}"), None, text)
+    }
+
+    /// A direct message from `user` sharing files (`(name, mimetype)`).
+    pub fn share(&self, user: &str, text: &str, files: &[(&str, &str)]) -> String {
+        let base = self.url.trim_end_matches("/api/");
+        let files: Vec<Value> = files
+            .iter()
+            .map(|(name, mime)| {
+                json!({"id": format!("F{name}"), "name": name, "mimetype": mime,
+                "size": 64, "url_private": format!("{base}/files/{name}")})
+            })
+            .collect();
+        let ts = {
+            let mut w = self.shared.world.lock().unwrap();
+            w.next_ts += 1;
+            format!("2000.{:06}", w.next_ts)
+        };
+        let event = json!({"type": "message", "subtype": "file_share", "user": user, "text": text,
+            "ts": ts, "channel": format!("D{user}"), "channel_type": "im", "files": files});
+        self.envelope(
+            "events_api",
+            json!({"team_id": TEAM, "type": "event_callback",
+            "event_id": format!("Evf{ts}"), "event": event}),
+        );
+        ts
     }
 
     /// `user` presses the button with `value` on the message `ts`.
