@@ -43,6 +43,34 @@ pub fn telegram_channels(config: &Config) -> anyhow::Result<BTreeMap<String, Tel
         .collect())
 }
 
+/// The configured Slack channels by name (checked, `${VAR}` expanded).
+pub fn slack_channels(config: &Config) -> anyhow::Result<BTreeMap<String, SlackSpec>> {
+    Ok(parsed_channels(config)?
+        .specs
+        .into_iter()
+        .filter_map(|(name, spec)| match spec {
+            ChannelSpec::Slack(s) => Some((name, s)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// A client of the Slack app a spec names; `None` for a webhook alone.
+pub fn slack_api(spec: &SlackSpec) -> anyhow::Result<Option<SlackApi>> {
+    let Some(bot_token) = &spec.bot_token else {
+        return Ok(None);
+    };
+    // Without an app token (outbound only) the app token's calls are refused.
+    let app_token = spec.app_token.clone().unwrap_or_default();
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Slack")?;
+    Ok(Some(SlackApi::new(
+        bot_token.clone(),
+        app_token,
+        &spec.api_url,
+        http,
+    )))
+}
+
 fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
     let section = config.notify.channels.as_ref();
     parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(|errors| {
@@ -198,12 +226,11 @@ pub fn slack_adapter(
     name: &str,
     spec: &SlackSpec,
 ) -> anyhow::Result<Arc<dyn InboundAdapter>> {
-    let (Some(bot_token), Some(app_token)) = (&spec.bot_token, &spec.app_token) else {
+    let (Some(api), true) = (slack_api(spec)?, spec.app_token.is_some()) else {
         anyhow::bail!("channels.{name}: inbound Slack needs bot_token and app_token");
     };
-    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Slack")?;
     Ok(Arc::new(SlackAdapter::new(SlackInbound {
-        api: SlackApi::new(bot_token.clone(), app_token.clone(), &spec.api_url, http),
+        api,
         people: People {
             channel: name.to_string(),
             app: "Slack",

@@ -397,9 +397,47 @@ fn a_shared_picture_becomes_image_input_and_a_document_lands_in_the_inbox() {
     let request = llm.requests().last().unwrap().body.to_string();
     assert!(request.contains("look at these"), "{request}");
     assert!(request.contains("inbox/notes.txt"), "{request}");
-    assert!(request.contains("data:image/png;base64"), "no image in {request}");
+    assert!(
+        request.contains("data:image/png;base64"),
+        "no image in {request}"
+    );
     let saved = std::fs::read_to_string(home.dir.join("workspace/inbox/notes.txt")).unwrap();
     assert_eq!(saved, "hello from a document");
     assert!(!home.dir.join("workspace/inbox/evil.txt").exists());
     daemon.stop();
+}
+
+#[test]
+fn doctor_checks_both_tokens_and_names_the_bot() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let slack_line = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("slack"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (_, out, _) = home.run(&["doctor"]);
+    let line = slack_line(&out);
+    assert!(
+        line.starts_with("ok") && line.contains("cairn in workspace T0TEAM01"),
+        "{out}"
+    );
+    assert!(out.contains("the app token opens Socket Mode"), "{out}");
+    let out = home
+        .cmd()
+        .env("SLACK_APP_TOKEN", "xapp-WRONG-token-value")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        slack_line(&out).starts_with("FAIL") && out.contains("invalid_auth"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("WRONG-token-value"),
+        "the token leaked: {out}"
+    );
 }
