@@ -166,7 +166,8 @@ fn an_allowed_users_message_is_answered_and_a_strangers_never_reaches_the_llm() 
     let (ok, out, err) = home.run(&["pair"]);
     assert!(ok, "{err}");
     let code = out.split_whitespace().nth(2).unwrap().to_string();
-    standin.dm("U0PAIRED1", &format!("/pair {code}"));
+    // Slack keeps `/…` for its commands: `pair <code>` as a message, or `/cairn pair <code>`.
+    standin.dm("U0PAIRED1", &format!("pair {code}"));
     standin.until("the pairing", |w| {
         w.messages
             .values()
@@ -176,6 +177,13 @@ fn an_allowed_users_message_is_answered_and_a_strangers_never_reaches_the_llm() 
     standin.dm("U0PAIRED1", "now?");
     standin.until("the paired user's answer", |w| {
         w.messages.values().any(|m| m.text == "Paired and answered")
+    });
+    // cairn's chat commands through the app's slash command, without the LLM.
+    standin.slash("U0PAIRED1", "DU0PAIRED1", "help");
+    standin.until("the help", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == "DU0PAIRED1" && m.text.contains("/new"))
     });
     assert_eq!(asked(&llm), ["hello", "now?"]);
     assert!(standin.all_acked(), "an envelope was not acknowledged");

@@ -352,6 +352,17 @@ impl StandIn {
         ts
     }
 
+    /// `user` types the app's slash command `/cairn text` in `channel`.
+    pub fn slash(&self, user: &str, channel: &str, text: &str) {
+        self.envelope(
+            "slash_commands",
+            json!({"token": "x", "team_id": TEAM,
+            "channel_id": channel, "user_id": user, "command": "/cairn", "text": text,
+            "api_app_id": "A0APP001", "response_url": "https://hooks.slack.invalid/commands/1",
+            "trigger_id": "4.5.6"}),
+        );
+    }
+
     /// `user` presses the button with `value` on the message `ts`.
     pub fn press(&self, user: &str, channel: &str, ts: &str, value: &str) {
         self.envelope(

@@ -127,6 +127,50 @@ pub struct Action {
     pub value: Option<String>,
 }
 
+/// A `slash_commands` payload: the app's command (say `/cairn new`),
+/// since Slack keeps a message starting with `/` for commands it knows.
+#[derive(Debug, Deserialize)]
+pub struct SlashCommand {
+    /// What follows the command: cairn's chat command, without its `/`.
+    #[serde(default)]
+    pub text: String,
+    /// Who typed it.
+    pub user_id: String,
+    /// Where.
+    pub channel_id: String,
+    /// The workspace.
+    #[serde(default)]
+    pub team_id: Option<String>,
+    /// Its id.
+    #[serde(default)]
+    pub trigger_id: String,
+}
+
+impl SlashCommand {
+    /// As a message with cairn's chat command (`/new`; `/help` alone).
+    pub fn as_message(&self) -> (MessageEvent, String) {
+        let typed = self.text.trim().trim_start_matches('/');
+        let text = if typed.is_empty() {
+            "/help".to_string()
+        } else {
+            format!("/{typed}")
+        };
+        let event = MessageEvent {
+            kind: "slash_command".into(),
+            subtype: None,
+            user: Some(self.user_id.clone()),
+            bot_id: None,
+            text: text.clone(),
+            ts: self.trigger_id.clone(),
+            thread_ts: None,
+            channel: self.channel_id.clone(),
+            channel_type: None,
+            files: Vec::new(),
+        };
+        (event, text)
+    }
+}
+
 impl MessageEvent {
     /// Whether a person wrote it (not an edit, a deletion, a join, or a
     /// bot, this one above all).
@@ -325,5 +369,19 @@ mod tests {
         assert!(parse_button("ap:abc:y").is_some());
         assert!(parse_button("ap:abc:x").is_none());
         assert!(parse_button("other").is_none());
+    }
+
+    #[test]
+    fn a_slash_command_carries_a_chat_command() {
+        let command: SlashCommand = serde_json::from_value(json!({"command": "/cairn",
+            "text": "pair ABCDE-FGHJK", "user_id": "U1", "channel_id": "D1", "trigger_id": "9.9"}))
+        .unwrap();
+        let (event, text) = command.as_message();
+        assert_eq!(text, "/pair ABCDE-FGHJK");
+        assert!(event.direct());
+        let bare: SlashCommand = serde_json::from_value(json!({"user_id": "U1",
+            "channel_id": "C1"}))
+        .unwrap();
+        assert_eq!(bare.as_message().1, "/help");
     }
 }

@@ -146,15 +146,46 @@ impl SlackAdapter {
             return;
         }
         let team = callback.team_id.unwrap_or_else(|| me.team_id.clone());
-        self.on_message(&team, event, text).await;
+        let thread = event.reply_thread();
+        let origin = event.ts.clone();
+        self.on_message(&team, event, text, thread, Some(origin))
+            .await;
     }
 
-    async fn on_message(&self, team: &str, event: MessageEvent, text: String) {
+    /// A `slash_commands` payload: the chat command it carries, from the
+    /// channel it was typed in, answered there.
+    async fn on_command(&self, me: &Identity, payload: Value) {
+        let Ok(command) = serde_json::from_value::<events::SlashCommand>(payload) else {
+            return;
+        };
+        let team = command
+            .team_id
+            .clone()
+            .unwrap_or_else(|| me.team_id.clone());
+        let (event, text) = command.as_message();
+        self.on_message(&team, event, text, None, None).await;
+    }
+
+    /// A message for the agent from `event`'s user, answered in `thread`
+    /// (a channel thread, or none), its progress shown on `origin`.
+    async fn on_message(
+        &self,
+        team: &str,
+        event: MessageEvent,
+        text: String,
+        thread: Option<String>,
+        origin: Option<String>,
+    ) {
         let cfg = &self.0.cfg;
         let Some(user) = event.user.clone() else {
             return;
         };
         if !cfg.people.allowed(&user).await {
+            // Slack keeps `/pair` for its own commands: `pair <code>` does too.
+            let text = match text.strip_prefix("pair ") {
+                Some(code) => format!("/pair {code}"),
+                None => text,
+            };
             if let Some(answer) = cfg.people.stranger(&user, &text).await {
                 self.say(&event, &user, &answer).await;
             }
@@ -169,7 +200,6 @@ impl SlackAdapter {
             .await;
             return;
         }
-        let thread = event.reply_thread();
         let channel = match (&thread, event.direct()) {
             (Some(root), false) => {
                 Self::lock(&self.0.threads).join(&event.channel, root);
@@ -199,7 +229,7 @@ impl SlackAdapter {
         converse(
             &cfg.chat,
             inbound,
-            Some(&event.ts),
+            origin.as_ref(),
             &conversation,
             &self.0.approvals,
             cfg.pace,

@@ -31,6 +31,11 @@ enum Ended {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A ping this often keeps the socket's path awake and shows it alive.
+const PING_EVERY: Duration = Duration::from_secs(30);
+/// Nothing heard for this long (not even a pong): the socket is dead
+/// though no one closed it (a network gone quiet).
+const SILENT_FOR: Duration = Duration::from_secs(100);
 
 impl SlackAdapter {
     fn lease(&self) -> chrono::Duration {
@@ -162,9 +167,21 @@ impl SlackAdapter {
         let cfg = &self.0.cfg;
         let mut renew = tokio::time::interval(cfg.lease / 4);
         renew.tick().await;
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        let mut heard = tokio::time::Instant::now();
         let ended = loop {
             let frame = tokio::select! {
                 () = cancel.cancelled() => break Ended::Cancelled,
+                _ = ping.tick() => {
+                    if heard.elapsed() > SILENT_FOR {
+                        break Ended::Dropped(format!("nothing heard for {SILENT_FOR:?}"));
+                    }
+                    if let Err(e) = socket.send(Frame::Ping(Default::default())).await {
+                        break Ended::Dropped(format!("cannot ping: {e}"));
+                    }
+                    continue;
+                }
                 _ = renew.tick() => match self.claim().await {
                     Ok(true) => continue,
                     Ok(false) => break Ended::LeaseLost,
@@ -173,6 +190,7 @@ impl SlackAdapter {
                 Some(_) = turns.join_next(), if !turns.is_empty() => continue,
                 frame = socket.next() => frame,
             };
+            heard = tokio::time::Instant::now();
             let text = match frame {
                 Some(Ok(Frame::Text(text))) => text,
                 Some(Ok(Frame::Close(close))) => {
@@ -208,6 +226,10 @@ impl SlackAdapter {
                 "events_api" => {
                     let (this, me) = (self.clone(), me.clone());
                     turns.spawn(async move { this.on_event(&me, envelope.payload).await });
+                }
+                "slash_commands" => {
+                    let (this, me) = (self.clone(), me.clone());
+                    turns.spawn(async move { this.on_command(&me, envelope.payload).await });
                 }
                 "interactive" if envelope.payload["type"] == "block_actions" => {
                     let this = self.clone();
