@@ -71,6 +71,21 @@ impl Home {
         daemon
     }
 
+    /// `cairn --json status`'s component `channel.team`, once `f` holds for it.
+    fn health(&self, f: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, out, _) = self.run(&["--json", "status"]);
+            let status: Value = serde_json::from_str(&out).unwrap_or_default();
+            let component = &status["daemon"]["components"]["channel.team"];
+            if f(component) {
+                return component.clone();
+            }
+            assert!(Instant::now() < deadline, "channel.team: {status}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     fn run(&self, args: &[&str]) -> (bool, String, String) {
         let out = self.cmd().args(args).output().unwrap();
         (
@@ -320,6 +335,7 @@ fn a_dropped_socket_and_a_disconnect_envelope_reconnect_and_the_next_message_is_
     assert_eq!(asked(&llm), ["one", "two", "three"]);
     // A fresh URL for each connection.
     assert_eq!(standin.calls("apps.connections.open").len(), 3);
+    home.health(|c| c["state"] == "running");
     assert!(standin.all_acked(), "an envelope was not acknowledged");
     daemon.stop();
 }
@@ -448,4 +464,23 @@ fn doctor_checks_both_tokens_and_names_the_bot() {
         !out.contains("WRONG-token-value"),
         "the token leaked: {out}"
     );
+}
+
+#[test]
+fn a_refused_app_token_shows_in_the_channels_health_and_is_never_shown() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let mut cmd = home.cmd();
+    cmd.env("SLACK_APP_TOKEN", "xapp-WRONG-token-value");
+    let daemon = DaemonChild::start(cmd);
+    let component = home.health(|c| {
+        c["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("invalid_auth"))
+    });
+    assert_ne!(component["state"], "running", "{component}");
+    assert!(!component.to_string().contains("WRONG-token-value"));
+    assert_eq!(standin.world(|w| w.connections), 0);
+    daemon.stop();
 }
