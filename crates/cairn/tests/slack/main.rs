@@ -39,15 +39,20 @@ impl Home {
             _temp: temp,
             llm_url: llm.base_url_openai(),
         };
-        // The contract's table, tokens read from the environment.
+        home.write_config(&standin.url, &[OWNER]);
+        home
+    }
+
+    /// The contract's table, tokens read from the environment.
+    fn write_config(&self, api_url: &str, allowed: &[&str]) {
+        let allowed: Vec<String> = allowed.iter().map(|u| format!("\"{u}\"")).collect();
         let config = format!(
             "[gateway]\nenabled = false\n\n[channels.team]\ntype = \"slack\"\n\
              bot_token = \"${{SLACK_BOT_TOKEN}}\"\napp_token = \"${{SLACK_APP_TOKEN}}\"\n\
-             inbound = true\nallowed_users = [\"{OWNER}\"]\napi_url = \"{}\"\n",
-            standin.url
+             inbound = true\nallowed_users = [{}]\napi_url = \"{api_url}\"\n",
+            allowed.join(", ")
         );
-        std::fs::write(home.dir.join("config.toml"), config).unwrap();
-        home
+        std::fs::write(self.dir.join("config.toml"), config).unwrap();
     }
 
     fn cmd(&self) -> Command {
@@ -482,5 +487,26 @@ fn a_refused_app_token_shows_in_the_channels_health_and_is_never_shown() {
     assert_ne!(component["state"], "running", "{component}");
     assert!(!component.to_string().contains("WRONG-token-value"));
     assert_eq!(standin.world(|w| w.connections), 0);
+    daemon.stop();
+}
+
+#[test]
+fn a_person_added_to_allowed_users_is_answered_without_a_restart() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon(&standin);
+    // The changed table restarts the channel: a new connection.
+    home.write_config(&standin.url, &[OWNER, STRANGER]);
+    standin.until("the channel restarted", |w| w.connections >= 2);
+    llm.push(Scripted::text("welcome"));
+    standin.dm(STRANGER, "hello now");
+    standin.until("the answer", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == format!("D{STRANGER}") && m.text == "welcome")
+    });
+    assert_eq!(asked(&llm), ["hello now"]);
+    assert_eq!(standin.calls("auth.test").len(), 2);
     daemon.stop();
 }
