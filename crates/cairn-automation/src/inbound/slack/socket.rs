@@ -31,6 +31,8 @@ enum Ended {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A connection Slack ends sooner than this is a failure, backed off.
+const SETTLED: Duration = Duration::from_secs(10);
 /// A ping this often keeps the socket's path awake and shows it alive.
 const PING_EVERY: Duration = Duration::from_secs(30);
 /// Nothing heard for this long (not even a pong): the socket is dead
@@ -79,11 +81,9 @@ impl SlackAdapter {
                 holding = true;
                 tracing::info!(channel = %cfg.name, bot = %me.user_id, team = %me.team_id, "connecting to Slack (Socket Mode)");
             }
+            let opened = tokio::time::Instant::now();
             let ended = match self.connect().await {
-                Ok(socket) => {
-                    self.listen(socket, me, &mut turns, &mut backoff, cancel)
-                        .await
-                }
+                Ok(socket) => self.listen(socket, me, &mut turns, cancel).await,
                 Err(ApiError::Refused { method, error }) => {
                     break Err(format!(
                         "channels.{}: Slack refused {method}: {error}",
@@ -99,17 +99,22 @@ impl SlackAdapter {
                 }
                 Err(e) => Ended::Dropped(e.to_string()),
             };
+            // A connection that lasted was a success: failures count afresh.
+            if opened.elapsed() > SETTLED {
+                backoff = Duration::from_secs(1);
+            }
             match ended {
                 Ended::Cancelled => break Ok(()),
                 Ended::LeaseLost => {
                     holding = false;
                     tracing::info!(channel = %cfg.name, "another process holds the Slack socket now");
                 }
-                // Slack has a new connection ready: take it at once.
-                Ended::Disconnect(reason) => {
+                // Slack has a new connection ready: take it at once, unless
+                // it keeps refusing them (`too_many_websockets`).
+                Ended::Disconnect(reason) if opened.elapsed() > SETTLED => {
                     tracing::info!(channel = %cfg.name, reason, "Slack asked to reconnect");
                 }
-                Ended::Dropped(why) => {
+                Ended::Disconnect(why) | Ended::Dropped(why) => {
                     tracing::warn!(channel = %cfg.name, error = %why, retry_in = ?backoff, "the Slack connection failed");
                     let wait = backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -161,7 +166,6 @@ impl SlackAdapter {
         mut socket: Socket,
         me: &Identity,
         turns: &mut JoinSet<()>,
-        backoff: &mut Duration,
         cancel: &CancellationToken,
     ) -> Ended {
         let cfg = &self.0.cfg;
@@ -217,7 +221,6 @@ impl SlackAdapter {
             }
             match envelope.kind.as_str() {
                 "hello" => {
-                    *backoff = Duration::from_secs(1);
                     tracing::info!(channel = %cfg.name, "Slack connected (Socket Mode)");
                 }
                 "disconnect" => {
