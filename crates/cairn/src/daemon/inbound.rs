@@ -2,10 +2,11 @@
 //! true`): one supervised component each, `channel.NAME`. A reload
 //! ([`InboundChannels::apply`]) compares each channel's table as written
 //! with the one its component runs: a changed channel is stopped and
-//! started with its new settings (its polling lease handed over, its
-//! cursor in the store, so no update is repeated or lost), a removed one
-//! is stopped, an added one started. A channel naming an unset `${VAR}` is
-//! recorded failed with the reason, never run.
+//! started with its new settings (a Telegram channel's polling lease
+//! handed over, its cursor in the store, so no update is repeated or
+//! lost; a WhatsApp channel's endpoint registered again with its new
+//! secrets), a removed one is stopped, an added one started. A channel
+//! naming an unset `${VAR}` is recorded failed with the reason, never run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,6 +66,20 @@ impl InboundChannels {
         Ok(())
     }
 
+    /// Where the gateway's `/whatsapp` hands the WhatsApp channels their
+    /// webhooks (each running channel registers itself there).
+    pub fn whatsapp_endpoints(&self) -> &cairn_automation::inbound::whatsapp::webhook::Endpoints {
+        self.parts.whatsapp_endpoints()
+    }
+
+    /// Runs `adapter` as the supervised component of channel `name`.
+    fn component(&self, name: &str, adapter: Arc<dyn InboundAdapter>) -> Stoppable {
+        self.sup.spawn_stoppable(&component(name), move |cancel| {
+            let adapter = Arc::clone(&adapter);
+            async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
+        })
+    }
+
     async fn apply_checked(&self, channels: Vec<wiring::InboundChannel>) {
         let mut running = self.running.lock().await;
         let wanted: BTreeMap<&str, &wiring::InboundChannel> =
@@ -99,14 +114,11 @@ impl InboundChannels {
             let live = match &channel.inbound {
                 Inbound::Telegram(spec) => {
                     let adapter = wiring::telegram_adapter(&self.parts, &channel.name, spec);
-                    let run = Arc::clone(&adapter);
-                    let stoppable =
-                        self.sup
-                            .spawn_stoppable(&component(&channel.name), move |cancel| {
-                                let adapter = Arc::clone(&run);
-                                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
-                            });
-                    Some((adapter, stoppable))
+                    Some((Arc::clone(&adapter), self.component(&channel.name, adapter)))
+                }
+                Inbound::WhatsApp(spec) => {
+                    let adapter = wiring::whatsapp_adapter(&self.parts, &channel.name, spec);
+                    Some((Arc::clone(&adapter), self.component(&channel.name, adapter)))
                 }
                 Inbound::Unavailable(why) => {
                     self.sup.unavailable(&component(&channel.name), why.clone());

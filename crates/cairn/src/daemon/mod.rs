@@ -214,7 +214,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         }
         None => sup.disabled(PRUNING),
     }
-    // Inbound chat channels (a Telegram bot): one component each, which a
+    // Inbound chat channels (a Telegram bot, WhatsApp): one component each, which a
     // reload restarts when its table changes.
     let inbound = match &chat {
         Some(chat) => Some(inbound::InboundChannels::start(&config, &store, chat, &sup).await?),
@@ -285,6 +285,9 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             // The status page's checks are this binary's `doctor`.
             if let Ok(exe) = std::env::current_exe() {
                 gateway = gateway.with_doctor(exe);
+            }
+            if let Some(inbound) = &inbound {
+                gateway = gateway.with_whatsapp(inbound.whatsapp_endpoints().clone());
             }
             if let (Some(chat), Some(rt)) = (&chat, &automation.runtime) {
                 gateway = gateway
