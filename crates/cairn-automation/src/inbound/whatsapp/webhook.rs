@@ -378,7 +378,9 @@ mod tests {
         format!("sha256={hex}")
     }
 
-    fn endpoints(names: &[&str]) -> (Endpoints, Vec<(Registration, mpsc::Receiver<Vec<u8>>)>) {
+    type Running = (Registration, mpsc::Receiver<Vec<u8>>);
+
+    fn endpoints(names: &[&str]) -> (Endpoints, Vec<Running>) {
         let e = Endpoints::default();
         let regs = names
             .iter()
