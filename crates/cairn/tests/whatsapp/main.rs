@@ -12,6 +12,7 @@ mod standin;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cairn_llm::testing::{FakeLlmServer, Scripted};
@@ -36,6 +37,8 @@ struct Home {
 struct Daemon {
     child: Child,
     base: String,
+    /// Its log, as it came.
+    lines: Arc<Mutex<Vec<String>>>,
     rt: tokio::runtime::Runtime,
     http: reqwest::Client,
 }
@@ -93,8 +96,11 @@ impl Home {
         let mut child = cmd.spawn().unwrap();
         let stderr = BufReader::new(child.stderr.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&lines);
         std::thread::spawn(move || {
             for line in stderr.lines().map_while(Result::ok) {
+                log.lock().unwrap().push(line.clone());
                 if let Some(at) = line.split("gateway listening on ").nth(1) {
                     let _ = tx.send(at.trim().to_string());
                 }
@@ -104,6 +110,7 @@ impl Home {
         let daemon = Daemon {
             child,
             base,
+            lines,
             rt: tokio::runtime::Runtime::new().unwrap(),
             http: reqwest::Client::new(),
         };
@@ -334,6 +341,70 @@ fn an_allowed_users_message_is_answered_and_a_strangers_never_reaches_the_llm() 
     let saved = std::fs::read_to_string(home.dir.join("workspace/inbox/notes.txt")).unwrap();
     assert_eq!(saved, "hello from a document");
     assert_eq!(standin.world(|w| w.media.clone()), ["MEDIA1"]);
+
+    // An image is fetched by id and reaches the model as an image.
+    llm.push(Scripted::text("A tiny image"));
+    daemon.deliver(vec![json!({"from": OWNER, "id": "wamid.o3", "timestamp": "1750000002", "type": "image",
+        "image": {"id": "IMG1", "mime_type": "image/png", "sha256": "00", "caption": "what is this?"}})]);
+    standin.until("the image's answer", |w| answered(w, OWNER, "A tiny image"));
+    let last = asked(&llm).pop().unwrap();
+    assert!(
+        last.contains("what is this?") && last.contains("data:image/png;base64,"),
+        "{last}"
+    );
+    daemon.stop();
+}
+
+#[test]
+fn a_changed_table_restarts_the_channel_with_its_new_secrets() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon();
+    let running = |lines: &Vec<String>| lines.iter().any(|l| l.starts_with("cairn daemon running"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !running(&daemon.lines.lock().unwrap()) {
+        assert!(std::time::Instant::now() < deadline, "the daemon never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let config = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    let changed = config.replace("${WHATSAPP_APP_SECRET}", "a-new-secret");
+    std::fs::write(home.dir.join("config.toml"), changed).unwrap();
+    // Told, in case the file watch is not yet looking.
+    let pid = daemon.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Its log says when the channel started again (polling with requests
+    // would count as failed authentications).
+    let started = |lines: &Vec<String>| {
+        lines
+            .iter()
+            .filter(|l| l.contains("receiving WhatsApp webhooks"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while started(&daemon.lines.lock().unwrap()) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the channel never restarted: {:?}",
+            daemon.lines.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let body = payload(vec![text(OWNER, "wamid.r1", "after the change")]);
+    llm.push(Scripted::text("new secret, same channel"));
+    // The old secret no longer works; the new one is the channel's.
+    assert_eq!(daemon.post(&body, Some(sign(APP_SECRET, &body))), 401);
+    assert_eq!(daemon.post(&body, Some(sign("a-new-secret", &body))), 200);
+    standin.until("the answer", |w| {
+        answered(w, OWNER, "new secret, same channel")
+    });
+    assert_eq!(asked(&llm), ["after the change"]);
     daemon.stop();
 }
 
