@@ -328,7 +328,17 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
             eprintln!("gateway listening on http://{addr}");
             first_pairing(&store, &pairing_key, clock.now()).await;
         }
-        None => sup.disabled(GATEWAY),
+        None => {
+            sup.disabled(GATEWAY);
+            // Meta's webhooks come only through the gateway.
+            let whatsapp = wiring::inbound_channels(&config).unwrap_or_default();
+            for channel in whatsapp
+                .iter()
+                .filter(|c| matches!(c.inbound, wiring::Inbound::WhatsApp(_)))
+            {
+                tracing::warn!(channel = %channel.name, "the gateway is disabled: this WhatsApp channel receives no messages");
+            }
+        }
     }
 
     let header = Arc::new(StateHeader {
