@@ -156,6 +156,13 @@ impl WhatsAppAdapter {
                 .await;
             return;
         }
+        // A person's reaction to an answer, or a notice from WhatsApp itself.
+        if matches!(
+            message.kind.as_str(),
+            "reaction" | "system" | "request_welcome"
+        ) {
+            return;
+        }
         if !matches!(message.kind.as_str(), "text" | "image" | "document") {
             let kind = &message.kind;
             self.say(

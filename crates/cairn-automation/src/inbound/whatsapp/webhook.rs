@@ -278,8 +278,10 @@ pub struct Metadata {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Message {
     /// The sender's number (WhatsApp id).
+    #[serde(default)]
     pub from: String,
     /// Its id (`wamid.…`).
+    #[serde(default)]
     pub id: String,
     /// `text`, `image`, `document`, `interactive`, `button`, `audio`…
     #[serde(rename = "type", default)]
@@ -355,6 +357,8 @@ impl Payload {
                     .is_none_or(|m| m.phone_number_id == phone_number_id)
             })
             .flat_map(|c| c.value.messages)
+            // One without a sender or an id cannot be answered or told apart.
+            .filter(|m| !m.from.is_empty() && !m.id.is_empty())
             .collect()
     }
 }
@@ -485,7 +489,8 @@ mod tests {
                 }},
                 {"field": "messages", "value": {
                     "metadata": {"phone_number_id": "109876"},
-                    "statuses": [{"id": "wamid.3", "status": "read"}]
+                    "statuses": [{"id": "wamid.3", "status": "read"}],
+                    "messages": [{"id": "wamid.4", "type": "system", "system": {"body": "number changed"}}]
                 }}
             ]}]
         }))
