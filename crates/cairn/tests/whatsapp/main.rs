@@ -536,7 +536,7 @@ fn an_approval_pressed_as_a_button_runs_the_tool_and_a_denial_does_not() {
 }
 
 #[test]
-fn a_5000_character_answer_arrives_split_under_4096_and_whole_through_throttling() {
+fn a_5000_character_answer_arrives_split_under_4096_and_whole_and_a_failure_is_shown() {
     let standin = StandIn::start();
     let llm = FakeLlmServer::start_on_thread().unwrap();
     let answer = "lorem ipsum dolor ".repeat(278); // 5,004 characters
@@ -555,5 +555,20 @@ fn a_5000_character_answer_arrives_split_under_4096_and_whole_through_throttling
         assert!(p.chars().count() <= 4_096, "{}", p.chars().count());
     }
     assert_eq!(standin.world(|w| w.throttled), 1);
+
+    // A turn that fails says so, and its message is marked ❌.
+    llm.push(Scripted::server_error(500));
+    daemon.deliver(vec![text(OWNER, "wamid.fail", "and now?")]);
+    let marks = |w: &World| -> Vec<String> {
+        w.sent
+            .iter()
+            .filter(|(_, k, b)| k == "reaction" && b["reaction"]["message_id"] == "wamid.fail")
+            .map(|(_, _, b)| b["reaction"]["emoji"].as_str().unwrap().to_string())
+            .collect()
+    };
+    standin.until("the failure's mark", |w| marks(w).len() == 2);
+    assert_eq!(standin.world(marks), ["👀", "❌"]);
+    let shown = standin.texts(OWNER).pop().unwrap();
+    assert!(shown.starts_with("⚠️"), "{shown}");
     daemon.stop();
 }
