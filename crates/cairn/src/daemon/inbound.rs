@@ -2,10 +2,11 @@
 //! true`): one supervised component each, `channel.NAME`. A reload
 //! ([`InboundChannels::apply`]) compares each channel's table as written
 //! with the one its component runs: a changed channel is stopped and
-//! started with its new settings (its polling lease handed over, its
-//! cursor in the store, so no update is repeated or lost), a removed one
-//! is stopped, an added one started. A channel naming an unset `${VAR}` is
-//! recorded failed with the reason, never run.
+//! started with its new settings (a Telegram channel's polling lease
+//! handed over, its cursor in the store, so no update is repeated or
+//! lost; a WhatsApp channel's endpoint registered again with its new
+//! secrets), a removed one is stopped, an added one started. A channel
+//! naming an unset `${VAR}` is recorded failed with the reason, never run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,6 +66,12 @@ impl InboundChannels {
         Ok(())
     }
 
+    /// Where the gateway's `/whatsapp` hands the WhatsApp channels their
+    /// webhooks (each running channel registers itself there).
+    pub fn whatsapp_endpoints(&self) -> &cairn_automation::inbound::whatsapp::webhook::Endpoints {
+        self.parts.whatsapp_endpoints()
+    }
+
     async fn apply_checked(&self, channels: Vec<wiring::InboundChannel>) {
         let mut running = self.running.lock().await;
         let wanted: BTreeMap<&str, &wiring::InboundChannel> =
@@ -106,6 +113,10 @@ impl InboundChannels {
                 }
                 Inbound::Slack(spec) => wiring::slack_adapter(&self.parts, &channel.name, spec)
                     .map_err(|e| format!("{e:#}")),
+                Inbound::WhatsApp(spec) => {
+                    wiring::whatsapp_adapter(&self.parts, &channel.name, spec)
+                        .map_err(|e| format!("{e:#}"))
+                }
                 Inbound::Unavailable(why) => Err(why.clone()),
             };
             let live = match adapter {
