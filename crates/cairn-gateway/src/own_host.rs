@@ -123,7 +123,14 @@ mod tests {
         for path in ["/", "/pair", "/ui/session", "/ui/assets/app.css"] {
             assert!(guarded(path), "{path}");
         }
-        for path in ["/api/status", "/v1/models", "/webhook", "/uix", "/pairs"] {
+        for path in [
+            "/api/status",
+            "/v1/models",
+            "/webhook",
+            "/whatsapp",
+            "/uix",
+            "/pairs",
+        ] {
             assert!(!guarded(path), "{path}");
         }
     }

@@ -58,6 +58,8 @@ pub struct Gateway {
     cost: Option<Arc<cairn_agent::CostGuard>>,
     // The cairn binary whose `doctor --json` the status page shows.
     doctor: Option<std::path::PathBuf>,
+    // The running WhatsApp channels `/whatsapp` hands deliveries to.
+    whatsapp: Option<cairn_automation::inbound::whatsapp::webhook::Endpoints>,
 }
 
 /// How long a WebSocket approval waits without a chat service to say
@@ -120,6 +122,7 @@ impl Gateway {
             responses: crate::routes::openai::ResponseMemory::default(),
             cost: None,
             doctor: None,
+            whatsapp: None,
         }
     }
 
@@ -129,6 +132,21 @@ impl Gateway {
     pub fn with_doctor(mut self, program: std::path::PathBuf) -> Self {
         self.doctor = Some(program);
         self
+    }
+
+    /// Serves `/whatsapp` for the WhatsApp channels registered in `endpoints`.
+    #[must_use]
+    pub fn with_whatsapp(
+        mut self,
+        endpoints: cairn_automation::inbound::whatsapp::webhook::Endpoints,
+    ) -> Self {
+        self.whatsapp = Some(endpoints);
+        self
+    }
+
+    /// The WhatsApp channels' endpoints, when the daemon has any.
+    pub fn whatsapp(&self) -> Option<&cairn_automation::inbound::whatsapp::webhook::Endpoints> {
+        self.whatsapp.as_ref()
     }
 
     /// The program [`Gateway::with_doctor`] named, if any.

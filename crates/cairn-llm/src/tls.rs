@@ -38,6 +38,14 @@ pub fn install_default_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The TLS of a WebSocket client (Slack's Socket Mode): the same provider
+/// and roots as the HTTP clients, without ALPN (the upgrade is HTTP/1.1).
+pub fn websocket_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+    let mut tls = client_config()?;
+    tls.alpn_protocols.clear();
+    Ok(Arc::new(tls))
+}
+
 fn client_config() -> Result<rustls::ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = rustls::RootCertStore {

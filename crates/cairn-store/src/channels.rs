@@ -1,8 +1,8 @@
 //! Inbound chat channels' state: where each channel's updates resume (so a
 //! restart neither loses nor repeats one), the lease of the one process
 //! polling it (several daemons on one database poll a bot once), the users
-//! allowed besides the configured ones, and the strangers already told how
-//! to be allowed.
+//! allowed besides the configured ones, the strangers already told how
+//! to be allowed, and the messages a webhook-fed channel already took.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -183,6 +183,34 @@ impl Store {
         .bind(micros(now))
         .execute(self.pool())
         .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records that `channel` took the message `message_id`: `true` the
+    /// first time, `false` when it was taken before (a redelivery, to be
+    /// answered once). Ids taken more than `keep` ago are forgotten first.
+    pub async fn first_channel_message(
+        &self,
+        channel: &str,
+        message_id: &str,
+        now: DateTime<Utc>,
+        keep: Duration,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM channel_messages WHERE seen_at < $1")
+            .bind(micros(now - keep))
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query(
+            "INSERT INTO channel_messages (channel, message_id, seen_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (channel, message_id) DO NOTHING",
+        )
+        .bind(channel)
+        .bind(message_id)
+        .bind(micros(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 

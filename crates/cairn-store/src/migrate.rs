@@ -148,6 +148,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0021_run_queue.sql"),
         postgres: include_str!("../migrations/0021_run_queue.sql"),
     },
+    Migration {
+        version: 22,
+        name: "channel_messages",
+        sqlite: include_str!("../migrations/0022_channel_messages.sql"),
+        postgres: include_str!("../migrations/0022_channel_messages.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -1,5 +1,5 @@
-//! Front ends that receive messages (a Telegram bot; the next apps the
-//! same way), beside the output channels of [`crate::notify`].
+//! Front ends that receive messages (a Telegram bot, WhatsApp; the next
+//! apps the same way), beside the output channels of [`crate::notify`].
 //!
 //! One shape for all of them: an [`InboundAdapter`] runs under the
 //! daemon's supervisor and turns what its service delivers into
@@ -19,8 +19,10 @@
 pub mod in_order;
 pub mod inbox;
 pub mod people;
+pub mod slack;
 pub mod split;
 pub mod telegram;
+pub mod whatsapp;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use cairn_core::config::expand::{UnsetVariable, expand_env};
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -15,6 +15,7 @@ use super::channels::ntfy::NtfySpec;
 use super::channels::slack::SlackSpec;
 use super::channels::telegram::TelegramSpec;
 use super::channels::webhook::WebhookSpec;
+use super::channels::whatsapp::WhatsAppSpec;
 
 /// The channel every setup has: notifications kept in the store for the
 /// person's sessions (`cairn inbox`, `cairn chat`).
@@ -40,6 +41,9 @@ pub enum ChannelSpec {
     Ntfy(NtfySpec),
     /// SMTP.
     Email(EmailSpec),
+    /// The WhatsApp Cloud API (receives messages only).
+    #[serde(rename = "whatsapp")]
+    WhatsApp(WhatsAppSpec),
 }
 
 impl ChannelSpec {
@@ -54,6 +58,18 @@ impl ChannelSpec {
             ChannelSpec::Telegram(_) => "telegram",
             ChannelSpec::Ntfy(_) => "ntfy",
             ChannelSpec::Email(_) => "email",
+            ChannelSpec::WhatsApp(_) => "whatsapp",
+        }
+    }
+
+    /// Whether the channel receives messages (`inbound = true`).
+    pub fn inbound(&self) -> bool {
+        match self {
+            ChannelSpec::Telegram(t) => t.inbound,
+            ChannelSpec::Slack(s) => s.inbound,
+            ChannelSpec::Discord(d) => d.inbound,
+            ChannelSpec::WhatsApp(w) => w.inbound,
+            _ => false,
         }
     }
 
@@ -69,8 +85,73 @@ impl ChannelSpec {
         match self {
             ChannelSpec::Inbox {} | ChannelSpec::Log {} => {}
             ChannelSpec::Webhook(w) => url("url", &w.url),
-            ChannelSpec::Slack(s) => url("webhook_url", s.webhook_url.expose_secret()),
-            ChannelSpec::Discord(d) => url("webhook_url", d.webhook_url.expose_secret()),
+            ChannelSpec::Slack(s) => {
+                if let Some(hook) = &s.webhook_url {
+                    url("webhook_url", hook.expose_secret());
+                }
+                url("api_url", &s.api_url);
+                bot_problems(&mut out, s.webhook_url.is_some(), s.inbound);
+                if s.inbound {
+                    needed(&mut out, "bot_token", s.bot_token.as_ref());
+                    needed(&mut out, "app_token", s.app_token.as_ref());
+                }
+                ids(
+                    &mut out,
+                    &s.allowed_users,
+                    "a Slack user id (U0123ABCD)",
+                    |id| {
+                        id.len() > 1
+                            && id.starts_with(['U', 'W'])
+                            && id
+                                .chars()
+                                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+                    },
+                );
+            }
+            ChannelSpec::Discord(d) => {
+                if let Some(hook) = &d.webhook_url {
+                    url("webhook_url", hook.expose_secret());
+                }
+                url("api_url", &d.api_url);
+                bot_problems(&mut out, d.webhook_url.is_some(), d.inbound);
+                if d.inbound {
+                    // Said plainly rather than accepted and left silent.
+                    out.push((
+                        "inbound",
+                        "receiving Discord messages is not built yet; webhook_url posts notifications"
+                            .into(),
+                    ));
+                }
+                ids(
+                    &mut out,
+                    &d.allowed_users,
+                    "a Discord user id (a number)",
+                    |id| id.parse::<u64>().is_ok(),
+                );
+            }
+            ChannelSpec::WhatsApp(w) => {
+                url("api_url", &w.api_url);
+                if !w.inbound {
+                    out.push((
+                        "inbound",
+                        "a whatsapp channel only answers chats: set inbound = true".into(),
+                    ));
+                }
+                needed(&mut out, "access_token", Some(&w.access_token));
+                needed(&mut out, "verify_token", w.verify_token.as_ref());
+                needed(&mut out, "app_secret", w.app_secret.as_ref());
+                if w.phone_number_id.is_empty()
+                    || !w.phone_number_id.chars().all(|c| c.is_ascii_digit())
+                {
+                    out.push(("phone_number_id", "must be the number's id (digits)".into()));
+                }
+                ids(
+                    &mut out,
+                    &w.allowed_users,
+                    "a phone number with its country code, digits only",
+                    |id| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()),
+                );
+            }
             ChannelSpec::Telegram(t) => {
                 url("api_url", &t.api_url);
                 if t.chat_id.trim().is_empty() {
@@ -114,6 +195,43 @@ impl ChannelSpec {
             }
         }
         out
+    }
+}
+
+/// A Slack or Discord channel needs its webhook, its bot, or both.
+fn bot_problems(out: &mut Vec<(&'static str, String)>, webhook: bool, inbound: bool) {
+    if !webhook && !inbound {
+        out.push((
+            "webhook_url",
+            "needed to post notifications (or set inbound = true and the bot's tokens)".into(),
+        ));
+    }
+}
+
+/// A secret that must be set and not blank.
+fn needed(
+    out: &mut Vec<(&'static str, String)>,
+    field: &'static str,
+    value: Option<&SecretString>,
+) {
+    match value {
+        None => out.push((field, "is needed with inbound = true".into())),
+        Some(v) if v.expose_secret().trim().is_empty() => {
+            out.push((field, "must not be empty".into()))
+        }
+        Some(_) => {}
+    }
+}
+
+/// `allowed_users` entries that are not `what`.
+fn ids(
+    out: &mut Vec<(&'static str, String)>,
+    users: &[String],
+    what: &str,
+    valid: impl Fn(&str) -> bool,
+) {
+    for id in users.iter().filter(|id| !valid(id)) {
+        out.push(("allowed_users", format!("\"{id}\" is not {what}")));
     }
 }
 
@@ -210,7 +328,7 @@ pub fn parse_channels(
             errors.push(ChannelConfigError {
                 key: format!("{key}.type"),
                 message:
-                    "missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email"
+                    "missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email, whatsapp"
                         .into(),
             });
             continue;
@@ -219,7 +337,7 @@ pub fn parse_channels(
             // The unset strings are left as written: the shape is checked,
             // their values are not.
             Ok(spec) if !unset.is_empty() => {
-                let inbound = matches!(&spec, ChannelSpec::Telegram(t) if t.inbound);
+                let inbound = spec.inbound();
                 parsed.unavailable.insert(
                     name.clone(),
                     UnavailableChannel {
@@ -324,6 +442,60 @@ mod tests {
     }
 
     #[test]
+    fn the_chat_apps_need_their_tokens_only_to_receive() {
+        let table = json!({
+            "team": {"type": "slack", "bot_token": "xoxb-1", "app_token": "xapp-1",
+                     "inbound": true, "allowed_users": ["U0123ABCD"]},
+            "guild": {"type": "discord", "webhook_url": "https://discord.example.org/api/webhooks/1/x",
+                      "allowed_users": [123456789012345678_u64]},
+            "wa": {"type": "whatsapp", "access_token": "T", "phone_number_id": "109876",
+                   "verify_token": "V", "app_secret": "S", "inbound": true,
+                   "allowed_users": ["15551234567"]},
+            "hook": {"type": "slack", "webhook_url": "https://hooks.example.org/T/B/x"},
+        });
+        let parsed = parse_channels(Some(&table), &env(&[])).unwrap();
+        let inbound: Vec<&str> = parsed
+            .specs
+            .iter()
+            .filter(|(_, s)| s.inbound())
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(inbound, ["team", "wa"]);
+        match &parsed.specs["guild"] {
+            ChannelSpec::Discord(d) => {
+                assert_eq!(d.allowed_users, ["123456789012345678"]);
+                assert_eq!(d.api_url, "https://discord.com/api/v10");
+            }
+            other => panic!("{other:?}"),
+        }
+
+        let bad = errors(
+            json!({
+                "team": {"type": "slack", "bot_token": "xoxb-1", "inbound": true,
+                         "allowed_users": ["alice"]},
+                "guild": {"type": "discord"},
+                "bots": {"type": "discord", "webhook_url": "https://discord.example.org/api/webhooks/1/x",
+                         "bot_token": "B", "inbound": true},
+                "wa": {"type": "whatsapp", "access_token": "T", "phone_number_id": "+1 555"},
+            }),
+            &[],
+        );
+        assert_eq!(
+            bad,
+            [
+                "channels.bots.inbound: receiving Discord messages is not built yet; webhook_url posts notifications",
+                "channels.guild.webhook_url: needed to post notifications (or set inbound = true and the bot's tokens)",
+                "channels.team.app_token: is needed with inbound = true",
+                "channels.team.allowed_users: \"alice\" is not a Slack user id (U0123ABCD)",
+                "channels.wa.inbound: a whatsapp channel only answers chats: set inbound = true",
+                "channels.wa.verify_token: is needed with inbound = true",
+                "channels.wa.app_secret: is needed with inbound = true",
+                "channels.wa.phone_number_id: must be the number's id (digits)",
+            ]
+        );
+    }
+
+    #[test]
     fn every_type_parses_and_variables_expand() {
         let table = json!({
             "box": {"type": "inbox"},
@@ -383,9 +555,9 @@ mod tests {
         let expected = [
             "channels.hook.url: expected an http(s) URL, got scheme \"ftp\"",
             "channels.mail.to: missing field `to`",
-            "channels.odd: unknown variant `pager`, expected one of `inbox`, `log`, `webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`",
+            "channels.odd: unknown variant `pager`, expected one of `inbox`, `log`, `webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`, `whatsapp`",
             "channels.typo.secrett: unknown field `secrett`, expected one of `url`, `headers`, `secret`",
-            "channels.what.type: missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email",
+            "channels.what.type: missing; one of inbox, log, webhook, slack, discord, telegram, ntfy, email, whatsapp",
         ];
         assert_eq!(got, expected);
     }

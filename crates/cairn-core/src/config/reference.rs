@@ -47,13 +47,17 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
         "channels",
         "[channels.NAME]",
         "an output channel for notifications, by `type`: `inbox`, `log`, `webhook` (`url`, \
-         `secret`), `slack` and `discord` (`webhook_url`), `telegram` (`bot_token`, `chat_id`, \
+         `secret`), `slack` (`webhook_url`; with `inbound = true`, `bot_token`, `app_token`, \
+         `allowed_users` and `api_url`, it receives messages over Socket Mode), `discord` \
+         (`webhook_url`), `telegram` (`bot_token`, `chat_id`, \
          `api_url`; with `inbound = true` it also receives messages, from the Telegram user ids in \
          `allowed_users` and those added by `cairn telegram allow` or `/pair`), \
-         `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …). Any string may be \
-         `\"${VAR}\"`, read from the environment at start-up; a reload stops a changed inbound \
-         channel and starts it with its new settings, keeping its polling lease and the next \
-         update it asks for",
+         `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …), `whatsapp` (receives \
+         only: `access_token`, `phone_number_id`, `verify_token`, `app_secret`, `inbound = true`, \
+         `allowed_users`, `api_url`; Meta's webhooks come to the gateway's `/whatsapp`). Any \
+         string may be `\"${VAR}\"`, read from the environment at start-up; a reload stops a \
+         changed inbound channel and starts it with its new settings, keeping its polling lease \
+         and the next update it asks for",
     ),
     (
         "mcp.servers",

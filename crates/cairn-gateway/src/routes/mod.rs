@@ -23,6 +23,7 @@ pub mod sessions;
 pub mod status;
 pub mod watchers;
 pub mod webhook;
+pub mod whatsapp;
 pub mod ws;
 
 /// The document's fixed parts; paths are added by the routers.
@@ -65,6 +66,7 @@ pub fn ordinary() -> OpenApiRouter<AppState> {
         .merge(pair::routes())
         .merge(hooks::routes())
         .merge(metrics::routes())
+        .merge(whatsapp::routes())
 }
 
 /// Streams and agent turns: no request time limit (they end on their own,

@@ -85,6 +85,7 @@ pub static TABLES: &[TableSpec] = &[
     table("channel_cursors"),
     table("channel_users"),
     table("channel_strangers"),
+    table("channel_messages"),
 ];
 
 /// Tables the copier leaves alone: the migration history (each database

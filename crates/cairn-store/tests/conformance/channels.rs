@@ -126,3 +126,42 @@ pub async fn a_pairing_code_allows_one_channel_user(fx: &Fixture) {
         ChannelPairing::Locked
     );
 }
+
+pub async fn a_channel_message_is_taken_once_until_it_is_forgotten(fx: &Fixture) {
+    let s = &fx.store;
+    let keep = Duration::days(8);
+    assert!(
+        s.first_channel_message("wa", "wamid.A", at(0), keep)
+            .await
+            .unwrap()
+    );
+    // Delivered again (the app retries; a restarted daemon hears it again).
+    assert!(
+        !s.first_channel_message("wa", "wamid.A", at(60), keep)
+            .await
+            .unwrap()
+    );
+    // Channels are independent.
+    assert!(
+        s.first_channel_message("wa2", "wamid.A", at(60), keep)
+            .await
+            .unwrap()
+    );
+    // Past the app's retries, the old ids are forgotten as new ones come.
+    let later = at(0) + keep + Duration::seconds(1);
+    assert!(
+        s.first_channel_message("wa", "wamid.B", later, keep)
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.first_channel_message("wa", "wamid.A", later, keep)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.first_channel_message("wa", "wamid.B", later, keep)
+            .await
+            .unwrap()
+    );
+}

@@ -145,6 +145,9 @@ pub async fn populate(s: &Store) {
         .await
         .unwrap();
     s.note_channel_stranger("tg", "7", at(0)).await.unwrap();
+    s.first_channel_message("wa", "wamid.1", at(0), chrono::Duration::days(30))
+        .await
+        .unwrap();
 }
 
 /// Every copied table's rows by column name (backend-only columns left

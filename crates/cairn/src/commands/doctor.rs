@@ -72,6 +72,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
             checks.push(crate::commands::runtime()?.block_on(check_telegram(config)));
+            checks.push(crate::commands::runtime()?.block_on(check_slack(config)));
             checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
         None => {
@@ -91,6 +92,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "sandbox",
                 "channels",
                 "telegram",
+                "slack",
                 "mcp",
             ] {
                 checks.push(check(
@@ -523,6 +525,61 @@ async fn check_telegram(config: &Config) -> Check {
         });
     }
     check("telegram", status, lines.join("\n"))
+}
+
+/// Each Slack app's tokens work: the bot token (`auth.test`, naming the
+/// bot and its workspace) and, for an app that receives, the app token
+/// (`apps.connections.open`). A token Slack refuses fails; the Web API
+/// out of reach is a warning.
+async fn check_slack(config: &Config) -> Check {
+    use cairn_automation::inbound::slack::api::ApiError;
+    let channels = match crate::wiring::slack_channels(config) {
+        Ok(channels) => channels,
+        Err(e) => return check("slack", Status::Fail, format!("{e:#}")),
+    };
+    let mut status = Status::Ok;
+    let mut lines = Vec::new();
+    for (name, spec) in channels {
+        let api = match crate::wiring::slack_api(&spec) {
+            Ok(Some(api)) => api,
+            // A webhook alone: `channels` checked it.
+            Ok(None) => continue,
+            Err(e) => {
+                status = Status::Fail;
+                lines.push(format!("channels.{name}: {e:#}"));
+                continue;
+            }
+        };
+        let mut checked = api.auth_test().await.map(|me| {
+            let bot = me.user.unwrap_or(me.user_id);
+            format!("the bot token works: {bot} in workspace {}", me.team_id)
+        });
+        if spec.inbound
+            && let Ok(line) = &checked
+        {
+            checked = api
+                .open_connection()
+                .await
+                .map(|_| format!("{line}; the app token opens Socket Mode"));
+        }
+        lines.push(match checked {
+            Ok(line) => format!("channels.{name}: {line}"),
+            Err(e) => {
+                let this = match e {
+                    ApiError::Refused { .. } => Status::Fail,
+                    _ => Status::Warn,
+                };
+                if this == Status::Fail || status == Status::Ok {
+                    status = this;
+                }
+                format!("channels.{name}: {e}")
+            }
+        });
+    }
+    if lines.is_empty() {
+        return check("slack", Status::Ok, "no Slack apps configured");
+    }
+    check("slack", status, lines.join("\n"))
 }
 
 /// Each MCP server answers: connected from here, with its tool count and

@@ -51,6 +51,7 @@ async fn allow(
     // that has it: allowing someone on it is fine.
     let receiving: Vec<String> = wiring::inbound_channels(config)?
         .into_iter()
+        .filter(|c| c.table["type"] == "telegram")
         .map(|c| c.name)
         .collect();
     let channel = match (channel, receiving.as_slice()) {

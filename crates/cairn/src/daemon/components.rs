@@ -140,6 +140,8 @@ pub(super) struct GatewayParts<'a> {
     pub chat: Option<&'a Arc<ChatService>>,
     pub clock: &'a Arc<dyn Clock>,
     pub components: &'a Arc<Components>,
+    /// The inbound channels, whose WhatsApp webhooks come through the gateway.
+    pub inbound: Option<&'a Arc<super::inbound::InboundChannels>>,
 }
 
 /// The gateway on the socket bound at start (disabled without one), then
@@ -151,6 +153,7 @@ pub(super) async fn start_gateway(
 ) -> anyhow::Result<Option<SocketAddr>> {
     let Some(listener) = listener else {
         sup.disabled(GATEWAY);
+        warn_unreachable_whatsapp(parts.config);
         return Ok(None);
     };
     let addr = listener.local_addr().context("the gateway's address")?;
@@ -169,6 +172,18 @@ pub(super) async fn start_gateway(
     Ok(Some(addr))
 }
 
+/// Meta's webhooks come only through the gateway: without it a WhatsApp
+/// channel receives nothing, which the log says.
+fn warn_unreachable_whatsapp(config: &Config) {
+    let channels = wiring::inbound_channels(config).unwrap_or_default();
+    for channel in channels
+        .iter()
+        .filter(|c| matches!(c.inbound, wiring::Inbound::WhatsApp(_)))
+    {
+        tracing::warn!(channel = %channel.name, "the gateway is disabled: this WhatsApp channel receives no messages");
+    }
+}
+
 /// The gateway's state: the store, the engine, routines, notifications,
 /// components' health, pairing and, with an LLM, chat and jobs.
 fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey) -> Gateway {
@@ -179,6 +194,7 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
         chat,
         clock,
         components,
+        inbound,
     } = *parts;
     let mut gateway = Gateway::new(
         store.clone(),
@@ -198,6 +214,9 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
     // The status page's checks are this binary's `doctor`.
     if let Ok(exe) = std::env::current_exe() {
         gateway = gateway.with_doctor(exe);
+    }
+    if let Some(inbound) = inbound {
+        gateway = gateway.with_whatsapp(inbound.whatsapp_endpoints().clone());
     }
     if let (Some(chat), Some(rt)) = (chat, &automation.runtime) {
         gateway = gateway

@@ -2,10 +2,11 @@
 //! true`): one supervised component each, `channel.NAME`. A reload
 //! ([`InboundChannels::apply`]) compares each channel's table as written
 //! with the one its component runs: a changed channel is stopped and
-//! started with its new settings (its polling lease handed over, its
-//! cursor in the store, so no update is repeated or lost), a removed one
-//! is stopped, an added one started. A channel naming an unset `${VAR}` is
-//! recorded failed with the reason, never run.
+//! started with its new settings (a Telegram channel's polling lease
+//! handed over, its cursor in the store, so no update is repeated or
+//! lost; a WhatsApp channel's endpoint registered again with its new
+//! secrets), a removed one is stopped, an added one started. A channel
+//! naming an unset `${VAR}` is recorded failed with the reason, never run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,6 +66,12 @@ impl InboundChannels {
         Ok(())
     }
 
+    /// Where the gateway's `/whatsapp` hands the WhatsApp channels their
+    /// webhooks (each running channel registers itself there).
+    pub fn whatsapp_endpoints(&self) -> &cairn_automation::inbound::whatsapp::webhook::Endpoints {
+        self.parts.whatsapp_endpoints()
+    }
+
     async fn apply_checked(&self, channels: Vec<wiring::InboundChannel>) {
         let mut running = self.running.lock().await;
         let wanted: BTreeMap<&str, &wiring::InboundChannel> =
@@ -73,7 +80,10 @@ impl InboundChannels {
         for name in names {
             let (changed, successor) = match wanted.get(name.as_str()) {
                 Some(c) if running.get(&name).is_some_and(|r| r.table == c.table) => continue,
-                Some(c) => (true, matches!(c.inbound, Inbound::Telegram(_))),
+                Some(c) => (
+                    true,
+                    matches!(c.inbound, Inbound::Telegram(_) | Inbound::Slack(_)),
+                ),
                 None => (false, false),
             };
             if let Some(old) = running.remove(&name)
@@ -96,33 +106,33 @@ impl InboundChannels {
             if running.contains_key(&channel.name) {
                 continue;
             }
-            let live = match &channel.inbound {
+            let adapter = match &channel.inbound {
                 Inbound::Telegram(spec) => {
-                    match wiring::telegram_adapter(&self.parts, &channel.name, spec) {
-                        Err(e) => {
-                            self.sup
-                                .unavailable(&component(&channel.name), format!("{e:#}"));
-                            None
-                        }
-                        Ok(adapter) => {
-                            let run = Arc::clone(&adapter);
-                            let stoppable =
-                                self.sup.spawn_stoppable(
-                                    &component(&channel.name),
-                                    move |cancel| {
-                                        let adapter = Arc::clone(&run);
-                                        async move {
-                                            adapter.run(cancel).await.map_err(anyhow::Error::msg)
-                                        }
-                                    },
-                                );
-                            Some((adapter, stoppable))
-                        }
-                    }
+                    wiring::telegram_adapter(&self.parts, &channel.name, spec)
+                        .map_err(|e| format!("{e:#}"))
                 }
-                Inbound::Unavailable(why) => {
-                    self.sup.unavailable(&component(&channel.name), why.clone());
+                Inbound::Slack(spec) => wiring::slack_adapter(&self.parts, &channel.name, spec)
+                    .map_err(|e| format!("{e:#}")),
+                Inbound::WhatsApp(spec) => {
+                    wiring::whatsapp_adapter(&self.parts, &channel.name, spec)
+                        .map_err(|e| format!("{e:#}"))
+                }
+                Inbound::Unavailable(why) => Err(why.clone()),
+            };
+            let live = match adapter {
+                Err(why) => {
+                    self.sup.unavailable(&component(&channel.name), why);
                     None
+                }
+                Ok(adapter) => {
+                    let run = Arc::clone(&adapter);
+                    let stoppable =
+                        self.sup
+                            .spawn_stoppable(&component(&channel.name), move |cancel| {
+                                let adapter = Arc::clone(&run);
+                                async move { adapter.run(cancel).await.map_err(anyhow::Error::msg) }
+                            });
+                    Some((adapter, stoppable))
                 }
             };
             running.insert(

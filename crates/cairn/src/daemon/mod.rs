@@ -119,6 +119,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
         chat: chat.as_ref(),
         clock: &clock,
         components: &components,
+        inbound: inbound.as_ref(),
     };
     let gateway = components::start_gateway(&sup, listener, &gateway_parts).await?;
     let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
@@ -227,7 +228,7 @@ fn supervisor(config: &Config, components: &Arc<Components>, clock: &Arc<dyn Clo
     )
 }
 
-/// Inbound chat channels (a Telegram bot): one component each, which a
+/// Inbound chat channels (Telegram, Slack, WhatsApp): one component each, which a
 /// reload restarts when its table changes. None without chat.
 async fn start_inbound(
     config: &Config,

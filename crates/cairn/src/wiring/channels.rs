@@ -9,15 +9,23 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_agent::chat::ChatService;
 use cairn_automation::inbound::people::{PairingCodes, People};
+use cairn_automation::inbound::slack::api::SlackApi;
+use cairn_automation::inbound::slack::{self, SlackAdapter, SlackInbound};
 use cairn_automation::inbound::telegram::api::BotApi;
 use cairn_automation::inbound::telegram::{self, TelegramAdapter, TelegramInbound};
+use cairn_automation::inbound::whatsapp::api::GraphApi;
+use cairn_automation::inbound::whatsapp::webhook::Endpoints;
+use cairn_automation::inbound::whatsapp::{self, WhatsAppAdapter, WhatsAppInbound};
 use cairn_automation::inbound::{InboundAdapter, Pace};
+use cairn_automation::notify::channels::slack::SlackSpec;
 use cairn_automation::notify::channels::telegram::TelegramSpec;
+use cairn_automation::notify::channels::whatsapp::WhatsAppSpec;
 use cairn_automation::notify::{ChannelSpec, ParsedChannels, owner_id, parse_channels};
 use cairn_core::clock::SystemClock;
 use cairn_core::config::Config;
 use cairn_gateway::pairing::{self, PairingKey, WRONG_CODES_LIMIT};
 use cairn_store::Store;
+use secrecy::SecretString;
 
 use super::{located, unset_reason};
 
@@ -40,6 +48,34 @@ pub fn telegram_channels(config: &Config) -> anyhow::Result<BTreeMap<String, Tel
         .collect())
 }
 
+/// The configured Slack channels by name (checked, `${VAR}` expanded).
+pub fn slack_channels(config: &Config) -> anyhow::Result<BTreeMap<String, SlackSpec>> {
+    Ok(parsed_channels(config)?
+        .specs
+        .into_iter()
+        .filter_map(|(name, spec)| match spec {
+            ChannelSpec::Slack(s) => Some((name, s)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// A client of the Slack app a spec names; `None` for a webhook alone.
+pub fn slack_api(spec: &SlackSpec) -> anyhow::Result<Option<SlackApi>> {
+    let Some(bot_token) = &spec.bot_token else {
+        return Ok(None);
+    };
+    // Without an app token (outbound only) the app token's calls are refused.
+    let app_token = spec.app_token.clone().unwrap_or_default();
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Slack")?;
+    Ok(Some(SlackApi::new(
+        bot_token.clone(),
+        app_token,
+        &spec.api_url,
+        http,
+    )))
+}
+
 fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
     let section = config.notify.channels.as_ref();
     parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(|errors| {
@@ -52,6 +88,10 @@ fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
 pub enum Inbound {
     /// A Telegram bot, ready to poll.
     Telegram(TelegramSpec),
+    /// A Slack app, ready to open its Socket Mode connection.
+    Slack(SlackSpec),
+    /// A WhatsApp number, fed by webhooks through the gateway.
+    WhatsApp(WhatsAppSpec),
     /// Its table names an unset `${VAR}`: why (file, line, key, variable).
     Unavailable(String),
 }
@@ -85,6 +125,16 @@ pub fn inbound_channels(config: &Config) -> anyhow::Result<Vec<InboundChannel>> 
                 table: table(&name),
                 name,
                 inbound: Inbound::Telegram(t),
+            }),
+            ChannelSpec::Slack(s) if s.inbound => Some(InboundChannel {
+                table: table(&name),
+                name,
+                inbound: Inbound::Slack(s),
+            }),
+            ChannelSpec::WhatsApp(w) if w.inbound => Some(InboundChannel {
+                table: table(&name),
+                name,
+                inbound: Inbound::WhatsApp(w),
             }),
             _ => None,
         })
@@ -126,6 +176,14 @@ pub struct InboundParts {
     user_id: String,
     pairing: Option<Arc<dyn PairingCodes>>,
     owner: String,
+    whatsapp: Endpoints,
+}
+
+impl InboundParts {
+    /// Where the gateway hands the WhatsApp channels their webhooks.
+    pub fn whatsapp_endpoints(&self) -> &Endpoints {
+        &self.whatsapp
+    }
 }
 
 /// The shared parts of the inbound adapters over `chat` (reads the install
@@ -150,6 +208,7 @@ pub async fn inbound_parts(
         user_id: config.user.id.clone(),
         pairing,
         owner: owner_id(),
+        whatsapp: Endpoints::default(),
     }
 }
 
@@ -178,6 +237,78 @@ pub fn telegram_adapter(
         clock: Arc::new(SystemClock),
         poll_wait: POLL_WAIT,
         lease: POLL_LEASE,
+        pace: Pace::default(),
+    })))
+}
+
+/// The adapter of the Slack channel `name` (its tokens checked present).
+pub fn slack_adapter(
+    parts: &InboundParts,
+    name: &str,
+    spec: &SlackSpec,
+) -> anyhow::Result<Arc<dyn InboundAdapter>> {
+    let (Some(api), true) = (slack_api(spec)?, spec.app_token.is_some()) else {
+        anyhow::bail!("channels.{name}: inbound Slack needs bot_token and app_token");
+    };
+    Ok(Arc::new(SlackAdapter::new(SlackInbound {
+        api,
+        people: People {
+            channel: name.to_string(),
+            app: "Slack",
+            allow_command: format!("{} {name}", slack::ALLOW_COMMAND),
+            allowed: spec.allowed_users.iter().cloned().collect(),
+            store: parts.store.clone(),
+            pairing: parts.pairing.clone(),
+            clock: Arc::new(SystemClock),
+        },
+        name: name.to_string(),
+        store: parts.store.clone(),
+        chat: Arc::clone(&parts.chat),
+        user_id: parts.user_id.clone(),
+        owner: parts.owner.clone(),
+        clock: Arc::new(SystemClock),
+        lease: POLL_LEASE,
+        pace: Pace {
+            typing_every: Duration::from_secs(3600),
+            ..Pace::default()
+        },
+    })))
+}
+
+/// The adapter of the WhatsApp channel `name`.
+pub fn whatsapp_adapter(
+    parts: &InboundParts,
+    name: &str,
+    spec: &WhatsAppSpec,
+) -> anyhow::Result<Arc<dyn InboundAdapter>> {
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for WhatsApp")?;
+    // Checked present when the table was read; empty refuses everything.
+    let secret = |s: &Option<SecretString>| s.clone().unwrap_or_else(|| SecretString::from(""));
+    Ok(Arc::new(WhatsAppAdapter::new(WhatsAppInbound {
+        api: GraphApi::new(
+            spec.access_token.clone(),
+            &spec.api_url,
+            &spec.phone_number_id,
+            http,
+        ),
+        endpoints: parts.whatsapp.clone(),
+        verify_token: secret(&spec.verify_token),
+        app_secret: secret(&spec.app_secret),
+        phone_number_id: spec.phone_number_id.clone(),
+        people: People {
+            channel: name.to_string(),
+            app: "WhatsApp",
+            allow_command: format!("{} {name}", whatsapp::ALLOW_COMMAND),
+            allowed: spec.allowed_users.iter().cloned().collect(),
+            store: parts.store.clone(),
+            pairing: parts.pairing.clone(),
+            clock: Arc::new(SystemClock),
+        },
+        name: name.to_string(),
+        store: parts.store.clone(),
+        chat: Arc::clone(&parts.chat),
+        user_id: parts.user_id.clone(),
+        clock: Arc::new(SystemClock),
         pace: Pace::default(),
     })))
 }

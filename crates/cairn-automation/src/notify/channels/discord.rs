@@ -13,12 +13,32 @@ use crate::notify::channel::{Channel, DeliveryError, Receipt};
 /// Discord refuses a message whose `content` is longer than this.
 pub const CONTENT_LIMIT: usize = 2_000;
 
-/// `[channels.NAME]` with `type = "discord"`.
+/// `[channels.NAME]` with `type = "discord"`: notifications through an
+/// incoming webhook, messages received through the bot (`inbound = true`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordSpec {
-    /// The webhook URL (a secret: anyone holding it can post).
-    pub webhook_url: SecretString,
+    /// The webhook URL notifications are posted to (a secret:
+    /// anyone holding it can post). Without it the channel only answers
+    /// chats.
+    #[serde(default)]
+    pub webhook_url: Option<SecretString>,
+    /// The bot's token, for the gateway and the REST API.
+    #[serde(default)]
+    pub bot_token: Option<SecretString>,
+    /// Whether the bot receives messages.
+    #[serde(default)]
+    pub inbound: bool,
+    /// Discord user ids (snowflakes) that may talk to the agent.
+    #[serde(default, deserialize_with = "super::user_ids")]
+    pub allowed_users: Vec<String>,
+    /// The API's address (tests point it at a local server).
+    #[serde(default = "default_api_url")]
+    pub api_url: String,
+}
+
+fn default_api_url() -> String {
+    "https://discord.com/api/v10".to_string()
 }
 
 /// A Discord webhook channel.
@@ -29,10 +49,10 @@ pub struct Discord {
 }
 
 impl Discord {
-    /// A channel for `spec`.
-    pub fn new(spec: &DiscordSpec, http: reqwest::Client) -> Self {
+    /// A channel posting to the webhook `webhook_url`.
+    pub fn new(webhook_url: &SecretString, http: reqwest::Client) -> Self {
         Discord {
-            webhook_url: spec.webhook_url.clone(),
+            webhook_url: webhook_url.clone(),
             http,
         }
     }

@@ -11,6 +11,7 @@ pub mod slack;
 pub mod telegram;
 mod text;
 pub mod webhook;
+pub mod whatsapp;
 
 use std::sync::Arc;
 
@@ -21,6 +22,26 @@ use super::channel::{Channel, DeliveryError, Receipt};
 use super::config::ChannelSpec;
 
 pub use http::{NOTIFICATION_ID_HEADER, REQUEST_TIMEOUT};
+
+use serde::Deserialize;
+
+/// User ids as strings, whether written `"123"` or `123`.
+pub(crate) fn user_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        Text(String),
+        Number(i64),
+    }
+    let ids = Vec::<Id>::deserialize(d)?;
+    Ok(ids
+        .into_iter()
+        .map(|id| match id {
+            Id::Text(t) => t.trim().to_string(),
+            Id::Number(n) => n.to_string(),
+        })
+        .collect())
+}
 
 /// Builds the channel a spec describes. HTTP channels share `http` (one
 /// connection pool for the process). `Ok(None)` for `inbox`, which the
@@ -34,13 +55,34 @@ pub fn build(
         ChannelSpec::Inbox {} => return Ok(None),
         ChannelSpec::Log {} => Arc::new(log::Log),
         ChannelSpec::Webhook(s) => Arc::new(webhook::Webhook::new(s, http.clone())?),
-        ChannelSpec::Slack(s) => Arc::new(slack::Slack::new(s, http.clone())),
-        ChannelSpec::Discord(s) => Arc::new(discord::Discord::new(s, http.clone())),
+        ChannelSpec::Slack(s) => match &s.webhook_url {
+            Some(url) => Arc::new(slack::Slack::new(url, http.clone())),
+            None => Arc::new(receives_only("slack", "webhook_url")),
+        },
+        ChannelSpec::Discord(s) => match &s.webhook_url {
+            Some(url) => Arc::new(discord::Discord::new(url, http.clone())),
+            None => Arc::new(receives_only("discord", "webhook_url")),
+        },
+        ChannelSpec::WhatsApp(_) => Arc::new(receives_only("whatsapp", "")),
         ChannelSpec::Telegram(s) => Arc::new(telegram::Telegram::new(s, http.clone())),
         ChannelSpec::Ntfy(s) => Arc::new(ntfy::Ntfy::new(s, http.clone())?),
         ChannelSpec::Email(s) => Arc::new(email::Email::new(s)?),
     };
     Ok(Some(channel))
+}
+
+/// A channel whose bot only answers chats: a notification sent to it
+/// fails for good saying so (and waits in the inbox).
+fn receives_only(kind: &'static str, needed: &str) -> Unavailable {
+    let how = if needed.is_empty() {
+        String::new()
+    } else {
+        format!("; set {needed} to post notifications")
+    };
+    Unavailable::new(
+        kind,
+        format!("this {kind} channel only answers the chats people start with its bot{how}"),
+    )
 }
 
 /// A configured channel that cannot deliver (its table names an unset

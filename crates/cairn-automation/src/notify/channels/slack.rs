@@ -13,12 +13,35 @@ use crate::notify::channel::{Channel, DeliveryError, Receipt};
 /// Slack truncates a message's `text` beyond this many characters.
 pub const TEXT_LIMIT: usize = 40_000;
 
-/// `[channels.NAME]` with `type = "slack"`.
+/// `[channels.NAME]` with `type = "slack"`: notifications through an
+/// incoming webhook, messages received through the bot (`inbound = true`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackSpec {
-    /// The incoming-webhook URL (a secret: anyone holding it can post).
-    pub webhook_url: SecretString,
+    /// The incoming-webhook URL notifications are posted to (a secret:
+    /// anyone holding it can post). Without it the channel only answers
+    /// chats.
+    #[serde(default)]
+    pub webhook_url: Option<SecretString>,
+    /// The bot's token (`xoxb-…`) for the Web API.
+    #[serde(default)]
+    pub bot_token: Option<SecretString>,
+    /// The app-level token (`xapp-…`) that opens the Socket Mode connection.
+    #[serde(default)]
+    pub app_token: Option<SecretString>,
+    /// Whether the bot receives messages.
+    #[serde(default)]
+    pub inbound: bool,
+    /// Slack user ids (`U0123ABCD`) that may talk to the agent.
+    #[serde(default, deserialize_with = "super::user_ids")]
+    pub allowed_users: Vec<String>,
+    /// The API's address (tests point it at a local server).
+    #[serde(default = "default_api_url")]
+    pub api_url: String,
+}
+
+fn default_api_url() -> String {
+    "https://slack.com/api/".to_string()
 }
 
 /// A Slack incoming-webhook channel.
@@ -29,10 +52,10 @@ pub struct Slack {
 }
 
 impl Slack {
-    /// A channel for `spec`.
-    pub fn new(spec: &SlackSpec, http: reqwest::Client) -> Self {
+    /// A channel posting to the incoming webhook `webhook_url`.
+    pub fn new(webhook_url: &SecretString, http: reqwest::Client) -> Self {
         Slack {
-            webhook_url: spec.webhook_url.clone(),
+            webhook_url: webhook_url.clone(),
             http,
         }
     }

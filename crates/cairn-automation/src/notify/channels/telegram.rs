@@ -33,26 +33,8 @@ pub struct TelegramSpec {
     #[serde(default)]
     pub inbound: bool,
     /// Telegram user ids that may talk to the agent (strings or numbers).
-    #[serde(default, deserialize_with = "user_ids")]
+    #[serde(default, deserialize_with = "super::user_ids")]
     pub allowed_users: Vec<String>,
-}
-
-/// User ids as strings, whether written `"123"` or `123`.
-fn user_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Id {
-        Text(String),
-        Number(i64),
-    }
-    let ids = Vec::<Id>::deserialize(d)?;
-    Ok(ids
-        .into_iter()
-        .map(|id| match id {
-            Id::Text(t) => t.trim().to_string(),
-            Id::Number(n) => n.to_string(),
-        })
-        .collect())
 }
 
 fn default_api_url() -> String {
