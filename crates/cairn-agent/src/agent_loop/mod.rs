@@ -497,7 +497,8 @@ impl AgentLoop {
         delegate: &dyn LoopDelegate,
         request: &ChatRequest,
     ) -> Result<ChatResponse, LlmError> {
-        if !delegate.streaming() {
+        // A hook that rewrites answers (redaction) must see them before anyone does.
+        if !delegate.streaming() || self.hooks.holds_answers() {
             return self.provider.complete(request).await;
         }
         let mut stream = self.provider.stream(request).await?;
