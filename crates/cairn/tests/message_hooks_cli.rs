@@ -21,6 +21,10 @@ const BASE: &str = "[tools.shell]\nallow_unconfined = true\n";
 /// Prints the answer with `sesame` redacted, as `{"text": "…"}`.
 const REDACT: &str = "#!/bin/sh\nsed -e 's/.*\"text\":\"\\([^\"]*\\)\".*/{\"text\":\"\\1\"}/' -e 's/sesame/[redacted]/g'\n";
 
+/// Drops the messages naming the mangosteen.
+const NO_FRUIT: &str =
+    "#!/bin/sh\nif grep -q mangosteen; then echo 'no fruit talk here' >&2; exit 2; fi\n";
+
 /// A home at `<parent>/.cairn`; hook scripts sit beside it.
 struct Env {
     parent: tempfile::TempDir,
@@ -43,13 +47,21 @@ impl Env {
 
     /// config.toml with one hook of `event` running the script `text`.
     fn hook(&self, event: &str, text: &str) {
-        let path = self.parent.path().join(format!("{event}.sh"));
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let toml = format!(
-            "{BASE}\n[[hooks]]\nevent = \"{event}\"\ncommand = \"{}\"\n",
-            path.display()
-        );
+        self.hooks(&[(event, text)]);
+    }
+
+    /// config.toml with these hooks, `(event, script text)` each.
+    fn hooks(&self, hooks: &[(&str, &str)]) {
+        let mut toml = BASE.to_string();
+        for (event, text) in hooks {
+            let path = self.parent.path().join(format!("{event}.sh"));
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            toml.push_str(&format!(
+                "\n[[hooks]]\nevent = \"{event}\"\ncommand = \"{}\"\n",
+                path.display()
+            ));
+        }
         std::fs::write(self.home().join("config.toml"), toml).unwrap();
     }
 
@@ -99,15 +111,18 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn on_message_drops_messages_with_a_word() {
     let env = Env::new();
-    env.hook(
-        "on_message",
-        "#!/bin/sh\nif grep -q mangosteen; then echo 'no fruit talk here' >&2; exit 2; fi\n",
-    );
+    env.hook("on_message", NO_FRUIT);
     let out = env.chat("tell me about the mangosteen");
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("dropped") && stderr.contains("no fruit talk here"), "{stderr}");
-    assert!(env.llm.requests().is_empty(), "the model saw a dropped message");
+    assert!(
+        stderr.contains("dropped") && stderr.contains("no fruit talk here"),
+        "{stderr}"
+    );
+    assert!(
+        env.llm.requests().is_empty(),
+        "the model saw a dropped message"
+    );
 
     env.llm.push(Scripted::text("hello back"));
     let out = env.chat("hello");
@@ -128,8 +143,14 @@ fn on_message_rewrites_messages() {
     let out = env.chat("the original words");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let users = env.user_texts();
-    assert!(users.iter().any(|u| u.contains("rewritten by the hook")), "{users:?}");
-    assert!(!users.iter().any(|u| u.contains("the original words")), "{users:?}");
+    assert!(
+        users.iter().any(|u| u.contains("rewritten by the hook")),
+        "{users:?}"
+    );
+    assert!(
+        !users.iter().any(|u| u.contains("the original words")),
+        "{users:?}"
+    );
 }
 
 /// An `on_message_sending` hook redacts a word from the answer `cairn chat -m` prints.
@@ -166,7 +187,14 @@ fn before_llm_call_blocks_the_call() {
     .unwrap();
     assert_eq!(event["event"], "before_llm_call");
     assert!(event["messages"].as_u64().unwrap() >= 2, "{event}");
-    assert!(event["tools"].as_array().unwrap().iter().any(|t| t == "shell"), "{event}");
+    assert!(
+        event["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "shell"),
+        "{event}"
+    );
 }
 
 /// A hook that cannot start fails closed: the message is dropped, the
@@ -184,7 +212,11 @@ fn a_failing_hook_fails_closed() {
         assert!(stderr.contains("gave no verdict"), "{event}: {stderr}");
         assert!(!text(&out.stdout).contains("the secret answer"), "{event}");
         if event != "on_message_sending" {
-            assert_eq!(env.llm.requests().len(), before, "{event}: the model was asked");
+            assert_eq!(
+                env.llm.requests().len(),
+                before,
+                "{event}: the model was asked"
+            );
         }
     }
 }
@@ -225,34 +257,48 @@ fn daemon(env: &Env) -> (Daemon, String, String) {
     (daemon, base, text(&out.stdout).trim().to_string())
 }
 
-/// Over `/v1/chat/completions`, whole and streamed, the answer is redacted
-/// too: with an `on_message_sending` hook nothing streams before it ran.
-#[test]
-fn on_message_sending_redacts_answers_over_v1() {
-    let env = Env::new();
-    env.hook("on_message_sending", REDACT);
-    let (_daemon, base, token) = daemon(&env);
+/// `POST /v1/chat/completions` with one user message; `(status, body)`.
+fn post(base: &str, token: &str, text: &str, stream: bool) -> (u16, String) {
     let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let response = cairn_llm::tls::client()
+            .unwrap()
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({
+                "model": "cairn",
+                "stream": stream,
+                "messages": [{"role": "user", "content": text}],
+            }))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    })
+}
+
+/// Over `/v1/chat/completions` an `on_message` hook drops a message (the
+/// model never sees it), and the answer is redacted, whole and streamed:
+/// with an `on_message_sending` hook nothing streams before it ran.
+#[test]
+fn message_hooks_apply_over_v1() {
+    let env = Env::new();
+    env.hooks(&[("on_message", NO_FRUIT), ("on_message_sending", REDACT)]);
+    let (_daemon, base, token) = daemon(&env);
+    let (status, body) = post(&base, &token, "the mangosteen is ripe", false);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("no fruit talk here"), "{body}");
+    assert!(
+        env.llm.requests().is_empty(),
+        "the model saw a dropped message"
+    );
     for stream in [false, true] {
         env.llm.push(Scripted::text("the password is sesame"));
-        let body = rt.block_on(async {
-            cairn_llm::tls::client()
-                .unwrap()
-                .post(format!("{base}/v1/chat/completions"))
-                .bearer_auth(&token)
-                .json(&serde_json::json!({
-                    "model": "cairn",
-                    "stream": stream,
-                    "messages": [{"role": "user", "content": "what is the password?"}],
-                }))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
-        });
+        let (status, body) = post(&base, &token, "what is the password?", stream);
+        assert_eq!(status, 200, "{body}");
         assert!(body.contains("[redacted]"), "stream {stream}: {body}");
         assert!(!body.contains("sesame"), "stream {stream}: {body}");
+        let asked = env.llm.requests().last().unwrap().body.clone();
+        assert_ne!(asked["stream"], true, "the model was asked to stream");
     }
 }

@@ -410,7 +410,14 @@ impl AgentLoop {
                 let message =
                     ChatMessage::assistant_tool_calls(response.text.clone(), client.clone());
                 push(delegate, messages, message).await;
-                outcome.text = response.text;
+                // Text beside the calls reaches the caller too: the same hooks see it.
+                let mut text = response.text;
+                if !text.is_empty()
+                    && let HookFlow::Cancel(reason) = self.hooks.before_sending(&mut text).await
+                {
+                    return outcome.finish(LoopStatus::Cancelled { reason });
+                }
+                outcome.text = text;
                 return outcome.finish(LoopStatus::ClientTools { calls: client });
             }
             push(delegate, messages, response.to_message()).await;

@@ -518,7 +518,10 @@ impl Hook for UserHooks {
         // `None`: the provider's configured model (null in the event).
         let model = request.model.clone();
         let hooks: Vec<UserHook> = self
-            .matching(HookEvent::BeforeLlmCall, model.as_deref().unwrap_or_default())
+            .matching(
+                HookEvent::BeforeLlmCall,
+                model.as_deref().unwrap_or_default(),
+            )
             .cloned()
             .collect();
         if hooks.is_empty() {

@@ -28,7 +28,12 @@ pub(super) struct Stopped {
 
 impl UserHooks {
     /// Runs `hook` on `payload` (already scrubbed) and reads its verdict.
-    pub(super) async fn verdict(&self, hook: &UserHook, payload: &Value, what: &Stopped) -> Verdict {
+    pub(super) async fn verdict(
+        &self,
+        hook: &UserHook,
+        payload: &Value,
+        what: &Stopped,
+    ) -> Verdict {
         match self.run(hook, payload).await {
             HookExit::Exited {
                 code: Some(0),
