@@ -348,3 +348,64 @@ async fn a_dry_run_marks_its_event_and_says_how_the_hook_answered() {
     let missing = user.dry_run(&parsed[2]).await.unwrap_err();
     assert!(missing.contains("127"), "{missing}");
 }
+
+#[test]
+fn the_message_events_parse_and_on_message_sending_takes_no_matcher() {
+    let parsed = parse_hooks(Some(&Section {
+        value: json!([
+            {"event": "on_message", "matcher": "^tele", "command": "true"},
+            {"event": "on_message_sending", "command": "true"},
+            {"event": "before_llm_call", "command": "true"},
+        ]),
+        line: 1,
+    }))
+    .unwrap();
+    let events: Vec<&str> = parsed.iter().map(|h| h.event.as_str()).collect();
+    assert_eq!(
+        events,
+        ["on_message", "on_message_sending", "before_llm_call"]
+    );
+    assert!(parsed.iter().all(|h| h.event.blocks()));
+    let errors = parse_hooks(Some(&Section {
+        value: json!([{"event": "on_message_sending", "matcher": "web", "command": "true"}]),
+        line: 3,
+    }))
+    .unwrap_err();
+    assert!(
+        errors[0].to_string().contains("no matcher"),
+        "{}",
+        errors[0]
+    );
+}
+
+/// On a text, a hook printing `{"text": …}` replaces it, exit 2 drops it
+/// with its stderr, and stray stdout drops it too (fails closed).
+#[tokio::test]
+async fn text_hooks_replace_drop_and_fail_closed() {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = |command: &str| {
+        let user = hooks(
+            json!([{"event": "on_message_sending", "command": command}]),
+            workspace.path(),
+        );
+        async move {
+            let mut text = "the answer".to_string();
+            let flow = user.before_sending(&mut text).await;
+            (flow, text)
+        }
+    };
+    let (flow, text) = run("cat > /dev/null; echo '{\"text\": \"new\"}'").await;
+    assert_eq!(flow, cairn_agent::HookFlow::Continue);
+    assert_eq!(text, "new");
+    let (flow, _) = run("echo 'not today' >&2; exit 2").await;
+    assert_eq!(flow, cairn_agent::HookFlow::Cancel("not today".into()));
+    let (flow, text) = run("echo hello").await;
+    assert!(
+        matches!(flow, cairn_agent::HookFlow::Cancel(ref r) if r.contains("hooks[0] printed")),
+        "{flow:?}"
+    );
+    assert_eq!(text, "the answer");
+    let (flow, text) = run("cat > /dev/null").await;
+    assert_eq!(flow, cairn_agent::HookFlow::Continue);
+    assert_eq!(text, "the answer");
+}
