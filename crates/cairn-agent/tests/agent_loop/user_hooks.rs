@@ -409,3 +409,36 @@ async fn text_hooks_replace_drop_and_fail_closed() {
     assert_eq!(flow, cairn_agent::HookFlow::Continue);
     assert_eq!(text, "the answer");
 }
+
+/// `cairn doctor`'s dry run covers the message events: exit 2 is an
+/// answer they may give, and each gets a sample event of its kind.
+#[tokio::test]
+async fn a_dry_run_covers_the_message_events() {
+    let workspace = tempfile::tempdir().unwrap();
+    let entries = json!([
+        {"event": "on_message", "command": "cat > message.json; exit 2"},
+        {"event": "on_message_sending", "command": "cat > sending.json"},
+        {"event": "before_llm_call", "command": "cat > llm.json; exit 2"},
+    ]);
+    let user = hooks(entries.clone(), workspace.path());
+    let parsed = parse_hooks(Some(&Section {
+        value: entries,
+        line: 1,
+    }))
+    .unwrap();
+    let dropped = user.dry_run(&parsed[0]).await.unwrap();
+    assert!(dropped.contains("would be dropped"), "{dropped}");
+    assert_eq!(user.dry_run(&parsed[1]).await.unwrap(), "ran (exit 0)");
+    let blocked = user.dry_run(&parsed[2]).await.unwrap();
+    assert!(blocked.contains("would be blocked"), "{blocked}");
+    let message = read_json(&workspace.path().join("message.json"));
+    assert_eq!(message["event"], "on_message");
+    assert_eq!(message["dry_run"], true);
+    assert_eq!(
+        read_json(&workspace.path().join("sending.json"))["text"],
+        ""
+    );
+    let llm = read_json(&workspace.path().join("llm.json"));
+    assert_eq!(llm["event"], "before_llm_call");
+    assert!(llm["tools"].is_array(), "{llm}");
+}
