@@ -277,11 +277,48 @@ fn post(base: &str, token: &str, text: &str, stream: bool) -> (u16, String) {
     })
 }
 
+/// One message over the WebSocket chat; every frame until `done` or `error`.
+fn ws_frames(base: &str, token: &str, text: &str) -> Vec<serde_json::Value> {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let url = format!("{}/ws/chat", base.replacen("http://", "ws://", 1));
+        let mut request = url.into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let message = serde_json::json!({"type": "message", "content": text});
+        socket
+            .send(Message::Text(message.to_string().into()))
+            .await
+            .unwrap();
+        let mut frames = Vec::new();
+        loop {
+            let next = tokio::time::timeout(std::time::Duration::from_secs(20), socket.next())
+                .await
+                .expect("a frame within 20 s")
+                .unwrap()
+                .unwrap();
+            let Message::Text(text) = next else { continue };
+            let frame: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+            let end = frame["type"] == "done" || frame["type"] == "error";
+            frames.push(frame);
+            if end {
+                return frames;
+            }
+        }
+    })
+}
+
 /// Over `/v1/chat/completions` an `on_message` hook drops a message (the
-/// model never sees it), and the answer is redacted, whole and streamed:
-/// with an `on_message_sending` hook nothing streams before it ran.
+/// model never sees it), and the answer is redacted, whole and streamed
+/// (with an `on_message_sending` hook nothing streams before it ran), and
+/// over the WebSocket chat too.
 #[test]
-fn message_hooks_apply_over_v1() {
+fn message_hooks_apply_over_the_gateway() {
     let env = Env::new();
     env.hooks(&[("on_message", NO_FRUIT), ("on_message_sending", REDACT)]);
     let (_daemon, base, token) = daemon(&env);
@@ -301,4 +338,8 @@ fn message_hooks_apply_over_v1() {
         let asked = env.llm.requests().last().unwrap().body.clone();
         assert_ne!(asked["stream"], true, "the model was asked to stream");
     }
+    env.llm.push(Scripted::text("the password is sesame"));
+    let frames = serde_json::Value::from(ws_frames(&base, &token, "the password?")).to_string();
+    assert!(frames.contains("[redacted]"), "{frames}");
+    assert!(!frames.contains("sesame"), "{frames}");
 }
