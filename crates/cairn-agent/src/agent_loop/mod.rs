@@ -389,12 +389,13 @@ impl AgentLoop {
                     ChatMessage::assistant(response.text.clone()),
                 )
                 .await;
-                let mut text = response.text;
-                if let HookFlow::Cancel(reason) = self.hooks.before_sending(&mut text).await {
-                    return outcome.finish(LoopStatus::Cancelled { reason });
-                }
-                outcome.text = text;
-                return outcome.finish(LoopStatus::Answered);
+                return match self.sending(response.text).await {
+                    Ok(text) => {
+                        outcome.text = text;
+                        outcome.finish(LoopStatus::Answered)
+                    }
+                    Err(reason) => outcome.finish(LoopStatus::Cancelled { reason }),
+                };
             }
 
             let client: Vec<ToolCall> = response
@@ -410,8 +411,14 @@ impl AgentLoop {
                 let message =
                     ChatMessage::assistant_tool_calls(response.text.clone(), client.clone());
                 push(delegate, messages, message).await;
-                outcome.text = response.text;
-                return outcome.finish(LoopStatus::ClientTools { calls: client });
+                // Text beside the calls reaches the caller too: the same hooks see it.
+                return match self.sending(response.text).await {
+                    Ok(text) => {
+                        outcome.text = text;
+                        outcome.finish(LoopStatus::ClientTools { calls: client })
+                    }
+                    Err(reason) => outcome.finish(LoopStatus::Cancelled { reason }),
+                };
             }
             push(delegate, messages, response.to_message()).await;
             let first_result = messages.len();
@@ -431,6 +438,14 @@ impl AgentLoop {
         }
         let limit = self.config.max_iterations;
         outcome.finish(LoopStatus::IterationLimit { limit })
+    }
+
+    /// The `before_sending` hooks on text about to leave the loop.
+    async fn sending(&self, mut text: String) -> Result<String, String> {
+        match self.hooks.before_sending(&mut text).await {
+            HookFlow::Continue => Ok(text),
+            HookFlow::Cancel(reason) => Err(reason),
+        }
     }
 
     /// One model call (with the hooks), retried once after the delegate
@@ -497,7 +512,8 @@ impl AgentLoop {
         delegate: &dyn LoopDelegate,
         request: &ChatRequest,
     ) -> Result<ChatResponse, LlmError> {
-        if !delegate.streaming() {
+        // A hook that rewrites answers (redaction) must see them before anyone does.
+        if !delegate.streaming() || self.hooks.holds_answers() {
             return self.provider.complete(request).await;
         }
         let mut stream = self.provider.stream(request).await?;

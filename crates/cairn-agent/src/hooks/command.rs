@@ -7,7 +7,16 @@
 //!   result the model sees. A policy hook fails closed: any other end (it
 //!   cannot start, exits otherwise, is killed by a signal, times out) blocks
 //!   the call too, with a result saying why.
-//! - `after_tool`, `on_message`, `on_session_end`, `on_routine_run`:
+//! - `on_message` (an inbound message, before the agent sees it) and
+//!   `on_message_sending` (an answer, before any channel sends it): exit 0
+//!   continues, and `{"text": "…"}` on stdout replaces the text; exit 2 drops
+//!   it with its stderr as the reason. They fail closed like `before_tool`:
+//!   a hook that cannot answer drops the message, as a filter or redaction
+//!   hook must not be bypassed by breaking. With an `on_message_sending`
+//!   hook no answer is streamed as it is written.
+//! - `before_llm_call`: sees `{"model", "messages": count, "tools": [names]}`;
+//!   exit 2 (or failing) stops the turn with its reason.
+//! - `after_tool`, `on_session_end`, `on_routine_run`:
 //!   notifications, started in the background so a slow hook never delays an
 //!   answer; their exit codes are logged.
 //!
@@ -29,6 +38,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cairn_core::chat::ToolCall;
 use cairn_core::config::Section;
+use cairn_llm::ChatRequest;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -41,6 +51,7 @@ use crate::sandbox::{Sandbox, SandboxSettings};
 use crate::tools::shell::{GroupKiller, read_capped};
 
 mod named;
+mod verdict;
 
 /// Seconds a hook may run when its entry does not say.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
@@ -57,8 +68,12 @@ pub enum HookEvent {
     BeforeTool,
     /// After a tool call, with its result.
     AfterTool,
-    /// A message arrived on a channel.
+    /// A message arrived on a channel (may replace or drop it).
     OnMessage,
+    /// An answer is about to leave (may replace or drop it).
+    OnMessageSending,
+    /// The model is about to be called (may block the call).
+    BeforeLlmCall,
     /// An idle session was closed.
     OnSessionEnd,
     /// A routine run finished.
@@ -72,8 +87,30 @@ impl HookEvent {
             Self::BeforeTool => "before_tool",
             Self::AfterTool => "after_tool",
             Self::OnMessage => "on_message",
+            Self::OnMessageSending => "on_message_sending",
+            Self::BeforeLlmCall => "before_llm_call",
             Self::OnSessionEnd => "on_session_end",
             Self::OnRoutineRun => "on_routine_run",
+        }
+    }
+
+    /// True for the events whose hook is waited for and may stop what it
+    /// sees (exit 2); these fail closed.
+    pub fn blocks(self) -> bool {
+        matches!(
+            self,
+            Self::BeforeTool | Self::OnMessage | Self::OnMessageSending | Self::BeforeLlmCall
+        )
+    }
+
+    /// What a blocking hook's exit 2 does, for `cairn doctor`.
+    pub fn blocked(self) -> &'static str {
+        match self {
+            Self::BeforeTool => "the calls it matches are blocked",
+            Self::OnMessage => "the messages it matches are dropped",
+            Self::OnMessageSending => "every answer is dropped",
+            Self::BeforeLlmCall => "the model calls it matches are blocked",
+            _ => "",
         }
     }
 }
@@ -154,6 +191,15 @@ pub fn parse_hooks(section: Option<&Section>) -> Result<Vec<UserHook>, Vec<HookC
         let secs = entry.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
         if secs == 0 {
             errors.push(err(index, "timeout_secs must be at least 1".to_string()));
+            continue;
+        }
+        // The answer's channel is not known where it leaves: a matcher would
+        // silently never match, and a redaction hook must not be skipped.
+        if entry.event == HookEvent::OnMessageSending && matcher.is_some() {
+            errors.push(err(
+                index,
+                "on_message_sending hooks see every answer and take no matcher".to_string(),
+            ));
             continue;
         }
         hooks.push(UserHook {
@@ -338,6 +384,8 @@ impl UserHooks {
                 "status": "success", "result": "", "duration_ms": 0
             }),
             HookEvent::OnMessage => json!({"channel": "doctor", "text": ""}),
+            HookEvent::OnMessageSending => json!({"text": ""}),
+            HookEvent::BeforeLlmCall => json!({"model": "doctor", "messages": 0, "tools": []}),
             HookEvent::OnSessionEnd => {
                 json!({"user": "doctor", "channel": "doctor", "session_id": "dry-run"})
             }
@@ -352,9 +400,10 @@ impl UserHooks {
             HookExit::Exited {
                 code: Some(BLOCK_EXIT_CODE),
                 ..
-            } if hook.event == HookEvent::BeforeTool => {
-                Ok("ran (exit 2: it would block the call)".to_string())
-            }
+            } if hook.event.blocks() => Ok(format!(
+                "ran (exit 2: {})",
+                hook.event.blocked().replace(" are ", " would be ")
+            )),
             other => Err(failure(hook, &other)),
         }
     }
@@ -431,11 +480,69 @@ impl Hook for UserHooks {
     }
 
     async fn before_inbound(&self, channel: &str, text: &mut String) -> HookFlow {
-        self.notify(
-            HookEvent::OnMessage,
-            channel,
-            json!({"channel": channel, "text": text}),
-        );
+        let what = verdict::Stopped {
+            noun: "the message",
+            verb: "dropped",
+        };
+        let payload = json!({"channel": channel});
+        match self
+            .text_hooks(HookEvent::OnMessage, channel, payload, text, &what)
+            .await
+        {
+            Ok(()) => HookFlow::Continue,
+            Err(reason) => HookFlow::Cancel(reason),
+        }
+    }
+
+    async fn before_sending(&self, text: &mut String) -> HookFlow {
+        let what = verdict::Stopped {
+            noun: "the answer",
+            verb: "dropped",
+        };
+        match self
+            .text_hooks(HookEvent::OnMessageSending, "", json!({}), text, &what)
+            .await
+        {
+            Ok(()) => HookFlow::Continue,
+            Err(reason) => HookFlow::Cancel(reason),
+        }
+    }
+
+    fn holds_answers(&self) -> bool {
+        self.hooks
+            .iter()
+            .any(|h| h.event == HookEvent::OnMessageSending)
+    }
+
+    async fn before_llm_call(&self, request: &mut ChatRequest) -> HookFlow {
+        // `None`: the provider's configured model (null in the event).
+        let model = request.model.clone();
+        let hooks: Vec<UserHook> = self
+            .matching(
+                HookEvent::BeforeLlmCall,
+                model.as_deref().unwrap_or_default(),
+            )
+            .cloned()
+            .collect();
+        if hooks.is_empty() {
+            return HookFlow::Continue;
+        }
+        let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        let payload = scrubbed(&json!({
+            "event": "before_llm_call",
+            "model": model,
+            "messages": request.messages.len(),
+            "tools": tools,
+        }));
+        let what = verdict::Stopped {
+            noun: "the model call",
+            verb: "blocked",
+        };
+        for hook in hooks {
+            if let verdict::Verdict::Stop(reason) = self.verdict(&hook, &payload, &what).await {
+                return HookFlow::Cancel(reason);
+            }
+        }
         HookFlow::Continue
     }
 
@@ -444,6 +551,10 @@ impl Hook for UserHooks {
             .matching(HookEvent::BeforeTool, &call.name)
             .cloned()
             .collect();
+        let what = verdict::Stopped {
+            noun: "the call",
+            verb: "blocked",
+        };
         for hook in hooks {
             let payload = scrubbed(&json!({
                 "event": "before_tool",
@@ -451,45 +562,13 @@ impl Hook for UserHooks {
                 "call_id": call.id,
                 "arguments": call.arguments,
             }));
-            match self.run(&hook, &payload).await {
-                HookExit::Exited {
-                    code: Some(0),
-                    stdout,
-                    ..
-                } => {
-                    let stdout = stdout.trim();
-                    if stdout.is_empty() {
-                        continue;
-                    }
-                    match serde_json::from_str::<Value>(stdout) {
-                        // Checked later like the model's own arguments: schema, then the gate.
-                        Ok(replaced @ Value::Object(_)) => call.arguments = replaced,
-                        _ => {
-                            tracing::warn!(hook = %hook.label, "before_tool hook printed something other than a JSON object; arguments kept")
-                        }
-                    }
+            match self.verdict(&hook, &payload, &what).await {
+                // Checked later like the model's own arguments: schema, then the gate.
+                verdict::Verdict::Continue(Some(replaced @ Value::Object(_))) => {
+                    call.arguments = replaced;
                 }
-                HookExit::Exited {
-                    code: Some(BLOCK_EXIT_CODE),
-                    stderr,
-                    ..
-                } => {
-                    let reason = if stderr.is_empty() {
-                        format!("{} blocked the call", hook.label)
-                    } else {
-                        scrub(&stderr).into_owned()
-                    };
-                    return HookFlow::Cancel(reason);
-                }
-                // A policy hook that cannot give its verdict lets nothing through.
-                other => {
-                    log_end(&hook, &other);
-                    return HookFlow::Cancel(format!(
-                        "{} gave no verdict ({}), so the call is blocked; fix the hook or remove it",
-                        hook.label,
-                        failure(&hook, &other)
-                    ));
-                }
+                verdict::Verdict::Continue(_) => {}
+                verdict::Verdict::Stop(reason) => return HookFlow::Cancel(reason),
             }
         }
         HookFlow::Continue

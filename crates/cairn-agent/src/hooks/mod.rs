@@ -53,6 +53,13 @@ pub trait Hook: Send + Sync {
         HookFlow::Continue
     }
 
+    /// True when `before_sending` may rewrite answers: the loop then does
+    /// not stream partial text, which would show the answer before the
+    /// hook saw it.
+    fn holds_answers(&self) -> bool {
+        false
+    }
+
     /// An idle session was closed.
     async fn on_session_end(&self, _user: &str, _channel: &str, _session_id: &str) {}
 
@@ -134,6 +141,11 @@ impl HookRegistry {
         for hook in &self.hooks {
             hook.on_routine_run(routine, run).await;
         }
+    }
+
+    /// True when some hook rewrites answers (no streaming then).
+    pub fn holds_answers(&self) -> bool {
+        self.hooks.iter().any(|h| h.holds_answers())
     }
 
     /// Runs `before_sending` of every hook.

@@ -348,3 +348,97 @@ async fn a_dry_run_marks_its_event_and_says_how_the_hook_answered() {
     let missing = user.dry_run(&parsed[2]).await.unwrap_err();
     assert!(missing.contains("127"), "{missing}");
 }
+
+#[test]
+fn the_message_events_parse_and_on_message_sending_takes_no_matcher() {
+    let parsed = parse_hooks(Some(&Section {
+        value: json!([
+            {"event": "on_message", "matcher": "^tele", "command": "true"},
+            {"event": "on_message_sending", "command": "true"},
+            {"event": "before_llm_call", "command": "true"},
+        ]),
+        line: 1,
+    }))
+    .unwrap();
+    let events: Vec<&str> = parsed.iter().map(|h| h.event.as_str()).collect();
+    assert_eq!(
+        events,
+        ["on_message", "on_message_sending", "before_llm_call"]
+    );
+    assert!(parsed.iter().all(|h| h.event.blocks()));
+    let errors = parse_hooks(Some(&Section {
+        value: json!([{"event": "on_message_sending", "matcher": "web", "command": "true"}]),
+        line: 3,
+    }))
+    .unwrap_err();
+    assert!(
+        errors[0].to_string().contains("no matcher"),
+        "{}",
+        errors[0]
+    );
+}
+
+/// On a text, a hook printing `{"text": …}` replaces it, exit 2 drops it
+/// with its stderr, and stray stdout drops it too (fails closed).
+#[tokio::test]
+async fn text_hooks_replace_drop_and_fail_closed() {
+    let workspace = tempfile::tempdir().unwrap();
+    let run = |command: &str| {
+        let user = hooks(
+            json!([{"event": "on_message_sending", "command": command}]),
+            workspace.path(),
+        );
+        async move {
+            let mut text = "the answer".to_string();
+            let flow = user.before_sending(&mut text).await;
+            (flow, text)
+        }
+    };
+    let (flow, text) = run("cat > /dev/null; echo '{\"text\": \"new\"}'").await;
+    assert_eq!(flow, cairn_agent::HookFlow::Continue);
+    assert_eq!(text, "new");
+    let (flow, _) = run("echo 'not today' >&2; exit 2").await;
+    assert_eq!(flow, cairn_agent::HookFlow::Cancel("not today".into()));
+    let (flow, text) = run("echo hello").await;
+    assert!(
+        matches!(flow, cairn_agent::HookFlow::Cancel(ref r) if r.contains("hooks[0] printed")),
+        "{flow:?}"
+    );
+    assert_eq!(text, "the answer");
+    let (flow, text) = run("cat > /dev/null").await;
+    assert_eq!(flow, cairn_agent::HookFlow::Continue);
+    assert_eq!(text, "the answer");
+}
+
+/// `cairn doctor`'s dry run covers the message events: exit 2 is an
+/// answer they may give, and each gets a sample event of its kind.
+#[tokio::test]
+async fn a_dry_run_covers_the_message_events() {
+    let workspace = tempfile::tempdir().unwrap();
+    let entries = json!([
+        {"event": "on_message", "command": "cat > message.json; exit 2"},
+        {"event": "on_message_sending", "command": "cat > sending.json"},
+        {"event": "before_llm_call", "command": "cat > llm.json; exit 2"},
+    ]);
+    let user = hooks(entries.clone(), workspace.path());
+    let parsed = parse_hooks(Some(&Section {
+        value: entries,
+        line: 1,
+    }))
+    .unwrap();
+    let dropped = user.dry_run(&parsed[0]).await.unwrap();
+    assert!(dropped.contains("would be dropped"), "{dropped}");
+    assert_eq!(user.dry_run(&parsed[1]).await.unwrap(), "ran (exit 0)");
+    let blocked = user.dry_run(&parsed[2]).await.unwrap();
+    assert!(blocked.contains("would be blocked"), "{blocked}");
+    let message = read_json(&workspace.path().join("message.json"));
+    assert_eq!(message["event"], "on_message");
+    assert_eq!(message["dry_run"], true);
+    assert_eq!(
+        read_json(&workspace.path().join("sending.json"))["text"],
+        ""
+    );
+    let llm = read_json(&workspace.path().join("llm.json"));
+    assert_eq!(llm["event"], "before_llm_call");
+    assert!(llm["tools"].is_array(), "{llm}");
+}

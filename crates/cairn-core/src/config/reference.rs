@@ -79,12 +79,17 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
         "hooks",
         "[[hooks]]",
         "a command run at an agent event, with a JSON description of the event on stdin: \
-         `event` (`before_tool`, `after_tool`, `on_message`, `on_session_end`, `on_routine_run`), \
-         optional `matcher` (a regex on the tool, channel or routine name), `command` (run by \
-         `/bin/sh -c` in the shell sandbox) and `timeout_secs` (default 10). A `before_tool` \
-         hook exiting 2 blocks the call (its stderr is the result the model sees) and may print \
-         a JSON object of replacement arguments when it exits 0; one that cannot start, exits \
-         otherwise, is killed or times out blocks the call too. A hook whose command names a \
+         `event` (`before_tool`, `after_tool`, `on_message`, `on_message_sending`, \
+         `before_llm_call`, `on_session_end`, `on_routine_run`), optional `matcher` (a regex on \
+         the tool, channel, model or routine name; none for `on_message_sending`), `command` \
+         (run by `/bin/sh -c` in the shell sandbox) and `timeout_secs` (default 10). A \
+         `before_tool` hook exiting 2 blocks the call (its stderr is the result the model sees) \
+         and may print a JSON object of replacement arguments when it exits 0. An `on_message` \
+         (inbound) or `on_message_sending` (answer) hook exiting 2 drops the text, and may print \
+         `{\"text\": \"…\"}` to replace it when it exits 0; with an `on_message_sending` hook \
+         answers are not streamed. A `before_llm_call` hook exiting 2 stops the turn. These \
+         hooks fail closed: one that cannot start, exits otherwise, is killed or times out \
+         blocks or drops what it saw too. A hook whose command names a \
          file in the workspace never starts (the agent can write there)",
     ),
 ];

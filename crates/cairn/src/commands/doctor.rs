@@ -382,8 +382,9 @@ fn check_tools(config: &Config) -> Check {
 
 /// Whether every `[[hooks]]` entry is usable.
 /// Each hook started once on a sample event marked `"dry_run": true`: ok
-/// when it ran and answered as its event allows; a `before_tool` hook that
-/// cannot blocks every call it matches, so its failure fails the check.
+/// when it ran and answered as its event allows; a blocking hook
+/// (`before_tool`, `on_message`, `on_message_sending`, `before_llm_call`)
+/// that cannot answer stops everything it matches, so its failure fails the check.
 async fn check_hooks(config: &Config) -> Check {
     let hooks = match cairn_agent::hooks::command::parse_hooks(config.hooks.as_ref()) {
         Ok(hooks) if hooks.is_empty() => return check("hooks", Status::Ok, "none configured"),
@@ -414,15 +415,15 @@ async fn check_hooks(config: &Config) -> Check {
         match runner.dry_run(hook).await {
             Ok(how) => lines.push(format!("{what}: ok, {how}")),
             Err(why) => {
-                let blocking = hook.event == cairn_agent::hooks::command::HookEvent::BeforeTool;
+                let blocking = hook.event.blocks();
                 status = match (status, blocking) {
                     (_, true) | (Status::Fail, _) => Status::Fail,
                     _ => Status::Warn,
                 };
                 let effect = if blocking {
-                    "; the calls it matches are blocked"
+                    format!("; {}", hook.event.blocked())
                 } else {
-                    ""
+                    String::new()
                 };
                 lines.push(format!("{what}: failed, {why}{effect}"));
             }

@@ -391,6 +391,7 @@ async fn complete(state: AppState, request: CompletionRequest) -> Result<Respons
     let translated = request.translate(&chat)?;
     let mut conversation = translated.conversation;
     images::attach(&chat, &request.messages, &mut conversation).await?;
+    inbound_hooks(&chat, &mut conversation).await?;
     let agent = chat.agent().with_request(
         request.temperature,
         request.max_tokens(),
@@ -483,6 +484,35 @@ fn out_tool_calls(calls: &[ToolCall]) -> Vec<OutToolCall> {
 }
 
 /// The error for a turn that did not answer.
+/// Runs the `before_inbound` hooks (`on_message`) on the client's last user
+/// message, the one this request brings (the earlier ones were its own
+/// turns' or the client's history): a hook may rewrite it or drop the request.
+pub(super) async fn inbound_hooks(
+    chat: &ChatService,
+    conversation: &mut [ChatMessage],
+) -> Result<(), OpenAiError> {
+    let Some(last) = conversation
+        .iter_mut()
+        .rev()
+        .find(|m| m.role == cairn_core::chat::Role::User)
+    else {
+        return Ok(());
+    };
+    match chat
+        .agent()
+        .hooks()
+        .before_inbound(CHANNEL, &mut last.content)
+        .await
+    {
+        cairn_agent::hooks::HookFlow::Continue => Ok(()),
+        cairn_agent::hooks::HookFlow::Cancel(reason) => Err(OpenAiError::new(
+            StatusCode::BAD_REQUEST,
+            "message_dropped",
+            format!("the message was dropped: {reason}"),
+        )),
+    }
+}
+
 fn failure(status: &LoopStatus) -> Option<OpenAiError> {
     let (status, code, message) = match status {
         LoopStatus::Answered | LoopStatus::ClientTools { .. } => return None,

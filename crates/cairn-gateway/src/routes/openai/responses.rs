@@ -291,6 +291,7 @@ async fn respond(state: AppState, request: ResponseRequest) -> Result<Response, 
             "input: at least one user message is needed",
         ));
     }
+    super::inbound_hooks(&chat, &mut conversation).await?;
     let agent = chat.agent().with_request(
         request.temperature,
         request.max_output_tokens,
