@@ -8,12 +8,16 @@
 //! each starting once the one before it has ended (or was aborted).
 //! Messages of later batches are not held back: one sent during a turn
 //! still reaches the chat service at once, to approve or interrupt it.
+//! Over a connection that delivers one message at a time (a WebSocket),
+//! [`InOrder::spawn_passing`] keeps each chat's messages in order up to
+//! the chat service, which then takes them one turn at a time.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
 
 use tokio::sync::oneshot;
+use tokio::sync::oneshot::error::TryRecvError;
 use tokio::task::JoinSet;
 
 /// For each chat of one batch, the end of the last task handed out for it.
@@ -45,6 +49,45 @@ impl<K: Hash + Eq> InOrder<K> {
             }
             work.await;
             let _ = ended.send(());
+        });
+    }
+}
+
+/// Held by a task of [`InOrder::spawn_passing`] until the next message
+/// of its chat may go on; dropping it passes it on.
+#[derive(Debug)]
+pub struct Baton(oneshot::Sender<()>);
+
+impl Baton {
+    /// Lets the chat's next message go on (as dropping it does).
+    pub fn pass(self) {
+        let _ = self.0.send(());
+    }
+}
+
+impl<K: Hash + Eq> InOrder<K> {
+    /// Spawns `work` on `tasks`, to start once every task spawned before
+    /// it for `chat` has passed on its [`Baton`] (or ended): `work` drops
+    /// its own once its message is in the chat service's hands, so the
+    /// chat's messages reach the service in order while a turn that runs
+    /// long holds none back. For a connection that lives on (a
+    /// WebSocket), where the chats of finished tasks are forgotten.
+    pub fn spawn_passing<F, W>(&mut self, tasks: &mut JoinSet<()>, chat: K, work: W)
+    where
+        W: FnOnce(Baton) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.last
+            .retain(|_, passed| matches!(passed.try_recv(), Err(TryRecvError::Empty)));
+        let (baton, passed) = oneshot::channel::<()>();
+        let before = self.last.insert(chat, passed);
+        let work = work(Baton(baton));
+        tasks.spawn(async move {
+            if let Some(before) = before {
+                // Err: passed on by dropping, or the task was aborted; go on.
+                let _ = before.await;
+            }
+            work.await;
         });
     }
 }
@@ -87,5 +130,32 @@ mod tests {
         });
         while tasks.join_next().await.is_some() {}
         assert!(*ran.lock().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_passed_baton_lets_the_next_go_on_before_the_turn_ends() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = JoinSet::new();
+        let mut order = InOrder::default();
+        // 1a takes long to be taken in, then its turn runs longer still.
+        for (name, intake, turn) in [("1a", 30, 100), ("1b", 0, 10), ("1c", 0, 0)] {
+            let seen = Arc::clone(&seen);
+            order.spawn_passing(&mut tasks, 1, move |baton| async move {
+                tokio::time::sleep(Duration::from_millis(intake)).await;
+                seen.lock().unwrap().push(format!("{name} in"));
+                baton.pass();
+                tokio::time::sleep(Duration::from_millis(turn)).await;
+                seen.lock().unwrap().push(format!("{name} done"));
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["1a in", "1b in", "1c in", "1c done", "1b done", "1a done"]
+        );
+        // Finished chats are forgotten.
+        order.spawn_passing(&mut tasks, 2, |_| async {});
+        assert_eq!(order.last.len(), 1);
+        while tasks.join_next().await.is_some() {}
     }
 }

@@ -1,5 +1,6 @@
-//! Front ends that receive messages (a Telegram bot, WhatsApp; the next
-//! apps the same way), beside the output channels of [`crate::notify`].
+//! Front ends that receive messages (Telegram, Slack and Discord bots,
+//! WhatsApp; the next apps the same way), beside the output channels of
+//! [`crate::notify`].
 //!
 //! One shape for all of them: an [`InboundAdapter`] runs under the
 //! daemon's supervisor and turns what its service delivers into
@@ -16,6 +17,7 @@
 //! Architecture invariant: nothing from a person the adapter does not
 //! allow reaches the [`ChatService`] (nor the LLM or the event matcher).
 
+pub mod discord;
 pub mod in_order;
 pub mod inbox;
 pub mod people;

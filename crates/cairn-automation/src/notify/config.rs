@@ -33,7 +33,7 @@ pub enum ChannelSpec {
     Webhook(WebhookSpec),
     /// A Slack incoming webhook.
     Slack(SlackSpec),
-    /// A Discord webhook.
+    /// A Discord webhook, a Discord bot, or both.
     Discord(DiscordSpec),
     /// A Telegram bot.
     Telegram(TelegramSpec),
@@ -115,12 +115,7 @@ impl ChannelSpec {
                 url("api_url", &d.api_url);
                 bot_problems(&mut out, d.webhook_url.is_some(), d.inbound);
                 if d.inbound {
-                    // Said plainly rather than accepted and left silent.
-                    out.push((
-                        "inbound",
-                        "receiving Discord messages is not built yet; webhook_url posts notifications"
-                            .into(),
-                    ));
+                    needed(&mut out, "bot_token", d.bot_token.as_ref());
                 }
                 ids(
                     &mut out,
@@ -448,6 +443,8 @@ mod tests {
                      "inbound": true, "allowed_users": ["U0123ABCD"]},
             "guild": {"type": "discord", "webhook_url": "https://discord.example.org/api/webhooks/1/x",
                       "allowed_users": [123456789012345678_u64]},
+            "bots": {"type": "discord", "bot_token": "B", "inbound": true,
+                     "allowed_users": ["123456789012345678"]},
             "wa": {"type": "whatsapp", "access_token": "T", "phone_number_id": "109876",
                    "verify_token": "V", "app_secret": "S", "inbound": true,
                    "allowed_users": ["15551234567"]},
@@ -460,7 +457,7 @@ mod tests {
             .filter(|(_, s)| s.inbound())
             .map(|(n, _)| n.as_str())
             .collect();
-        assert_eq!(inbound, ["team", "wa"]);
+        assert_eq!(inbound, ["bots", "team", "wa"]);
         match &parsed.specs["guild"] {
             ChannelSpec::Discord(d) => {
                 assert_eq!(d.allowed_users, ["123456789012345678"]);
@@ -475,7 +472,7 @@ mod tests {
                          "allowed_users": ["alice"]},
                 "guild": {"type": "discord"},
                 "bots": {"type": "discord", "webhook_url": "https://discord.example.org/api/webhooks/1/x",
-                         "bot_token": "B", "inbound": true},
+                         "inbound": true, "allowed_users": ["alice"]},
                 "wa": {"type": "whatsapp", "access_token": "T", "phone_number_id": "+1 555"},
             }),
             &[],
@@ -483,7 +480,8 @@ mod tests {
         assert_eq!(
             bad,
             [
-                "channels.bots.inbound: receiving Discord messages is not built yet; webhook_url posts notifications",
+                "channels.bots.bot_token: is needed with inbound = true",
+                "channels.bots.allowed_users: \"alice\" is not a Discord user id (a number)",
                 "channels.guild.webhook_url: needed to post notifications (or set inbound = true and the bot's tokens)",
                 "channels.team.app_token: is needed with inbound = true",
                 "channels.team.allowed_users: \"alice\" is not a Slack user id (U0123ABCD)",
