@@ -73,6 +73,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_channels(config));
             checks.push(crate::commands::runtime()?.block_on(check_telegram(config)));
             checks.push(crate::commands::runtime()?.block_on(check_slack(config)));
+            checks.push(crate::commands::runtime()?.block_on(check_discord(config)));
             checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
         None => {
@@ -93,6 +94,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "channels",
                 "telegram",
                 "slack",
+                "discord",
                 "mcp",
             ] {
                 checks.push(check(
@@ -581,6 +583,51 @@ async fn check_slack(config: &Config) -> Check {
         return check("slack", Status::Ok, "no Slack apps configured");
     }
     check("slack", status, lines.join("\n"))
+}
+
+/// Each Discord bot's token works (`GET /users/@me`, naming the bot); a
+/// token Discord refuses fails, without showing it; the API out of reach
+/// is a warning.
+async fn check_discord(config: &Config) -> Check {
+    use cairn_automation::inbound::discord::api::ApiError;
+    let channels = match crate::wiring::discord_channels(config) {
+        Ok(channels) => channels,
+        Err(e) => return check("discord", Status::Fail, format!("{e:#}")),
+    };
+    let mut status = Status::Ok;
+    let mut lines = Vec::new();
+    for (name, spec) in channels {
+        let api = match crate::wiring::discord_api(&name, &spec) {
+            Ok(Some(api)) => api,
+            // A webhook alone: `channels` checked it.
+            Ok(None) => continue,
+            Err(e) => {
+                status = Status::Fail;
+                lines.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        lines.push(match api.me().await {
+            Ok(me) => format!(
+                "channels.{name}: the bot token works: {} ({})",
+                me.username, me.id
+            ),
+            Err(e) => {
+                let this = match e {
+                    ApiError::Refused { .. } => Status::Fail,
+                    _ => Status::Warn,
+                };
+                if this == Status::Fail || status == Status::Ok {
+                    status = this;
+                }
+                format!("channels.{name}: {e}")
+            }
+        });
+    }
+    if lines.is_empty() {
+        return check("discord", Status::Ok, "no Discord bots configured");
+    }
+    check("discord", status, lines.join("\n"))
 }
 
 /// Each MCP server answers: connected from here, with its tool count and

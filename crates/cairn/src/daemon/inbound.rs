@@ -82,7 +82,10 @@ impl InboundChannels {
                 Some(c) if running.get(&name).is_some_and(|r| r.table == c.table) => continue,
                 Some(c) => (
                     true,
-                    matches!(c.inbound, Inbound::Telegram(_) | Inbound::Slack(_)),
+                    matches!(
+                        c.inbound,
+                        Inbound::Telegram(_) | Inbound::Slack(_) | Inbound::Discord(_)
+                    ),
                 ),
                 None => (false, false),
             };
@@ -112,6 +115,8 @@ impl InboundChannels {
                         .map_err(|e| format!("{e:#}"))
                 }
                 Inbound::Slack(spec) => wiring::slack_adapter(&self.parts, &channel.name, spec)
+                    .map_err(|e| format!("{e:#}")),
+                Inbound::Discord(spec) => wiring::discord_adapter(&self.parts, &channel.name, spec)
                     .map_err(|e| format!("{e:#}")),
                 Inbound::WhatsApp(spec) => {
                     wiring::whatsapp_adapter(&self.parts, &channel.name, spec)

@@ -228,7 +228,7 @@ fn supervisor(config: &Config, components: &Arc<Components>, clock: &Arc<dyn Clo
     )
 }
 
-/// Inbound chat channels (Telegram, Slack, WhatsApp): one component each, which a
+/// Inbound chat channels (Telegram, Slack, Discord, WhatsApp): one component each, which a
 /// reload restarts when its table changes. None without chat.
 async fn start_inbound(
     config: &Config,

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::ChatService;
+use cairn_automation::inbound::discord::api::DiscordApi;
+use cairn_automation::inbound::discord::{self, DiscordAdapter, DiscordInbound};
 use cairn_automation::inbound::people::{PairingCodes, People};
 use cairn_automation::inbound::slack::api::SlackApi;
 use cairn_automation::inbound::slack::{self, SlackAdapter, SlackInbound};
@@ -17,6 +19,7 @@ use cairn_automation::inbound::whatsapp::api::GraphApi;
 use cairn_automation::inbound::whatsapp::webhook::Endpoints;
 use cairn_automation::inbound::whatsapp::{self, WhatsAppAdapter, WhatsAppInbound};
 use cairn_automation::inbound::{InboundAdapter, Pace};
+use cairn_automation::notify::channels::discord::DiscordSpec;
 use cairn_automation::notify::channels::slack::SlackSpec;
 use cairn_automation::notify::channels::telegram::TelegramSpec;
 use cairn_automation::notify::channels::whatsapp::WhatsAppSpec;
@@ -76,6 +79,29 @@ pub fn slack_api(spec: &SlackSpec) -> anyhow::Result<Option<SlackApi>> {
     )))
 }
 
+/// The configured Discord channels by name (checked, `${VAR}` expanded).
+pub fn discord_channels(config: &Config) -> anyhow::Result<BTreeMap<String, DiscordSpec>> {
+    Ok(parsed_channels(config)?
+        .specs
+        .into_iter()
+        .filter_map(|(name, spec)| match spec {
+            ChannelSpec::Discord(d) => Some((name, d)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// A client of the Discord bot a spec names; `None` for a webhook alone.
+pub fn discord_api(name: &str, spec: &DiscordSpec) -> anyhow::Result<Option<DiscordApi>> {
+    let Some(bot_token) = &spec.bot_token else {
+        return Ok(None);
+    };
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for Discord")?;
+    DiscordApi::new(bot_token.clone(), &spec.api_url, http)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("channels.{name}.{e}"))
+}
+
 fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
     let section = config.notify.channels.as_ref();
     parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(|errors| {
@@ -90,6 +116,8 @@ pub enum Inbound {
     Telegram(TelegramSpec),
     /// A Slack app, ready to open its Socket Mode connection.
     Slack(SlackSpec),
+    /// A Discord bot, ready to open its gateway connection.
+    Discord(DiscordSpec),
     /// A WhatsApp number, fed by webhooks through the gateway.
     WhatsApp(WhatsAppSpec),
     /// Its table names an unset `${VAR}`: why (file, line, key, variable).
@@ -130,6 +158,11 @@ pub fn inbound_channels(config: &Config) -> anyhow::Result<Vec<InboundChannel>> 
                 table: table(&name),
                 name,
                 inbound: Inbound::Slack(s),
+            }),
+            ChannelSpec::Discord(d) if d.inbound => Some(InboundChannel {
+                table: table(&name),
+                name,
+                inbound: Inbound::Discord(d),
             }),
             ChannelSpec::WhatsApp(w) if w.inbound => Some(InboundChannel {
                 table: table(&name),
@@ -272,6 +305,37 @@ pub fn slack_adapter(
             typing_every: Duration::from_secs(3600),
             ..Pace::default()
         },
+    })))
+}
+
+/// The adapter of the Discord channel `name` (its token checked present).
+pub fn discord_adapter(
+    parts: &InboundParts,
+    name: &str,
+    spec: &DiscordSpec,
+) -> anyhow::Result<Arc<dyn InboundAdapter>> {
+    let Some(api) = discord_api(name, spec)? else {
+        anyhow::bail!("channels.{name}.bot_token: inbound Discord needs the bot's token");
+    };
+    Ok(Arc::new(DiscordAdapter::new(DiscordInbound {
+        api,
+        people: People {
+            channel: name.to_string(),
+            app: "Discord",
+            allow_command: format!("{} {name}", discord::ALLOW_COMMAND),
+            allowed: spec.allowed_users.iter().cloned().collect(),
+            store: parts.store.clone(),
+            pairing: parts.pairing.clone(),
+            clock: Arc::new(SystemClock),
+        },
+        name: name.to_string(),
+        store: parts.store.clone(),
+        chat: Arc::clone(&parts.chat),
+        user_id: parts.user_id.clone(),
+        owner: parts.owner.clone(),
+        clock: Arc::new(SystemClock),
+        lease: POLL_LEASE,
+        pace: discord::PACE,
     })))
 }
 
