@@ -467,6 +467,24 @@ fn a_dropped_connection_resumes_with_op_6_and_an_invalid_session_identifies_agai
 }
 
 #[test]
+fn a_connection_whose_heartbeats_go_unacknowledged_is_resumed() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    llm.push(Scripted::text("still alive"));
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon(&standin);
+    standin.until("a heartbeat", |w| !w.heartbeats.is_empty());
+    standin.stop_acknowledging();
+    standin.until("a resume", |w| !w.resumes.is_empty());
+    let resume = standin.world(|w| w.resumes[0].clone());
+    assert_eq!(resume["session_id"], "session-1");
+    standin.dm(OWNER, "there?");
+    answered(&standin, &StandIn::dm_channel(OWNER), "still alive");
+    assert_eq!(standin.world(|w| w.identifies.len()), 1);
+    daemon.stop();
+}
+
+#[test]
 fn an_image_becomes_image_input_and_a_document_lands_in_the_inbox() {
     let standin = StandIn::start();
     let llm = FakeLlmServer::start_on_thread().unwrap();
@@ -569,4 +587,22 @@ fn doctor_checks_the_bot_token_and_names_the_bot() {
         !out.contains("WRONG-token-value"),
         "the token leaked: {out}"
     );
+}
+
+#[test]
+fn a_person_added_to_allowed_users_is_answered_without_a_restart() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon(&standin);
+    // The changed table restarts the channel: a new session.
+    home.write_config(&standin.url, &[OWNER, STRANGER]);
+    standin.until("the channel restarted", |w| {
+        w.session.as_deref() == Some("session-2")
+    });
+    llm.push(Scripted::text("welcome"));
+    standin.dm(STRANGER, "hello now");
+    answered(&standin, &StandIn::dm_channel(STRANGER), "welcome");
+    assert_eq!(asked(&llm), ["hello now"]);
+    daemon.stop();
 }

@@ -73,6 +73,8 @@ pub struct World {
     pub downloads: Vec<String>,
     /// Identify is closed with 4014.
     disallow_intents: bool,
+    /// Heartbeats go unacknowledged (until the next Resume).
+    silent: bool,
 }
 
 /// The bytes of a PNG (its signature is what cairn checks).
@@ -366,8 +368,11 @@ async fn connection(shared: Shared, stream: tokio::net::TcpStream) {
         let d = payload["d"].clone();
         match payload["op"].as_u64().unwrap() {
             1 => {
-                shared.world.lock().unwrap().heartbeats.push(d);
-                send(&tx, json!({"op": 11}));
+                let mut w = shared.world.lock().unwrap();
+                w.heartbeats.push(d);
+                if !w.silent {
+                    send(&tx, json!({"op": 11}));
+                }
             }
             2 => {
                 let mut w = shared.world.lock().unwrap();
@@ -398,6 +403,7 @@ async fn connection(shared: Shared, stream: tokio::net::TcpStream) {
             6 => {
                 let mut w = shared.world.lock().unwrap();
                 w.resumes.push(d.clone());
+                w.silent = false;
                 let known = w.session.as_deref() == d["session_id"].as_str()
                     && d["seq"].as_u64().is_some_and(|s| s <= w.seq);
                 if d["token"] != BOT_TOKEN || !known {
@@ -605,6 +611,12 @@ impl StandIn {
         if let Some(tx) = self.shared.socket.lock().unwrap().take() {
             let _ = tx.send(Command::Drop);
         }
+    }
+
+    /// Heartbeats go unacknowledged until the next Resume, as on a
+    /// connection gone dead without closing.
+    pub fn stop_acknowledging(&self) {
+        self.shared.world.lock().unwrap().silent = true;
     }
 
     /// Op 9: the session is invalid and may not be resumed.
