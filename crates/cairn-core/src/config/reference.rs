@@ -49,7 +49,8 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
         "an output channel for notifications, by `type`: `inbox`, `log`, `webhook` (`url`, \
          `secret`), `slack` (`webhook_url`; with `inbound = true`, `bot_token`, `app_token`, \
          `allowed_users` and `api_url`, it receives messages over Socket Mode), `discord` \
-         (`webhook_url`), `telegram` (`bot_token`, `chat_id`, \
+         (`webhook_url`; with `inbound = true`, `bot_token`, `allowed_users` and `api_url`, it \
+         receives messages over the gateway), `telegram` (`bot_token`, `chat_id`, \
          `api_url`; with `inbound = true` it also receives messages, from the Telegram user ids in \
          `allowed_users` and those added by `cairn telegram allow` or `/pair`), \
          `ntfy` (`server`, `topic`), `email` (`host`, `from`, `to`, …), `whatsapp` (receives \
