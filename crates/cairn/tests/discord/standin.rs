@@ -325,6 +325,10 @@ fn send(ws_tx: &mpsc::UnboundedSender<Command>, v: Value) {
 async fn connection(shared: Shared, stream: tokio::net::TcpStream) {
     let path = Arc::new(Mutex::new(String::new()));
     let seen = Arc::clone(&path);
+    #[expect(
+        clippy::result_large_err,
+        reason = "the error type is tungstenite's handshake callback's"
+    )]
     let callback = move |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
                          response| {
         *seen.lock().unwrap() = request.uri().to_string();

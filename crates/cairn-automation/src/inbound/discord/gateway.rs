@@ -140,9 +140,9 @@ impl DiscordAdapter {
                 }
                 Err(ApiError::Refused {
                     what,
-                    status,
+                    status: 401,
                     message,
-                }) if status == 401 => {
+                }) => {
                     break Err(format!(
                         "channels.{}: Discord refused {what}: HTTP 401: {message} (check bot_token)",
                         cfg.name
