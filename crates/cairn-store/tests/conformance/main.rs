@@ -135,6 +135,7 @@ conformance!(
     notifications::attempts_are_recorded_and_a_lapsed_lease_is_reclaimed,
     notifications::undeliverable_notifications_end_in_the_inbox,
     notifications::a_conversation_takes_its_notices_once,
+    notifications::each_channels_deliveries_are_summed,
     jobs::job_round_trips,
     jobs::jobs_listed_recent_first_with_filters,
     jobs::start_job_only_from_pending,

@@ -510,3 +510,85 @@ fn a_person_added_to_allowed_users_is_answered_without_a_restart() {
     assert_eq!(standin.calls("auth.test").len(), 2);
     daemon.stop();
 }
+
+#[test]
+fn cairn_channel_lists_the_app_with_its_health_tests_it_and_allows_a_person() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon(&standin);
+    home.health(|c| c["state"] == "running");
+
+    let (ok, out, err) = home.run(&["--json", "channel", "list"]);
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let team = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "team")
+        .unwrap();
+    assert_eq!(
+        (
+            &team["type"],
+            &team["receives"],
+            &team["posts"],
+            &team["health"]
+        ),
+        (&json!("slack"), &json!(true), &json!(false), &json!("ok")),
+        "{team}"
+    );
+    assert_eq!(team["receiving"]["state"], "running", "{team}");
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "inbox")
+    );
+
+    let (ok, out, err) = home.run(&[
+        "--json",
+        "channel",
+        "test",
+        "team",
+        "--to",
+        "C0GENERAL",
+        "--message",
+        "ping",
+    ]);
+    assert!(ok, "{out}{err}");
+    let tested: Value = serde_json::from_str(&out).unwrap();
+    let steps: Vec<&str> = tested["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "auth.test",
+            "apps.connections.open",
+            "chat.postMessage to C0GENERAL"
+        ]
+    );
+    assert_eq!(standin.texts("C0GENERAL"), ["ping"]);
+    assert!(!out.contains(BOT_TOKEN) && !out.contains(APP_TOKEN));
+
+    // A name is not a user id; the stranger's id is.
+    let (ok, _, err) = home.run(&["channel", "allow", "team", "ada"]);
+    assert!(!ok);
+    assert!(err.contains("\"ada\" is not a Slack user id"), "{err}");
+    let (ok, _, err) = home.run(&["channel", "allow", "team", STRANGER]);
+    assert!(ok, "{err}");
+    llm.push(Scripted::text("allowed now"));
+    standin.dm(STRANGER, "hello");
+    standin.until("the allowed person's answer", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == format!("D{STRANGER}") && m.text == "allowed now")
+    });
+    assert_eq!(asked(&llm), ["hello"]);
+    daemon.stop();
+}
