@@ -572,3 +572,53 @@ fn a_5000_character_answer_arrives_split_under_4096_and_whole_and_a_failure_is_s
     assert!(shown.starts_with("⚠️"), "{shown}");
     daemon.stop();
 }
+
+#[test]
+fn cairn_channel_test_reads_the_number_and_writes_to_the_first_allowed_person() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let out = home
+        .cmd()
+        .args(["--json", "channel", "test", "wa", "--message", "ping"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tested: Value = serde_json::from_str(&stdout).unwrap();
+    let steps: Vec<(&str, &str)> = tested["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap(), s["detail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps[0],
+        ("read phone number 109876", "Cairn Test (+1 555-0100)")
+    );
+    assert_eq!(steps[1].0, format!("send text to {OWNER}"));
+    assert_eq!(standin.texts(OWNER), ["ping"]);
+    assert!(!stdout.contains(TOKEN));
+    // Listed, receiving, though no daemon runs to receive.
+    let out = home
+        .cmd()
+        .args(["--json", "channel", "list"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let wa = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "wa")
+        .unwrap();
+    assert_eq!(
+        (&wa["receives"], &wa["posts"]),
+        (&json!(true), &json!(false))
+    );
+    assert_eq!(wa["health"], "daemon_not_running", "{wa}");
+}

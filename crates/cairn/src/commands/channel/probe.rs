@@ -63,7 +63,9 @@ pub async fn test(
         Some(spec) => spec,
         None if name == cairn_automation::notify::INBOX => &ChannelSpec::Inbox {},
         None => {
-            let known: Vec<&str> = parsed.specs.keys().map(String::as_str).collect();
+            let mut known: Vec<&str> = parsed.specs.keys().map(String::as_str).collect();
+            known.extend(parsed.unavailable.keys().map(String::as_str));
+            known.sort_unstable();
             return Err(BadInput(format!(
                 "no channel named \"{name}\" (configured: {}); add a [channels.{name}] table to config.toml",
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }
