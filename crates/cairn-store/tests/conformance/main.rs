@@ -54,6 +54,7 @@ conformance!(
     channels::channel_users_are_allowed_once_and_strangers_told_once,
     channels::a_pairing_code_allows_one_channel_user,
     channels::a_channel_message_is_taken_once_until_it_is_forgotten,
+    channels::a_kept_delivery_waits_until_it_is_forgotten,
     daemons::a_daemon_is_recorded_listed_and_withdrawn,
     daemons::no_lease_end_when_nothing_runs,
     background::background_tasks_finish_once_and_deliver_once,

@@ -302,7 +302,7 @@ pub fn whatsapp_adapter(
         verify_token: secret(&spec.verify_token),
         app_secret: secret(&spec.app_secret),
         phone_number_id: spec.phone_number_id.clone(),
-        people: People {
+        people: Arc::new(People {
             channel: name.to_string(),
             app: "WhatsApp",
             allow_command: format!("{} {name}", whatsapp::ALLOW_COMMAND),
@@ -310,7 +310,7 @@ pub fn whatsapp_adapter(
             store: parts.store.clone(),
             pairing: parts.pairing.clone(),
             clock: Arc::new(SystemClock),
-        },
+        }),
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),

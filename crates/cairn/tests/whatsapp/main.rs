@@ -622,3 +622,43 @@ fn cairn_channel_test_reads_the_number_and_writes_to_the_first_allowed_person() 
     );
     assert_eq!(wa["health"], "daemon_not_running", "{wa}");
 }
+
+#[test]
+fn a_delivery_kept_before_the_daemon_died_is_answered_at_its_restart() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    // As the gateway keeps a delivery's messages before answering Meta
+    // 200: a daemon that died right after left them in the store.
+    let url = format!("sqlite://{}/cairn.db", home.dir.display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let body = json!([text(OWNER, "wamid.K", "kept")]).to_string();
+    rt.block_on(async {
+        let (store, _) = cairn_store::Store::open(&url).await.unwrap();
+        store
+            .keep_channel_delivery("wa", &body, chrono::Utc::now())
+            .await
+            .unwrap();
+        store.close().await;
+    });
+    llm.push(Scripted::text("answered after the restart"));
+    let daemon = home.daemon();
+    standin.until("the kept delivery's answer", |w| {
+        answered(w, OWNER, "answered after the restart")
+    });
+    assert_eq!(asked(&llm), ["kept"]);
+    // Handled, it is no longer kept; Meta's redelivery is answered once.
+    daemon.deliver(vec![text(OWNER, "wamid.K", "kept")]);
+    llm.push(Scripted::text("next"));
+    daemon.deliver(vec![text(OWNER, "wamid.L", "next one")]);
+    standin.until("the next answer", |w| answered(w, OWNER, "next"));
+    daemon.stop();
+    let left = rt.block_on(async {
+        let (store, _) = cairn_store::Store::open(&url).await.unwrap();
+        let left = store.kept_channel_deliveries("wa", 10).await.unwrap();
+        store.close().await;
+        left
+    });
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(asked(&llm), ["kept", "next one"]);
+}
