@@ -395,6 +395,28 @@ fn in_a_channel_the_bot_hears_a_mention_and_its_thread_and_an_event_routine_fire
     assert_eq!(runs(), 1);
     assert!(standin.all_acked(), "an envelope was not acknowledged");
     daemon.stop();
+    // Restarted, the bot still listens in the thread it answered in (and
+    // still not outside it).
+    let daemon = home.daemon(&standin);
+    llm.push(Scripted::text("back again"));
+    standin.event("message", OWNER, "C0GENERAL", None, "not for the bot");
+    standin.event(
+        "message",
+        OWNER,
+        "C0GENERAL",
+        Some(&root),
+        "after the restart?",
+    );
+    standin.until("the answer in the thread after the restart", |w| {
+        w.messages
+            .values()
+            .any(|m| m.text == "back again" && m.thread.as_deref() == Some(root.as_str()))
+    });
+    assert_eq!(
+        asked(&llm),
+        ["deploy done", "and then?", "after the restart?"]
+    );
+    daemon.stop();
 }
 
 #[test]
