@@ -614,3 +614,57 @@ fn cairn_channel_lists_the_app_with_its_health_tests_it_and_allows_a_person() {
     assert_eq!(asked(&llm), ["hello"]);
     daemon.stop();
 }
+
+#[test]
+fn message_hooks_drop_and_redact_what_passes_through_slack() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    // Hooks beside the home, not in the workspace the agent writes.
+    let script = |name: &str, text: &str| {
+        let path = home.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path.display().to_string()
+    };
+    let drop = script(
+        "drop.sh",
+        "#!/bin/sh\nif grep -q mangosteen; then echo 'no fruit talk' >&2; exit 2; fi\n",
+    );
+    let redact = script(
+        "redact.sh",
+        "#!/bin/sh\nsed -e 's/.*\"text\":\"\\([^\"]*\\)\".*/{\"text\":\"\\1\"}/' -e 's/sesame/[redacted]/g'\n",
+    );
+    let mut config = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    config.push_str(&format!(
+        "\n[tools.shell]\nallow_unconfined = true\n\n[[hooks]]\nevent = \"on_message\"\ncommand = \"{drop}\"\n\n\
+         [[hooks]]\nevent = \"on_message_sending\"\ncommand = \"{redact}\"\n"
+    ));
+    std::fs::write(home.dir.join("config.toml"), config).unwrap();
+    let daemon = home.daemon(&standin);
+    standin.dm(OWNER, "tell me about the mangosteen");
+    llm.push(Scripted::text("the password is sesame"));
+    standin.dm(OWNER, "what is the password?");
+    standin.until("the redacted answer", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == OWNER_DM && m.text == "the password is [redacted]")
+    });
+    assert_eq!(asked(&llm), ["what is the password?"]);
+    // The person is told their message was dropped, and why.
+    let told = standin.texts(OWNER_DM);
+    assert!(
+        told[0].starts_with("The message was dropped") && told[0].contains("no fruit talk"),
+        "{told:?}"
+    );
+    // Neither a post nor an edit carried the word.
+    let calls = standin.world(|w| w.calls.clone());
+    assert!(
+        !calls
+            .iter()
+            .any(|(_, body)| body.to_string().contains("sesame")),
+        "{calls:?}"
+    );
+    daemon.stop();
+}
