@@ -655,7 +655,8 @@ fn message_hooks_drop_and_redact_what_passes_through_slack() {
     // The person is told their message was dropped, and why.
     let told = standin.texts(OWNER_DM);
     assert!(
-        told[0].starts_with("The message was dropped") && told[0].contains("no fruit talk"),
+        told[0].starts_with("The message was dropped")
+            && told[0].contains("(on_message): no fruit talk"),
         "{told:?}"
     );
     // Neither a post nor an edit carried the word.
