@@ -214,6 +214,59 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Keeps a webhook delivery `channel` took, before the app is answered;
+    /// returns its id, for [`Store::forget_channel_delivery`].
+    pub async fn keep_channel_delivery(
+        &self,
+        channel: &str,
+        body: &str,
+        now: DateTime<Utc>,
+    ) -> Result<String, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        sqlx::query(
+            "INSERT INTO channel_deliveries (id, channel, body, received_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&id)
+        .bind(channel)
+        .bind(body)
+        .bind(micros(now))
+        .execute(self.pool())
+        .await?;
+        Ok(id)
+    }
+
+    /// The deliveries `channel` kept and has not handled, oldest first, at
+    /// most `limit`: `(id, body)`.
+    pub async fn kept_channel_deliveries(
+        &self,
+        channel: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, body FROM channel_deliveries WHERE channel = $1
+                 ORDER BY received_at, id LIMIT $2",
+        )
+        .bind(channel)
+        .bind(i64::from(limit))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let c = Cols(row);
+                Ok((c.text("id")?, c.text("body")?))
+            })
+            .collect()
+    }
+
+    /// Forgets a delivery whose messages were taken.
+    pub async fn forget_channel_delivery(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM channel_deliveries WHERE id = $1")
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// Spends a pairing code (the gateway's: same codes, same count of
     /// wrong ones, same lock) and allows `user_id` on `channel` for it, in
     /// one write.

@@ -59,7 +59,7 @@ pub use idempotency::IdempotencyClaim;
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
-pub use notifications::{AttemptOutcome, NotificationFilter};
+pub use notifications::{AttemptOutcome, ChannelDeliveries, NotificationFilter};
 pub use pause::paused_reason;
 pub use queue::QUEUE_FULL;
 pub use reap::{Reaped, Rerunner};

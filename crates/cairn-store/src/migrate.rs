@@ -154,6 +154,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0022_channel_messages.sql"),
         postgres: include_str!("../migrations/0022_channel_messages.sql"),
     },
+    Migration {
+        version: 23,
+        name: "channel_deliveries",
+        sqlite: include_str!("../migrations/0023_channel_deliveries.sql"),
+        postgres: include_str!("../migrations/0023_channel_deliveries.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -42,6 +42,25 @@ pub struct NotificationFilter {
     pub limit: Option<u32>,
 }
 
+/// How notifications to one channel have fared (`cairn channel list`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ChannelDeliveries {
+    /// The channel's name.
+    pub channel: String,
+    /// Notifications delivered.
+    pub delivered: u64,
+    /// Notifications still to be delivered (retrying or not tried yet).
+    pub pending: u64,
+    /// Notifications given up on (kept in the inbox).
+    pub failed: u64,
+    /// The last attempt that delivered.
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    /// The last attempt that failed.
+    pub last_failed_at: Option<DateTime<Utc>>,
+    /// What the last failed attempt said.
+    pub last_error: Option<String>,
+}
+
 fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
     let c = Cols(row);
     let status = c.text("status")?;
@@ -424,6 +443,61 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(all)
+    }
+
+    /// How notifications to each channel have fared, by channel name.
+    pub async fn channel_deliveries(&self) -> Result<Vec<ChannelDeliveries>, StoreError> {
+        let mut by_channel = std::collections::BTreeMap::<String, ChannelDeliveries>::new();
+        let rows = sqlx::query(
+            "SELECT channel, status, COUNT(*) AS n FROM notifications GROUP BY channel, status",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        for row in &rows {
+            let c = Cols(row);
+            let channel = c.text("channel")?;
+            let entry = by_channel.entry(channel.clone()).or_default();
+            entry.channel = channel;
+            let n = c.uint("n")?;
+            match DeliveryStatus::parse(&c.text("status")?) {
+                Some(DeliveryStatus::Delivered) => entry.delivered += n,
+                Some(DeliveryStatus::Failed) => entry.failed += n,
+                Some(DeliveryStatus::Pending) | None => entry.pending += n,
+            }
+        }
+        let rows = sqlx::query(
+            "SELECT n.channel,
+                    MAX(CASE WHEN a.delivered = 1 THEN a.at END) AS last_ok,
+                    MAX(CASE WHEN a.delivered = 0 THEN a.at END) AS last_failed
+                 FROM notification_attempts a JOIN notifications n ON n.id = a.notification_id
+                 GROUP BY n.channel",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        for row in &rows {
+            let c = Cols(row);
+            let Some(entry) = by_channel.get_mut(&c.text("channel")?) else {
+                continue;
+            };
+            entry.last_delivered_at = c.time_opt("last_ok")?;
+            entry.last_failed_at = c.time_opt("last_failed")?;
+        }
+        for entry in by_channel.values_mut() {
+            let Some(at) = entry.last_failed_at else {
+                continue;
+            };
+            let row = sqlx::query(
+                "SELECT a.detail FROM notification_attempts a
+                     JOIN notifications n ON n.id = a.notification_id
+                     WHERE n.channel = $1 AND a.delivered = 0 AND a.at = $2 LIMIT 1",
+            )
+            .bind(&entry.channel)
+            .bind(micros(at))
+            .fetch_optional(self.pool())
+            .await?;
+            entry.last_error = row.map(|r| Cols(&r).text("detail")).transpose()?;
+        }
+        Ok(by_channel.into_values().collect())
     }
 
     /// How many notifications are in each status (for `doctor` and status pages).

@@ -156,6 +156,16 @@ impl Store {
         session(&row)
     }
 
+    /// Whether `user_id` has a session on `channel` (nothing is created).
+    pub async fn session_exists(&self, user_id: &str, channel: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT 1 AS one FROM sessions WHERE user_id = $1 AND channel = $2")
+            .bind(user_id)
+            .bind(channel)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.is_some())
+    }
+
     /// Saves a session's active thread, metadata and activity time.
     pub async fn update_session(&self, row: &SessionRow) -> Result<(), StoreError> {
         let done = sqlx::query("UPDATE sessions SET active_thread_id = $2, metadata = $3, last_active_at = $4 WHERE id = $1")

@@ -59,6 +59,10 @@ pub enum Command {
     /// Telegram bots that receive messages: allow a user, list the allowed.
     #[command(subcommand)]
     Telegram(TelegramCommand),
+    /// Every channel (chat apps and notification outputs): list them with
+    /// their health, send a test message, allow a person to talk.
+    #[command(subcommand)]
+    Channel(ChannelCommand),
     /// Whether the daemon runs, and its components' health (from
     /// daemon_state.json, so it answers even when the gateway does not).
     Status,
@@ -236,6 +240,35 @@ pub enum TelegramCommand {
     },
     /// The users allowed by `allow` or `/pair` (besides `allowed_users`).
     List,
+}
+
+/// `cairn channel …`
+#[derive(Debug, Subcommand)]
+pub enum ChannelCommand {
+    /// Every configured channel, inbound or not, with its health.
+    List,
+    /// Check a channel's credentials and send it a test message, printing
+    /// how long each step took.
+    Test {
+        /// The channel's name (`[channels.NAME]`).
+        name: String,
+        /// The chat to send to in a chat app (a Slack or Discord channel or
+        /// user id, a Telegram chat id, a WhatsApp number); by default the
+        /// channel's notification target, else its first allowed user.
+        #[arg(long)]
+        to: Option<String>,
+        /// The message.
+        #[arg(long, default_value = "cairn test message: this channel works")]
+        message: String,
+    },
+    /// Let a person talk to the agent through a channel that receives
+    /// messages (their id is in the reply they got).
+    Allow {
+        /// The channel's name (`[channels.NAME]`).
+        name: String,
+        /// Their user id on the channel's app.
+        user_id: String,
+    },
 }
 
 /// `cairn token …`

@@ -239,3 +239,105 @@ fn the_inbox_channel_keeps_notifications_for_the_chat() {
     assert_eq!(inbox[0]["body"], "water the tomatoes");
     assert_eq!(inbox[0]["status"], "delivered");
 }
+
+#[test]
+fn cairn_channel_lists_every_channel_with_its_health_and_tests_one() {
+    let ok = Receiver::start(vec![]);
+    let down = Receiver::start(vec![Answer::Status(500); 8]);
+    let env = Env::new(&format!(
+        "[channels.hook]\ntype = \"webhook\"\nurl = \"{}\"\n\n\
+         [channels.down]\ntype = \"webhook\"\nurl = \"{}\"\n\n\
+         [channels.chat]\ntype = \"slack\"\nbot_token = \"${{CHAT_BOT_TOKEN}}\"\n\
+         app_token = \"${{CHAT_APP_TOKEN}}\"\ninbound = true\n",
+        ok.url, down.url
+    ));
+    env.cairn()
+        .args(["notify", "test", "hook"])
+        .assert()
+        .success();
+    env.cairn()
+        .args(["notify", "test", "down"])
+        .assert()
+        .code(1);
+
+    let listed = env.json(&["channel", "list"]);
+    let by_name = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {listed}"))
+            .clone()
+    };
+    let hook = by_name("hook");
+    assert_eq!(
+        (&hook["health"], &hook["posts"]),
+        (&"ok".into(), &true.into()),
+        "{hook}"
+    );
+    assert_eq!(hook["deliveries"]["delivered"], 1, "{hook}");
+    let failing = by_name("down");
+    assert_eq!(failing["health"], "failing", "{failing}");
+    assert!(
+        failing["detail"].as_str().unwrap().contains("HTTP 500"),
+        "{failing}"
+    );
+    assert_eq!(failing["deliveries"]["pending"], 1, "{failing}");
+    let chat = by_name("chat");
+    assert_eq!(
+        (&chat["health"], &chat["receives"]),
+        (&"unavailable".into(), &true.into())
+    );
+    assert!(
+        chat["detail"].as_str().unwrap().contains("CHAT_BOT_TOKEN"),
+        "{chat}"
+    );
+    assert_eq!(by_name("inbox")["health"], "idle");
+    env.cairn()
+        .args(["channel", "list"])
+        .assert()
+        .success()
+        .stdout(
+            contains("down")
+                .and(contains("failing"))
+                .and(contains("1 pending")),
+        );
+
+    let tested = env.json(&["channel", "test", "hook", "--message", "ping from the test"]);
+    assert_eq!(tested["ok"], true, "{tested}");
+    assert_eq!(tested["steps"][0]["step"], "deliver through webhook");
+    assert!(
+        ok.requests
+            .lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .1
+            .contains("ping from the test")
+    );
+    env.cairn()
+        .args(["channel", "test", "down"])
+        .assert()
+        .code(1)
+        .stdout(contains("FAILED").and(contains("HTTP 500")));
+    env.cairn()
+        .args(["channel", "test", "nope"])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "no channel named \"nope\" (configured: chat, down, hook)",
+        ));
+    env.cairn()
+        .args(["channel", "test", "hook", "--to", "C1"])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "--to: channels.hook is of type webhook, which has no chats",
+        ));
+    env.cairn()
+        .args(["channel", "allow", "hook", "U0123ABCD"])
+        .assert()
+        .code(2)
+        .stderr(contains("no channel named \"hook\" receives messages"));
+}

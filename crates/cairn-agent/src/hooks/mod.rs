@@ -96,7 +96,7 @@ impl HookRegistry {
     pub async fn before_inbound(&self, channel: &str, text: &mut String) -> HookFlow {
         for hook in &self.hooks {
             if let HookFlow::Cancel(reason) = hook.before_inbound(channel, text).await {
-                return cancelled(hook.as_ref(), "before_inbound", reason);
+                return cancelled(hook.as_ref(), "on_message", reason);
             }
         }
         HookFlow::Continue
@@ -116,7 +116,7 @@ impl HookRegistry {
     pub async fn before_tool_call(&self, call: &mut ToolCall) -> HookFlow {
         for hook in &self.hooks {
             if let HookFlow::Cancel(reason) = hook.before_tool_call(call).await {
-                return cancelled(hook.as_ref(), "before_tool_call", reason);
+                return cancelled(hook.as_ref(), "before_tool", reason);
             }
         }
         HookFlow::Continue
@@ -159,6 +159,7 @@ impl HookRegistry {
     }
 }
 
+/// A hook's refusal, naming the point by its `[[hooks]]` event name.
 fn cancelled(hook: &dyn Hook, point: &str, reason: String) -> HookFlow {
     tracing::info!(hook = hook.name(), point, %reason, "hook cancelled");
     HookFlow::Cancel(format!("{} ({}): {reason}", hook.name(), point))

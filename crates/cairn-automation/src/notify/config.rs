@@ -62,6 +62,17 @@ impl ChannelSpec {
         }
     }
 
+    /// Whether notifications can be posted to it: a Slack or Discord app
+    /// without `webhook_url`, and WhatsApp, only answer chats.
+    pub fn posts(&self) -> bool {
+        match self {
+            ChannelSpec::Slack(s) => s.webhook_url.is_some(),
+            ChannelSpec::Discord(d) => d.webhook_url.is_some(),
+            ChannelSpec::WhatsApp(_) => false,
+            _ => true,
+        }
+    }
+
     /// Whether the channel receives messages (`inbound = true`).
     pub fn inbound(&self) -> bool {
         match self {

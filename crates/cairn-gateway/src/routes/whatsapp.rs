@@ -3,9 +3,10 @@
 //! a bearer token: `GET` answers Meta's verification (`hub.mode =
 //! subscribe` and the channel's `verify_token`) with `hub.challenge`;
 //! `POST` takes a delivery whose `X-Hub-Signature-256` is the HMAC-SHA256
-//! of the raw body under the channel's `app_secret`, hands it to the
-//! channel's adapter and answers 200 at once (the turn runs after; a
-//! message delivered again is answered once, by the adapter). Anything
+//! of the raw body under the channel's `app_secret`, keeps it in the
+//! store for the channel's adapter and answers 200 then (the turn runs
+//! after, so a daemon dying before it finds the delivery at its restart;
+//! a message delivered again is answered once, by the adapter). Anything
 //! else is refused before the body reaches the adapter. With exactly one
 //! WhatsApp channel the path may leave its name out.
 
@@ -81,18 +82,19 @@ async fn verify_named(
     params(("X-Hub-Signature-256" = String, Header, description = "sha256=<hex HMAC-SHA256 of the raw body under the channel's app_secret>")),
     request_body(content = String, description = "Meta's webhook payload (JSON)", content_type = "application/json"),
     responses(
-        (status = 200, description = "Taken; the channel handles it after answering"),
+        (status = 200, description = "Kept in the store; the channel handles it after answering"),
         (status = 401, description = "Missing or wrong signature; nothing was taken", body = ErrorBody),
         (status = 404, description = "Not exactly one WhatsApp channel runs here", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 429, description = "Too many failed attempts from this client, or the channel is busy", body = ErrorBody)))]
+        (status = 429, description = "Too many failed attempts from this client", body = ErrorBody),
+        (status = 503, description = "The delivery cannot be kept now (the database is unreachable); Meta delivers it again", body = ErrorBody)))]
 async fn deliver_sole(
     state: State<AppState>,
     ip: ClientIp,
     headers: HeaderMap,
     body: ApiBytes,
 ) -> Result<StatusCode, ApiError> {
-    deliver(&state, ip, None, &headers, body)
+    deliver(&state, ip, None, &headers, body).await
 }
 
 /// Takes a webhook delivery for the WhatsApp channel `channel`.
@@ -103,11 +105,12 @@ async fn deliver_sole(
         ("X-Hub-Signature-256" = String, Header, description = "sha256=<hex HMAC-SHA256 of the raw body under the channel's app_secret>")),
     request_body(content = String, description = "Meta's webhook payload (JSON)", content_type = "application/json"),
     responses(
-        (status = 200, description = "Taken; the channel handles it after answering"),
+        (status = 200, description = "Kept in the store; the channel handles it after answering"),
         (status = 401, description = "Missing or wrong signature; nothing was taken", body = ErrorBody),
         (status = 404, description = "No WhatsApp channel of that name runs here", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 429, description = "Too many failed attempts from this client, or the channel is busy", body = ErrorBody)))]
+        (status = 429, description = "Too many failed attempts from this client", body = ErrorBody),
+        (status = 503, description = "The delivery cannot be kept now (the database is unreachable); Meta delivers it again", body = ErrorBody)))]
 async fn deliver_named(
     state: State<AppState>,
     ip: ClientIp,
@@ -115,7 +118,7 @@ async fn deliver_named(
     headers: HeaderMap,
     body: ApiBytes,
 ) -> Result<StatusCode, ApiError> {
-    deliver(&state, ip, Some(&channel), &headers, body)
+    deliver(&state, ip, Some(&channel), &headers, body).await
 }
 
 fn endpoints(state: &AppState) -> Result<&Endpoints, ApiError> {
@@ -145,7 +148,7 @@ fn verify(
     }
 }
 
-fn deliver(
+async fn deliver(
     state: &AppState,
     ClientIp(ip): ClientIp,
     channel: Option<&str>,
@@ -158,7 +161,7 @@ fn deliver(
     let signature = headers
         .get(SIGNATURE_HEADER)
         .map(|v| v.to_str().unwrap_or_default());
-    match endpoints.deliver(channel, signature, body.to_vec()) {
+    match endpoints.deliver(channel, signature, &body).await {
         Ok(()) => Ok(StatusCode::OK),
         Err(e) => Err(refusal(state, ip, e)),
     }
@@ -178,9 +181,6 @@ fn refusal(state: &AppState, ip: std::net::IpAddr, e: HookError) -> ApiError {
             tracing::info!(%ip, reason = %m, "a WhatsApp webhook was refused");
             ApiError::unauthorized(m)
         }
-        HookError::Busy => {
-            tracing::warn!("a WhatsApp channel's queue is full: a webhook was refused");
-            ApiError::too_many(e.to_string(), 5)
-        }
+        HookError::Unkept => ApiError::unavailable(e.to_string()),
     }
 }

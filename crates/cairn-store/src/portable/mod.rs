@@ -86,6 +86,7 @@ pub static TABLES: &[TableSpec] = &[
     table("channel_users"),
     table("channel_strangers"),
     table("channel_messages"),
+    table("channel_deliveries"),
 ];
 
 /// Tables the copier leaves alone: the migration history (each database

@@ -165,3 +165,34 @@ pub async fn a_channel_message_is_taken_once_until_it_is_forgotten(fx: &Fixture)
             .unwrap()
     );
 }
+
+pub async fn a_kept_delivery_waits_until_it_is_forgotten(fx: &Fixture) {
+    let s = &fx.store;
+    let second = s
+        .keep_channel_delivery("wa", "{\"n\":2}", at(2))
+        .await
+        .unwrap();
+    let first = s
+        .keep_channel_delivery("wa", "{\"n\":1}", at(1))
+        .await
+        .unwrap();
+    s.keep_channel_delivery("other", "{}", at(0)).await.unwrap();
+    let kept = s.kept_channel_deliveries("wa", 10).await.unwrap();
+    assert_eq!(
+        kept,
+        [
+            (first.clone(), "{\"n\":1}".to_string()),
+            (second.clone(), "{\"n\":2}".to_string())
+        ]
+    );
+    assert_eq!(s.kept_channel_deliveries("wa", 1).await.unwrap().len(), 1);
+    s.forget_channel_delivery(&first).await.unwrap();
+    // Forgetting twice (two daemons handled it) is fine.
+    s.forget_channel_delivery(&first).await.unwrap();
+    let kept = s.kept_channel_deliveries("wa", 10).await.unwrap();
+    assert_eq!(kept, [(second, "{\"n\":2}".to_string())]);
+    assert_eq!(
+        s.kept_channel_deliveries("other", 10).await.unwrap().len(),
+        1
+    );
+}

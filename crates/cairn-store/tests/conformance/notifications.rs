@@ -329,3 +329,62 @@ pub async fn a_conversation_takes_its_notices_once(fx: &Fixture) {
         .unwrap();
     assert!(!fx.store.has_conversation_notices("s2").await.unwrap());
 }
+
+pub async fn each_channels_deliveries_are_summed(fx: &Fixture) {
+    let ok = pending(1, "hook");
+    let retrying = pending(2, "hook");
+    let given_up = pending(3, "pager");
+    let untried = pending(4, "mail");
+    for n in [&ok, &retrying, &given_up, &untried] {
+        fx.store.insert_notification(n).await.unwrap();
+    }
+    let attempts = [
+        (
+            &ok,
+            attempt(1, 10, true, "HTTP 200"),
+            AttemptOutcome::Delivered,
+        ),
+        (
+            &retrying,
+            attempt(1, 20, false, "HTTP 503: busy"),
+            AttemptOutcome::Retry { next_at: at(80) },
+        ),
+        (
+            &given_up,
+            attempt(1, 30, false, "HTTP 401: bad token"),
+            AttemptOutcome::Retry { next_at: at(31) },
+        ),
+        (
+            &given_up,
+            attempt(2, 40, false, "HTTP 404: gone"),
+            AttemptOutcome::GiveUp,
+        ),
+    ];
+    for (n, a, outcome) in attempts {
+        assert!(
+            fx.store
+                .claim_notification(n.id, "me", a.at, LEASE)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            fx.store
+                .record_attempt(n.id, "me", &a, &outcome)
+                .await
+                .unwrap()
+        );
+    }
+    let got = fx.store.channel_deliveries().await.unwrap();
+    let names: Vec<&str> = got.iter().map(|d| d.channel.as_str()).collect();
+    assert_eq!(names, ["hook", "mail", "pager"]);
+    assert_eq!((got[0].delivered, got[0].pending, got[0].failed), (1, 1, 0));
+    assert_eq!(got[0].last_delivered_at, Some(at(10)));
+    assert_eq!(got[0].last_failed_at, Some(at(20)));
+    assert_eq!(got[0].last_error.as_deref(), Some("HTTP 503: busy"));
+    assert_eq!((got[1].pending, got[1].last_failed_at), (1, None));
+    assert_eq!(got[1].last_error, None);
+    assert_eq!((got[2].failed, got[2].last_delivered_at), (1, None));
+    assert_eq!(got[2].last_failed_at, Some(at(40)));
+    assert_eq!(got[2].last_error.as_deref(), Some("HTTP 404: gone"));
+}

@@ -57,6 +57,14 @@ pub async fn concurrent_first_messages_create_one_session(fx: &Fixture) {
         .await
         .unwrap();
     assert_ne!(other.id, ids[0]);
+    assert!(fx.store.session_exists("ada", "ws").await.unwrap());
+    assert!(
+        !fx.store
+            .session_exists("ada", "slack:T1:C1:1.2")
+            .await
+            .unwrap()
+    );
+    assert!(!fx.store.session_exists("bob", "ws").await.unwrap());
     for s in &stores[1..] {
         s.close().await;
     }

@@ -1,6 +1,7 @@
 //! Command implementations, one module per top-level command.
 
 pub(crate) mod backup;
+mod channel;
 mod chat;
 mod config;
 mod cost;
@@ -61,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pair => token::pair(),
         Command::Token(command) => token::run(&command, cli.json),
         Command::Telegram(command) => telegram::run(&command, cli.json),
+        Command::Channel(command) => channel::run(&command, cli.json),
         Command::Status => status::run(cli.json),
         Command::Service(command) => service::run(&command, cli.json),
         Command::Tool(command) => tool::run(&command, cli.json),

@@ -41,12 +41,7 @@ async fn allow(
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
     let user_id = user_id.trim();
-    if user_id.parse::<i64>().is_err() {
-        return Err(BadInput(format!(
-            "\"{user_id}\" is not a Telegram user id (a number; the bot's reply to them names it)"
-        ))
-        .into());
-    }
+    super::channel::check_user_id("telegram", user_id).map_err(BadInput)?;
     // A channel whose token is unavailable here still receives in a daemon
     // that has it: allowing someone on it is fine.
     let receiving: Vec<String> = wiring::inbound_channels(config)?

@@ -102,7 +102,9 @@ pub fn discord_api(name: &str, spec: &DiscordSpec) -> anyhow::Result<Option<Disc
         .map_err(|e| anyhow::anyhow!("channels.{name}.{e}"))
 }
 
-fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
+/// The `[channels]` table, checked (`${VAR}` expanded); a bad table is an
+/// error naming its file, line and key.
+pub fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
     let section = config.notify.channels.as_ref();
     parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
@@ -339,27 +341,32 @@ pub fn discord_adapter(
     })))
 }
 
+/// A client of the Graph API for the number a spec names.
+pub fn graph_api(spec: &WhatsAppSpec) -> anyhow::Result<GraphApi> {
+    let http = cairn_llm::tls::client().context("cannot build the HTTP client for WhatsApp")?;
+    Ok(GraphApi::new(
+        spec.access_token.clone(),
+        &spec.api_url,
+        &spec.phone_number_id,
+        http,
+    ))
+}
+
 /// The adapter of the WhatsApp channel `name`.
 pub fn whatsapp_adapter(
     parts: &InboundParts,
     name: &str,
     spec: &WhatsAppSpec,
 ) -> anyhow::Result<Arc<dyn InboundAdapter>> {
-    let http = cairn_llm::tls::client().context("cannot build the HTTP client for WhatsApp")?;
     // Checked present when the table was read; empty refuses everything.
     let secret = |s: &Option<SecretString>| s.clone().unwrap_or_else(|| SecretString::from(""));
     Ok(Arc::new(WhatsAppAdapter::new(WhatsAppInbound {
-        api: GraphApi::new(
-            spec.access_token.clone(),
-            &spec.api_url,
-            &spec.phone_number_id,
-            http,
-        ),
+        api: graph_api(spec)?,
         endpoints: parts.whatsapp.clone(),
         verify_token: secret(&spec.verify_token),
         app_secret: secret(&spec.app_secret),
         phone_number_id: spec.phone_number_id.clone(),
-        people: People {
+        people: Arc::new(People {
             channel: name.to_string(),
             app: "WhatsApp",
             allow_command: format!("{} {name}", whatsapp::ALLOW_COMMAND),
@@ -367,7 +374,7 @@ pub fn whatsapp_adapter(
             store: parts.store.clone(),
             pairing: parts.pairing.clone(),
             clock: Arc::new(SystemClock),
-        },
+        }),
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),

@@ -395,6 +395,28 @@ fn in_a_channel_the_bot_hears_a_mention_and_its_thread_and_an_event_routine_fire
     assert_eq!(runs(), 1);
     assert!(standin.all_acked(), "an envelope was not acknowledged");
     daemon.stop();
+    // Restarted, the bot still listens in the thread it answered in (and
+    // still not outside it).
+    let daemon = home.daemon(&standin);
+    llm.push(Scripted::text("back again"));
+    standin.event("message", OWNER, "C0GENERAL", None, "not for the bot");
+    standin.event(
+        "message",
+        OWNER,
+        "C0GENERAL",
+        Some(&root),
+        "after the restart?",
+    );
+    standin.until("the answer in the thread after the restart", |w| {
+        w.messages
+            .values()
+            .any(|m| m.text == "back again" && m.thread.as_deref() == Some(root.as_str()))
+    });
+    assert_eq!(
+        asked(&llm),
+        ["deploy done", "and then?", "after the restart?"]
+    );
+    daemon.stop();
 }
 
 #[test]
@@ -508,5 +530,142 @@ fn a_person_added_to_allowed_users_is_answered_without_a_restart() {
     });
     assert_eq!(asked(&llm), ["hello now"]);
     assert_eq!(standin.calls("auth.test").len(), 2);
+    daemon.stop();
+}
+
+#[test]
+fn cairn_channel_lists_the_app_with_its_health_tests_it_and_allows_a_person() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let daemon = home.daemon(&standin);
+    home.health(|c| c["state"] == "running");
+
+    let (ok, out, err) = home.run(&["--json", "channel", "list"]);
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let team = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "team")
+        .unwrap();
+    assert_eq!(
+        (
+            &team["type"],
+            &team["receives"],
+            &team["posts"],
+            &team["health"]
+        ),
+        (&json!("slack"), &json!(true), &json!(false), &json!("ok")),
+        "{team}"
+    );
+    assert_eq!(team["receiving"]["state"], "running", "{team}");
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "inbox")
+    );
+
+    let (ok, out, err) = home.run(&[
+        "--json",
+        "channel",
+        "test",
+        "team",
+        "--to",
+        "C0GENERAL",
+        "--message",
+        "ping",
+    ]);
+    assert!(ok, "{out}{err}");
+    let tested: Value = serde_json::from_str(&out).unwrap();
+    let steps: Vec<&str> = tested["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "auth.test",
+            "apps.connections.open",
+            "chat.postMessage to C0GENERAL"
+        ]
+    );
+    assert_eq!(standin.texts("C0GENERAL"), ["ping"]);
+    assert!(!out.contains(BOT_TOKEN) && !out.contains(APP_TOKEN));
+
+    // A name is not a user id; the stranger's id is.
+    let (ok, _, err) = home.run(&["channel", "allow", "team", "ada"]);
+    assert!(!ok);
+    assert!(err.contains("\"ada\" is not a Slack user id"), "{err}");
+    let (ok, _, err) = home.run(&["channel", "allow", "team", STRANGER]);
+    assert!(ok, "{err}");
+    llm.push(Scripted::text("allowed now"));
+    standin.dm(STRANGER, "hello");
+    standin.until("the allowed person's answer", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == format!("D{STRANGER}") && m.text == "allowed now")
+    });
+    assert_eq!(asked(&llm), ["hello"]);
+    daemon.stop();
+}
+
+#[test]
+fn message_hooks_drop_and_redact_what_passes_through_slack() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    // Hooks beside the home, not in the workspace the agent writes.
+    let script = |name: &str, text: &str| {
+        let path = home.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path.display().to_string()
+    };
+    let drop = script(
+        "drop.sh",
+        "#!/bin/sh\nif grep -q mangosteen; then echo 'no fruit talk' >&2; exit 2; fi\n",
+    );
+    let redact = script(
+        "redact.sh",
+        "#!/bin/sh\nsed -e 's/.*\"text\":\"\\([^\"]*\\)\".*/{\"text\":\"\\1\"}/' -e 's/sesame/[redacted]/g'\n",
+    );
+    let mut config = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    config.push_str(&format!(
+        "\n[tools.shell]\nallow_unconfined = true\n\n[[hooks]]\nevent = \"on_message\"\ncommand = \"{drop}\"\n\n\
+         [[hooks]]\nevent = \"on_message_sending\"\ncommand = \"{redact}\"\n"
+    ));
+    std::fs::write(home.dir.join("config.toml"), config).unwrap();
+    let daemon = home.daemon(&standin);
+    standin.dm(OWNER, "tell me about the mangosteen");
+    llm.push(Scripted::text("the password is sesame"));
+    standin.dm(OWNER, "what is the password?");
+    standin.until("the redacted answer", |w| {
+        w.messages
+            .values()
+            .any(|m| m.channel == OWNER_DM && m.text == "the password is [redacted]")
+    });
+    assert_eq!(asked(&llm), ["what is the password?"]);
+    // The person is told their message was dropped, and why.
+    let told = standin.texts(OWNER_DM);
+    assert!(
+        told[0].starts_with("The message was dropped")
+            && told[0].contains("(on_message): no fruit talk"),
+        "{told:?}"
+    );
+    // Neither a post nor an edit carried the word.
+    let calls = standin.world(|w| w.calls.clone());
+    assert!(
+        !calls
+            .iter()
+            .any(|(_, body)| body.to_string().contains("sesame")),
+        "{calls:?}"
+    );
     daemon.stop();
 }

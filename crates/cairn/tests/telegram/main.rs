@@ -480,3 +480,35 @@ fn doctor_checks_the_token_with_get_me_and_names_the_bot() {
         "the token leaked: {out}"
     );
 }
+
+#[test]
+fn cairn_channel_test_asks_get_me_and_sends_to_the_chat() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm, None);
+    let (ok, out, err) = home.run(&["channel", "test", "tg", "--message", "ping"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("getMe") && out.contains("Cairn Test (@cairn_test_bot)"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("sendMessage to {OWNER}")), "{out}");
+    assert!(out.contains("tg: works in"), "{out}");
+    assert_eq!(standin.texts(OWNER), ["ping"]);
+    let (ok, _, err) = home.run(&["channel", "test", "tg", "--to", "@someone"]);
+    assert!(!ok);
+    assert!(
+        err.contains("\"@someone\" is not a Telegram chat id"),
+        "{err}"
+    );
+    // A refused token fails the first step, and is never shown.
+    home.write_config("999:WRONG-token-value");
+    let (ok, out, _) = home.run(&["channel", "test", "tg"]);
+    assert!(!ok);
+    assert!(
+        out.contains("FAILED") && out.contains("Unauthorized"),
+        "{out}"
+    );
+    assert!(!out.contains("WRONG-token-value"), "{out}");
+    assert_eq!(standin.texts(OWNER).len(), 1);
+}

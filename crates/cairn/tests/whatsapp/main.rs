@@ -572,3 +572,93 @@ fn a_5000_character_answer_arrives_split_under_4096_and_whole_and_a_failure_is_s
     assert!(shown.starts_with("⚠️"), "{shown}");
     daemon.stop();
 }
+
+#[test]
+fn cairn_channel_test_reads_the_number_and_writes_to_the_first_allowed_person() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    let out = home
+        .cmd()
+        .args(["--json", "channel", "test", "wa", "--message", "ping"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tested: Value = serde_json::from_str(&stdout).unwrap();
+    let steps: Vec<(&str, &str)> = tested["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap(), s["detail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps[0],
+        ("read phone number 109876", "Cairn Test (+1 555-0100)")
+    );
+    assert_eq!(steps[1].0, format!("send text to {OWNER}"));
+    assert_eq!(standin.texts(OWNER), ["ping"]);
+    assert!(!stdout.contains(TOKEN));
+    // Listed, receiving, though no daemon runs to receive.
+    let out = home
+        .cmd()
+        .args(["--json", "channel", "list"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let wa = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "wa")
+        .unwrap();
+    assert_eq!(
+        (&wa["receives"], &wa["posts"]),
+        (&json!(true), &json!(false))
+    );
+    assert_eq!(wa["health"], "daemon_not_running", "{wa}");
+}
+
+#[test]
+fn a_delivery_kept_before_the_daemon_died_is_answered_at_its_restart() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    // As the gateway keeps a delivery's messages before answering Meta
+    // 200: a daemon that died right after left them in the store.
+    let url = format!("sqlite://{}/cairn.db", home.dir.display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let body = json!([text(OWNER, "wamid.K", "kept")]).to_string();
+    rt.block_on(async {
+        let (store, _) = cairn_store::Store::open(&url).await.unwrap();
+        store
+            .keep_channel_delivery("wa", &body, chrono::Utc::now())
+            .await
+            .unwrap();
+        store.close().await;
+    });
+    llm.push(Scripted::text("answered after the restart"));
+    let daemon = home.daemon();
+    standin.until("the kept delivery's answer", |w| {
+        answered(w, OWNER, "answered after the restart")
+    });
+    assert_eq!(asked(&llm), ["kept"]);
+    // Handled, it is no longer kept; Meta's redelivery is answered once.
+    daemon.deliver(vec![text(OWNER, "wamid.K", "kept")]);
+    llm.push(Scripted::text("next"));
+    daemon.deliver(vec![text(OWNER, "wamid.L", "next one")]);
+    standin.until("the next answer", |w| answered(w, OWNER, "next"));
+    daemon.stop();
+    let left = rt.block_on(async {
+        let (store, _) = cairn_store::Store::open(&url).await.unwrap();
+        let left = store.kept_channel_deliveries("wa", 10).await.unwrap();
+        store.close().await;
+        left
+    });
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(asked(&llm), ["kept", "next one"]);
+}

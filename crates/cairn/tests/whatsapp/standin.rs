@@ -95,6 +95,13 @@ async fn media_info(
     if !authorized(&headers) {
         return error(StatusCode::UNAUTHORIZED, 190, "Invalid OAuth access token.");
     }
+    // The same route reads the business number (`cairn channel test`).
+    if id == PHONE_ID {
+        return Json(json!({
+            "verified_name": "Cairn Test", "display_phone_number": "+1 555-0100", "id": id,
+        }))
+        .into_response();
+    }
     s.world.lock().unwrap().media.push(id.clone());
     let url = format!("{}/download/{id}", s.url.lock().unwrap());
     Json(json!({

@@ -13,7 +13,8 @@
 //! is its own conversation. People not allowed (`allowed_users`, `cairn
 //! channel allow`, `/pair <code>`) are told once how to be allowed and
 //! reach nothing else; in channels the bot listens only when mentioned
-//! or in a thread it answered in.
+//! or in a thread it answered in (before a restart too: the thread's
+//! session is in the store).
 
 pub mod api;
 pub mod events;
@@ -139,17 +140,43 @@ impl SlackAdapter {
         if !event.from_a_person(me) {
             return;
         }
-        let Some(text) = addressed(me, &event, &Self::lock(&self.0.threads)) else {
+        let team = callback.team_id.unwrap_or_else(|| me.team_id.clone());
+        let mut text = addressed(me, &event, &Self::lock(&self.0.threads));
+        if text.is_none() && self.answered_before(&team, &event).await {
+            text = Some(format::plain(&event.text, &me.user_id));
+        }
+        let Some(text) = text else {
             return;
         };
         if !Self::lock(&self.0.seen).insert(format!("{}/{}", event.channel, event.ts)) {
             return;
         }
-        let team = callback.team_id.unwrap_or_else(|| me.team_id.clone());
         let thread = event.reply_thread();
         let origin = event.ts.clone();
         self.on_message(&team, event, text, thread, Some(origin))
             .await;
+    }
+
+    /// Whether the bot answered in `event`'s channel thread before this
+    /// process started (the thread's session is in the store): it listens
+    /// there again without a mention.
+    async fn answered_before(&self, team: &str, event: &MessageEvent) -> bool {
+        let (Some(root), false) = (event.thread_ts.as_deref(), event.direct()) else {
+            return false;
+        };
+        let cfg = &self.0.cfg;
+        let session = format!("slack:{team}:{}:{root}", event.channel);
+        match cfg.store.session_exists(&cfg.user_id, &session).await {
+            Ok(true) => {
+                Self::lock(&self.0.threads).join(&event.channel, root);
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::warn!(channel = %cfg.name, error = %e, "cannot tell whether the bot answered in a thread");
+                false
+            }
+        }
     }
 
     /// A `slash_commands` payload: the chat command it carries, from the

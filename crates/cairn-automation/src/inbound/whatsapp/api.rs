@@ -241,6 +241,23 @@ impl GraphApi {
             .ok_or_else(|| self.unreachable(&what, "no message id in the answer".into()))
     }
 
+    /// The business number's name and number as Meta shows them (checks
+    /// the access token and the phone number id).
+    pub async fn phone_number(&self) -> Result<String, GraphError> {
+        let url = format!(
+            "{}/{}?fields=display_phone_number,verified_name",
+            self.base, self.phone_number_id
+        );
+        let what = "reading the phone number";
+        let answer = self.call(what, self.http.get(url)).await?;
+        let field = |key: &str| answer[key].as_str().unwrap_or("?").to_string();
+        Ok(format!(
+            "{} ({})",
+            field("verified_name"),
+            field("display_phone_number")
+        ))
+    }
+
     /// Sends `text` to `to` (as a reply to `context`, when given).
     pub async fn send_text(
         &self,

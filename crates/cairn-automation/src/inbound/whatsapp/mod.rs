@@ -2,9 +2,11 @@
 //! "whatsapp"` receives Meta's webhooks through the gateway
 //! ([`webhook::Endpoints`]) and answers through the Graph API ([`api`]).
 //!
-//! Each number is its own session (`whatsapp:<number>`). A message id
-//! taken once is recorded in the store before it is handled, so Meta's
-//! redeliveries, and those a restart hears again, are answered once.
+//! Each number is its own session (`whatsapp:<number>`). A delivery is
+//! in the store before Meta is answered, and handled from there (first
+//! what a stopped or dead daemon left); a message id taken once is
+//! recorded before it is handled, so Meta's redeliveries, and those a
+//! restart finds again, are answered once.
 //! People not allowed (`allowed_users`, `cairn channel allow`, `/pair
 //! <code>`) are told once how to be allowed and reach nothing else.
 //! WhatsApp cannot edit a message: answers go whole, split at 4,096
@@ -23,11 +25,12 @@ use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
 use cairn_core::clock::Clock;
 use cairn_store::Store;
 use secrecy::SecretString;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::api::GraphApi;
-use self::webhook::{Endpoints, Message, Payload};
+use self::webhook::{Endpoints, Keep, Message};
 use super::in_order::InOrder;
 use super::people::People;
 use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
@@ -38,6 +41,9 @@ pub const ALLOW_COMMAND: &str = "cairn channel allow";
 /// How long a taken message id is remembered: past the 7 days Meta keeps
 /// redelivering a webhook it doubts arrived.
 const REMEMBER: chrono::Duration = chrono::Duration::days(8);
+
+/// Kept deliveries read at a time.
+const KEPT_BATCH: u32 = 32;
 
 /// The most characters of an interactive message's body.
 const BUTTON_BODY_LIMIT: usize = 1_024;
@@ -56,8 +62,9 @@ pub struct WhatsAppInbound {
     pub app_secret: SecretString,
     /// The business number's id; deliveries for other numbers are left.
     pub phone_number_id: String,
-    /// Who may talk to the agent.
-    pub people: People,
+    /// Who may talk to the agent (the gateway asks too, keeping nothing a
+    /// stranger wrote).
+    pub people: Arc<People>,
     /// The database (taken message ids).
     pub store: Store,
     /// Where messages go.
@@ -88,18 +95,46 @@ impl WhatsAppAdapter {
         }))
     }
 
-    /// One verified delivery: each new message handled, a chat's in order.
-    async fn on_delivery(&self, body: &[u8], turns: &mut JoinSet<()>) {
+    /// Handles every delivery kept for the channel, oldest first, each
+    /// forgotten once its messages are taken; `Err` when the store fails
+    /// (what is left stays kept for the restart).
+    async fn handle_kept(&self, turns: &mut JoinSet<()>) -> Result<(), String> {
         let cfg = &self.0.cfg;
-        let payload: Payload = match serde_json::from_slice(body) {
-            Ok(p) => p,
+        let unreadable = |e: cairn_store::StoreError| {
+            format!("cannot read or update the kept WhatsApp deliveries: {e}")
+        };
+        loop {
+            let kept = cfg
+                .store
+                .kept_channel_deliveries(&cfg.name, KEPT_BATCH)
+                .await
+                .map_err(unreadable)?;
+            if kept.is_empty() {
+                return Ok(());
+            }
+            for (id, body) in kept {
+                self.on_delivery(&body, turns).await?;
+                cfg.store
+                    .forget_channel_delivery(&id)
+                    .await
+                    .map_err(unreadable)?;
+            }
+        }
+    }
+
+    /// One kept delivery's messages: each new one handled, a chat's in
+    /// order; `Err` when a message cannot be recorded as taken.
+    async fn on_delivery(&self, kept: &str, turns: &mut JoinSet<()>) -> Result<(), String> {
+        let cfg = &self.0.cfg;
+        let messages: Vec<Message> = match serde_json::from_str(kept) {
+            Ok(m) => m,
             Err(e) => {
-                tracing::warn!(channel = %cfg.name, error = %e, "a WhatsApp webhook of an unexpected shape was ignored");
-                return;
+                tracing::warn!(channel = %cfg.name, error = %e, "a kept WhatsApp delivery of an unexpected shape was left");
+                return Ok(());
             }
         };
         let mut in_order = InOrder::default();
-        for message in payload.messages_for(&cfg.phone_number_id) {
+        for message in messages {
             // Recorded before it is handled: never handled twice.
             match cfg
                 .store
@@ -111,10 +146,7 @@ impl WhatsAppAdapter {
                     tracing::debug!(channel = %cfg.name, id = %message.id, "a message delivered again was ignored");
                     continue;
                 }
-                Err(e) => {
-                    tracing::warn!(channel = %cfg.name, error = %e, "cannot record the message as taken; it is left");
-                    continue;
-                }
+                Err(e) => return Err(format!("cannot record a WhatsApp message as taken: {e}")),
             }
             if message.kind == "interactive" {
                 self.on_button(&message).await;
@@ -125,6 +157,7 @@ impl WhatsAppAdapter {
                 this.on_message(message).await;
             });
         }
+        Ok(())
     }
 
     async fn say(&self, to: &str, text: &str) {
@@ -287,24 +320,40 @@ impl InboundAdapter for WhatsAppAdapter {
 
     async fn run(&self, cancel: CancellationToken) -> Result<(), String> {
         let cfg = &self.0.cfg;
-        let (registration, mut deliveries) =
+        let wake = Arc::new(Notify::new());
+        let keep = Keep {
+            channel: cfg.name.clone(),
+            phone_number_id: cfg.phone_number_id.clone(),
+            people: Arc::clone(&cfg.people),
+            store: cfg.store.clone(),
+            clock: Arc::clone(&cfg.clock),
+            wake: Arc::clone(&wake),
+        };
+        let registration =
             cfg.endpoints
-                .register(&cfg.name, cfg.verify_token.clone(), cfg.app_secret.clone());
+                .register(cfg.verify_token.clone(), cfg.app_secret.clone(), keep);
         tracing::info!(channel = %cfg.name, "receiving WhatsApp webhooks through the gateway");
         let mut turns = JoinSet::new();
-        loop {
+        // First what an earlier run kept and did not handle.
+        wake.notify_one();
+        let ended = loop {
             tokio::select! {
-                () = cancel.cancelled() => break,
-                body = deliveries.recv() => match body {
-                    Some(body) => self.on_delivery(&body, &mut turns).await,
-                    None => break,
-                },
+                () = cancel.cancelled() => break Ok(()),
+                () = wake.notified() => {
+                    if let Err(e) = self.handle_kept(&mut turns).await {
+                        break Err(e);
+                    }
+                }
             }
             while turns.try_join_next().is_some() {}
-        }
+        };
         drop(registration);
-        turns.abort_all();
-        Ok(())
+        match ended {
+            Ok(()) => turns.abort_all(),
+            // The turns under way finish; the restart handles what is left.
+            Err(_) => turns.detach_all(),
+        }
+        ended
     }
 }
 

@@ -2,31 +2,32 @@
 //!
 //! The gateway serves `/whatsapp` (and `/whatsapp/<channel>`) but knows no
 //! channel: each running WhatsApp adapter registers its endpoint in the
-//! daemon's [`Endpoints`] (its verify token, its app secret and the sending
-//! half of a queue) and takes it away when it stops, so a reload that
-//! restarts the adapter swaps the secrets too. The gateway answers Meta's
-//! verification here and puts each delivery whose `X-Hub-Signature-256`
-//! holds on the queue, answering 200 at once; the turn runs after, in the
-//! adapter. Apps reached through a socket of their own (Slack, Discord)
-//! need none of this.
+//! daemon's [`Endpoints`] (its verify token, its app secret, the store and
+//! a wake-up) and takes it away when it stops, so a reload that restarts
+//! the adapter swaps the secrets too. The gateway answers Meta's
+//! verification here; each delivery whose `X-Hub-Signature-256` holds is
+//! kept in the store before Meta is answered 200 (Meta does not deliver
+//! again what it saw answered, so a daemon dying before the turn must
+//! find it there), then the adapter is woken to handle what is kept. Apps
+//! reached through a socket of their own (Slack, Discord) need none of
+//! this.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use cairn_core::clock::Clock;
+use cairn_store::Store;
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
+use super::super::people::People;
 use crate::routines::webhook::{self, Delivery};
 
 /// The header carrying the body's signature under the app secret.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
-
-/// Deliveries a channel holds before the gateway answers 503 (Meta then
-/// delivers again later).
-const QUEUE: usize = 256;
 
 /// Why the gateway refuses a request to `/whatsapp`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,16 +42,36 @@ pub enum HookError {
     /// A delivery without a signature, or one that does not hold.
     #[error("{0}")]
     Unsigned(String),
-    /// The channel's queue is full.
-    #[error("the channel is busy; deliver again later")]
-    Busy,
+    /// The delivery could not be kept (the database is unreachable):
+    /// Meta delivers it again later.
+    #[error("the delivery cannot be kept now; deliver again later")]
+    Unkept,
 }
 
 struct Endpoint {
     verify_token: SecretString,
     app_secret: SecretString,
-    deliveries: mpsc::Sender<Vec<u8>>,
+    keep: Keep,
     generation: u64,
+}
+
+/// Where a channel's verified deliveries go: their messages for its
+/// number into the store (a stranger's without what they wrote), then a
+/// wake-up of its adapter.
+#[derive(Clone)]
+pub struct Keep {
+    /// The channel's name, which keys its deliveries in the store.
+    pub channel: String,
+    /// The business number's id; messages to other numbers are left.
+    pub phone_number_id: String,
+    /// Who may talk: nothing a stranger wrote is kept.
+    pub people: Arc<People>,
+    /// The database.
+    pub store: Store,
+    /// Wall time of a delivery.
+    pub clock: Arc<dyn Clock>,
+    /// Woken after each kept delivery.
+    pub wake: Arc<Notify>,
 }
 
 /// The running WhatsApp channels' endpoints, by channel name: built by
@@ -94,32 +115,31 @@ impl Endpoints {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Serves the channel `name` with these secrets; its verified
-    /// deliveries (raw bodies) arrive on the receiver until the
-    /// registration is dropped.
+    /// Serves the channel `keep.channel` with these secrets: its verified
+    /// deliveries are kept as `keep` says until the registration is
+    /// dropped.
     pub fn register(
         &self,
-        name: &str,
         verify_token: SecretString,
         app_secret: SecretString,
-    ) -> (Registration, mpsc::Receiver<Vec<u8>>) {
-        let (tx, rx) = mpsc::channel(QUEUE);
+        keep: Keep,
+    ) -> Registration {
         let generation = self.generations.fetch_add(1, Ordering::SeqCst);
+        let name = keep.channel.clone();
         self.lock().insert(
-            name.to_string(),
+            name.clone(),
             Endpoint {
                 verify_token,
                 app_secret,
-                deliveries: tx,
+                keep,
                 generation,
             },
         );
-        let registration = Registration {
+        Registration {
             endpoints: self.clone(),
-            name: name.to_string(),
+            name,
             generation,
-        };
-        (registration, rx)
+        }
     }
 
     /// Runs `f` on the endpoint `channel` names, or on the only one.
@@ -177,21 +197,48 @@ impl Endpoints {
         })
     }
 
-    /// A delivery (`POST`): queued for the channel when `signature`
-    /// (`sha256=<hex>`) is the HMAC-SHA256 of `body` under its app secret.
-    pub fn deliver(
+    /// A delivery (`POST`): kept for the channel, and its adapter woken,
+    /// when `signature` (`sha256=<hex>`) is the HMAC-SHA256 of `body` under
+    /// its app secret. `Ok` only once it is in the store.
+    pub async fn deliver(
         &self,
         channel: Option<&str>,
         signature: Option<&str>,
-        body: Vec<u8>,
+        body: &[u8],
     ) -> Result<(), HookError> {
-        self.with(channel, |endpoint| {
-            check_signature(endpoint.app_secret.expose_secret(), signature, &body)?;
-            endpoint
-                .deliveries
-                .try_send(body)
-                .map_err(|_| HookError::Busy)
-        })
+        let keep = self.with(channel, |endpoint| {
+            check_signature(endpoint.app_secret.expose_secret(), signature, body)?;
+            Ok(endpoint.keep.clone())
+        })?;
+        let payload: Payload = match serde_json::from_slice(body) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(channel = %keep.channel, error = %e, "a WhatsApp webhook of an unexpected shape was ignored");
+                return Ok(());
+            }
+        };
+        let mut messages = Vec::new();
+        for message in payload.messages_for(&keep.phone_number_id) {
+            if keep.people.allowed(&message.from).await {
+                messages.push(message);
+            } else {
+                messages.push(message.as_strangers());
+            }
+        }
+        if messages.is_empty() {
+            // Statuses of our messages, or another number's.
+            return Ok(());
+        }
+        let kept = serde_json::to_string(&messages).map_err(|_| HookError::Unkept)?;
+        keep.store
+            .keep_channel_delivery(&keep.channel, &kept, keep.clock.now())
+            .await
+            .map_err(|e| {
+                tracing::warn!(channel = %keep.channel, error = %e, "cannot keep a WhatsApp delivery; Meta will deliver it again");
+                HookError::Unkept
+            })?;
+        keep.wake.notify_one();
+        Ok(())
     }
 }
 
@@ -275,7 +322,7 @@ pub struct Metadata {
 }
 
 /// A message a person sent.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct Message {
     /// The sender's number (WhatsApp id).
     #[serde(default)]
@@ -301,7 +348,7 @@ pub struct Message {
 }
 
 /// A text's body.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct Text {
     /// The text.
     #[serde(default)]
@@ -309,7 +356,7 @@ pub struct Text {
 }
 
 /// Media sent by a person: fetched by id through the Graph API.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct Media {
     /// The media id.
     pub id: String,
@@ -322,7 +369,7 @@ pub struct Media {
 }
 
 /// An interactive reply.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct Interactive {
     /// `button_reply` or `list_reply`.
     #[serde(rename = "type", default)]
@@ -333,13 +380,30 @@ pub struct Interactive {
 }
 
 /// A reply button pressed.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct ButtonReply {
     /// The id we gave the button.
     pub id: String,
     /// Its title.
     #[serde(default)]
     pub title: String,
+}
+
+impl Message {
+    /// What of a stranger's message may be kept: who and which message,
+    /// and a `/pair` request; nothing else they wrote or sent.
+    pub fn as_strangers(self) -> Message {
+        let pairing = self
+            .text
+            .filter(|t| t.body.trim_start().starts_with("/pair"));
+        Message {
+            from: self.from,
+            id: self.id,
+            kind: self.kind,
+            text: pairing,
+            ..Message::default()
+        }
+    }
 }
 
 impl Payload {
@@ -382,21 +446,61 @@ mod tests {
         format!("sha256={hex}")
     }
 
-    type Running = (Registration, mpsc::Receiver<Vec<u8>>);
-
-    fn endpoints(names: &[&str]) -> (Endpoints, Vec<Running>) {
+    /// Endpoints for `names`, keeping deliveries in a fresh SQLite store.
+    async fn endpoints(names: &[&str]) -> (Endpoints, Vec<Registration>, Store, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/cairn.db", dir.path().display());
+        let (store, _) = Store::open(&url).await.unwrap();
         let e = Endpoints::default();
         let regs = names
             .iter()
-            .map(|n| e.register(n, format!("vt-{n}").into(), format!("as-{n}").into()))
+            .map(|n| {
+                e.register(
+                    format!("vt-{n}").into(),
+                    format!("as-{n}").into(),
+                    keep(n, &store),
+                )
+            })
             .collect();
-        (e, regs)
+        (e, regs, store, dir)
     }
 
-    #[test]
-    fn only_the_right_signature_over_the_raw_body_is_delivered() {
-        let (e, mut regs) = endpoints(&["wa"]);
-        let body = br#"{"object":"whatsapp_business_account","entry":[]}"#.to_vec();
+    fn keep(name: &str, store: &Store) -> Keep {
+        let clock: Arc<dyn Clock> = Arc::new(cairn_core::clock::SystemClock);
+        Keep {
+            channel: name.to_string(),
+            phone_number_id: "PN".to_string(),
+            people: Arc::new(People {
+                channel: name.to_string(),
+                app: "WhatsApp",
+                allow_command: format!("cairn channel allow {name}"),
+                allowed: ["15551234567".to_string()].into(),
+                store: store.clone(),
+                pairing: None,
+                clock: Arc::clone(&clock),
+            }),
+            store: store.clone(),
+            clock: Arc::new(cairn_core::clock::SystemClock),
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_right_signature_over_the_raw_body_is_kept_and_nothing_a_stranger_wrote() {
+        let (e, _regs, store, _dir) = endpoints(&["wa"]).await;
+        let message = |from: &str, id: &str, text: &str| serde_json::json!({"from": from, "id": id, "type": "text", "text": {"body": text}});
+        let body = serde_json::to_vec(&serde_json::json!({
+            "object": "whatsapp_business_account",
+            "entry": [{"changes": [{"field": "messages", "value": {
+                "metadata": {"phone_number_id": "PN"},
+                "messages": [
+                    message("15551234567", "wamid.1", "hello"),
+                    message("15559990000", "wamid.2", "a stranger's secret"),
+                    message("15559990000", "wamid.3", "/pair ABCDE-FGHJK"),
+                    {"from": "15559990000", "id": "wamid.4", "type": "image", "image": {"id": "IMG"}},
+                ]}}]}],
+        }))
+        .unwrap();
         let good = sign("as-wa", &body);
         for (sig, why) in [
             (None, "missing"),
@@ -405,25 +509,64 @@ mod tests {
             (Some(sign("as-wa", b"another body")), "does not match"),
             (Some(good.replacen("sha256=", "sha1=", 1)), "malformed"),
         ] {
-            let got = e.deliver(None, sig.as_deref(), body.clone());
+            let got = e.deliver(None, sig.as_deref(), &body).await;
             assert!(
                 matches!(&got, Err(HookError::Unsigned(m)) if m.contains(why)),
                 "{sig:?}: {got:?}"
             );
         }
-        assert!(regs[0].1.try_recv().is_err(), "an unsigned body was queued");
+        assert!(
+            store
+                .kept_channel_deliveries("wa", 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "an unsigned body was kept"
+        );
         e.deliver(
             Some("wa"),
             Some(&good.to_uppercase().replacen("SHA256=", "sha256=", 1)),
-            body.clone(),
+            &body,
         )
+        .await
         .unwrap();
-        assert_eq!(regs[0].1.try_recv().unwrap(), body);
+        let kept = store.kept_channel_deliveries("wa", 10).await.unwrap();
+        assert_eq!(kept.len(), 1);
+        let messages: Vec<Message> = serde_json::from_str(&kept[0].1).unwrap();
+        let seen: Vec<(&str, Option<&str>, bool)> = messages
+            .iter()
+            .map(|m| {
+                (
+                    m.id.as_str(),
+                    m.text.as_ref().map(|t| t.body.as_str()),
+                    m.image.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("wamid.1", Some("hello"), false),
+                ("wamid.2", None, false),
+                ("wamid.3", Some("/pair ABCDE-FGHJK"), false),
+                ("wamid.4", None, false),
+            ]
+        );
+        assert!(!kept[0].1.contains("secret"));
+        // A delivery of statuses only keeps nothing.
+        let statuses = br#"{"object":"whatsapp_business_account","entry":[]}"#;
+        e.deliver(None, Some(&sign("as-wa", statuses)), statuses)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.kept_channel_deliveries("wa", 10).await.unwrap().len(),
+            1
+        );
     }
 
-    #[test]
-    fn verification_answers_the_challenge_only_for_the_token_and_subscribe() {
-        let (e, _regs) = endpoints(&["wa"]);
+    #[tokio::test]
+    async fn verification_answers_the_challenge_only_for_the_token_and_subscribe() {
+        let (e, _regs, _store, _dir) = endpoints(&["wa"]).await;
         let verify = |mode, token| e.verify(None, Some(mode), Some(token), Some("1158201444"));
         assert_eq!(verify("subscribe", "vt-wa").unwrap(), "1158201444");
         assert_eq!(verify("subscribe", "vt-w"), Err(HookError::Forbidden));
@@ -435,9 +578,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn channels_are_named_when_there_are_several_and_go_when_stopped() {
-        let (e, mut regs) = endpoints(&["a", "b"]);
+    #[tokio::test]
+    async fn channels_are_named_when_there_are_several_and_go_when_stopped() {
+        let (e, mut regs, store, _dir) = endpoints(&["a", "b"]).await;
         assert!(matches!(
             e.verify(None, Some("subscribe"), Some("vt-a"), Some("c")),
             Err(HookError::Unknown(m)) if m.contains("/whatsapp/<channel>")
@@ -453,8 +596,12 @@ mod tests {
             Err(HookError::Forbidden)
         );
         // A restarted channel's successor keeps its place when the old one goes.
-        let (old, _) = regs.remove(0);
-        let next = e.register("a", "new".to_string().into(), "s".to_string().into());
+        let old = regs.remove(0);
+        let next = e.register(
+            "new".to_string().into(),
+            "s".to_string().into(),
+            keep("a", &store),
+        );
         drop(old);
         assert!(
             e.verify(Some("a"), Some("subscribe"), Some("new"), Some("c"))
