@@ -608,3 +608,67 @@ fn a_person_added_to_allowed_users_is_answered_without_a_restart() {
     assert_eq!(asked(&llm), ["hello now"]);
     daemon.stop();
 }
+
+#[test]
+fn cairn_channel_lists_the_bot_with_its_health_and_tests_it() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm);
+    // No daemon yet: the bot is listed, not receiving.
+    let (ok, out, err) = home.run(&["--json", "channel", "list"]);
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let guild = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "guild")
+        .unwrap();
+    assert_eq!(
+        (
+            &guild["type"],
+            &guild["receives"],
+            &guild["posts"],
+            &guild["health"]
+        ),
+        (
+            &json!("discord"),
+            &json!(true),
+            &json!(false),
+            &json!("daemon_not_running")
+        ),
+        "{guild}"
+    );
+    // Without --to: a direct message to the first allowed user.
+    let (ok, out, err) = home.run(&["--json", "channel", "test", "guild", "--message", "ping"]);
+    assert!(ok, "{out}{err}");
+    let tested: Value = serde_json::from_str(&out).unwrap();
+    let steps: Vec<&str> = tested["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    let dm = StandIn::dm_channel(OWNER);
+    assert_eq!(
+        steps,
+        [
+            "GET /users/@me".to_string(),
+            format!("open a direct message with {OWNER}"),
+            format!("POST /channels/{dm}/messages"),
+        ]
+    );
+    assert_eq!(standin.texts(&dm), ["ping"]);
+    let (ok, _, err) = home.run(&[
+        "channel",
+        "test",
+        "guild",
+        "--to",
+        CHANNEL,
+        "--message",
+        "pong",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(standin.texts(CHANNEL), ["pong"]);
+    assert!(!out.contains(BOT_TOKEN));
+}

@@ -162,6 +162,15 @@ async fn me(State(s): State<Shared>, headers: HeaderMap) -> Response {
         .into_response()
 }
 
+async fn open_dm(State(s): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    if !authorized(&headers) {
+        return unauthorized();
+    }
+    record(&s, "POST /users/@me/channels", &body);
+    let user = body["recipient_id"].as_str().unwrap_or_default();
+    Json(json!({"id": StandIn::dm_channel(user), "type": 1})).into_response()
+}
+
 async fn create_message(
     State(s): State<Shared>,
     Path(channel): Path<String>,
@@ -455,6 +464,7 @@ impl StandIn {
                 let app = axum::Router::new()
                     .route("/api/v10/gateway/bot", get(gateway_bot))
                     .route("/api/v10/users/@me", get(me))
+                    .route("/api/v10/users/@me/channels", post(open_dm))
                     .route("/api/v10/channels/{channel}/messages", post(create_message))
                     .route(
                         "/api/v10/channels/{channel}/messages/{id}",

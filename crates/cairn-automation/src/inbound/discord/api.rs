@@ -314,6 +314,24 @@ impl DiscordApi {
             .ok_or_else(|| self.unreachable("GET /gateway/bot", "no url in the answer"))
     }
 
+    /// The direct message channel with `user` (opened if need be).
+    pub async fn open_dm(&self, user: &str) -> Result<String, ApiError> {
+        let what = "POST /users/@me/channels";
+        let answer = self
+            .call(&Call {
+                method: Method::POST,
+                path: &["users", "@me", "channels"],
+                route: what,
+                major: "",
+                body: Some(serde_json::json!({ "recipient_id": user })),
+            })
+            .await?;
+        answer["id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| self.unreachable(what, "no id in the answer"))
+    }
+
     /// Posts a message (`body`: `content`, `components`, …) in `channel`;
     /// returns its id.
     pub async fn post_message(&self, channel: &str, body: Value) -> Result<String, ApiError> {

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use anyhow::Context;
+use cairn_automation::notify::channels::discord::DiscordSpec;
 use cairn_automation::notify::channels::slack::SlackSpec;
 use cairn_automation::notify::channels::telegram::TelegramSpec;
 use cairn_automation::notify::channels::whatsapp::WhatsAppSpec;
@@ -78,6 +79,7 @@ pub async fn test(
         ChannelSpec::Telegram(t) => telegram(t, request, &mut steps).await?,
         ChannelSpec::Slack(s) => slack(s, notifier, request, &mut steps).await?,
         ChannelSpec::WhatsApp(w) => whatsapp(w, request, &mut steps).await?,
+        ChannelSpec::Discord(d) => discord(d, notifier, request, &mut steps).await?,
         ChannelSpec::Inbox {} => {
             return Err(BadInput(format!(
                 "channels.{name} is the inbox: notifications are kept in the database (`cairn inbox`), there is nothing to reach"
@@ -280,6 +282,52 @@ async fn whatsapp(
         api.send_text(to, request.message, None),
         |id| format!("message {id}"),
     )
+    .await;
+    Ok(())
+}
+
+async fn discord(
+    spec: &DiscordSpec,
+    notifier: &Notifier,
+    request: &Request<'_>,
+    steps: &mut Vec<Step>,
+) -> anyhow::Result<()> {
+    let Some(api) = wiring::discord_api(request.name, spec)? else {
+        // A webhook alone: the test is a notification through it.
+        no_chat(request.name, "discord (webhook_url only)", request.to)?;
+        post(notifier, request, steps).await;
+        return Ok(());
+    };
+    let me = timed(steps, "GET /users/@me".into(), api.me(), |me| {
+        format!("bot {} ({})", me.username, me.id)
+    })
+    .await;
+    if me.is_none() {
+        return Ok(());
+    }
+    if request.to.is_none() && spec.webhook_url.is_some() {
+        post(notifier, request, steps).await;
+        return Ok(());
+    }
+    let channel = match request.to {
+        Some(to) => to.to_string(),
+        None => {
+            let user = recipient(request.name, request, &spec.allowed_users)?;
+            let step = format!("open a direct message with {user}");
+            match timed(steps, step, api.open_dm(user), |id| format!("channel {id}")).await {
+                Some(channel) => channel,
+                None => return Ok(()),
+            }
+        }
+    };
+    let body = serde_json::json!({
+        "content": request.message,
+        "allowed_mentions": { "parse": [] },
+    });
+    let step = format!("POST /channels/{channel}/messages");
+    timed(steps, step, api.post_message(&channel, body), |id| {
+        format!("message {id}")
+    })
     .await;
     Ok(())
 }
