@@ -148,6 +148,7 @@ pub async fn populate(s: &Store) {
     s.first_channel_message("wa", "wamid.1", at(0), chrono::Duration::days(30))
         .await
         .unwrap();
+    s.keep_channel_delivery("wa", "[]", at(0)).await.unwrap();
 }
 
 /// Every copied table's rows by column name (backend-only columns left

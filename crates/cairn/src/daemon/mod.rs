@@ -57,6 +57,9 @@ pub const STATE_WRITER: &str = "state_writer";
 
 /// Runs until a stop signal.
 pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
+    // Read before the file is: a change made while the daemon starts (before
+    // its watch is set up) is then seen as one, not taken for the start's.
+    let loaded = loaded_version()?;
     let mut config = settings::load()?;
     if let Some(port) = args.port {
         config.gateway.port = port;
@@ -69,7 +72,7 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     // events, signals) is then taken by the worker in the wake that caused
     // it, instead of waking the main thread too.
     let result = runtime.block_on(async {
-        tokio::spawn(serve(config))
+        tokio::spawn(serve(config, loaded))
             .await
             .unwrap_or_else(|e| Err(anyhow::anyhow!("the daemon's main task failed: {e}")))
     });
@@ -91,7 +94,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The daemon's life: each start-up step in order, then the wait for a
 /// stop signal, then the shutdown.
-async fn serve(config: Config) -> anyhow::Result<ExitCode> {
+async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<ExitCode> {
     let lock = take_lock(&config).await?;
     warn_unavailable(&config);
     install_sandbox(&config)?;
@@ -126,7 +129,7 @@ async fn serve(config: Config) -> anyhow::Result<ExitCode> {
     let mut reloader = reloader(&config, &automation, inbound.as_ref());
     let signals = Signals::register();
     report_running(&store, &url).await?;
-    let signal = wait_for_stop(&mut reloader, config.home(), signals).await;
+    let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals).await;
     eprintln!("{signal}: stopping");
     let in_time = shut_down(&config, &sup, &automation, &store).await;
     write_last_state(&header, &components, clock.now()).await;
@@ -389,12 +392,17 @@ async fn first_pairing(
 async fn wait_for_stop(
     reloader: &mut Reloader,
     home: &std::path::Path,
+    loaded: Option<SystemTime>,
     mut signals: Signals,
 ) -> &'static str {
     let path = settings::config_path(home);
-    let mut seen = modified(&path).await;
     let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
     tracing::debug!(file_events = watch.has_events(), path = %path.display(), "watching config.toml");
+    // A change made during start-up came before the watch could hear it.
+    let mut seen = modified(&path).await;
+    if seen != loaded {
+        reload(reloader, "config.toml changed while the daemon started").await;
+    }
     let stop = signals.stop();
     tokio::pin!(stop);
     loop {
@@ -414,6 +422,16 @@ async fn wait_for_stop(
             }
         }
     }
+}
+
+/// config.toml's modification time before it is read at start-up.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "start-up, before the runtime exists"
+)]
+fn loaded_version() -> anyhow::Result<Option<SystemTime>> {
+    let path = settings::config_path(&settings::home_dir()?);
+    Ok(std::fs::metadata(path).ok().and_then(|m| m.modified().ok()))
 }
 
 /// config.toml's modification time (`None` when it does not exist).
