@@ -215,6 +215,27 @@ pub struct InboundParts {
 }
 
 impl InboundParts {
+    /// Who may talk through the channel `name` of `app`: the configured
+    /// `allowed` ids, the store's, and `/pair`; strangers are told to ask
+    /// for `allow_command` (without the id).
+    pub fn people(
+        &self,
+        name: &str,
+        app: &'static str,
+        allow_command: String,
+        allowed: &[String],
+    ) -> People {
+        People {
+            channel: name.to_string(),
+            app,
+            allow_command,
+            allowed: allowed.iter().cloned().collect(),
+            store: self.store.clone(),
+            pairing: self.pairing.clone(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
     /// Where the gateway hands the WhatsApp channels their webhooks.
     pub fn whatsapp_endpoints(&self) -> &Endpoints {
         &self.whatsapp
@@ -255,15 +276,12 @@ pub fn telegram_adapter(
 ) -> anyhow::Result<Arc<dyn InboundAdapter>> {
     Ok(Arc::new(TelegramAdapter::new(TelegramInbound {
         api: bot_api(spec)?,
-        people: People {
-            channel: name.to_string(),
-            app: "Telegram",
-            allow_command: telegram::ALLOW_COMMAND.to_string(),
-            allowed: spec.allowed_users.iter().cloned().collect(),
-            store: parts.store.clone(),
-            pairing: parts.pairing.clone(),
-            clock: Arc::new(SystemClock),
-        },
+        people: parts.people(
+            name,
+            "Telegram",
+            telegram::ALLOW_COMMAND.to_string(),
+            &spec.allowed_users,
+        ),
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),
@@ -287,15 +305,12 @@ pub fn slack_adapter(
     };
     Ok(Arc::new(SlackAdapter::new(SlackInbound {
         api,
-        people: People {
-            channel: name.to_string(),
-            app: "Slack",
-            allow_command: format!("{} {name}", slack::ALLOW_COMMAND),
-            allowed: spec.allowed_users.iter().cloned().collect(),
-            store: parts.store.clone(),
-            pairing: parts.pairing.clone(),
-            clock: Arc::new(SystemClock),
-        },
+        people: parts.people(
+            name,
+            "Slack",
+            format!("{} {name}", slack::ALLOW_COMMAND),
+            &spec.allowed_users,
+        ),
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),
@@ -321,15 +336,12 @@ pub fn discord_adapter(
     };
     Ok(Arc::new(DiscordAdapter::new(DiscordInbound {
         api,
-        people: People {
-            channel: name.to_string(),
-            app: "Discord",
-            allow_command: format!("{} {name}", discord::ALLOW_COMMAND),
-            allowed: spec.allowed_users.iter().cloned().collect(),
-            store: parts.store.clone(),
-            pairing: parts.pairing.clone(),
-            clock: Arc::new(SystemClock),
-        },
+        people: parts.people(
+            name,
+            "Discord",
+            format!("{} {name}", discord::ALLOW_COMMAND),
+            &spec.allowed_users,
+        ),
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),
@@ -366,15 +378,12 @@ pub fn whatsapp_adapter(
         verify_token: secret(&spec.verify_token),
         app_secret: secret(&spec.app_secret),
         phone_number_id: spec.phone_number_id.clone(),
-        people: Arc::new(People {
-            channel: name.to_string(),
-            app: "WhatsApp",
-            allow_command: format!("{} {name}", whatsapp::ALLOW_COMMAND),
-            allowed: spec.allowed_users.iter().cloned().collect(),
-            store: parts.store.clone(),
-            pairing: parts.pairing.clone(),
-            clock: Arc::new(SystemClock),
-        }),
+        people: Arc::new(parts.people(
+            name,
+            "WhatsApp",
+            format!("{} {name}", whatsapp::ALLOW_COMMAND),
+            &spec.allowed_users,
+        )),
         name: name.to_string(),
         store: parts.store.clone(),
         chat: Arc::clone(&parts.chat),
