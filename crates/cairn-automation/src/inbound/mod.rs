@@ -20,6 +20,7 @@
 pub mod discord;
 pub mod in_order;
 pub mod inbox;
+pub mod markdown;
 pub mod people;
 pub mod slack;
 pub mod split;
@@ -136,6 +137,26 @@ impl Approvals {
             None => false,
         }
     }
+}
+
+/// The data an approval button brings back when pressed (every app's
+/// buttons carry it): the ticket and `y`, `n` or `a`.
+pub fn approval_button(ticket: &str, choice: &str) -> String {
+    format!("ap:{ticket}:{choice}")
+}
+
+/// A pressed approval button's data ([`approval_button`]) → the ticket
+/// and the answer; `None` for anything else.
+pub fn parse_button(data: &str) -> Option<(&str, ApprovalAnswer)> {
+    let rest = data.strip_prefix("ap:")?;
+    let (ticket, choice) = rest.rsplit_once(':')?;
+    let answer = match choice {
+        "y" => ApprovalAnswer::Yes,
+        "n" => ApprovalAnswer::No,
+        "a" => ApprovalAnswer::Always,
+        _ => return None,
+    };
+    Some((ticket, answer))
 }
 
 /// How a turn is shown.

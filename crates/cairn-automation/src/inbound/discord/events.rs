@@ -237,23 +237,10 @@ pub fn addressed(bot: &str, message: &Message) -> Option<String> {
     Some(format::plain(&message.content, bot))
 }
 
-/// `ap:<ticket>:<y|n|a>` → the ticket and the answer.
-pub fn parse_button(custom_id: &str) -> Option<(&str, cairn_agent::runner::ApprovalAnswer)> {
-    use cairn_agent::runner::ApprovalAnswer;
-    let rest = custom_id.strip_prefix("ap:")?;
-    let (ticket, choice) = rest.rsplit_once(':')?;
-    let answer = match choice {
-        "y" => ApprovalAnswer::Yes,
-        "n" => ApprovalAnswer::No,
-        "a" => ApprovalAnswer::Always,
-        _ => return None,
-    };
-    Some((ticket, answer))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inbound::parse_button;
 
     const BOT: &str = "900";
 

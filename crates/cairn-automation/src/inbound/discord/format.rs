@@ -9,6 +9,8 @@
 //! [`crate::inbound::split`] into parts of [`PART_LIMIT`], which leaves
 //! room for the little this adds under Discord's [`MESSAGE_LIMIT`].
 
+use crate::inbound::markdown::{Block, blocks, heading};
+
 /// The characters Discord accepts in one message's `content`.
 pub const MESSAGE_LIMIT: usize = 2_000;
 
@@ -19,18 +21,13 @@ pub const PART_LIMIT: usize = 1_900;
 /// (a part that would grow past it goes as written).
 pub fn markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
-    let mut rest = text;
-    // Fenced blocks first: nothing inside them changes.
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let Some(close) = after.find("```") else {
-            break;
-        };
-        out.push_str(&prose(&rest[..open]));
-        out.push_str(&rest[open..open + 3 + close + 3]);
-        rest = &after[close + 3..];
+    for block in blocks(text) {
+        match block {
+            Block::Prose(text) => out.push_str(&prose(text)),
+            // Nothing inside a fenced block changes.
+            Block::Fenced { written, .. } => out.push_str(written),
+        }
     }
-    out.push_str(&prose(rest));
     if out.chars().count() > MESSAGE_LIMIT {
         text.to_string()
     } else {
@@ -44,13 +41,10 @@ fn prose(text: &str) -> String {
         .split('\n')
         .map(|line| {
             let trimmed = line.trim_start();
-            let heading = trimmed.trim_start_matches('#');
-            if trimmed.starts_with('#') && heading.starts_with(' ') && !heading.trim().is_empty() {
-                format!("**{}**", inline(heading.trim()).replace("**", ""))
-            } else if trimmed.starts_with("-# ") {
-                format!("\\{}", inline(trimmed))
-            } else {
-                inline(line)
+            match heading(line) {
+                Some(title) => format!("**{}**", inline(title).replace("**", "")),
+                None if trimmed.starts_with("-# ") => format!("\\{}", inline(trimmed)),
+                None => inline(line),
             }
         })
         .collect();

@@ -30,8 +30,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::api::DiscordApi;
-use self::events::{Interaction, MESSAGE_COMPONENT, Message, addressed, parse_button};
+use self::events::{Interaction, MESSAGE_COMPONENT, Message, addressed};
 use super::in_order::Baton;
+use super::parse_button;
 use super::people::People;
 use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
 

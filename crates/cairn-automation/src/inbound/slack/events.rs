@@ -270,25 +270,12 @@ impl Threads {
     }
 }
 
-/// `ap:<ticket>:<y|n|a>` → the ticket and the answer.
-pub fn parse_button(value: &str) -> Option<(&str, cairn_agent::runner::ApprovalAnswer)> {
-    use cairn_agent::runner::ApprovalAnswer;
-    let rest = value.strip_prefix("ap:")?;
-    let (ticket, choice) = rest.rsplit_once(':')?;
-    let answer = match choice {
-        "y" => ApprovalAnswer::Yes,
-        "n" => ApprovalAnswer::No,
-        "a" => ApprovalAnswer::Always,
-        _ => return None,
-    };
-    Some((ticket, answer))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::inbound::parse_button;
 
     fn me() -> Identity {
         serde_json::from_value(json!({"user_id": "UBOT", "team_id": "T1"})).unwrap()

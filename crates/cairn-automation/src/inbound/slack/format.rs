@@ -9,6 +9,8 @@
 //! direction: escaped, with `<@U…>` mentions and `<url|text>` links,
 //! which [`plain`] turns back into text.
 
+use crate::inbound::markdown::{Block, blocks, heading};
+
 /// The characters one message holds.
 pub const MESSAGE_LIMIT: usize = 4_000;
 
@@ -21,26 +23,17 @@ fn escape(text: &str) -> String {
 /// One part of an answer as mrkdwn.
 pub fn mrkdwn(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
-    let mut rest = text;
-    // Fenced blocks first: nothing inside them is formatted.
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let Some(close) = after.find("```") else {
-            break;
-        };
-        out.push_str(&prose(&rest[..open]));
-        // The language tag on the fence's line is not code.
-        let block = &after[..close];
-        let body = match block.split_once('\n') {
-            Some((lang, body)) if !lang.contains(' ') => body,
-            _ => block,
-        };
-        out.push_str("```");
-        out.push_str(&escape(body.trim_end_matches('\n')));
-        out.push_str("```");
-        rest = &after[close + 3..];
+    for block in blocks(text) {
+        match block {
+            Block::Prose(text) => out.push_str(&prose(text)),
+            // Nothing inside a fenced block is formatted.
+            Block::Fenced { code, .. } => {
+                out.push_str("```");
+                out.push_str(&escape(code));
+                out.push_str("```");
+            }
+        }
     }
-    out.push_str(&prose(rest));
     out
 }
 
@@ -48,14 +41,9 @@ pub fn mrkdwn(text: &str) -> String {
 fn prose(text: &str) -> String {
     let lines: Vec<String> = text
         .split('\n')
-        .map(|line| {
-            let trimmed = line.trim_start();
-            let heading = trimmed.trim_start_matches('#');
-            if trimmed.starts_with('#') && heading.starts_with(' ') && !heading.trim().is_empty() {
-                format!("*{}*", inline(heading.trim()).replace('*', ""))
-            } else {
-                inline(line)
-            }
+        .map(|line| match heading(line) {
+            Some(title) => format!("*{}*", inline(title).replace('*', "")),
+            None => inline(line),
         })
         .collect();
     lines.join("\n")

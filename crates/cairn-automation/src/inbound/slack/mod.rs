@@ -34,7 +34,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::api::{Identity, SlackApi};
-use self::events::{BlockActions, MessageEvent, Recent, Threads, addressed, parse_button};
+use self::events::{BlockActions, MessageEvent, Recent, Threads, addressed};
+use super::parse_button;
 use super::people::People;
 use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
 

@@ -6,6 +6,8 @@
 //! without their pair stay as they are. Telegram counts the text after
 //! its tags are parsed, so rendering never takes a part past the limit.
 
+use crate::inbound::markdown::{Block, blocks, pairs};
+
 /// Telegram's limit on a message's text.
 pub const MESSAGE_LIMIT: usize = 4_096;
 
@@ -18,80 +20,39 @@ fn escape(text: &str) -> String {
 /// One part as Telegram HTML.
 pub fn html(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
-    let mut rest = text;
-    // Fenced blocks first: nothing inside them is formatted.
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let Some(close) = after.find("```") else {
-            break;
-        };
-        out.push_str(&inline(&rest[..open]));
-        let block = &after[..close];
-        // The language tag on the fence's line is not code.
-        let body = match block.split_once('\n') {
-            Some((lang, body)) if !lang.contains(' ') => body,
-            _ => block,
-        };
-        out.push_str("<pre>");
-        out.push_str(&escape(body.trim_end_matches('\n')));
-        out.push_str("</pre>");
-        rest = &after[close + 3..];
+    for block in blocks(text) {
+        match block {
+            Block::Prose(prose) => out.push_str(&inline(prose)),
+            Block::Fenced { code, .. } => {
+                out.push_str("<pre>");
+                out.push_str(&escape(code));
+                out.push_str("</pre>");
+            }
+        }
     }
-    out.push_str(&inline(rest));
     out
 }
 
 /// `` `code` `` and `**bold**` within one stretch of text.
 fn inline(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for piece in pairs(text, "`") {
-        match piece {
-            Piece::Marked(code) => {
-                out.push_str("<code>");
-                out.push_str(&escape(code));
-                out.push_str("</code>");
-            }
-            Piece::Plain(plain) => {
-                for piece in pairs(plain, "**") {
-                    match piece {
-                        Piece::Marked(bold) => {
-                            out.push_str("<b>");
-                            out.push_str(&escape(bold));
-                            out.push_str("</b>");
-                        }
-                        Piece::Plain(p) => out.push_str(&escape(p)),
-                    }
-                }
+    for (code, piece) in pairs(text, "`") {
+        if code {
+            out.push_str("<code>");
+            out.push_str(&escape(piece));
+            out.push_str("</code>");
+            continue;
+        }
+        for (bold, piece) in pairs(piece, "**") {
+            if bold {
+                out.push_str("<b>");
+                out.push_str(&escape(piece));
+                out.push_str("</b>");
+            } else {
+                out.push_str(&escape(piece));
             }
         }
     }
-    out
-}
-
-enum Piece<'a> {
-    Plain(&'a str),
-    Marked(&'a str),
-}
-
-/// `text` cut at paired `marker`s; an unpaired one stays plain.
-fn pairs<'a>(text: &'a str, marker: &str) -> Vec<Piece<'a>> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find(marker) {
-        let after = &rest[open + marker.len()..];
-        match after.find(marker) {
-            Some(close) if close > 0 && !after[..close].contains('\n') => {
-                out.push(Piece::Plain(&rest[..open]));
-                out.push(Piece::Marked(&after[..close]));
-                rest = &after[close + marker.len()..];
-            }
-            _ => {
-                out.push(Piece::Plain(&rest[..open + marker.len()]));
-                rest = after;
-            }
-        }
-    }
-    out.push(Piece::Plain(rest));
     out
 }
 

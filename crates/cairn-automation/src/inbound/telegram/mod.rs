@@ -29,7 +29,10 @@ use tokio_util::sync::CancellationToken;
 use self::api::{ApiError, Bot, BotApi, CallbackQuery, Message};
 use super::in_order::InOrder;
 use super::people::People;
-use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
+use super::{
+    Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox,
+    parse_button,
+};
 
 /// The commands registered with `setMyCommands`, as the chat service reads them.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -326,19 +329,6 @@ impl TelegramAdapter {
     }
 }
 
-/// `ap:<ticket>:<y|n|a>` → the ticket and the answer.
-fn parse_button(data: &str) -> Option<(&str, ApprovalAnswer)> {
-    let rest = data.strip_prefix("ap:")?;
-    let (ticket, choice) = rest.rsplit_once(':')?;
-    let answer = match choice {
-        "y" => ApprovalAnswer::Yes,
-        "n" => ApprovalAnswer::No,
-        "a" => ApprovalAnswer::Always,
-        _ => return None,
-    };
-    Some((ticket, answer))
-}
-
 /// The text for the agent when the message is for the bot: always in a
 /// private chat; in a group only when it mentions the bot or replies to
 /// it (the mention removed). Commands lose their `@bot` suffix.
@@ -459,9 +449,9 @@ impl Conversation for TelegramChat<'_> {
 
     async fn ask(&self, request: &ApprovalRequest, ticket: &str) -> Result<MessageId, String> {
         let keyboard = json!({"inline_keyboard": [[
-            {"text": "Approve", "callback_data": format!("ap:{ticket}:y")},
-            {"text": "Deny", "callback_data": format!("ap:{ticket}:n")},
-            {"text": "Always", "callback_data": format!("ap:{ticket}:a")},
+            {"text": "Approve", "callback_data": super::approval_button(ticket, "y")},
+            {"text": "Deny", "callback_data": super::approval_button(ticket, "n")},
+            {"text": "Always", "callback_data": super::approval_button(ticket, "a")},
         ]]});
         let text = format!("Approve {}?\n{}", request.tool, request.summary);
         self.api

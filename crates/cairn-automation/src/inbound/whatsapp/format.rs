@@ -6,50 +6,38 @@
 //! their pair stay as they are. Every change shortens the text or keeps
 //! its length, so a part split at the limit stays within it.
 
+use crate::inbound::markdown::{Block, blocks, heading, pairs};
+
 /// WhatsApp's limit on a text message's body.
 pub const MESSAGE_LIMIT: usize = 4_096;
 
 /// One part in WhatsApp's markup.
 pub fn whatsapp(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    // Fenced blocks first: nothing inside them is formatted.
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let Some(close) = after.find("```") else {
-            break;
-        };
-        out.push_str(&lines(&rest[..open]));
-        // The language tag on the fence's line is not code.
-        let block = &after[..close];
-        let body = match block.split_once('\n') {
-            Some((lang, body)) if !lang.contains(' ') => body,
-            _ => block,
-        };
-        out.push_str("```");
-        out.push_str(body.trim_end_matches('\n'));
-        out.push_str("```");
-        rest = &after[close + 3..];
+    for block in blocks(text) {
+        match block {
+            Block::Prose(text) => out.push_str(&lines(text)),
+            // Nothing inside a fenced block is formatted.
+            Block::Fenced { code, .. } => {
+                out.push_str("```");
+                out.push_str(code);
+                out.push_str("```");
+            }
+        }
     }
-    out.push_str(&lines(rest));
     out
 }
 
 /// Headings, then the inline markers, line by line.
 fn lines(text: &str) -> String {
-    let mut out = Vec::new();
-    for line in text.split('\n') {
-        let trimmed = line.trim_start_matches('#');
-        let heading = trimmed.len() < line.len() && line.len() - trimmed.len() <= 6;
-        match trimmed.strip_prefix(' ') {
-            Some(title) if heading && !title.trim().is_empty() => {
-                let title = title.trim().replace("**", "");
-                out.push(format!("*{title}*"));
-            }
-            _ => out.push(inline(line)),
-        }
-    }
-    out.join("\n")
+    let lines: Vec<String> = text
+        .split('\n')
+        .map(|line| match heading(line) {
+            Some(title) => format!("*{}*", title.replace("**", "")),
+            None => inline(line),
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// Inline code kept; elsewhere the Markdown markers become WhatsApp's.
@@ -95,37 +83,6 @@ fn pairs_to(text: &str, marker: &str, with: &str) -> String {
             out.push_str(piece);
         }
     }
-    out
-}
-
-/// `text` cut at paired `marker`s (`true` for what they enclose). A pair
-/// encloses text on one line that neither starts nor ends with a space
-/// (so `2 * 3 * 4` and a list's `* ` stay); an unpaired marker stays plain.
-fn pairs<'a>(text: &'a str, marker: &str) -> Vec<(bool, &'a str)> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find(marker) {
-        let after = &rest[open + marker.len()..];
-        let close = after.find(marker).filter(|&close| {
-            let inner = &after[..close];
-            close > 0
-                && !inner.contains('\n')
-                && !inner.starts_with(char::is_whitespace)
-                && !inner.ends_with(char::is_whitespace)
-        });
-        match close {
-            Some(close) => {
-                out.push((false, &rest[..open]));
-                out.push((true, &after[..close]));
-                rest = &after[close + marker.len()..];
-            }
-            None => {
-                out.push((false, &rest[..open + marker.len()]));
-                rest = after;
-            }
-        }
-    }
-    out.push((false, rest));
     out
 }
 

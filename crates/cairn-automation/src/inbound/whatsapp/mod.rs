@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cairn_agent::chat::{ChatService, Inbound};
-use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
+use cairn_agent::runner::ApprovalRequest;
 use cairn_core::clock::Clock;
 use cairn_store::Store;
 use secrecy::SecretString;
@@ -33,7 +33,10 @@ use self::api::GraphApi;
 use self::webhook::{Endpoints, Keep, Message};
 use super::in_order::InOrder;
 use super::people::People;
-use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
+use super::{
+    Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox,
+    parse_button,
+};
 
 /// The command the owner runs to allow a WhatsApp number.
 pub const ALLOW_COMMAND: &str = "cairn channel allow";
@@ -299,19 +302,6 @@ impl WhatsAppAdapter {
     }
 }
 
-/// `ap:<ticket>:<y|n|a>` → the ticket and the answer.
-fn parse_button(data: &str) -> Option<(&str, ApprovalAnswer)> {
-    let rest = data.strip_prefix("ap:")?;
-    let (ticket, choice) = rest.rsplit_once(':')?;
-    let answer = match choice {
-        "y" => ApprovalAnswer::Yes,
-        "n" => ApprovalAnswer::No,
-        "a" => ApprovalAnswer::Always,
-        _ => return None,
-    };
-    Some((ticket, answer))
-}
-
 #[async_trait]
 impl InboundAdapter for WhatsAppAdapter {
     fn name(&self) -> &str {
@@ -403,9 +393,9 @@ impl Conversation for WhatsAppChat<'_> {
         let text = format!("Approve {}?\n{}", request.tool, request.summary);
         let text = super::split::head(&text, BUTTON_BODY_LIMIT);
         let buttons = [
-            (format!("ap:{ticket}:y"), "Approve"),
-            (format!("ap:{ticket}:n"), "Deny"),
-            (format!("ap:{ticket}:a"), "Always"),
+            (super::approval_button(ticket, "y"), "Approve"),
+            (super::approval_button(ticket, "n"), "Deny"),
+            (super::approval_button(ticket, "a"), "Always"),
         ];
         self.api
             .send_buttons(self.to, text, &buttons)
@@ -416,6 +406,8 @@ impl Conversation for WhatsAppChat<'_> {
 
 #[cfg(test)]
 mod tests {
+    use cairn_agent::runner::ApprovalAnswer;
+
     use super::*;
 
     #[test]
