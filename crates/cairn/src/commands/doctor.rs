@@ -71,9 +71,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
-            checks.push(crate::commands::runtime()?.block_on(check_telegram(config)));
-            checks.push(crate::commands::runtime()?.block_on(check_slack(config)));
-            checks.push(crate::commands::runtime()?.block_on(check_discord(config)));
+            checks.extend(crate::commands::runtime()?.block_on(check_chat_apps(config)));
             checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
         None => {
@@ -499,135 +497,58 @@ fn check_channels(config: &Config) -> Check {
     }
 }
 
-/// Each Telegram bot's token works (`getMe`), with the bot's name: a token
-/// Telegram refuses fails; a Bot API out of reach is a warning.
-async fn check_telegram(config: &Config) -> Check {
-    use cairn_automation::inbound::telegram::api::ApiError;
-    let bots = match crate::commands::telegram::bots(config).await {
-        Ok(bots) if bots.is_empty() => {
-            return check("telegram", Status::Ok, "no Telegram channels configured");
+/// Each chat app's credentials work, one check per app (`telegram`,
+/// `slack`, `discord`, `whatsapp`), as `cairn channel test` checks them:
+/// the bot named, each token tried. A token the app refuses fails,
+/// without showing it; the app out of reach is a warning.
+async fn check_chat_apps(config: &Config) -> Vec<Check> {
+    const APPS: [(&str, &str); 4] = [
+        ("telegram", "Telegram channels"),
+        ("slack", "Slack apps"),
+        ("discord", "Discord bots"),
+        ("whatsapp", "WhatsApp numbers"),
+    ];
+    let parsed = match crate::wiring::parsed_channels(config) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            return APPS
+                .iter()
+                .map(|(app, _)| check(app, Status::Fail, format!("{e:#}")))
+                .collect();
         }
-        Ok(bots) => bots,
-        Err(e) => return check("telegram", Status::Fail, format!("{e:#}")),
     };
-    let mut status = Status::Ok;
-    let mut lines = Vec::new();
-    for (name, checked) in bots {
-        lines.push(match checked {
-            Ok(bot) => format!("channels.{name}: the token works: bot {bot}"),
-            Err(e) => {
-                let this = match e {
-                    ApiError::Refused { .. } => Status::Fail,
-                    _ => Status::Warn,
+    let mut out = Vec::new();
+    for (app, what) in APPS {
+        let mut status = Status::Ok;
+        let mut lines = Vec::new();
+        for (name, spec) in parsed.specs.iter().filter(|(_, s)| s.kind() == app) {
+            let steps = match super::channel::probe::credentials(name, spec).await {
+                Ok(steps) => steps,
+                Err(e) => {
+                    status = Status::Fail;
+                    lines.push(format!("channels.{name}: {e:#}"));
+                    continue;
+                }
+            };
+            for step in steps {
+                let this = match (step.ok, step.refused) {
+                    (true, _) => Status::Ok,
+                    (false, true) => Status::Fail,
+                    (false, false) => Status::Warn,
                 };
-                if this == Status::Fail || status == Status::Ok {
+                if this == Status::Fail || (this == Status::Warn && status == Status::Ok) {
                     status = this;
                 }
-                format!("channels.{name}: {e}")
+                lines.push(format!("channels.{name}: {}", step.detail));
             }
-        });
-    }
-    check("telegram", status, lines.join("\n"))
-}
-
-/// Each Slack app's tokens work: the bot token (`auth.test`, naming the
-/// bot and its workspace) and, for an app that receives, the app token
-/// (`apps.connections.open`). A token Slack refuses fails; the Web API
-/// out of reach is a warning.
-async fn check_slack(config: &Config) -> Check {
-    use cairn_automation::inbound::slack::api::ApiError;
-    let channels = match crate::wiring::slack_channels(config) {
-        Ok(channels) => channels,
-        Err(e) => return check("slack", Status::Fail, format!("{e:#}")),
-    };
-    let mut status = Status::Ok;
-    let mut lines = Vec::new();
-    for (name, spec) in channels {
-        let api = match crate::wiring::slack_api(&spec) {
-            Ok(Some(api)) => api,
-            // A webhook alone: `channels` checked it.
-            Ok(None) => continue,
-            Err(e) => {
-                status = Status::Fail;
-                lines.push(format!("channels.{name}: {e:#}"));
-                continue;
-            }
-        };
-        let mut checked = api.auth_test().await.map(|me| {
-            let bot = me.user.unwrap_or(me.user_id);
-            format!("the bot token works: {bot} in workspace {}", me.team_id)
-        });
-        if spec.inbound
-            && let Ok(line) = &checked
-        {
-            checked = api
-                .open_connection()
-                .await
-                .map(|_| format!("{line}; the app token opens Socket Mode"));
         }
-        lines.push(match checked {
-            Ok(line) => format!("channels.{name}: {line}"),
-            Err(e) => {
-                let this = match e {
-                    ApiError::Refused { .. } => Status::Fail,
-                    _ => Status::Warn,
-                };
-                if this == Status::Fail || status == Status::Ok {
-                    status = this;
-                }
-                format!("channels.{name}: {e}")
-            }
+        out.push(if lines.is_empty() {
+            check(app, Status::Ok, format!("no {what} to check"))
+        } else {
+            check(app, status, lines.join("\n"))
         });
     }
-    if lines.is_empty() {
-        return check("slack", Status::Ok, "no Slack apps configured");
-    }
-    check("slack", status, lines.join("\n"))
-}
-
-/// Each Discord bot's token works (`GET /users/@me`, naming the bot); a
-/// token Discord refuses fails, without showing it; the API out of reach
-/// is a warning.
-async fn check_discord(config: &Config) -> Check {
-    use cairn_automation::inbound::discord::api::ApiError;
-    let channels = match crate::wiring::discord_channels(config) {
-        Ok(channels) => channels,
-        Err(e) => return check("discord", Status::Fail, format!("{e:#}")),
-    };
-    let mut status = Status::Ok;
-    let mut lines = Vec::new();
-    for (name, spec) in channels {
-        let api = match crate::wiring::discord_api(&name, &spec) {
-            Ok(Some(api)) => api,
-            // A webhook alone: `channels` checked it.
-            Ok(None) => continue,
-            Err(e) => {
-                status = Status::Fail;
-                lines.push(format!("{e:#}"));
-                continue;
-            }
-        };
-        lines.push(match api.me().await {
-            Ok(me) => format!(
-                "channels.{name}: the bot token works: {} ({})",
-                me.username, me.id
-            ),
-            Err(e) => {
-                let this = match e {
-                    ApiError::Refused { .. } => Status::Fail,
-                    _ => Status::Warn,
-                };
-                if this == Status::Fail || status == Status::Ok {
-                    status = this;
-                }
-                format!("channels.{name}: {e}")
-            }
-        });
-    }
-    if lines.is_empty() {
-        return check("discord", Status::Ok, "no Discord bots configured");
-    }
-    check("discord", status, lines.join("\n"))
+    out
 }
 
 /// Each MCP server answers: connected from here, with its tool count and

@@ -1,11 +1,9 @@
 //! `cairn telegram allow|list`: who may talk to the agent through the
-//! Telegram channels that receive messages (besides `allowed_users`), and
-//! the bots' check for `cairn doctor`.
+//! Telegram channels that receive messages (besides `allowed_users`).
 
 use std::process::ExitCode;
 
 use anyhow::Context;
-use cairn_automation::inbound::telegram::api::ApiError;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
 use cairn_store::Store;
@@ -105,20 +103,4 @@ async fn list(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Each Telegram channel's bot asked `getMe`: `(channel, Ok(bot name) | Err(why))`.
-pub async fn bots(config: &Config) -> anyhow::Result<Vec<(String, Result<String, ApiError>)>> {
-    let mut out = Vec::new();
-    for (name, spec) in wiring::telegram_channels(config)? {
-        let checked = match wiring::bot_api(&spec)?.get_me().await {
-            Ok(bot) => Ok(match bot.username {
-                Some(user) => format!("{} (@{user})", bot.first_name),
-                None => bot.first_name,
-            }),
-            Err(e) => Err(e),
-        };
-        out.push((name, checked));
-    }
-    Ok(out)
 }

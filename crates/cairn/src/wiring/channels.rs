@@ -2,7 +2,6 @@
 //! `inbound = true` become adapters the daemon runs (and a reload
 //! restarts, `crate::daemon::inbound`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,31 +37,6 @@ const POLL_WAIT: Duration = Duration::from_secs(25);
 /// live poller keeps it; a dead one's lapses within a minute.
 const POLL_LEASE: Duration = Duration::from_secs(60);
 
-/// The configured Telegram channels by name (checked, `${VAR}` expanded);
-/// one naming an unset variable is left out (see [`inbound_channels`]).
-pub fn telegram_channels(config: &Config) -> anyhow::Result<BTreeMap<String, TelegramSpec>> {
-    Ok(parsed_channels(config)?
-        .specs
-        .into_iter()
-        .filter_map(|(name, spec)| match spec {
-            ChannelSpec::Telegram(t) => Some((name, t)),
-            _ => None,
-        })
-        .collect())
-}
-
-/// The configured Slack channels by name (checked, `${VAR}` expanded).
-pub fn slack_channels(config: &Config) -> anyhow::Result<BTreeMap<String, SlackSpec>> {
-    Ok(parsed_channels(config)?
-        .specs
-        .into_iter()
-        .filter_map(|(name, spec)| match spec {
-            ChannelSpec::Slack(s) => Some((name, s)),
-            _ => None,
-        })
-        .collect())
-}
-
 /// A client of the Slack app a spec names; `None` for a webhook alone.
 pub fn slack_api(spec: &SlackSpec) -> anyhow::Result<Option<SlackApi>> {
     let Some(bot_token) = &spec.bot_token else {
@@ -77,18 +51,6 @@ pub fn slack_api(spec: &SlackSpec) -> anyhow::Result<Option<SlackApi>> {
         &spec.api_url,
         http,
     )))
-}
-
-/// The configured Discord channels by name (checked, `${VAR}` expanded).
-pub fn discord_channels(config: &Config) -> anyhow::Result<BTreeMap<String, DiscordSpec>> {
-    Ok(parsed_channels(config)?
-        .specs
-        .into_iter()
-        .filter_map(|(name, spec)| match spec {
-            ChannelSpec::Discord(d) => Some((name, d)),
-            _ => None,
-        })
-        .collect())
 }
 
 /// A client of the Discord bot a spec names; `None` for a webhook alone.

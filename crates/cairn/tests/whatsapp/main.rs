@@ -598,7 +598,10 @@ fn cairn_channel_test_reads_the_number_and_writes_to_the_first_allowed_person() 
         .collect();
     assert_eq!(
         steps[0],
-        ("read phone number 109876", "Cairn Test (+1 555-0100)")
+        (
+            "read phone number 109876",
+            "the access token works: Cairn Test (+1 555-0100)"
+        )
     );
     assert_eq!(steps[1].0, format!("send text to {OWNER}"));
     assert_eq!(standin.texts(OWNER), ["ping"]);

@@ -2,7 +2,7 @@
 //! notification outputs alike.
 
 mod list;
-mod probe;
+pub(super) mod probe;
 
 use std::process::ExitCode;
 

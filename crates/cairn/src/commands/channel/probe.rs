@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::time::Instant;
 
-use anyhow::Context;
 use cairn_automation::notify::channels::discord::DiscordSpec;
 use cairn_automation::notify::channels::slack::SlackSpec;
 use cairn_automation::notify::channels::telegram::TelegramSpec;
@@ -31,6 +30,46 @@ pub struct Step {
     pub ok: bool,
     /// What the app said (a bot's name, an error).
     pub detail: String,
+    /// Whether the app refused (a wrong token): a failure of the
+    /// configuration, not of the network.
+    #[serde(skip)]
+    pub refused: bool,
+}
+
+/// An error that may be the app refusing the credentials.
+pub trait Refusal: std::fmt::Display {
+    /// Whether the app answered with a refusal.
+    fn refused(&self) -> bool;
+}
+
+impl Refusal for cairn_automation::inbound::telegram::api::ApiError {
+    fn refused(&self) -> bool {
+        matches!(self, Self::Refused { .. })
+    }
+}
+
+impl Refusal for cairn_automation::inbound::slack::api::ApiError {
+    fn refused(&self) -> bool {
+        matches!(self, Self::Refused { .. })
+    }
+}
+
+impl Refusal for cairn_automation::inbound::discord::api::ApiError {
+    fn refused(&self) -> bool {
+        matches!(self, Self::Refused { .. })
+    }
+}
+
+impl Refusal for cairn_automation::inbound::whatsapp::api::GraphError {
+    fn refused(&self) -> bool {
+        matches!(self, Self::Refused { .. })
+    }
+}
+
+impl Refusal for cairn_automation::notify::DeliveryError {
+    fn refused(&self) -> bool {
+        matches!(self, Self::Permanent(_))
+    }
 }
 
 /// What `cairn channel test` asks.
@@ -74,7 +113,10 @@ pub async fn test(
             .into());
         }
     };
-    let mut steps = Vec::new();
+    let mut steps = credentials(name, spec).await?;
+    if steps.iter().any(|s| !s.ok) {
+        return Ok((spec.kind(), steps));
+    }
     match spec {
         ChannelSpec::Telegram(t) => telegram(t, request, &mut steps).await?,
         ChannelSpec::Slack(s) => slack(s, notifier, request, &mut steps).await?,
@@ -96,7 +138,7 @@ pub async fn test(
 
 /// Runs `call`, timing it, and records it as a step; `Some` of its value
 /// when it worked.
-async fn timed<T, E: std::fmt::Display>(
+async fn timed<T, E: Refusal>(
     steps: &mut Vec<Step>,
     step: String,
     call: impl Future<Output = Result<T, E>>,
@@ -105,15 +147,16 @@ async fn timed<T, E: std::fmt::Display>(
     let started = Instant::now();
     let result = call.await;
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let (ok, detail, value) = match result {
-        Ok(v) => (true, describe(&v), Some(v)),
-        Err(e) => (false, e.to_string(), None),
+    let (ok, detail, refused, value) = match result {
+        Ok(v) => (true, describe(&v), false, Some(v)),
+        Err(e) => (false, e.to_string(), e.refused(), None),
     };
     steps.push(Step {
         step,
         ms,
         ok,
         detail,
+        refused,
     });
     value
 }
@@ -128,6 +171,7 @@ async fn post(notifier: &Notifier, request: &Request<'_>, steps: &mut Vec<Step>)
             ms: 0,
             ok: false,
             detail: format!("channels.{} posts nothing", request.name),
+            refused: true,
         });
         return;
     };
@@ -179,20 +223,67 @@ fn recipient<'a>(
     }
 }
 
+/// The checks of a chat app channel's credentials, in order, as `cairn
+/// channel test` and `cairn doctor` run them; none for a channel without
+/// any (a webhook alone, the other types). The first that fails ends them.
+pub async fn credentials(name: &str, spec: &ChannelSpec) -> anyhow::Result<Vec<Step>> {
+    let mut steps = Vec::new();
+    match spec {
+        ChannelSpec::Telegram(t) => {
+            let api = wiring::bot_api(t)?;
+            timed(&mut steps, "getMe".into(), api.get_me(), |b| {
+                match &b.username {
+                    Some(user) => format!("the token works: bot {} (@{user})", b.first_name),
+                    None => format!("the token works: bot {}", b.first_name),
+                }
+            })
+            .await;
+        }
+        ChannelSpec::Slack(s) => {
+            let Some(api) = wiring::slack_api(s)? else {
+                return Ok(steps);
+            };
+            let me = timed(&mut steps, "auth.test".into(), api.auth_test(), |me| {
+                let bot = me.user.as_deref().unwrap_or(&me.user_id);
+                format!("the bot token works: {bot} in workspace {}", me.team_id)
+            })
+            .await;
+            if me.is_some() && s.inbound {
+                let step = "apps.connections.open".into();
+                timed(&mut steps, step, api.open_connection(), |_| {
+                    "the app token opens Socket Mode".to_string()
+                })
+                .await;
+            }
+        }
+        ChannelSpec::Discord(d) => {
+            let Some(api) = wiring::discord_api(name, d)? else {
+                return Ok(steps);
+            };
+            timed(&mut steps, "GET /users/@me".into(), api.me(), |me| {
+                format!("the bot token works: {} ({})", me.username, me.id)
+            })
+            .await;
+        }
+        ChannelSpec::WhatsApp(w) => {
+            let api = wiring::graph_api(w)?;
+            let step = format!("read phone number {}", w.phone_number_id);
+            timed(&mut steps, step, api.phone_number(), |number| {
+                format!("the access token works: {number}")
+            })
+            .await;
+        }
+        _ => {}
+    }
+    Ok(steps)
+}
+
 async fn telegram(
     spec: &TelegramSpec,
     request: &Request<'_>,
     steps: &mut Vec<Step>,
 ) -> anyhow::Result<()> {
     let api = wiring::bot_api(spec)?;
-    let bot = timed(steps, "getMe".into(), api.get_me(), |b| match &b.username {
-        Some(user) => format!("{} (@{user})", b.first_name),
-        None => b.first_name.clone(),
-    })
-    .await;
-    if bot.is_none() {
-        return Ok(());
-    }
     let to = request.to.unwrap_or(&spec.chat_id);
     let chat: i64 = to.trim().parse().map_err(|_| {
         BadInput(format!(
@@ -222,29 +313,6 @@ async fn slack(
         post(notifier, request, steps).await;
         return Ok(());
     };
-    let me = timed(steps, "auth.test".into(), api.auth_test(), |me| {
-        format!(
-            "bot {} in team {}",
-            me.user.as_deref().unwrap_or(&me.user_id),
-            me.team_id
-        )
-    })
-    .await;
-    if me.is_none() {
-        return Ok(());
-    }
-    if spec.inbound {
-        let opened = timed(
-            steps,
-            "apps.connections.open".into(),
-            api.open_connection(),
-            |_| "Socket Mode is on for the app token".to_string(),
-        )
-        .await;
-        if opened.is_none() {
-            return Ok(());
-        }
-    }
     if request.to.is_none() && spec.webhook_url.is_some() {
         post(notifier, request, steps).await;
         return Ok(());
@@ -266,14 +334,7 @@ async fn whatsapp(
     request: &Request<'_>,
     steps: &mut Vec<Step>,
 ) -> anyhow::Result<()> {
-    let api = wiring::graph_api(spec).context("cannot reach WhatsApp")?;
-    let step = format!("read phone number {}", spec.phone_number_id);
-    if timed(steps, step, api.phone_number(), String::clone)
-        .await
-        .is_none()
-    {
-        return Ok(());
-    }
+    let api = wiring::graph_api(spec)?;
     let to = recipient(request.name, request, &spec.allowed_users)?;
     let step = format!("send text to {to}");
     timed(
@@ -298,13 +359,6 @@ async fn discord(
         post(notifier, request, steps).await;
         return Ok(());
     };
-    let me = timed(steps, "GET /users/@me".into(), api.me(), |me| {
-        format!("bot {} ({})", me.username, me.id)
-    })
-    .await;
-    if me.is_none() {
-        return Ok(());
-    }
     if request.to.is_none() && spec.webhook_url.is_some() {
         post(notifier, request, steps).await;
         return Ok(());
