@@ -39,6 +39,7 @@
 )]
 
 pub mod agent_loop;
+pub mod agents;
 pub mod approval;
 pub mod chat;
 pub mod context;

@@ -44,7 +44,10 @@ impl RiskLevel {
 }
 
 /// How much the agent may do without asking.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Ordered from least to most: an agent's level may not exceed the global one.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AutonomyLevel {
     /// Only read-only tools run; everything else is denied.

@@ -35,6 +35,18 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          single tools",
     ),
     (
+        "agents",
+        "[[agents]]",
+        "several agents in one daemon, each with `id` (letters, digits, `-`, `_`; `main` always \
+         exists and takes every chat no binding names), `name`, `workspace` (relative to \
+         $CAIRN_HOME; default `agents/ID`; never inside another agent's), `model` (on the main \
+         provider), `autonomy` (never more than `tools.policy.autonomy`), `tools` (`allow`: \
+         patterns that run without asking; `deny`: patterns it never has, besides the global \
+         ones), `daily_budget_cents` (its share of the global budget) and `[[agents.bindings]]` \
+         (`channel`, and optionally one `chat` or one `user` of it; the most specific binding \
+         wins: a person, then a chat, then the channel)",
+    ),
+    (
         "routing",
         "[[routing.rules]] / [routing.models.HINT]",
         "model routing by the class of the person's message: rules are tried by descending \

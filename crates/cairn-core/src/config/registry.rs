@@ -640,6 +640,7 @@ pub static SECTIONS: &[&str] = &[
     "hooks",
     "mcp.servers",
     "routing",
+    "agents",
 ];
 
 /// Settings cairn no longer has, with what to do instead: a file that

@@ -50,6 +50,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     /// The `[[hooks]]` array, passed whole to the agent's hook runner (line for errors).
     pub hooks: Option<Section>,
+    /// The `[[agents]]` array, passed whole to cairn-agent's `agents` (line for errors).
+    pub agents: Option<Section>,
 }
 
 /// Skills (`[skills]`): folders with a `SKILL.md` the agent may use.
@@ -497,6 +499,7 @@ impl Config {
                     .collect(),
             },
             hooks: settings.sections.get("hooks").cloned(),
+            agents: settings.sections.get("agents").cloned(),
             settings: settings.clone(),
         };
         if r.errors.is_empty() {
