@@ -7,13 +7,15 @@
 //! This module reads and checks the table and routes a chat to its agent;
 //! the binary builds each agent's running parts from it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cairn_core::config::Section;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::chat::ChatService;
 use crate::policy::AutonomyLevel;
 
 /// The agent every unbound chat goes to.
@@ -269,6 +271,72 @@ impl Agents {
     }
 }
 
+/// Each agent's chat service, and which one a chat goes to.
+#[derive(Debug)]
+pub struct Chats {
+    agents: Agents,
+    main: Arc<ChatService>,
+    others: BTreeMap<String, Arc<ChatService>>,
+}
+
+impl Chats {
+    /// `main` alone (no `[[agents]]`).
+    pub fn single(main: Arc<ChatService>) -> Self {
+        Self {
+            agents: Agents::default(),
+            main,
+            others: BTreeMap::new(),
+        }
+    }
+
+    /// `main`'s service and the other agents', by id; `Err` naming an
+    /// agent without one.
+    pub fn new(
+        agents: Agents,
+        main: Arc<ChatService>,
+        others: BTreeMap<String, Arc<ChatService>>,
+    ) -> Result<Self, String> {
+        let missing = agents
+            .all()
+            .iter()
+            .find(|a| a.id != MAIN && !others.contains_key(&a.id));
+        if let Some(a) = missing {
+            return Err(format!("agent {} has no chat service", a.id));
+        }
+        Ok(Self {
+            agents,
+            main,
+            others,
+        })
+    }
+
+    /// The agents.
+    pub fn agents(&self) -> &Agents {
+        &self.agents
+    }
+
+    /// `main`'s service.
+    pub fn main(&self) -> &Arc<ChatService> {
+        &self.main
+    }
+
+    /// The agent `id`'s service.
+    pub fn get(&self, id: &str) -> Option<&Arc<ChatService>> {
+        if id == MAIN {
+            Some(&self.main)
+        } else {
+            self.others.get(id)
+        }
+    }
+
+    /// The service a message in `chat` of the channel `channel` from
+    /// `user` goes to ([`Agents::route`]).
+    pub fn pick(&self, channel: &str, chat: &str, user: &str) -> &Arc<ChatService> {
+        let id = self.agents.route(channel, chat, user);
+        self.get(id).unwrap_or(&self.main)
+    }
+}
+
 /// An entry checked field by field.
 fn spec(entry: Entry, i: usize, limits: &Limits<'_>) -> Result<AgentSpec, Vec<String>> {
     let mut errors = Vec::new();
@@ -284,6 +352,15 @@ fn spec(entry: Entry, i: usize, limits: &Limits<'_>) -> Result<AgentSpec, Vec<St
         ));
     }
     let main = id == MAIN;
+    let main_extra = entry.model.is_some()
+        || entry.autonomy.is_some()
+        || entry.tools.is_some()
+        || entry.daily_budget_cents.is_some();
+    if main && main_extra {
+        errors.push(format!(
+            "agents[{i}]: main takes its model from [llm], its tools from [tools.policy] and its budget from [cost]; set them there (an `[[agents]]` entry for main may set its name)"
+        ));
+    }
     let workspace = match (&entry.workspace, main) {
         (Some(_), true) => {
             errors.push(format!(
@@ -359,7 +436,7 @@ mod tests {
     #[test]
     fn the_issues_example_reads_and_routes_by_the_most_specific_binding() {
         let agents = parse(json!([
-            {"id": "main"},
+            {"id": "main", "name": "Cairn"},
             {"id": "family", "name": "Pip", "workspace": "agents/family", "model": "cheap-model",
              "autonomy": "supervised",
              "tools": {"allow": ["memory_*", "web_*", "send_notification"], "deny": ["shell"]},
@@ -411,7 +488,7 @@ mod tests {
             {"id": "family"},
             {"id": "bad id!"},
             {"id": "boss", "autonomy": "full"},
-            {"id": "main", "workspace": "elsewhere", "bindings": [{"channel": "tg"}]},
+            {"id": "main", "workspace": "elsewhere", "model": "m", "bindings": [{"channel": "tg"}]},
             {"id": "inside", "workspace": "workspace/sub"},
             {"id": "again", "bindings": [{"channel": "wa"}]},
             {"id": "odd", "colour": "blue"},
@@ -424,6 +501,7 @@ mod tests {
             "agents[3].autonomy: Full is more than tools.policy.autonomy (Supervised)",
             "agents[4].workspace: main's workspace is the top-level `workspace` setting",
             "agents[4].bindings[0]: main takes every chat",
+            "agents[4]: main takes its model from [llm]",
             "the workspaces of main (/h/workspace) and inside (/h/workspace/sub) are one inside the other",
             "the binding { channel = \"wa\" } is given twice (family and again)",
             "agents[7]: unknown field `colour`",

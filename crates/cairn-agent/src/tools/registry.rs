@@ -117,6 +117,16 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Keeps only the registered tools whose canonical name `keep` accepts
+    /// (with their aliases): an agent denied a tool is never offered it.
+    /// Call it before [`Self::enable_schema_tool`], which lists the schemas.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.tools.retain(|name, _| keep(name));
+        let tools = &self.tools;
+        self.aliases.retain(|_, target| tools.contains_key(target));
+        self.core.retain(|name| tools.contains_key(name));
+    }
+
     /// Adds a tool whose schema every request carries (see [`Self::offered`]).
     pub fn register_core(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let name = tool.spec().name().to_string();

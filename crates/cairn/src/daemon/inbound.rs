@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn_agent::chat::ChatService;
+use cairn_agent::agents::Chats;
 use cairn_automation::inbound::InboundAdapter;
 use cairn_core::config::Config;
 use cairn_store::Store;
@@ -45,7 +45,7 @@ impl InboundChannels {
     pub async fn start(
         config: &Config,
         store: &Store,
-        chat: &Arc<ChatService>,
+        chat: &Arc<Chats>,
         sup: &Supervisor,
     ) -> anyhow::Result<Arc<Self>> {
         let channels = wiring::inbound_channels(config)?;

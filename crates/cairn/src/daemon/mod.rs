@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use cairn_agent::chat::ChatService;
+use cairn_agent::agents::Chats;
 use cairn_agent::sandbox::Confinement;
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
@@ -113,7 +113,11 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
     components::spawn_dispatcher(&sup, &automation, &clock);
     components::spawn_event_forwarding(&sup, &automation);
     components::spawn_pruning(&sup, chat.as_ref());
-    let inbound = start_inbound(&config, &store, chat.as_ref(), &sup).await?;
+    let chats = match (automation.runtime.as_ref(), chat.as_ref()) {
+        (Some(rt), Some(main)) => Some(wiring::chats(&config, rt, Arc::clone(main))?),
+        _ => None,
+    };
+    let inbound = start_inbound(&config, &store, chats.as_ref(), &sup).await?;
     components::spawn_job_upkeep(&sup, &config, &automation, &clock);
     let gateway_parts = components::GatewayParts {
         config: &config,
@@ -236,7 +240,7 @@ fn supervisor(config: &Config, components: &Arc<Components>, clock: &Arc<dyn Clo
 async fn start_inbound(
     config: &Config,
     store: &Store,
-    chat: Option<&Arc<ChatService>>,
+    chat: Option<&Arc<Chats>>,
     sup: &Supervisor,
 ) -> anyhow::Result<Option<Arc<inbound::InboundChannels>>> {
     match chat {

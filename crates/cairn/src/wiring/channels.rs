@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use cairn_agent::chat::ChatService;
+use cairn_agent::agents::Chats;
 use cairn_automation::inbound::discord::api::DiscordApi;
 use cairn_automation::inbound::discord::{self, DiscordAdapter, DiscordInbound};
 use cairn_automation::inbound::people::{PairingCodes, People};
@@ -169,7 +169,7 @@ impl PairingCodes for GatewayCodes {
 #[derive(Clone)]
 pub struct InboundParts {
     store: Store,
-    chat: Arc<ChatService>,
+    chat: Arc<Chats>,
     user_id: String,
     pairing: Option<Arc<dyn PairingCodes>>,
     owner: String,
@@ -206,11 +206,7 @@ impl InboundParts {
 
 /// The shared parts of the inbound adapters over `chat` (reads the install
 /// key `/pair` codes are checked with).
-pub async fn inbound_parts(
-    config: &Config,
-    store: &Store,
-    chat: &Arc<ChatService>,
-) -> InboundParts {
+pub async fn inbound_parts(config: &Config, store: &Store, chat: &Arc<Chats>) -> InboundParts {
     let pairing: Option<Arc<dyn PairingCodes>> = match PairingKey::load_or_create(config.home())
         .await
     {

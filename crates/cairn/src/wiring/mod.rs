@@ -6,6 +6,7 @@
 //! sandbox, MCP, hooks), [`automation`] (notifications, routines, the
 //! engine), [`channels`] (inbound chat channels), [`memory`]; this file assembles the runtime and chat service.
 
+mod agents;
 mod automation;
 mod channels;
 mod llm;
@@ -13,6 +14,7 @@ mod memory;
 mod reload;
 mod tools;
 
+pub use agents::*;
 pub use automation::*;
 pub use channels::*;
 pub use llm::*;
@@ -165,6 +167,8 @@ pub struct Runtime {
     pub router: Live<ModelRouter>,
     /// What a configuration reload replaces while running ([`register_reloads`]).
     pub reloadable: Reloadable,
+    /// The agents other than `main` (`[[agents]]`).
+    pub agents: Vec<AgentRun>,
 }
 
 /// The parts of a [`Runtime`] a configuration reload replaces.
@@ -219,6 +223,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let extra_tools = extra.tools.clone();
     let agent = agent_loop(config, &providers, &tools, hooks, extra.tools, Some(&mcp))?;
     runner_link.attach(agent.runner());
+    let agent_runs = agent_runs(&agents(config)?, &agent, &tools, &extra_tools, &mcp).await?;
     let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
     start_background(&background).await?;
     create_home_and_workspace(config).await?;
@@ -256,6 +261,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
             guard,
             extra_tools,
         },
+        agents: agent_runs,
     })
 }
 
@@ -449,6 +455,33 @@ pub fn chat_service(config: &Config, rt: &Runtime) -> Arc<ChatService> {
 /// [`chat_service`] without its pruning task, for `cairn daemon`, whose
 /// supervisor runs the pruning (every [`PRUNE_EVERY`]) as a component.
 pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> {
+    let settings = ChatSettings {
+        agent_name: config.agent.name.clone(),
+        workspace: config.workspace.clone(),
+        timezone: config.user.timezone,
+        runtime: RuntimeInfo::detect(),
+        tool_limits: rt.tools.limits.clone(),
+        approval_timeout: config.agent.approval_timeout,
+        skill_paths: config.skills.paths.clone(),
+    };
+    let service = chat_service_of(config, rt, rt.agent.clone(), settings, Some(&rt.memory))
+        .with_jobs(Arc::clone(&rt.jobs))
+        .with_memory(Arc::clone(&rt.memory))
+        .with_router(rt.router.clone());
+    Arc::new(service)
+}
+
+/// A chat service of `agent` with `settings` over the runtime's sessions,
+/// compaction (its notes in the settings' workspace, and into `memory`
+/// when given) and network rules; `main`'s adds jobs, memory and model
+/// routing.
+fn chat_service_of(
+    config: &Config,
+    rt: &Runtime,
+    agent: AgentLoop,
+    settings: ChatSettings,
+    memory: Option<&Arc<MemoryService>>,
+) -> ChatService {
     let sessions = Arc::new(SessionManager::new(
         rt.store.clone(),
         Arc::new(SystemClock),
@@ -459,35 +492,21 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
         config.llm.context_limit as usize,
         rt.providers.main.context_window(),
     );
-    let compactor = Compactor::new(Arc::clone(&rt.providers.cheap), config.workspace.clone())
+    let mut compactor = Compactor::new(Arc::clone(&rt.providers.cheap), settings.workspace.clone())
         .with_monitor(monitor)
-        .with_time_zone(config.user.timezone)
-        .with_memory(Arc::clone(&rt.memory));
-    let service = ChatService::new(
-        sessions,
-        rt.agent.clone(),
-        ChatSettings {
-            agent_name: config.agent.name.clone(),
-            workspace: config.workspace.clone(),
-            timezone: config.user.timezone,
-            runtime: RuntimeInfo::detect(),
-            tool_limits: rt.tools.limits.clone(),
-            approval_timeout: config.agent.approval_timeout,
-            skill_paths: config.skills.paths.clone(),
-        },
-    )
-    .with_compactor(Arc::new(compactor))
-    .with_jobs(Arc::clone(&rt.jobs))
-    .with_memory(Arc::clone(&rt.memory))
-    .with_max_images(config.gateway.max_images);
-    let service = service.with_router(rt.router.clone());
+        .with_time_zone(config.user.timezone);
+    if let Some(memory) = memory {
+        compactor = compactor.with_memory(Arc::clone(memory));
+    }
+    let service = ChatService::new(sessions, agent, settings)
+        .with_compactor(Arc::new(compactor))
+        .with_max_images(config.gateway.max_images);
     // Image URLs (`/v1`) are fetched under the model's network rules.
-    let service = match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
+    match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
         Ok(net) => service.with_net(Arc::new(net)),
         Err(e) => {
             tracing::warn!(error = %e, "image URLs cannot be fetched");
             service
         }
-    };
-    Arc::new(service)
+    }
 }

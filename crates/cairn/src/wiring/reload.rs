@@ -117,7 +117,7 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
             tools.limits = limits;
             let specs = mcp_specs(&config)?;
             let next = mcp.get().reconfigured(specs).await;
-            let (registry, policy) = tool_parts(&tools, extra, Some(&next.clients))?;
+            let (registry, policy) = tool_parts(&tools, extra, Some(&next.clients), &[])?;
             // Fails only where start-up installed no host sandbox.
             reconfigure_sandbox(&tools)?;
             // Checked: from here on nothing fails.

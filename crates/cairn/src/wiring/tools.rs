@@ -220,7 +220,7 @@ pub fn tool_runner(
     extra: Vec<Arc<dyn Tool>>,
     mcp: Option<&McpClients>,
 ) -> anyhow::Result<Arc<ToolRunner>> {
-    let (registry, policy) = tool_parts(tools, extra, mcp)?;
+    let (registry, policy) = tool_parts(tools, extra, mcp, &[])?;
     Ok(Arc::new(ToolRunner::new(
         Arc::new(registry),
         Arc::new(PolicyGate::new(&policy)),
@@ -228,11 +228,14 @@ pub fn tool_runner(
 }
 
 /// What [`tool_runner`] runs: the registry and the policy with the MCP
-/// servers' rules added (also what a reload puts in force).
+/// servers' rules added (also what a reload puts in force). Tools matching
+/// `hidden` (an agent's denied ones) are not registered at all, so never
+/// offered.
 pub fn tool_parts(
     tools: &ToolsConfig,
     extra: Vec<Arc<dyn Tool>>,
     mcp: Option<&McpClients>,
+    hidden: &[String],
 ) -> anyhow::Result<(ToolRegistry, ToolPolicyConfig)> {
     let mut registry = builtin_registry(tools).context("cannot set up the tools")?;
     let mut policy = tools.policy.clone();
@@ -248,6 +251,17 @@ pub fn tool_parts(
         registry
             .register(tool)
             .context("cannot register the automation tools")?;
+    }
+    if !hidden.is_empty() {
+        let hidden: Vec<String> = hidden
+            .iter()
+            .map(|p| cairn_agent::names::normalize_name(p))
+            .collect();
+        registry.retain(|name| {
+            !hidden
+                .iter()
+                .any(|p| cairn_agent::policy::glob_match(p, name))
+        });
     }
     // Requests carry the built-ins' schemas; the others load on demand.
     registry

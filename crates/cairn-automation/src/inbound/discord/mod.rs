@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cairn_agent::agents::Chats;
 use cairn_agent::chat::{ChatService, Inbound};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
 use cairn_core::clock::Clock;
@@ -57,7 +58,7 @@ pub struct DiscordInbound {
     /// The database.
     pub store: Store,
     /// Where messages go.
-    pub chat: Arc<ChatService>,
+    pub chat: Arc<Chats>,
     /// The owner's cairn user id, whose sessions the chats are.
     pub user_id: String,
     /// This process's lease owner id.
@@ -131,6 +132,8 @@ impl DiscordAdapter {
                 .await;
             return;
         }
+        // The agent bound to this chat answers it (`[[agents]]`).
+        let service = Arc::clone(cfg.chat.pick(&cfg.name, &message.channel_id, &user));
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel: format!("discord:{}", message.channel_id),
@@ -138,7 +141,7 @@ impl DiscordAdapter {
             text,
             images: Vec::new(),
         };
-        if let Err(e) = self.take_files(&message, &mut inbound).await {
+        if let Err(e) = self.take_files(&service, &message, &mut inbound).await {
             self.say(&message, &format!("⚠️ {e}")).await;
             return;
         }
@@ -152,7 +155,7 @@ impl DiscordAdapter {
         };
         baton.pass();
         converse(
-            &cfg.chat,
+            &service,
             inbound,
             Some(&message.id),
             &conversation,
@@ -164,11 +167,16 @@ impl DiscordAdapter {
 
     /// The message's attachments: pictures as image input, the rest
     /// saved in the workspace's `inbox/` and named in the text.
-    async fn take_files(&self, message: &Message, inbound: &mut Inbound) -> Result<(), String> {
+    async fn take_files(
+        &self,
+        service: &ChatService,
+        message: &Message,
+        inbound: &mut Inbound,
+    ) -> Result<(), String> {
         let cfg = &self.0.cfg;
         let images = message.attachments.iter().filter(|a| a.is_image()).count();
         // Refused before any download (with `gateway.max_images = 0`).
-        if let Some(refusal) = cairn_core::image::too_many_images(images, cfg.chat.max_images()) {
+        if let Some(refusal) = cairn_core::image::too_many_images(images, service.max_images()) {
             return Err(format!("The pictures could not be used: {refusal}"));
         }
         for file in &message.attachments {
@@ -189,12 +197,12 @@ impl DiscordAdapter {
                 .await
                 .map_err(|e| format!("{name} could not be downloaded: {e}"))?;
             if file.is_image() {
-                cfg.chat
+                service
                     .attach_image(inbound, bytes)
                     .await
                     .map_err(|e| format!("{name} could not be used: {e}"))?;
             } else {
-                let workspace = cfg.chat.settings().workspace.clone();
+                let workspace = service.settings().workspace.clone();
                 let saved = inbox::save(&workspace, name, bytes)
                     .await
                     .map_err(|e| format!("{name} could not be saved: {e}"))?;

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cairn_agent::agents::Chats;
 use cairn_agent::chat::{ChatService, Inbound};
 use cairn_agent::runner::ApprovalRequest;
 use cairn_core::clock::Clock;
@@ -54,7 +55,7 @@ pub struct SlackInbound {
     /// The database.
     pub store: Store,
     /// Where messages go.
-    pub chat: Arc<ChatService>,
+    pub chat: Arc<Chats>,
     /// The owner's cairn user id, whose sessions the chats are.
     pub user_id: String,
     /// This process's lease owner id.
@@ -235,6 +236,8 @@ impl SlackAdapter {
             }
             _ => format!("slack:{team}:{}", event.channel),
         };
+        // The agent bound to this chat answers it (`[[agents]]`).
+        let service = Arc::clone(cfg.chat.pick(&cfg.name, &event.channel, &user));
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel,
@@ -242,7 +245,7 @@ impl SlackAdapter {
             text,
             images: Vec::new(),
         };
-        if let Err(e) = self.take_files(&event, &mut inbound).await {
+        if let Err(e) = self.take_files(&service, &event, &mut inbound).await {
             self.say(&event, &user, &format!("⚠️ {e}")).await;
             return;
         }
@@ -255,7 +258,7 @@ impl SlackAdapter {
             thread: thread.as_deref(),
         };
         converse(
-            &cfg.chat,
+            &service,
             inbound,
             origin.as_ref(),
             &conversation,
@@ -267,11 +270,15 @@ impl SlackAdapter {
 
     /// The message's files: pictures as image input, the rest saved in
     /// the workspace's `inbox/` and named in the text.
-    async fn take_files(&self, event: &MessageEvent, inbound: &mut Inbound) -> Result<(), String> {
-        let cfg = &self.0.cfg;
+    async fn take_files(
+        &self,
+        service: &ChatService,
+        event: &MessageEvent,
+        inbound: &mut Inbound,
+    ) -> Result<(), String> {
         let images = event.files.iter().filter(|f| f.is_image()).count();
         // Refused before any download (with `gateway.max_images = 0`).
-        if let Some(refusal) = cairn_core::image::too_many_images(images, cfg.chat.max_images()) {
+        if let Some(refusal) = cairn_core::image::too_many_images(images, service.max_images()) {
             return Err(format!("The pictures could not be used: {refusal}"));
         }
         for file in &event.files {
@@ -281,12 +288,12 @@ impl SlackAdapter {
                 .await
                 .map_err(|e| format!("{name} could not be downloaded: {e}"))?;
             if file.is_image() {
-                cfg.chat
+                service
                     .attach_image(inbound, bytes)
                     .await
                     .map_err(|e| format!("{name} could not be used: {e}"))?;
             } else {
-                let workspace = cfg.chat.settings().workspace.clone();
+                let workspace = service.settings().workspace.clone();
                 let saved = inbox::save(&workspace, name, bytes)
                     .await
                     .map_err(|e| format!("{name} could not be saved: {e}"))?;

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cairn_agent::agents::Chats;
 use cairn_agent::chat::{ChatService, Inbound};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
 use cairn_core::clock::Clock;
@@ -56,7 +57,7 @@ pub struct TelegramInbound {
     /// The database.
     pub store: Store,
     /// Where messages go.
-    pub chat: Arc<ChatService>,
+    pub chat: Arc<Chats>,
     /// The owner's cairn user id, whose sessions the chats are.
     pub user_id: String,
     /// This process's lease owner id.
@@ -231,6 +232,11 @@ impl TelegramAdapter {
         if text == "/start" {
             text = "/help".into();
         }
+        // The agent bound to this chat answers it (`[[agents]]`).
+        let service = Arc::clone(
+            cfg.chat
+                .pick(&cfg.name, &chat.to_string(), &from.id.to_string()),
+        );
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel: format!("telegram:{chat}"),
@@ -240,14 +246,13 @@ impl TelegramAdapter {
         };
         if let Some(photo) = message.photo.last() {
             // Refused before the download (with `gateway.max_images = 0`).
-            if let Some(refusal) = cairn_core::image::too_many_images(1, cfg.chat.max_images()) {
+            if let Some(refusal) = cairn_core::image::too_many_images(1, service.max_images()) {
                 self.say(chat, &format!("⚠️ The photo could not be used: {refusal}"))
                     .await;
                 return;
             }
             let added = match cfg.api.download(&photo.file_id).await {
-                Ok(bytes) => cfg
-                    .chat
+                Ok(bytes) => service
                     .attach_image(&mut inbound, bytes)
                     .await
                     .map_err(|e| e.to_string()),
@@ -260,7 +265,7 @@ impl TelegramAdapter {
             }
         }
         if let Some(document) = &message.document {
-            match self.save_document(document).await {
+            match self.save_document(&service, document).await {
                 Ok(saved) => inbound.text = inbox::with_note(&inbound.text, &saved),
                 Err(e) => {
                     self.say(chat, &format!("⚠️ The file could not be saved: {e}"))
@@ -277,7 +282,7 @@ impl TelegramAdapter {
             chat,
         };
         converse(
-            &cfg.chat,
+            &service,
             inbound,
             Some(&message.message_id.to_string()),
             &conversation,
@@ -289,7 +294,11 @@ impl TelegramAdapter {
 
     /// Saves a document into the workspace's `inbox/`, under its own name
     /// (made safe, and numbered when taken); returns the relative path.
-    async fn save_document(&self, document: &api::Document) -> Result<String, String> {
+    async fn save_document(
+        &self,
+        service: &ChatService,
+        document: &api::Document,
+    ) -> Result<String, String> {
         let cfg = &self.0.cfg;
         if document.file_size.is_some_and(|n| n > api::DOWNLOAD_LIMIT) {
             return Err(format!("it is over {} MiB", api::DOWNLOAD_LIMIT >> 20));
@@ -299,7 +308,7 @@ impl TelegramAdapter {
             .download(&document.file_id)
             .await
             .map_err(|e| e.to_string())?;
-        let workspace = cfg.chat.settings().workspace.clone();
+        let workspace = service.settings().workspace.clone();
         inbox::save(
             &workspace,
             document.file_name.as_deref().unwrap_or("file"),

@@ -20,6 +20,7 @@ pub mod webhook;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use cairn_agent::agents::Chats;
 use cairn_agent::chat::{ChatService, Inbound};
 use cairn_agent::runner::ApprovalRequest;
 use cairn_core::clock::Clock;
@@ -71,7 +72,7 @@ pub struct WhatsAppInbound {
     /// The database (taken message ids).
     pub store: Store,
     /// Where messages go.
-    pub chat: Arc<ChatService>,
+    pub chat: Arc<Chats>,
     /// The owner's cairn user id, whose sessions the chats are.
     pub user_id: String,
     /// Wall time.
@@ -208,6 +209,8 @@ impl WhatsAppAdapter {
             .await;
             return;
         }
+        // The agent bound to this chat answers it (`[[agents]]`).
+        let service = Arc::clone(cfg.chat.pick(&cfg.name, from, from));
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel: format!("whatsapp:{from}"),
@@ -217,14 +220,13 @@ impl WhatsAppAdapter {
         };
         if let Some(image) = &message.image {
             // Refused before the download (with `gateway.max_images = 0`).
-            if let Some(refusal) = cairn_core::image::too_many_images(1, cfg.chat.max_images()) {
+            if let Some(refusal) = cairn_core::image::too_many_images(1, service.max_images()) {
                 self.say(from, &format!("⚠️ The image could not be used: {refusal}"))
                     .await;
                 return;
             }
             let added = match cfg.api.download(&image.id).await {
-                Ok(bytes) => cfg
-                    .chat
+                Ok(bytes) => service
                     .attach_image(&mut inbound, bytes)
                     .await
                     .map_err(|e| e.to_string()),
@@ -238,7 +240,7 @@ impl WhatsAppAdapter {
             }
         }
         if let Some(document) = &message.document {
-            match self.save_document(document).await {
+            match self.save_document(&service, document).await {
                 Ok(saved) => inbound.text = inbox::with_note(&inbound.text, &saved),
                 Err(e) => {
                     tracing::warn!(channel = %cfg.name, error = %e, "a document could not be saved");
@@ -256,7 +258,7 @@ impl WhatsAppAdapter {
             to: from,
         };
         converse(
-            &cfg.chat,
+            &service,
             inbound,
             Some(&message.id),
             &conversation,
@@ -267,14 +269,18 @@ impl WhatsAppAdapter {
     }
 
     /// Saves a document into the workspace's `inbox/`; returns its path.
-    async fn save_document(&self, document: &webhook::Media) -> Result<String, String> {
+    async fn save_document(
+        &self,
+        service: &ChatService,
+        document: &webhook::Media,
+    ) -> Result<String, String> {
         let cfg = &self.0.cfg;
         let bytes = cfg
             .api
             .download(&document.id)
             .await
             .map_err(|e| e.to_string())?;
-        let workspace = cfg.chat.settings().workspace.clone();
+        let workspace = service.settings().workspace.clone();
         let name = document.filename.as_deref().unwrap_or("file");
         inbox::save(&workspace, name, bytes).await
     }

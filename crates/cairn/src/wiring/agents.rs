@@ -1,0 +1,142 @@
+//! Several agents (`[[agents]]`, issue 45): each agent other than `main`
+//! gets its own loop (its model, its tools under its policy) and chat
+//! service (its name and workspace) over the runtime's shared parts (the
+//! provider behind the cost guard, the hooks, the store, MCP).
+//!
+//! Until they learn about agents, the tools that act on `main`'s behalf
+//! (routines, schedules, watchers, background runs, run_parallel, jobs and
+//! memory) are `main`'s alone: another agent has the built-in tools, the
+//! MCP servers' and `send_notification`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use cairn_agent::agents::{AgentSpec, Agents, Chats, Limits, MAIN};
+use cairn_agent::chat::ChatService;
+use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
+use cairn_agent::{AgentLoop, PolicyGate, ToolPolicyConfig, ToolRunner};
+use cairn_core::config::Config;
+use cairn_mcp::McpClients;
+
+use super::{Runtime, located, tool_parts, tools_config};
+
+/// The extra (automation) tools an agent other than `main` has.
+const SHARED_EXTRA: &[&str] = &["send_notification"];
+
+/// The `[[agents]]` table, checked against the home, `main`'s workspace
+/// and the global autonomy.
+pub fn agents(config: &Config) -> anyhow::Result<Agents> {
+    let autonomy = tools_config(config)?.policy.autonomy;
+    let limits = Limits {
+        home: config.home(),
+        main_workspace: &config.workspace,
+        autonomy,
+    };
+    Agents::parse(config.agents.as_ref(), &limits)
+        .map_err(|errors| located(config, config.agents.as_ref(), &errors))
+}
+
+/// An agent other than `main`, running.
+#[derive(Clone)]
+pub struct AgentRun {
+    /// What `[[agents]]` says of it.
+    pub spec: AgentSpec,
+    /// Its loop: the main provider at its model, its own tool runner.
+    pub agent: AgentLoop,
+}
+
+/// The tools of an agent other than `main` and their policy: the global
+/// policy with the agent's `allow` and `deny` added (deny wins), at the
+/// lower of the two autonomy levels. A tool either denies is not offered.
+pub fn agent_tools(
+    tools: &ToolsConfig,
+    spec: &AgentSpec,
+    extra: &[Arc<dyn Tool>],
+    mcp: Option<&McpClients>,
+) -> anyhow::Result<(ToolRegistry, ToolPolicyConfig)> {
+    let mut hidden = tools.policy.deny.clone();
+    hidden.extend(spec.deny.iter().cloned());
+    let extra = extra
+        .iter()
+        .filter(|t| SHARED_EXTRA.contains(&t.spec().name()))
+        .cloned()
+        .collect();
+    let (registry, mut policy) = tool_parts(tools, extra, mcp, &hidden)?;
+    policy.allow.extend(spec.allow.iter().cloned());
+    policy.deny.extend(spec.deny.iter().cloned());
+    if let Some(level) = spec.autonomy {
+        policy.autonomy = policy.autonomy.min(level);
+    }
+    Ok((registry, policy))
+}
+
+/// Each agent other than `main`, over `main`'s loop (provider, hooks,
+/// limits); their workspaces are created.
+pub async fn agent_runs(
+    agents: &Agents,
+    main: &AgentLoop,
+    tools: &ToolsConfig,
+    extra: &[Arc<dyn Tool>],
+    mcp: &McpClients,
+) -> anyhow::Result<Vec<AgentRun>> {
+    let mut out = Vec::new();
+    for spec in agents.all().iter().filter(|a| a.id != MAIN) {
+        let (registry, policy) = agent_tools(tools, spec, extra, Some(mcp))
+            .with_context(|| format!("agent {}: cannot set up its tools", spec.id))?;
+        let runner = Arc::new(ToolRunner::new(
+            Arc::new(registry),
+            Arc::new(PolicyGate::new(&policy)),
+        ));
+        let mut agent = AgentLoop::new(
+            Arc::clone(main.provider()),
+            runner,
+            Arc::clone(main.hooks()),
+            main.config().clone(),
+        );
+        if let Some(model) = &spec.model {
+            agent = agent.with_model(Some(model.clone()));
+        }
+        if let Some(workspace) = &spec.workspace {
+            tokio::fs::create_dir_all(workspace)
+                .await
+                .with_context(|| {
+                    format!(
+                        "agent {}: cannot create its workspace {}",
+                        spec.id,
+                        workspace.display()
+                    )
+                })?;
+        }
+        out.push(AgentRun {
+            spec: spec.clone(),
+            agent,
+        });
+    }
+    Ok(out)
+}
+
+/// Every agent's chat service: `main`'s as given, the others' built over
+/// the runtime with their own name and workspace (without jobs, memory or
+/// model routing, which are `main`'s for now).
+pub fn chats(config: &Config, rt: &Runtime, main: Arc<ChatService>) -> anyhow::Result<Arc<Chats>> {
+    if rt.agents.is_empty() {
+        return Ok(Arc::new(Chats::single(main)));
+    }
+    let agents = agents(config)?;
+    let mut others = BTreeMap::new();
+    for run in &rt.agents {
+        let mut settings = main.settings().clone();
+        if let Some(name) = &run.spec.name {
+            settings.agent_name = name.clone();
+        }
+        if let Some(workspace) = &run.spec.workspace {
+            settings.workspace = workspace.clone();
+        }
+        let service = super::chat_service_of(config, rt, run.agent.clone(), settings, None);
+        others.insert(run.spec.id.clone(), Arc::new(service));
+    }
+    Chats::new(agents, main, others)
+        .map(Arc::new)
+        .map_err(anyhow::Error::msg)
+}
