@@ -7,6 +7,7 @@
     reason = "test code unwraps freely and may use blocking std::fs"
 )]
 
+mod agents;
 #[path = "../common/mod.rs"]
 mod common;
 mod reload;

@@ -1,0 +1,132 @@
+//! Several agents (`[[agents]]`): a chat bound to `family` is answered by
+//! family's model, with family's identity and tools, and never sees
+//! main's; main answers the rest.
+
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use serde_json::{Value, json};
+
+use super::standin::{StandIn, TOKEN};
+use super::{Home, OWNER};
+
+/// Family's person, in a private chat of their own.
+const KID: i64 = 43;
+
+fn write_config(home: &Home) {
+    let config = format!(
+        "[gateway]\nenabled = false\n\n[channels.tg]\ntype = \"telegram\"\nbot_token = \"{TOKEN}\"\n\
+         chat_id = \"{OWNER}\"\ninbound = true\nallowed_users = [\"{OWNER}\", \"{KID}\"]\napi_url = \"{}\"\n\n\
+         [[agents]]\nid = \"family\"\nname = \"Pip\"\nmodel = \"family-model\"\n\
+         tools = {{ deny = [\"shell\"] }}\n\n[[agents.bindings]]\nchannel = \"tg\"\nchat = \"{KID}\"\n",
+        home.api_url
+    );
+    std::fs::write(home.dir.join("config.toml"), config).unwrap();
+    let main = home.dir.join("workspace");
+    std::fs::create_dir_all(&main).unwrap();
+    std::fs::write(main.join("USER.md"), "MAIN-IDENTITY-7731: the owner.\n").unwrap();
+    std::fs::write(main.join("secret.txt"), "PLANTED-SECRET-5150\n").unwrap();
+    let family = home.dir.join("agents/family");
+    std::fs::create_dir_all(&family).unwrap();
+    std::fs::write(family.join("USER.md"), "FAMILY-IDENTITY-4410: the kids.\n").unwrap();
+}
+
+/// The system prompt of a request.
+fn system(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+/// The tools a request offers, by name.
+fn tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_chat_bound_to_an_agent_gets_its_model_identity_and_tools_and_nothing_of_mains() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm, None);
+    write_config(&home);
+    let daemon = home.daemon(&standin);
+
+    llm.push(Scripted::text("hello from main"));
+    standin.message(OWNER, "who are you?");
+    standin.until("main's answer", |w| {
+        w.messages.values().any(|m| m.1 == "hello from main")
+    });
+    // Family reads a file of main's workspace by its absolute path.
+    let secret = home.dir.join("workspace/secret.txt");
+    llm.push(Scripted::tool_call(
+        "file_read",
+        json!({"path": secret.display().to_string()}),
+    ));
+    llm.push(Scripted::text("hello from Pip"));
+    standin.message(KID, "read the secret");
+    standin.until("family's answer", |w| {
+        w.messages.values().any(|m| m.1 == "hello from Pip")
+    });
+    daemon.stop();
+
+    let requests: Vec<Value> = llm.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let (main, family, after_tool) = (&requests[0], &requests[1], &requests[2]);
+    assert_eq!(main["model"], "test-model");
+    assert_eq!(family["model"], "family-model");
+    assert_eq!(after_tool["model"], "family-model");
+    let (main_prompt, family_prompt) = (system(main), system(family));
+    assert!(main_prompt.contains("MAIN-IDENTITY-7731"), "{main_prompt}");
+    assert!(!main_prompt.contains("FAMILY-IDENTITY-4410"));
+    assert!(
+        family_prompt.contains("FAMILY-IDENTITY-4410"),
+        "{family_prompt}"
+    );
+    assert!(family_prompt.contains("Pip"), "{family_prompt}");
+    assert!(
+        !family_prompt.contains("MAIN-IDENTITY-7731"),
+        "{family_prompt}"
+    );
+    // Denied, shell is not even offered to family; main has it.
+    assert!(
+        tools(main).iter().any(|t| t == "shell"),
+        "{:?}",
+        tools(main)
+    );
+    assert!(
+        !tools(family).iter().any(|t| t == "shell"),
+        "{:?}",
+        tools(family)
+    );
+    // Main's file is outside family's workspace: refused, never read.
+    let everything = after_tool.to_string();
+    assert!(!everything.contains("PLANTED-SECRET-5150"), "{everything}");
+    let result: Vec<&Value> = after_tool["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(result.len(), 1, "{after_tool}");
+    let content = result[0]["content"].as_str().unwrap();
+    assert!(
+        content.contains("status=\"failed\"") && content.contains("is outside the workspace"),
+        "{content}"
+    );
+    // The workspace it was given is family's own.
+    assert!(home.dir.join("agents/family/USER.md").exists());
+}
