@@ -320,6 +320,11 @@ impl Chats {
         &self.main
     }
 
+    /// The other agents' services, by id.
+    pub fn others(&self) -> &BTreeMap<String, Arc<ChatService>> {
+        &self.others
+    }
+
     /// The agent `id`'s service.
     pub fn get(&self, id: &str) -> Option<&Arc<ChatService>> {
         if id == MAIN {

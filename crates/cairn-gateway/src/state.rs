@@ -29,6 +29,9 @@ pub struct Gateway {
     settings: GatewayConfig,
     user_id: String,
     chat: Option<Arc<ChatService>>,
+    /// The other agents' chat services (`[[agents]]`), by id: `/v1`
+    /// answers as one when asked for the model `cairn:<id>`.
+    agents: std::collections::BTreeMap<String, Arc<ChatService>>,
     engine: Option<RoutineEngine>,
     notifier: Option<Notifier>,
     jobs: Option<Arc<JobScheduler>>,
@@ -101,6 +104,7 @@ impl Gateway {
             settings,
             user_id: user_id.into(),
             chat: None,
+            agents: std::collections::BTreeMap::new(),
             engine: None,
             notifier: None,
             jobs: None,
@@ -183,6 +187,16 @@ impl Gateway {
         self.approval_timeout = chat.approval_timeout();
         self.chat = Some(chat);
         self.model = Some(model.into());
+        self
+    }
+
+    /// Serves the other agents (`[[agents]]`) on `/v1` as `cairn:<id>`.
+    #[must_use]
+    pub fn with_agents(
+        mut self,
+        agents: std::collections::BTreeMap<String, Arc<ChatService>>,
+    ) -> Self {
+        self.agents = agents;
         self
     }
 
@@ -344,6 +358,16 @@ impl Gateway {
     /// The person this daemon works for.
     pub fn user_id(&self) -> &str {
         &self.user_id
+    }
+
+    /// The other agents' ids (`[[agents]]`), sorted.
+    pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
+        self.agents.keys().map(String::as_str)
+    }
+
+    /// The agent `id`'s chat service (`main` is [`Self::chat`]'s).
+    pub fn agent_chat(&self, id: &str) -> Option<&Arc<ChatService>> {
+        self.agents.get(id)
     }
 
     /// The chat service, or 503 when no LLM is configured.

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use cairn_agent::agents::Chats;
 use cairn_agent::chat::ChatService;
 use cairn_automation::notify::{Dispatcher, owner_id};
 use cairn_automation::routines::upkeep_watch as repair_watch;
@@ -137,7 +138,8 @@ pub(super) struct GatewayParts<'a> {
     pub config: &'a Config,
     pub store: &'a Store,
     pub automation: &'a Automation,
-    pub chat: Option<&'a Arc<ChatService>>,
+    /// Every agent's chat service (`main`'s for the dashboard and chat).
+    pub chats: Option<&'a Arc<Chats>>,
     pub clock: &'a Arc<dyn Clock>,
     pub components: &'a Arc<Components>,
     /// The inbound channels, whose WhatsApp webhooks come through the gateway.
@@ -191,7 +193,7 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
         config,
         store,
         automation,
-        chat,
+        chats,
         clock,
         components,
         inbound,
@@ -218,9 +220,10 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
     if let Some(inbound) = inbound {
         gateway = gateway.with_whatsapp(inbound.whatsapp_endpoints().clone());
     }
-    if let (Some(chat), Some(rt)) = (chat, &automation.runtime) {
+    if let (Some(chats), Some(rt)) = (chats, &automation.runtime) {
         gateway = gateway
-            .with_chat(Arc::clone(chat), rt.providers.main.model())
+            .with_chat(Arc::clone(chats.main()), rt.providers.main.model())
+            .with_agents(chats.others().clone())
             .with_jobs(Arc::clone(&rt.jobs))
             .with_background(Arc::clone(&rt.background))
             .with_cost_guard(Arc::clone(&rt.reloadable.guard));

@@ -123,7 +123,7 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
         config: &config,
         store: &store,
         automation: &automation,
-        chat: chat.as_ref(),
+        chats: chats.as_ref(),
         clock: &clock,
         components: &components,
         inbound: inbound.as_ref(),

@@ -182,14 +182,42 @@ pub struct ModelEntry {
     pub owned_by: String,
 }
 
-/// The names this API lists: the agent's model, then `cairn`.
+/// The names this API lists: the agent's model, then `cairn`, then each
+/// other agent as `cairn:<id>`.
 fn model_names(state: &AppState) -> Vec<String> {
     let mut names = Vec::new();
     if let Some(model) = state.model().filter(|m| *m != MODEL_ALIAS) {
         names.push(model.to_string());
     }
     names.push(MODEL_ALIAS.to_string());
+    names.extend(state.agent_ids().map(|id| format!("{MODEL_ALIAS}:{id}")));
     names
+}
+
+/// The chat service a request's `model` asks for: `cairn:<id>` names an
+/// agent (`cairn:main` and every other name: the main one).
+fn chat_for<'a>(state: &'a AppState, model: &str) -> Result<&'a Arc<ChatService>, OpenAiError> {
+    let main = state.chat()?;
+    let Some(id) = model
+        .strip_prefix(MODEL_ALIAS)
+        .and_then(|r| r.strip_prefix(':'))
+    else {
+        return Ok(main);
+    };
+    if id == cairn_agent::agents::MAIN {
+        return Ok(main);
+    }
+    state.agent_chat(id).ok_or_else(|| OpenAiError {
+        param: Some("model".into()),
+        ..OpenAiError::new(
+            StatusCode::NOT_FOUND,
+            "model_not_found",
+            format!(
+                "no agent `{id}` here; the agents are {} (GET /v1/models)",
+                model_names(state).join(", ")
+            ),
+        )
+    })
 }
 
 fn entry(state: &AppState, id: &str) -> ModelEntry {
@@ -221,7 +249,8 @@ fn check_model(state: &AppState, requested: &str) -> Result<(), OpenAiError> {
     })
 }
 
-/// The models this API answers to: the agent's model and `cairn`.
+/// The models this API answers to: the agent's model, `cairn`, and each
+/// other agent (`[[agents]]`) as `cairn:<id>`.
 #[utoipa::path(get, path = "/v1/models", tag = "openai",
     responses(
         (status = 200, description = "The models", body = ModelList),
@@ -386,7 +415,7 @@ impl Prepared {
 }
 
 async fn complete(state: AppState, request: CompletionRequest) -> Result<Response, OpenAiError> {
-    let chat = Arc::clone(state.chat()?);
+    let chat = Arc::clone(chat_for(&state, &request.model)?);
     check_model(&state, &request.model)?;
     let translated = request.translate(&chat)?;
     let mut conversation = translated.conversation;

@@ -1,0 +1,148 @@
+//! Several agents (`[[agents]]`) through the daemon's OpenAI-compatible
+//! API: `cairn:<id>` answers as that agent, with its model and identity,
+//! and `/v1/models` lists every agent.
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and may use blocking std::fs"
+)]
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use cairn_llm::testing::{FakeLlmServer, Scripted};
+use serde_json::{Value, json};
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cairn(home: &Path, llm: &FakeLlmServer) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    cmd.env_clear()
+        .env("CAIRN_HOME", home)
+        .env("CAIRN_TIMEZONE", "UTC")
+        .env("CAIRN_GATEWAY_PORT", "0")
+        .env("CAIRN_LLM_PROVIDER", "openai")
+        .env("CAIRN_LLM_BASE_URL", llm.base_url_openai())
+        .env("CAIRN_LLM_MODEL", "test-model")
+        .env("CAIRN_LLM_API_KEY", "sk-test-0123456789")
+        .env("CAIRN_LLM_MAX_RETRIES", "0");
+    cmd
+}
+
+/// `cairn daemon` on a free port, and a token: `(daemon, base URL, token)`.
+fn daemon(home: &Path, llm: &FakeLlmServer) -> (Daemon, String, String) {
+    let mut cmd = cairn(home, llm);
+    cmd.arg("daemon")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut daemon = Daemon(cmd.spawn().unwrap());
+    let stderr = std::io::BufReader::new(daemon.0.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(at) = line.split("gateway listening on ").nth(1) {
+                let _ = tx.send(at.trim().to_string());
+            }
+        }
+    });
+    let base = rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
+    let out = cairn(home, llm)
+        .args(["token", "create", "--name", "t"])
+        .output()
+        .unwrap();
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (daemon, base, token)
+}
+
+/// A request to the gateway: `(status, JSON body)`.
+fn call(base: &str, token: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = cairn_llm::tls::client().unwrap();
+        let request = match body {
+            Some(body) => client.post(format!("{base}{path}")).json(&body),
+            None => client.get(format!("{base}{path}")),
+        };
+        let response = request.bearer_auth(token).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or_default())
+    })
+}
+
+fn ask(base: &str, token: &str, model: &str) -> (u16, Value) {
+    let body = json!({"model": model, "messages": [{"role": "user", "content": "who are you?"}]});
+    call(base, token, "/v1/chat/completions", Some(body))
+}
+
+fn system(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+#[test]
+fn v1_answers_as_the_agent_its_model_names_and_lists_every_agent() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    std::fs::write(
+        home.join("config.toml"),
+        "[[agents]]\nid = \"family\"\nname = \"Pip\"\nmodel = \"family-model\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.join("workspace")).unwrap();
+    std::fs::write(home.join("workspace/USER.md"), "MAIN-IDENTITY-7731\n").unwrap();
+    std::fs::create_dir_all(home.join("agents/family")).unwrap();
+    std::fs::write(home.join("agents/family/USER.md"), "FAMILY-IDENTITY-4410\n").unwrap();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let (_daemon, base, token) = daemon(home, &llm);
+
+    let (status, models) = call(&base, &token, "/v1/models", None);
+    assert_eq!(status, 200, "{models}");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["test-model", "cairn", "cairn:family"]);
+
+    llm.push(Scripted::text("I am Pip"));
+    let (status, answer) = ask(&base, &token, "cairn:family");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["choices"][0]["message"]["content"], "I am Pip");
+    llm.push(Scripted::text("I am main"));
+    let (status, answer) = ask(&base, &token, "cairn");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["choices"][0]["message"]["content"], "I am main");
+    let (status, refused) = ask(&base, &token, "cairn:nobody");
+    assert_eq!(status, 404, "{refused}");
+    assert_eq!(refused["error"]["code"], "model_not_found", "{refused}");
+
+    let requests: Vec<Value> = llm.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(requests.len(), 2, "the unknown agent reached the model");
+    assert_eq!(requests[0]["model"], "family-model");
+    let family = system(&requests[0]);
+    assert!(
+        family.contains("FAMILY-IDENTITY-4410") && family.contains("Pip"),
+        "{family}"
+    );
+    assert!(!family.contains("MAIN-IDENTITY-7731"), "{family}");
+    assert_eq!(requests[1]["model"], "test-model");
+    let main = system(&requests[1]);
+    assert!(
+        main.contains("MAIN-IDENTITY-7731") && !main.contains("FAMILY-IDENTITY-4410"),
+        "{main}"
+    );
+}
