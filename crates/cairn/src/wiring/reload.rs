@@ -18,7 +18,9 @@ use cairn_core::config::reloadable::RELOADABLE;
 use cairn_llm::{LlmProvider, build_providers};
 
 use super::{Automation, Runtime, channel_set, heartbeat_settings, llm_settings, notify_settings};
-use super::{ensure_system_routines, mcp_specs, reconfigure_sandbox, tool_parts, tools_config};
+use super::{
+    agent_tools, ensure_system_routines, mcp_specs, reconfigure_sandbox, tool_parts, tools_config,
+};
 use crate::daemon::reload::Reloader;
 use crate::exit::BadInput;
 
@@ -105,24 +107,37 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
     });
     let (runner, mcp) = (Arc::clone(rt.agent.runner()), rt.mcp.clone());
     let (extra, limits) = (rt.reloadable.extra_tools.clone(), rt.tools.limits.clone());
+    let agents = rt.agents.clone();
     reloader.on(&reloadable_under(&["tools.", "mcp."]), move |config| {
-        let (runner, mcp, extra, limits) = (
+        let (runner, mcp, extra, limits, agents) = (
             Arc::clone(&runner),
             mcp.clone(),
             extra.clone(),
             limits.clone(),
+            agents.clone(),
         );
         async move {
             let mut tools = tools_config(&config)?;
             tools.limits = limits;
             let specs = mcp_specs(&config)?;
             let next = mcp.get().reconfigured(specs).await;
-            let (registry, policy) = tool_parts(&tools, extra, Some(&next.clients), &[])?;
+            let (registry, policy) = tool_parts(&tools, extra.clone(), Some(&next.clients), &[])?;
+            // Every agent follows the new global policy too (an agent never
+            // keeps a tool the owner just denied).
+            let mut theirs = Vec::new();
+            for run in &agents {
+                theirs.push(agent_tools(&tools, &run.spec, &extra, Some(&next.clients))?);
+            }
             // Fails only where start-up installed no host sandbox.
             reconfigure_sandbox(&tools)?;
             // Checked: from here on nothing fails.
             let policy = runner.policy().reconfigured(&policy);
             runner.replace(Arc::new(registry), Arc::new(policy));
+            for (run, (registry, policy)) in agents.iter().zip(theirs) {
+                let runner = run.agent.runner();
+                let policy = runner.policy().reconfigured(&policy);
+                runner.replace(Arc::new(registry), Arc::new(policy));
+            }
             next.clients.start();
             mcp.set(Arc::new(next.clients));
             for server in next.retired {

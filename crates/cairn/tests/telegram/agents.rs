@@ -130,3 +130,41 @@ fn a_chat_bound_to_an_agent_gets_its_model_identity_and_tools_and_nothing_of_mai
     // The workspace it was given is family's own.
     assert!(home.dir.join("agents/family/USER.md").exists());
 }
+
+#[test]
+fn a_tool_the_owner_denies_while_the_daemon_runs_leaves_every_agent() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm, None);
+    write_config(&home);
+    let daemon = home.daemon(&standin);
+    let family_tools = |n: usize| -> Vec<String> {
+        let answer = format!("answer {n}");
+        llm.push(Scripted::text(answer.clone()));
+        standin.message(KID, &format!("question {n}"));
+        standin.until("family's answer", |w| {
+            w.messages.values().any(|m| m.1 == answer)
+        });
+        tools(&llm.requests().last().unwrap().body)
+    };
+    assert!(family_tools(0).iter().any(|t| t == "file_read"));
+    // The owner denies file_read for everyone; the daemon reloads.
+    let config = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    let denied = config.replacen(
+        "[[agents]]",
+        "[tools.policy]\ndeny = [\"file_read\"]\n\n[[agents]]",
+        1,
+    );
+    std::fs::write(home.dir.join("config.toml"), denied).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut n = 1;
+    while family_tools(n).iter().any(|t| t == "file_read") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reload never reached family"
+        );
+        n += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    daemon.stop();
+}
