@@ -389,6 +389,12 @@ fn spec(entry: Entry, i: usize, limits: &Limits<'_>) -> Result<AgentSpec, Vec<St
             limits.autonomy
         ));
     }
+    if entry.daily_budget_cents.is_some() && !main {
+        // Refused rather than ignored: per-agent spend is not counted yet.
+        errors.push(format!(
+            "agents[{i}].daily_budget_cents: an agent's own share of the budget is not built yet; cost.daily_budget_cents limits every agent together"
+        ));
+    }
     if entry.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         errors.push(format!("agents[{i}].model: empty"));
     }
@@ -445,7 +451,6 @@ mod tests {
             {"id": "family", "name": "Pip", "workspace": "agents/family", "model": "cheap-model",
              "autonomy": "supervised",
              "tools": {"allow": ["memory_*", "web_*", "send_notification"], "deny": ["shell"]},
-             "daily_budget_cents": 50,
              "bindings": [{"channel": "wa"}, {"channel": "team", "chat": "C0123"}]},
             {"id": "coder", "bindings": [{"channel": "team", "user": "U1"}]},
         ]))
@@ -497,6 +502,7 @@ mod tests {
             {"id": "inside", "workspace": "workspace/sub"},
             {"id": "again", "bindings": [{"channel": "wa"}]},
             {"id": "odd", "colour": "blue"},
+            {"id": "thrifty", "daily_budget_cents": 50},
         ]))
         .unwrap_err();
         let all = errors.join("\n");
@@ -510,6 +516,7 @@ mod tests {
             "the workspaces of main (/h/workspace) and inside (/h/workspace/sub) are one inside the other",
             "the binding { channel = \"wa\" } is given twice (family and again)",
             "agents[7]: unknown field `colour`",
+            "agents[8].daily_budget_cents: an agent's own share of the budget is not built yet",
         ] {
             assert!(all.contains(expected), "missing {expected:?} in:\n{all}");
         }

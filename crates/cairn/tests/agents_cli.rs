@@ -146,3 +146,41 @@ fn v1_answers_as_the_agent_its_model_names_and_lists_every_agent() {
         "{main}"
     );
 }
+
+#[test]
+fn doctor_checks_the_agents_and_a_bad_table_is_named_by_file_line_and_field() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        "[[agents]]\nid = \"family\"\n\n[[agents.bindings]]\nchannel = \"wa\"\n",
+    )
+    .unwrap();
+    let out = cairn(home, &llm).arg("doctor").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("agents"))
+        .unwrap_or_default();
+    assert!(line.starts_with("FAIL"), "{stdout}");
+    assert!(
+        stdout.contains("agent family: bound to channel wa, which [channels] does not have"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("agents/family"), "{stdout}");
+
+    std::fs::write(
+        home.join("config.toml"),
+        "[tools.policy]\nautonomy = \"supervised\"\n\n[[agents]]\nid = \"boss\"\nautonomy = \"full\"\n",
+    )
+    .unwrap();
+    let out = cairn(home, &llm)
+        .args(["chat", "-m", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("config.toml:4: agents[0].autonomy: Full is more than tools.policy.autonomy (Supervised)"), "{stderr}");
+    assert!(llm.requests().is_empty());
+}

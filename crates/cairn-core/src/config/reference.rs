@@ -42,7 +42,9 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          $CAIRN_HOME; default `agents/ID`; never inside another agent's), `model` (on the main \
          provider), `autonomy` (never more than `tools.policy.autonomy`), `tools` (`allow`: \
          patterns that run without asking; `deny`: patterns it never has, besides the global \
-         ones), `daily_budget_cents` (its share of the global budget) and `[[agents.bindings]]` \
+         ones; the tools that act for main, such as routines, jobs and memory, stay main's), \
+         `daily_budget_cents` (refused for now: `cost.daily_budget_cents` covers every agent) \
+         and `[[agents.bindings]]` \
          (`channel`, and optionally one `chat` or one `user` of it; the most specific binding \
          wins: a person, then a chat, then the channel)",
     ),

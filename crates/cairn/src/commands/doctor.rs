@@ -71,6 +71,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
+            checks.push(check_agents(config));
             checks.extend(crate::commands::runtime()?.block_on(check_chat_apps(config)));
             checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
@@ -495,6 +496,50 @@ fn check_channels(config: &Config) -> Check {
         ),
         Err(e) => check("channels", Status::Fail, format!("{e:#}")),
     }
+}
+
+/// The `[[agents]]`: each readable, its workspace there or creatable,
+/// and every binding naming a configured channel.
+fn check_agents(config: &Config) -> Check {
+    let agents = match crate::wiring::agents(config) {
+        Ok(agents) => agents,
+        Err(e) => return check("agents", Status::Fail, format!("{e:#}")),
+    };
+    if agents.all().len() == 1 {
+        return check("agents", Status::Ok, "main alone (no [[agents]])");
+    }
+    let channels = match crate::wiring::parsed_channels(config) {
+        Ok(parsed) => parsed,
+        Err(e) => return check("agents", Status::Fail, format!("{e:#}")),
+    };
+    let mut status = Status::Ok;
+    let mut lines = Vec::new();
+    for agent in agents.all() {
+        for binding in &agent.bindings {
+            let known = channels.specs.contains_key(&binding.channel)
+                || channels.unavailable.contains_key(&binding.channel);
+            if !known {
+                status = Status::Fail;
+                lines.push(format!(
+                    "agent {}: bound to channel {}, which [channels] does not have",
+                    agent.id, binding.channel
+                ));
+            }
+        }
+        let place = agent.workspace.as_deref().unwrap_or(&config.workspace);
+        let state = if place.is_dir() {
+            "its workspace is there"
+        } else {
+            "its workspace is created at start"
+        };
+        lines.push(format!(
+            "agent {}: {} binding(s); {state} ({})",
+            agent.id,
+            agent.bindings.len(),
+            place.display()
+        ));
+    }
+    check("agents", status, lines.join("\n"))
 }
 
 /// Each chat app's credentials work, one check per app (`telegram`,
