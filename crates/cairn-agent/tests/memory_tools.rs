@@ -15,7 +15,7 @@ use cairn_agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use cairn_core::clock::FixedClock;
 use cairn_llm::EmbeddingsClient;
 use cairn_llm::testing::FakeEmbeddingsServer;
-use cairn_store::{MemoryCategory, Store};
+use cairn_store::{MAIN_AGENT, MemoryCategory, Store};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use support::{call, decode};
@@ -85,7 +85,7 @@ impl Fx {
     /// How many memories ada has.
     async fn stored(&self) -> usize {
         self.store
-            .list_memories("ada", None, 100)
+            .list_memories("ada", MAIN_AGENT, None, 100)
             .await
             .unwrap()
             .len()
