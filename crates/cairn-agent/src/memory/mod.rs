@@ -13,6 +13,7 @@
 //! - [`hygiene`]: [`run_hygiene`] archives and purges on schedule (core never).
 //! - [`snapshot`]: `MEMORY_SNAPSHOT.md` export, parsing and cold-boot hydration.
 //! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`.
+//! - `rank`: cosine similarity and the merge of keyword and vector hits.
 //!
 //! A service serves one agent ([`MemoryService::for_agent`]; `main` by
 //! default): it recalls that agent's documents and the ones any agent
@@ -25,22 +26,24 @@
 pub mod context;
 pub mod hygiene;
 pub mod json;
+mod rank;
 pub mod snapshot;
 pub mod tools;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cairn_core::clock::Clock;
 use cairn_llm::EmbeddingsClient;
 use cairn_store::{
-    KeywordHit, MAIN_AGENT, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, Store, StoreError,
+    MAIN_AGENT, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, Store, StoreError,
 };
 use serde::Serialize;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
 pub use hygiene::{HygieneReport, HygieneSettings, run_hygiene};
+use rank::{Candidate, merge};
+pub use rank::{normalized, top_similar};
 pub use snapshot::{SNAPSHOT_FILE, SnapshotEntry, export_snapshot, hydrate, parse_snapshot};
 
 /// How recall weighs and bounds its answers.
@@ -596,115 +599,10 @@ impl MemoryService {
     }
 }
 
-/// A document on its way to being a hit: what each side said of it.
-struct Candidate {
-    id: Uuid,
-    /// Known when the keyword side found it; vector-only ones are read after ranking.
-    doc: Option<MemoryDoc>,
-    keyword: Option<f64>,
-    vector: Option<f64>,
-    score: f64,
-}
-
 /// What a document's embedding is computed from: its key (a title) and content.
 fn embedding_text(doc: &MemoryDoc) -> String {
     match &doc.key {
         Some(key) => format!("{key}: {}", doc.content),
         None => doc.content.clone(),
-    }
-}
-
-/// `v` scaled to unit length (a zero vector stays zero).
-pub fn normalized(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-    v
-}
-
-/// The `k` stored vectors most similar to `query` (unit vectors: the dot
-/// product is the cosine), with positive similarity, best first.
-pub fn top_similar(query: &[f32], stored: &[(Uuid, Vec<f32>)], k: usize) -> Vec<(Uuid, f64)> {
-    let mut scores: Vec<(Uuid, f64)> = stored
-        .iter()
-        .filter(|(_, v)| v.len() == query.len())
-        .map(|(id, v)| {
-            let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
-            (*id, f64::from(dot))
-        })
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    // Partition first: only the k best need sorting, not every document.
-    if scores.len() > k && k > 0 {
-        scores.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
-        scores.truncate(k);
-    }
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1));
-    scores.truncate(k);
-    scores
-}
-
-/// The keyword and vector hits, one candidate per document, unscored.
-fn merge(keyword: Vec<KeywordHit>, vectors: Vec<(Uuid, f64)>) -> HashMap<Uuid, Candidate> {
-    let mut merged: HashMap<Uuid, Candidate> = HashMap::new();
-    for hit in keyword {
-        merged.insert(
-            hit.doc.id,
-            Candidate {
-                id: hit.doc.id,
-                doc: Some(hit.doc),
-                keyword: Some(hit.score),
-                vector: None,
-                score: 0.0,
-            },
-        );
-    }
-    for (id, similarity) in vectors {
-        merged
-            .entry(id)
-            .or_insert(Candidate {
-                id,
-                doc: None,
-                keyword: None,
-                vector: None,
-                score: 0.0,
-            })
-            .vector = Some(similarity);
-    }
-    merged
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn top_similar_ranks_by_cosine_and_skips_other_sizes() {
-        let a = Uuid::from_u128(1);
-        let b = Uuid::from_u128(2);
-        let c = Uuid::from_u128(3);
-        let stored = vec![
-            (a, normalized(vec![1.0, 1.0])),
-            (b, vec![1.0, 0.0]),
-            (c, vec![1.0, 0.0, 0.0]),
-        ];
-        let top = top_similar(&[1.0, 0.0], &stored, 5);
-        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![b, a]);
-        assert!((top[1].1 - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
-        assert!(top_similar(&[-1.0, 0.0], &stored, 5).is_empty());
-        let many: Vec<(Uuid, Vec<f32>)> = (1..=100u8)
-            .map(|i| {
-                (
-                    Uuid::from_u128(u128::from(i)),
-                    normalized(vec![f32::from(i), 50.0]),
-                )
-            })
-            .collect();
-        let best: Vec<Uuid> = top_similar(&[1.0, 0.0], &many, 3)
-            .into_iter()
-            .map(|t| t.0)
-            .collect();
-        assert_eq!(best, [100u128, 99, 98].map(Uuid::from_u128));
     }
 }
