@@ -18,7 +18,7 @@ use cairn_agent::memory::{MemoryService, MemorySettings, RecallMode, normalized,
 use cairn_core::clock::SystemClock;
 use cairn_llm::EmbeddingsClient;
 use cairn_llm::testing::FakeEmbeddingsServer;
-use cairn_store::{MemoryCategory, NewMemory, Store};
+use cairn_store::{MAIN_AGENT, MemoryCategory, NewMemory, Store};
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -64,6 +64,8 @@ async fn build(n: usize, dims: usize, model: &str) -> (Store, tempfile::TempDir)
             .store_memory(
                 &NewMemory {
                     user_id: "bench".into(),
+                    agent: MAIN_AGENT.to_string(),
+                    shared: false,
                     key: None,
                     content,
                     category: if i % 10 == 0 {
@@ -142,7 +144,10 @@ async fn bench(n: usize, dims: usize, embed: &FakeEmbeddingsServer) {
     let mut touch = Vec::new();
     for q in &queries {
         let t = Instant::now();
-        let hits = store.search_memories("bench", q, 50).await.unwrap();
+        let hits = store
+            .search_memories("bench", MAIN_AGENT, q, 50)
+            .await
+            .unwrap();
         raw.push(t.elapsed());
         let ids: Vec<Uuid> = hits.iter().take(5).map(|h| h.doc.id).collect();
         let t = Instant::now();
@@ -154,9 +159,16 @@ async fn bench(n: usize, dims: usize, embed: &FakeEmbeddingsServer) {
         median(raw),
         median(touch)
     );
-    let vectors: Vec<(Uuid, Vec<f32>)> = store.memory_vectors("bench", model).await.unwrap();
+    let vectors: Vec<(Uuid, Vec<f32>)> = store
+        .memory_vectors("bench", MAIN_AGENT, model)
+        .await
+        .unwrap();
     let t = Instant::now();
-    let loaded_once = store.memory_vectors("bench", model).await.unwrap().len();
+    let loaded_once = store
+        .memory_vectors("bench", MAIN_AGENT, model)
+        .await
+        .unwrap()
+        .len();
     let load = t.elapsed();
     let query = normalized((0..dims).map(|i| (i % 7) as f32).collect());
     let mut c = Vec::new();

@@ -1,7 +1,7 @@
 //! Memory over a real SQLite store and the fake embeddings / LLM servers:
 //! hybrid ranking, keyword-only recall, the embedding cache, the
-//! `[Memory context]` of a chat turn, daily summaries, hygiene and the
-//! snapshot round-trip.
+//! `[Memory context]` of a chat turn, daily summaries, hygiene, the
+//! snapshot round-trip, and each agent's memory apart.
 #![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
 
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use cairn_agent::chat::{ChatService, ChatSettings, ChatSink, Inbound, Reply};
 use cairn_agent::memory::{
-    HygieneSettings, MatchedBy, MemoryService, MemorySettings, RecallMode, SNAPSHOT_FILE, hydrate,
-    run_hygiene,
+    HygieneSettings, MatchedBy, MemoryService, MemorySettings, RecallMode, SNAPSHOT_FILE,
+    export_snapshot, hydrate, run_hygiene,
 };
 use cairn_agent::prompt::RuntimeInfo;
 use cairn_agent::session::SessionManager;
@@ -18,7 +18,7 @@ use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolRegistry,
 use cairn_core::clock::{Clock, FixedClock};
 use cairn_llm::testing::{FakeEmbeddingsServer, FakeLlmServer, Scripted};
 use cairn_llm::{EmbeddingsClient, build_provider};
-use cairn_store::{MemoryCategory, Store};
+use cairn_store::{MAIN_AGENT, MemoryCategory, Store};
 use chrono::{TimeZone, Utc};
 
 struct Fx {
@@ -202,7 +202,14 @@ async fn embeddings_are_cached_by_content_hash() {
         .unwrap();
     assert_eq!((stored, seen), (1, vec![(1, 1)]));
     assert_eq!(embed.texts_embedded(), 1);
-    assert_eq!(fx.store.memory_stats("ada").await.unwrap().embedded, 1);
+    assert_eq!(
+        fx.store
+            .memory_stats("ada", MAIN_AGENT)
+            .await
+            .unwrap()
+            .embedded,
+        1
+    );
 }
 
 struct Quiet;
@@ -307,7 +314,7 @@ async fn a_turn_gets_the_memory_context_of_a_relevant_memory_only() {
     // Auto-save kept both of the person's messages.
     let saved = fx
         .store
-        .list_memories("ada", Some(MemoryCategory::Conversation), 10)
+        .list_memories("ada", MAIN_AGENT, Some(MemoryCategory::Conversation), 10)
         .await
         .unwrap();
     assert_eq!(saved.len(), 2);
@@ -350,6 +357,7 @@ async fn hygiene_archives_purges_and_snapshots_then_a_fresh_store_hydrates() {
     let report = run_hygiene(
         &fx.store,
         "ada",
+        MAIN_AGENT,
         &settings,
         workspace.path(),
         day0 + chrono::Duration::days(8),
@@ -363,6 +371,7 @@ async fn hygiene_archives_purges_and_snapshots_then_a_fresh_store_hydrates() {
     let report = run_hygiene(
         &fx.store,
         "ada",
+        MAIN_AGENT,
         &settings,
         workspace.path(),
         day0 + chrono::Duration::days(31),
@@ -379,7 +388,7 @@ async fn hygiene_archives_purges_and_snapshots_then_a_fresh_store_hydrates() {
         let s = s.clone();
         async move {
             let mut docs: Vec<(Option<String>, String)> = s
-                .list_memories("ada", None, 100)
+                .list_memories("ada", MAIN_AGENT, None, 100)
                 .await
                 .unwrap()
                 .into_iter()
@@ -398,17 +407,29 @@ async fn hygiene_archives_purges_and_snapshots_then_a_fresh_store_hydrates() {
     // A new, empty store hydrates the same core memories from the snapshot.
     let fresh = self::fx().await;
     assert_eq!(
-        hydrate(&fresh.store, "ada", workspace.path(), fresh.clock.now())
-            .await
-            .unwrap(),
+        hydrate(
+            &fresh.store,
+            "ada",
+            MAIN_AGENT,
+            workspace.path(),
+            fresh.clock.now()
+        )
+        .await
+        .unwrap(),
         2
     );
     assert_eq!(core(&fresh.store).await, before);
     // Only an empty store is hydrated.
     assert_eq!(
-        hydrate(&fresh.store, "ada", workspace.path(), fresh.clock.now())
-            .await
-            .unwrap(),
+        hydrate(
+            &fresh.store,
+            "ada",
+            MAIN_AGENT,
+            workspace.path(),
+            fresh.clock.now()
+        )
+        .await
+        .unwrap(),
         0
     );
     assert_eq!(core(&fresh.store).await.len(), 2);
@@ -418,7 +439,7 @@ async fn hygiene_archives_purges_and_snapshots_then_a_fresh_store_hydrates() {
         enabled: false,
         ..HygieneSettings::default()
     };
-    let report = run_hygiene(&fx.store, "ada", &off, workspace.path(), day0)
+    let report = run_hygiene(&fx.store, "ada", MAIN_AGENT, &off, workspace.path(), day0)
         .await
         .unwrap();
     assert!(!report.ran);
@@ -519,7 +540,7 @@ async fn the_compactors_daily_summary_becomes_a_daily_memory() {
     assert!(result.summary_written);
     let daily = fx
         .store
-        .list_memories("ada", Some(MemoryCategory::Daily), 10)
+        .list_memories("ada", MAIN_AGENT, Some(MemoryCategory::Daily), 10)
         .await
         .unwrap();
     assert_eq!(daily.len(), 1);
@@ -528,4 +549,123 @@ async fn the_compactors_daily_summary_becomes_a_daily_memory() {
     assert!(daily[0].content.contains("waters the tomatoes"));
     let recall = memory.recall("tomatoes", 5).await.unwrap();
     assert_eq!(recall.hits[0].doc.id, daily[0].id);
+}
+
+/// Two agents over one store: each recalls its own memories, by words and
+/// by meaning, and the ones any agent shared; never the other's private ones.
+#[tokio::test]
+async fn each_agent_recalls_its_own_memories_and_the_shared_ones() {
+    let fx = fx().await;
+    let embed = FakeEmbeddingsServer::start().await.unwrap();
+    let main = service(
+        &fx,
+        MemorySettings {
+            min_relevance: 0.0,
+            ..MemorySettings::default()
+        },
+    )
+    .with_embeddings(EmbeddingsClient::new(&embed.settings(None)).unwrap());
+    let family = main.for_agent("family");
+    assert_eq!((main.agent(), family.agent()), (MAIN_AGENT, "family"));
+
+    let words = family
+        .store_memory(
+            None,
+            "Dentist appointment on Friday",
+            MemoryCategory::Core,
+            "t",
+        )
+        .await
+        .unwrap();
+    // Near "dentist appointment" by meaning only (the fake's four-letter stem).
+    let meaning = family
+        .store_memory(
+            None,
+            "The dentists of Lyon are expensive",
+            MemoryCategory::Core,
+            "t",
+        )
+        .await
+        .unwrap();
+    family.flush().await;
+    assert_eq!((words.agent.as_str(), words.shared), ("family", false));
+
+    let recall = main.recall("dentist appointment", 10).await.unwrap();
+    assert_eq!(recall.mode, RecallMode::Hybrid);
+    assert!(recall.hits.is_empty(), "{recall:#?}");
+    // Right after main's recall, with no write between: family's vectors
+    // are its own, not main's kept ones.
+    let mut theirs: Vec<_> = family
+        .recall("dentist appointment", 10)
+        .await
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| (h.doc.id, h.matched_by))
+        .collect();
+    theirs.sort_by_key(|h| h.0);
+    let mut expected = vec![(words.id, MatchedBy::Both), (meaning.id, MatchedBy::Vector)];
+    expected.sort_by_key(|h| h.0);
+    assert_eq!(theirs, expected);
+
+    let shared = family
+        .store_memory_shared(
+            Some("dentist"),
+            "Dentist on call: Dr Weiss",
+            MemoryCategory::Core,
+            "t",
+            true,
+        )
+        .await
+        .unwrap();
+    family.flush().await;
+    let recall = main.recall("dentist appointment", 10).await.unwrap();
+    assert_eq!(
+        recall.hits.iter().map(|h| h.doc.id).collect::<Vec<_>>(),
+        vec![shared.id],
+        "{recall:#?}"
+    );
+    assert_eq!(main.list(None, 10).await.unwrap().len(), 1);
+    assert_eq!(main.stats().await.unwrap().total, 1);
+
+    // Still family's: main can neither forget it nor replace its key.
+    assert!(!main.forget(shared.id).await.unwrap());
+    assert!(!main.forget_key("dentist").await.unwrap());
+    let ours = main
+        .store_memory(
+            Some("dentist"),
+            "Main's dentist: Dr Roux",
+            MemoryCategory::Core,
+            "t",
+        )
+        .await
+        .unwrap();
+    assert_ne!(ours.id, shared.id);
+    assert_eq!(
+        fx.store
+            .get_memory(shared.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .content,
+        "Dentist on call: Dr Weiss"
+    );
+
+    // Each snapshot holds its own agent's core memories only.
+    let now = fx.clock.now();
+    let snap = export_snapshot(&fx.store, "ada", MAIN_AGENT, now)
+        .await
+        .unwrap();
+    assert!(
+        snap.contains("Dr Roux") && !snap.contains("Dr Weiss"),
+        "{snap}"
+    );
+    let snap = export_snapshot(&fx.store, "ada", "family", now)
+        .await
+        .unwrap();
+    assert!(
+        snap.contains("Dr Weiss") && !snap.contains("Dr Roux"),
+        "{snap}"
+    );
+    assert!(family.forget(shared.id).await.unwrap());
 }

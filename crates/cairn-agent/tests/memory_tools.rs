@@ -15,7 +15,7 @@ use cairn_agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use cairn_core::clock::FixedClock;
 use cairn_llm::EmbeddingsClient;
 use cairn_llm::testing::FakeEmbeddingsServer;
-use cairn_store::{MemoryCategory, Store};
+use cairn_store::{MAIN_AGENT, MemoryCategory, Store};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use support::{call, decode};
@@ -85,7 +85,7 @@ impl Fx {
     /// How many memories ada has.
     async fn stored(&self) -> usize {
         self.store
-            .list_memories("ada", None, 100)
+            .list_memories("ada", MAIN_AGENT, None, 100)
             .await
             .unwrap()
             .len()
@@ -295,4 +295,85 @@ async fn with_embeddings_recall_is_hybrid_and_says_how_each_hit_matched() {
     );
     assert_eq!(ids_in(&recall).len(), 1, "the limit holds: {recall}");
     assert_eq!(embed.texts_embedded(), 3, "two documents and the query");
+}
+
+/// The acceptance: what `family` stores is not found by `main`'s
+/// `memory_recall`; what it stores with `shared` is, and stays family's.
+#[tokio::test]
+async fn memory_stored_by_family_is_recalled_by_main_only_when_shared() {
+    let main = fx(AutonomyLevel::Full, None).await;
+    let family_memory = Arc::new(main.memory.for_agent("family"));
+    let mut registry = ToolRegistry::new();
+    for tool in memory_tools(Arc::clone(&family_memory)) {
+        registry.register(tool).unwrap();
+    }
+    let policy = PolicyGate::new(&ToolPolicyConfig {
+        autonomy: AutonomyLevel::Full,
+        ..ToolPolicyConfig::default()
+    });
+    let family = Fx {
+        store: main.store.clone(),
+        memory: family_memory,
+        runner: ToolRunner::new(Arc::new(registry), Arc::new(policy)),
+        _db: tempfile::tempdir().unwrap(),
+    };
+
+    let out = family
+        .ok(
+            "memory_store",
+            json!({"content": "Grandma's birthday is 3 May", "key": "grandma"}),
+        )
+        .await;
+    assert!(!out.contains("shared"), "{out}");
+    let recall = main
+        .ok("memory_recall", json!({"query": "grandma birthday"}))
+        .await;
+    assert!(
+        recall.ends_with("\nNothing relevant remembered."),
+        "{recall}"
+    );
+    assert!(
+        family
+            .ok("memory_recall", json!({"query": "grandma birthday"}))
+            .await
+            .contains("3 May")
+    );
+
+    let out = family
+        .ok(
+            "memory_store",
+            json!({"content": "The wifi password is hunter2", "key": "wifi", "shared": true}),
+        )
+        .await;
+    assert!(out.ends_with(", shared with every agent)."), "{out}");
+    let recall = main
+        .ok("memory_recall", json!({"query": "wifi password"}))
+        .await;
+    assert!(recall.contains("hunter2"), "{recall}");
+    assert!(recall.contains("shared by agent family"), "{recall}");
+    assert!(!recall.contains("3 May"), "{recall}");
+
+    // Family's to forget, not main's.
+    let out = main
+        .run("memory_forget", json!({"key": "wifi"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.success, out.content.as_str()),
+        (false, "No such memory.")
+    );
+    family.ok("memory_forget", json!({"key": "wifi"})).await;
+    let recall = main
+        .ok("memory_recall", json!({"query": "wifi password"}))
+        .await;
+    assert!(!recall.contains("hunter2"), "{recall}");
+
+    // A `shared` that is not a boolean is refused.
+    let err = family
+        .run("memory_store", json!({"content": "x", "shared": "yes"}))
+        .await;
+    assert!(
+        matches!(err, Err(ToolError::InvalidArguments(_))),
+        "{err:?}"
+    );
 }

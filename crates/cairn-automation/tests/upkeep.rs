@@ -45,10 +45,12 @@ async fn self_repair_and_memory_hygiene_run_as_routines_and_say_what_they_did() 
             .store_memory(
                 &NewMemory {
                     user_id: "ada".into(),
+                    agent: cairn_store::MAIN_AGENT.into(),
                     key: None,
                     content: content.into(),
                     category,
                     source: "test".into(),
+                    shared: false,
                 },
                 clock.now(),
             )

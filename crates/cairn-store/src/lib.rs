@@ -57,7 +57,9 @@ pub use finish::{AutoPause, FinishRun, Finished};
 pub use gateway::{ApiToken, NewApiToken, PairOutcome, PairingState};
 pub use idempotency::IdempotencyClaim;
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
-pub use memory::{KeywordHit, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash};
+pub use memory::{
+    KeywordHit, MAIN_AGENT, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash,
+};
 pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, ChannelDeliveries, NotificationFilter};
 pub use pause::paused_reason;

@@ -160,6 +160,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0023_channel_deliveries.sql"),
         postgres: include_str!("../migrations/0023_channel_deliveries.sql"),
     },
+    Migration {
+        version: 24,
+        name: "memory_agents",
+        sqlite: include_str!("../migrations/0024_memory_agents.sql"),
+        postgres: include_str!("../migrations/0024_memory_agents.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -78,6 +78,8 @@ mod tests {
             doc: MemoryDoc {
                 id: uuid::Uuid::now_v7(),
                 user_id: "u".into(),
+                agent: cairn_store::MAIN_AGENT.into(),
+                shared: false,
                 key: key.map(str::to_string),
                 content: content.into(),
                 category: MemoryCategory::Core,

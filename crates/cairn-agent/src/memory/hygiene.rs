@@ -56,11 +56,13 @@ pub struct HygieneReport {
     pub snapshot: Option<PathBuf>,
 }
 
-/// One hygiene pass over `user_id`'s memories as of `now`; the snapshot
-/// goes to `workspace/MEMORY_SNAPSHOT.md`.
+/// One hygiene pass over the memories of `user_id` that `agent` owns (the
+/// shared ones of other agents are theirs to clean) as of `now`; the
+/// snapshot goes to the agent's `workspace/MEMORY_SNAPSHOT.md`.
 pub async fn run_hygiene(
     store: &Store,
     user_id: &str,
+    agent: &str,
     settings: &HygieneSettings,
     workspace: &Path,
     now: DateTime<Utc>,
@@ -72,6 +74,7 @@ pub async fn run_hygiene(
     let archived = store
         .archive_memories_older_than(
             user_id,
+            agent,
             &[MemoryCategory::Daily],
             days(settings.archive_after_days),
         )
@@ -79,6 +82,7 @@ pub async fn run_hygiene(
     let purged = store
         .purge_memories_older_than(
             user_id,
+            agent,
             MemoryCategory::Archived,
             days(settings.purge_after_days),
         )
@@ -86,12 +90,13 @@ pub async fn run_hygiene(
     let purged_conversation = store
         .purge_memories_older_than(
             user_id,
+            agent,
             MemoryCategory::Conversation,
             days(settings.conversation_retention_days),
         )
         .await?;
     let snapshot = if settings.snapshot {
-        Some(write_snapshot(store, user_id, workspace, now).await?)
+        Some(write_snapshot(store, user_id, agent, workspace, now).await?)
     } else {
         None
     };
@@ -102,6 +107,6 @@ pub async fn run_hygiene(
         purged_conversation,
         snapshot,
     };
-    tracing::info!(?report, "memory hygiene");
+    tracing::info!(agent, ?report, "memory hygiene");
     Ok(report)
 }

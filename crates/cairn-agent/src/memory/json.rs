@@ -10,6 +10,8 @@ use super::RecallHit;
 pub fn doc_json(doc: &MemoryDoc) -> Value {
     json!({
         "id": doc.id,
+        "agent": doc.agent,
+        "shared": doc.shared,
         "key": doc.key,
         "content": doc.content,
         "category": doc.category.as_str(),

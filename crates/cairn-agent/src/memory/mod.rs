@@ -13,6 +13,11 @@
 //! - [`hygiene`]: [`run_hygiene`] archives and purges on schedule (core never).
 //! - [`snapshot`]: `MEMORY_SNAPSHOT.md` export, parsing and cold-boot hydration.
 //! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`.
+//! - `rank`: cosine similarity and the merge of keyword and vector hits.
+//!
+//! A service serves one agent ([`MemoryService::for_agent`]; `main` by
+//! default): it recalls that agent's documents and the ones any agent
+//! shared, stores documents as that agent's, and forgets only its own.
 //!
 //! Cosine similarity runs in Rust over every stored vector of the person
 //! (vectors are unit length, so it is a dot product): fine for a personal
@@ -21,20 +26,24 @@
 pub mod context;
 pub mod hygiene;
 pub mod json;
+mod rank;
 pub mod snapshot;
 pub mod tools;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cairn_core::clock::Clock;
 use cairn_llm::EmbeddingsClient;
-use cairn_store::{KeywordHit, MemoryCategory, MemoryDoc, NewMemory, Store, StoreError};
+use cairn_store::{
+    MAIN_AGENT, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, Store, StoreError,
+};
 use serde::Serialize;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
 pub use hygiene::{HygieneReport, HygieneSettings, run_hygiene};
+use rank::{Candidate, merge};
+pub use rank::{normalized, top_similar};
 pub use snapshot::{SNAPSHOT_FILE, SnapshotEntry, export_snapshot, hydrate, parse_snapshot};
 
 /// How recall weighs and bounds its answers.
@@ -158,11 +167,13 @@ pub enum MemoryError {
 /// How many candidates each side of hybrid recall contributes before merging.
 const CANDIDATES: usize = 50;
 
-/// One person's memory: storing, embedding and recalling.
+/// One person's memory as one agent has it: storing, embedding and recalling.
 #[derive(Clone)]
 pub struct MemoryService {
     store: Store,
     user_id: String,
+    /// The agent served: whose documents are stored and recalled (with the shared ones).
+    agent: String,
     clock: Arc<dyn Clock>,
     settings: MemorySettings,
     embedder: Option<EmbeddingsClient>,
@@ -185,6 +196,7 @@ impl std::fmt::Debug for MemoryService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryService")
             .field("user_id", &self.user_id)
+            .field("agent", &self.agent)
             .field("settings", &self.settings)
             .field("embedder", &self.embedder)
             .finish_non_exhaustive()
@@ -192,7 +204,7 @@ impl std::fmt::Debug for MemoryService {
 }
 
 impl MemoryService {
-    /// Keyword-only memory for `user_id`.
+    /// Keyword-only memory for `user_id`, serving the `main` agent.
     pub fn new(
         store: Store,
         user_id: impl Into<String>,
@@ -202,6 +214,7 @@ impl MemoryService {
         Self {
             store,
             user_id: user_id.into(),
+            agent: MAIN_AGENT.to_string(),
             clock,
             settings,
             embedder: None,
@@ -215,6 +228,24 @@ impl MemoryService {
     pub fn with_embeddings(mut self, client: EmbeddingsClient) -> Self {
         self.embedder = Some(client);
         self
+    }
+
+    /// The same memory (store, person, settings, embeddings client) serving
+    /// `agent`: cheap, one per agent. Its background embeddings and its
+    /// cached vectors are its own, since what an agent may recall differs.
+    #[must_use]
+    pub fn for_agent(&self, agent: &str) -> MemoryService {
+        MemoryService {
+            agent: agent.to_string(),
+            pending: Arc::new(Mutex::new(JoinSet::new())),
+            vectors: Arc::new(tokio::sync::Mutex::new(None)),
+            ..self.clone()
+        }
+    }
+
+    /// The agent served.
+    pub fn agent(&self) -> &str {
+        &self.agent
     }
 
     /// The store.
@@ -242,7 +273,8 @@ impl MemoryService {
         &self.clock
     }
 
-    /// Stores a document and starts computing its embedding in the background.
+    /// Stores a document of this agent's, seen by it alone, and starts
+    /// computing its embedding in the background.
     pub async fn store_memory(
         &self,
         key: Option<&str>,
@@ -250,15 +282,32 @@ impl MemoryService {
         category: MemoryCategory,
         source: &str,
     ) -> Result<MemoryDoc, MemoryError> {
+        self.store_memory_shared(key, content, category, source, false)
+            .await
+    }
+
+    /// Stores a document of this agent's; `shared` makes it visible to
+    /// every agent (it stays this agent's to replace or forget). Storing
+    /// a key again sets `shared` again: left out, the document is private.
+    pub async fn store_memory_shared(
+        &self,
+        key: Option<&str>,
+        content: &str,
+        category: MemoryCategory,
+        source: &str,
+        shared: bool,
+    ) -> Result<MemoryDoc, MemoryError> {
         let doc = self
             .store
             .store_memory(
                 &NewMemory {
                     user_id: self.user_id.clone(),
+                    agent: self.agent.clone(),
                     key: key.map(str::to_string),
                     content: content.to_string(),
                     category,
                     source: source.to_string(),
+                    shared,
                 },
                 self.clock.now(),
             )
@@ -328,7 +377,8 @@ impl MemoryService {
             .await?)
     }
 
-    /// Recomputes every document's embedding (after a model change),
+    /// Recomputes the embedding of every document of this agent's (after a
+    /// model change; shared ones of other agents are theirs to reindex),
     /// calling `progress(done, total)` after each. Returns how many were stored.
     pub async fn reindex(
         &self,
@@ -337,10 +387,13 @@ impl MemoryService {
         if self.embedder.is_none() {
             return Ok(0);
         }
-        let docs = self
+        let docs: Vec<MemoryDoc> = self
             .store
-            .list_memories(&self.user_id, None, u32::MAX)
-            .await?;
+            .list_memories(&self.user_id, &self.agent, None, u32::MAX)
+            .await?
+            .into_iter()
+            .filter(|d| d.agent == self.agent)
+            .collect();
         let mut stored = 0;
         for (i, doc) in docs.iter().enumerate() {
             if self.embed_doc(doc).await? {
@@ -351,12 +404,14 @@ impl MemoryService {
         Ok(stored)
     }
 
-    /// Recalls up to `limit` documents relevant to `query`, best first.
+    /// Recalls up to `limit` documents relevant to `query`, best first:
+    /// this agent's and the shared ones.
     pub async fn recall(&self, query: &str, limit: usize) -> Result<Recall, MemoryError> {
         let keyword = self
             .store
             .search_memories(
                 &self.user_id,
+                &self.agent,
                 query,
                 u32::try_from(limit.max(CANDIDATES)).unwrap_or(u32::MAX),
             )
@@ -470,7 +525,11 @@ impl MemoryService {
         // Watching before the read: a change committed meanwhile makes the
         // next recall read again.
         let changes = self.store.watch(cairn_store::Topic::Memory);
-        let vectors = Arc::new(self.store.memory_vectors(&self.user_id, model).await?);
+        let vectors = Arc::new(
+            self.store
+                .memory_vectors(&self.user_id, &self.agent, model)
+                .await?,
+        );
         *cached = Some(CachedVectors {
             changes,
             model: model.to_string(),
@@ -479,19 +538,43 @@ impl MemoryService {
         Ok(vectors)
     }
 
-    /// Deletes one of this person's documents by id; returns whether it
-    /// existed. Another person's document is left alone and reported as
-    /// missing (ids are not secrets: recall shows them).
+    /// Deletes one of this agent's documents by id; returns whether it
+    /// existed. Another person's or agent's document (even a shared one) is
+    /// left alone and reported as missing (ids are not secrets: recall
+    /// shows them).
     pub async fn forget(&self, id: Uuid) -> Result<bool, MemoryError> {
         match self.store.get_memory(id).await? {
-            Some(doc) if doc.user_id == self.user_id => Ok(self.store.forget_memory(id).await?),
+            Some(doc) if doc.user_id == self.user_id && doc.agent == self.agent => {
+                Ok(self.store.forget_memory(id).await?)
+            }
             _ => Ok(false),
         }
     }
 
-    /// Deletes a document by key.
+    /// Deletes one of this agent's documents by key.
     pub async fn forget_key(&self, key: &str) -> Result<bool, MemoryError> {
-        Ok(self.store.forget_memory_by_key(&self.user_id, key).await?)
+        Ok(self
+            .store
+            .forget_memory_by_key(&self.user_id, &self.agent, key)
+            .await?)
+    }
+
+    /// The documents this agent sees (its own and the shared ones), most
+    /// recently updated first, optionally of one category, at most `limit`.
+    pub async fn list(
+        &self,
+        category: Option<MemoryCategory>,
+        limit: u32,
+    ) -> Result<Vec<MemoryDoc>, MemoryError> {
+        Ok(self
+            .store
+            .list_memories(&self.user_id, &self.agent, category, limit)
+            .await?)
+    }
+
+    /// Counts over the documents this agent sees.
+    pub async fn stats(&self) -> Result<MemoryStats, MemoryError> {
+        Ok(self.store.memory_stats(&self.user_id, &self.agent).await?)
     }
 
     /// Saves the person's message as a `conversation` memory when auto-save is on.
@@ -516,115 +599,10 @@ impl MemoryService {
     }
 }
 
-/// A document on its way to being a hit: what each side said of it.
-struct Candidate {
-    id: Uuid,
-    /// Known when the keyword side found it; vector-only ones are read after ranking.
-    doc: Option<MemoryDoc>,
-    keyword: Option<f64>,
-    vector: Option<f64>,
-    score: f64,
-}
-
 /// What a document's embedding is computed from: its key (a title) and content.
 fn embedding_text(doc: &MemoryDoc) -> String {
     match &doc.key {
         Some(key) => format!("{key}: {}", doc.content),
         None => doc.content.clone(),
-    }
-}
-
-/// `v` scaled to unit length (a zero vector stays zero).
-pub fn normalized(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-    v
-}
-
-/// The `k` stored vectors most similar to `query` (unit vectors: the dot
-/// product is the cosine), with positive similarity, best first.
-pub fn top_similar(query: &[f32], stored: &[(Uuid, Vec<f32>)], k: usize) -> Vec<(Uuid, f64)> {
-    let mut scores: Vec<(Uuid, f64)> = stored
-        .iter()
-        .filter(|(_, v)| v.len() == query.len())
-        .map(|(id, v)| {
-            let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
-            (*id, f64::from(dot))
-        })
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    // Partition first: only the k best need sorting, not every document.
-    if scores.len() > k && k > 0 {
-        scores.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
-        scores.truncate(k);
-    }
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1));
-    scores.truncate(k);
-    scores
-}
-
-/// The keyword and vector hits, one candidate per document, unscored.
-fn merge(keyword: Vec<KeywordHit>, vectors: Vec<(Uuid, f64)>) -> HashMap<Uuid, Candidate> {
-    let mut merged: HashMap<Uuid, Candidate> = HashMap::new();
-    for hit in keyword {
-        merged.insert(
-            hit.doc.id,
-            Candidate {
-                id: hit.doc.id,
-                doc: Some(hit.doc),
-                keyword: Some(hit.score),
-                vector: None,
-                score: 0.0,
-            },
-        );
-    }
-    for (id, similarity) in vectors {
-        merged
-            .entry(id)
-            .or_insert(Candidate {
-                id,
-                doc: None,
-                keyword: None,
-                vector: None,
-                score: 0.0,
-            })
-            .vector = Some(similarity);
-    }
-    merged
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn top_similar_ranks_by_cosine_and_skips_other_sizes() {
-        let a = Uuid::from_u128(1);
-        let b = Uuid::from_u128(2);
-        let c = Uuid::from_u128(3);
-        let stored = vec![
-            (a, normalized(vec![1.0, 1.0])),
-            (b, vec![1.0, 0.0]),
-            (c, vec![1.0, 0.0, 0.0]),
-        ];
-        let top = top_similar(&[1.0, 0.0], &stored, 5);
-        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![b, a]);
-        assert!((top[1].1 - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
-        assert!(top_similar(&[-1.0, 0.0], &stored, 5).is_empty());
-        let many: Vec<(Uuid, Vec<f32>)> = (1..=100u8)
-            .map(|i| {
-                (
-                    Uuid::from_u128(u128::from(i)),
-                    normalized(vec![f32::from(i), 50.0]),
-                )
-            })
-            .collect();
-        let best: Vec<Uuid> = top_similar(&[1.0, 0.0], &many, 3)
-            .into_iter()
-            .map(|t| t.0)
-            .collect();
-        assert_eq!(best, [100u128, 99, 98].map(Uuid::from_u128));
     }
 }

@@ -30,15 +30,19 @@ pub struct SnapshotEntry {
     pub content: String,
 }
 
-/// The markdown of `user_id`'s core memories, oldest first (stable diffs).
+/// The markdown of the core memories of `user_id` that `agent` owns, oldest
+/// first (stable diffs). Other agents' shared memories are left to their
+/// own snapshots: hydrated here, they would become copies of this agent's.
 pub async fn export_snapshot(
     store: &Store,
     user_id: &str,
+    agent: &str,
     now: DateTime<Utc>,
 ) -> Result<String, MemoryError> {
     let mut docs = store
-        .list_memories(user_id, Some(MemoryCategory::Core), u32::MAX)
+        .list_memories(user_id, agent, Some(MemoryCategory::Core), u32::MAX)
         .await?;
+    docs.retain(|d| d.agent == agent);
     docs.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
     let mut out = format!(
         "# Memory snapshot\n\nCore memories exported by cairn at {}. Loaded back into an empty memory store at start-up.\n",
@@ -100,10 +104,11 @@ pub fn parse_snapshot(text: &str) -> Vec<SnapshotEntry> {
 pub async fn write_snapshot(
     store: &Store,
     user_id: &str,
+    agent: &str,
     workspace: &Path,
     now: DateTime<Utc>,
 ) -> Result<PathBuf, MemoryError> {
-    let text = export_snapshot(store, user_id, now).await?;
+    let text = export_snapshot(store, user_id, agent, now).await?;
     let path = workspace.join(SNAPSHOT_FILE);
     Tree::new(workspace)
         .run(move |tree| tree.write(Path::new(SNAPSHOT_FILE), text.as_bytes()))
@@ -115,16 +120,18 @@ pub async fn write_snapshot(
     Ok(path)
 }
 
-/// Cold-boot hydration: when `user_id` has no memories at all and
-/// `workspace/MEMORY_SNAPSHOT.md` exists, stores each of its entries as a
-/// core memory. Returns how many were loaded (0 when nothing was done).
+/// Cold-boot hydration: when `agent` owns no memories of `user_id` at all
+/// and its `workspace/MEMORY_SNAPSHOT.md` exists, stores each of its entries
+/// as a core memory of `agent`'s (private: the snapshot does not say what
+/// was shared). Returns how many were loaded (0 when nothing was done).
 pub async fn hydrate(
     store: &Store,
     user_id: &str,
+    agent: &str,
     workspace: &Path,
     now: DateTime<Utc>,
 ) -> Result<usize, MemoryError> {
-    if store.count_memories(user_id).await? > 0 {
+    if store.count_memories(user_id, agent).await? > 0 {
         return Ok(0);
     }
     let path = workspace.join(SNAPSHOT_FILE);
@@ -152,17 +159,19 @@ pub async fn hydrate(
             .store_memory(
                 &NewMemory {
                     user_id: user_id.to_string(),
+                    agent: agent.to_string(),
                     key: entry.key.clone(),
                     content: entry.content.clone(),
                     category: MemoryCategory::Core,
                     source: "snapshot".to_string(),
+                    shared: false,
                 },
                 now,
             )
             .await?;
     }
     if !entries.is_empty() {
-        tracing::info!(memories = entries.len(), path = %path.display(), "memory hydrated from the snapshot");
+        tracing::info!(agent, memories = entries.len(), path = %path.display(), "memory hydrated from the snapshot");
     }
     Ok(entries.len())
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::MemoryService;
 use crate::runner::Authorized;
-use crate::tools::args::{opt_str, opt_u64, req_str};
+use crate::tools::args::{opt_bool, opt_str, opt_u64, req_str};
 use crate::tools::{
     CallOutcome, Family, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, members,
     schema,
@@ -34,12 +34,13 @@ pub fn memory_tools(memory: Arc<MemoryService>) -> Vec<Arc<dyn Tool>> {
     members(&Arc::new(Memory(memory)), MEMORY_FAMILY, [
         (
             Op::Store,
-            ToolSpec::new("memory_store", RiskLevel::Write, "Remember something about the person for later conversations. Use a short `key` for facts that may change (storing the same key again replaces the old content). Category: core (lasting facts, the default), daily, conversation or custom.")
+            ToolSpec::new("memory_store", RiskLevel::Write, "Remember something about the person for later conversations. Use a short `key` for facts that may change (storing the same key again replaces the old content). Category: core (lasting facts, the default), daily, conversation or custom. What you store is yours alone; set `shared` to true only for what every agent of this person should know.")
                 .params(schema::closed(
                     json!({
                         "content": {"type": "string", "description": "what to remember"},
                         "key": {"type": "string", "description": "a short stable name, e.g. \"coffee preference\""},
-                        "category": {"type": "string", "enum": ["core", "daily", "conversation", "custom"]}
+                        "category": {"type": "string", "enum": ["core", "daily", "conversation", "custom"]},
+                        "shared": {"type": "boolean", "description": "visible to every agent, not only you (default false; storing a key again without it makes it private)"}
                     }),
                     &["content"],
                 ))
@@ -61,7 +62,7 @@ pub fn memory_tools(memory: Arc<MemoryService>) -> Vec<Arc<dyn Tool>> {
         ),
         (
             Op::Forget,
-            ToolSpec::new("memory_forget", RiskLevel::Write, "Forget a memory, by its `id` (from memory_recall) or its `key`.")
+            ToolSpec::new("memory_forget", RiskLevel::Write, "Forget one of your memories, by its `id` (from memory_recall) or its `key`. A memory another agent shared is theirs to forget.")
                 .params(schema::closed(
                     json!({"id": {"type": "string"}, "key": {"type": "string"}}),
                     &[],
@@ -109,18 +110,24 @@ impl Memory {
                 Some(c) => c,
             },
         };
+        let shared = opt_bool(args, "shared")?.unwrap_or(false);
         let doc = self
             .0
-            .store_memory(key, content, category, "tool")
+            .store_memory_shared(key, content, category, "tool", shared)
             .await
             .map_err(failed)?;
         Ok(ToolOutput::ok(format!(
-            "Remembered ({}, id {}{}).",
+            "Remembered ({}, id {}{}{}).",
             doc.category,
             doc.id,
             doc.key
                 .map(|k| format!(", key \"{k}\""))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if doc.shared {
+                ", shared with every agent"
+            } else {
+                ""
+            }
         )))
     }
 
@@ -137,8 +144,16 @@ impl Memory {
             text.push_str("\nNothing relevant remembered.");
         }
         for hit in &recall.hits {
+            // Another agent's memory cannot be forgotten from here: say whose it is.
+            let whose = if hit.doc.agent != self.0.agent() {
+                format!(", shared by agent {}", hit.doc.agent)
+            } else if hit.doc.shared {
+                ", shared".to_string()
+            } else {
+                String::new()
+            };
             text.push_str(&format!(
-                "\n- [{:.2} {}] {}{} (id {}, {})",
+                "\n- [{:.2} {}] {}{} (id {}, {}{whose})",
                 hit.score,
                 hit.matched_by.as_str(),
                 hit.doc

@@ -139,6 +139,8 @@ impl SystemTask for MemoryHygiene {
         match run_hygiene(
             &self.store,
             &self.user_id,
+            // The main agent's memories, in the main workspace; other agents' are not cleaned yet.
+            cairn_store::MAIN_AGENT,
             &self.settings,
             &self.workspace,
             self.clock.now(),

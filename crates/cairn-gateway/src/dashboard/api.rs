@@ -127,10 +127,10 @@ pub async fn memory_search(
             })))
         }
         None => {
-            let docs = state
-                .store()
-                .list_memories(memory.user_id(), None, u32::try_from(limit).unwrap_or(100))
-                .await?;
+            let docs = memory
+                .list(None, u32::try_from(limit).unwrap_or(100))
+                .await
+                .map_err(|e| failed(&e))?;
             Ok(Json(json!({
                 "mode": "list",
                 "note": null,

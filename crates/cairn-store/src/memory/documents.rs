@@ -13,9 +13,11 @@ use crate::{Store, StoreError};
 
 #[cairn_store_macros::on_store_runtime]
 impl Store {
-    /// Stores a document. With a key already used by this person, that
-    /// document takes the new content, category and source (its embedding
-    /// is dropped when the content changed) and is returned.
+    /// Stores a document for `memory.agent`. With a key that agent already
+    /// uses for this person, that document takes the new content, category,
+    /// source and `shared` (its embedding is dropped when the content
+    /// changed) and is returned. Another agent's document under the same
+    /// key, shared or not, is left alone: keys are the agent's own.
     pub async fn store_memory(
         &self,
         memory: &NewMemory,
@@ -26,9 +28,11 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let existing = match &memory.key {
             Some(key) => sqlx::query(
-                "SELECT id, content_hash FROM memory_docs WHERE user_id = $1 AND doc_key = $2",
+                "SELECT id, content_hash FROM memory_docs
+                     WHERE user_id = $1 AND agent = $2 AND doc_key = $3",
             )
             .bind(&memory.user_id)
+            .bind(&memory.agent)
             .bind(key)
             .fetch_optional(&mut *tx)
             .await?
@@ -46,7 +50,8 @@ impl Store {
                     "UPDATE memory_docs SET content = $1, search_text = $2, category = $3, source = $4,
                              content_hash = $5, updated_at = $6,
                              embedding = CASE WHEN $7 = 1 THEN embedding ELSE NULL END,
-                             embedding_model = CASE WHEN $7 = 1 THEN embedding_model ELSE NULL END
+                             embedding_model = CASE WHEN $7 = 1 THEN embedding_model ELSE NULL END,
+                             shared = $9
                          WHERE id = $8",
                 )
                 .bind(&memory.content)
@@ -57,6 +62,7 @@ impl Store {
                 .bind(micros(now))
                 .bind(i64::from(same))
                 .bind(id.to_string())
+                .bind(i64::from(memory.shared))
                 .execute(&mut *tx)
                 .await?;
                 id
@@ -65,8 +71,8 @@ impl Store {
                 let id = Uuid::now_v7();
                 sqlx::query(
                     "INSERT INTO memory_docs (id, user_id, doc_key, content, search_text, category, source,
-                             content_hash, created_at, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+                             content_hash, created_at, updated_at, agent, shared)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)",
                 )
                 .bind(id.to_string())
                 .bind(&memory.user_id)
@@ -77,6 +83,8 @@ impl Store {
                 .bind(&memory.source)
                 .bind(&hash)
                 .bind(micros(now))
+                .bind(&memory.agent)
+                .bind(i64::from(memory.shared))
                 .execute(&mut *tx)
                 .await?;
                 id
@@ -106,18 +114,24 @@ impl Store {
         .transpose()
     }
 
-    /// A person's document by key.
+    /// A person's document by key, as `agent` sees it: its own under that
+    /// key, else the oldest shared one of another agent.
     pub async fn get_memory_by_key(
         &self,
         user_id: &str,
+        agent: &str,
         key: &str,
     ) -> Result<Option<MemoryDoc>, StoreError> {
         sqlx::query(concat!(
             "SELECT ",
             doc_columns!(),
-            " FROM memory_docs d WHERE d.user_id = $1 AND d.doc_key = $2"
+            " FROM memory_docs d
+                 WHERE d.user_id = $1 AND d.doc_key = $3 AND (d.agent = $2 OR d.shared = 1)
+                 ORDER BY CASE WHEN d.agent = $2 THEN 0 ELSE 1 END, d.created_at, d.id
+                 LIMIT 1"
         ))
         .bind(user_id)
+        .bind(agent)
         .bind(key)
         .fetch_optional(self.pool())
         .await?
@@ -169,22 +183,33 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Deletes a person's document by key; returns whether it existed.
-    pub async fn forget_memory_by_key(&self, user_id: &str, key: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM memory_docs WHERE user_id = $1 AND doc_key = $2")
-            .bind(user_id)
-            .bind(key)
-            .execute(self.pool())
-            .await?;
+    /// Deletes `agent`'s own document by key (never another agent's, shared
+    /// or not); returns whether it existed.
+    pub async fn forget_memory_by_key(
+        &self,
+        user_id: &str,
+        agent: &str,
+        key: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM memory_docs WHERE user_id = $1 AND agent = $2 AND doc_key = $3",
+        )
+        .bind(user_id)
+        .bind(agent)
+        .bind(key)
+        .execute(self.pool())
+        .await?;
         bump_if(self, done.rows_affected()).await?;
         Ok(done.rows_affected() > 0)
     }
 
-    /// A person's documents, most recently updated first, optionally of one
-    /// category, at most `limit`.
+    /// The documents `agent` sees of a person (its own and the shared
+    /// ones), most recently updated first, optionally of one category, at
+    /// most `limit`.
     pub async fn list_memories(
         &self,
         user_id: &str,
+        agent: &str,
         category: Option<MemoryCategory>,
         limit: u32,
     ) -> Result<Vec<MemoryDoc>, StoreError> {
@@ -192,33 +217,45 @@ impl Store {
             "SELECT ",
             doc_columns!(),
             " FROM memory_docs d
-                 WHERE d.user_id = $1 AND ($2 = '' OR d.category = $2)
+                 WHERE d.user_id = $1 AND (d.agent = $4 OR d.shared = 1)
+                   AND ($2 = '' OR d.category = $2)
                  ORDER BY d.updated_at DESC, d.id DESC LIMIT $3"
         ))
         .bind(user_id)
         .bind(category.map(MemoryCategory::as_str).unwrap_or(""))
         .bind(i64::from(limit))
+        .bind(agent)
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(doc_of).collect()
     }
 
-    /// How many documents a person has (all categories).
-    pub async fn count_memories(&self, user_id: &str) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM memory_docs WHERE user_id = $1")
-            .bind(user_id)
-            .fetch_one(self.pool())
-            .await?;
+    /// How many documents of a person `agent` owns (all categories; the
+    /// shared ones of other agents not counted).
+    pub async fn count_memories(&self, user_id: &str, agent: &str) -> Result<u64, StoreError> {
+        let row =
+            sqlx::query("SELECT COUNT(*) AS n FROM memory_docs WHERE user_id = $1 AND agent = $2")
+                .bind(user_id)
+                .bind(agent)
+                .fetch_one(self.pool())
+                .await?;
         Cols(&row).uint("n")
     }
 
-    /// Counts by category and of embedded documents.
-    pub async fn memory_stats(&self, user_id: &str) -> Result<MemoryStats, StoreError> {
+    /// Counts by category and of embedded documents, over what `agent`
+    /// sees (its own and the shared ones).
+    pub async fn memory_stats(
+        &self,
+        user_id: &str,
+        agent: &str,
+    ) -> Result<MemoryStats, StoreError> {
         let rows = sqlx::query(
             "SELECT category, COUNT(*) AS n, COUNT(embedding) AS embedded
-                 FROM memory_docs WHERE user_id = $1 GROUP BY category",
+                 FROM memory_docs WHERE user_id = $1 AND (agent = $2 OR shared = 1)
+                 GROUP BY category",
         )
         .bind(user_id)
+        .bind(agent)
         .fetch_all(self.pool())
         .await?;
         let mut stats = MemoryStats::default();

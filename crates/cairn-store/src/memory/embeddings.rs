@@ -53,20 +53,23 @@ impl Store {
         .transpose()
     }
 
-    /// Every recallable (not archived) document's embedding from `model`:
-    /// what vector recall compares a query with.
+    /// The embedding from `model` of every recallable (not archived)
+    /// document `agent` sees (its own and the shared ones): what vector
+    /// recall compares a query with.
     pub async fn memory_vectors(
         &self,
         user_id: &str,
+        agent: &str,
         model: &str,
     ) -> Result<Vec<(Uuid, Vec<f32>)>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, embedding FROM memory_docs
                  WHERE user_id = $1 AND embedding_model = $2 AND embedding IS NOT NULL
-                   AND category <> 'archived'",
+                   AND category <> 'archived' AND (agent = $3 OR shared = 1)",
         )
         .bind(user_id)
         .bind(model)
+        .bind(agent)
         .fetch_all(self.pool())
         .await?;
         let mut out = Vec::with_capacity(rows.len());

@@ -8,12 +8,13 @@ use crate::{Store, StoreError};
 
 #[cairn_store_macros::on_store_runtime]
 impl Store {
-    /// Hygiene: moves a person's documents of `categories` last updated
+    /// Hygiene: moves `agent`'s own documents (of a person) of `categories` last updated
     /// before `cutoff` to `archived`. Core documents are never archived,
     /// whatever is asked. Returns how many moved.
     pub async fn archive_memories_older_than(
         &self,
         user_id: &str,
+        agent: &str,
         categories: &[MemoryCategory],
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
@@ -24,11 +25,12 @@ impl Store {
         {
             let done = sqlx::query(
                 "UPDATE memory_docs SET category = 'archived'
-                     WHERE user_id = $1 AND category = $2 AND updated_at < $3",
+                     WHERE user_id = $1 AND category = $2 AND updated_at < $3 AND agent = $4",
             )
             .bind(user_id)
             .bind(category.as_str())
             .bind(micros(cutoff))
+            .bind(agent)
             .execute(self.pool())
             .await?;
             moved += done.rows_affected();
@@ -37,12 +39,13 @@ impl Store {
         Ok(moved)
     }
 
-    /// Hygiene: deletes a person's documents of `category` last updated
+    /// Hygiene: deletes `agent`'s own documents (of a person) of `category` last updated
     /// before `cutoff`. Core documents are never purged: asking for them
     /// deletes nothing. Returns how many went.
     pub async fn purge_memories_older_than(
         &self,
         user_id: &str,
+        agent: &str,
         category: MemoryCategory,
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
@@ -51,11 +54,13 @@ impl Store {
         }
         let done = sqlx::query(
             "DELETE FROM memory_docs
-                 WHERE user_id = $1 AND category = $2 AND category <> 'core' AND updated_at < $3",
+                 WHERE user_id = $1 AND category = $2 AND category <> 'core' AND updated_at < $3
+                   AND agent = $4",
         )
         .bind(user_id)
         .bind(category.as_str())
         .bind(micros(cutoff))
+        .bind(agent)
         .execute(self.pool())
         .await?;
         bump_if(self, done.rows_affected()).await?;

@@ -6,6 +6,11 @@
 //! hit's keyword score is the share of the query's terms the document holds,
 //! computed here in Rust (its square root, see [`KeywordHit::score`]), so
 //! the two backends rank alike.
+//!
+//! Each document belongs to one agent (`main` unless told otherwise): every
+//! read that lists or searches takes the agent and returns its documents and
+//! the `shared` ones of every agent; only the owning agent replaces a key,
+//! forgets by key, or has hygiene archive and purge its documents.
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -15,6 +20,10 @@ use uuid::Uuid;
 use crate::codec::Cols;
 use crate::signal::Topic;
 use crate::{Store, StoreError};
+
+/// The agent everything belongs to when no other is named (and every
+/// document stored before there were agents).
+pub const MAIN_AGENT: &str = "main";
 
 /// What kind of memory a document is; decides how long it is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,7 +80,10 @@ impl std::fmt::Display for MemoryCategory {
 pub struct NewMemory {
     /// Whose memory it is.
     pub user_id: String,
-    /// A stable name; storing again under the same key replaces the content.
+    /// The agent that stores it (and owns it).
+    pub agent: String,
+    /// A stable name; storing again under the same key (by the same agent)
+    /// replaces the content, category, source and `shared`.
     pub key: Option<String>,
     /// The text.
     pub content: String,
@@ -79,6 +91,8 @@ pub struct NewMemory {
     pub category: MemoryCategory,
     /// Where it came from (`tool`, `cli`, `chat`, `compactor`, `snapshot`, …).
     pub source: String,
+    /// Visible to every agent, not only its own.
+    pub shared: bool,
 }
 
 /// A stored memory document.
@@ -88,6 +102,10 @@ pub struct MemoryDoc {
     pub id: Uuid,
     /// Whose memory it is.
     pub user_id: String,
+    /// The agent that owns it.
+    pub agent: String,
+    /// Visible to every agent, not only its own.
+    pub shared: bool,
     /// Its key, if it has one.
     pub key: Option<String>,
     /// The text.
@@ -155,8 +173,8 @@ fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
 /// The columns [`doc_of`] reads, for `concat!` into static SQL (sqlx takes no dynamic SQL).
 macro_rules! doc_columns {
     () => {
-        "d.id, d.user_id, d.doc_key, d.content, d.search_text, d.category, d.source, \
-         d.content_hash, d.created_at, d.updated_at, d.accessed_at, d.embedding_model"
+        "d.id, d.user_id, d.agent, d.shared, d.doc_key, d.content, d.search_text, d.category, \
+         d.source, d.content_hash, d.created_at, d.updated_at, d.accessed_at, d.embedding_model"
     };
 }
 
@@ -172,6 +190,8 @@ fn doc_of(row: &AnyRow) -> Result<MemoryDoc, StoreError> {
     Ok(MemoryDoc {
         id: c.uuid("id")?,
         user_id: c.text("user_id")?,
+        agent: c.text("agent")?,
+        shared: c.boolean("shared")?,
         key: c.text_opt("doc_key")?,
         content: c.text("content")?,
         category: MemoryCategory::parse(&category).ok_or_else(|| StoreError::Corrupt {

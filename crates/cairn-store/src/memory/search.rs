@@ -10,13 +10,15 @@ use crate::{Store, StoreError};
 
 #[cairn_store_macros::on_store_runtime]
 impl Store {
-    /// Full-text search over a person's documents (archived ones left out):
+    /// Full-text search over the documents `agent` sees of a person (its
+    /// own and the shared ones; archived ones left out):
     /// documents holding any of the query's meaningful terms, best first by
     /// [`KeywordHit::score`] (ties keep the backend's ranking), at most `limit`.
     /// A query of stop words only finds nothing.
     pub async fn search_memories(
         &self,
         user_id: &str,
+        agent: &str,
         query: &str,
         limit: u32,
     ) -> Result<Vec<KeywordHit>, StoreError> {
@@ -35,6 +37,7 @@ impl Store {
                     // driven by the user index instead, SQLite re-runs MATCH per row.
                     " FROM memory_fts f CROSS JOIN memory_docs d ON d.seq = f.rowid
                          WHERE memory_fts MATCH $1 AND d.user_id = $2 AND d.category <> 'archived'
+                           AND (d.agent = $4 OR d.shared = 1)
                          ORDER BY bm25(memory_fts) LIMIT $3"
                 ),
                 terms
@@ -49,7 +52,7 @@ impl Store {
                     doc_columns!(),
                     " FROM memory_docs d
                          WHERE d.search_tsv @@ to_tsquery('simple', $1) AND d.user_id = $2
-                           AND d.category <> 'archived'
+                           AND d.category <> 'archived' AND (d.agent = $4 OR d.shared = 1)
                          ORDER BY ts_rank(d.search_tsv, to_tsquery('simple', $1)) DESC LIMIT $3"
                 ),
                 terms
@@ -65,6 +68,7 @@ impl Store {
             .bind(&expr)
             .bind(user_id)
             .bind(candidates)
+            .bind(agent)
             .fetch_all(self.pool())
             .await?;
         let mut hits = Vec::with_capacity(rows.len());

@@ -120,6 +120,22 @@ pub async fn populate(s: &Store) {
         )
         .await
         .unwrap();
+    // Another agent's shared document: the copy keeps its owner and flag.
+    s.store_memory(
+        &cairn_store::NewMemory {
+            agent: "family".to_string(),
+            shared: true,
+            ..crate::memory::memo(
+                "ada",
+                Some("tea"),
+                "Family drinks tea",
+                MemoryCategory::Core,
+            )
+        },
+        at(0),
+    )
+    .await
+    .unwrap();
     let hash = content_hash("Prefers espresso");
     s.set_memory_embedding(doc.id, &hash, "m", &[0.6, -0.8, 0.0])
         .await
@@ -277,10 +293,17 @@ pub async fn a_copy_keeps_every_row_of_every_table(fx: &Fixture) {
     // The copy is usable through the API: search, embeddings, tokens, threads.
     let hits = target
         .store
-        .search_memories("ada", "espresso", 5)
+        .search_memories("ada", cairn_store::MAIN_AGENT, "espresso", 5)
         .await
         .unwrap();
     assert_eq!(hits.len(), 1, "the full-text index follows the rows");
+    let tea = target
+        .store
+        .get_memory_by_key("ada", cairn_store::MAIN_AGENT, "tea")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((tea.agent.as_str(), tea.shared), ("family", true));
     let found = target
         .store
         .authenticate_api_token("hash-1", at(10))

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cairn_core::routine::{RoutineAction, Trigger};
-use cairn_store::{MemoryCategory, NewMemory, Store};
+use cairn_store::{MAIN_AGENT, MemoryCategory, NewMemory, Store};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use secrecy::ExposeSecret;
@@ -83,7 +83,10 @@ pub fn export(args: &ExportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
             .await
             .context("cannot open the database")?;
         let routines = store.list_routines(Some(&config.user.id)).await?;
-        let memories = store.list_memories(&config.user.id, None, u32::MAX).await?;
+        // The main agent's memories (and the shared ones): exports are not per agent yet.
+        let memories = store
+            .list_memories(&config.user.id, MAIN_AGENT, None, u32::MAX)
+            .await?;
         store.close().await;
         anyhow::Ok((routines, memories))
     })?;
@@ -227,7 +230,9 @@ async fn add_memories(
     user: &str,
     memories: Vec<MemoryLine>,
 ) -> anyhow::Result<(usize, usize)> {
-    let existing = store.list_memories(user, None, u32::MAX).await?;
+    let existing = store
+        .list_memories(user, MAIN_AGENT, None, u32::MAX)
+        .await?;
     let (mut added, mut known) = (0, 0);
     for m in memories {
         if m.key.is_none() && existing.iter().any(|d| d.content == m.content) {
@@ -237,10 +242,12 @@ async fn add_memories(
         let category = MemoryCategory::parse(&m.category).unwrap_or(MemoryCategory::Custom);
         let new = NewMemory {
             user_id: user.to_string(),
+            agent: MAIN_AGENT.to_string(),
             key: m.key,
             content: m.content,
             category,
             source: m.source,
+            shared: false,
         };
         store
             .store_memory(&new, m.updated_at.unwrap_or_else(Utc::now))

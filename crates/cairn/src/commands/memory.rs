@@ -177,10 +177,7 @@ async fn list(
     as_json: bool,
 ) -> anyhow::Result<()> {
     let category = category.map(category_arg).transpose()?;
-    let docs = memory
-        .store()
-        .list_memories(memory.user_id(), category, limit)
-        .await?;
+    let docs = memory.list(category, limit).await?;
     if as_json {
         let out: Vec<Value> = docs.iter().map(doc_json).collect();
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -207,7 +204,7 @@ async fn list(
 
 /// `cairn memory stats`: counts by category, and how recall works.
 async fn stats(memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
-    let stats = memory.store().memory_stats(memory.user_id()).await?;
+    let stats = memory.stats().await?;
     let mode = match memory.embedding_model() {
         Some(_) => "hybrid",
         None => "keyword_only",
@@ -242,8 +239,14 @@ async fn stats(memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
 
 /// `cairn memory export`: a snapshot in the workspace; prints its path.
 async fn export(config: &Config, memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
-    let (store, user) = (memory.store(), memory.user_id());
-    let path = write_snapshot(store, user, &config.workspace, memory.clock().now()).await?;
+    let path = write_snapshot(
+        memory.store(),
+        memory.user_id(),
+        memory.agent(),
+        &config.workspace,
+        memory.clock().now(),
+    )
+    .await?;
     if as_json {
         println!("{}", json!({"path": path}));
     } else {
@@ -285,6 +288,7 @@ async fn hygiene(config: &Config, memory: &MemoryService, as_json: bool) -> anyh
     let report = run_hygiene(
         memory.store(),
         memory.user_id(),
+        memory.agent(),
         &crate::wiring::hygiene_settings(config),
         &config.workspace,
         memory.clock().now(),

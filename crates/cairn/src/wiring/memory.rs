@@ -7,7 +7,7 @@ use anyhow::Context;
 use cairn_agent::memory::{HygieneSettings, MemoryService, MemorySettings, hydrate};
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
-use cairn_store::Store;
+use cairn_store::{MAIN_AGENT, Store};
 
 /// Recall settings from `[memory]`.
 pub fn memory_settings(config: &Config) -> MemorySettings {
@@ -56,9 +56,15 @@ pub async fn memory_service(config: &Config, store: &Store) -> anyhow::Result<Ar
         Err(e) => return Err(e),
     }
     if config.memory.auto_hydrate {
-        let loaded = hydrate(store, &config.user.id, &config.workspace, clock.now())
-            .await
-            .context("cannot hydrate memory from MEMORY_SNAPSHOT.md")?;
+        let loaded = hydrate(
+            store,
+            &config.user.id,
+            MAIN_AGENT,
+            &config.workspace,
+            clock.now(),
+        )
+        .await
+        .context("cannot hydrate memory from MEMORY_SNAPSHOT.md")?;
         if loaded > 0 {
             tracing::info!(memories = loaded, "memory hydrated from MEMORY_SNAPSHOT.md");
         }
