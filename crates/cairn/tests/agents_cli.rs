@@ -184,3 +184,64 @@ fn doctor_checks_the_agents_and_a_bad_table_is_named_by_file_line_and_field() {
     assert!(stderr.contains("config.toml:4: agents[0].autonomy: Full is more than tools.policy.autonomy (Supervised)"), "{stderr}");
     assert!(llm.requests().is_empty());
 }
+
+/// The tool results the model was sent in the last request.
+fn last_tool_results(llm: &FakeLlmServer) -> String {
+    let last = llm.requests().last().unwrap().body.clone();
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+#[test]
+fn what_an_agent_remembers_is_its_own_unless_it_shares_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    std::fs::write(
+        home.join("config.toml"),
+        "[tools.policy]\nautonomy = \"full\"\n\n[[agents]]\nid = \"family\"\n",
+    )
+    .unwrap();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let (_daemon, base, token) = daemon(home, &llm);
+    let turn = |model: &str, tool: &str, args: Value| {
+        llm.push(Scripted::tool_call(tool, args));
+        llm.push(Scripted::text("done"));
+        let (status, answer) = ask(&base, &token, model);
+        assert_eq!(status, 200, "{answer}");
+        last_tool_results(&llm)
+    };
+    let stored = turn(
+        "cairn:family",
+        "memory_store",
+        json!({"key": "hideout", "content": "the kids' hideout is the treehouse"}),
+    );
+    assert!(!stored.contains("failed"), "{stored}");
+    let recalled = turn(
+        "cairn",
+        "memory_recall",
+        json!({"query": "hideout treehouse"}),
+    );
+    assert!(
+        !recalled.contains("treehouse"),
+        "main found family's memory: {recalled}"
+    );
+    let recalled = turn(
+        "cairn:family",
+        "memory_recall",
+        json!({"query": "hideout treehouse"}),
+    );
+    assert!(recalled.contains("treehouse"), "{recalled}");
+    turn(
+        "cairn:family",
+        "memory_store",
+        json!({"key": "dinner", "content": "dinner is at six", "shared": true}),
+    );
+    let recalled = turn("cairn", "memory_recall", json!({"query": "dinner six"}));
+    assert!(recalled.contains("dinner is at six"), "{recalled}");
+    assert!(!recalled.contains("treehouse"), "{recalled}");
+}

@@ -3,10 +3,11 @@
 //! service (its name and workspace) over the runtime's shared parts (the
 //! provider behind the cost guard, the hooks, the store, MCP).
 //!
-//! Until they learn about agents, the tools that act on `main`'s behalf
-//! (routines, schedules, watchers, background runs, run_parallel, jobs and
-//! memory) are `main`'s alone: another agent has the built-in tools, the
-//! MCP servers' and `send_notification`.
+//! Each agent has its own memory (its documents, and those shared by any
+//! agent). Until they learn about agents, the tools that act on `main`'s
+//! behalf (routines, schedules, watchers, background runs, run_parallel
+//! and jobs) are `main`'s alone: another agent has the built-in tools, the
+//! MCP servers', `send_notification` and its own memory tools.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use cairn_agent::agents::{AgentSpec, Agents, Chats, Limits, MAIN};
 use cairn_agent::chat::ChatService;
+use cairn_agent::memory::MemoryService;
+use cairn_agent::memory::tools::memory_tools;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
 use cairn_agent::{AgentLoop, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
@@ -44,11 +47,17 @@ pub struct AgentRun {
     pub spec: AgentSpec,
     /// Its loop: the main provider at its model, its own tool runner.
     pub agent: AgentLoop,
+    /// Its memory.
+    pub memory: Arc<MemoryService>,
+    /// The automation tools it has (its memory's, `send_notification`),
+    /// kept for a reload to build its tools again.
+    pub extra: Vec<Arc<dyn Tool>>,
 }
 
 /// The tools of an agent other than `main` and their policy: the global
 /// policy with the agent's `allow` and `deny` added (deny wins), at the
 /// lower of the two autonomy levels. A tool either denies is not offered.
+/// `extra` are the agent's own automation tools ([`AgentRun::extra`]).
 pub fn agent_tools(
     tools: &ToolsConfig,
     spec: &AgentSpec,
@@ -57,12 +66,7 @@ pub fn agent_tools(
 ) -> anyhow::Result<(ToolRegistry, ToolPolicyConfig)> {
     let mut hidden = tools.policy.deny.clone();
     hidden.extend(spec.deny.iter().cloned());
-    let extra = extra
-        .iter()
-        .filter(|t| SHARED_EXTRA.contains(&t.spec().name()))
-        .cloned()
-        .collect();
-    let (registry, mut policy) = tool_parts(tools, extra, mcp, &hidden)?;
+    let (registry, mut policy) = tool_parts(tools, extra.to_vec(), mcp, &hidden)?;
     policy.allow.extend(spec.allow.iter().cloned());
     policy.deny.extend(spec.deny.iter().cloned());
     if let Some(level) = spec.autonomy {
@@ -77,12 +81,20 @@ pub async fn agent_runs(
     agents: &Agents,
     main: &AgentLoop,
     tools: &ToolsConfig,
-    extra: &[Arc<dyn Tool>],
+    main_extra: &[Arc<dyn Tool>],
+    memory: &MemoryService,
     mcp: &McpClients,
 ) -> anyhow::Result<Vec<AgentRun>> {
     let mut out = Vec::new();
     for spec in agents.all().iter().filter(|a| a.id != MAIN) {
-        let (registry, policy) = agent_tools(tools, spec, extra, Some(mcp))
+        let memory = Arc::new(memory.for_agent(&spec.id));
+        let mut extra: Vec<Arc<dyn Tool>> = main_extra
+            .iter()
+            .filter(|t| SHARED_EXTRA.contains(&t.spec().name()))
+            .cloned()
+            .collect();
+        extra.extend(memory_tools(Arc::clone(&memory)));
+        let (registry, policy) = agent_tools(tools, spec, &extra, Some(mcp))
             .with_context(|| format!("agent {}: cannot set up its tools", spec.id))?;
         let runner = Arc::new(ToolRunner::new(
             Arc::new(registry),
@@ -111,13 +123,15 @@ pub async fn agent_runs(
         out.push(AgentRun {
             spec: spec.clone(),
             agent,
+            memory,
+            extra,
         });
     }
     Ok(out)
 }
 
 /// Every agent's chat service: `main`'s as given, the others' built over
-/// the runtime with their own name and workspace (without jobs, memory or
+/// the runtime with their own name, workspace and memory (without jobs or
 /// model routing, which are `main`'s for now).
 pub fn chats(config: &Config, rt: &Runtime, main: Arc<ChatService>) -> anyhow::Result<Arc<Chats>> {
     if rt.agents.is_empty() {
@@ -133,7 +147,9 @@ pub fn chats(config: &Config, rt: &Runtime, main: Arc<ChatService>) -> anyhow::R
         if let Some(workspace) = &run.spec.workspace {
             settings.workspace = workspace.clone();
         }
-        let service = super::chat_service_of(config, rt, run.agent.clone(), settings, None);
+        let service =
+            super::chat_service_of(config, rt, run.agent.clone(), settings, Some(&run.memory))
+                .with_memory(Arc::clone(&run.memory));
         others.insert(run.spec.id.clone(), Arc::new(service));
     }
     Chats::new(agents, main, others)

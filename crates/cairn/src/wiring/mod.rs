@@ -223,7 +223,15 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let extra_tools = extra.tools.clone();
     let agent = agent_loop(config, &providers, &tools, hooks, extra.tools, Some(&mcp))?;
     runner_link.attach(agent.runner());
-    let agent_runs = agent_runs(&agents(config)?, &agent, &tools, &extra_tools, &mcp).await?;
+    let agent_runs = agent_runs(
+        &agents(config)?,
+        &agent,
+        &tools,
+        &extra_tools,
+        &extra.memory,
+        &mcp,
+    )
+    .await?;
     let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
     start_background(&background).await?;
     create_home_and_workspace(config).await?;

@@ -126,7 +126,12 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
             // keeps a tool the owner just denied).
             let mut theirs = Vec::new();
             for run in &agents {
-                theirs.push(agent_tools(&tools, &run.spec, &extra, Some(&next.clients))?);
+                theirs.push(agent_tools(
+                    &tools,
+                    &run.spec,
+                    &run.extra,
+                    Some(&next.clients),
+                )?);
             }
             // Fails only where start-up installed no host sandbox.
             reconfigure_sandbox(&tools)?;
