@@ -94,17 +94,19 @@ impl SystemTask for SelfRepair {
     }
 }
 
-/// Archives and purges the owner's memories by age and writes the snapshot.
+/// Archives and purges the owner's memories by age and writes the
+/// snapshot, for each agent in its own workspace.
 pub struct MemoryHygiene {
     store: Store,
     user_id: String,
     settings: HygieneSettings,
-    workspace: PathBuf,
+    /// Each agent and its workspace, `main` first.
+    agents: Vec<(String, PathBuf)>,
     clock: Arc<dyn Clock>,
 }
 
 impl MemoryHygiene {
-    /// For `user_id`'s memories, writing the snapshot into `workspace`.
+    /// For `user_id`'s memories of `main`, writing the snapshot into `workspace`.
     pub fn new(
         store: Store,
         user_id: impl Into<String>,
@@ -116,9 +118,16 @@ impl MemoryHygiene {
             store,
             user_id: user_id.into(),
             settings,
-            workspace: workspace.into(),
+            agents: vec![(cairn_store::MAIN_AGENT.to_string(), workspace.into())],
             clock,
         }
+    }
+
+    /// Also cleans `agent`'s memories, writing its snapshot into `workspace`.
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>, workspace: impl Into<PathBuf>) -> Self {
+        self.agents.push((agent.into(), workspace.into()));
+        self
     }
 
     /// Its system routine (off when hygiene is).
@@ -136,32 +145,46 @@ impl MemoryHygiene {
 #[async_trait]
 impl SystemTask for MemoryHygiene {
     async fn run(&self, _: &ActionRequest) -> ActionOutcome {
-        match run_hygiene(
-            &self.store,
-            &self.user_id,
-            // The main agent's memories, in the main workspace; other agents' are not cleaned yet.
-            cairn_store::MAIN_AGENT,
-            &self.settings,
-            &self.workspace,
-            self.clock.now(),
-        )
-        .await
-        {
-            Ok(report) if !report.ran => ActionOutcome::new(RunStatus::Ok, "hygiene is off"),
-            Ok(report) => ActionOutcome::new(
-                RunStatus::Ok,
-                format!(
-                    "archived {}, purged {} archived and {} conversation memories{}",
-                    report.archived,
-                    report.purged,
-                    report.purged_conversation,
-                    report
-                        .snapshot
-                        .map(|p| format!("; snapshot written to {}", p.display()))
-                        .unwrap_or_default()
-                ),
-            ),
-            Err(e) => ActionOutcome::failed(format!("memory hygiene failed: {}", error_chain(&e))),
+        let mut lines = Vec::new();
+        for (agent, workspace) in &self.agents {
+            let report = run_hygiene(
+                &self.store,
+                &self.user_id,
+                agent,
+                &self.settings,
+                workspace,
+                self.clock.now(),
+            )
+            .await;
+            let report = match report {
+                Ok(report) if !report.ran => {
+                    return ActionOutcome::new(RunStatus::Ok, "hygiene is off");
+                }
+                Ok(report) => report,
+                Err(e) => {
+                    return ActionOutcome::failed(format!(
+                        "memory hygiene of {agent} failed: {}",
+                        error_chain(&e)
+                    ));
+                }
+            };
+            // Named by agent only when there are several.
+            let who = if self.agents.len() > 1 {
+                format!("{agent}: ")
+            } else {
+                String::new()
+            };
+            lines.push(format!(
+                "{who}archived {}, purged {} archived and {} conversation memories{}",
+                report.archived,
+                report.purged,
+                report.purged_conversation,
+                report
+                    .snapshot
+                    .map(|p| format!("; snapshot written to {}", p.display()))
+                    .unwrap_or_default()
+            ));
         }
+        ActionOutcome::new(RunStatus::Ok, lines.join("; "))
     }
 }

@@ -247,13 +247,18 @@ pub fn routine_engine_with_heartbeat(
         Arc::clone(&clock),
     );
     actions = actions.with_system_task(SELF_REPAIR, Arc::new(repair));
-    let hygiene = MemoryHygiene::new(
+    let mut hygiene = MemoryHygiene::new(
         store.clone(),
         config.user.id.clone(),
         hygiene_settings(config),
         &config.workspace,
         Arc::clone(&clock),
     );
+    for agent in super::agents(config)?.all() {
+        if let Some(workspace) = &agent.workspace {
+            hygiene = hygiene.with_agent(&agent.id, workspace);
+        }
+    }
     actions = actions.with_system_task(MEMORY_HYGIENE, Arc::new(hygiene));
     let owner = format!("{}{}", home_prefix.as_deref().unwrap_or(""), owner_id());
     let mut settings = EngineSettings::new(owner, config.user.timezone);

@@ -56,17 +56,22 @@ pub async fn memory_service(config: &Config, store: &Store) -> anyhow::Result<Ar
         Err(e) => return Err(e),
     }
     if config.memory.auto_hydrate {
-        let loaded = hydrate(
-            store,
-            &config.user.id,
-            MAIN_AGENT,
-            &config.workspace,
-            clock.now(),
-        )
-        .await
-        .context("cannot hydrate memory from MEMORY_SNAPSHOT.md")?;
-        if loaded > 0 {
-            tracing::info!(memories = loaded, "memory hydrated from MEMORY_SNAPSHOT.md");
+        // Each agent from the snapshot in its own workspace.
+        let mut places = vec![(MAIN_AGENT.to_string(), config.workspace.clone())];
+        for agent in super::agents(config)?.all() {
+            if let Some(workspace) = &agent.workspace {
+                places.push((agent.id.clone(), workspace.clone()));
+            }
+        }
+        for (agent, workspace) in places {
+            let loaded = hydrate(store, &config.user.id, &agent, &workspace, clock.now())
+                .await
+                .with_context(|| {
+                    format!("cannot hydrate {agent}'s memory from MEMORY_SNAPSHOT.md")
+                })?;
+            if loaded > 0 {
+                tracing::info!(agent = %agent, memories = loaded, "memory hydrated from MEMORY_SNAPSHOT.md");
+            }
         }
     }
     Ok(Arc::new(memory))
