@@ -498,8 +498,9 @@ fn check_channels(config: &Config) -> Check {
     }
 }
 
-/// The `[[agents]]`: each readable, its workspace there or creatable,
-/// and every binding naming a configured channel.
+/// The `[[agents]]`: each readable, its workspace writable (created if
+/// need be, as the main one is), and every binding naming a configured
+/// channel.
 fn check_agents(config: &Config) -> Check {
     let agents = match crate::wiring::agents(config) {
         Ok(agents) => agents,
@@ -527,17 +528,18 @@ fn check_agents(config: &Config) -> Check {
             }
         }
         let place = agent.workspace.as_deref().unwrap_or(&config.workspace);
-        let state = if place.is_dir() {
-            "its workspace is there"
-        } else {
-            "its workspace is created at start"
-        };
-        lines.push(format!(
-            "agent {}: {} binding(s); {state} ({})",
-            agent.id,
-            agent.bindings.len(),
-            place.display()
-        ));
+        match writable_dir(place) {
+            Ok(()) => lines.push(format!(
+                "agent {}: {} binding(s); its workspace {} is writable",
+                agent.id,
+                agent.bindings.len(),
+                place.display()
+            )),
+            Err(e) => {
+                status = Status::Fail;
+                lines.push(format!("agent {}: {e}", agent.id));
+            }
+        }
     }
     check("agents", status, lines.join("\n"))
 }
