@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use cairn_agent::agents::Chats;
-use cairn_agent::chat::ChatService;
 use cairn_automation::notify::{Dispatcher, owner_id};
 use cairn_automation::routines::upkeep_watch as repair_watch;
 use cairn_core::clock::Clock;
@@ -68,21 +67,27 @@ pub(super) fn spawn_event_forwarding(sup: &Supervisor, automation: &Automation) 
 }
 
 /// Pruning idle chat sessions, when there is chat (an LLM is configured).
-pub(super) fn spawn_pruning(sup: &Supervisor, chat: Option<&Arc<ChatService>>) {
-    let Some(chat) = chat else {
+pub(super) fn spawn_pruning(sup: &Supervisor, chats: Option<&Arc<Chats>>) {
+    let Some(chats) = chats else {
         sup.disabled(PRUNING);
         return;
     };
-    let chat = Arc::clone(chat);
+    let chats = Arc::clone(chats);
     sup.spawn(PRUNING, move |cancel| {
-        let chat = Arc::clone(&chat);
+        let chats = Arc::clone(&chats);
         async move {
             let mut ticker = tokio::time::interval(wiring::PRUNE_EVERY);
             ticker.tick().await;
             loop {
                 tokio::select! {
                     () = cancel.cancelled() => return Ok(()),
-                    _ = ticker.tick() => { chat.prune_idle().await; }
+                    _ = ticker.tick() => {
+                        // Every agent's idle sessions, main's first.
+                        chats.main().prune_idle().await;
+                        for chat in chats.others().values() {
+                            chat.prune_idle().await;
+                        }
+                    }
                 }
             }
         }

@@ -106,17 +106,17 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
         .runtime
         .as_ref()
         .map(|rt| wiring::chat_service_unpruned(&config, rt));
+    let chats = match (automation.runtime.as_ref(), chat.as_ref()) {
+        (Some(rt), Some(main)) => Some(wiring::chats(&config, rt, Arc::clone(main))?),
+        _ => None,
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let components = Arc::new(Components::new());
     let sup = supervisor(&config, &components, &clock);
     components::spawn_engine(&sup, &config, &automation);
     components::spawn_dispatcher(&sup, &automation, &clock);
     components::spawn_event_forwarding(&sup, &automation);
-    components::spawn_pruning(&sup, chat.as_ref());
-    let chats = match (automation.runtime.as_ref(), chat.as_ref()) {
-        (Some(rt), Some(main)) => Some(wiring::chats(&config, rt, Arc::clone(main))?),
-        _ => None,
-    };
+    components::spawn_pruning(&sup, chats.as_ref());
     let inbound = start_inbound(&config, &store, chats.as_ref(), &sup).await?;
     components::spawn_job_upkeep(&sup, &config, &automation, &clock);
     let gateway_parts = components::GatewayParts {
