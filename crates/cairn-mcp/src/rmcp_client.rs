@@ -250,6 +250,11 @@ fn service_error(e: rmcp::ServiceError) -> RemoteError {
     match e {
         rmcp::ServiceError::Timeout { timeout } => RemoteError::Timeout(timeout),
         rmcp::ServiceError::TransportClosed => RemoteError::Closed,
+        // Nothing can be written to it: its process died (a broken pipe)
+        // before the supervisor noticed, or its address does not answer.
+        rmcp::ServiceError::TransportSend(e) => {
+            RemoteError::Connect(format!("cannot reach it: {e}"))
+        }
         rmcp::ServiceError::McpError(e) => RemoteError::Protocol(e.message.to_string()),
         other => protocol(other),
     }
