@@ -370,6 +370,27 @@ impl Gateway {
         self.agents.get(id)
     }
 
+    /// The chat service of the agent a chat route's `?agent=` names
+    /// (`main`'s without one): 503 without an LLM, 404 `agent_not_found`
+    /// naming the agents for one not configured.
+    pub fn chat_of(&self, agent: Option<&str>) -> Result<&Arc<ChatService>, ApiError> {
+        let main = self.chat()?;
+        match agent {
+            None => Ok(main),
+            Some(id) if id == cairn_agent::agents::MAIN => Ok(main),
+            Some(id) => self.agent_chat(id).ok_or_else(|| {
+                let known: Vec<&str> = std::iter::once(cairn_agent::agents::MAIN)
+                    .chain(self.agent_ids())
+                    .collect();
+                ApiError::new(
+                    axum::http::StatusCode::NOT_FOUND,
+                    "agent_not_found",
+                    format!("no agent `{id}` here; the agents are {}", known.join(", ")),
+                )
+            }),
+        }
+    }
+
     /// The chat service, or 503 when no LLM is configured.
     pub fn chat(&self) -> Result<&Arc<ChatService>, ApiError> {
         self.chat.as_ref().ok_or_else(|| {

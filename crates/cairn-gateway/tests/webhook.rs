@@ -10,7 +10,8 @@ use cairn_gateway::routes::webhook::CLAIM_LEASE;
 use cairn_llm::testing::Scripted;
 use cairn_store::IdempotencyClaim;
 use serde_json::{Value, json};
-use support::{TestGateway, error_code};
+use support::agents::{FAMILY_MODEL, with_family};
+use support::{TestGateway, error_code, settings};
 
 #[tokio::test]
 async fn a_repeated_idempotency_key_returns_the_first_response() {
@@ -208,5 +209,45 @@ async fn a_long_turn_keeps_renewing_its_claim() {
     assert_eq!(response.status(), 200);
     let probe = probe().await.unwrap();
     assert!(matches!(probe, IdempotencyClaim::Done(_)), "{probe:?}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_agent_parameter_asks_that_agent_whose_keys_are_its_own() {
+    let family_home = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_with(settings(), {
+        let home = family_home.path().to_path_buf();
+        move |g| with_family(g, &home)
+    })
+    .await;
+    let ask = |query: &str| {
+        gw.post(&format!("/webhook{query}"))
+            .header("X-Idempotency-Key", "same-key")
+            .json(&json!({"message": "who are you?"}))
+            .send()
+    };
+    gw.llm.push(Scripted::text("Pip"));
+    let family: Value = ask("?agent=family").await.unwrap().json().await.unwrap();
+    assert_eq!(family, json!({"response": "Pip", "model": FAMILY_MODEL}));
+    // The same key for main is main's: a turn of its own, not family's answer.
+    gw.llm.push(Scripted::text("Cairn"));
+    let main = ask("").await.unwrap();
+    assert!(!main.headers().contains_key("idempotent-replayed"));
+    let main: Value = main.json().await.unwrap();
+    assert_eq!(main["response"], "Cairn");
+    let again = ask("?agent=family").await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let models: Vec<Value> = gw
+        .llm
+        .requests()
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(models, [json!(FAMILY_MODEL), json!("fake-model")]);
+
+    let response = ask("?agent=nobody").await.unwrap();
+    let (status, code) = error_code(response).await;
+    assert_eq!((status, code.as_str()), (404, "agent_not_found"));
+    assert_eq!(gw.llm.requests().len(), 2);
     gw.stop().await;
 }

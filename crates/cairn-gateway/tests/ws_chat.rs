@@ -15,6 +15,7 @@ use cairn_gateway::events::{EventBus, Sources};
 use cairn_llm::testing::Scripted;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use support::agents::{FAMILY_MODEL, with_family};
 use support::{TestGateway, settings};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -28,7 +29,12 @@ fn ws_url(gw: &TestGateway, query: &str) -> String {
 }
 
 async fn connect(gw: &TestGateway) -> Socket {
-    let mut request = ws_url(gw, "").into_client_request().unwrap();
+    connect_to(gw, "").await.0
+}
+
+/// A connection with `query`, and its `ready` frame.
+async fn connect_to(gw: &TestGateway, query: &str) -> (Socket, Value) {
+    let mut request = ws_url(gw, query).into_client_request().unwrap();
     request.headers_mut().insert(
         "Authorization",
         HeaderValue::from_str(&format!("Bearer {}", gw.token)).unwrap(),
@@ -37,7 +43,7 @@ async fn connect(gw: &TestGateway) -> Socket {
     let ready = next_frame(&mut socket).await;
     assert_eq!(ready["type"], "ready", "{ready}");
     assert!(ready["channel"].as_str().unwrap().starts_with("ws:"));
-    socket
+    (socket, ready)
 }
 
 /// The next JSON frame (pings skipped).
@@ -557,5 +563,118 @@ async fn a_stop_frame_interrupts_the_turn_in_progress() {
             .starts_with("Interrupted"),
         "{frames:?}"
     );
+    gw.stop().await;
+}
+
+/// The text of every message of a model request.
+fn said(body: &Value) -> String {
+    body["messages"].to_string()
+}
+
+#[tokio::test]
+async fn the_agent_parameter_picks_the_agent_and_its_conversations_are_its_own() {
+    let family_home = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_with(settings(), {
+        let home = family_home.path().to_path_buf();
+        move |g| with_family(g, &home)
+    })
+    .await;
+    let turn = async |query: &str, text: &str| {
+        let (mut socket, ready) = connect_to(&gw, query).await;
+        send(&mut socket, json!({"type": "message", "content": text})).await;
+        let done = until(&mut socket, "done").await.pop().unwrap();
+        (ready, done)
+    };
+
+    gw.llm.push(Scripted::text("noted, Pip here"));
+    let (ready, done) = turn(
+        "?agent=family&conversation=c1",
+        "the hideout is the treehouse",
+    )
+    .await;
+    assert_eq!(done["response"], "noted, Pip here");
+    assert_eq!(
+        (&ready["agent"], &ready["channel"]),
+        (&json!("family"), &json!("ws:family:c1"))
+    );
+    // The same conversation id without the agent is main's own session.
+    gw.llm.push(Scripted::text("main here"));
+    let (ready, _) = turn("?conversation=c1", "where is the hideout?").await;
+    assert_eq!(
+        (&ready["agent"], &ready["channel"]),
+        (&json!("main"), &json!("ws:c1"))
+    );
+    // Family's conversation goes on where it was.
+    gw.llm.push(Scripted::text("the treehouse"));
+    turn("?agent=family&conversation=c1", "and again?").await;
+    // `main` named is main.
+    gw.llm.push(Scripted::text("main again"));
+    let (ready, _) = turn("?agent=main&conversation=c1", "still you?").await;
+    assert_eq!(ready["channel"], "ws:c1");
+
+    let requests: Vec<Value> = gw.llm.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(requests.len(), 4);
+    let models: Vec<&str> = requests
+        .iter()
+        .map(|r| r["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        models,
+        [FAMILY_MODEL, "fake-model", FAMILY_MODEL, "fake-model"]
+    );
+    assert!(
+        !said(&requests[1]).contains("treehouse"),
+        "main continued family's conversation: {}",
+        said(&requests[1])
+    );
+    assert!(said(&requests[2]).contains("the hideout is the treehouse"));
+    assert!(said(&requests[3]).contains("where is the hideout?"));
+    assert!(!said(&requests[3]).contains("treehouse"));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_not_configured_is_refused_before_the_upgrade_naming_the_agents() {
+    let family_home = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_with(settings(), {
+        let home = family_home.path().to_path_buf();
+        move |g| with_family(g, &home)
+    })
+    .await;
+    let mut request = ws_url(&gw, "?agent=nobody").into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Authorization",
+        HeaderValue::from_str(&format!("Bearer {}", gw.token)).unwrap(),
+    );
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 404);
+            let body: Value = serde_json::from_slice(response.body().as_deref().unwrap()).unwrap();
+            assert_eq!(body["error"]["code"], "agent_not_found", "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("`nobody`") && message.contains("main, family"),
+                "{message}"
+            );
+        }
+        other => panic!("expected 404, got {other:?}"),
+    }
+    // Without [[agents]], only main is there.
+    let alone = TestGateway::start().await;
+    let mut request = ws_url(&alone, "?agent=family")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "Authorization",
+        HeaderValue::from_str(&format!("Bearer {}", alone.token)).unwrap(),
+    );
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 404)
+        }
+        other => panic!("expected 404, got {other:?}"),
+    }
+    assert!(gw.llm.requests().is_empty() && alone.llm.requests().is_empty());
+    alone.stop().await;
     gw.stop().await;
 }

@@ -6,6 +6,9 @@
 //! daemon killed mid-turn leaves the key free again once the lease lapses.
 //! With `gateway.webhook_secret`, messages are signed too
 //! ([`crate::webhook_signature`]).
+//!
+//! `?agent=ID` asks another agent (`[[agents]]`): its turn runs on channel
+//! `webhook:<id>` and its idempotency keys are its own.
 
 use std::sync::Arc;
 
@@ -17,12 +20,13 @@ use cairn_agent::chat::{ChatSink, Inbound, Reply};
 use cairn_agent::runner::{Approver, DenyAll};
 use cairn_store::IdempotencyClaim;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Authed;
 use crate::error::{ApiError, ErrorBody};
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 use crate::webhook_signature::SignedJson;
 
@@ -42,6 +46,32 @@ pub const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The routes of this module.
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(webhook))
+}
+
+/// Query of `POST /webhook`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WebhookQuery {
+    /// The agent to ask (an `[[agents]]` id); `main` without it.
+    pub agent: Option<String>,
+}
+
+/// Where a webhook turn runs: the agent (`None`: main), and the channel
+/// and idempotency scope, both `webhook` or `webhook:<agent>`.
+struct Place {
+    agent: Option<String>,
+    channel: String,
+}
+
+impl Place {
+    fn of(agent: Option<String>) -> Place {
+        let agent = agent.filter(|a| a != cairn_agent::agents::MAIN);
+        let channel = match &agent {
+            Some(agent) => format!("{SCOPE}:{agent}"),
+            None => SCOPE.to_string(),
+        };
+        Place { agent, channel }
+    }
 }
 
 /// A message for the agent.
@@ -73,7 +103,8 @@ impl ChatSink for WebhookSink {
 /// Runs one agent turn on the message.
 #[utoipa::path(post, path = "/webhook", tag = "chat",
     security(("bearer" = [])),
-    params(("X-Idempotency-Key" = Option<String>, Header,
+    params(WebhookQuery,
+        ("X-Idempotency-Key" = Option<String>, Header,
         description = "Repeats with the same key within 24 h get the first response (header Idempotent-Replayed: true)"),
         ("X-Webhook-Signature" = Option<String>, Header,
         description = "sha256=<hex HMAC-SHA256 under gateway.webhook_secret of the body, or of <timestamp>.<body> with X-Cairn-Timestamp>; required when the secret is set, refused when it is not"),
@@ -85,6 +116,7 @@ impl ChatSink for WebhookSink {
         (status = 400, description = "Malformed request or key", body = ErrorBody),
         (status = 401, description = "No valid bearer token", body = ErrorBody),
         (status = 403, description = "Missing, malformed, wrong or replayed X-Webhook-Signature (with gateway.webhook_secret), or one sent without the secret set", body = ErrorBody),
+        (status = 404, description = "No such agent (`agent_not_found`, naming the agents)", body = ErrorBody),
         (status = 408, description = "The body did not arrive within the request time limit", body = ErrorBody),
         (status = 409, description = "A request with this key is still running", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -96,9 +128,11 @@ async fn webhook(
     State(state): State<AppState>,
     _auth: Authed,
     headers: HeaderMap,
+    ApiQuery(query): ApiQuery<WebhookQuery>,
     SignedJson(request): SignedJson<WebhookRequest>,
 ) -> Result<Response, ApiError> {
-    state.chat()?;
+    state.chat_of(query.agent.as_deref())?;
+    let place = Place::of(query.agent);
     if request.message.trim().is_empty() {
         return Err(ApiError::unprocessable("message is empty"));
     }
@@ -119,7 +153,7 @@ async fn webhook(
         ),
     };
     let Some(key) = key else {
-        return run_turn(&state, request.message)
+        return run_turn(&state, &place, request.message)
             .await
             .map(|body| Json(body).into_response());
     };
@@ -133,7 +167,7 @@ async fn webhook(
     }
     let lease = chrono::Duration::from_std(CLAIM_LEASE).unwrap_or(chrono::Duration::minutes(1));
     match store
-        .claim_idempotency_key(SCOPE, &key, state.instance(), now, ttl, lease)
+        .claim_idempotency_key(&place.channel, &key, state.instance(), now, ttl, lease)
         .await?
     {
         IdempotencyClaim::Done(stored) => {
@@ -153,10 +187,10 @@ async fn webhook(
             let task = tokio::spawn(async move {
                 let state = task_state;
                 let result = tokio::select! {
-                    result = run_turn(&state, request.message) => result,
-                    never = renew_claim(&state, &key) => match never {},
+                    result = run_turn(&state, &place, request.message) => result,
+                    never = renew_claim(&state, &place.channel, &key) => match never {},
                 };
-                let (store, owner) = (state.store(), state.instance());
+                let (store, owner, scope) = (state.store(), state.instance(), &place.channel);
                 let body = match result {
                     Ok(body) => serde_json::to_string(&body)
                         .map_err(|e| ApiError::internal("cannot encode the answer", &e)),
@@ -164,7 +198,7 @@ async fn webhook(
                 };
                 match &body {
                     Ok(text) => match store
-                        .complete_idempotency_key(SCOPE, &key, owner, text)
+                        .complete_idempotency_key(scope, &key, owner, text)
                         .await
                     {
                         Ok(true) => {}
@@ -173,11 +207,11 @@ async fn webhook(
                         ),
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot store a webhook's response");
-                            let _ = store.release_idempotency_key(SCOPE, &key, owner).await;
+                            let _ = store.release_idempotency_key(scope, &key, owner).await;
                         }
                     },
                     Err(_) => {
-                        if let Err(e) = store.release_idempotency_key(SCOPE, &key, owner).await {
+                        if let Err(e) = store.release_idempotency_key(scope, &key, owner).await {
                             tracing::warn!(error = %e, "cannot release a webhook's idempotency key");
                         }
                     }
@@ -209,7 +243,7 @@ fn json_body(text: String) -> Response {
 /// Renews this process's claim on `key` every third of the lease, for as
 /// long as the turn runs (never returns; the turn's end drops it). A
 /// renewal the store refuses or cannot make is logged; the turn goes on.
-async fn renew_claim(state: &AppState, key: &str) -> std::convert::Infallible {
+async fn renew_claim(state: &AppState, scope: &str, key: &str) -> std::convert::Infallible {
     let mut ticker = tokio::time::interval(CLAIM_LEASE / 3);
     ticker.tick().await;
     loop {
@@ -218,7 +252,7 @@ async fn renew_claim(state: &AppState, key: &str) -> std::convert::Infallible {
         let until = state.clock().now() + lease;
         match state
             .store()
-            .renew_idempotency_key(SCOPE, key, state.instance(), until)
+            .renew_idempotency_key(scope, key, state.instance(), until)
             .await
         {
             Ok(true) => {}
@@ -230,16 +264,24 @@ async fn renew_claim(state: &AppState, key: &str) -> std::convert::Infallible {
 
 /// One turn through the chat service, its reply mapped to an answer.
 /// Agent errors are logged, not echoed: their text may name files or hosts.
-async fn run_turn(state: &AppState, message: String) -> Result<WebhookResponse, ApiError> {
-    let chat = state.chat()?;
+async fn run_turn(
+    state: &AppState,
+    place: &Place,
+    message: String,
+) -> Result<WebhookResponse, ApiError> {
+    let chat = state.chat_of(place.agent.as_deref())?;
     let inbound = Inbound {
         user_id: state.user_id().to_string(),
-        channel: "webhook".into(),
+        channel: place.channel.clone(),
         thread: None,
         text: message,
         images: Vec::new(),
     };
-    let model = state.model().unwrap_or_default().to_string();
+    let model = match place.agent {
+        Some(_) => chat.agent().model(),
+        None => state.model().unwrap_or_default(),
+    }
+    .to_string();
     match chat.handle(inbound, &WebhookSink).await {
         // The model that answered (a route's, when the message was routed).
         Reply::Answer(report) => Ok(WebhookResponse {

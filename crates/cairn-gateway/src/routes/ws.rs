@@ -11,6 +11,12 @@
 //! never interrupt each other's turns; a connection that sends a message
 //! while its own turn runs interrupts that turn, as every channel does.
 //!
+//! The `agent` query parameter picks the agent (`[[agents]]`; `main`
+//! without it); an agent not configured is 404 `agent_not_found`. Another
+//! agent's conversations are its own: their channel is
+//! `ws:<agent>:<conversation>`, so the same conversation id under another
+//! agent is another session, never this one continued.
+//!
 //! A text message longer than `gateway.body_limit_bytes` is refused with an
 //! `error` frame (the connection stays open) and never reaches the agent,
 //! unless its images' `data:` URLs make up the difference, within
@@ -86,6 +92,8 @@ pub struct ChatQuery {
     /// Continue this conversation (letters, digits, `-`, `_`; at most 64);
     /// without it the connection starts a new one.
     pub conversation: Option<String>,
+    /// The agent to chat with (an `[[agents]]` id); `main` without it.
+    pub agent: Option<String>,
 }
 
 /// A frame from the client.
@@ -121,6 +129,7 @@ enum Decision {
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket handshake, or a bad conversation id", body = ErrorBody),
         (status = 401, description = "Missing or bad token", body = ErrorBody),
+        (status = 404, description = "No such agent (`agent_not_found`, naming the agents)", body = ErrorBody),
         (status = 503, description = "No LLM is configured", body = ErrorBody)),
     security(("bearer" = [])))]
 async fn chat_socket(
@@ -159,6 +168,8 @@ async fn accept(
     };
     state.chat()?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let chat = Arc::clone(state.chat_of(query.agent.as_deref())?);
+    let agent = query.agent.filter(|a| a != cairn_agent::agents::MAIN);
     let conversation = match query.conversation {
         Some(id) if valid_conversation(&id) => id,
         Some(_) => {
@@ -183,7 +194,17 @@ async fn accept(
         .max(1 << 20)
         .max(image_allowance::read_limit(state.settings()));
     upgrade = upgrade.max_message_size(hard_cap).max_frame_size(hard_cap);
-    Ok(upgrade.on_upgrade(move |socket| serve(socket, state, token, conversation)))
+    let channel = match &agent {
+        Some(agent) => format!("ws:{agent}:{conversation}"),
+        None => format!("ws:{conversation}"),
+    };
+    let talk = Talk {
+        chat,
+        agent: agent.unwrap_or_else(|| cairn_agent::agents::MAIN.to_string()),
+        channel,
+        conversation,
+    };
+    Ok(upgrade.on_upgrade(move |socket| serve(socket, state, token, talk)))
 }
 
 /// A client frame, or why it is refused. One within the body limit is
@@ -338,16 +359,23 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// Whom a connection talks to, and where: the agent's chat service, its
+/// id, and the conversation's channel.
+struct Talk {
+    chat: Arc<ChatService>,
+    agent: String,
+    channel: String,
+    conversation: String,
+}
+
 /// Runs one connection until the client leaves, its token is revoked or
 /// expires, or the daemon stops.
-async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation: String) {
-    let Ok(chat) = state.chat().cloned() else {
-        return;
-    };
+async fn serve(socket: WebSocket, state: AppState, token: ApiToken, talk: Talk) {
     let stream = state.open_stream(&token);
     let (mut socket_tx, mut socket_rx) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
-    let mut conn = Connection::new(state, chat, out, conversation);
+    let agent = talk.agent.clone();
+    let mut conn = Connection::new(state, talk, out);
     let mut bus = conn.state.events().subscribe(None).live;
     let ping_every = conn.state.ws_ping();
     let mut ping = tokio::time::interval(ping_every);
@@ -356,7 +384,9 @@ async fn serve(socket: WebSocket, state: AppState, token: ApiToken, conversation
     let mut last_heard = tokio::time::Instant::now();
     let mut notices = tokio::time::interval(NOTICE_POLL);
     notices.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    conn.send(json!({"type": "ready", "conversation": conn.conversation, "channel": conn.channel}));
+    conn.send(json!({
+        "type": "ready", "conversation": conn.conversation, "channel": conn.channel, "agent": agent,
+    }));
     loop {
         tokio::select! {
             () = stream.ended().cancelled() => {
@@ -460,14 +490,14 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(
-        state: AppState,
-        chat: Arc<ChatService>,
-        out: mpsc::UnboundedSender<Value>,
-        conversation: String,
-    ) -> Self {
+    fn new(state: AppState, talk: Talk, out: mpsc::UnboundedSender<Value>) -> Self {
+        let Talk {
+            chat,
+            channel,
+            conversation,
+            ..
+        } = talk;
         let pending: Pending = Arc::default();
-        let channel = format!("ws:{conversation}");
         let sink = Arc::new(Sink {
             out: out.clone(),
             pending: Arc::clone(&pending),

@@ -6,6 +6,7 @@
     reason = "not in every build: each test binary uses part of the harness"
 )]
 
+pub mod agents;
 pub mod clients;
 pub mod jobs;
 
