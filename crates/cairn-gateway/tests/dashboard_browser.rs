@@ -27,6 +27,7 @@ use cairn_test_support::python::python;
 use cairn_test_support::{missing, required};
 use serde_json::{Value, json};
 use support::TestGateway;
+use support::agents::{FAMILY_MODEL, with_family};
 use support::clients::{run, text};
 
 /// `CAIRN_TEST_<NAME>` or the Debian path, when the file is there.
@@ -90,10 +91,13 @@ async fn the_dashboard_works_in_chromium() {
         now,
         Some("no servers configured".into()),
     );
+    // A second agent, for the chat's agent switcher.
+    let family_home = tempfile::tempdir().unwrap();
     let gw = TestGateway::start_with(support::settings(), {
         let components = Arc::clone(&components);
+        let family_home = family_home.path().to_path_buf();
         move |g| {
-            let g = g.with_components(components);
+            let g = with_family(g.with_components(components), &family_home);
             g.spawn_event_feeds();
             g
         }
@@ -120,6 +124,8 @@ async fn the_dashboard_works_in_chromium() {
     );
     gw.llm.push(Scripted::tool_call("writer", json!({})));
     gw.llm.push(Scripted::text("written it"));
+    // Family's answer, on the chat switched to it.
+    gw.llm.push(Scripted::text("Pip here"));
 
     let code = cairn_gateway::pairing::display(&gw.pairing_code().await);
     let shots = screenshots();
@@ -156,6 +162,17 @@ async fn the_dashboard_works_in_chromium() {
         gw.writer.0.load(std::sync::atomic::Ordering::SeqCst),
         1,
         "the approved tool ran once"
+    );
+    let models: Vec<Value> = gw
+        .llm
+        .requests()
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        ["fake-model", "fake-model", "fake-model", FAMILY_MODEL],
+        "family's message went to family's model, main's to main's"
     );
     let routine = gw.store.list_routines(None).await.unwrap();
     let coffee = routine.iter().find(|r| r.spec.name == "coffee").unwrap();

@@ -1,19 +1,68 @@
 // Chat over the WebSocket (the session cookie authenticates it): streamed
 // answers, tool calls and results as they happen, approvals, stop, threads.
+// With several agents, a switcher picks the one to talk to; the choice is
+// remembered, and each agent has its own conversation.
 
 import { get } from "./api.js";
 import { fill, h, toast } from "./dom.js";
 
 const KEY = "cairn.conversation";
+const AGENT = "cairn.agent";
+const MAIN = "main";
+
+/** The conversation remembered for `agent` (main's key is the one from before agents). */
+const conversationKey = (agent) => (agent === MAIN ? KEY : `${KEY}.${agent}`);
+
+/** The agents: main, then each `cairn:<id>` GET /v1/models lists. */
+async function agents() {
+  const models = await get("/v1/models").catch(() => null);
+  const ids = (models?.data || []).map((m) => m.id).filter((id) => id.startsWith("cairn:"));
+  return [MAIN, ...ids.map((id) => id.slice("cairn:".length))];
+}
 
 export function chat(main) {
+  let close = null;
+  let gone = false;
+  fill(main, h("h1", {}, "Chat"), h("p", { class: "muted", id: "chat-state" }, "Connecting…"));
+  const open = async () => {
+    const list = await agents();
+    if (gone) return;
+    const stored = localStorage.getItem(AGENT);
+    const agent = list.includes(stored) ? stored : MAIN;
+    close?.();
+    close = conversation(main, list, agent, (chosen) => {
+      localStorage.setItem(AGENT, chosen);
+      open();
+    });
+  };
+  open();
+  return () => {
+    gone = true;
+    close?.();
+  };
+}
+
+/** The chat with `agent`; `choose` switches to another of `list`. */
+function conversation(main, list, agent, choose) {
+  const picker = h(
+    "select",
+    { id: "chat-agent", testid: "chat-agent", onchange: (e) => choose(e.target.value) },
+    list.map((id) => h("option", { value: id, selected: id === agent }, id)),
+  );
+  // Only worth showing when there is a choice.
+  const agentRow = h(
+    "div",
+    { class: "row", hidden: list.length < 2 },
+    h("label", { for: "chat-agent" }, "Agent"),
+    picker,
+  );
   const log = h("div", { class: "chat-log", role: "log", "aria-live": "polite", "aria-label": "Conversation" });
   const input = h("textarea", {
     id: "chat-input",
     testid: "chat-input",
     rows: 3,
     "aria-label": "Message",
-    placeholder: "Message cairn (Ctrl+Enter sends)",
+    placeholder: `Message ${agent === MAIN ? "cairn" : agent} (Ctrl+Enter sends)`,
   });
   const send = h("button", { type: "submit", testid: "chat-send" }, "Send");
   const stop = h(
@@ -59,7 +108,7 @@ export function chat(main) {
       h("button", { type: "button", class: "quiet", onclick: command("/undo") }, "Undo"),
     ),
   );
-  fill(main, h("h1", {}, "Chat"), state, switcher, log, form);
+  fill(main, h("h1", {}, "Chat"), agentRow, state, switcher, log, form);
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit();
   });
@@ -69,10 +118,11 @@ export function chat(main) {
   let closed = false;
   const tools = new Map();
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const conversation = sessionStorage.getItem(KEY);
-  const socket = new WebSocket(
-    `${scheme}//${location.host}/ws/chat${conversation ? `?conversation=${encodeURIComponent(conversation)}` : ""}`,
-  );
+  const query = new URLSearchParams();
+  const remembered = sessionStorage.getItem(conversationKey(agent));
+  if (remembered) query.set("conversation", remembered);
+  if (agent !== MAIN) query.set("agent", agent);
+  const socket = new WebSocket(`${scheme}//${location.host}/ws/chat${query.size ? `?${query}` : ""}`);
   const frame = (f) => socket.readyState === WebSocket.OPEN && socket.send(JSON.stringify(f));
   const add = (role, text) => {
     const m = h("div", { class: "msg", testid: "chat-message", "data-role": role }, text);
@@ -85,10 +135,10 @@ export function chat(main) {
     log.dataset.busy = String(on);
   };
 
-  /** The threads of this conversation's session, the active one selected. */
-  async function listThreads(conversation) {
+  /** The threads of this conversation's session (its channel), the active one selected. */
+  async function listThreads(channel) {
     const sessions = await get("/api/sessions").catch(() => []);
-    const mine = sessions.find((x) => x.channel === `ws:${conversation}`);
+    const mine = sessions.find((x) => x.channel === channel);
     fill(
       threads,
       (mine?.threads || []).map((t) =>
@@ -147,9 +197,10 @@ export function chat(main) {
     const f = JSON.parse(message.data);
     switch (f.type) {
       case "ready":
-        sessionStorage.setItem(KEY, f.conversation);
-        state.textContent = `Conversation ${f.conversation}`;
-        current = f.conversation;
+        sessionStorage.setItem(conversationKey(agent), f.conversation);
+        state.textContent =
+          list.length < 2 ? `Conversation ${f.conversation}` : `Conversation ${f.conversation} with ${agent}`;
+        current = f.channel;
         listThreads(current);
         break;
       case "chunk":

@@ -187,6 +187,29 @@ try:
     checked = driver.find_element(By.CSS_SELECTOR, "#chat-thread option:checked").get_attribute("value")
     assert checked == wanted, f"the session's thread is {checked}, not {wanted}"
 
+    step("chat: the agent switcher talks to family, whose threads are its own, and is remembered")
+    picker = find("chat-agent")
+    assert picker.is_displayed(), "no agent switcher with two agents"
+    assert [o.get_attribute("value") for o in Select(picker).options] == ["main", "family"]
+    main_conversation = driver.execute_script("return sessionStorage.getItem('cairn.conversation')")
+    Select(picker).select_by_value("family")
+    wait.until(lambda d: "with family" in d.find_element(By.ID, "chat-state").text)
+    assert not driver.find_elements(*tid("chat-message")), "family's chat shows main's messages"
+    find("chat-input").send_keys("who are you?")
+    click("chat-send")
+    wait.until(lambda d: any("Pip here" in m.text
+                             for m in d.find_elements(*tid("chat-message", '[data-role="assistant"]'))))
+    wait.until(idle)
+    # One thread of its own: no thread switcher (main's session had two threads).
+    assert not driver.find_element(By.ID, "chat-thread").is_displayed(), "family shows main's threads"
+    nav("home")
+    nav("chat")
+    wait.until(lambda d: "with family" in d.find_element(By.ID, "chat-state").text)
+    assert Select(find("chat-agent")).first_selected_option.get_attribute("value") == "family"
+    Select(find("chat-agent")).select_by_value("main")
+    wait.until(lambda d: f"Conversation {main_conversation} with main" in d.find_element(By.ID, "chat-state").text)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#chat-thread option")) == 2)
+
     step("routines: create from the form, the preview shows 09:00")
     nav("routines")
     click("routine-new")
