@@ -73,11 +73,9 @@ pub enum Command {
     #[command(subcommand)]
     Tool(ToolCommand),
     /// Memory: search, add, forget, list, stats, export, reindex, hygiene.
-    #[command(subcommand)]
-    Memory(MemoryCommand),
+    Memory(MemoryArgs),
     /// Skills (folders with a SKILL.md): list them, show one.
-    #[command(subcommand)]
-    Skill(SkillCommand),
+    Skill(SkillArgs),
     /// First-run set-up: the LLM, time zone and a notification channel,
     /// tested, written to config.toml (0600); then `doctor`.
     Init(crate::commands::init::InitArgs),
@@ -150,6 +148,18 @@ pub enum ToolCommand {
     },
 }
 
+/// `cairn skill [--agent ID] …`
+#[derive(Debug, Args)]
+pub struct SkillArgs {
+    /// The agent whose skills (an `[[agents]]` id: its workspace's
+    /// skills/); main's without it.
+    #[arg(long, global = true)]
+    pub agent: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SkillCommand,
+}
+
 /// `cairn skill …`
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
@@ -175,6 +185,18 @@ pub enum ServiceCommand {
     Uninstall,
     /// Whether the unit is installed and (with systemctl) active.
     Status,
+}
+
+/// `cairn memory [--agent ID] …`
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// The agent whose memory (an `[[agents]]` id: its own documents and
+    /// those shared by any agent); main's without it.
+    #[arg(long, global = true)]
+    pub agent: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: MemoryCommand,
 }
 
 /// `cairn memory …`
@@ -492,6 +514,10 @@ pub struct ChatArgs {
     /// Use this model for the session.
     #[arg(long)]
     pub model: Option<String>,
+    /// Chat with this agent (an `[[agents]]` id), in a conversation of its
+    /// own; main without it.
+    #[arg(long)]
+    pub agent: Option<String>,
     /// Attach an image to the `-m` message (PNG, JPEG, WebP or GIF, at most
     /// 5 MiB; repeat for several).
     #[arg(long, value_name = "FILE", requires = "message")]

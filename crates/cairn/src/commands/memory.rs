@@ -1,6 +1,7 @@
 //! `cairn memory …`: the owner's memory from the command line, through the
 //! same [`MemoryService`] the agent uses (so start-up hydration and the
-//! embedding cache apply here too).
+//! embedding cache apply here too). `--agent ID` works on that agent's
+//! memory (its documents and the shared ones) and its workspace.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -13,17 +14,39 @@ use cairn_store::{MemoryCategory, Store};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
-use crate::cli::MemoryCommand;
+use crate::cli::{MemoryArgs, MemoryCommand};
 use crate::exit::BadInput;
 use crate::settings;
 
+/// Whose memory a command works on: the service scoped to the agent, and
+/// the agent's workspace (snapshots, hygiene).
+struct Scope {
+    memory: Arc<MemoryService>,
+    workspace: std::path::PathBuf,
+}
+
 /// Runs one `cairn memory` subcommand.
-pub fn run(command: &MemoryCommand, as_json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(args: &MemoryArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    let agent = args
+        .agent
+        .as_deref()
+        .map(|id| crate::wiring::agent_named(&config, id))
+        .transpose()?;
     crate::commands::runtime()?.block_on(async {
         let (store, _) = Store::open(config.database_url.expose_secret()).await?;
-        let memory = crate::wiring::memory_service(&config, &store).await?;
-        let result = dispatch(command, as_json, &config, &memory).await;
+        let main = crate::wiring::memory_service(&config, &store).await?;
+        let scope = match &agent {
+            Some(spec) => Scope {
+                memory: Arc::new(main.for_agent(&spec.id)),
+                workspace: crate::wiring::workspace_of(&config, spec),
+            },
+            None => Scope {
+                memory: main,
+                workspace: config.workspace.clone(),
+            },
+        };
+        let result = dispatch(&args.command, as_json, &config, &scope).await;
         store.close().await;
         result
     })
@@ -51,8 +74,9 @@ async fn dispatch(
     command: &MemoryCommand,
     as_json: bool,
     config: &Config,
-    memory: &Arc<MemoryService>,
+    scope: &Scope,
 ) -> anyhow::Result<ExitCode> {
+    let memory = &scope.memory;
     match command {
         MemoryCommand::Search { query, limit } => search(memory, query, *limit, as_json).await?,
         MemoryCommand::Add {
@@ -67,9 +91,9 @@ async fn dispatch(
             list(memory, category.as_deref(), *limit, as_json).await?;
         }
         MemoryCommand::Stats => stats(memory, as_json).await?,
-        MemoryCommand::Export => export(config, memory, as_json).await?,
+        MemoryCommand::Export => export(&scope.workspace, memory, as_json).await?,
         MemoryCommand::Reindex => reindex(memory, as_json).await?,
-        MemoryCommand::Hygiene => hygiene(config, memory, as_json).await?,
+        MemoryCommand::Hygiene => hygiene(config, scope, as_json).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -238,12 +262,16 @@ async fn stats(memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// `cairn memory export`: a snapshot in the workspace; prints its path.
-async fn export(config: &Config, memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
+async fn export(
+    workspace: &std::path::Path,
+    memory: &MemoryService,
+    as_json: bool,
+) -> anyhow::Result<()> {
     let path = write_snapshot(
         memory.store(),
         memory.user_id(),
         memory.agent(),
-        &config.workspace,
+        workspace,
         memory.clock().now(),
     )
     .await?;
@@ -284,13 +312,14 @@ async fn reindex(memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// `cairn memory hygiene`: archiving and purging now, as the routine does.
-async fn hygiene(config: &Config, memory: &MemoryService, as_json: bool) -> anyhow::Result<()> {
+async fn hygiene(config: &Config, scope: &Scope, as_json: bool) -> anyhow::Result<()> {
+    let memory = &scope.memory;
     let report = run_hygiene(
         memory.store(),
         memory.user_id(),
         memory.agent(),
         &crate::wiring::hygiene_settings(config),
-        &config.workspace,
+        &scope.workspace,
         memory.clock().now(),
     )
     .await?;

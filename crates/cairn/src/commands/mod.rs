@@ -66,9 +66,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status => status::run(cli.json),
         Command::Service(command) => service::run(&command, cli.json),
         Command::Tool(command) => tool::run(&command, cli.json),
-        Command::Memory(command) => memory::run(&command, cli.json),
+        Command::Memory(args) => memory::run(&args, cli.json),
         Command::Mcp(command) => mcp::run(&command, cli.json),
-        Command::Skill(command) => skill::run(&command, cli.json),
+        Command::Skill(args) => skill::run(&args, cli.json),
         Command::Schedule(ScheduleCommand::Explain(args)) => {
             // The configured zone is only needed when --tz is absent.
             let zone = match args.tz {

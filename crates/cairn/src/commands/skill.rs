@@ -1,22 +1,27 @@
 //! `cairn skill list|show`: the skills the agent is offered (folders with a
-//! `SKILL.md` in `workspace/skills/` and `skills.paths`).
+//! `SKILL.md` in `workspace/skills/` and `skills.paths`); with `--agent ID`,
+//! that agent's (its own workspace's `skills/` and `skills.paths`).
 
 use std::process::ExitCode;
 
 use cairn_agent::skills::{discover, read_body, skill_dirs};
 use serde_json::json;
 
-use crate::cli::SkillCommand;
+use crate::cli::{SkillArgs, SkillCommand};
 use crate::exit::BadInput;
 use crate::settings;
 
 /// Runs one `cairn skill` subcommand.
-pub fn run(command: &SkillCommand, as_json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(args: &SkillArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
-    let dirs = skill_dirs(&config.workspace, &config.skills.paths);
+    let workspace = match &args.agent {
+        Some(id) => crate::wiring::workspace_of(&config, &crate::wiring::agent_named(&config, id)?),
+        None => config.workspace.clone(),
+    };
+    let dirs = skill_dirs(&workspace, &config.skills.paths);
     crate::commands::runtime()?.block_on(async {
         let set = discover(&dirs).await;
-        match command {
+        match &args.command {
             SkillCommand::List => {
                 if as_json {
                     let skills: Vec<_> = set

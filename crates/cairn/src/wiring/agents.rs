@@ -40,6 +40,27 @@ pub fn agents(config: &Config) -> anyhow::Result<Agents> {
         .map_err(|errors| located(config, config.agents.as_ref(), &errors))
 }
 
+/// The agent `id` of the `[[agents]]` table (`main` is always there), for
+/// a command's `--agent`; bad input naming the configured ones otherwise.
+pub fn agent_named(config: &Config, id: &str) -> anyhow::Result<AgentSpec> {
+    let agents = agents(config)?;
+    agents.get(id).cloned().ok_or_else(|| {
+        let known: Vec<&str> = agents.all().iter().map(|a| a.id.as_str()).collect();
+        crate::exit::BadInput(format!(
+            "--agent {id}: no such agent; the agents are {} ([[agents]] in config.toml)",
+            known.join(", ")
+        ))
+        .into()
+    })
+}
+
+/// An agent's workspace: its own, or the top-level one for `main`.
+pub fn workspace_of(config: &Config, spec: &AgentSpec) -> std::path::PathBuf {
+    spec.workspace
+        .clone()
+        .unwrap_or_else(|| config.workspace.clone())
+}
+
 /// An agent other than `main`, running.
 #[derive(Clone)]
 pub struct AgentRun {

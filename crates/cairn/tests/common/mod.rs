@@ -4,6 +4,8 @@
     reason = "not in every build: each test file uses its own part"
 )]
 
+pub mod agents;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex, mpsc};

@@ -1,9 +1,14 @@
 //! `cairn chat`: an interactive conversation with the agent, or one question with `-m`.
+//! `--agent ID` talks to another agent (`[[agents]]`), in a conversation of
+//! its own (channel `terminal:<id>`).
 
 mod terminal;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use anyhow::Context;
+use cairn_agent::agents::MAIN;
 use cairn_agent::chat::{ChatService, Inbound, Reply};
 use cairn_core::config::Config;
 use secrecy::ExposeSecret;
@@ -15,8 +20,33 @@ use crate::{settings, wiring};
 use terminal::{ApprovalMode, TerminalSink};
 pub(crate) use terminal::{Line, LineReader};
 
-/// The channel name of the terminal.
+/// The channel name of the terminal (main's; another agent's is
+/// `terminal:<id>`).
 const CHANNEL: &str = "terminal";
+
+/// This terminal's conversation: the person, the agent's chat service and
+/// the channel, so each agent's sessions are its own.
+struct Terminal<'a> {
+    config: &'a Config,
+    service: &'a ChatService,
+    channel: String,
+}
+
+impl Terminal<'_> {
+    fn user(&self) -> &str {
+        &self.config.user.id
+    }
+
+    fn inbound(&self, text: &str) -> Inbound {
+        Inbound {
+            user_id: self.user().to_string(),
+            channel: self.channel.clone(),
+            thread: None,
+            text: text.to_string(),
+            images: Vec::new(),
+        }
+    }
+}
 
 /// How often the REPL looks for finished background tasks while it waits
 /// for a line (one cheap indexed read).
@@ -28,6 +58,11 @@ const MCP_SETTLE: std::time::Duration = std::time::Duration::from_secs(15);
 /// Runs the chat REPL, or answers one message with `-m`.
 pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
+    // An agent not configured stops here, naming the configured ones.
+    let agent = match args.agent.as_deref() {
+        Some(id) => wiring::agent_named(&config, id)?.id,
+        None => MAIN.to_string(),
+    };
     // A chat is the LLM: without its settings (an unset key variable, say)
     // it stops here, naming them, before anything is opened.
     wiring::llm_settings(&config)?;
@@ -38,7 +73,23 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         let rt = wiring::runtime(&config, store.clone()).await?;
         // The first request names the MCP servers' tools: wait for those starting.
         rt.mcp.get().settle(MCP_SETTLE).await;
-        let service = wiring::chat_service(&config, &rt);
+        let (service, channel) = if agent == MAIN {
+            (wiring::chat_service(&config, &rt), CHANNEL.to_string())
+        } else {
+            let main = wiring::chat_service_unpruned(&config, &rt);
+            let chats = wiring::chats(&config, &rt, main)?;
+            let service = chats
+                .get(&agent)
+                .with_context(|| format!("agent {agent} has no chat service"))?;
+            // As `chat_service` does for main's.
+            drop(service.spawn_pruner(wiring::PRUNE_EVERY));
+            (Arc::clone(service), format!("{CHANNEL}:{agent}"))
+        };
+        let terminal = Terminal {
+            config: &config,
+            service: &service,
+            channel,
+        };
         // Chat messages fire event routines; their runs happen in this process.
         let routine_notifier = wiring::notifier(&config, &store)?;
         let engine =
@@ -53,7 +104,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         if args.new {
             service
                 .handle(
-                    inbound(&config, "/new"),
+                    terminal.inbound("/new"),
                     &TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false),
                 )
                 .await;
@@ -61,16 +112,16 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         if let Some(model) = &args.model {
             let quiet = TerminalSink::new(reader.clone(), ApprovalMode::Decline, false, false);
             service
-                .handle(inbound(&config, &format!("/model {model}")), &quiet)
+                .handle(terminal.inbound(&format!("/model {model}")), &quiet)
                 .await;
         }
         let result = match &args.message {
-            Some(message) => one_shot(&config, &service, reader, args, message, json).await,
+            Some(message) => one_shot(&terminal, reader, args, message, json).await,
             None if json => Err(BadInput(
                 "--json needs -m: the interactive chat has no JSON form".into(),
             )
             .into()),
-            None => repl(&config, &service, &store, reader, args, &notifiers).await,
+            None => repl(&terminal, &store, reader, args, &notifiers).await,
         };
         finish_jobs(&rt.jobs).await;
         rt.background.shutdown().await;
@@ -111,19 +162,9 @@ async fn show_unread(store: &cairn_store::Store, user: &str) {
     }
 }
 
-fn inbound(config: &Config, text: &str) -> Inbound {
-    Inbound {
-        user_id: config.user.id.clone(),
-        channel: CHANNEL.to_string(),
-        thread: None,
-        text: text.to_string(),
-        images: Vec::new(),
-    }
-}
-
 /// Handles a message; Ctrl-C while it runs interrupts the turn.
-async fn handle(config: &Config, service: &ChatService, sink: &TerminalSink, text: &str) -> Reply {
-    send(config, service, sink, inbound(config, text)).await
+async fn handle(terminal: &Terminal<'_>, sink: &TerminalSink, text: &str) -> Reply {
+    send(terminal, sink, terminal.inbound(text)).await
 }
 
 /// Reads `--image` files (bounded before reading) and stores them with the message.
@@ -157,20 +198,15 @@ async fn with_images(
 }
 
 /// Handles an inbound message; Ctrl-C while it runs interrupts the turn.
-async fn send(
-    config: &Config,
-    service: &ChatService,
-    sink: &TerminalSink,
-    message: Inbound,
-) -> Reply {
-    let work = service.handle(message, sink);
+async fn send(terminal: &Terminal<'_>, sink: &TerminalSink, message: Inbound) -> Reply {
+    let work = terminal.service.handle(message, sink);
     tokio::pin!(work);
     loop {
         tokio::select! {
             reply = &mut work => return reply,
             signal = tokio::signal::ctrl_c() => {
                 if signal.is_ok() {
-                    service.interrupt(&config.user.id, CHANNEL);
+                    terminal.service.interrupt(terminal.user(), &terminal.channel);
                 }
             }
         }
@@ -178,8 +214,7 @@ async fn send(
 }
 
 async fn one_shot(
-    config: &Config,
-    service: &ChatService,
+    terminal: &Terminal<'_>,
     reader: LineReader,
     args: &ChatArgs,
     message: &str,
@@ -193,8 +228,8 @@ async fn one_shot(
         ApprovalMode::Decline
     };
     let sink = TerminalSink::new(reader, approvals, false, false);
-    let message = with_images(service, inbound(config, message), &args.image).await?;
-    match send(config, service, &sink, message).await {
+    let message = with_images(terminal.service, terminal.inbound(message), &args.image).await?;
+    match send(terminal, &sink, message).await {
         Reply::Answer(report) if json => {
             let out = json!({
                 "response": report.response,
@@ -236,13 +271,13 @@ async fn settle(config: &Config, notifiers: &[cairn_automation::notify::Notifier
 }
 
 async fn repl(
-    config: &Config,
-    service: &ChatService,
+    terminal: &Terminal<'_>,
     store: &cairn_store::Store,
     reader: LineReader,
     args: &ChatArgs,
     notifiers: &[cairn_automation::notify::Notifier],
 ) -> anyhow::Result<ExitCode> {
+    let (config, service, channel) = (terminal.config, terminal.service, &terminal.channel);
     let interactive = reader.interactive();
     let approvals = if args.yes {
         ApprovalMode::Yes
@@ -254,11 +289,11 @@ async fn repl(
         println!(
             "cairn {} — chatting as {} with {}. /help for commands, /quit to leave, Ctrl-C stops a turn.",
             env!("CARGO_PKG_VERSION"),
-            config.agent.name,
-            service.agent().provider().model()
+            service.settings().agent_name,
+            service.agent().model()
         );
     }
-    if let Some(interrupted) = service.interrupted_turn(&config.user.id, CHANNEL).await {
+    if let Some(interrupted) = service.interrupted_turn(&config.user.id, channel).await {
         println!(
             "The last turn of this thread was interrupted (\"{interrupted}\"). /resume continues it, /undo drops it."
         );
@@ -276,8 +311,8 @@ async fn repl(
             tokio::select! {
                 line = &mut read => break line,
                 () = tokio::time::sleep(NOTICE_POLL) => {
-                    if service.notices_waiting(&config.user.id, CHANNEL).await
-                        && let Some(reply) = service.deliver_notices(&config.user.id, CHANNEL, &notice_sink).await
+                    if service.notices_waiting(&config.user.id, channel).await
+                        && let Some(reply) = service.deliver_notices(&config.user.id, channel, &notice_sink).await
                     {
                         show(reply, &notice_sink);
                     }
@@ -288,14 +323,14 @@ async fn repl(
             Line::Text(text) => text,
             Line::Cancelled => continue,
             Line::End => {
-                await_background(config, service, &notice_sink).await;
+                await_background(terminal, &notice_sink).await;
                 break;
             }
         };
         if text.trim().is_empty() {
             continue;
         }
-        let quit = show(handle(config, service, &sink, &text).await, &sink);
+        let quit = show(handle(terminal, &sink, &text).await, &sink);
         for line in settle(config, notifiers).await {
             println!("{line}");
         }
@@ -335,16 +370,16 @@ fn show(reply: Reply, sink: &TerminalSink) -> bool {
 /// At the end of input, waits for this conversation's background tasks and
 /// lets the agent react to each, so piped input does not lose them; Ctrl-C
 /// stops waiting (they are then reported as interrupted next time).
-async fn await_background(config: &Config, service: &ChatService, sink: &TerminalSink) {
-    let user = &config.user.id;
+async fn await_background(terminal: &Terminal<'_>, sink: &TerminalSink) {
+    let (user, service, channel) = (terminal.user(), terminal.service, &terminal.channel);
     let wait = async {
         loop {
-            if let Some(reply) = service.deliver_notices(user, CHANNEL, sink).await {
+            if let Some(reply) = service.deliver_notices(user, channel, sink).await {
                 show(reply, sink);
                 continue;
             }
-            if service.background_running(user, CHANNEL).await == 0
-                && !service.notices_waiting(user, CHANNEL).await
+            if service.background_running(user, channel).await == 0
+                && !service.notices_waiting(user, channel).await
             {
                 return;
             }
