@@ -136,11 +136,7 @@ impl LoopDelegate for Unwatched<'_> {
 /// `ROUTINE_OK` as the answer is `ok`, another answer `attention`; a call
 /// the policy denied fails the run, one that needed approval makes it
 /// `attention`.
-async fn turn(
-    agent: &RoutineAgent,
-    request: &ActionRequest,
-    job: Job<'_>,
-) -> ActionOutcome {
+async fn turn(agent: &RoutineAgent, request: &ActionRequest, job: Job<'_>) -> ActionOutcome {
     let name = &request.routine.spec.name;
     let runner = agent.agent.runner();
     let prompt = PromptContext {
@@ -150,7 +146,10 @@ async fn turn(
         more_tools: runner.on_demand_listing(),
         ..agent.prompt.clone()
     };
-    let system = format!("{}\n\n{UNATTENDED_NOTE}", build_system_prompt(&prompt).await);
+    let system = format!(
+        "{}\n\n{UNATTENDED_NOTE}",
+        build_system_prompt(&prompt).await
+    );
     let mut messages = vec![
         ChatMessage::system(system),
         ChatMessage::user(format!(
@@ -217,7 +216,10 @@ async fn turn(
     if let Some(denied) = refused(ToolStatus::Denied) {
         result.status = RunStatus::Failed;
         result.summary = Some(with_detail(
-            &format!("the agent's call of `{}` was denied by its policy", denied.tool),
+            &format!(
+                "the agent's call of `{}` was denied by its policy",
+                denied.tool
+            ),
             result.summary.as_deref(),
         ));
     } else if let Some(declined) = refused(ToolStatus::Declined) {

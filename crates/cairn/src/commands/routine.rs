@@ -52,14 +52,12 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
     }
     // Check files before opening the database: bad input never touches it.
     let checked = match command {
-        RoutineCommand::Apply(args) => {
-            Some(routine_files::check(
-                &args.path,
-                config.user.timezone,
-                now,
-                &choice(args),
-            )?)
-        }
+        RoutineCommand::Apply(args) => Some(routine_files::check(
+            &args.path,
+            config.user.timezone,
+            now,
+            &choice(args),
+        )?),
         _ => None,
     };
     if let RoutineCommand::Delete { yes: false, name } = command {

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cairn_automation::routines::define::{not_configured, prepare, unknown_agent};
 pub use cairn_automation::routines::define::zone_of;
+use cairn_automation::routines::define::{not_configured, prepare, unknown_agent};
 use cairn_core::routine::{MAIN_AGENT, RoutineSpec, SpecFormat, line_of};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;

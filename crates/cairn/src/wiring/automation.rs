@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::HookRegistry;
+use cairn_agent::prompt::{PromptContext, RuntimeInfo};
 use cairn_agent::tools::ToolContext;
 use cairn_automation::notify::channels::Unavailable;
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
-use cairn_agent::prompt::{PromptContext, RuntimeInfo};
 use cairn_automation::routines::actions::AgentActions;
 use cairn_automation::routines::as_agent::RoutineAgent;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
