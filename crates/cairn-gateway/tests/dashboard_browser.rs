@@ -93,7 +93,9 @@ async fn the_dashboard_works_in_chromium() {
     let gw = TestGateway::start_with(support::settings(), {
         let components = Arc::clone(&components);
         move |g| {
-            let g = g.with_components(components);
+            // Two agents routines may run as: the routine form offers them.
+            let routines = g.routines().with_agents(["family".to_string()]);
+            let g = g.with_components(components).with_routines(routines);
             g.spawn_event_feeds();
             g
         }
@@ -167,6 +169,10 @@ async fn the_dashboard_works_in_chromium() {
     );
     let runs = gw.store.list_runs(coffee.id, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
+    // The form left main's routine main's, and gave the chosen agent to the other.
+    assert_eq!(coffee.spec.agent, None);
+    let tea = routine.iter().find(|r| r.spec.name == "tea").unwrap();
+    assert_eq!(tea.spec.agent.as_deref(), Some("family"));
     let tokens = gw.store.list_api_tokens().await.unwrap();
     let session = tokens.iter().find(|t| t.origin == "dashboard").unwrap();
     assert!(
