@@ -496,3 +496,70 @@ fn schedule_operations_are_checked_with_their_fields() {
         "{errs}"
     );
 }
+
+fn with_agent(agent: &str, action: &str) -> RoutineSpec {
+    RoutineSpec::parse(
+        &format!("name: x\n{agent}trigger: {{type: manual}}\naction: {action}\n"),
+        SpecFormat::Yaml,
+    )
+    .unwrap()
+}
+
+#[test]
+fn agent_is_main_when_absent_and_round_trips_when_written() {
+    let spec = with_agent("", "{type: notification, message: hi}");
+    assert_eq!(spec.agent, None);
+    assert_eq!(spec.agent_id(), "main");
+    assert!(!spec.to_yaml().unwrap().contains("agent"));
+
+    let yaml = "name: x\nagent: family\ntrigger: {type: manual}\naction: {type: notification, message: hi}\n";
+    let spec = RoutineSpec::parse(yaml, SpecFormat::Yaml).unwrap();
+    spec.validate().unwrap();
+    assert_eq!(spec.agent.as_deref(), Some("family"));
+    assert_eq!(spec.agent_id(), "family");
+    let again = RoutineSpec::parse(&spec.to_yaml().unwrap(), SpecFormat::Yaml).unwrap();
+    assert_eq!(again, spec);
+    let json = serde_json::to_value(&spec).unwrap();
+    assert_eq!(json["agent"], "family");
+    // Its line, for errors the configuration finds later.
+    assert_eq!(line_of(yaml, SpecFormat::Yaml, "agent"), Some(2));
+}
+
+#[test]
+fn agent_must_be_written_and_never_on_cairns_own_upkeep() {
+    let errors = |spec: RoutineSpec| -> Vec<String> {
+        spec.validate()
+            .err()
+            .map(|e| e.0.iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        errors(with_agent(
+            "agent: ' '\n",
+            "{type: notification, message: hi}"
+        )),
+        ["agent: must not be empty (leave it out for main)"]
+    );
+    assert_eq!(
+        errors(with_agent(
+            "agent: family\n",
+            "{type: system, task: heartbeat}"
+        )),
+        ["agent: `system` actions are cairn's own upkeep and run as main; leave `agent` out"]
+    );
+    // `agent: main` is main, whatever the action.
+    assert!(
+        errors(with_agent(
+            "agent: main\n",
+            "{type: system, task: heartbeat}"
+        ))
+        .is_empty()
+    );
+    // Its type is checked as the file is read, naming the field.
+    let err = RoutineSpec::parse(
+        "name: x\nagent: [a]\ntrigger: {type: manual}\naction: {type: notification, message: hi}\n",
+        SpecFormat::Yaml,
+    )
+    .unwrap_err();
+    assert!(err.message.starts_with("agent: "), "{err}");
+}

@@ -97,7 +97,9 @@ async fn the_dashboard_works_in_chromium() {
         let components = Arc::clone(&components);
         let family_home = family_home.path().to_path_buf();
         move |g| {
-            let g = with_family(g.with_components(components), &family_home);
+            // Two agents: the chat's switcher and the routine form offer them.
+            let routines = g.routines().with_agents(["family".to_string()]);
+            let g = with_family(g.with_components(components), &family_home).with_routines(routines);
             g.spawn_event_feeds();
             g
         }
@@ -184,6 +186,10 @@ async fn the_dashboard_works_in_chromium() {
     );
     let runs = gw.store.list_runs(coffee.id, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
+    // The form left main's routine main's, and gave the chosen agent to the other.
+    assert_eq!(coffee.spec.agent, None);
+    let tea = routine.iter().find(|r| r.spec.name == "tea").unwrap();
+    assert_eq!(tea.spec.agent.as_deref(), Some("family"));
     let tokens = gw.store.list_api_tokens().await.unwrap();
     let session = tokens.iter().find(|t| t.origin == "dashboard").unwrap();
     assert!(

@@ -14,14 +14,14 @@ use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, user_id, name, description, enabled, trigger_type, trigger_config, action_type, \
      action_config, guardrails, notify, timezone, last_run_at, next_fire_at, run_count, \
-     consecutive_failures, state, created_at, updated_at, paused_at, paused_by, pause_note, resumed_at";
+     consecutive_failures, state, created_at, updated_at, paused_at, paused_by, pause_note, resumed_at, agent";
 
 /// What a routine is written with beyond [`COLUMNS`]' first 19: its jitter
 /// and when its next slot fires (`due_at`, which the timer's index orders).
 const WRITTEN: &str = "id, user_id, name, description, enabled, trigger_type, trigger_config, action_type, \
      action_config, guardrails, notify, timezone, last_run_at, next_fire_at, run_count, \
      consecutive_failures, state, created_at, updated_at, jitter_us, due_at, paused_at, paused_by, \
-     pause_note, resumed_at";
+     pause_note, resumed_at, agent";
 
 fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
     let c = Cols(row);
@@ -33,6 +33,7 @@ fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
             name: c.text("name")?,
             description: c.text("description")?,
             enabled: c.boolean("enabled")?,
+            agent: c.text_opt("agent")?,
             trigger: c.json("trigger_config")?,
             action: c.json("action_config")?,
             guardrails: c.json("guardrails")?,
@@ -352,7 +353,7 @@ async fn insert_routine(
 ) -> Result<(), StoreError> {
     let sql = format!(
         "INSERT INTO routines ({WRITTEN}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-         $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
+         $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
     );
     let pause = routine.runtime.paused.as_ref();
     let result = bind_routine(sqlx::query(sqlx::AssertSqlSafe(sql)), routine)?
@@ -364,6 +365,7 @@ async fn insert_routine(
         .bind(pause.map(|p| p.by.clone()))
         .bind(pause.and_then(|p| p.note.clone()))
         .bind(micros_opt(routine.runtime.resumed_at))
+        .bind(routine.spec.agent.clone())
         .execute(&mut *conn)
         .await;
     match result {
@@ -393,13 +395,14 @@ async fn replace_routine(
         "UPDATE routines SET user_id = $2, name = $3, description = $4, enabled = $5, trigger_type = $6, \
          trigger_config = $7, action_type = $8, action_config = $9, guardrails = $10, notify = $11, \
          timezone = $12, last_run_at = $13, next_fire_at = $14, run_count = $15, \
-         consecutive_failures = $16, state = $17, updated_at = $18, jitter_us = $19, due_at = $20 \
-         WHERE id = $1",
+         consecutive_failures = $16, state = $17, updated_at = $18, jitter_us = $19, due_at = $20, \
+         agent = $21 WHERE id = $1",
     );
     let result = bind_routine(query, routine)?
         .bind(micros(routine.updated_at))
         .bind(jitter_us(routine))
         .bind(micros_opt(routine.next_due()))
+        .bind(routine.spec.agent.clone())
         .execute(&mut *conn)
         .await;
     match result {

@@ -433,6 +433,10 @@ pub struct RoutineFileArgs {
     /// A routine file (YAML or JSON, by extension) or a directory of them.
     #[arg(short = 'f', long = "file")]
     pub path: std::path::PathBuf,
+    /// The agent (an id of `[[agents]]`) that runs the routines that name
+    /// none; a routine's own `agent:` wins. Default: main.
+    #[arg(long)]
+    pub agent: Option<String>,
 }
 
 /// `cairn notify …`

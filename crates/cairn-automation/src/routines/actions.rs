@@ -18,6 +18,11 @@
 //! - `system`: the [`SystemTask`] registered under the task's name
 //!   ([`with_system_task`](AgentActions::with_system_task)).
 //!
+//! A routine with `agent: ID` (not `main`) does each of these as that agent
+//! ([`super::as_agent`]): its model, its tools under its policy, its
+//! workspace; its `full_job` is one turn of its own loop. An agent this
+//! executor was not given fails the run, naming it: it never runs as `main`.
+//!
 //! **Unattended approvals.** Nobody answers an approval during a run: a tool
 //! the policy asks about runs only if the action lists it in `allowed_tools`;
 //! otherwise it is declined and the run is `attention`, naming the tool. A
@@ -34,6 +39,7 @@
 //! `full_job` may write the file with its file tools; its path is in the job's
 //! instructions.
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -45,11 +51,12 @@ use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner,
 use cairn_agent::tools::ToolContext;
 use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_core::clock::Clock;
-use cairn_core::routine::{RoutineAction, RunStatus};
+use cairn_core::routine::{MAIN_AGENT, RoutineAction, RunStatus};
 use cairn_llm::{ChatRequest, LlmProvider};
 use cairn_store::Store;
 
 use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext, Notice};
+use super::as_agent::{self, RoutineAgent};
 use super::system::{SystemTask, SystemTasks};
 
 /// The reply that means "nothing to report".
@@ -81,6 +88,8 @@ pub struct AgentActions {
     tools: Option<(Arc<ToolRunner>, ToolContext)>,
     jobs: Option<Arc<JobScheduler>>,
     system: SystemTasks,
+    /// The agents other than `main` routines may run as, by id.
+    agents: BTreeMap<String, Arc<RoutineAgent>>,
 }
 
 struct Llm {
@@ -102,6 +111,7 @@ impl std::fmt::Debug for AgentActions {
             .field("tools", &self.tools.is_some())
             .field("jobs", &self.jobs.is_some())
             .field("system", &self.system)
+            .field("agents", &self.agents)
             .finish_non_exhaustive()
     }
 }
@@ -118,7 +128,15 @@ impl AgentActions {
             tools: None,
             jobs: None,
             system: SystemTasks::default(),
+            agents: BTreeMap::new(),
         }
+    }
+
+    /// The agent `id` (not `main`): routines with `agent: ID` run as it.
+    #[must_use]
+    pub fn with_agent(mut self, id: impl Into<String>, agent: RoutineAgent) -> Self {
+        self.agents.insert(id.into(), Arc::new(agent));
+        self
     }
 
     /// Registers the system task `system` routines named `name` run.
@@ -150,6 +168,7 @@ impl AgentActions {
         self
     }
 
+    /// `lightweight` as `main`: on the cheap model, in `main`'s workspace.
     async fn lightweight(
         &self,
         request: &ActionRequest,
@@ -163,14 +182,34 @@ impl AgentActions {
                  (set CAIRN_LLM_PROVIDER, or `llm.provider` in the config)",
             );
         };
+        let light = Light {
+            provider: &llm.cheap,
+            model: None,
+            workspace: &self.workspace,
+        };
+        self.light_call(request, &light, prompt, context_paths, max_tokens)
+            .await
+    }
+
+    /// One call with the prompt, the context files and the routine's state,
+    /// as `light` says.
+    pub(super) async fn light_call(
+        &self,
+        request: &ActionRequest,
+        light: &Light<'_>,
+        prompt: &str,
+        context_paths: &[String],
+        max_tokens: Option<u32>,
+    ) -> ActionOutcome {
+        let workspace = light.workspace;
         let routine = &request.routine;
         let name = &routine.spec.name;
         let mut user = format!("Routine `{name}`: {prompt}\n");
         for path in context_paths {
-            let text = self.context_file(path).await;
+            let text = context_file(workspace, path).await;
             user.push_str(&format!("\n## Context file `{path}`\n{text}\n"));
         }
-        let state_md = match self.read_capped(Path::new(&state_rel(name))).await {
+        let state_md = match read_capped(workspace, Path::new(&state_rel(name))).await {
             Ok(Some(text)) => text,
             Ok(None) => "(none yet)".to_string(),
             Err(e) => format!("(not read: {e})"),
@@ -187,6 +226,7 @@ impl AgentActions {
 
         let chat = ChatRequest {
             max_tokens,
+            model: light.model.clone(),
             ..ChatRequest::new(vec![
                 ChatMessage::system(LIGHTWEIGHT_SYSTEM),
                 ChatMessage::user(user),
@@ -195,7 +235,7 @@ impl AgentActions {
         let response = tokio::select! {
             biased;
             () = request.cancel.cancelled() => return ActionOutcome::failed("cancelled before the LLM answered"),
-            response = llm.cheap.complete(&chat) => response,
+            response = light.provider.complete(&chat) => response,
         };
         let response = match response {
             Ok(response) => response,
@@ -209,7 +249,7 @@ impl AgentActions {
         let mut state = None;
         let mut problem = None;
         if let Some(content) = state_block {
-            if let Err(error) = self.write_state(name, &content).await {
+            if let Err(error) = write_state(workspace, name, &content).await {
                 problem = Some(format!("(could not write {}: {error})", state_rel(name)));
             }
             state = serde_json::from_str::<serde_json::Value>(&content)
@@ -246,13 +286,7 @@ impl AgentActions {
         };
         let routine = &request.routine;
         let name = &routine.spec.name;
-        let instructions = format!(
-            "{description}\n\n(This job runs for the routine `{name}`. Its state file is `{}` in \
-             the workspace; update it if the next run should know something. If nothing needs \
-             the person's attention, give exactly ROUTINE_OK as your final answer.)\n{}",
-            state_rel(name),
-            fire_text(&request.fire, self.clock.now())
-        );
+        let instructions = self.job_instructions(request, description);
         let mut spec = JobSpec::new(title, instructions, routine.user_id.clone())
             .with_origin(format!("routine:{name}"))
             .with_allowed_tools(allowed_tools.iter().cloned());
@@ -329,6 +363,19 @@ impl AgentActions {
         outcome
     }
 
+    /// A job's instructions: the description, the routine's note (its
+    /// state file, `ROUTINE_OK`) and the fire.
+    pub(super) fn job_instructions(&self, request: &ActionRequest, description: &str) -> String {
+        let name = &request.routine.spec.name;
+        format!(
+            "{description}\n\n(This job runs for the routine `{name}`. Its state file is `{}` in \
+             the workspace; update it if the next run should know something. If nothing needs \
+             the person's attention, give exactly ROUTINE_OK as your final answer.)\n{}",
+            state_rel(name),
+            fire_text(&request.fire, self.clock.now())
+        )
+    }
+
     async fn tool_call(
         &self,
         request: &ActionRequest,
@@ -341,79 +388,122 @@ impl AgentActions {
                 "no tools are configured; this routine's `tool_call` action cannot run `{tool}`"
             ));
         };
-        let name = &request.routine.spec.name;
-        let mut ctx = base.clone().with_cancel(request.cancel.clone());
-        ctx.session_id = format!("routine:{name}");
-        let approver = Unattended::new(runner, allowed_tools);
-        let call = ToolCall {
-            id: request.run_id.to_string(),
-            name: tool.to_string(),
-            arguments: params.clone(),
+        tool_call(runner, base, request, tool, params, allowed_tools).await
+    }
+
+    /// Why a routine of `agent`, which this executor was not given, is not run.
+    fn missing_agent(&self, agent: &str) -> String {
+        let why = if self.llm.is_none() {
+            "no LLM provider is configured, and agents other than main run only with one"
+        } else {
+            "it is not in [[agents]] (removed since the routine was written?)"
         };
-        let result = runner.run(&call, &ctx, &approver).await;
-        match result.status {
-            ToolStatus::Success => {
-                ActionOutcome::new(RunStatus::Ok, cap(&result.content, TOOL_SUMMARY_CHARS))
-            }
-            ToolStatus::Declined => {
-                ActionOutcome::new(RunStatus::Attention, needs_approval(&result.tool))
-            }
-            ToolStatus::Denied => ActionOutcome::failed(format!(
-                "`{}` was refused: {}",
-                result.tool,
-                cap(&result.content, TOOL_SUMMARY_CHARS)
-            )),
-            status => ActionOutcome::failed(format!(
-                "`{}` {}: {}",
-                result.tool,
-                status.as_str().replace('_', " "),
-                cap(&result.content, TOOL_SUMMARY_CHARS)
-            )),
+        format!(
+            "this routine runs as agent \"{agent}\", which is not here: {why}; not run (as \
+             {MAIN_AGENT} or otherwise): configure the agent, or change the routine's `agent`"
+        )
+    }
+}
+
+/// The model a `lightweight` action calls, and the workspace its files are in.
+pub(super) struct Light<'a> {
+    pub(super) provider: &'a Arc<dyn LlmProvider>,
+    /// The model to ask (`None`: the provider's own).
+    pub(super) model: Option<String>,
+    pub(super) workspace: &'a Path,
+}
+
+/// `tool_call`: one call of `tool` through `runner` in `base`'s workspace,
+/// approved by the routine's `allowed_tools` only.
+pub(super) async fn tool_call(
+    runner: &Arc<ToolRunner>,
+    base: &ToolContext,
+    request: &ActionRequest,
+    tool: &str,
+    params: &serde_json::Value,
+    allowed_tools: &[String],
+) -> ActionOutcome {
+    let name = &request.routine.spec.name;
+    let mut ctx = base.clone().with_cancel(request.cancel.clone());
+    ctx.session_id = format!("routine:{name}");
+    let approver = Unattended::new(runner, allowed_tools);
+    let call = ToolCall {
+        id: request.run_id.to_string(),
+        name: tool.to_string(),
+        arguments: params.clone(),
+    };
+    let result = runner.run(&call, &ctx, &approver).await;
+    match result.status {
+        ToolStatus::Success => {
+            ActionOutcome::new(RunStatus::Ok, cap(&result.content, TOOL_SUMMARY_CHARS))
         }
-    }
-
-    /// The workspace, opened only through the no-follow walk.
-    fn tree(&self) -> Tree {
-        Tree::new(&self.workspace)
-    }
-
-    /// Replaces `routines/{name}/state.md` (a link there is replaced, never written through).
-    async fn write_state(&self, name: &str, content: &str) -> Result<(), FsError> {
-        let rel = PathBuf::from(state_rel(name));
-        let content = content.to_string();
-        self.tree()
-            .run(move |tree| tree.write(&rel, content.as_bytes()))
-            .await
-            .map(drop)
-    }
-
-    /// A context file's text, or a note saying why it is not there.
-    async fn context_file(&self, path: &str) -> String {
-        let relative = Path::new(path);
-        let escapes = relative
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
-        if escapes || path.trim().is_empty() {
-            return "(refused: context paths must be relative and stay inside the workspace)"
-                .to_string();
+        ToolStatus::Declined => {
+            ActionOutcome::new(RunStatus::Attention, needs_approval(&result.tool))
         }
-        // A link (which may lead outside), hard link or special file is refused.
-        match self.read_capped(relative).await {
-            Ok(Some(text)) => text,
-            Ok(None) => "(missing: no such file in the workspace)".to_string(),
-            Err(e) if e.is_refusal() => format!("(refused: {e})"),
-            Err(e) => format!("(unreadable: {e})"),
-        }
+        ToolStatus::Denied => ActionOutcome::failed(format!(
+            "`{}` was refused: {}",
+            result.tool,
+            cap(&result.content, TOOL_SUMMARY_CHARS)
+        )),
+        status => ActionOutcome::failed(format!(
+            "`{}` {}: {}",
+            result.tool,
+            status.as_str().replace('_', " "),
+            cap(&result.content, TOOL_SUMMARY_CHARS)
+        )),
     }
+}
 
-    /// The text of the workspace file `rel`, capped at [`CONTEXT_FILE_CHARS`].
-    async fn read_capped(&self, rel: &Path) -> Result<Option<String>, FsError> {
-        // Four bytes a character at most, and one more to know it goes on.
-        let limit = u64::try_from(4 * CONTEXT_FILE_CHARS + 1).unwrap_or(u64::MAX);
-        let rel = rel.to_path_buf();
-        let bytes = self.tree().run(move |tree| tree.read(&rel, limit)).await?;
-        Ok(bytes.map(|b| cap(&String::from_utf8_lossy(&b), CONTEXT_FILE_CHARS)))
+/// `notification`: `ok`, the message delivered whatever `notify` says.
+pub(super) fn notification(message: &str, title: &Option<String>) -> ActionOutcome {
+    let mut outcome = ActionOutcome::new(RunStatus::Ok, message);
+    outcome.notice = Some(Notice {
+        title: title.clone(),
+        body: message.to_string(),
+    });
+    outcome
+}
+
+/// Replaces `routines/{name}/state.md` in `workspace` (a link there is
+/// replaced, never written through).
+async fn write_state(workspace: &Path, name: &str, content: &str) -> Result<(), FsError> {
+    let rel = PathBuf::from(state_rel(name));
+    let content = content.to_string();
+    // The workspace is opened only through the no-follow walk.
+    Tree::new(workspace)
+        .run(move |tree| tree.write(&rel, content.as_bytes()))
+        .await
+        .map(drop)
+}
+
+/// A context file's text, or a note saying why it is not there.
+async fn context_file(workspace: &Path, path: &str) -> String {
+    let relative = Path::new(path);
+    let escapes = relative
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+    if escapes || path.trim().is_empty() {
+        return "(refused: context paths must be relative and stay inside the workspace)"
+            .to_string();
     }
+    // A link (which may lead outside), hard link or special file is refused.
+    match read_capped(workspace, relative).await {
+        Ok(Some(text)) => text,
+        Ok(None) => "(missing: no such file in the workspace)".to_string(),
+        Err(e) if e.is_refusal() => format!("(refused: {e})"),
+        Err(e) => format!("(unreadable: {e})"),
+    }
+}
+
+/// The text of the file `rel` of `workspace`, capped at [`CONTEXT_FILE_CHARS`].
+async fn read_capped(workspace: &Path, rel: &Path) -> Result<Option<String>, FsError> {
+    // Four bytes a character at most, and one more to know it goes on.
+    let limit = u64::try_from(4 * CONTEXT_FILE_CHARS + 1).unwrap_or(u64::MAX);
+    let rel = rel.to_path_buf();
+    let bytes = Tree::new(workspace)
+        .run(move |tree| tree.read(&rel, limit))
+        .await?;
+    Ok(bytes.map(|b| cap(&String::from_utf8_lossy(&b), CONTEXT_FILE_CHARS)))
 }
 
 #[async_trait]
@@ -421,6 +511,13 @@ impl ActionExecutor for AgentActions {
     async fn execute(&self, request: ActionRequest) -> ActionOutcome {
         if let Some(problem) = super::define::unconfined_shell(&request.routine.spec) {
             return ActionOutcome::failed(problem.to_string());
+        }
+        let agent = request.routine.spec.agent_id();
+        if agent != MAIN_AGENT {
+            return match self.agents.get(agent) {
+                Some(parts) => as_agent::execute(self, parts, &request).await,
+                None => ActionOutcome::failed(self.missing_agent(agent)),
+            };
         }
         let action = request.routine.spec.action.clone();
         match &action {
@@ -446,14 +543,7 @@ impl ActionExecutor for AgentActions {
                 params,
                 allowed_tools,
             } => self.tool_call(&request, tool, params, allowed_tools).await,
-            RoutineAction::Notification { message, title } => {
-                let mut outcome = ActionOutcome::new(RunStatus::Ok, message.clone());
-                outcome.notice = Some(Notice {
-                    title: title.clone(),
-                    body: message.clone(),
-                });
-                outcome
-            }
+            RoutineAction::Notification { message, title } => notification(message, title),
             RoutineAction::Watch { tool, .. } => match &self.tools {
                 Some((runner, base)) => super::watch::check(runner, base, &request).await,
                 None => ActionOutcome::failed(format!(
@@ -509,14 +599,14 @@ impl Approver for Unattended {
     }
 }
 
-fn needs_approval(tool: &str) -> String {
+pub(super) fn needs_approval(tool: &str) -> String {
     format!(
         "`{tool}` needs approval and nobody is there to give it; add it to allowed_tools if this \
          routine may run it"
     )
 }
 
-fn with_detail(head: &str, detail: Option<&str>) -> String {
+pub(super) fn with_detail(head: &str, detail: Option<&str>) -> String {
     match detail.map(str::trim).filter(|d| !d.is_empty()) {
         Some(detail) => format!("{head}\n\n{detail}"),
         None => head.to_string(),

@@ -132,6 +132,32 @@ pub fn prepare(
     }
 }
 
+/// A problem when `spec` names an agent that is not among `known` (the
+/// ids of `[[agents]]`, `main` first): a routine runs as its agent or not
+/// at all, never as another.
+pub fn unknown_agent(spec: &RoutineSpec, known: &[String]) -> Option<Problem> {
+    let agent = spec.agent.as_deref()?;
+    not_configured(agent, known).map(|message| Problem {
+        path: "agent".to_string(),
+        message,
+    })
+}
+
+/// Why `agent` is not one of `known`, naming the closest and every one;
+/// `None` when it is (or is blank, which the field check reports).
+pub fn not_configured(agent: &str, known: &[String]) -> Option<String> {
+    if agent.trim().is_empty() || known.iter().any(|k| k == agent) {
+        return None;
+    }
+    let hint = cairn_core::text::closest(agent, known.iter().map(String::as_str))
+        .map(|s| format!("did you mean \"{s}\"? "))
+        .unwrap_or_default();
+    Some(format!(
+        "no agent \"{agent}\" in [[agents]]; {hint}(configured: {})",
+        known.join(", ")
+    ))
+}
+
 /// A problem when the action's `allowed_tools` lets a tool that starts
 /// processes (`shell`) run unapproved and this host's sandbox cannot confine
 /// it, unless the owner allowed unconfined runs. Checked when a routine is

@@ -1,7 +1,8 @@
 //! The routine engine: [`engine`] fires routines on time, events, webhooks
 //! and by hand, exactly once across processes, under their guardrails;
 //! [`action`] is the seam to what a routine does and [`actions`] the real
-//! executor (LLM, tools, jobs, reminders); [`notice`] decides what a
+//! executor (LLM, tools, jobs, reminders), [`as_agent`] what it does as an
+//! agent other than `main`; [`notice`] decides what a
 //! finished run tells the person; [`define`] turns a spec into what
 //! the store keeps; [`plan`] decides catch-up; [`event_matcher`] picks the
 //! event routines a chat message fires; [`events`] are cairn's own events;
@@ -10,6 +11,7 @@
 
 pub mod action;
 pub mod actions;
+pub mod as_agent;
 pub mod define;
 pub mod engine;
 pub mod event_matcher;

@@ -171,6 +171,7 @@ impl SystemRoutine {
                 self.description
             ),
             enabled: self.enabled,
+            agent: None,
             trigger: Trigger::Cron {
                 schedule: format!("every {}s", self.interval.as_secs().max(1)),
             },

@@ -92,6 +92,7 @@ fn spec_schema(what: &str) -> Value {
                     "name": {"type": "string"},
                     "description": {"type": "string"},
                     "enabled": {"type": "boolean"},
+                    "agent": {"type": "string", "description": "the agent that runs it (an id of [[agents]]; default main)"},
                     "trigger": {"type": "object", "description": "{type: cron, schedule} | {type: once, at} | {type: event, pattern, channel?} | {type: system_event, ...} | {type: webhook, ...} | {type: manual}"},
                     "action": {"type": "object", "description": "{type: lightweight, prompt} | {type: notification, message, title?} | {type: full_job, title, description} | {type: tool_call, tool, params}"},
                     "guardrails": {"type": "object"},
@@ -156,7 +157,7 @@ pub fn routine_tools(service: RoutineService, firer: Arc<dyn RoutineFirer>) -> V
         ),
         (
             Op::List,
-            ToolSpec::new("routine_list", ReadOnly, "List the user's routines: name, enabled, trigger, next fire (UTC and the routine's local time), last run status.")
+            ToolSpec::new("routine_list", ReadOnly, "List the user's routines: name, enabled, trigger, action, agent, next fire (UTC and the routine's local time), last run status.")
                 .params(schema::closed(json!({}), &[]))
                 // Runs finish and slots advance by themselves.
                 .not_reusable(),
@@ -303,6 +304,7 @@ impl Shared {
                 "enabled": r.spec.enabled,
                 "trigger": trigger_short(&r.spec.trigger),
                 "action": r.spec.action.kind(),
+                "agent": r.spec.agent_id(),
                 "timezone": zone.name(),
                 "next_fire_at": next.map(rfc3339),
                 "next_fire_local": next.map(|t| t.with_timezone(&zone).format("%a %Y-%m-%d %H:%M %Z").to_string()),

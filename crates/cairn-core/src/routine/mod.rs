@@ -72,6 +72,10 @@ pub struct RoutineSpec {
     #[serde(default = "enabled_default", skip_serializing_if = "is_true")]
     #[cfg_attr(feature = "openapi", schema(default = enabled_default))]
     pub enabled: bool,
+    /// The agent that runs it: an `id` of `[[agents]]` (its model, tools,
+    /// workspace and memory); `main` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// When it fires.
     #[cfg_attr(feature = "openapi", schema(value_type = openapi::TriggerSchema))]
     pub trigger: Trigger,
@@ -89,7 +93,15 @@ pub struct RoutineSpec {
     pub timezone: Option<String>,
 }
 
+/// The agent a routine without `agent` runs as.
+pub const MAIN_AGENT: &str = "main";
+
 impl RoutineSpec {
+    /// The id of the agent that runs it: its `agent`, else [`MAIN_AGENT`].
+    pub fn agent_id(&self) -> &str {
+        self.agent.as_deref().unwrap_or(MAIN_AGENT)
+    }
+
     /// What happens to a slot of this routine whose run was interrupted: as
     /// written, else `rerun` for actions safe to repeat (`notification`,
     /// `lightweight`, `system`, or any marked `idempotent`) and `skip` for

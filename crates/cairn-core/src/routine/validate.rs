@@ -78,6 +78,7 @@ impl RoutineSpec {
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut c = Checker { errors: Vec::new() };
         check_name(&mut c, &self.name);
+        check_agent(&mut c, self);
         let zone = self
             .timezone
             .as_deref()
@@ -129,6 +130,24 @@ fn check_name(c: &mut Checker, name: &str) {
         c.fail(
             "name",
             "must start with a letter or digit and contain only letters, digits, '-', '_' and '.'",
+        );
+    }
+}
+
+/// `agent` written, and not on cairn's own upkeep. Whether it names a
+/// configured agent is judged where the configuration is known (the
+/// routine service).
+fn check_agent(c: &mut Checker, spec: &RoutineSpec) {
+    let Some(agent) = &spec.agent else { return };
+    if agent.trim().is_empty() {
+        c.fail("agent", "must not be empty (leave it out for main)");
+    } else if agent != super::MAIN_AGENT && matches!(spec.action, RoutineAction::System { .. }) {
+        c.fail(
+            "agent",
+            format!(
+                "`system` actions are cairn's own upkeep and run as {}; leave `agent` out",
+                super::MAIN_AGENT
+            ),
         );
     }
 }

@@ -1,6 +1,7 @@
 // Create or edit a routine: the schedule field previews its next five fires
 // as you type (the same parser as `cairn schedule explain`); the action's
-// fields follow its type; problems show next to their fields.
+// fields follow its type; with several agents, a choice of the one that runs
+// it; problems show next to their fields.
 
 import { get, post, put } from "./api.js";
 import { fill, h, toast } from "./dom.js";
@@ -18,6 +19,14 @@ const TRIGGERS = [
   ["webhook", "Webhook"],
   ["manual", "By hand only"],
 ];
+
+/** The agents to choose from: main first, then the others; one the routine names that is gone stays listed. */
+function agentOptions(agents, named) {
+  const options = agents.map((x) => [x.id, x.name && x.name !== x.id ? `${x.id} (${x.name})` : x.id]);
+  if (!options.some(([id]) => id === "main")) options.unshift(["main", "main"]);
+  if (named && !options.some(([id]) => id === named)) options.push([named, `${named} (not configured)`]);
+  return options;
+}
 
 let uid = 0;
 function field(label, input, path, help) {
@@ -51,15 +60,21 @@ export function routineForm(main, name) {
     body,
   );
   let cancelled = false;
-  (name ? get(`/api/routines/${encodeURIComponent(name)}`) : Promise.resolve(null)).then((r) => {
-    if (!cancelled) draw(body, r);
+  Promise.all([
+    name ? get(`/api/routines/${encodeURIComponent(name)}`) : Promise.resolve(null),
+    get("/ui/api/routines/agents").then(
+      (x) => x.agents,
+      () => [],
+    ),
+  ]).then(([r, agents]) => {
+    if (!cancelled) draw(body, r, agents);
   });
   return () => {
     cancelled = true;
   };
 }
 
-function draw(body, existing) {
+function draw(body, existing, agents) {
   const spec = existing?.spec || { trigger: { type: "cron" }, action: { type: "notification" } };
   const t = spec.trigger || {},
     a = spec.action || {},
@@ -79,6 +94,7 @@ function draw(body, existing) {
     pattern: input({ name: "pattern", value: t.pattern || "" }),
     timezone: input({ name: "timezone", value: spec.timezone || "", placeholder: "the daemon's zone" }),
     action: select({ testid: "routine-action-type", name: "action" }, ACTIONS, a.type || "notification"),
+    agent: select({ testid: "routine-agent", name: "agent" }, agentOptions(agents, spec.agent), spec.agent || "main"),
     message: h("textarea", { testid: "routine-message", name: "message" }, a.message || ""),
     title: input({ name: "title", value: a.title || "" }),
     prompt: h("textarea", { testid: "routine-prompt", name: "prompt" }, a.prompt || ""),
@@ -169,6 +185,8 @@ function draw(body, existing) {
 
   function specOf() {
     const out = { ...spec, name: f.name.value.trim(), enabled: f.enabled.checked };
+    if (f.agent.value && f.agent.value !== "main") out.agent = f.agent.value;
+    else delete out.agent;
     if (f.description.value.trim()) out.description = f.description.value.trim();
     else delete out.description;
     if (f.timezone.value.trim()) out.timezone = f.timezone.value.trim();
@@ -285,7 +303,17 @@ function draw(body, existing) {
         pattern,
         field("Time zone", f.timezone, "timezone"),
       ),
-      h("fieldset", {}, h("legend", {}, "What"), field("Action", f.action, "action.type"), actionFields),
+      h(
+        "fieldset",
+        {},
+        h("legend", {}, "What"),
+        // Only a choice when there is one to make (or the routine names another agent).
+        f.agent.options.length > 1
+          ? field("Agent", f.agent, "agent", "The agent that runs it: its model, tools, workspace and memory.")
+          : null,
+        field("Action", f.action, "action.type"),
+        actionFields,
+      ),
       h(
         "fieldset",
         {},

@@ -276,6 +276,26 @@ pub async fn routine_yaml(
     Ok(([(CONTENT_TYPE, "text/yaml; charset=utf-8")], yaml).into_response())
 }
 
+/// `GET /ui/api/routines/agents`: the agents a routine may run as (those
+/// the routine service accepts in `agent`), `main` first, each with the
+/// name it answers to when this daemon runs it: the routine form's choice.
+pub async fn routine_agents(State(state): State<AppState>, _auth: Authed) -> Json<Value> {
+    let agents: Vec<Value> = state
+        .routines()
+        .agents()
+        .iter()
+        .map(|id| {
+            let chat = match state.chat() {
+                Ok(main) if id == cairn_core::routine::MAIN_AGENT => Some(main),
+                _ => state.agent_chat(id),
+            };
+            let name = chat.map_or(id.as_str(), |c| c.settings().agent_name.as_str());
+            json!({"id": id, "name": name})
+        })
+        .collect();
+    Json(json!({ "agents": agents }))
+}
+
 /// `GET /ui/api/doctor`: the checks of `cairn doctor --json`, run as a
 /// child process of the daemon (same binary, environment and home), so the
 /// status page shows exactly what the command says.

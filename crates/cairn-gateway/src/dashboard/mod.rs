@@ -105,6 +105,7 @@ pub fn routes() -> Router<AppState> {
             post(api::retry_notification),
         )
         .route("/ui/api/routines/{id}/yaml", get(api::routine_yaml))
+        .route("/ui/api/routines/agents", get(api::routine_agents))
         .layer(axum::middleware::map_response(secure_headers))
 }
 

@@ -70,6 +70,8 @@ pub struct RoutineView {
     pub trigger_type: String,
     /// The action's type (`lightweight`, `full_job`, `tool_call`, `notification`, `watch`, `system`).
     pub action: String,
+    /// The agent that runs it (an id of `[[agents]]`; `main` when its spec names none).
+    pub agent: String,
     /// The IANA zone its schedule is read in.
     pub timezone: String,
     /// When its next slot fires, jitter applied (enabled timed routines only).
@@ -135,6 +137,7 @@ pub(super) async fn view_of(state: &Gateway, routine: &Routine) -> Result<Routin
         .map(|s| s.describe()),
         trigger_type: routine.spec.trigger.kind().to_string(),
         action: routine.spec.action.kind().to_string(),
+        agent: routine.spec.agent_id().to_string(),
         timezone: zone.name().to_string(),
         next_fire_at: routine.next_due().filter(|_| routine.spec.enabled),
         next_slot: routine

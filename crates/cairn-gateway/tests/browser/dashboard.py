@@ -249,6 +249,20 @@ try:
     nav("routines")
     find("routine-row", '[data-name="coffee"]')
     check_page("routines")
+
+    step("routines: with several agents, the form chooses the one that runs it")
+    click("routine-new")
+    find("routine-name").send_keys("tea")
+    Select(driver.find_element(By.NAME, "trigger")).select_by_value("manual")
+    agents = Select(find("routine-agent"))
+    assert [o.get_attribute("value") for o in agents.options] == ["main", "family"], \
+        [o.text for o in agents.options]
+    assert agents.first_selected_option.get_attribute("value") == "main"
+    agents.select_by_value("family")
+    Select(find("routine-action-type")).select_by_value("notification")
+    find("routine-message").send_keys("Time for tea")
+    click("routine-save")
+    wait.until(lambda d: "agent: family" in d.find_element(By.TAG_NAME, "pre").text)
     nav("inbox")
     row = find("notification-row", '[data-unread="true"]')
     assert "Time for coffee" in row.text, row.text

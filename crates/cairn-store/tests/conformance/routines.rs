@@ -76,11 +76,31 @@ pub async fn routine_round_trips(fx: &Fixture) {
 
     r.spec.description = "changed".into();
     r.spec.enabled = false;
+    r.spec.agent = Some("family".into());
     r.runtime.consecutive_failures = 2;
     r.runtime.last_run_at = Some(at(10));
     r.updated_at = at(20);
     fx.store.update_routine(&r).await.unwrap();
     assert_eq!(fx.store.get_routine(r.id).await.unwrap().as_ref(), Some(&r));
+
+    // The agent it runs as is kept as written, created or replaced.
+    let mut other = routine("ada", "family-check");
+    other.spec.agent = Some("family".into());
+    fx.store.create_routine(&other).await.unwrap();
+    let stored = fx.store.find_routine("ada", "family-check").await.unwrap();
+    assert_eq!(stored.unwrap().spec.agent.as_deref(), Some("family"));
+    other.spec.agent = None;
+    fx.store.update_routine(&other).await.unwrap();
+    assert_eq!(
+        fx.store
+            .get_routine(other.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .agent,
+        None
+    );
 }
 
 pub async fn routine_names_are_unique_per_user(fx: &Fixture) {

@@ -196,7 +196,11 @@ pub fn import(args: &ImportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let now = Utc::now();
     let routines_dir = args.dir.join("routines");
     let checked = if routines_dir.is_dir() && !super::backup::is_empty_dir(&routines_dir)? {
-        routine_files::check(&routines_dir, config.user.timezone, now)?
+        let agents = routine_files::AgentChoice {
+            known: &routine_files::configured_agents(&config)?,
+            default: None,
+        };
+        routine_files::check(&routines_dir, config.user.timezone, now, &agents)?
     } else {
         Vec::new()
     };

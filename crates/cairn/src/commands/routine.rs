@@ -8,15 +8,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cairn_automation::routines::service::{Actor, Applied, RoutineService, ServiceError};
-use cairn_core::routine::{Routine, RoutineRun, RunStatus, Trigger};
+use cairn_core::routine::{MAIN_AGENT, Routine, RoutineRun, RunStatus, Trigger};
 use cairn_store::Store;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use secrecy::ExposeSecret;
 
-use super::routine_files::{self, zone_of};
+use super::routine_files::{self, AgentChoice, zone_of};
 use super::routine_ops;
-use crate::cli::{RoutineCommand, RoutineFireArgs};
+use crate::cli::{RoutineCommand, RoutineFileArgs, RoutineFireArgs};
 use crate::exit::BadInput;
 use crate::{settings, wiring};
 
@@ -38,8 +38,13 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
     // Routine checks (a `shell` in allowed_tools) judge by this configuration.
     crate::wiring::install_host_sandbox(&config)?;
     let now = Utc::now();
+    let agents = routine_files::configured_agents(&config)?;
+    let choice = |args: &RoutineFileArgs| AgentChoice {
+        known: &agents,
+        default: args.agent.clone(),
+    };
     if let RoutineCommand::Validate(args) = command {
-        let checked = routine_files::check(&args.path, config.user.timezone, now)?;
+        let checked = routine_files::check(&args.path, config.user.timezone, now, &choice(args))?;
         for c in &checked {
             println!("ok       {} ({})", c.spec.name, c.file.display());
         }
@@ -47,9 +52,12 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
     }
     // Check files before opening the database: bad input never touches it.
     let checked = match command {
-        RoutineCommand::Apply(args) => {
-            Some(routine_files::check(&args.path, config.user.timezone, now)?)
-        }
+        RoutineCommand::Apply(args) => Some(routine_files::check(
+            &args.path,
+            config.user.timezone,
+            now,
+            &choice(args),
+        )?),
         _ => None,
     };
     if let RoutineCommand::Delete { yes: false, name } = command {
@@ -230,6 +238,7 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
                     "enabled": r.spec.enabled,
                     "paused": routine_ops::pause_json(r.runtime.paused.as_ref()),
                     "trigger": trigger_short(&r.spec.trigger),
+                    "agent": r.spec.agent_id(),
                     "timezone": zone.name(),
                     "next_fire_at": r.next_due().map(rfc3339),
                     "next_fire_local": r.next_due().map(|t| local(t, *zone)),
@@ -245,9 +254,22 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
         println!("no routines; `cairn routine apply -f FILE` adds one");
         return Ok(());
     }
+    // The agent column only when a routine runs as another than main.
+    let agents = rows.iter().any(|(r, _, _)| r.spec.agent_id() != MAIN_AGENT);
+    let column = |text: &str| {
+        if agents {
+            format!("{text:<12}  ")
+        } else {
+            String::new()
+        }
+    };
     println!(
-        "{:<24}  {:<7}  {:<28}  {:<26}  LAST",
-        "NAME", "ENABLED", "TRIGGER", "NEXT FIRE"
+        "{:<24}  {:<7}  {}{:<28}  {:<26}  LAST",
+        "NAME",
+        "ENABLED",
+        column("AGENT"),
+        "TRIGGER",
+        "NEXT FIRE"
     );
     for (r, zone, last) in &rows {
         let next = match (r.spec.enabled, r.next_due()) {
@@ -260,9 +282,10 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
             (true, None) => "yes",
         };
         println!(
-            "{:<24}  {:<7}  {:<28}  {:<26}  {}",
+            "{:<24}  {:<7}  {}{:<28}  {:<26}  {}",
             r.spec.name,
             enabled,
+            column(r.spec.agent_id()),
             trigger_short(&r.spec.trigger),
             next,
             last.map_or_else(|| "-".to_string(), |s| s.to_string())
@@ -290,6 +313,7 @@ async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     if ctx.json {
         let out = serde_json::json!({
             "routine": routine,
+            "agent": routine.spec.agent_id(),
             "timezone": zone.name(),
             "last_status": last.map(|s| s.to_string()),
             "paused": routine_ops::pause_json(pause),
@@ -309,6 +333,9 @@ async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     );
     if let Some(p) = pause {
         println!("paused:       {}", routine_ops::pause_line(p, zone));
+    }
+    if routine.spec.agent_id() != MAIN_AGENT {
+        println!("agent:        {}", routine.spec.agent_id());
     }
     println!("trigger:      {}", trigger_short(&routine.spec.trigger));
     println!("timezone:     {}", zone.name());

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cairn_automation::routines::define::prepare;
 pub use cairn_automation::routines::define::zone_of;
-use cairn_core::routine::{RoutineSpec, SpecFormat, line_of};
+use cairn_automation::routines::define::{not_configured, prepare, unknown_agent};
+use cairn_core::routine::{MAIN_AGENT, RoutineSpec, SpecFormat, line_of};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
@@ -69,12 +69,61 @@ fn files_of(path: &Path) -> Result<Vec<PathBuf>, BadInput> {
     Ok(files)
 }
 
-/// Reads and checks every file `path` names; all problems, or every routine.
+/// The ids of `[[agents]]`, `main` first: the agents routines may run as.
+/// A table with problems is refused, naming them.
+pub fn configured_agents(config: &cairn_core::config::Config) -> anyhow::Result<Vec<String>> {
+    Ok(crate::wiring::agents(config)?
+        .all()
+        .iter()
+        .map(|a| a.id.clone())
+        .collect())
+}
+
+/// The agents routines may run as, and the one a routine naming none runs
+/// as (`--agent`).
+pub struct AgentChoice<'a> {
+    /// The ids of `[[agents]]`, `main` first.
+    pub known: &'a [String],
+    /// `--agent`: for the routines that do not name theirs (`None`: main).
+    pub default: Option<String>,
+}
+
+impl AgentChoice<'_> {
+    /// `--agent` checked: an id of `[[agents]]`.
+    fn check_default(&self) -> Result<(), BadInput> {
+        match self
+            .default
+            .as_deref()
+            .and_then(|a| not_configured(a, self.known))
+        {
+            Some(why) => Err(BadInput(format!("--agent: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// `spec` as applied: given `--agent` when it names no agent of its own.
+    fn fill(&self, spec: &mut RoutineSpec) {
+        if spec.agent.is_none()
+            && let Some(agent) = self.default.as_deref().filter(|a| *a != MAIN_AGENT)
+        {
+            spec.agent = Some(agent.to_string());
+        }
+    }
+}
+
+/// Reads and checks every file `path` names, the routines naming no agent
+/// given `agents.default`; all problems, or every routine.
 #[expect(
     clippy::disallowed_methods,
     reason = "runs before the runtime starts: reads the files a person named, once"
 )]
-pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Checked>, BadInput> {
+pub fn check(
+    path: &Path,
+    user_zone: Tz,
+    now: DateTime<Utc>,
+    agents: &AgentChoice<'_>,
+) -> Result<Vec<Checked>, BadInput> {
+    agents.check_default()?;
     let mut problems = Vec::new();
     let mut checked = Vec::new();
     for file in files_of(path)? {
@@ -87,7 +136,7 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
             }
         };
         let format = SpecFormat::from_file_name(&shown);
-        let spec = match RoutineSpec::parse(&text, format) {
+        let mut spec = match RoutineSpec::parse(&text, format) {
             Ok(spec) => spec,
             Err(e) => {
                 problems.push(match e.line {
@@ -97,21 +146,21 @@ pub fn check(path: &Path, user_zone: Tz, now: DateTime<Utc>) -> Result<Vec<Check
                 continue;
             }
         };
-        match prepare(&spec, user_zone, now) {
-            Ok(_) => {}
-            Err(found) => {
-                for p in found {
-                    problems.push(format!(
-                        "{}: routine \"{}\": {}: {}",
-                        at(&shown, &text, &p.path),
-                        spec.name,
-                        p.path,
-                        p.message
-                    ));
-                }
-                continue;
+        agents.fill(&mut spec);
+        let mut found = prepare(&spec, user_zone, now).err().unwrap_or_default();
+        found.extend(unknown_agent(&spec, agents.known));
+        if !found.is_empty() {
+            for p in found {
+                problems.push(format!(
+                    "{}: routine \"{}\": {}: {}",
+                    at(&shown, &text, &p.path),
+                    spec.name,
+                    p.path,
+                    p.message
+                ));
             }
-        };
+            continue;
+        }
         checked.push(Checked { file, spec, text });
     }
     let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();

@@ -355,7 +355,8 @@ pub(super) async fn next(ctx: &Ctx, name: &str, count: usize) -> anyhow::Result<
     Ok(())
 }
 
-/// The service for the CLI: the configured user, `routines.max_backfill`.
+/// The service for the CLI: the configured user, `routines.max_backfill`,
+/// the agents of `[[agents]]`.
 pub(super) fn service(
     config: &cairn_core::config::Config,
     store: &cairn_store::Store,

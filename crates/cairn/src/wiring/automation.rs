@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::HookRegistry;
+use cairn_agent::prompt::{PromptContext, RuntimeInfo};
 use cairn_agent::tools::ToolContext;
 use cairn_automation::notify::channels::Unavailable;
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
 use cairn_automation::routines::actions::AgentActions;
+use cairn_automation::routines::as_agent::RoutineAgent;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
 use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
 use cairn_automation::routines::service::RoutineService;
@@ -218,6 +220,9 @@ pub fn routine_engine_with_heartbeat(
                     Arc::clone(&rt.providers.cheap),
                 )
                 .with_jobs(Arc::clone(&rt.jobs));
+            for (id, agent) in routine_agents(config, rt, &clock) {
+                actions = actions.with_agent(id, agent);
+            }
             (Arc::clone(rt.agent.runner()), rt.tools.limits.clone())
         }
         None => {
@@ -330,8 +335,15 @@ pub async fn ensure_system_routines(config: &Config, store: &Store) -> anyhow::R
 }
 
 /// The routine service for the configured user: the one writer of routine
-/// operations for every front end (`routines.max_backfill` applied).
+/// operations for every front end (`routines.max_backfill` applied, and
+/// the agents of `[[agents]]` the routines may run as).
 pub fn routine_service(config: &Config, store: &Store, clock: Arc<dyn Clock>) -> RoutineService {
+    // A table with problems is refused, naming them, where the agents are
+    // built (the runtime, `cairn routine apply`); here it leaves `main`
+    // alone, so a routine naming another agent is refused, never let through.
+    let agents: Vec<String> = super::agents(config)
+        .map(|agents| agents.all().iter().map(|a| a.id.clone()).collect())
+        .unwrap_or_default();
     RoutineService::new(
         store.clone(),
         clock,
@@ -339,6 +351,45 @@ pub fn routine_service(config: &Config, store: &Store, clock: Arc<dyn Clock>) ->
         config.user.timezone,
     )
     .with_max_backfill(config.routines.max_backfill)
+    .with_agents(agents)
+}
+
+/// What the routines of each agent other than `main` run with: its loop,
+/// its workspace (as the tools' context) and its identity.
+fn routine_agents(
+    config: &Config,
+    rt: &Runtime,
+    clock: &Arc<dyn Clock>,
+) -> impl Iterator<Item = (String, RoutineAgent)> {
+    rt.agents.iter().filter_map(|run| {
+        // Every agent but main has one (`agents/<id>` unless written).
+        let workspace = run.spec.workspace.clone()?;
+        let ctx = ToolContext::new(&workspace, "routines")
+            .with_timezone(config.user.timezone)
+            .with_clock(Arc::clone(clock))
+            .with_limits(rt.tools.limits.clone());
+        let prompt = PromptContext {
+            agent_name: run
+                .spec
+                .name
+                .clone()
+                .unwrap_or_else(|| config.agent.name.clone()),
+            workspace,
+            timezone: config.user.timezone,
+            now: clock.now(),
+            model: String::new(),
+            tools: Vec::new(),
+            more_tools: Vec::new(),
+            runtime: RuntimeInfo::detect(),
+            skill_paths: config.skills.paths.clone(),
+        };
+        let agent = RoutineAgent {
+            agent: run.agent.clone(),
+            ctx,
+            prompt,
+        };
+        Some((run.spec.id.clone(), agent))
+    })
 }
 
 #[cfg(test)]

@@ -401,6 +401,7 @@ impl Shared {
             name: format!("{}{job_id}", draft.prefix),
             description: draft.label.clone(),
             enabled: true,
+            agent: None,
             trigger: draft.trigger.clone(),
             action,
             guardrails: Default::default(),

@@ -381,6 +381,7 @@ impl Watchers {
                 format!("watcher: {}", request.label)
             },
             enabled: true,
+            agent: None,
             trigger: Trigger::Cron {
                 schedule: interval_schedule(request.interval),
             },

@@ -17,7 +17,9 @@
 use std::sync::Arc;
 
 use cairn_core::clock::Clock;
-use cairn_core::routine::{CatchUp, Overlap, Pause, Routine, RoutineRun, RunStatus, Trigger};
+use cairn_core::routine::{
+    CatchUp, MAIN_AGENT, Overlap, Pause, Routine, RoutineRun, RunStatus, Trigger,
+};
 use cairn_core::text::closest;
 use cairn_store::{Admission, OverlapRule, Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -206,6 +208,8 @@ pub struct RoutineService {
     user_zone: Tz,
     wake: Option<Arc<dyn Wake>>,
     max_backfill: u32,
+    /// The agents a routine may run as (`[[agents]]`), `main` first.
+    agents: Vec<String>,
 }
 
 impl std::fmt::Debug for RoutineService {
@@ -232,7 +236,23 @@ impl RoutineService {
             user_zone,
             wake: None,
             max_backfill: 1000,
+            agents: vec![MAIN_AGENT.to_string()],
         }
+    }
+
+    /// The agents routines may run as (the ids of `[[agents]]`); `main`
+    /// alone unless given. A spec naming another is refused at `agent`.
+    #[must_use]
+    pub fn with_agents(mut self, agents: impl IntoIterator<Item = String>) -> Self {
+        let mut ids = vec![MAIN_AGENT.to_string()];
+        ids.extend(agents.into_iter().filter(|a| a != MAIN_AGENT));
+        self.agents = ids;
+        self
+    }
+
+    /// The agents routines may run as, `main` first.
+    pub fn agents(&self) -> &[String] {
+        &self.agents
     }
 
     /// Wakes this engine after each change.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Actor, RoutineService, ServiceError};
-use crate::routines::define::{Problem, prepare, schedule_of};
+use crate::routines::define::{Problem, prepare, schedule_of, unknown_agent};
 use crate::routines::system::{Ensured, SystemRoutine};
 
 /// What a replace did.
@@ -93,7 +93,18 @@ impl RoutineService {
                 message: e.message,
             }])
         })?;
-        let next = prepare(&spec, self.user_zone, self.clock.now()).map_err(problems)?;
+        // An agent not configured is one more problem, reported with the rest.
+        let next = match (
+            prepare(&spec, self.user_zone, self.clock.now()),
+            unknown_agent(&spec, &self.agents),
+        ) {
+            (Ok(next), None) => next,
+            (Ok(_), Some(agent)) => return Err(problems(vec![agent])),
+            (Err(mut found), agent) => {
+                found.extend(agent);
+                return Err(problems(found));
+            }
+        };
         Ok((spec, next))
     }
 
