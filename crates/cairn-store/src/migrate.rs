@@ -166,6 +166,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0024_memory_agents.sql"),
         postgres: include_str!("../migrations/0024_memory_agents.sql"),
     },
+    Migration {
+        version: 25,
+        name: "cost_agents",
+        sqlite: include_str!("../migrations/0025_cost_agents.sql"),
+        postgres: include_str!("../migrations/0025_cost_agents.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after
