@@ -135,12 +135,11 @@ pub(crate) async fn agent_spend_since(
         .map(|r| {
             let cols = Cols(r);
             let text = cols.text("day")?;
-            let day = NaiveDate::parse_from_str(&text, "%Y-%m-%d").map_err(|e| {
-                StoreError::Corrupt {
+            let day =
+                NaiveDate::parse_from_str(&text, "%Y-%m-%d").map_err(|e| StoreError::Corrupt {
                     what: "day".into(),
                     message: format!("{text:?}: {e}"),
-                }
-            })?;
+                })?;
             Ok(AgentSpend {
                 day,
                 agent: cols.text("agent")?,
@@ -188,4 +187,3 @@ impl Store {
         Ok(())
     }
 }
-

@@ -66,7 +66,9 @@ pub async fn each_agents_spend_adds_up_with_the_call_that_records_it(fx: &Fixtur
     let (b, _) = Store::open(&fx.url).await.unwrap();
     let mut ids = Vec::new();
     for i in 0..10 {
-        ids.push(admitted(&admit(s, 10 + i, UNLIMITED, share("family", None)).await));
+        ids.push(admitted(
+            &admit(s, 10 + i, UNLIMITED, share("family", None)).await,
+        ));
     }
     let tasks: Vec<_> = ids
         .into_iter()
@@ -91,7 +93,9 @@ pub async fn each_agents_spend_adds_up_with_the_call_that_records_it(fx: &Fixtur
     s.add_agent_spend("coder", 70, false, at(40)).await.unwrap();
     let day = at(0).date_naive();
     let next = day + chrono::Duration::days(1);
-    s.add_agent_spend("family", 5, true, at(86_400)).await.unwrap();
+    s.add_agent_spend("family", 5, true, at(86_400))
+        .await
+        .unwrap();
     let today: Vec<_> = s
         .agents_spend_on(day)
         .await
