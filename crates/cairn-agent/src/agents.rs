@@ -134,8 +134,9 @@ struct Entry {
     autonomy: Option<AutonomyLevel>,
     #[serde(default)]
     tools: Option<Rules>,
+    /// Read as written, so a bad value is named by its field.
     #[serde(default)]
-    daily_budget_cents: Option<u64>,
+    daily_budget_cents: Option<Value>,
     #[serde(default)]
     bindings: Vec<Binding>,
 }
@@ -157,6 +158,9 @@ pub struct Limits<'a> {
     pub main_workspace: &'a Path,
     /// The global autonomy level, which no agent may exceed.
     pub autonomy: AutonomyLevel,
+    /// The global daily budget in cents (`cost.daily_budget_cents`), which
+    /// no agent's share may exceed.
+    pub daily_budget_cents: Option<u64>,
 }
 
 impl Agents {
@@ -215,6 +219,15 @@ impl Agents {
             .filter(|(_, b)| b.matches(channel, chat, user))
             .max_by_key(|(_, b)| b.rank())
             .map_or(MAIN, |(a, _)| a.id.as_str())
+    }
+
+    /// Every agent's id and share of the daily budget in cents, `main`
+    /// first: the cost guard's lines ([`crate::CostGuard::set_agents`]).
+    pub fn shares(&self) -> Vec<(String, Option<u64>)> {
+        self.list
+            .iter()
+            .map(|a| (a.id.clone(), a.daily_budget_cents))
+            .collect()
     }
 
     /// The channels the bindings name (for `doctor` to check they exist).
@@ -389,12 +402,16 @@ fn spec(entry: Entry, i: usize, limits: &Limits<'_>) -> Result<AgentSpec, Vec<St
             limits.autonomy
         ));
     }
-    if entry.daily_budget_cents.is_some() && !main {
-        // Refused rather than ignored: per-agent spend is not counted yet.
-        errors.push(format!(
-            "agents[{i}].daily_budget_cents: an agent's own share of the budget is not built yet; cost.daily_budget_cents limits every agent together"
-        ));
-    }
+    let daily_budget_cents = match &entry.daily_budget_cents {
+        Some(value) if !main => match share(value, limits.daily_budget_cents) {
+            Ok(cents) => Some(cents),
+            Err(why) => {
+                errors.push(format!("agents[{i}].daily_budget_cents: {why}"));
+                None
+            }
+        },
+        _ => None,
+    };
     if entry.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         errors.push(format!("agents[{i}].model: empty"));
     }
@@ -421,9 +438,24 @@ fn spec(entry: Entry, i: usize, limits: &Limits<'_>) -> Result<AgentSpec, Vec<St
         autonomy: entry.autonomy,
         allow: rules.allow,
         deny: rules.deny,
-        daily_budget_cents: entry.daily_budget_cents,
+        daily_budget_cents,
         bindings: entry.bindings,
     })
+}
+
+/// An agent's share of the daily budget: a whole number of cents above 0,
+/// no more than the global budget when one is set.
+fn share(value: &Value, global: Option<u64>) -> Result<u64, String> {
+    let cents = value
+        .as_u64()
+        .filter(|c| *c > 0)
+        .ok_or_else(|| format!("{value} is not a whole number of cents above 0"))?;
+    match global {
+        Some(budget) if cents > budget => Err(format!(
+            "{cents} is more than cost.daily_budget_cents ({budget}); an agent's share is part of the global budget"
+        )),
+        _ => Ok(cents),
+    }
 }
 
 #[cfg(test)]
@@ -440,6 +472,7 @@ mod tests {
                 home: Path::new("/h"),
                 main_workspace: Path::new("/h/workspace"),
                 autonomy: AutonomyLevel::Supervised,
+                daily_budget_cents: Some(100),
             },
         )
     }
@@ -449,7 +482,7 @@ mod tests {
         let agents = parse(json!([
             {"id": "main", "name": "Cairn"},
             {"id": "family", "name": "Pip", "workspace": "agents/family", "model": "cheap-model",
-             "autonomy": "supervised",
+             "autonomy": "supervised", "daily_budget_cents": 50,
              "tools": {"allow": ["memory_*", "web_*", "send_notification"], "deny": ["shell"]},
              "bindings": [{"channel": "wa"}, {"channel": "team", "chat": "C0123"}]},
             {"id": "coder", "bindings": [{"channel": "team", "user": "U1"}]},
@@ -462,6 +495,8 @@ mod tests {
         );
         assert_eq!(family.deny, ["shell"]);
         assert_eq!(family.model.as_deref(), Some("cheap-model"));
+        assert_eq!(family.daily_budget_cents, Some(50));
+        assert_eq!(agents.get("coder").unwrap().daily_budget_cents, None);
         assert_eq!(
             agents.get("coder").unwrap().workspace.as_deref(),
             Some(Path::new("/h/agents/coder"))
@@ -484,6 +519,7 @@ mod tests {
                 home: Path::new("/h"),
                 main_workspace: Path::new("/h/workspace"),
                 autonomy: AutonomyLevel::Full,
+                daily_budget_cents: None,
             },
         )
         .unwrap();
@@ -502,7 +538,10 @@ mod tests {
             {"id": "inside", "workspace": "workspace/sub"},
             {"id": "again", "bindings": [{"channel": "wa"}]},
             {"id": "odd", "colour": "blue"},
-            {"id": "thrifty", "daily_budget_cents": 50},
+            {"id": "greedy", "daily_budget_cents": 150},
+            {"id": "nothing", "daily_budget_cents": 0},
+            {"id": "fraction", "daily_budget_cents": 2.5},
+            {"id": "main", "daily_budget_cents": 50},
         ]))
         .unwrap_err();
         let all = errors.join("\n");
@@ -516,7 +555,10 @@ mod tests {
             "the workspaces of main (/h/workspace) and inside (/h/workspace/sub) are one inside the other",
             "the binding { channel = \"wa\" } is given twice (family and again)",
             "agents[7]: unknown field `colour`",
-            "agents[8].daily_budget_cents: an agent's own share of the budget is not built yet",
+            "agents[8].daily_budget_cents: 150 is more than cost.daily_budget_cents (100)",
+            "agents[9].daily_budget_cents: 0 is not a whole number of cents above 0",
+            "agents[10].daily_budget_cents: 2.5 is not a whole number of cents above 0",
+            "agents[11]: main takes its model from [llm], its tools from [tools.policy] and its budget from [cost]",
         ] {
             assert!(all.contains(expected), "missing {expected:?} in:\n{all}");
         }

@@ -68,7 +68,8 @@ pub use context::{
     CompactionResult, CompactionStrategy, Compactor, ContextBreakdown, ContextMonitor,
 };
 pub use cost_guard::{
-    CallTicket, CostGuard, CostGuardError, CostLimitError, CostStatus, GuardedProvider,
+    AgentProvider, CallTicket, CostGuard, CostGuardError, CostLimitError, CostStatus,
+    GuardedProvider,
 };
 pub use hooks::{Hook, HookFlow, HookRegistry};
 pub use jobs::{JobHandle, JobScheduler, JobSpec, JobsConfig};

@@ -429,3 +429,49 @@ async fn the_agent_loop_behind_the_guard_fails_with_the_typed_error() {
     }
     assert_eq!(inner.calls(), 1);
 }
+
+#[tokio::test]
+async fn each_agents_line_is_in_the_store_for_every_process() {
+    let s = setup(limits(Some(500), None)).await;
+    s.guard.set_agents(vec![("family".into(), Some(100))]);
+    let family = cairn_agent::AgentProvider::new(Arc::new(s.llm.clone()), "family");
+    // $0.60 then a streamed $0.50: family's $1.00 share is spent.
+    s.server.push(Scripted::text("one").with_usage(600_000, 0));
+    family.complete(&request()).await.unwrap();
+    s.server.push(Scripted::text("two").with_usage(500_000, 0));
+    family
+        .stream(&request())
+        .await
+        .unwrap()
+        .into_response()
+        .await
+        .unwrap();
+    s.server
+        .push(Scripted::text("main's").with_usage(200_000, 0));
+    s.llm.complete(&request()).await.unwrap();
+    let spent = s.store.agent_spend("family", at(9, 12, 0)).await.unwrap();
+    assert_eq!((spent.spent_micros, spent.calls), (1_100_000, 2));
+
+    // Another process on the same database holds family to its share too.
+    let other = CostGuard::load(s.store.clone(), &limits(Some(500), None), s.clock.clone())
+        .await
+        .unwrap();
+    other.set_agents(vec![("family".into(), Some(100))]);
+    let status = other.status();
+    let lines: Vec<_> = status
+        .agents
+        .iter()
+        .map(|a| (a.id.as_str(), a.spent_micros, a.exceeded))
+        .collect();
+    assert_eq!(
+        lines,
+        [("main", 200_000, false), ("family", 1_100_000, true)]
+    );
+    let refused = other.admit_as("family").await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "agent family's daily LLM budget share of $1.00 reached ($1.10 spent today, UTC); raise its daily_budget_cents in [[agents]] or wait until 00:00 UTC"
+    );
+    other.admit_as("main").await.unwrap();
+    assert_eq!(s.server.requests().len(), 3);
+}

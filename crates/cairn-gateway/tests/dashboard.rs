@@ -404,6 +404,14 @@ async fn costs_yaml_and_retry_answer_for_the_pages() {
     let now = chrono::Utc::now();
     gw.store.add_llm_spend(900, now).await.unwrap();
     gw.store.add_model_spend("m", 900, now).await.unwrap();
+    gw.store
+        .add_agent_spend("family", 300, true, now)
+        .await
+        .unwrap();
+    gw.store
+        .add_agent_spend("main", 600, true, now)
+        .await
+        .unwrap();
     let costs: Value = gw
         .get("/ui/api/costs")
         .send()
@@ -418,6 +426,20 @@ async fn costs_yaml_and_retry_answer_for_the_pages() {
     assert_eq!(days[29]["spent_micros"], 900);
     assert_eq!(costs["models"][0]["model"], "m");
     assert_eq!(costs["today"]["spent_micros"], 900);
+    let agents: Vec<_> = costs["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["agent"].as_str().unwrap(),
+                a["spent_micros"].as_u64().unwrap(),
+                a["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(agents, [("family", 300, 1), ("main", 600, 1)]);
+    assert_eq!(costs["agents"][0]["day"], now.date_naive().to_string());
     assert!(costs["limits"].is_null(), "no cost guard in this gateway");
 
     let made = gw

@@ -115,6 +115,14 @@ async fn the_dashboard_works_in_chromium() {
         .add_model_spend("fake-cheap", 12_000, now)
         .await
         .unwrap();
+    gw.store
+        .add_agent_spend("main", 30_000, true, now)
+        .await
+        .unwrap();
+    gw.store
+        .add_agent_spend("family", 12_000, true, now)
+        .await
+        .unwrap();
     // The chat: an answer streamed in pieces, then a tool that asks.
     gw.llm.push(
         Scripted::text(

@@ -13,6 +13,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use crate::codec::{Cols, Params, micros};
+use crate::cost_agents::{AgentShare, AgentTotals, add_agent_spend_in, agent_totals_in};
 use crate::cost_history::add_model_spend_in;
 use crate::{Store, StoreError};
 
@@ -59,11 +60,21 @@ pub enum LlmAdmission {
         call_id: Option<Uuid>,
         /// The counters before this call.
         totals: CostTotals,
+        /// The agent's spend before this call.
+        agent: AgentTotals,
     },
     /// Today's spend (with the reservations of calls in flight) reached the budget.
     OverBudget {
         /// The counters.
         totals: CostTotals,
+    },
+    /// The agent's spend today (with the reservations of its calls in
+    /// flight) reached its share of the budget.
+    OverShare {
+        /// The counters.
+        totals: CostTotals,
+        /// The agent's.
+        agent: AgentTotals,
     },
     /// The last hour holds as many calls as the limit allows.
     HourlyLimit {
@@ -127,16 +138,31 @@ impl Store {
         Ok(totals_in(&mut conn, now).await?.0)
     }
 
-    /// Admits one LLM call at `now` against `limits`, or refuses it, in one
-    /// transaction holding the day's row: refused when today's spend plus
-    /// the reservations of calls in flight reached the budget, or when the
-    /// last hour holds `hourly_limit` calls. With `count`, an admitted call
-    /// is counted in the window at once and reserves the day's dearest call
-    /// so far; without, nothing is written (a check).
+    /// Admits one LLM call of the main agent at `now` against `limits`
+    /// ([`Store::admit_agent_llm_call`] without a share).
     pub async fn admit_llm_call(
         &self,
         now: DateTime<Utc>,
         limits: CostLimits,
+        count: bool,
+    ) -> Result<LlmAdmission, StoreError> {
+        self.admit_agent_llm_call(now, limits, AgentShare::MAIN, count)
+            .await
+    }
+
+    /// Admits one LLM call of `share.agent` at `now` against `limits` and
+    /// the agent's share, or refuses it, in one transaction holding the
+    /// day's row: refused when today's spend plus the reservations of calls
+    /// in flight reached the budget, when the agent's spend plus its own
+    /// reservations reached its share, or when the last hour holds
+    /// `hourly_limit` calls. With `count`, an admitted call is counted in
+    /// the window (and for the agent) at once and reserves the day's
+    /// dearest call so far; without, nothing is written (a check).
+    pub async fn admit_agent_llm_call(
+        &self,
+        now: DateTime<Utc>,
+        limits: CostLimits,
+        share: AgentShare<'_>,
         count: bool,
     ) -> Result<LlmAdmission, StoreError> {
         let mut tx = self.begin_write().await?;
@@ -153,6 +179,13 @@ impl Store {
             tx.rollback().await?;
             return Ok(LlmAdmission::OverBudget { totals });
         }
+        let agent = agent_totals_in(&mut tx, share.agent, now).await?;
+        if let Some(budget) = share.budget_micros
+            && agent.spent_micros.saturating_add(agent.reserved_micros) >= budget
+        {
+            tx.rollback().await?;
+            return Ok(LlmAdmission::OverShare { totals, agent });
+        }
         if let Some(limit) = limits.hourly_limit
             && totals.hourly_calls >= limit
         {
@@ -168,30 +201,36 @@ impl Store {
             return Ok(LlmAdmission::Admitted {
                 call_id: None,
                 totals,
+                agent,
             });
         }
         let call_id = Uuid::now_v7();
-        sqlx::query("INSERT INTO llm_calls (id, started_at, reserved_micros) VALUES ($1, $2, $3)")
-            .bind(call_id.to_string())
-            .bind(micros(now))
-            .bind(i64_of(max_call))
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO llm_calls (id, started_at, reserved_micros, agent) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(call_id.to_string())
+        .bind(micros(now))
+        .bind(i64_of(max_call))
+        .bind(share.agent)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(LlmAdmission::Admitted {
             call_id: Some(call_id),
             totals,
+            agent,
         })
     }
 
-    /// Ends an admitted call: releases its reservation and adds its cost to
-    /// the spend of `now`'s UTC day (atomically, whoever else is adding),
-    /// and, when a model `answered`, to that model's spend of the day, in
-    /// the same transaction. Returns the day's new total. Finishing a call
-    /// twice adds nothing.
+    /// Ends an admitted call of `agent`: releases its reservation and adds
+    /// its cost to the spend of `now`'s UTC day (atomically, whoever else is
+    /// adding) and to the agent's, and, when a model `answered`, to that
+    /// model's spend of the day, in the same transaction. Returns the day's
+    /// new total. Finishing a call twice adds nothing.
     pub async fn finish_llm_call(
         &self,
         call_id: Uuid,
+        agent: &str,
         cost_micros: u64,
         answered: Option<&str>,
         now: DateTime<Utc>,
@@ -218,6 +257,7 @@ impl Store {
                 .is_none();
         if first {
             add_spend(&mut tx, now, cost_micros).await?;
+            add_agent_spend_in(&mut tx, agent, cost_micros, answered.is_some(), now).await?;
             if let Some(model) = answered {
                 add_model_spend_in(&mut tx, model, cost_micros, now).await?;
             }

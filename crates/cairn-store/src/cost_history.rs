@@ -1,10 +1,12 @@
 //! The spend over past days: the budget's total per UTC day
-//! (`cost_days`) and, since migration 17, per day and model
-//! (`cost_models`), which every answered call adds to.
+//! (`cost_days`), per day and model since migration 17 (`cost_models`,
+//! which every answered call adds to) and per day and agent since
+//! migration 25 (`cost_agents`).
 
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::codec::{Cols, micros};
+use crate::cost_agents::{AgentSpend, agent_spend_since};
 use crate::{Store, StoreError};
 
 /// What one model cost on one UTC day.
@@ -27,6 +29,8 @@ pub struct CostHistory {
     pub days: Vec<(NaiveDate, u64)>,
     /// Each (day, model) with calls.
     pub models: Vec<ModelSpend>,
+    /// Each (day, agent) with spend or calls.
+    pub agents: Vec<AgentSpend>,
 }
 
 fn day_of(cols: &Cols<'_>) -> Result<NaiveDate, StoreError> {
@@ -77,7 +81,8 @@ impl Store {
         Ok(())
     }
 
-    /// The spend of every day from `from` (UTC) on, in total and per model.
+    /// The spend of every day from `from` (UTC) on, in total, per model and
+    /// per agent.
     pub async fn cost_history(&self, from: NaiveDate) -> Result<CostHistory, StoreError> {
         let from = from.format("%Y-%m-%d").to_string();
         // ISO day keys compare as dates in any collation; the order
@@ -110,8 +115,14 @@ impl Store {
                 })
             })
             .collect::<Result<_, StoreError>>()?;
+        let mut agents = agent_spend_since(self, &from).await?;
         days.sort();
         models.sort_by(|a, b| (a.day, &a.model).cmp(&(b.day, &b.model)));
-        Ok(CostHistory { days, models })
+        agents.sort_by(|a, b| (a.day, &a.agent).cmp(&(b.day, &b.agent)));
+        Ok(CostHistory {
+            days,
+            models,
+            agents,
+        })
     }
 }

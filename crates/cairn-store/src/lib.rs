@@ -20,6 +20,7 @@ mod channels;
 mod codec;
 mod connect;
 mod cost;
+mod cost_agents;
 mod cost_history;
 mod daemons;
 mod error;
@@ -74,6 +75,7 @@ pub use waiting::StartedSlot;
 pub use cost::{
     CostLimits, CostTotals, HOURLY_WINDOW, LEGACY_COST_KEY, LlmAdmission, RESERVATION_TTL,
 };
+pub use cost_agents::{AgentShare, AgentSpend, AgentTotals};
 pub use cost_history::{CostHistory, ModelSpend};
 pub use tool_health::{ToolFailure, ToolHealthRow};
 pub use turns::{StoredTurn, TurnRange, positions_of, view_of};

@@ -167,10 +167,16 @@ pub static MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/0024_memory_agents.sql"),
     },
     Migration {
-        version: 27,
+        version: 25,
+        name: "cost_agents",
+        sqlite: include_str!("../migrations/0025_cost_agents.sql"),
+        postgres: include_str!("../migrations/0025_cost_agents.sql"),
+    },
+    Migration {
+        version: 26,
         name: "routine_agents",
-        sqlite: include_str!("../migrations/0027_routine_agents.sql"),
-        postgres: include_str!("../migrations/0027_routine_agents.sql"),
+        sqlite: include_str!("../migrations/0026_routine_agents.sql"),
+        postgres: include_str!("../migrations/0026_routine_agents.sql"),
     },
 ];
 

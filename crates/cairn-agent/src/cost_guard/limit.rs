@@ -18,6 +18,21 @@ pub enum CostLimitError {
         /// The daily budget, in micro-dollars.
         budget_micros: u64,
     },
+    /// The agent's spend today (UTC) reached its share of the daily budget
+    /// (`daily_budget_cents` of its `[[agents]]` entry).
+    #[error(
+        "agent {agent}'s daily LLM budget share of {} reached ({} spent today, UTC); raise its daily_budget_cents in [[agents]] or wait until 00:00 UTC",
+        format_dollars(*share_micros),
+        format_dollars(*spent_micros)
+    )]
+    AgentShare {
+        /// The agent's id.
+        agent: String,
+        /// Spent today by the agent, in micro-dollars.
+        spent_micros: u64,
+        /// Its share, in micro-dollars.
+        share_micros: u64,
+    },
     /// The last hour already holds as many calls as the hourly limit allows.
     #[error("hourly limit of {limit} LLM calls reached; {}", next_call(*next_allowed))]
     HourlyLimit {
@@ -106,6 +121,19 @@ mod tests {
             next_allowed: None,
         };
         assert!(never.to_string().contains("raise cost.hourly_action_limit"));
+        let share = CostLimitError::AgentShare {
+            agent: "family".into(),
+            spent_micros: 520_000,
+            share_micros: 500_000,
+        };
+        assert_eq!(
+            share.to_string(),
+            "agent family's daily LLM budget share of $0.50 reached ($0.52 spent today, UTC); raise its daily_budget_cents in [[agents]] or wait until 00:00 UTC"
+        );
+        assert_eq!(
+            LlmError::from(share).kind(),
+            cairn_llm::LlmErrorKind::CostLimit
+        );
         let llm: LlmError = daily.into();
         assert_eq!(llm.kind(), cairn_llm::LlmErrorKind::CostLimit);
         assert!(llm.to_string().starts_with("daily LLM budget of $5.00"));

@@ -28,12 +28,19 @@
 //! - **Store failures** never stop a call: admission falls back to this
 //!   process's last view of the totals, and a cost that could not be added is
 //!   retried with the next call.
+//! - **Each agent's line**: every call is counted for an agent (`main`, or
+//!   the one an [`AgentProvider`] names), whose spend of the day is kept
+//!   beside the total. An agent given a share ([`CostGuard::set_agents`]) is
+//!   refused once its spend (with its calls in flight) reaches it, as the
+//!   whole budget is; the budget and the hourly limit still hold everyone.
 //!
 //! Architecture invariant: time comes only from the [`Clock`] given at
 //! construction, never from the system directly.
 
+mod agents;
 mod limit;
 mod provider;
+mod shared;
 mod state;
 
 use std::collections::VecDeque;
@@ -41,14 +48,17 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cairn_core::config::CostConfig;
-use cairn_store::{CostLimits, CostTotals, LlmAdmission, Store, StoreError};
+use cairn_store::{CostLimits, CostTotals, Store, StoreError};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use agents::AgentLines;
 use cairn_core::clock::Clock;
+use shared::Shared;
 use state::{Counters, reaches_warning};
 
+pub use agents::{AgentCost, AgentProvider, current_agent};
 pub use limit::{CostLimitError, format_dollars};
 pub use provider::GuardedProvider;
 
@@ -81,6 +91,9 @@ pub struct CostStatus {
     pub warning: bool,
     /// The daily budget is spent: calls are refused until 00:00 UTC.
     pub exceeded: bool,
+    /// Each agent's line of the day: the configured agents (`main` first),
+    /// then any other that spent today.
+    pub agents: Vec<AgentCost>,
 }
 
 impl CostStatus {
@@ -96,25 +109,8 @@ pub struct CallTicket {
     /// The call's row in the store (`None`: a guard in memory, or a store
     /// that could not be reached at admission).
     call_id: Option<Uuid>,
-}
-
-/// The shared counters' state as this process last saw them.
-struct Shared {
-    store: Store,
-    /// Calls admitted here and not yet finished, oldest first (for [`CostGuard::record`]).
-    open: Mutex<VecDeque<Uuid>>,
-    /// Costs the store could not take yet; added with the next call.
-    unrecorded: Mutex<Vec<Unrecorded>>,
-    /// The totals as last read or written.
-    seen: Mutex<CostTotals>,
-}
-
-/// A finished call's cost the store could not take yet.
-struct Unrecorded {
-    call_id: Option<Uuid>,
-    cost: u64,
-    /// The model that answered, for its spend of the day.
-    answered: Option<String>,
+    /// The agent the call is counted for.
+    agent: Arc<str>,
 }
 
 /// The limits as configured ([`CostGuard::set_limits`] replaces them).
@@ -148,6 +144,8 @@ pub struct CostGuard {
     exceeded_day: AtomicI64,
     /// The last known spend, for the fast path's message.
     spent_seen: AtomicU64,
+    /// The agents, their shares and their spend of the day.
+    lines: Mutex<AgentLines>,
 }
 
 impl std::fmt::Debug for CostGuard {
@@ -179,6 +177,13 @@ impl CostGuard {
         Self::build(config, clock, None, counters)
     }
 
+    /// The agents whose lines [`CostGuard::status`] shows, each with its
+    /// share of the daily budget in cents (`None`: the budget only); `main`
+    /// is always one. Replaces the previous set.
+    pub fn set_agents(&self, agents: Vec<(String, Option<u64>)>) {
+        lock(&self.lines).configure(agents);
+    }
+
     /// A guard on the counters `store` shares with every process using it.
     pub async fn load(
         store: Store,
@@ -187,13 +192,21 @@ impl CostGuard {
     ) -> Result<Self, CostGuardError> {
         let now = clock.now();
         let totals = store.cost_totals(now).await?;
+        let spent = store.agents_spend_on(now.date_naive()).await?;
         let shared = Shared {
             store,
             open: Mutex::new(VecDeque::new()),
             unrecorded: Mutex::new(Vec::new()),
             seen: Mutex::new(totals),
         };
-        Ok(Self::build(config, clock, Some(shared), Counters::new(now)))
+        let guard = Self::build(config, clock, Some(shared), Counters::new(now));
+        lock(&guard.lines).replace(
+            now,
+            spent
+                .into_iter()
+                .map(|a| (a.agent, a.spent_micros, a.calls)),
+        );
+        Ok(guard)
     }
 
     fn build(
@@ -202,6 +215,7 @@ impl CostGuard {
         shared: Option<Shared>,
         counters: Counters,
     ) -> Self {
+        let clock_day = clock.now().date_naive();
         let guard = Self {
             configured: Mutex::new(Configured::from(config)),
             clock,
@@ -210,6 +224,7 @@ impl CostGuard {
             exceeded: AtomicBool::new(false),
             exceeded_day: AtomicI64::new(i64::MIN),
             spent_seen: AtomicU64::new(0),
+            lines: Mutex::new(AgentLines::new(clock_day)),
         };
         guard.settle_seen();
         guard
@@ -248,85 +263,66 @@ impl CostGuard {
         }
     }
 
-    /// Whether a call would be allowed now, without counting one.
+    /// Whether a call of the agent in scope ([`current_agent`]) would be
+    /// allowed now, without counting one.
     pub async fn check(&self) -> Result<(), CostLimitError> {
-        self.gate(false).await.map(|_| ())
+        self.gate(current_agent(), false).await.map(|_| ())
     }
 
-    /// Admits one call now and counts it in the hourly window, or refuses it.
-    /// Follow with [`CostGuard::finish`] once the call ends.
+    /// Admits one call of the agent in scope ([`current_agent`]) now and
+    /// counts it in the hourly window, or refuses it. Follow with
+    /// [`CostGuard::finish`] once the call ends.
     pub async fn admit(&self) -> Result<CallTicket, CostLimitError> {
-        self.gate(true).await
+        self.gate(current_agent(), true).await
+    }
+
+    /// [`CostGuard::check`] for `agent`.
+    pub async fn check_as(&self, agent: &str) -> Result<(), CostLimitError> {
+        self.gate(Arc::from(agent), false).await.map(|_| ())
+    }
+
+    /// [`CostGuard::admit`] for `agent`.
+    pub async fn admit_as(&self, agent: &str) -> Result<CallTicket, CostLimitError> {
+        self.gate(Arc::from(agent), true).await
     }
 
     /// Adds a finished call's cost (0 for a failed call) to today's spend,
-    /// and to the spend of the model that `answered` (the dashboard's
-    /// costs), and releases its reservation, in one write. A failed store
-    /// write is logged, not returned: the call has happened, and the cost
-    /// is retried with the next call.
+    /// to its agent's, and to the spend of the model that `answered` (the
+    /// dashboard's costs), and releases its reservation, in one write. A
+    /// failed store write is logged, not returned: the call has happened,
+    /// and the cost is retried with the next call.
     pub async fn finish(&self, ticket: CallTicket, cost_micros: u64, answered: Option<&str>) {
         let now = self.clock.now();
+        lock(&self.lines).add(now, &ticket.agent, cost_micros, answered.is_some());
         let Some(shared) = &self.shared else {
             self.record_in_memory(cost_micros, now);
             return;
         };
-        if let Some(id) = ticket.call_id {
-            lock(&shared.open).retain(|open| *open != id);
-        }
-        let mut pending = std::mem::take(&mut *lock(&shared.unrecorded));
-        pending.push(Unrecorded {
-            call_id: ticket.call_id,
-            cost: cost_micros,
-            answered: answered.map(str::to_string),
-        });
-        let mut latest = None;
-        for call in pending {
-            let (cost, answered) = (call.cost, call.answered.as_deref());
-            let written = match call.call_id {
-                Some(id) => shared.store.finish_llm_call(id, cost, answered, now).await,
-                // Admitted while the store could not answer (rare): the
-                // model's spend is a write of its own, logged if it fails
-                // (the budget's total is what limits calls).
-                None => {
-                    let written = shared.store.add_llm_spend(cost, now).await;
-                    if written.is_ok()
-                        && let Some(model) = answered
-                        && let Err(error) = shared.store.add_model_spend(model, cost, now).await
-                    {
-                        tracing::warn!(%error, model, "could not add an LLM call's cost to its model's daily spend");
-                    }
-                    written
-                }
-            };
-            match written {
-                Ok(totals) => latest = Some(totals),
-                Err(error) => {
-                    tracing::warn!(%error, "could not add an LLM call's cost to the shared total; the next call retries");
-                    lock(&shared.unrecorded).push(call);
-                    let mut seen = lock(&shared.seen);
-                    roll_totals(&mut seen, now);
-                    seen.spent_micros = seen.spent_micros.saturating_add(cost);
-                }
-            }
-        }
-        let totals = match latest {
-            Some(totals) => {
-                *lock(&shared.seen) = totals.clone();
-                totals
-            }
-            None => lock(&shared.seen).clone(),
-        };
+        let totals = self
+            .finish_shared(shared, ticket, cost_micros, answered, now)
+            .await;
         self.after_spend(&totals).await;
     }
 
     /// Like [`CostGuard::finish`] for the oldest call admitted here and not
-    /// yet finished (or, with none, a cost outside any admission).
+    /// yet finished (or, with none, a cost outside any admission, counted
+    /// for the agent in scope).
     pub async fn record(&self, cost_micros: u64) {
-        let call_id = self
+        let open = self
             .shared
             .as_ref()
             .and_then(|shared| lock(&shared.open).pop_front());
-        self.finish(CallTicket { call_id }, cost_micros, None).await;
+        let ticket = match open {
+            Some((id, agent)) => CallTicket {
+                call_id: Some(id),
+                agent,
+            },
+            None => CallTicket {
+                call_id: None,
+                agent: current_agent(),
+            },
+        };
+        self.finish(ticket, cost_micros, None).await;
     }
 
     /// Warnings and the fast-path flag after the shared total moved.
@@ -427,6 +423,7 @@ impl CostGuard {
                 .budget_micros
                 .is_some_and(|b| reaches_warning(spent, b)),
             exceeded: configured.budget_micros.is_some_and(|b| spent >= b),
+            agents: lock(&self.lines).status(now),
         }
     }
 
@@ -434,99 +431,51 @@ impl CostGuard {
     /// returns the status.
     pub async fn refresh(&self) -> CostStatus {
         if let Some(shared) = &self.shared {
-            match shared.store.cost_totals(self.clock.now()).await {
+            let now = self.clock.now();
+            match shared.store.cost_totals(now).await {
                 Ok(totals) => {
                     self.settle(totals.day, totals.spent_micros);
                     *lock(&shared.seen) = totals;
                 }
                 Err(error) => tracing::warn!(%error, "could not read the shared LLM cost totals"),
             }
+            match shared.store.agents_spend_on(now.date_naive()).await {
+                Ok(rows) => lock(&self.lines).replace(
+                    now,
+                    rows.into_iter().map(|a| (a.agent, a.spent_micros, a.calls)),
+                ),
+                Err(error) => tracing::warn!(%error, "could not read each agent's LLM spend"),
+            }
         }
         self.status()
     }
 
-    async fn gate(&self, count: bool) -> Result<CallTicket, CostLimitError> {
+    async fn gate(&self, agent: Arc<str>, count: bool) -> Result<CallTicket, CostLimitError> {
         let now = self.clock.now();
         if let Some(refusal) = self.fast_refusal(now) {
             return Err(refusal);
         }
         match &self.shared {
-            Some(shared) => self.gate_shared(shared, now, count).await,
-            None => self.gate_in_memory(now, count),
+            Some(shared) => self.gate_shared(shared, now, agent, count).await,
+            None => self.gate_in_memory(now, agent, count),
         }
     }
 
-    async fn gate_shared(
-        &self,
-        shared: &Shared,
-        now: DateTime<Utc>,
-        count: bool,
-    ) -> Result<CallTicket, CostLimitError> {
-        let admission = match shared.store.admit_llm_call(now, self.limits(), count).await {
-            Ok(admission) => admission,
-            Err(error) => {
-                tracing::warn!(%error, "could not reach the shared LLM cost totals; judging by this process's last view");
-                return self.gate_on_seen(shared, now);
-            }
-        };
-        match admission {
-            LlmAdmission::Admitted {
-                call_id,
-                mut totals,
-            } => {
-                self.settle(totals.day, totals.spent_micros);
-                if let Some(id) = call_id {
-                    totals.hourly_calls = totals.hourly_calls.saturating_add(1);
-                    lock(&shared.open).push_back(id);
-                }
-                *lock(&shared.seen) = totals;
-                Ok(CallTicket { call_id })
-            }
-            LlmAdmission::OverBudget { totals } => {
-                self.settle(totals.day, totals.spent_micros);
-                let committed = totals.spent_micros.saturating_add(totals.reserved_micros);
-                *lock(&shared.seen) = totals;
-                Err(CostLimitError::DailyBudget {
-                    spent_micros: committed,
-                    budget_micros: self.configured().budget_micros.unwrap_or(0),
-                })
-            }
-            LlmAdmission::HourlyLimit {
-                totals,
-                next_allowed,
-            } => {
-                self.settle(totals.day, totals.spent_micros);
-                *lock(&shared.seen) = totals;
-                Err(CostLimitError::HourlyLimit {
-                    limit: self.configured().hourly_limit.unwrap_or(0),
-                    next_allowed,
-                })
-            }
-        }
-    }
-
-    /// Admission by the last totals seen, when the store cannot answer.
-    fn gate_on_seen(
-        &self,
-        shared: &Shared,
-        now: DateTime<Utc>,
-    ) -> Result<CallTicket, CostLimitError> {
-        let mut seen = lock(&shared.seen);
-        roll_totals(&mut seen, now);
-        if let Some(budget) = self.configured().budget_micros
-            && seen.spent_micros >= budget
-        {
-            return Err(CostLimitError::DailyBudget {
-                spent_micros: seen.spent_micros,
-                budget_micros: budget,
-            });
-        }
-        Ok(CallTicket { call_id: None })
+    /// The refusal of `agent`'s call when its spend (`committed`: with its
+    /// calls in flight) reached its share.
+    fn over_share(&self, agent: &str, committed: u64) -> Option<CostLimitError> {
+        let share = lock(&self.lines).share_micros(agent)?;
+        (committed >= share).then(|| CostLimitError::AgentShare {
+            agent: agent.to_string(),
+            spent_micros: committed,
+            share_micros: share,
+        })
     }
 
     fn gate_in_memory(
         &self,
         now: DateTime<Utc>,
+        agent: Arc<str>,
         count: bool,
     ) -> Result<CallTicket, CostLimitError> {
         let configured = self.configured();
@@ -541,6 +490,10 @@ impl CostGuard {
                 budget_micros: budget,
             });
         }
+        let spent = lock(&self.lines).spent(now, &agent);
+        if let Some(refusal) = self.over_share(&agent, spent) {
+            return Err(refusal);
+        }
         counters.prune(now);
         if let Some(limit) = configured.hourly_limit
             && counters.window_len() >= limit
@@ -553,7 +506,10 @@ impl CostGuard {
         if count {
             counters.push_call(now);
         }
-        Ok(CallTicket { call_id: None })
+        Ok(CallTicket {
+            call_id: None,
+            agent,
+        })
     }
 
     /// The lock-free refusal once today's budget is known to be spent.

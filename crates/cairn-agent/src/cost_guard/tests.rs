@@ -168,6 +168,13 @@ async fn unlimited_never_refuses_but_still_counts() {
             "hourly_limit": null,
             "warning": false,
             "exceeded": false,
+            "agents": [{
+                "id": "main",
+                "spent_micros": 50_000_000_000_u64,
+                "calls": 0,
+                "daily_budget_cents": null,
+                "exceeded": false,
+            }],
         })
     );
 }
@@ -194,4 +201,141 @@ async fn debug_output_is_short() {
     let (guard, _) = setup(Some(500), Some(10));
     let text = format!("{guard:?}");
     assert!(text.contains("budget_micros: Some(5000000)"), "{text}");
+}
+
+/// A call of `agent` costing `cost`, answered by a model.
+async fn call_as(guard: &CostGuard, agent: &str, cost: u64) {
+    let ticket = guard.admit_as(agent).await.unwrap();
+    guard.finish(ticket, cost, Some("m")).await;
+}
+
+fn line<'a>(status: &'a CostStatus, agent: &str) -> &'a AgentCost {
+    status.agents.iter().find(|a| a.id == agent).unwrap()
+}
+
+#[tokio::test]
+async fn an_agent_over_its_share_is_refused_and_the_others_go_on() {
+    // A $1.00 budget; family's share is 1 cent (10_000 micro-dollars).
+    let (guard, clock) = setup(Some(100), None);
+    guard.set_agents(vec![("family".into(), Some(1)), ("coder".into(), None)]);
+    call_as(&guard, "family", 6_000).await;
+    call_as(&guard, "main", 50_000).await;
+    // A stream cut short: paid for, but no answered call.
+    let ticket = guard.admit_as("family").await.unwrap();
+    guard.finish(ticket, 5_000, None).await;
+    let refused = guard.admit_as("family").await.unwrap_err();
+    assert_eq!(
+        refused,
+        CostLimitError::AgentShare {
+            agent: "family".into(),
+            spent_micros: 11_000,
+            share_micros: 10_000,
+        }
+    );
+    assert!(
+        refused
+            .to_string()
+            .starts_with("agent family's daily LLM budget share of $0.01 reached")
+    );
+    assert!(guard.check_as("family").await.is_err());
+    // Main and an agent without a share answer to the global budget only.
+    call_as(&guard, "main", 1_000).await;
+    call_as(&guard, "coder", 1_000).await;
+    let status = guard.status();
+    assert_eq!(status.spent_micros, 63_000, "the total has every line");
+    let ids: Vec<&str> = status.agents.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["main", "family", "coder"],
+        "main first, as configured"
+    );
+    let family = line(&status, "family");
+    assert_eq!(
+        (
+            family.spent_micros,
+            family.calls,
+            family.daily_budget_cents,
+            family.exceeded
+        ),
+        (11_000, 1, Some(1), true),
+        "recorded without a model is no answered call"
+    );
+    let main = line(&status, "main");
+    assert_eq!(
+        (main.spent_micros, main.calls, main.exceeded),
+        (51_000, 2, false)
+    );
+    // The next UTC day starts every line again.
+    clock.set(at(10, 0, 0, 1));
+    guard.admit_as("family").await.unwrap();
+    assert_eq!(line(&guard.status(), "family").spent_micros, 0);
+}
+
+#[tokio::test]
+async fn the_global_limits_still_hold_an_agent_within_its_share() {
+    let (guard, _) = setup(Some(1), Some(3));
+    guard.set_agents(vec![("family".into(), Some(1))]);
+    call_as(&guard, "main", 10_000).await;
+    assert!(matches!(
+        guard.admit_as("family").await,
+        Err(CostLimitError::DailyBudget { .. })
+    ));
+    let (guard, _) = setup(None, Some(2));
+    guard.set_agents(vec![("family".into(), Some(1))]);
+    call_as(&guard, "main", 0).await;
+    call_as(&guard, "family", 0).await;
+    assert!(matches!(
+        guard.admit_as("family").await,
+        Err(CostLimitError::HourlyLimit { .. })
+    ));
+}
+
+#[tokio::test]
+async fn an_agents_provider_counts_its_calls_and_those_it_delegates() {
+    use cairn_llm::testing::InstantProvider;
+    use cairn_llm::{ChatRequest, LlmProvider, ReloadableProvider};
+
+    let (guard, _) = setup(Some(100), None);
+    let guard = Arc::new(guard);
+    guard.set_agents(vec![("family".into(), Some(1))]);
+    let priced = cairn_llm::ChatResponse {
+        cost_micros: 4_000,
+        ..InstantProvider::text_response("ok")
+    };
+    let inner = Arc::new(InstantProvider::always(priced));
+    let guarded: Arc<dyn LlmProvider> =
+        Arc::new(GuardedProvider::new(inner.clone(), Arc::clone(&guard)));
+    // As wired: the reloadable chain around the guard, shared by every agent.
+    let shared: Arc<dyn LlmProvider> = Arc::new(ReloadableProvider::new(guarded));
+    let family: Arc<dyn LlmProvider> = Arc::new(AgentProvider::new(Arc::clone(&shared), "family"));
+    let request = ChatRequest::new(vec![cairn_core::chat::ChatMessage::user("hi")]);
+    family.complete(&request).await.unwrap();
+    family.complete(&request).await.unwrap();
+    shared.complete(&request).await.unwrap();
+    // A turn pins the provider: still family's.
+    let pinned = cairn_llm::pin(&family);
+    assert!(!Arc::ptr_eq(&pinned, &family));
+    pinned
+        .stream(&request)
+        .await
+        .unwrap()
+        .into_response()
+        .await
+        .unwrap();
+    // Three calls of family's: 12_000 over its 10_000 share.
+    let refused = family.complete(&request).await.unwrap_err();
+    assert_eq!(refused.kind(), cairn_llm::LlmErrorKind::CostLimit);
+    assert!(refused.to_string().contains("agent family's"), "{refused}");
+    shared.complete(&request).await.unwrap();
+    let status = guard.status();
+    assert_eq!(
+        (
+            line(&status, "family").spent_micros,
+            line(&status, "family").calls
+        ),
+        (12_000, 3)
+    );
+    assert_eq!(line(&status, "main").spent_micros, 8_000);
+    assert_eq!(inner.calls(), 5, "the refused call reached no provider");
+    assert_eq!(current_agent().as_ref(), "main", "outside any agent's call");
 }

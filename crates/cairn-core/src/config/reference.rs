@@ -43,8 +43,9 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          provider), `autonomy` (never more than `tools.policy.autonomy`), `tools` (`allow`: \
          patterns that run without asking; `deny`: patterns it never has, besides the global \
          ones; the tools that act for main, such as routines, jobs and memory, stay main's), \
-         `daily_budget_cents` (refused for now: `cost.daily_budget_cents` covers every agent) \
-         and `[[agents.bindings]]` \
+         `daily_budget_cents` (its share of the daily budget, a whole number of cents no more \
+         than `cost.daily_budget_cents`: its calls are refused once its spend today reaches it; \
+         every agent's spend is its own line in `cairn cost`) and `[[agents.bindings]]` \
          (`channel`, and optionally one `chat` or one `user` of it; the most specific binding \
          wins: a person, then a chat, then the channel)",
     ),

@@ -1,7 +1,8 @@
-// Costs: 30 days per day and per model as inline SVG, today's limits.
+// Costs: 30 days per day and per model as inline SVG, today's limits, and
+// each agent's line (today against its share, and its 30 days).
 
 import { get } from "./api.js";
-import { dollars, fill, h } from "./dom.js";
+import { dollars, fill, h, table } from "./dom.js";
 
 function bars(label, points, testid, tick = (p) => p.label.slice(5), every = 7) {
   const w = 600,
@@ -31,6 +32,56 @@ function bars(label, points, testid, tick = (p) => p.label.slice(5), every = 7) 
 function budgetState(l) {
   if (l.exceeded) return " — reached: LLM calls are refused until 00:00 UTC";
   return l.warning ? " — 80% spent" : "";
+}
+
+/** Each agent's row: today's spend and share (the guard's lines, when the
+ * daemon has one) beside its 30 days (the recorded rows). */
+function agentRows(c) {
+  const today = c.today.day;
+  const rows = new Map();
+  const row = (id) => {
+    if (!rows.has(id)) rows.set(id, { id, today: 0, calls: 0, month: 0, share: null, exceeded: false });
+    return rows.get(id);
+  };
+  for (const a of c.limits?.agents || []) {
+    Object.assign(row(a.id), { share: a.daily_budget_cents, exceeded: a.exceeded });
+  }
+  for (const a of c.agents || []) {
+    const r = row(a.agent);
+    r.month += a.spent_micros;
+    if (a.day === today) {
+      r.today += a.spent_micros;
+      r.calls += a.calls;
+    }
+  }
+  return [...rows.values()];
+}
+
+function share(r) {
+  if (r.share == null) return "Global budget only";
+  const budget = r.share * 10000;
+  if (r.exceeded) return `${dollars(budget)} — reached: its calls are refused until 00:00 UTC`;
+  return `${dollars(budget)} (${Math.floor((r.today * 100) / budget)}% used)`;
+}
+
+function perAgent(c) {
+  const rows = agentRows(c);
+  if (!rows.length) return h("p", { class: "muted" }, "No calls recorded per agent yet.");
+  return table(
+    "Each agent's spend: today (UTC) against its share, and over the last 30 days",
+    ["Agent", "Today", "Calls today", "Share", "Last 30 days"],
+    rows.map((r) =>
+      h(
+        "tr",
+        { testid: "agent-cost", "data-agent": r.id },
+        h("td", {}, r.id),
+        h("td", {}, dollars(r.today)),
+        h("td", {}, String(r.calls)),
+        h("td", {}, share(r)),
+        h("td", {}, dollars(r.month)),
+      ),
+    ),
+  );
 }
 
 export function costs(main) {
@@ -109,6 +160,8 @@ export function costs(main) {
             ),
           )
         : h("p", { class: "muted" }, "No calls recorded per model yet."),
+      h("h2", {}, "Per agent"),
+      perAgent(c),
     );
   });
 }

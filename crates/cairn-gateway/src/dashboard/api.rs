@@ -197,7 +197,8 @@ pub async fn memory_forget(
 }
 
 /// `GET /ui/api/costs`: the spend of each of the last 30 UTC days and of
-/// each model on those days, today's totals and the limits in force.
+/// each model and each agent on those days, today's totals and the limits
+/// in force (with each agent's line of the day and its share).
 pub async fn costs(State(state): State<AppState>, _auth: Authed) -> Result<Json<Value>, ApiError> {
     let now = state.clock().now();
     let from = (now - Duration::days(29)).date_naive();
@@ -220,6 +221,11 @@ pub async fn costs(State(state): State<AppState>, _auth: Authed) -> Result<Json<
         .iter()
         .map(|m| json!({"day": m.day, "model": m.model, "spent_micros": m.spent_micros, "calls": m.calls}))
         .collect();
+    let agents: Vec<Value> = history
+        .agents
+        .iter()
+        .map(|a| json!({"day": a.day, "agent": a.agent, "spent_micros": a.spent_micros, "calls": a.calls}))
+        .collect();
     Ok(Json(json!({
         "today": {
             "day": totals.day,
@@ -229,6 +235,7 @@ pub async fn costs(State(state): State<AppState>, _auth: Authed) -> Result<Json<
         "limits": limits,
         "days": days,
         "models": models,
+        "agents": agents,
     })))
 }
 

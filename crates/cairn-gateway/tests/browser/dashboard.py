@@ -287,6 +287,8 @@ try:
     nav("costs")
     chart = find("cost-chart")
     assert chart.tag_name == "svg" and chart.find_elements(By.CSS_SELECTOR, "rect.bar"), "no bars"
+    family = find("agent-cost", '[data-agent="family"]')
+    assert "$0.0120" in family.text and "Global budget only" in family.text, family.text
     check_page("costs")
     nav("status")
     wait.until(lambda d: len(d.find_elements(*tid("component-row"))) >= 3)

@@ -80,6 +80,7 @@ pub static TABLES: &[TableSpec] = &[
     seeded("memory_generation"),
     table("cost_days"),
     table("cost_models"),
+    table("cost_agents"),
     table("llm_calls"),
     table("tool_health"),
     table("channel_cursors"),

@@ -24,11 +24,14 @@ pub async fn spend_adds_up_and_reservations_hold_the_budget(fx: &Fixture) {
         hourly_limit: None,
     };
     let first = admitted(&s.admit_llm_call(at(0), limits, true).await.unwrap());
-    let totals = s.finish_llm_call(first, 600, None, at(1)).await.unwrap();
+    let totals = s
+        .finish_llm_call(first, "main", 600, None, at(1))
+        .await
+        .unwrap();
     assert_eq!((totals.spent_micros, totals.reserved_micros), (600, 0));
     // Finishing twice adds nothing.
     assert_eq!(
-        s.finish_llm_call(first, 600, None, at(1))
+        s.finish_llm_call(first, "main", 600, None, at(1))
             .await
             .unwrap()
             .spent_micros,
@@ -43,7 +46,10 @@ pub async fn spend_adds_up_and_reservations_hold_the_budget(fx: &Fixture) {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
-    let totals = s.finish_llm_call(second, 100, None, at(4)).await.unwrap();
+    let totals = s
+        .finish_llm_call(second, "main", 100, None, at(4))
+        .await
+        .unwrap();
     assert_eq!(totals.spent_micros, 700);
     assert_eq!(totals.hourly_calls, 2);
     // Another store on the same database sees the same totals.

@@ -8,6 +8,7 @@ mod background;
 mod burst;
 mod channels;
 mod claims;
+mod cost_agents;
 mod cost_tools;
 mod daemons;
 mod fixture;
@@ -145,6 +146,8 @@ conformance!(
     jobs::cancel_requests_by_state,
     jobs::stuck_jobs_and_activity,
     jobs::orphaned_jobs_are_reaped_as_interrupted,
+    cost_agents::each_agents_spend_adds_up_with_the_call_that_records_it,
+    cost_agents::an_agent_over_its_share_is_refused_while_the_others_go_on,
     cost_tools::spend_adds_up_and_reservations_hold_the_budget,
     cost_tools::spend_per_day_and_model_adds_up_and_reads_back_in_order,
     cost_tools::the_hourly_window_slides_and_names_the_next_slot,

@@ -151,6 +151,9 @@ pub async fn populate(s: &Store) {
     s.admit_llm_call(at(0), limits, true).await.unwrap();
     s.add_llm_spend(1_234, at(1)).await.unwrap();
     s.add_model_spend("fake-model", 1_234, at(1)).await.unwrap();
+    s.add_agent_spend("family", 1_234, true, at(1))
+        .await
+        .unwrap();
     s.record_tool_failure("shell", "exit 1", Some(5), at(0))
         .await
         .unwrap();

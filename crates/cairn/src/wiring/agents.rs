@@ -3,6 +3,12 @@
 //! service (its name and workspace) over the runtime's shared parts (the
 //! provider behind the cost guard, the hooks, the store, MCP).
 //!
+//! Costs: the main and cheap providers are shared, and each agent sees them
+//! through an [`AgentProvider`] naming it, so its turns, its compaction and
+//! anything it delegates on them are counted on its own line and held to
+//! its share (`daily_budget_cents`). Model routing stays `main`'s, as do
+//! jobs and the other automation (on `main`'s line).
+//!
 //! Each agent has its own memory (its documents, and those shared by any
 //! agent). Until they learn about agents, the tools that act on `main`'s
 //! behalf (routines, schedules, watchers, background runs, run_parallel
@@ -18,8 +24,9 @@ use cairn_agent::chat::ChatService;
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
-use cairn_agent::{AgentLoop, PolicyGate, ToolPolicyConfig, ToolRunner};
+use cairn_agent::{AgentLoop, AgentProvider, CostGuard, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
+use cairn_llm::{LlmProvider, Providers};
 use cairn_mcp::McpClients;
 
 use super::{Runtime, located, tool_parts, tools_config};
@@ -35,6 +42,7 @@ pub fn agents(config: &Config) -> anyhow::Result<Agents> {
         home: config.home(),
         main_workspace: &config.workspace,
         autonomy,
+        daily_budget_cents: config.cost.daily_budget_cents,
     };
     Agents::parse(config.agents.as_ref(), &limits)
         .map_err(|errors| located(config, config.agents.as_ref(), &errors))
@@ -66,8 +74,11 @@ pub fn workspace_of(config: &Config, spec: &AgentSpec) -> std::path::PathBuf {
 pub struct AgentRun {
     /// What `[[agents]]` says of it.
     pub spec: AgentSpec,
-    /// Its loop: the main provider at its model, its own tool runner.
+    /// Its loop: the main provider at its model (counted on its cost
+    /// line), its own tool runner.
     pub agent: AgentLoop,
+    /// The cheap provider (its compaction), counted on its cost line.
+    pub cheap: Arc<dyn LlmProvider>,
     /// Its memory.
     pub memory: Arc<MemoryService>,
     /// The automation tools it has (its memory's, `send_notification`),
@@ -96,16 +107,19 @@ pub fn agent_tools(
     Ok((registry, policy))
 }
 
-/// Each agent other than `main`, over `main`'s loop (provider, hooks,
-/// limits); their workspaces are created.
+/// Each agent other than `main`, over `main`'s loop (hooks, limits) and
+/// the shared providers, each seen as the agent's; their workspaces are
+/// created. `guard` learns every agent's share.
 pub async fn agent_runs(
     agents: &Agents,
     main: &AgentLoop,
+    (providers, guard): (&Providers, &CostGuard),
     tools: &ToolsConfig,
     main_extra: &[Arc<dyn Tool>],
     memory: &MemoryService,
     mcp: &McpClients,
 ) -> anyhow::Result<Vec<AgentRun>> {
+    guard.set_agents(agents.shares());
     let mut out = Vec::new();
     for spec in agents.all().iter().filter(|a| a.id != MAIN) {
         let memory = Arc::new(memory.for_agent(&spec.id));
@@ -121,8 +135,11 @@ pub async fn agent_runs(
             Arc::new(registry),
             Arc::new(PolicyGate::new(&policy)),
         ));
+        let own = |shared: &Arc<dyn LlmProvider>| -> Arc<dyn LlmProvider> {
+            Arc::new(AgentProvider::new(Arc::clone(shared), &spec.id))
+        };
         let mut agent = AgentLoop::new(
-            Arc::clone(main.provider()),
+            own(&providers.main),
             runner,
             Arc::clone(main.hooks()),
             main.config().clone(),
@@ -144,6 +161,7 @@ pub async fn agent_runs(
         out.push(AgentRun {
             spec: spec.clone(),
             agent,
+            cheap: own(&providers.cheap),
             memory,
             extra,
         });
@@ -168,9 +186,15 @@ pub fn chats(config: &Config, rt: &Runtime, main: Arc<ChatService>) -> anyhow::R
         if let Some(workspace) = &run.spec.workspace {
             settings.workspace = workspace.clone();
         }
-        let service =
-            super::chat_service_of(config, rt, run.agent.clone(), settings, Some(&run.memory))
-                .with_memory(Arc::clone(&run.memory));
+        let service = super::chat_service_of(
+            config,
+            rt,
+            run.agent.clone(),
+            &run.cheap,
+            settings,
+            Some(&run.memory),
+        )
+        .with_memory(Arc::clone(&run.memory));
         others.insert(run.spec.id.clone(), Arc::new(service));
     }
     Chats::new(agents, main, others)

@@ -226,6 +226,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let agent_runs = agent_runs(
         &agents(config)?,
         &agent,
+        (&providers, &guard),
         &tools,
         &extra_tools,
         &extra.memory,
@@ -472,7 +473,8 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
         approval_timeout: config.agent.approval_timeout,
         skill_paths: config.skills.paths.clone(),
     };
-    let service = chat_service_of(config, rt, rt.agent.clone(), settings, Some(&rt.memory))
+    let (agent, cheap) = (rt.agent.clone(), &rt.providers.cheap);
+    let service = chat_service_of(config, rt, agent, cheap, settings, Some(&rt.memory))
         .with_jobs(Arc::clone(&rt.jobs))
         .with_memory(Arc::clone(&rt.memory))
         .with_router(rt.router.clone());
@@ -480,13 +482,14 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
 }
 
 /// A chat service of `agent` with `settings` over the runtime's sessions,
-/// compaction (its notes in the settings' workspace, and into `memory`
-/// when given) and network rules; `main`'s adds jobs, memory and model
-/// routing.
+/// compaction on `cheap` (its notes in the settings' workspace, and into
+/// `memory` when given) and network rules; `main`'s adds jobs, memory and
+/// model routing.
 fn chat_service_of(
     config: &Config,
     rt: &Runtime,
     agent: AgentLoop,
+    cheap: &Arc<dyn cairn_llm::LlmProvider>,
     settings: ChatSettings,
     memory: Option<&Arc<MemoryService>>,
 ) -> ChatService {
@@ -500,7 +503,7 @@ fn chat_service_of(
         config.llm.context_limit as usize,
         rt.providers.main.context_window(),
     );
-    let mut compactor = Compactor::new(Arc::clone(&rt.providers.cheap), settings.workspace.clone())
+    let mut compactor = Compactor::new(Arc::clone(cheap), settings.workspace.clone())
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone);
     if let Some(memory) = memory {
