@@ -29,9 +29,8 @@
 //! its running jobs' flags when it hears it. In-process
 //! [`JobScheduler::cancel`] is immediate.
 
-mod batch;
+mod child;
 mod scheduler;
-pub mod subtasks;
 mod upkeep;
 mod worker;
 
@@ -46,6 +45,7 @@ use crate::agent_loop::LoopConfig;
 
 pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 pub use cairn_store::JobFilter;
+pub use child::{ChildEnd, ChildTurn};
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
 pub use upkeep::{RepairReport, RepairedJob};
 
@@ -321,6 +321,8 @@ mod tests {
             name: "cairn".into(),
             max_iterations: 7,
             max_parallel_jobs: 2,
+            max_delegation_depth: 2,
+            max_parallel_delegations: 4,
             undo_depth: 20,
             session_idle: std::time::Duration::from_secs(3600),
             approval_timeout: std::time::Duration::from_secs(120),
