@@ -156,16 +156,34 @@ pub async fn build_system_prompt_as(ctx: &PromptContext, identity: &Path) -> Str
 }
 
 /// The system prompt of a sub-agent given no agent's identity: what it
-/// is, the safety rules, its working directory and the time.
-pub fn subagent_prompt(workspace: &Path, timezone: Tz, now: DateTime<Utc>) -> String {
+/// is, the tools whose schemas load on demand (`more_tools`, see
+/// [`PromptContext::more_tools`]), the safety rules, its working directory
+/// and the time.
+pub fn subagent_prompt(
+    workspace: &Path,
+    more_tools: &[String],
+    timezone: Tz,
+    now: DateTime<Utc>,
+) -> String {
+    let mut out = format!("{SUBAGENT_NOTE}\n");
+    if !more_tools.is_empty() {
+        out.push_str(
+            "\n## Tools\n\nMore tools (call tool_schema with their names to load them first):\n",
+        );
+        for line in more_tools {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
     let local = now.with_timezone(&timezone);
-    format!(
-        "{SUBAGENT_NOTE}\n\n## Safety\n\n{SAFETY_RULES}\n\n## Workspace\n\nWorking directory: {}\n\n\
+    out.push_str(&format!(
+        "\n## Safety\n\n{SAFETY_RULES}\n\n## Workspace\n\nWorking directory: {}\n\n\
          ## Date and time\n\n{} ({})\n",
         workspace.display(),
         local.format("%Y-%m-%d %H:%M:%S %A"),
         timezone.name()
-    )
+    ));
+    out
 }
 
 /// The identity files present in the workspace, each capped; one refused

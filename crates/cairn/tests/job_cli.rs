@@ -189,7 +189,10 @@ fn sub_agents_are_marked_in_the_list_and_name_their_turn_in_show() {
         "{shown}"
     );
     assert!(
-        shown.contains(&format!("sub-agent of:  the turn of session job:{}", running.id)),
+        shown.contains(&format!(
+            "sub-agent of:  the turn of session job:{}",
+            running.id
+        )),
         "{shown}"
     );
 }

@@ -293,7 +293,12 @@ impl Delegator {
         let agent = child_loop(&parent, &delegation, profile, runner);
         let system = match profile {
             Some(profile) => self.named_prompt(profile, &agent, ctx).await,
-            None => crate::prompt::subagent_prompt(&ctx.workspace, ctx.timezone, ctx.now()),
+            None => crate::prompt::subagent_prompt(
+                &ctx.workspace,
+                &agent.runner().on_demand_listing(),
+                ctx.timezone,
+                ctx.now(),
+            ),
         };
         let label = label(&delegation);
         let parent_job = job_id_from_session(&ctx.session_id);

@@ -48,6 +48,13 @@ pub struct Gate {
     pub stopped: Mutex<bool>,
 }
 
+impl Gate {
+    /// Lets one waiting call through.
+    pub fn open_one(&self) {
+        self.open.notify_one();
+    }
+}
+
 struct Stopped<'a>(&'a Gate, bool);
 
 impl Drop for Stopped<'_> {
@@ -120,15 +127,21 @@ pub struct Harness {
 impl Harness {
     /// A parent under `autonomy` with `shell` denied, delegation at its defaults (depth 2, 4 at once).
     pub async fn new(autonomy: AutonomyLevel) -> Self {
+        Self::with_parallel(autonomy, 4).await
+    }
+
+    /// [`Harness::new`] running at most `parallel` sub-agents of a turn at once.
+    pub async fn with_parallel(autonomy: AutonomyLevel, parallel: u32) -> Self {
         let server = FakeLlmServer::start().await.unwrap();
         let provider: Arc<dyn LlmProvider> = build_provider(&server.openai_settings()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}/cairn.db", dir.path().display());
         let (store, _) = Store::open(&url).await.unwrap();
-        let delegator = Arc::new(Delegator::new(DelegationConfig::from_agent(
-            &agent_config(),
-            "ada",
-        )));
+        let limits = cairn_core::config::AgentConfig {
+            max_parallel_delegations: parallel,
+            ..agent_config()
+        };
+        let delegator = Arc::new(Delegator::new(DelegationConfig::from_agent(&limits, "ada")));
         let writer = Arc::new(Writer::default());
         let (started, gate_started) = mpsc::unbounded_channel();
         let gate = Arc::new(Gate {

@@ -42,6 +42,49 @@ async fn a_delegation_at_depth_three_is_refused() {
 }
 
 #[tokio::test]
+async fn a_turn_runs_no_more_sub_agents_at_once_than_its_limit() {
+    let h = Harness::with_parallel(AutonomyLevel::Supervised, 2).await;
+    let gate = || Scripted::tool_call("gate", json!({}));
+    h.server.push_all([
+        Scripted::tool_calls([
+            ("agent_delegate", task("one")),
+            ("agent_delegate", task("two")),
+            ("agent_delegate", task("three")),
+        ]),
+        gate(),
+        gate(),
+    ]);
+    let started = || async { h.gate_started.lock().await.recv().await.unwrap() };
+    let drive = async {
+        started().await;
+        started().await;
+        // Two sub-agents wait at the gate; the third has not even started.
+        assert_eq!(h.jobs().await.len(), 2);
+        // The first to go on answers and ends; only then does the third start.
+        h.server.push_all([Scripted::text("answer"), gate()]);
+        h.gate.open_one();
+        started().await;
+        assert_eq!(h.jobs().await.len(), 3);
+        h.server.push_all([
+            Scripted::text("answer"),
+            Scripted::text("answer"),
+            Scripted::text("done"),
+        ]);
+        h.gate.open_one();
+        h.gate.open_one();
+    };
+    let person = Person::default();
+    let (outcome, ()) = tokio::join!(h.turn(&person, "go"), drive);
+    assert_eq!(outcome.text, "done", "{outcome:?}");
+    assert_eq!(h.server.requests().len(), 8);
+    let jobs = h.jobs().await;
+    assert!(
+        jobs.iter().all(|j| j.state == JobState::Completed),
+        "{jobs:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_child_stops_at_its_max_iterations() {
     let h = Harness::new(AutonomyLevel::Supervised).await;
     h.server.push_all([

@@ -62,15 +62,21 @@ pub fn agent_profiles(config: &Config, main: &AgentLoop, runs: &[AgentRun]) -> V
         workspace: config.workspace.clone(),
         agent: main.clone(),
     }];
-    profiles.extend(runs.iter().map(|run| AgentProfile {
-        id: run.spec.id.clone(),
-        name: run.spec.name.clone().unwrap_or_else(|| config.agent.name.clone()),
-        workspace: run
-            .spec
-            .workspace
-            .clone()
-            .unwrap_or_else(|| config.home().join("agents").join(&run.spec.id)),
-        agent: run.agent.clone(),
+    profiles.extend(runs.iter().map(|run| {
+        AgentProfile {
+            id: run.spec.id.clone(),
+            name: run
+                .spec
+                .name
+                .clone()
+                .unwrap_or_else(|| config.agent.name.clone()),
+            workspace: run
+                .spec
+                .workspace
+                .clone()
+                .unwrap_or_else(|| config.home().join("agents").join(&run.spec.id)),
+            agent: run.agent.clone(),
+        }
     }));
     profiles
 }
