@@ -28,6 +28,10 @@
 //! store and publishes it on the store's change signal; the scheduler checks
 //! its running jobs' flags when it hears it. In-process
 //! [`JobScheduler::cancel`] is immediate.
+//!
+//! Sub-agents (`agent_delegate`, `job_subtasks`: [`crate::delegation`]) are
+//! recorded here too, as children ([`JobScheduler::run_child`]): held like
+//! jobs while they run, outside the slots, in their parent's task.
 
 mod child;
 mod scheduler;
@@ -147,7 +151,8 @@ pub struct JobSpec {
     /// routine's `allowed_tools`). `None`: the scheduler's approver answers.
     /// Policy denials stand either way. Kept in memory only: a job is never
     /// resumed after a restart (orphans are failed), so it needs no column.
-    /// Subtasks inherit their parent's list.
+    /// A job's sub-agents (its subtasks) ask the job's approver, so this list
+    /// answers for them too.
     pub allowed_tools: Option<Vec<String>>,
 }
 

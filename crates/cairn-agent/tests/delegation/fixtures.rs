@@ -120,7 +120,6 @@ pub struct Harness {
     pub writer: Arc<Writer>,
     pub gate: Arc<Gate>,
     pub gate_started: tokio::sync::Mutex<mpsc::UnboundedReceiver<()>>,
-    pub provider: Arc<dyn LlmProvider>,
     _dir: tempfile::TempDir,
 }
 
@@ -186,7 +185,6 @@ impl Harness {
             writer,
             gate,
             gate_started: tokio::sync::Mutex::new(gate_started),
-            provider,
             _dir: dir,
         }
     }
