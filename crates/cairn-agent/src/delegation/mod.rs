@@ -291,6 +291,15 @@ impl Delegator {
             profile.map(|p| p.agent.runner().as_ref()),
         )?;
         let agent = child_loop(&parent, &delegation, profile, runner);
+        // A slot first, before anything that waits: the turn's sub-agents
+        // take the slots in the order they were asked for.
+        let slots = parent.child_slots(self.config.max_parallel);
+        let permit = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            permit = slots.acquire_owned() => permit
+                .map_err(|_| ToolError::Failed("the sub-agent slots are closed".into()))?,
+        };
         let system = match profile {
             Some(profile) => self.named_prompt(profile, &agent, ctx).await,
             None => crate::prompt::subagent_prompt(
@@ -330,13 +339,6 @@ impl Delegator {
                 ChatMessage::user(delegation.task),
             ],
             ctx: child_ctx,
-        };
-        let slots = parent.child_slots(self.config.max_parallel);
-        let permit = tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            permit = slots.acquire_owned() => permit
-                .map_err(|_| ToolError::Failed("the sub-agent slots are closed".into()))?,
         };
         let policy = parent.agent().runner().policy();
         let guard = stop.drop_guard();
