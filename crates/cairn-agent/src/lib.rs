@@ -19,11 +19,14 @@
 //! names, aliases), [`nofollow`] and [`safety`] at the bottom; [`policy`] (with
 //! [`RiskLevel`](policy::RiskLevel)), then [`approval`] and [`sandbox`]; then
 //! [`tools`] (with [`ToolStatus`](tools::ToolStatus)); then [`repair`]; then
-//! [`runner`]; then [`agent_loop`], [`jobs`] and [`chat`]. One edge points up,
-//! on purpose: tools name [`runner::Authorized`], the proof type of
-//! `Tool::execute`, whose constructor is private to the runner module — moving
-//! it lower would let more of the crate forge it. Nothing else below the
-//! runner refers to it.
+//! [`runner`]; then [`agent_loop`], [`jobs`] and [`chat`]; then
+//! [`delegation`]. Two edges point up, on purpose: tools name
+//! [`runner::Authorized`], the proof type of `Tool::execute`, whose
+//! constructor is private to the runner module — moving it lower would let
+//! more of the crate forge it; and a tool's context carries the turn it
+//! runs in ([`agent_loop::ParentTurn`]), which only the loop makes, for the
+//! tools that start sub-agents under it. Nothing else below the runner
+//! refers to either.
 //!
 //! Architecture invariant: nothing executes a tool except the runner —
 //! `Tool::execute` takes a `runner::Authorized` proof that only the runner can make,
@@ -44,6 +47,7 @@ pub mod approval;
 pub mod chat;
 pub mod context;
 pub mod cost_guard;
+pub mod delegation;
 pub mod hooks;
 pub mod jobs;
 pub mod media;

@@ -94,14 +94,27 @@ impl RuntimeInfo {
     }
 }
 
+/// What a sub-agent is told about its situation, after its identity.
+pub const SUBAGENT_NOTE: &str = "You are a sub-agent: another agent handed you the task below. \
+Nobody else sees this conversation and you cannot ask questions. Work on the task with your tools, \
+then reply with the final result as plain text for the agent that asked, saying plainly what you \
+could not do.";
+
 /// Builds the system prompt; missing identity files are skipped.
 pub async fn build_system_prompt(ctx: &PromptContext) -> String {
+    build_system_prompt_as(ctx, &ctx.workspace).await
+}
+
+/// [`build_system_prompt`] with the identity files read from `identity`
+/// rather than the workspace: a sub-agent that is another agent works in
+/// its parent's workspace as that agent.
+pub async fn build_system_prompt_as(ctx: &PromptContext, identity: &Path) -> String {
     let mut out = format!(
         "You are {}, a personal AI agent running on the user's own machine. \
          You help by answering and by using your tools.\n",
         ctx.agent_name
     );
-    for (name, text) in identity_files(&ctx.workspace).await {
+    for (name, text) in identity_files(identity).await {
         out.push_str(&format!("\n## {name}\n\n{text}\n"));
     }
     if !ctx.tools.is_empty() {
@@ -138,6 +151,37 @@ pub async fn build_system_prompt(ctx: &PromptContext) -> String {
     out.push_str(&format!(
         "\n## Runtime\n\nHost: {} | OS: {} | Model: {}\n",
         ctx.runtime.host, ctx.runtime.os, ctx.model
+    ));
+    out
+}
+
+/// The system prompt of a sub-agent given no agent's identity: what it
+/// is, the tools whose schemas load on demand (`more_tools`, see
+/// [`PromptContext::more_tools`]), the safety rules, its working directory
+/// and the time.
+pub fn subagent_prompt(
+    workspace: &Path,
+    more_tools: &[String],
+    timezone: Tz,
+    now: DateTime<Utc>,
+) -> String {
+    let mut out = format!("{SUBAGENT_NOTE}\n");
+    if !more_tools.is_empty() {
+        out.push_str(
+            "\n## Tools\n\nMore tools (call tool_schema with their names to load them first):\n",
+        );
+        for line in more_tools {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    let local = now.with_timezone(&timezone);
+    out.push_str(&format!(
+        "\n## Safety\n\n{SAFETY_RULES}\n\n## Workspace\n\nWorking directory: {}\n\n\
+         ## Date and time\n\n{} ({})\n",
+        workspace.display(),
+        local.format("%Y-%m-%d %H:%M:%S %A"),
+        timezone.name()
     ));
     out
 }

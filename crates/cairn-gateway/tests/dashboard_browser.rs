@@ -99,7 +99,8 @@ async fn the_dashboard_works_in_chromium() {
         move |g| {
             // Two agents: the chat's switcher and the routine form offer them.
             let routines = g.routines().with_agents(["family".to_string()]);
-            let g = with_family(g.with_components(components), &family_home).with_routines(routines);
+            let g =
+                with_family(g.with_components(components), &family_home).with_routines(routines);
             g.spawn_event_feeds();
             g
         }

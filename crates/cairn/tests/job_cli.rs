@@ -168,6 +168,36 @@ fn list_shows_recent_jobs_first_and_filters_by_state() {
 }
 
 #[test]
+fn sub_agents_are_marked_in_the_list_and_name_their_turn_in_show() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, running, _) = seed(home.path());
+    let child = block_on(async {
+        let store = store(home.path()).await;
+        let mut child = job("look it up", ago(0));
+        child.origin = Some(format!("delegate:job:{}", running.id));
+        child.parent_id = Some(running.id);
+        store.create_job(&child).await.unwrap();
+        store.close().await;
+        child
+    });
+    let text = stdout_of(cairn(home.path()).args(["job", "list"]));
+    assert!(text.contains("↳ look it up"), "{text}");
+    assert!(!text.contains("↳ tidy the downloads"), "{text}");
+    let shown = stdout_of(cairn(home.path()).args(["job", "show", &child.id.to_string()]));
+    assert!(
+        shown.contains(&format!("parent:        {}", running.id)),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "sub-agent of:  the turn of session job:{}",
+            running.id
+        )),
+        "{shown}"
+    );
+}
+
+#[test]
 fn show_prints_every_field_with_the_result() {
     let home = tempfile::tempdir().unwrap();
     let (_, _, done) = seed(home.path());

@@ -13,6 +13,7 @@
 //! (guide invariant 5). Tool output is data framed for the model; nothing in
 //! it can stop the loop or stand in for the answer.
 
+mod child;
 mod intent;
 mod signature;
 mod tools;
@@ -32,6 +33,7 @@ use crate::hooks::{HookFlow, HookRegistry};
 use crate::runner::{Approver, ToolRunner, ToolStatus};
 use crate::tools::ToolContext;
 
+pub use child::{Budget, ParentTurn};
 pub use intent::{NUDGE, announces_tool_use};
 pub use signature::call_signature;
 
@@ -223,6 +225,15 @@ async fn push(delegate: &dyn LoopDelegate, messages: &mut Vec<ChatMessage>, mess
     messages.push(message);
 }
 
+/// How a turn whose budget is spent ends: as a refused model call.
+fn spent(why: String) -> LoopStatus {
+    LoopStatus::Failed {
+        error: LlmError::CostLimit {
+            message: format!("stopped: {why}"),
+        },
+    }
+}
+
 /// Why one model call produced no response.
 enum CallError {
     Interrupted,
@@ -237,6 +248,9 @@ pub struct AgentLoop {
     runner: Arc<ToolRunner>,
     hooks: Arc<HookRegistry>,
     config: LoopConfig,
+    /// What its turns spend is counted in (a sub-agent's, capped); none: a
+    /// fresh one per turn, inside the parent turn's when there is one.
+    budget: Option<Arc<Budget>>,
 }
 
 impl AgentLoop {
@@ -252,7 +266,30 @@ impl AgentLoop {
             runner,
             hooks,
             config,
+            budget: None,
         }
+    }
+
+    /// The same loop counting its turns' spend in `budget`: a turn stops,
+    /// without an answer, once this budget or one above it is spent.
+    pub fn with_budget(&self, budget: Arc<Budget>) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.budget = Some(budget);
+        copy
+    }
+
+    /// The same loop with other limits and model settings.
+    pub fn with_config(&self, config: LoopConfig) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.config = config;
+        copy
+    }
+
+    /// The same loop over another tool runner (a sub-agent's narrower tools).
+    pub fn with_runner(&self, runner: Arc<ToolRunner>) -> AgentLoop {
+        let mut copy = self.clone();
+        copy.runner = runner;
+        copy
     }
 
     /// The same loop with another model (`None`: the provider's own).
@@ -346,12 +383,18 @@ impl AgentLoop {
         ctx: &ToolContext,
     ) -> LoopOutcome {
         let mut outcome = LoopOutcome::new();
-        let mut turn = tools::TurnCalls::default();
+        let (ctx, asks, budget) = self.lend(delegate, ctx);
+        let ctx = &ctx;
+        let mut turn = tools::TurnCalls::new(asks);
         let mut nudges = 0;
         let offers_tools = !self.runner.registry().names().is_empty();
         while outcome.iterations < self.config.max_iterations {
             if ctx.cancel.is_cancelled() {
                 return outcome.finish(LoopStatus::Interrupted);
+            }
+            // A sub-agent's own calls, or its children's, may have spent its budget.
+            if let Some(why) = budget.exhausted() {
+                return outcome.finish(spent(why));
             }
             outcome.iterations += 1;
             delegate.on_event(LoopEvent::LlmCall {
@@ -371,6 +414,7 @@ impl AgentLoop {
             outcome.usage.estimated |= response.usage.estimated;
             outcome.cost_micros = outcome.cost_micros.saturating_add(response.cost_micros);
             outcome.model.clone_from(&response.model);
+            budget.charge(response.cost_micros);
 
             if !response.has_tool_calls() {
                 if offers_tools
@@ -420,6 +464,11 @@ impl AgentLoop {
                     Err(reason) => outcome.finish(LoopStatus::Cancelled { reason }),
                 };
             }
+            // Its calls are not run once the budget is spent: their results
+            // could not reach a model.
+            if let Some(why) = budget.exhausted() {
+                return outcome.finish(spent(why));
+            }
             push(delegate, messages, response.to_message()).await;
             let first_result = messages.len();
             let results = turn
@@ -438,6 +487,37 @@ impl AgentLoop {
         }
         let limit = self.config.max_iterations;
         outcome.finish(LoopStatus::IterationLimit { limit })
+    }
+
+    /// The context of the turn's tool calls: `ctx` lending this turn
+    /// ([`ParentTurn`]) to the turns they start; the receiver of those
+    /// turns' approval requests; the turn's budget.
+    fn lend(
+        &self,
+        delegate: &dyn LoopDelegate,
+        ctx: &ToolContext,
+    ) -> (
+        ToolContext,
+        tokio::sync::mpsc::UnboundedReceiver<child::Ask>,
+        Arc<Budget>,
+    ) {
+        let (tx, asks) = tokio::sync::mpsc::unbounded_channel();
+        let above = ctx.parent.as_ref();
+        let budget = match (&self.budget, above) {
+            (Some(own), _) => Arc::clone(own),
+            (None, Some(parent)) => Arc::new(Budget::new(None, Some(Arc::clone(parent.budget())))),
+            (None, None) => Arc::new(Budget::default()),
+        };
+        let turn = ParentTurn::new(
+            self.clone(),
+            tx,
+            delegate.approver().person_present(),
+            above.map_or(0, |p| p.depth() + 1),
+            Arc::clone(&budget),
+        );
+        let mut ctx = ctx.clone();
+        ctx.parent = Some(Arc::new(turn));
+        (ctx, asks, budget)
     }
 
     /// The `before_sending` hooks on text about to leave the loop.

@@ -1,12 +1,15 @@
 //! Running one response's tool calls: hooks, de-duplication and approvals
-//! first (in call order), then the permitted calls in parallel, then results
-//! in call order.
+//! first (in call order), then the permitted calls in parallel (answering
+//! the approval requests of the sub-agents they start), then results in
+//! call order.
 
 use std::collections::HashMap;
 
 use cairn_core::chat::ToolCall;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::child::Ask;
 use super::{AgentLoop, LoopDelegate, LoopEvent, ToolCallRecord, call_signature};
 use crate::hooks::HookFlow;
 use crate::runner::{Gate, Permit, ToolResult, ToolStatus};
@@ -33,12 +36,20 @@ enum Slot {
 /// and not e.g. `time_now`) are kept, and only until a write or dangerous call:
 /// a response that makes one forgets them all, so a `file_read` after a
 /// `file_write` reads the file again, and a retried request is sent again.
-#[derive(Default)]
 pub(super) struct TurnCalls {
     reusable: HashMap<String, ToolResult>,
+    /// Approval requests of the sub-agents the turn's calls start.
+    asks: mpsc::UnboundedReceiver<Ask>,
 }
 
 impl TurnCalls {
+    pub(super) fn new(asks: mpsc::UnboundedReceiver<Ask>) -> Self {
+        Self {
+            reusable: HashMap::new(),
+            asks,
+        }
+    }
+
     /// Runs a batch and returns one result per call, in call order.
     pub(super) async fn run(
         &mut self,
@@ -68,7 +79,16 @@ impl TurnCalls {
                 ctx,
             )
             .await;
-        let ran = run_permitted(agent, delegate, &calls, slots, ctx, first_index).await;
+        let ran = run_permitted(
+            agent,
+            delegate,
+            &calls,
+            slots,
+            ctx,
+            first_index,
+            &mut self.asks,
+        )
+        .await;
         self.finish(agent, delegate, &calls, ran, ctx, records)
             .await
     }
@@ -223,7 +243,9 @@ struct Ran {
     keep: Vec<Option<String>>,
 }
 
-/// Runs every permitted call at once, keeping each result as it arrives.
+/// Runs every permitted call at once, keeping each result as it arrives
+/// and answering, one at a time, the approval requests of the sub-agents
+/// they start.
 async fn run_permitted(
     agent: &AgentLoop,
     delegate: &dyn LoopDelegate,
@@ -231,6 +253,7 @@ async fn run_permitted(
     slots: Vec<Slot>,
     ctx: &ToolContext,
     first_index: usize,
+    asks: &mut mpsc::UnboundedReceiver<Ask>,
 ) -> Ran {
     let count = calls.len();
     let mut ran = Ran {
@@ -255,7 +278,15 @@ async fn run_permitted(
             Slot::SameAs(first) => ran.copy_of[index] = Some(first),
         }
     }
-    while let Some(joined) = running.join_next().await {
+    loop {
+        let joined = tokio::select! {
+            joined = running.join_next() => joined,
+            Some(ask) = asks.recv() => {
+                answer(delegate, ask, ctx).await;
+                continue;
+            }
+        };
+        let Some(joined) = joined else { break };
         match joined {
             Ok((index, result)) => {
                 delegate.on_event(LoopEvent::ToolFinished {
@@ -276,6 +307,18 @@ async fn run_permitted(
         }
     }
     ran
+}
+
+/// Asks this turn's approver a sub-agent's question; a cancelled turn
+/// answers nothing (the sub-agent, cancelled too, stops waiting).
+async fn answer(delegate: &dyn LoopDelegate, ask: Ask, ctx: &ToolContext) {
+    let answer = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => return,
+        answer = delegate.approver().approve(&ask.request) => answer,
+    };
+    // The sub-agent may have stopped waiting meanwhile.
+    let _ = ask.reply.send(answer);
 }
 
 fn scrubbed(arguments: &serde_json::Value) -> serde_json::Value {

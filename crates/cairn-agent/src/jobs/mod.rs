@@ -28,10 +28,13 @@
 //! store and publishes it on the store's change signal; the scheduler checks
 //! its running jobs' flags when it hears it. In-process
 //! [`JobScheduler::cancel`] is immediate.
+//!
+//! Sub-agents (`agent_delegate`, `job_subtasks`: [`crate::delegation`]) are
+//! recorded here too, as children ([`JobScheduler::run_child`]): held like
+//! jobs while they run, outside the slots, in their parent's task.
 
-mod batch;
+mod child;
 mod scheduler;
-pub mod subtasks;
 mod upkeep;
 mod worker;
 
@@ -46,6 +49,7 @@ use crate::agent_loop::LoopConfig;
 
 pub use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 pub use cairn_store::JobFilter;
+pub use child::{ChildEnd, ChildTurn};
 pub use scheduler::{JobHandle, JobScheduler, JobSchedulerBuilder};
 pub use upkeep::{RepairReport, RepairedJob};
 
@@ -147,7 +151,8 @@ pub struct JobSpec {
     /// routine's `allowed_tools`). `None`: the scheduler's approver answers.
     /// Policy denials stand either way. Kept in memory only: a job is never
     /// resumed after a restart (orphans are failed), so it needs no column.
-    /// Subtasks inherit their parent's list.
+    /// A job's sub-agents (its subtasks) ask the job's approver, so this list
+    /// answers for them too.
     pub allowed_tools: Option<Vec<String>>,
 }
 
@@ -321,6 +326,8 @@ mod tests {
             name: "cairn".into(),
             max_iterations: 7,
             max_parallel_jobs: 2,
+            max_delegation_depth: 2,
+            max_parallel_delegations: 4,
             undo_depth: 20,
             session_idle: std::time::Duration::from_secs(3600),
             approval_timeout: std::time::Duration::from_secs(120),

@@ -1,5 +1,6 @@
 //! [`JobScheduler`]: a FIFO queue in front of at most `max_parallel_jobs`
-//! workers, with cancellation, subtasks, leases and stuck detection.
+//! workers, with cancellation, leases and stuck detection; children
+//! (sub-agents, subtasks) are held here too, outside the slots.
 //!
 //! One mutex guards the queue and the running set; checking for a free
 //! slot, moving a job into the running set and spawning its worker happen
@@ -13,7 +14,7 @@ use cairn_core::job::{CancelOutcome, JobOutcome, JobRecord, JobState};
 use cairn_llm::LlmProvider;
 use cairn_store::Store;
 use chrono::{DateTime, Utc};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -54,32 +55,37 @@ pub(super) struct Queued {
     pub(super) shared: Arc<JobShared>,
 }
 
-/// An entry of the FIFO queue.
-pub(super) enum Waiter {
-    /// A job waiting for a slot.
-    Job(Queued),
-    /// A parent whose subtasks are done, waiting to take its slot back.
-    Resume {
-        parent: Uuid,
-        tx: oneshot::Sender<()>,
-    },
-}
-
 pub(super) struct Running {
     pub(super) shared: Arc<JobShared>,
-    /// Waiting for its subtasks: its slot is lent to them.
-    pub(super) lending: bool,
+    /// The job whose turn started this child ([`JobScheduler::run_child`]);
+    /// `None` for a job, and for a child of a turn that is not a job's.
+    pub(super) parent: Option<Uuid>,
+    /// A child: it runs in its parent's task, not in a slot.
+    pub(super) child: bool,
 }
 
 #[derive(Default)]
 pub(super) struct Slots {
-    pub(super) queue: VecDeque<Waiter>,
+    pub(super) queue: VecDeque<Queued>,
     pub(super) running: HashMap<Uuid, Running>,
 }
 
 impl Slots {
+    /// Slots taken: running jobs, children aside.
     pub(super) fn busy(&self) -> usize {
-        self.running.values().filter(|r| !r.lending).count()
+        self.running.values().filter(|r| !r.child).count()
+    }
+
+    /// Jobs and children that are not to be called stuck: children (their
+    /// parent's turn waits for them, under their own time limit) and
+    /// whatever waits for a running child.
+    pub(super) fn waiting(&self) -> std::collections::HashSet<Uuid> {
+        self.running
+            .iter()
+            .filter(|(_, r)| r.child)
+            .flat_map(|(id, r)| [Some(*id), r.parent])
+            .flatten()
+            .collect()
     }
 }
 
@@ -102,20 +108,14 @@ impl Inner {
         while slots.busy() < self.config.max_parallel_jobs && !self.shutdown.is_cancelled() {
             match slots.queue.pop_front() {
                 None => break,
-                Some(Waiter::Resume { parent, tx }) => {
-                    if let Some(running) = slots.running.get_mut(&parent)
-                        && tx.send(()).is_ok()
-                    {
-                        running.lending = false;
-                    }
-                }
-                Some(Waiter::Job(Queued { record, shared })) => {
+                Some(Queued { record, shared }) => {
                     let id = record.id;
                     slots.running.insert(
                         id,
                         Running {
                             shared: shared.clone(),
-                            lending: false,
+                            parent: None,
+                            child: false,
                         },
                     );
                     let inner = Arc::clone(self);
@@ -129,7 +129,7 @@ impl Inner {
         }
     }
 
-    fn release(self: &Arc<Self>, id: Uuid) {
+    pub(super) fn release(self: &Arc<Self>, id: Uuid) {
         let mut slots = lock(&self.slots);
         slots.running.remove(&id);
         self.pump(&mut slots);
@@ -331,15 +331,10 @@ impl JobScheduler {
     /// Persists a job as pending and runs it when a slot is free (first in, first out).
     pub async fn submit(&self, spec: JobSpec) -> Result<JobHandle, JobError> {
         spec.validate()?;
-        self.enqueue(spec, None, None).await
+        self.enqueue(spec).await
     }
 
-    pub(super) async fn enqueue(
-        &self,
-        spec: JobSpec,
-        parent: Option<Uuid>,
-        parent_cancel: Option<CancellationToken>,
-    ) -> Result<JobHandle, JobError> {
+    async fn enqueue(&self, spec: JobSpec) -> Result<JobHandle, JobError> {
         let inner = &self.inner;
         if inner.shutdown.is_cancelled() {
             return Err(JobError::ShuttingDown);
@@ -353,7 +348,6 @@ impl JobScheduler {
             now,
         );
         record.origin = spec.origin;
-        record.parent_id = parent;
         record.use_planning = spec.use_planning;
         record.max_iterations = spec
             .max_iterations
@@ -363,9 +357,7 @@ impl JobScheduler {
         record.lease_until = Some(inner.lease_until());
         inner.store.create_job(&record).await?;
 
-        let cancel = parent_cancel
-            .unwrap_or_else(|| inner.shutdown.clone())
-            .child_token();
+        let cancel = inner.shutdown.child_token();
         let shared = Arc::new(JobShared::new(cancel, now, spec.allowed_tools));
         let handle = shared.handle(record.id);
         let mut slots = lock(&inner.slots);
@@ -375,10 +367,10 @@ impl JobScheduler {
             inner.store.finish_job(record.id, &outcome).await?;
             return Err(JobError::ShuttingDown);
         }
-        slots.queue.push_back(Waiter::Job(Queued {
+        slots.queue.push_back(Queued {
             record: Box::new(record),
             shared,
-        }));
+        });
         inner.pump(&mut slots);
         Ok(handle)
     }
@@ -394,10 +386,7 @@ impl JobScheduler {
                 running.shared.stop(StopReason::User);
                 return Ok(CancelOutcome::Requested);
             }
-            let position = slots
-                .queue
-                .iter()
-                .position(|w| matches!(w, Waiter::Job(q) if q.record.id == id));
+            let position = slots.queue.iter().position(|q| q.record.id == id);
             position.and_then(|p| slots.queue.remove(p))
         };
         let outcome = match inner.store.request_job_cancel(id, inner.clock.now()).await {
@@ -411,7 +400,7 @@ impl JobScheduler {
                 return Err(error.into());
             }
         };
-        if let Some(Waiter::Job(Queued { record, shared })) = queued {
+        if let Some(Queued { record, shared }) = queued {
             let stored = inner.store.get_job(id).await.ok().flatten();
             shared.done.send_replace(Some(stored.unwrap_or(*record)));
         }
@@ -428,10 +417,11 @@ impl JobScheduler {
                 .get(&id)
                 .map(|r| r.shared.handle(id))
                 .or_else(|| {
-                    slots.queue.iter().find_map(|w| match w {
-                        Waiter::Job(q) if q.record.id == id => Some(q.shared.handle(id)),
-                        _ => None,
-                    })
+                    slots
+                        .queue
+                        .iter()
+                        .find(|q| q.record.id == id)
+                        .map(|q| q.shared.handle(id))
                 })
         };
         match handle {
@@ -460,10 +450,7 @@ impl JobScheduler {
         lock(&self.inner.slots)
             .queue
             .iter()
-            .filter_map(|w| match w {
-                Waiter::Job(q) => Some(q.record.id),
-                Waiter::Resume { .. } => None,
-            })
+            .map(|q| q.record.id)
             .collect()
     }
 
@@ -484,17 +471,15 @@ impl JobScheduler {
             inner.shutdown.cancel();
             (slots.queue.drain(..).collect::<Vec<_>>(), running)
         };
-        for waiter in queued {
-            if let Waiter::Job(Queued { mut record, shared }) = waiter {
-                let outcome = shutdown_outcome(inner);
-                if let Err(error) = inner.store.finish_job(record.id, &outcome).await {
-                    tracing::warn!(job = %record.id, %error, "could not record a queued job's end");
-                }
-                record.state = outcome.state;
-                record.error = outcome.error;
-                record.completed_at = Some(outcome.completed_at);
-                shared.done.send_replace(Some(*record));
+        for Queued { mut record, shared } in queued {
+            let outcome = shutdown_outcome(inner);
+            if let Err(error) = inner.store.finish_job(record.id, &outcome).await {
+                tracing::warn!(job = %record.id, %error, "could not record a queued job's end");
             }
+            record.state = outcome.state;
+            record.error = outcome.error;
+            record.completed_at = Some(outcome.completed_at);
+            shared.done.send_replace(Some(*record));
         }
         for shared in running {
             let mut done = shared.done.subscribe();

@@ -92,7 +92,7 @@ impl JobScheduler {
     /// After [`max_repair_attempts`](super::JobsConfig::max_repair_attempts)
     /// restarts it is ended `failed` with `needs_attention` and one
     /// notification to its owner. Jobs whose process died are left to the
-    /// reaper; parents waiting for subtasks are not stuck.
+    /// reaper; children, and jobs waiting for a child, are not stuck.
     pub async fn repair_stuck(&self, now: DateTime<Utc>) -> RepairReport {
         let inner = &self.inner;
         let mut report = RepairReport::default();
@@ -122,13 +122,14 @@ impl JobScheduler {
         for job in quiet {
             let local = {
                 let slots = lock(&inner.slots);
+                let waiting = slots.waiting().contains(&job.id);
                 slots
                     .running
                     .get(&job.id)
-                    .map(|r| (r.shared.clone(), r.lending))
+                    .map(|r| (r.shared.clone(), waiting))
             };
             let here = match &local {
-                // Waiting for its subtasks: quiet by design.
+                // A child, or waiting for one: quiet by design.
                 Some((_, true)) => continue,
                 Some((shared, false)) => {
                     let last = shared.last_activity();
@@ -204,15 +205,19 @@ impl JobScheduler {
 
     /// Marks `stuck` every job running here with no activity for
     /// [`stuck_after`](super::JobsConfig::stuck_after) (and back to
-    /// `in_progress` any that moved again); returns the stuck ones. Parents
-    /// waiting for their subtasks are not stuck.
+    /// `in_progress` any that moved again); returns the stuck ones.
+    /// Children, and jobs waiting for a child, are not stuck.
     pub async fn detect_stuck(&self, now: DateTime<Utc>) -> Result<Vec<StuckJob>, JobError> {
-        let watched: Vec<(Uuid, Arc<JobShared>)> = lock(&self.inner.slots)
-            .running
-            .iter()
-            .filter(|(_, r)| !r.lending)
-            .map(|(id, r)| (*id, r.shared.clone()))
-            .collect();
+        let watched: Vec<(Uuid, Arc<JobShared>)> = {
+            let slots = lock(&self.inner.slots);
+            let waiting = slots.waiting();
+            slots
+                .running
+                .iter()
+                .filter(|(id, _)| !waiting.contains(id))
+                .map(|(id, r)| (*id, r.shared.clone()))
+                .collect()
+        };
         let threshold = self.inner.config.stuck_after;
         let mut stuck = Vec::new();
         for (id, shared) in watched {
@@ -360,12 +365,13 @@ async fn renew(inner: &Inner) -> Result<(), JobError> {
     }
     let active: Vec<(Uuid, Arc<JobShared>)> = {
         let slots = lock(&inner.slots);
+        let waiting = slots.waiting();
         slots
             .running
             .iter()
             .map(|(id, r)| {
-                if r.lending {
-                    // Waiting for subtasks is not being stuck: say so to
+                if waiting.contains(id) {
+                    // A child or its waiting parent is not stuck: say so to
                     // self-repair running in another process.
                     r.shared.touch(inner.clock.now());
                 }

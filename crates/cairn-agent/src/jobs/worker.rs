@@ -128,13 +128,14 @@ impl JobShared {
 }
 
 /// The loop's view of a job: answers approvals with the scheduler's approver
-/// and turns every event into a sign of activity.
-struct JobDelegate<'a> {
-    job_id: uuid::Uuid,
-    progress: &'a tokio::sync::broadcast::Sender<super::JobProgress>,
-    approver: &'a dyn Approver,
-    shared: &'a JobShared,
-    clock: &'a dyn Clock,
+/// and turns every event into a sign of activity (of a child's ancestors too).
+pub(super) struct JobDelegate<'a> {
+    pub(super) job_id: uuid::Uuid,
+    pub(super) progress: &'a tokio::sync::broadcast::Sender<super::JobProgress>,
+    pub(super) approver: &'a dyn Approver,
+    pub(super) shared: &'a JobShared,
+    pub(super) ancestors: &'a [Arc<JobShared>],
+    pub(super) clock: &'a dyn Clock,
 }
 
 #[async_trait]
@@ -144,7 +145,11 @@ impl LoopDelegate for JobDelegate<'_> {
     }
 
     fn on_event(&self, event: LoopEvent) {
-        self.shared.touch(self.clock.now());
+        let now = self.clock.now();
+        self.shared.touch(now);
+        for ancestor in self.ancestors {
+            ancestor.touch(now);
+        }
         if let LoopEvent::LlmCall { iteration } = event {
             self.shared.iterations.store(iteration, Ordering::Relaxed);
         }
@@ -184,14 +189,14 @@ impl Approver for AllowList<'_> {
 
 /// Tokens and cost of every model call of the job so far.
 #[derive(Debug, Default)]
-struct Spent {
+pub(super) struct Spent {
     input_tokens: u64,
     output_tokens: u64,
     cost_micros: u64,
 }
 
 impl Spent {
-    fn add(&mut self, usage: &cairn_llm::Usage, cost_micros: u64) {
+    pub(super) fn add(&mut self, usage: &cairn_llm::Usage, cost_micros: u64) {
         self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
         self.cost_micros = self.cost_micros.saturating_add(cost_micros);
@@ -199,7 +204,7 @@ impl Spent {
 }
 
 /// How the work ended, before the time limit is taken into account.
-enum Ended {
+pub(super) enum Ended {
     Loop(LoopOutcome),
     PlanFailed(LlmError),
     PlanInterrupted,
@@ -276,7 +281,7 @@ async fn execute(inner: &Inner, mut record: JobRecord, shared: &JobShared) -> Jo
         // The work future is gone already; this stops anything it left behind.
         shared.cancel.cancel();
     }
-    let outcome = outcome_of(inner, &record, shared, ended, &spent);
+    let outcome = outcome_of(inner, &record, shared, ended, &spent, DECLINED_IN_A_JOB);
     finish(inner, record, outcome).await
 }
 
@@ -343,6 +348,7 @@ async fn work(
             None => inner.approver.as_ref(),
         },
         shared,
+        ancestors: &[],
         clock: inner.clock.as_ref(),
     };
     let mut messages = vec![
@@ -367,12 +373,19 @@ async fn work(
     Ended::Loop(outcome)
 }
 
-fn outcome_of(
+/// Why a declined call did not run, as a job's result says: nobody can
+/// approve a job's calls.
+pub(super) const DECLINED_IN_A_JOB: &str = "needs approval, which a background job cannot get";
+
+/// How the job ended, for the store; `declined` says why a declined call
+/// did not run.
+pub(super) fn outcome_of(
     inner: &Inner,
     record: &JobRecord,
     shared: &JobShared,
     ended: Option<Ended>,
     spent: &Spent,
+    declined: &str,
 ) -> JobOutcome {
     let interrupted = || match shared.stop.get() {
         Some(StopReason::Shutdown) => (
@@ -409,7 +422,7 @@ fn outcome_of(
             match &outcome.status {
                 LoopStatus::Answered => (
                     JobState::Completed,
-                    Some(with_refusals(&outcome.text, &outcome)),
+                    Some(with_refusals(&outcome.text, &outcome, declined)),
                     None,
                 ),
                 LoopStatus::Interrupted => {
@@ -452,11 +465,11 @@ fn outcome_of(
 
 /// The answer, followed by a note naming the tool calls that were refused,
 /// so whoever reads the result knows what the job could not do.
-fn with_refusals(text: &str, outcome: &LoopOutcome) -> String {
+fn with_refusals(text: &str, outcome: &LoopOutcome, declined: &str) -> String {
     let mut refused: Vec<String> = Vec::new();
     for call in &outcome.tool_calls {
         let why = match call.status {
-            ToolStatus::Declined => "needs approval, which a background job cannot get",
+            ToolStatus::Declined => declined,
             ToolStatus::Denied => "denied by policy",
             _ => continue,
         };
@@ -472,7 +485,7 @@ fn with_refusals(text: &str, outcome: &LoopOutcome) -> String {
     }
 }
 
-fn failure(inner: &Inner, shared: &JobShared, error: &str) -> JobOutcome {
+pub(super) fn failure(inner: &Inner, shared: &JobShared, error: &str) -> JobOutcome {
     JobOutcome {
         state: JobState::Failed,
         result: None,
@@ -486,7 +499,7 @@ fn failure(inner: &Inner, shared: &JobShared, error: &str) -> JobOutcome {
 }
 
 /// Writes the outcome (compare-and-set) and returns the record as it now stands.
-async fn finish(inner: &Inner, mut record: JobRecord, outcome: JobOutcome) -> JobRecord {
+pub(super) async fn finish(inner: &Inner, mut record: JobRecord, outcome: JobOutcome) -> JobRecord {
     match inner.store.finish_job(record.id, &outcome).await {
         Ok(true) => {}
         // Someone else's verdict (cancelled while queued, reaped) stands.
@@ -503,7 +516,7 @@ async fn finish(inner: &Inner, mut record: JobRecord, outcome: JobOutcome) -> Jo
 }
 
 /// The stored record, or the one in hand if the store cannot say.
-async fn current(inner: &Inner, record: JobRecord) -> JobRecord {
+pub(super) async fn current(inner: &Inner, record: JobRecord) -> JobRecord {
     match inner.store.get_job(record.id).await {
         Ok(Some(stored)) => stored,
         Ok(None) => record,

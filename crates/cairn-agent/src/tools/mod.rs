@@ -228,6 +228,10 @@ pub struct ToolContext {
     pub timezone: Tz,
     /// Source of the current time (a manual clock in tests).
     pub clock: Arc<dyn Clock>,
+    /// The turn the call runs in, set by the agent loop for its calls:
+    /// `agent_delegate` and `job_subtasks` start turns under it. `None`
+    /// outside a turn (a routine's own tool action, say).
+    pub parent: Option<Arc<crate::agent_loop::ParentTurn>>,
 }
 
 impl ToolContext {
@@ -241,6 +245,7 @@ impl ToolContext {
             limits: ToolLimits::default(),
             timezone: Tz::UTC,
             clock: Arc::new(SystemClock),
+            parent: None,
         }
     }
 
@@ -300,6 +305,7 @@ impl std::fmt::Debug for ToolContext {
             .field("cancelled", &self.cancel.is_cancelled())
             .field("limits", &self.limits)
             .field("timezone", &self.timezone)
+            .field("parent", &self.parent)
             .finish_non_exhaustive()
     }
 }

@@ -127,6 +127,32 @@ impl ToolRegistry {
         self.core.retain(|name| tools.contains_key(name));
     }
 
+    /// A registry of the tools (the sources' included) whose canonical name
+    /// `keep` accepts: a sub-agent's narrower set. `tool_schema`, when on
+    /// and kept, lists only the kept tools.
+    pub fn subset(
+        &self,
+        keep: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    ) -> Result<ToolRegistry, RegistryError> {
+        let mut out = self.clone();
+        let schema = out.tools.remove(super::offer::SCHEMA_TOOL).is_some();
+        out.retain(|name| keep(name));
+        out.sources = self
+            .sources
+            .iter()
+            .map(|source| {
+                Arc::new(Kept {
+                    source: Arc::clone(source),
+                    keep: Arc::clone(&keep),
+                }) as Arc<dyn ToolSource>
+            })
+            .collect();
+        if schema && keep(super::offer::SCHEMA_TOOL) {
+            out.enable_schema_tool()?;
+        }
+        Ok(out)
+    }
+
     /// Adds a tool whose schema every request carries (see [`Self::offered`]).
     pub fn register_core(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let name = tool.spec().name().to_string();
@@ -316,6 +342,29 @@ impl ToolRegistry {
     }
 }
 
+/// A source seen through a [`ToolRegistry::subset`]: only the tools kept.
+struct Kept {
+    source: Arc<dyn ToolSource>,
+    keep: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl ToolSource for Kept {
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut tools = self.source.tools();
+        tools.retain(|tool| (self.keep)(tool.spec().name()));
+        tools
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.source.get(name).filter(|_| (self.keep)(name))
+    }
+
+    fn listing(&self, hidden: &dyn Fn(&str) -> bool) -> Vec<String> {
+        self.source
+            .listing(&|name| hidden(name) || !(self.keep)(name))
+    }
+}
+
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolRegistry")
@@ -498,5 +547,48 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&out.content).unwrap();
         assert_eq!(v["unknown"], serde_json::json!(["mcp__s__a"]), "{v}");
         assert_eq!(v["matching"].as_array().unwrap().len(), 1, "{v}");
+    }
+
+    #[tokio::test]
+    async fn a_subset_keeps_only_what_it_is_told_sources_included() {
+        let source = Arc::new(Changing(std::sync::Mutex::new(vec![
+            "mcp__s__a",
+            "mcp__s__b",
+        ])));
+        let mut r = ToolRegistry::new();
+        r.register_core(Arc::new(named("alpha", &["al"]))).unwrap();
+        r.register_core(Arc::new(named("beta", &[]))).unwrap();
+        r.register_source(source.clone());
+        r.enable_schema_tool().unwrap();
+        let keep: Arc<dyn Fn(&str) -> bool + Send + Sync> =
+            Arc::new(|n: &str| ["alpha", "mcp__s__b", "tool_schema"].contains(&n));
+        let sub = r.subset(keep).unwrap();
+        let listed: Vec<String> = sub
+            .list()
+            .iter()
+            .map(|t| t.spec().name().to_string())
+            .collect();
+        assert_eq!(listed, ["alpha", "mcp__s__b", "tool_schema"]);
+        assert!(sub.get("beta").is_none() && sub.get("mcp__s__a").is_none());
+        assert_eq!(sub.get("AL").unwrap().spec().name(), "alpha");
+        assert_eq!(sub.on_demand_listing(&|_| false), ["- changing: mcp__s__b"]);
+        // tool_schema knows only the kept tools.
+        let out = sub
+            .get("tool_schema")
+            .unwrap()
+            .execute(
+                serde_json::json!({"names": ["beta", "alpha"]}),
+                &ToolContext::new(".", "s"),
+                &Authorized::for_tests(),
+            )
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out.content).unwrap();
+        assert_eq!(v["unknown"], serde_json::json!(["beta"]), "{v}");
+        // Without tool_schema every kept schema is sent.
+        let bare = r.subset(Arc::new(|n: &str| n == "beta")).unwrap();
+        let offered: Vec<String> = bare.offered(&[]).into_iter().map(|d| d.name).collect();
+        assert_eq!(offered, ["beta"]);
+        assert_eq!(r.list().len(), 5, "the registry itself is unchanged");
     }
 }

@@ -7,8 +7,8 @@ use std::sync::LazyLock;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use cairn_agent::delegation::{DelegationConfig, Delegator, SubtasksTool};
 use cairn_agent::jobs::JobRecord;
-use cairn_agent::jobs::subtasks::SubtasksTool;
 use cairn_agent::runner::Authorized;
 use cairn_agent::tools::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use cairn_agent::{
@@ -183,6 +183,9 @@ impl Tool for Danger {
 
 pub struct Harness {
     pub scheduler: JobScheduler,
+    /// The jobs' provider and tools, for a loop of the test's own.
+    pub provider: Arc<dyn LlmProvider>,
+    pub runner: Arc<ToolRunner>,
     pub gate: Arc<Gate>,
     pub started: mpsc::UnboundedReceiver<String>,
     _workspace: tempfile::TempDir,
@@ -196,7 +199,25 @@ impl Harness {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let (gate, started) = Gate::new();
-        let subtasks = Arc::new(SubtasksTool::new());
+        // Subtasks run two at a time, like the jobs of `config(2)`.
+        let delegator = Arc::new(Delegator::new(DelegationConfig {
+            max_depth: 2,
+            max_parallel: 2,
+            ..DelegationConfig::from_agent(
+                &cairn_core::config::AgentConfig {
+                    name: "cairn".into(),
+                    max_iterations: 50,
+                    max_parallel_jobs: 2,
+                    max_delegation_depth: 2,
+                    max_parallel_delegations: 2,
+                    undo_depth: 1,
+                    session_idle: std::time::Duration::from_secs(3600),
+                    approval_timeout: std::time::Duration::from_secs(60),
+                },
+                "ada",
+            )
+        }));
+        let subtasks = Arc::new(SubtasksTool::new(Arc::clone(&delegator)));
         let mut registry = ToolRegistry::new();
         registry.register(gate.clone()).unwrap();
         registry.register(subtasks.clone()).unwrap();
@@ -208,12 +229,15 @@ impl Harness {
         let runner = Arc::new(ToolRunner::new(Arc::new(registry), Arc::new(policy)));
         let workspace = tempfile::tempdir().unwrap();
         let ctx = ToolContext::new(workspace.path(), "unused").with_clock(clock);
-        let scheduler = JobScheduler::builder(store, provider, runner, ctx)
-            .config(config)
-            .build();
-        subtasks.attach(scheduler.clone());
+        let scheduler =
+            JobScheduler::builder(store, Arc::clone(&provider), Arc::clone(&runner), ctx)
+                .config(config)
+                .build();
+        delegator.attach(scheduler.clone());
         Self {
             scheduler,
+            provider,
+            runner,
             gate,
             started,
             _workspace: workspace,

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_agent::JobSpec;
-use cairn_agent::jobs::{CancelOutcome, JobError, JobRecord, JobState};
+use cairn_agent::jobs::{CancelOutcome, ChildTurn, JobError, JobRecord, JobState};
+use cairn_agent::runner::DenyAll;
+use cairn_agent::tools::ToolContext;
+use cairn_agent::{AgentLoop, HookRegistry, JobSpec, LoopConfig};
 use cairn_core::chat::Role;
 use cairn_core::clock::FixedClock;
 use cairn_store::{INTERRUPTED_RUNNING, JobFilter};
@@ -41,7 +43,7 @@ async fn a_cancel_requested_from_another_process_is_noticed() {
 async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
     let (store, _dir) = sqlite().await;
     let clock = Arc::new(FixedClock::new(at(0)));
-    // Two slots: the parent lends its own to its subtasks while it waits.
+    // Subtasks run two at a time (the harness's agent.max_parallel_delegations).
     let provider = Arc::new(TaskProvider::default());
     let mut h = Harness::new(store.clone(), provider.clone(), config(2), clock);
     let parent = h.submit("batch:a,b,c").await;
@@ -87,12 +89,27 @@ async fn subtasks_return_in_order_even_when_they_finish_out_of_order() {
         assert!(result.contains(&sub.id.to_string()), "{result}");
         assert_eq!(stored(&store, sub.id).await.state, JobState::Completed);
     }
+    // A child of a job that is not stored is refused, and nothing recorded.
+    let turn = ChildTurn {
+        agent: AgentLoop::new(
+            h.provider.clone(),
+            h.runner.clone(),
+            Arc::new(HookRegistry::new()),
+            LoopConfig::default(),
+        ),
+        approver: Arc::new(DenyAll),
+        messages: Vec::new(),
+        ctx: ToolContext::new(".", "s"),
+    };
+    let before = store.list_jobs(&JobFilter::default()).await.unwrap().len();
     assert!(matches!(
         h.scheduler
-            .spawn_batch(Uuid::now_v7(), vec![JobSpec::new("x", "x", "ada")])
+            .run_child(JobSpec::new("x", "x", "ada"), Some(Uuid::now_v7()), turn)
             .await,
         Err(JobError::NotFound(_))
     ));
+    let after = store.list_jobs(&JobFilter::default()).await.unwrap().len();
+    assert_eq!(before, after);
 }
 
 #[tokio::test(start_paused = true)]

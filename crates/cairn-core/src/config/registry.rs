@@ -78,6 +78,20 @@ pub static SETTINGS: &[SettingDef] = &[
         "full jobs running at once",
     ),
     def(
+        "agent.max_delegation_depth",
+        &["CAIRN_MAX_DELEGATION_DEPTH"],
+        K::UInt,
+        D::UInt(2),
+        "levels of sub-agents below a turn (agent_delegate); a deeper delegation is refused, 0 turns delegation off",
+    ),
+    def(
+        "agent.max_parallel_delegations",
+        &["CAIRN_MAX_PARALLEL_DELEGATIONS"],
+        K::UInt,
+        D::UInt(4),
+        "sub-agents one turn runs at once; further delegations of the same step wait",
+    ),
+    def(
         "agent.undo_depth",
         &["CAIRN_UNDO_DEPTH"],
         K::UInt,

@@ -149,6 +149,10 @@ pub struct AgentConfig {
     pub max_iterations: u32,
     /// Full jobs at once.
     pub max_parallel_jobs: u32,
+    /// Sub-agents below a turn (`agent_delegate`); deeper delegations are refused.
+    pub max_delegation_depth: u32,
+    /// Sub-agents one turn runs at once.
+    pub max_parallel_delegations: u32,
     /// Undo steps kept per thread.
     pub undo_depth: u32,
     /// Idle time after which a session leaves memory.
@@ -331,6 +335,8 @@ impl Config {
                 name: r.text("agent.name"),
                 max_iterations: r.u32_at_least("agent.max_iterations", 1),
                 max_parallel_jobs: r.u32_at_least("agent.max_parallel_jobs", 1),
+                max_delegation_depth: r.u32_at_least("agent.max_delegation_depth", 0),
+                max_parallel_delegations: r.u32_at_least("agent.max_parallel_delegations", 1),
                 undo_depth: r.u32_at_least("agent.undo_depth", 1),
                 session_idle: Duration::from_secs(r.uint_at_least("agent.session_idle_secs", 60)),
                 approval_timeout: Duration::from_secs(

@@ -39,6 +39,8 @@ fn trusted_proxies_default_to_loopback_and_bad_ones_are_named() {
 fn defaults_are_usable() {
     let c = load(None, &[]).unwrap();
     assert_eq!(c.agent.max_parallel_jobs, 5);
+    assert_eq!(c.agent.max_delegation_depth, 2);
+    assert_eq!(c.agent.max_parallel_delegations, 4);
     assert_eq!(c.user.timezone, chrono_tz::America::New_York);
     assert_eq!(c.heartbeat.interval, Duration::from_secs(1800));
     assert!(c.llm.provider.is_none() && !c.llm.api_key.is_configured());
@@ -85,6 +87,24 @@ fn range_errors_name_origin_and_key() {
         "{text}"
     );
     assert!(text.contains("environment variable HEARTBEAT_INTERVAL_SECS: heartbeat.interval_secs: must be at least 60"), "{text}");
+}
+
+#[test]
+fn delegation_limits_are_read_and_checked() {
+    let c = load(
+        Some("[agent]\nmax_delegation_depth = 0\nmax_parallel_delegations = 2\n"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.agent.max_delegation_depth, 0);
+    assert_eq!(c.agent.max_parallel_delegations, 2);
+    let err = load(Some("[agent]\nmax_parallel_delegations = 0\n"), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("/h/config.toml:2: agent.max_parallel_delegations: must be at least 1"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,14 +1,27 @@
-// Watchers (pause/resume, cancel, recent checks) and background tasks (cancel).
+// Watchers (pause/resume, cancel, recent checks), jobs with their
+// sub-agents (cancel) and background tasks (cancel).
 
 import { del, get, post } from "./api.js";
-import { fill, h, status, table, toast, when } from "./dom.js";
+import { dollars, fill, h, status, table, toast, when } from "./dom.js";
 import { on, soon } from "./live.js";
+
+/** Whether a job is a sub-agent: its origin names the turn that started it. */
+function subAgent(job) {
+  return (job.origin || "").startsWith("delegate:");
+}
+
+/** The first line of a result, cut short for a table cell. */
+function short(text) {
+  const first = text.split("\n")[0];
+  return first.length > 120 ? `${first.slice(0, 120)}…` : first;
+}
 
 export function tasks(main) {
   const watchers = h("section", { "aria-labelledby": "h-watchers" });
+  const jobs = h("section", { "aria-labelledby": "h-jobs" });
   const background = h("section", { "aria-labelledby": "h-background" });
   const checks = h("section", { "aria-live": "polite", "aria-label": "Recent checks" });
-  fill(main, h("h1", {}, "Watchers and background tasks"), watchers, checks, background);
+  fill(main, h("h1", {}, "Watchers, jobs and background tasks"), watchers, checks, jobs, background);
   const act = (fn, done) => async () => {
     try {
       await fn();
@@ -45,7 +58,11 @@ export function tasks(main) {
   }
 
   async function load() {
-    const [ws, bg] = await Promise.all([get("/api/watchers"), get("/api/background").catch(() => [])]);
+    const [ws, bg, jb] = await Promise.all([
+      get("/api/watchers"),
+      get("/api/background").catch(() => []),
+      get("/api/jobs?limit=50").catch(() => []),
+    ]);
     fill(
       watchers,
       h("h2", { id: "h-watchers" }, "Watchers"),
@@ -104,6 +121,43 @@ export function tasks(main) {
             ),
           )
         : h("p", { class: "muted" }, "No watchers. Ask cairn in the chat to watch something."),
+    );
+    fill(
+      jobs,
+      h("h2", { id: "h-jobs" }, "Jobs and sub-agents"),
+      jb.length
+        ? table(
+            "Jobs, newest first; a sub-agent (agent_delegate, job_subtasks) is marked ↳",
+            ["Job", "State", "Started", "Model calls", "Cost", "Result", ""],
+            jb.map((j) =>
+              h(
+                "tr",
+                { testid: "job-row", "data-id": j.id },
+                h("td", {}, subAgent(j) ? `↳ ${j.title}` : j.title),
+                h("td", {}, status(j.state)),
+                h("td", {}, when(j.started_at || j.created_at)),
+                h("td", {}, String(j.iterations)),
+                h("td", {}, dollars(j.cost_micros)),
+                h("td", {}, short(j.error || j.result || "")),
+                h(
+                  "td",
+                  {},
+                  ["pending", "in_progress", "stuck"].includes(j.state)
+                    ? h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "danger",
+                          onclick: act(() => post(`/api/jobs/${j.id}/cancel`), "Cancel requested."),
+                        },
+                        "Cancel",
+                      )
+                    : null,
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "muted" }, "No jobs. Start one with /job in the chat; sub-agents show here too."),
     );
     fill(
       background,

@@ -48,6 +48,8 @@ pub(crate) enum ScriptBody {
 pub struct Scripted {
     pub(crate) body: ScriptBody,
     pub(crate) delay: Duration,
+    /// Answer only once this many held requests have arrived (see [`Scripted::held_until`]).
+    pub(crate) held_until: Option<usize>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) usage: Option<(u64, u64)>,
     pub(crate) model: Option<String>,
@@ -62,6 +64,7 @@ impl Scripted {
         Self {
             body,
             delay: Duration::ZERO,
+            held_until: None,
             headers: Vec::new(),
             usage: Some((10, 5)),
             model: None,
@@ -182,6 +185,17 @@ impl Scripted {
     #[must_use]
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// Holds the answer until `n` requests answered by held answers (this
+    /// one's included) have arrived, all of them waiting meanwhile: proof
+    /// that their callers work side by side. Held answers form groups of
+    /// `n` in the order their requests arrive. Answers HTTP 500 saying so
+    /// if the group does not fill within 10 seconds (real time).
+    #[must_use]
+    pub fn held_until(mut self, n: usize) -> Self {
+        self.held_until = Some(n);
         self
     }
 

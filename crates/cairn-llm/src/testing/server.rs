@@ -32,6 +32,9 @@ pub(crate) struct ServerState {
     in_flight: AtomicU64,
     /// The most of them at once so far.
     most_in_flight: AtomicU64,
+    /// Held answers' requests received so far (never decreases, so a
+    /// waiter cannot miss its group filling up).
+    held: tokio::sync::watch::Sender<u64>,
     /// What `GET /v1/models` answers.
     pub(crate) models: Mutex<ModelsAnswer>,
 }
@@ -172,12 +175,47 @@ async fn answer(
         };
         return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response();
     };
+    if let Some(n) = script.held_until
+        && let Err(message) = hold(state, n, serial).await
+    {
+        tracing::warn!("{message}");
+        let body = json!({"error": {"message": message, "type": "fake_not_held"}});
+        return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response();
+    }
     // Zero-length sleeps are skipped so paused-time tests see no stray timers.
     if !script.delay.is_zero() {
         tokio::time::sleep(script.delay).await;
     }
     let rendered = render(&script, protocol, &recorded.body, serial);
     respond(&script, rendered)
+}
+
+/// Holds a request until it and `n - 1` others held like it have arrived
+/// (held requests form groups of `n` in arrival order), for at most 10
+/// seconds of real time: a paused test clock would jump past any wait.
+async fn hold(state: &ServerState, n: usize, serial: u64) -> Result<(), String> {
+    let n = u64::try_from(n.max(1)).unwrap_or(u64::MAX);
+    let mut arrived = 0;
+    state.held.send_modify(|held| {
+        *held += 1;
+        arrived = *held;
+    });
+    let full = (arrived - 1) / n * n + n;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // Dropping the handle detaches the thread; it ends by itself.
+    drop(std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+        let _ = tx.send(());
+    }));
+    let mut held = state.held.subscribe();
+    tokio::select! {
+        full = held.wait_for(|held| *held >= full) => full.map(|_| ()).map_err(|e| e.to_string()),
+        _ = rx => Err(format!(
+            "FakeLlmServer: request #{serial} was held until {n} held requests arrived, \
+             but only {} of its group did within 10 s",
+            *state.held.borrow() - (full - n)
+        )),
+    }
 }
 
 /// Counts a chat request in flight until it is answered (dropped).

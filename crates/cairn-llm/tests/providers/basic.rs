@@ -268,6 +268,26 @@ fn server_on_its_own_thread_serves_blocking_callers() {
 }
 
 #[tokio::test]
+async fn held_answers_wait_until_their_group_has_arrived() {
+    let server = server().await;
+    server.push_all([
+        Scripted::text("first").held_until(2),
+        Scripted::text("second").held_until(2),
+    ]);
+    let one = provider(&server, Protocol::OpenAi);
+    let other = provider(&server, Protocol::OpenAi);
+    // The second answer's request arrives while the first waits; the
+    // first is answered only then, though the second is quick to leave.
+    let (a_request, b_request) = (ask("a"), ask("b"));
+    let (a, b) = tokio::join!(one.complete(&a_request), other.complete(&b_request));
+    let mut answers = vec![a.unwrap().text, b.unwrap().text];
+    answers.sort();
+    assert_eq!(answers, ["first", "second"]);
+    assert_eq!(server.requests().len(), 2, "no retries");
+    assert_eq!(server.most_in_flight(), 2);
+}
+
+#[tokio::test]
 async fn anthropic_structured_output_comes_back_as_the_answer_text() {
     let server = server().await;
     let provider = provider(&server, Protocol::Anthropic);

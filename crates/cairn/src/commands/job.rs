@@ -1,4 +1,6 @@
-//! `cairn job list|show|cancel`: background jobs as the database has them.
+//! `cairn job list|show|cancel`: background jobs as the database has them,
+//! sub-agents among them (`agent_delegate`, `job_subtasks`: a job each,
+//! marked `↳` in the list, with the turn that started it in `show`).
 //!
 //! These commands talk to the store only, so they work whether or not a
 //! daemon is running. Cancelling a running job sets a flag that the process
@@ -77,8 +79,13 @@ async fn list(store: &Store, args: &JobListArgs, as_json: bool) -> anyhow::Resul
     let now = Utc::now();
     println!("{:<36}  {:<11}  {:>5}  TITLE", "ID", "STATE", "AGE");
     for job in &jobs {
+        let marker = if delegated_by(job).is_some() {
+            "↳ "
+        } else {
+            ""
+        };
         println!(
-            "{:<36}  {:<11}  {:>5}  {}",
+            "{:<36}  {:<11}  {:>5}  {marker}{}",
             job.id,
             state_label(job),
             cairn_core::duration::age(now, job.created_at),
@@ -118,6 +125,12 @@ async fn cancel(store: &Store, id: Uuid, as_json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whose sub-agent a job is: the session of the turn that started it
+/// (`job:<id>` when that turn is a job's), from its origin `delegate:…`.
+fn delegated_by(job: &JobRecord) -> Option<&str> {
+    job.origin.as_deref()?.strip_prefix("delegate:")
 }
 
 fn state_label(job: &JobRecord) -> String {
@@ -165,6 +178,9 @@ fn render(job: &JobRecord, zone: Tz, now: DateTime<Utc>) -> String {
         "parent:",
         job.parent_id.map(|p| p.to_string()).unwrap_or("-".into()),
     );
+    if let Some(session) = delegated_by(job) {
+        line("sub-agent of:", format!("the turn of session {session}"));
+    }
     line("created:", when(Some(job.created_at), zone, now));
     line("started:", when(job.started_at, zone, now));
     line("last activity:", when(job.last_activity_at, zone, now));

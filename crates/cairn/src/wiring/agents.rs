@@ -13,7 +13,8 @@
 //! agent). Until they learn about agents, the tools that act on `main`'s
 //! behalf (routines, schedules, watchers, background runs, run_parallel
 //! and jobs) are `main`'s alone: another agent has the built-in tools, the
-//! MCP servers', `send_notification` and its own memory tools.
+//! MCP servers', `send_notification`, `agent_delegate` and its own memory
+//! tools.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,8 +22,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use cairn_agent::agents::{AgentSpec, Agents, Chats, Limits, MAIN};
 use cairn_agent::chat::ChatService;
+use cairn_agent::delegation::{AgentProfile, DelegationConfig, Delegator};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
+use cairn_agent::prompt::RuntimeInfo;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
 use cairn_agent::{AgentLoop, AgentProvider, CostGuard, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
@@ -32,7 +35,7 @@ use cairn_mcp::McpClients;
 use super::{Runtime, located, tool_parts, tools_config};
 
 /// The extra (automation) tools an agent other than `main` has.
-const SHARED_EXTRA: &[&str] = &["send_notification"];
+const SHARED_EXTRA: &[&str] = &["send_notification", "agent_delegate"];
 
 /// The `[[agents]]` table, checked against the home, `main`'s workspace
 /// and the global autonomy.
@@ -67,6 +70,40 @@ pub fn workspace_of(config: &Config, spec: &AgentSpec) -> std::path::PathBuf {
     spec.workspace
         .clone()
         .unwrap_or_else(|| config.workspace.clone())
+}
+
+/// The delegator of `agent_delegate` and `job_subtasks`, with the
+/// `[agent]` limits (`max_delegation_depth`, `max_parallel_delegations`).
+pub fn delegator(config: &Config) -> Arc<Delegator> {
+    Arc::new(Delegator::new(DelegationConfig {
+        runtime: RuntimeInfo::detect(),
+        skill_paths: config.skills.paths.clone(),
+        ..DelegationConfig::from_agent(&config.agent, &config.user.id)
+    }))
+}
+
+/// Every agent a sub-agent may be (`agent_delegate`'s `agent`): `main`
+/// and the others, each with its name, workspace and loop.
+pub fn agent_profiles(config: &Config, main: &AgentLoop, runs: &[AgentRun]) -> Vec<AgentProfile> {
+    let mut profiles = vec![AgentProfile {
+        id: MAIN.to_string(),
+        name: config.agent.name.clone(),
+        workspace: config.workspace.clone(),
+        agent: main.clone(),
+    }];
+    profiles.extend(runs.iter().map(|run| {
+        AgentProfile {
+            id: run.spec.id.clone(),
+            name: run
+                .spec
+                .name
+                .clone()
+                .unwrap_or_else(|| config.agent.name.clone()),
+            workspace: workspace_of(config, &run.spec),
+            agent: run.agent.clone(),
+        }
+    }));
+    profiles
 }
 
 /// An agent other than `main`, running.

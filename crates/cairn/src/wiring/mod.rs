@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cairn_agent::chat::{ChatService, ChatSettings};
-use cairn_agent::jobs::subtasks::SubtasksTool;
+use cairn_agent::delegation::{DelegateTool, Delegator, SubtasksTool};
 use cairn_agent::jobs::{JobScheduler, JobsConfig};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
@@ -248,7 +248,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         repair_notifier,
     )
     .await?;
-    extra.subtasks.attach(jobs.clone());
+    extra.delegator.attach(jobs.clone());
+    extra
+        .delegator
+        .set_agents(agent_profiles(config, &agent, &agent_runs));
     jobs.start()
         .await
         .context("cannot start the job scheduler")?;
@@ -319,12 +322,13 @@ struct ExtraTools {
     tools: Vec<Arc<dyn cairn_agent::tools::Tool>>,
     notifier: Notifier,
     memory: Arc<MemoryService>,
-    /// Attached to the job scheduler once it is built.
-    subtasks: Arc<SubtasksTool>,
+    /// Runs `agent_delegate`'s and `job_subtasks`' sub-agents; attached to
+    /// the job scheduler and told the agents once they are built.
+    delegator: Arc<Delegator>,
 }
 
 /// Routines', the execution primitives', notifications', watchers',
-/// memory's and subtasks' tools.
+/// memory's and delegation's tools.
 async fn extra_tools(
     config: &Config,
     store: &Store,
@@ -353,15 +357,16 @@ async fn extra_tools(
     extra.extend(Watchers::new(routines, Arc::clone(runner_link)).tools());
     let memory = memory_service(config, store).await?;
     extra.extend(memory_tools(Arc::clone(&memory)));
-    // Subtasks run on the job scheduler, which holds the runner holding this
-    // tool: the scheduler is attached once built.
-    let subtasks = Arc::new(SubtasksTool::new());
-    extra.push(subtasks.clone());
+    // Sub-agents are recorded on the job scheduler, which holds the runner
+    // holding these tools: the scheduler is attached once built.
+    let delegator = delegator(config);
+    extra.push(Arc::new(DelegateTool::new(Arc::clone(&delegator))));
+    extra.push(Arc::new(SubtasksTool::new(Arc::clone(&delegator))));
     Ok(ExtraTools {
         tools: extra,
         notifier: router,
         memory,
-        subtasks,
+        delegator,
     })
 }
 

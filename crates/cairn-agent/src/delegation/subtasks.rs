@@ -1,21 +1,19 @@
-//! `job_subtasks`: a job's agent runs several tasks as jobs in parallel on
-//! its behalf and gets their results back in the order given
-//! ([`JobScheduler::spawn_batch`]). Each subtask is a job of its own under
-//! the same scheduler, limits and policy gate (with its parent's allowed
-//! tools); the parent lends its slot while it waits. One level only: a
-//! subtask cannot start subtasks.
-//!
-//! The tool needs the scheduler, and the scheduler holds the tool runner
-//! that holds this tool: the scheduler is attached once it is built
-//! ([`SubtasksTool::attach`]).
+//! `job_subtasks`: a job's agent runs several tasks in parallel on its
+//! behalf and gets their results back in the order given. Each subtask is
+//! a sub-agent ([`Delegator::delegate`]) with all its job's tools, recorded
+//! as a job whose parent is that job; its approvals are the job's
+//! approver's to answer, so it may do what its job may, no more and no
+//! less. One level only: a subtask cannot start subtasks (it may still
+//! delegate, within `agent.max_delegation_depth`).
 
 use std::fmt::Write as _;
-use std::sync::{LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{JobScheduler, JobSpec, job_id_from_session};
+use super::{Delegation, Delegator};
+use crate::jobs::job_id_from_session;
 use crate::runner::Authorized;
 use crate::tools::{
     CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema,
@@ -25,26 +23,26 @@ use crate::tools::{
 pub const MAX_SUBTASKS: usize = 8;
 
 /// The `job_subtasks` tool.
-#[derive(Default)]
 pub struct SubtasksTool {
-    scheduler: OnceLock<JobScheduler>,
+    delegator: Arc<Delegator>,
 }
 
 impl SubtasksTool {
-    /// A tool with no scheduler yet: calls fail as unavailable until
-    /// [`SubtasksTool::attach`].
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Gives the tool the scheduler its subtasks run on; only the first counts.
-    pub fn attach(&self, scheduler: JobScheduler) {
-        let _ = self.scheduler.set(scheduler);
+    /// The tool over `delegator`, which runs its subtasks.
+    pub fn new(delegator: Arc<Delegator>) -> Self {
+        Self { delegator }
     }
 }
 
+/// One task of a call: its title (when given) and its description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Task {
+    title: Option<String>,
+    description: String,
+}
+
 /// The tasks of a call: strings, or `{title, description}` objects.
-fn specs(args: &Value, owner: &str) -> Result<Vec<JobSpec>, ToolError> {
+fn tasks(args: &Value) -> Result<Vec<Task>, ToolError> {
     let bad = |why: String| ToolError::InvalidArguments(why);
     let Some(tasks) = args.get("tasks").and_then(Value::as_array) else {
         return Err(bad("`tasks` must be an array of task descriptions".into()));
@@ -59,17 +57,22 @@ fn specs(args: &Value, owner: &str) -> Result<Vec<JobSpec>, ToolError> {
         .iter()
         .enumerate()
         .map(|(i, task)| match task {
-            Value::String(description) => Ok(JobSpec::from_description(description, owner)),
+            Value::String(description) => Ok(Task {
+                title: None,
+                description: description.clone(),
+            }),
             Value::Object(fields) => {
                 let description = fields.get("description").and_then(Value::as_str);
                 let Some(description) = description else {
                     return Err(bad(format!("tasks[{i}].description must be a string")));
                 };
-                let mut spec = JobSpec::from_description(description, owner);
-                if let Some(title) = fields.get("title").and_then(Value::as_str) {
-                    spec.title = title.to_string();
-                }
-                Ok(spec)
+                Ok(Task {
+                    title: fields
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                    description: description.to_string(),
+                })
             }
             _ => Err(bad(format!(
                 "tasks[{i}] must be a description or {{\"title\", \"description\"}}"
@@ -95,6 +98,8 @@ static SUBTASKS: LazyLock<ToolSpec> = LazyLock::new(|| {
         RiskLevel::ReadOnly,
         "Inside a background job only: run up to 8 independent tasks as jobs in parallel and wait for their results, returned in the order given. Each task is a self-contained description (or {title, description}); subtasks use the same tools under the same rules.",
     )
+    .not_reusable()
+    .time_limit(super::tool::CALL_LIMIT)
     .params(schema::object(
         json!({
             "tasks": {"type": "array", "minItems": 1, "maxItems": MAX_SUBTASKS, "items": task}
@@ -110,34 +115,38 @@ impl Tool for SubtasksTool {
     }
 
     async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
-        let Some(parent) = job_id_from_session(&ctx.session_id) else {
+        let Some(job) = job_id_from_session(&ctx.session_id) else {
             return Err(ToolError::NotPermitted(
                 "job_subtasks runs only inside a background job; start one with /job".into(),
             ));
         };
-        let Some(scheduler) = self.scheduler.get() else {
-            return Err(ToolError::Unavailable(
-                "the job scheduler is not running in this process".into(),
-            ));
-        };
-        let record = scheduler
-            .get(parent)
+        let parent = self.delegator.parent_of(ctx)?;
+        let record = self
+            .delegator
+            .scheduler()?
+            .get(job)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?
-            .ok_or_else(|| ToolError::Failed(format!("job {parent} is not recorded")))?;
+            .ok_or_else(|| ToolError::Failed(format!("job {job} is not recorded")))?;
         // One level: a subtask's own subtasks would multiply without bound.
         if record.parent_id.is_some() {
             return Err(ToolError::NotPermitted(
                 "a subtask cannot start subtasks of its own; do the work here".into(),
             ));
         }
-        let specs = specs(&args, &record.owner)?;
-        let results = scheduler
-            .spawn_batch(parent, specs)
-            .await
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let tasks = tasks(&args)?;
+        // As many model calls as the job itself may make.
+        let iterations = parent.agent().config().max_iterations;
+        let runs = tasks.iter().map(|task| {
+            let mut delegation = Delegation::new(task.description.clone());
+            delegation.max_iterations = iterations;
+            delegation.title.clone_from(&task.title);
+            self.delegator.delegate(delegation, ctx)
+        });
+        let ended = futures::future::join_all(runs).await;
         let mut text = String::new();
-        for (i, job) in results.iter().enumerate() {
+        for (i, done) in ended.into_iter().enumerate() {
+            let job = done?.end.record;
             let outcome = job
                 .result
                 .as_deref()
@@ -162,14 +171,23 @@ mod tests {
 
     #[test]
     fn tasks_are_descriptions_or_titled_objects_within_the_limit() {
-        let specs = specs(
+        let tasks = tasks(
             &json!({"tasks": ["look up a\nin detail", {"title": "B", "description": "do b"}]}),
-            "ada",
         )
         .unwrap();
-        let titles: Vec<&str> = specs.iter().map(|s| s.title.as_str()).collect();
-        assert_eq!(titles, ["look up a", "B"]);
-        assert!(specs.iter().all(|s| s.owner == "ada"));
+        assert_eq!(
+            tasks,
+            [
+                Task {
+                    title: None,
+                    description: "look up a\nin detail".into()
+                },
+                Task {
+                    title: Some("B".into()),
+                    description: "do b".into()
+                }
+            ]
+        );
         let many: Vec<String> = (0..=MAX_SUBTASKS).map(|i| format!("t{i}")).collect();
         for bad in [
             json!({}),
@@ -178,16 +196,9 @@ mod tests {
             json!({"tasks": [3]}),
         ] {
             assert!(
-                matches!(specs_err(&bad), ToolError::InvalidArguments(_)),
+                matches!(super::tasks(&bad), Err(ToolError::InvalidArguments(_))),
                 "{bad}"
             );
-        }
-    }
-
-    fn specs_err(args: &Value) -> ToolError {
-        match specs(args, "ada") {
-            Err(e) => e,
-            Ok(_) => panic!("accepted {args}"),
         }
     }
 
@@ -195,7 +206,20 @@ mod tests {
     async fn outside_a_job_it_says_where_it_runs() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::new(dir.path(), "chat-session");
-        let error = SubtasksTool::new()
+        let delegator = Arc::new(Delegator::new(super::super::DelegationConfig::from_agent(
+            &cairn_core::config::AgentConfig {
+                name: "cairn".into(),
+                max_iterations: 5,
+                max_parallel_jobs: 1,
+                max_delegation_depth: 2,
+                max_parallel_delegations: 4,
+                undo_depth: 1,
+                session_idle: std::time::Duration::from_secs(60),
+                approval_timeout: std::time::Duration::from_secs(60),
+            },
+            "ada",
+        )));
+        let error = SubtasksTool::new(delegator)
             .execute(json!({"tasks": ["a"]}), &ctx, &Authorized::for_tests())
             .await
             .unwrap_err();
