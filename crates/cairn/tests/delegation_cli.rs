@@ -9,60 +9,13 @@
     reason = "test code unwraps freely and may use blocking std::fs"
 )]
 
-use std::io::BufRead;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use cairn_llm::testing::{FakeLlmServer, Scripted};
 use serde_json::{Value, json};
 
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn cairn(home: &Path, llm: &FakeLlmServer) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
-    cmd.env_clear()
-        .env("CAIRN_HOME", home)
-        .env("CAIRN_TIMEZONE", "UTC")
-        .env("CAIRN_GATEWAY_PORT", "0")
-        .env("CAIRN_LLM_PROVIDER", "openai")
-        .env("CAIRN_LLM_BASE_URL", llm.base_url_openai())
-        .env("CAIRN_LLM_MODEL", "test-model")
-        .env("CAIRN_LLM_API_KEY", "sk-test-0123456789")
-        .env("CAIRN_LLM_MAX_RETRIES", "0");
-    cmd
-}
-
-/// `cairn daemon` on a free port, and a token: `(daemon, base URL, token)`.
-fn daemon(home: &Path, llm: &FakeLlmServer) -> (Daemon, String, String) {
-    let mut cmd = cairn(home, llm);
-    cmd.arg("daemon")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut daemon = Daemon(cmd.spawn().unwrap());
-    let stderr = std::io::BufReader::new(daemon.0.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(at) = line.split("gateway listening on ").nth(1) {
-                let _ = tx.send(at.trim().to_string());
-            }
-        }
-    });
-    let base = rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
-    let out = cairn(home, llm)
-        .args(["token", "create", "--name", "t"])
-        .output()
-        .unwrap();
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (daemon, base, token)
-}
+mod common;
+use common::agents::*;
 
 fn ask(base: &str, token: &str, model: &str, text: &str) -> (u16, Value) {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -101,17 +54,6 @@ fn messages(body: &Value) -> Vec<(String, String)> {
             (m["role"].as_str().unwrap().to_string(), content)
         })
         .collect()
-}
-
-fn tools(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -89,3 +89,15 @@ pub fn system(body: &Value) -> String {
         .map(|m| m["content"].to_string())
         .collect()
 }
+
+/// The names of the tools a model request offers.
+pub fn tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
