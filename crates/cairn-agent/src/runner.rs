@@ -104,6 +104,8 @@ pub struct ToolResult {
     pub content: String,
     /// Time from entering the runner to the result (approval wait included).
     pub duration: Duration,
+    /// Images the tool gave beside its text ([`crate::tools::ToolOutput::images`]).
+    pub images: Vec<cairn_core::image::ImagePart>,
 }
 
 impl ToolResult {
@@ -114,7 +116,9 @@ impl ToolResult {
 
     /// The `tool` chat message answering the call.
     pub fn to_message(&self) -> ChatMessage {
-        ChatMessage::tool_result(&self.call_id, &self.tool, &self.content)
+        let mut message = ChatMessage::tool_result(&self.call_id, &self.tool, &self.content);
+        message.images.clone_from(&self.images);
+        message
     }
 }
 
@@ -563,8 +567,12 @@ impl ToolRunner {
             Ok(Ok(output)) => !output.success && !output.counts_against_tool,
             _ => false,
         };
+        let mut images = Vec::new();
         let (status, text) = match outcome {
-            Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
+            Ok(Ok(output)) if output.success => {
+                images = output.images;
+                (ToolStatus::Success, output.content)
+            }
             Ok(Ok(output)) => (ToolStatus::Failed, output.content),
             Ok(Err(error)) => {
                 let status = match error {
@@ -583,7 +591,8 @@ impl ToolRunner {
                 )
             }
         };
-        let result = finish(&call_id, name, status, &text, ctx, started);
+        let mut result = finish(&call_id, name, status, &text, ctx, started);
+        result.images = images;
         if let Some(health) = self.health.get() {
             // Scrubbed: the error is kept in the store and shown to people.
             let observed = if not_the_tools {
@@ -666,6 +675,7 @@ fn finish(
         status,
         content,
         duration,
+        images: Vec::new(),
     }
 }
 

@@ -107,6 +107,9 @@ pub struct ToolOutput {
     /// it; false for an outcome the tool only reports (a command's own
     /// non-zero exit).
     pub counts_against_tool: bool,
+    /// Images for the model beside the text (a browser screenshot), stored
+    /// in the workspace's media folder; a model without vision gets a note.
+    pub images: Vec<cairn_core::image::ImagePart>,
 }
 
 impl ToolOutput {
@@ -116,6 +119,7 @@ impl ToolOutput {
             content: content.into(),
             success: true,
             counts_against_tool: false,
+            images: Vec::new(),
         }
     }
 
@@ -125,7 +129,14 @@ impl ToolOutput {
             content: content.into(),
             success: false,
             counts_against_tool: true,
+            images: Vec::new(),
         }
+    }
+
+    /// The output with `image` added for the model.
+    pub fn with_image(mut self, image: cairn_core::image::ImagePart) -> Self {
+        self.images.push(image);
+        self
     }
 
     /// A successful output showing `value` as pretty-printed JSON.
@@ -143,6 +154,7 @@ impl ToolOutput {
             content: content.into(),
             success: false,
             counts_against_tool: false,
+            images: Vec::new(),
         }
     }
 }
