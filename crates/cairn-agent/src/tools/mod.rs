@@ -23,6 +23,7 @@
 //! answer is [`ToolOutput::json`].
 
 pub mod args;
+pub mod browser;
 pub mod family;
 pub mod files;
 pub mod http;
@@ -361,6 +362,9 @@ pub struct ToolsConfig {
     pub http: http::HttpConfig,
     /// The `web_search` tool's provider; without it the tool is not offered.
     pub web_search: Option<web_search::WebSearchConfig>,
+    /// The `browser_*` tools (offered when a browser is found; the binary
+    /// registers them, one browser per agent).
+    pub browser: browser::BrowserConfig,
 }
 
 /// A registry holding every built-in tool, configured from `config`.
