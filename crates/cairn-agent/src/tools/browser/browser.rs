@@ -18,7 +18,7 @@ use super::BrowserConfig;
 use super::cdp::{Cdp, CdpError, Event};
 use super::guard::{self, Verdict};
 use super::launch::{self, LaunchSpec, Process};
-use super::proxy::{self, Proxy};
+use super::proxy::Proxy;
 use crate::sandbox::Sandbox;
 use crate::tools::ToolError;
 use crate::tools::net::NetClient;
@@ -181,7 +181,7 @@ impl Browser {
     async fn start(&self) -> Result<Running, ToolError> {
         let failed = |why: String| ToolError::Failed(format!("cannot start the browser: {why}"));
         let settings = &self.settings;
-        let proxy = Proxy::start(Arc::clone(&settings.net), Arc::clone(&self.notes))
+        let proxy = Proxy::start(Arc::clone(&settings.net))
             .await
             .map_err(|e| failed(format!("its proxy: {e}")))?;
         let spec = LaunchSpec {
@@ -409,9 +409,18 @@ async fn pump(pump: Pump, mut events: tokio::sync::mpsc::UnboundedReceiver<Event
     }
 }
 
+/// Notes kept for the next tool result (the oldest dropped past this).
+const MAX_NOTES: usize = 20;
+
 impl Pump {
+    /// Adds a note for the next result, keeping the newest.
     fn note(&self, text: String) {
-        proxy::note(&self.notes, text);
+        let mut notes = Browser::lock(&self.notes);
+        if !notes.contains(&text) {
+            notes.push(text);
+        }
+        let extra = notes.len().saturating_sub(MAX_NOTES);
+        notes.drain(..extra);
     }
 
     /// Lets a paused request go, or fails it, by the network rules.

@@ -4,10 +4,12 @@
 //! to an address it resolved and checked itself (so a name that resolves
 //! elsewhere for Chromium than for the check changes nothing). `CONNECT`
 //! tunnels (https, wss, ws) and plain http requests, one request a
-//! connection.
+//! connection. Its refusals are logged, not reported to the model: most
+//! are Chromium's own background connections; a page's requests are
+//! reported by the `Fetch` verdicts ([`super::guard`]).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -23,9 +25,6 @@ const MAX_HEAD: usize = 64 * 1024;
 /// How long a client may take to send its head, and a connection to open.
 const STEP_LIMIT: Duration = Duration::from_secs(30);
 
-/// Refusals kept for the next tool result (the oldest dropped past this).
-const MAX_NOTES: usize = 20;
-
 /// A running proxy on a loopback port; stopped when dropped.
 #[derive(Debug)]
 pub(super) struct Proxy {
@@ -34,14 +33,14 @@ pub(super) struct Proxy {
 }
 
 impl Proxy {
-    /// Starts one over the rules of `net`; what it refuses is added to `refused`.
-    pub async fn start(net: Arc<NetClient>, refused: Arc<Mutex<Vec<String>>>) -> std::io::Result<Self> {
+    /// Starts one over the rules of `net`.
+    pub async fn start(net: Arc<NetClient>) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let port = listener.local_addr()?.port();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (net, refused) = (Arc::clone(&net), Arc::clone(&refused));
-                tokio::spawn(async move { serve(client, &net, &refused).await });
+                let net = Arc::clone(&net);
+                tokio::spawn(async move { serve(client, &net).await });
             }
         });
         Ok(Self { port, task })
@@ -57,16 +56,6 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// Adds a refusal to the notes, keeping the newest.
-pub(super) fn note(notes: &Mutex<Vec<String>>, text: String) {
-    let mut notes = notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !notes.contains(&text) {
-        notes.push(text);
-    }
-    let extra = notes.len().saturating_sub(MAX_NOTES);
-    notes.drain(..extra);
 }
 
 /// A request's head, parsed as far as the proxy needs.
@@ -85,8 +74,8 @@ pub(super) struct Head {
 }
 
 /// Reads the head of one request, parses it and, when the rules allow,
-/// connects and relays; a refusal is noted in `refused` and answered 403.
-async fn serve(mut client: TcpStream, net: &NetClient, refused: &Mutex<Vec<String>>) {
+/// connects and relays; a refusal is logged and answered 403.
+async fn serve(mut client: TcpStream, net: &NetClient) {
     let Ok(Ok((head, rest))) = tokio::time::timeout(STEP_LIMIT, read_head(&mut client)).await
     else {
         return;
@@ -94,7 +83,7 @@ async fn serve(mut client: TcpStream, net: &NetClient, refused: &Mutex<Vec<Strin
     let head = match parse(&head) {
         Ok(head) => head,
         Err(why) => {
-            note(refused, why);
+            tracing::debug!(%why, "the browser's proxy refused a request it cannot read");
             let _ = client
                 .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 .await;
@@ -104,7 +93,7 @@ async fn serve(mut client: TcpStream, net: &NetClient, refused: &Mutex<Vec<Strin
     let addrs = match allowed(net, &head).await {
         Ok(addrs) => addrs,
         Err(why) => {
-            note(refused, format!("refused a connection to {}:{}: {why}", head.host, head.port));
+            tracing::debug!(host = %head.host, port = head.port, %why, "the browser's proxy refused a connection");
             let _ = client
                 .write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 .await;
@@ -268,27 +257,22 @@ mod tests {
             }
         });
         let ask = |net: NetClient| async move {
-            let refused = Arc::new(Mutex::new(Vec::new()));
-            let proxy = Proxy::start(Arc::new(net), Arc::clone(&refused)).await.unwrap();
+            let proxy = Proxy::start(Arc::new(net)).await.unwrap();
             let mut s = TcpStream::connect(("127.0.0.1", proxy.port())).await.unwrap();
             s.write_all(format!("GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes())
                 .await
                 .unwrap();
             let mut answer = String::new();
             s.read_to_string(&mut answer).await.unwrap();
-            // The refusal is noted before the 403 is written.
-            let notes = refused.lock().unwrap().clone();
-            (answer, notes)
+            answer
         };
-        let (answer, notes) = ask(NetClient::new(HttpConfig::default()).unwrap()).await;
+        let answer = ask(NetClient::new(HttpConfig::default()).unwrap()).await;
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
-        assert!(notes[0].contains("private or local"), "{notes:?}");
         let open = HttpConfig {
             allowed_private_networks: vec!["127.0.0.1".into()],
             ..HttpConfig::default()
         };
-        let (answer, notes) = ask(NetClient::new(open).unwrap()).await;
+        let answer = ask(NetClient::new(open).unwrap()).await;
         assert!(answer.ends_with("\r\n\r\nhi"), "{answer}");
-        assert!(notes.is_empty(), "{notes:?}");
     }
 }
