@@ -17,6 +17,7 @@ use cairn_agent::agents::{AgentSpec, Agents, Chats, Limits, MAIN};
 use cairn_agent::chat::ChatService;
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
+use cairn_agent::tools::browser::Browsers;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
 use cairn_agent::{AgentLoop, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
@@ -97,7 +98,8 @@ pub fn agent_tools(
 }
 
 /// Each agent other than `main`, over `main`'s loop (provider, hooks,
-/// limits); their workspaces are created.
+/// limits), with a browser of its own when there are browsers; their
+/// workspaces are created.
 pub async fn agent_runs(
     agents: &Agents,
     main: &AgentLoop,
@@ -105,6 +107,7 @@ pub async fn agent_runs(
     main_extra: &[Arc<dyn Tool>],
     memory: &MemoryService,
     mcp: &McpClients,
+    browsers: Option<&Browsers>,
 ) -> anyhow::Result<Vec<AgentRun>> {
     let mut out = Vec::new();
     for spec in agents.all().iter().filter(|a| a.id != MAIN) {
@@ -115,6 +118,9 @@ pub async fn agent_runs(
             .cloned()
             .collect();
         extra.extend(memory_tools(Arc::clone(&memory)));
+        if let (Some(browsers), Some(workspace)) = (browsers, &spec.workspace) {
+            extra.extend(browsers.tools(&spec.id, workspace));
+        }
         let (registry, policy) = agent_tools(tools, spec, &extra, Some(mcp))
             .with_context(|| format!("agent {}: cannot set up its tools", spec.id))?;
         let runner = Arc::new(ToolRunner::new(

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use cairn_core::live::Live;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
@@ -39,7 +40,8 @@ pub(super) struct Settings {
     pub executable: PathBuf,
     /// `CAIRN_HOME/browser`.
     pub root: PathBuf,
-    pub net: Arc<NetClient>,
+    /// `[tools.http]`'s rules, replaced on a reload.
+    pub net: Live<NetClient>,
     pub sandbox: Arc<Sandbox>,
 }
 
@@ -181,7 +183,7 @@ impl Browser {
     async fn start(&self) -> Result<Running, ToolError> {
         let failed = |why: String| ToolError::Failed(format!("cannot start the browser: {why}"));
         let settings = &self.settings;
-        let proxy = Proxy::start(Arc::clone(&settings.net))
+        let proxy = Proxy::start(settings.net.clone())
             .await
             .map_err(|e| failed(format!("its proxy: {e}")))?;
         let spec = LaunchSpec {
@@ -202,7 +204,7 @@ impl Browser {
                 cdp: Arc::clone(&cdp),
                 shared: Arc::clone(&self.shared),
                 notes: Arc::clone(&self.notes),
-                net: Arc::clone(&settings.net),
+                net: settings.net.clone(),
                 max_tabs: settings.config.max_tabs,
                 downloads: settings
                     .config
@@ -343,7 +345,7 @@ struct Pump {
     cdp: Arc<Cdp>,
     shared: Arc<Mutex<Shared>>,
     notes: Arc<Mutex<Vec<String>>>,
-    net: Arc<NetClient>,
+    net: Live<NetClient>,
     max_tabs: usize,
     /// With downloads allowed: where Chromium saves them and the inbox.
     downloads: Option<(PathBuf, PathBuf)>,
@@ -428,7 +430,7 @@ impl Pump {
         let id = event.params["requestId"].clone();
         let url = event.params["request"]["url"].as_str().unwrap_or_default();
         let session = event.session.as_deref();
-        match guard::decide(&self.net, url).await {
+        match guard::decide(&self.net.get(), url).await {
             Verdict::Allow => {
                 let _ = self
                     .cdp

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use cairn_core::live::Live;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -141,11 +142,16 @@ impl Browsers {
                 config,
                 executable,
                 root,
-                net,
+                net: Live::new(net),
                 sandbox,
             }),
             by_agent: Mutex::default(),
         }
+    }
+
+    /// Puts reloaded network rules in force for every request from now on.
+    pub fn set_network(&self, net: NetClient) {
+        self.settings.net.set(Arc::new(net));
     }
 
     /// The browser executable.

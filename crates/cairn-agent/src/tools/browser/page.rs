@@ -258,7 +258,7 @@ impl Browser {
 
     /// `browser_open`: a new tab with `url`.
     pub(super) async fn open(&self, url: &str) -> CallOutcome {
-        if let Verdict::Refuse(why) = guard::decide(&self.settings.net, url).await {
+        if let Verdict::Refuse(why) = guard::decide(&self.settings.net.get(), url).await {
             return Err(ToolError::NotPermitted(why));
         }
         self.touch();

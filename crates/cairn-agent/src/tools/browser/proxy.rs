@@ -9,7 +9,7 @@
 //! reported by the `Fetch` verdicts ([`super::guard`]).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use cairn_core::live::Live;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -33,13 +33,13 @@ pub(super) struct Proxy {
 }
 
 impl Proxy {
-    /// Starts one over the rules of `net`.
-    pub async fn start(net: Arc<NetClient>) -> std::io::Result<Self> {
+    /// Starts one over the rules of `net` (as they are when each connection comes).
+    pub async fn start(net: Live<NetClient>) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let port = listener.local_addr()?.port();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let net = Arc::clone(&net);
+                let net = net.get();
                 tokio::spawn(async move { serve(client, &net).await });
             }
         });
@@ -257,7 +257,7 @@ mod tests {
             }
         });
         let ask = |net: NetClient| async move {
-            let proxy = Proxy::start(Arc::new(net)).await.unwrap();
+            let proxy = Proxy::start(Live::new(std::sync::Arc::new(net))).await.unwrap();
             let mut s = TcpStream::connect(("127.0.0.1", proxy.port())).await.unwrap();
             s.write_all(format!("GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes())
                 .await
