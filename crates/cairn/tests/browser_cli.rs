@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cairn_llm::testing::{FakeLlmServer, Scripted};
-use common::agents::{call, cairn, daemon};
+use common::agents::{cairn, call, daemon};
 use serde_json::{Value, json};
 
 /// Debian's chromium (or `CAIRN_TEST_CHROMIUM`), or `None` after recording the skip.
@@ -57,7 +57,10 @@ fn site() -> String {
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                     break;
                 }
-                if let Some(v) = line.strip_prefix("Cookie: ").or(line.strip_prefix("cookie: ")) {
+                if let Some(v) = line
+                    .strip_prefix("Cookie: ")
+                    .or(line.strip_prefix("cookie: "))
+                {
                     cookie = v.trim().to_string();
                 }
             }
@@ -111,7 +114,8 @@ fn turn_of(model: &str, llm: &FakeLlmServer, base: &str, token: &str, calls: &[(
         llm.push(Scripted::tool_call(*tool, args.clone()));
     }
     llm.push(Scripted::text("done"));
-    let body = json!({"model": model, "messages": [{"role": "user", "content": "look at the page"}]});
+    let body =
+        json!({"model": model, "messages": [{"role": "user", "content": "look at the page"}]});
     let (status, answer) = call(base, token, "/v1/chat/completions", Some(body));
     assert_eq!(status, 200, "{answer}");
 }
@@ -195,9 +199,21 @@ fn script_written_text_and_a_screenshot_reach_the_model() {
     );
     let results = tool_results(&llm);
     assert_eq!(results.len(), 3, "{results:?}");
-    assert!(results[0].contains("Loading") && !results[0].contains("All systems green"), "web_fetch: {}", results[0]);
-    assert!(results[1].contains("All systems green 4417"), "browser_open: {}", results[1]);
-    assert!(results[2].contains("saved as media/"), "browser_screenshot: {}", results[2]);
+    assert!(
+        results[0].contains("Loading") && !results[0].contains("All systems green"),
+        "web_fetch: {}",
+        results[0]
+    );
+    assert!(
+        results[1].contains("All systems green 4417"),
+        "browser_open: {}",
+        results[1]
+    );
+    assert!(
+        results[2].contains("saved as media/"),
+        "browser_screenshot: {}",
+        results[2]
+    );
     // The PNG follows the tool results as an image part of a user message.
     let last = &requests[3]["messages"];
     let image = last
@@ -209,19 +225,37 @@ fn script_written_text_and_a_screenshot_reach_the_model() {
         .find(|part| part["type"] == "image_url")
         .unwrap_or_else(|| panic!("no image part in {last}"));
     let data = image["image_url"]["url"].as_str().unwrap();
-    assert!(data.starts_with("data:image/png;base64,iVBORw0KGgo"), "{}", &data[..40]);
-    let media: Vec<_> = std::fs::read_dir(home.join("workspace/media")).unwrap().collect();
+    assert!(
+        data.starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{}",
+        &data[..40]
+    );
+    let media: Vec<_> = std::fs::read_dir(home.join("workspace/media"))
+        .unwrap()
+        .collect();
     assert_eq!(media.len(), 1, "the screenshot is kept in the workspace");
 
     // Another agent has a browser of its own, with its own profile.
-    turn_of("cairn:family", &llm, &base, &token, &[("browser_open", json!({"url": url}))]);
+    turn_of(
+        "cairn:family",
+        &llm,
+        &base,
+        &token,
+        &[("browser_open", json!({"url": url}))],
+    );
     assert!(tool_results(&llm)[0].contains("All systems green 4417"));
     assert!(!processes_using(&home.join("browser/family/profile")).is_empty());
     assert!(!processes_using(&home.join("browser/main/profile")).is_empty());
 
-    let status = cairn(home, &llm).args(["--json", "status"]).output().unwrap();
+    let status = cairn(home, &llm)
+        .args(["--json", "status"])
+        .output()
+        .unwrap();
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(status["daemon"]["components"]["browser"]["state"], "running", "{status}");
+    assert_eq!(
+        status["daemon"]["components"]["browser"]["state"], "running",
+        "{status}"
+    );
     signal(&daemon.0, "TERM");
     assert!(daemon.0.wait().unwrap().success());
     assert_eq!(all_gone(&home.join("browser")), Vec::<String>::new());
@@ -241,22 +275,44 @@ fn the_profile_keeps_a_cookie_across_a_restart_and_no_chromium_outlives_the_daem
     let profile = home.join("browser/main/profile");
 
     let (mut first, base, token) = daemon(home, &llm);
-    turn(&llm, &base, &token, &[("browser_open", json!({"url": format!("{site}/cookie")}))]);
-    assert!(tool_results(&llm)[0].contains("cookie set"), "{:?}", tool_results(&llm));
+    turn(
+        &llm,
+        &base,
+        &token,
+        &[("browser_open", json!({"url": format!("{site}/cookie")}))],
+    );
+    assert!(
+        tool_results(&llm)[0].contains("cookie set"),
+        "{:?}",
+        tool_results(&llm)
+    );
     assert!(!processes_using(&profile).is_empty(), "the browser runs");
     signal(&first.0, "TERM");
     assert!(first.0.wait().unwrap().success());
-    assert_eq!(all_gone(&home.join("browser")), Vec::<String>::new(), "after SIGTERM");
+    assert_eq!(
+        all_gone(&home.join("browser")),
+        Vec::<String>::new(),
+        "after SIGTERM"
+    );
 
     // The token made for the first daemon is in the database still.
     let (mut second, base, _) = daemon(home, &llm);
-    turn(&llm, &base, &token, &[("browser_open", json!({"url": format!("{site}/whoami")}))]);
+    turn(
+        &llm,
+        &base,
+        &token,
+        &[("browser_open", json!({"url": format!("{site}/whoami")}))],
+    );
     let results = tool_results(&llm);
     assert!(results[0].contains("cookie: seen=yes-2231"), "{results:?}");
     assert!(!processes_using(&profile).is_empty(), "the browser runs");
     signal(&second.0, "KILL");
     let _ = second.0.wait();
-    assert_eq!(all_gone(&home.join("browser")), Vec::<String>::new(), "after SIGKILL");
+    assert_eq!(
+        all_gone(&home.join("browser")),
+        Vec::<String>::new(),
+        "after SIGKILL"
+    );
 }
 
 #[test]
@@ -271,9 +327,15 @@ fn without_a_browser_the_tools_are_not_offered_and_doctor_says_how_to_get_one() 
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().find(|l| l.contains("browser")).unwrap_or_default();
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("browser"))
+        .unwrap_or_default();
     assert!(line.starts_with("warn"), "{stdout}");
-    assert!(stdout.contains("the browser_* tools are not offered"), "{stdout}");
+    assert!(
+        stdout.contains("the browser_* tools are not offered"),
+        "{stdout}"
+    );
     assert!(stdout.contains("apt-get install chromium"), "{stdout}");
 
     let (_daemon, base, token) = {
@@ -285,7 +347,13 @@ fn without_a_browser_the_tools_are_not_offered_and_doctor_says_how_to_get_one() 
     turn(&llm, &base, &token, &[]);
     let first = llm.requests()[0].body.to_string();
     assert!(!first.contains("browser_"), "{first}");
-    let status = cairn(home, &llm).args(["--json", "status"]).output().unwrap();
+    let status = cairn(home, &llm)
+        .args(["--json", "status"])
+        .output()
+        .unwrap();
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(status["daemon"]["components"]["browser"]["state"], "disabled", "{status}");
+    assert_eq!(
+        status["daemon"]["components"]["browser"]["state"], "disabled",
+        "{status}"
+    );
 }

@@ -136,7 +136,12 @@ impl Rig {
     /// Calls `tool` and insists it succeeded; answers its text.
     async fn ok(&self, tool: &str, args: Value) -> String {
         let result = self.call(tool, args).await;
-        assert_eq!(result.status, ToolStatus::Success, "{tool}: {}", result.content);
+        assert_eq!(
+            result.status,
+            ToolStatus::Success,
+            "{tool}: {}",
+            result.content
+        );
         result.content
     }
 
@@ -220,17 +225,28 @@ async fn script_written_text_is_seen_by_the_browser_and_not_by_web_fetch() {
     assert!(fetched.contains("Loading"), "{fetched}");
     assert!(!fetched.contains("All systems green"), "{fetched}");
 
-    let opened = rig.ok("browser_open", json!({"url": site.url("/js")})).await;
+    let opened = rig
+        .ok("browser_open", json!({"url": site.url("/js")}))
+        .await;
     assert!(opened.contains("Title: Status"), "{opened}");
-    assert!(opened.contains(&format!("URL: {}", site.url("/js"))), "{opened}");
+    assert!(
+        opened.contains(&format!("URL: {}", site.url("/js"))),
+        "{opened}"
+    );
     assert!(opened.contains("# Status"), "{opened}");
     assert!(opened.contains("All systems green 4417"), "{opened}");
     let snapshot = rig.ok("browser_snapshot", json!({})).await;
     assert!(snapshot.contains("All systems green 4417"), "{snapshot}");
 
-    assert!(!processes_using(&rig.profile()).is_empty(), "the browser runs");
+    assert!(
+        !processes_using(&rig.profile()).is_empty(),
+        "the browser runs"
+    );
     if Sandbox::new(SandboxSettings::default()).is_confined() {
-        assert!(all_confined(&rig.profile()), "the browser runs in the sandbox");
+        assert!(
+            all_confined(&rig.profile()),
+            "the browser runs in the sandbox"
+        );
     }
     let closed = rig.ok("browser_close", json!({})).await;
     assert!(closed.contains("the browser was closed"), "{closed}");
@@ -245,7 +261,9 @@ async fn a_login_form_sends_what_was_typed_when_approved_and_nothing_when_denied
     let Some(rig) = Rig::new(test, site_only(), BrowserConfig::default()).await else {
         return;
     };
-    let page = rig.ok("browser_open", json!({"url": site.url("/login")})).await;
+    let page = rig
+        .ok("browser_open", json!({"url": site.url("/login")}))
+        .await;
     let (user, password, submit) = (
         reference(&page, "textbox \"User\""),
         reference(&page, "textbox \"Password\""),
@@ -253,7 +271,11 @@ async fn a_login_form_sends_what_was_typed_when_approved_and_nothing_when_denied
     );
     // Denied: nothing is typed, nothing is sent.
     let denied = rig
-        .call_with("browser_type", json!({"ref": user, "text": "ada"}), &DenyAll)
+        .call_with(
+            "browser_type",
+            json!({"ref": user, "text": "ada"}),
+            &DenyAll,
+        )
         .await;
     assert_eq!(denied.status, ToolStatus::Declined, "{}", denied.content);
     let denied = rig
@@ -268,9 +290,13 @@ async fn a_login_form_sends_what_was_typed_when_approved_and_nothing_when_denied
         site.site_requests()
     );
     // Approved: the server gets both values.
-    rig.ok("browser_type", json!({"ref": user, "text": "ada"})).await;
+    rig.ok("browser_type", json!({"ref": user, "text": "ada"}))
+        .await;
     let typed = rig
-        .ok("browser_type", json!({"ref": password, "text": "s3cret pass"}))
+        .ok(
+            "browser_type",
+            json!({"ref": password, "text": "s3cret pass"}),
+        )
         .await;
     assert!(typed.contains("= \"ada\""), "{typed}");
     let after = rig.ok("browser_click", json!({"ref": submit})).await;
@@ -286,7 +312,10 @@ async fn a_login_form_sends_what_was_typed_when_approved_and_nothing_when_denied
     assert!(back.contains("Title: Sign in"), "{back}");
     let user = reference(&back, "textbox \"User\"");
     let sent = rig
-        .ok("browser_type", json!({"ref": user, "text": "grace", "submit": true}))
+        .ok(
+            "browser_type",
+            json!({"ref": user, "text": "grace", "submit": true}),
+        )
         .await;
     assert!(sent.contains("Welcome, grace"), "{sent}");
 }
@@ -302,23 +331,38 @@ async fn auto_approved_hosts_need_no_approval_for_writes() {
     let Some(rig) = Rig::new(test, site_only(), config).await else {
         return;
     };
-    let page = rig.ok("browser_open", json!({"url": site.url("/choose")})).await;
+    let page = rig
+        .ok("browser_open", json!({"url": site.url("/choose")}))
+        .await;
     let colour = reference(&page, "combobox \"Colour\"");
     assert!(page.contains("options: Red | Green"), "{page}");
     // Nobody could approve: it runs because the host is listed.
     let chosen = rig
-        .call_with("browser_select", json!({"ref": colour, "value": "Green"}), &DenyAll)
+        .call_with(
+            "browser_select",
+            json!({"ref": colour, "value": "Green"}),
+            &DenyAll,
+        )
         .await;
     assert_eq!(chosen.status, ToolStatus::Success, "{}", chosen.content);
     assert!(chosen.content.contains("chose g"), "{}", chosen.content);
     let wrong = rig
         .call("browser_select", json!({"ref": colour, "value": "Blue"}))
         .await;
-    assert_eq!(wrong.status, ToolStatus::InvalidArguments, "{}", wrong.content);
+    assert_eq!(
+        wrong.status,
+        ToolStatus::InvalidArguments,
+        "{}",
+        wrong.content
+    );
     assert!(wrong.content.contains("Red | Green"), "{}", wrong.content);
     let stale = rig.call("browser_click", json!({"ref": "e99"})).await;
     assert_eq!(stale.status, ToolStatus::InvalidArguments);
-    assert!(stale.content.contains("take a browser_snapshot"), "{}", stale.content);
+    assert!(
+        stale.content.contains("take a browser_snapshot"),
+        "{}",
+        stale.content
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,23 +375,52 @@ async fn requests_to_a_private_address_by_xhr_or_redirect_follow_the_network_rul
     let page = rig.until(&site.url("/xhr"), "fetch failed").await;
     assert!(!page.contains("SECRET-7781"), "{page}");
     assert!(
-        rig.said.lock().unwrap().contains("refused a request to http://127.0.0.2"),
+        rig.said
+            .lock()
+            .unwrap()
+            .contains("refused a request to http://127.0.0.2"),
         "the refusal was reported"
     );
     let page = rig.until(&site.url("/ws"), "socket closed").await;
     assert!(page.contains("socket closed"), "{page}");
-    let redirected = rig.call("browser_open", json!({"url": site.url("/redirect")})).await;
-    assert_eq!(redirected.status, ToolStatus::Failed, "{}", redirected.content);
-    assert!(redirected.content.contains("ERR_BLOCKED_BY_CLIENT"), "{}", redirected.content);
+    let redirected = rig
+        .call("browser_open", json!({"url": site.url("/redirect")}))
+        .await;
+    assert_eq!(
+        redirected.status,
+        ToolStatus::Failed,
+        "{}",
+        redirected.content
+    );
     assert!(
-        redirected.content.contains("refused a request to http://127.0.0.2"),
+        redirected.content.contains("ERR_BLOCKED_BY_CLIENT"),
+        "{}",
+        redirected.content
+    );
+    assert!(
+        redirected
+            .content
+            .contains("refused a request to http://127.0.0.2"),
         "the refusal says why: {}",
         redirected.content
     );
-    let direct = rig.call("browser_open", json!({"url": format!("{}/hidden", site.secret)})).await;
+    let direct = rig
+        .call(
+            "browser_open",
+            json!({"url": format!("{}/hidden", site.secret)}),
+        )
+        .await;
     assert_eq!(direct.status, ToolStatus::Failed, "{}", direct.content);
-    assert!(direct.content.contains("private or local"), "{}", direct.content);
-    assert_eq!(site.secret_requests(), Vec::<String>::new(), "the secret server was reached");
+    assert!(
+        direct.content.contains("private or local"),
+        "{}",
+        direct.content
+    );
+    assert_eq!(
+        site.secret_requests(),
+        Vec::<String>::new(),
+        "the secret server was reached"
+    );
 
     let both = HttpConfig {
         allowed_private_networks: vec!["127.0.0.1".into(), "127.0.0.2".into()],
@@ -359,7 +432,9 @@ async fn requests_to_a_private_address_by_xhr_or_redirect_follow_the_network_rul
     let page = open.until(&site.url("/xhr"), "got").await;
     assert!(page.contains("got SECRET-7781"), "{page}");
     open.until(&site.url("/ws"), "socket closed").await;
-    let redirected = open.ok("browser_open", json!({"url": site.url("/redirect")})).await;
+    let redirected = open
+        .ok("browser_open", json!({"url": site.url("/redirect")}))
+        .await;
     assert!(redirected.contains("SECRET-7781"), "{redirected}");
     let mut reached = site.secret_requests();
     // The redirected page's icon, asked for once it showed.
@@ -380,16 +455,32 @@ async fn tabs_past_max_tabs_are_refused_and_a_page_that_never_loads_times_out() 
         return;
     };
     for n in 1..=4 {
-        let page = rig.ok("browser_open", json!({"url": site.url(&format!("/page/{n}"))})).await;
-        assert!(page.contains(&format!("Tab {n} of {n}")) || n == 1, "{page}");
+        let page = rig
+            .ok(
+                "browser_open",
+                json!({"url": site.url(&format!("/page/{n}"))}),
+            )
+            .await;
+        assert!(
+            page.contains(&format!("Tab {n} of {n}")) || n == 1,
+            "{page}"
+        );
     }
-    let fifth = rig.call("browser_open", json!({"url": site.url("/page/5")})).await;
+    let fifth = rig
+        .call("browser_open", json!({"url": site.url("/page/5")}))
+        .await;
     assert_eq!(fifth.status, ToolStatus::Failed, "{}", fifth.content);
-    assert!(fifth.content.contains("tools.browser.max_tabs"), "{}", fifth.content);
+    assert!(
+        fifth.content.contains("tools.browser.max_tabs"),
+        "{}",
+        fifth.content
+    );
     let closed = rig.ok("browser_close", json!({})).await;
     assert!(closed.contains("/page/4"), "{closed}");
 
-    let slow = rig.call("browser_open", json!({"url": site.url("/slow")})).await;
+    let slow = rig
+        .call("browser_open", json!({"url": site.url("/slow")}))
+        .await;
     assert_eq!(slow.status, ToolStatus::Failed, "{}", slow.content);
     assert!(
         slow.content.contains("did not finish loading within 3s"),
@@ -409,11 +500,22 @@ async fn a_hung_renderer_is_killed_and_the_tool_says_so() {
     let Some(rig) = Rig::new(test, site_only(), config).await else {
         return;
     };
-    rig.ok("browser_open", json!({"url": site.url("/page/1")})).await;
-    let hung = rig.call("browser_open", json!({"url": site.url("/hang")})).await;
+    rig.ok("browser_open", json!({"url": site.url("/page/1")}))
+        .await;
+    let hung = rig
+        .call("browser_open", json!({"url": site.url("/hang")}))
+        .await;
     assert_eq!(hung.status, ToolStatus::Failed, "{}", hung.content);
-    assert!(hung.content.contains("stopped responding"), "{}", hung.content);
-    assert!(hung.content.contains("its tab was closed"), "{}", hung.content);
+    assert!(
+        hung.content.contains("stopped responding"),
+        "{}",
+        hung.content
+    );
+    assert!(
+        hung.content.contains("its tab was closed"),
+        "{}",
+        hung.content
+    );
     // The other tab still works.
     let page = rig.ok("browser_snapshot", json!({})).await;
     assert!(page.contains("Page 1"), "{page}");
@@ -426,7 +528,8 @@ async fn the_profile_keeps_cookies_and_screenshots_land_in_media() {
     let Some(rig) = Rig::new(test, site_only(), BrowserConfig::default()).await else {
         return;
     };
-    rig.ok("browser_open", json!({"url": site.url("/cookie")})).await;
+    rig.ok("browser_open", json!({"url": site.url("/cookie")}))
+        .await;
     let shot = rig.call("browser_screenshot", json!({})).await;
     assert_eq!(shot.status, ToolStatus::Success, "{}", shot.content);
     assert_eq!(shot.images.len(), 1);
@@ -437,13 +540,22 @@ async fn the_profile_keeps_cookies_and_screenshots_land_in_media() {
         .join(shot.images[0].file_name());
     let png = std::fs::read(&file).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
-    assert!(shot.content.contains(&format!("media/{}", shot.images[0].file_name())));
+    assert!(
+        shot.content
+            .contains(&format!("media/{}", shot.images[0].file_name()))
+    );
     let message = shot.to_message();
-    assert_eq!(message.images.len(), 1, "the image goes with the tool message");
+    assert_eq!(
+        message.images.len(),
+        1,
+        "the image goes with the tool message"
+    );
 
     rig.browsers.shutdown().await;
     assert_eq!(all_gone(&rig.profile()).await, Vec::<String>::new());
-    let page = rig.ok("browser_open", json!({"url": site.url("/whoami")})).await;
+    let page = rig
+        .ok("browser_open", json!({"url": site.url("/whoami")}))
+        .await;
     assert!(page.contains("cookie: seen=yes-2231"), "{page}");
 }
 
@@ -458,7 +570,8 @@ async fn an_idle_browser_is_closed() {
     let Some(rig) = Rig::new(test, site_only(), config).await else {
         return;
     };
-    rig.ok("browser_open", json!({"url": site.url("/page/1")})).await;
+    rig.ok("browser_open", json!({"url": site.url("/page/1")}))
+        .await;
     assert_eq!(rig.browsers.open().await, ["main"]);
     // Its idle watch closes it a second after the call.
     let mut open = rig.browsers.open().await;
@@ -472,5 +585,9 @@ async fn an_idle_browser_is_closed() {
     assert!(open.is_empty(), "still open: {open:?}");
     assert_eq!(all_gone(&rig.profile()).await, Vec::<String>::new());
     let again = rig.call("browser_snapshot", json!({})).await;
-    assert!(again.content.contains("call browser_open first"), "{}", again.content);
+    assert!(
+        again.content.contains("call browser_open first"),
+        "{}",
+        again.content
+    );
 }

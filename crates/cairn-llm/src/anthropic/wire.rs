@@ -348,7 +348,10 @@ mod tests {
             data: Some(std::sync::Arc::from(&b"PNG"[..])),
         }];
         let block = tool_result_block(&shot);
-        assert_eq!(block["content"][0], json!({"type": "text", "text": "saved"}));
+        assert_eq!(
+            block["content"][0],
+            json!({"type": "text", "text": "saved"})
+        );
         assert_eq!(block["content"][1]["type"], "image");
         assert_eq!(block["content"][1]["source"]["data"], "UE5H");
         let plain = tool_result_block(&ChatMessage::tool_result("t2", "shell", "a"));

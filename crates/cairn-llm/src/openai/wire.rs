@@ -28,7 +28,10 @@ pub(crate) fn request_body(
 ) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages_json(&request.messages)));
+    body.insert(
+        "messages".into(),
+        Value::Array(messages_json(&request.messages)),
+    );
     if !request.tools.is_empty() {
         body.insert(
             "tools".into(),
@@ -120,7 +123,9 @@ fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
         if message.role == Role::Tool {
             images.extend(message.images.iter().cloned());
         }
-        let run_ends = messages.get(index + 1).is_none_or(|next| next.role != Role::Tool);
+        let run_ends = messages
+            .get(index + 1)
+            .is_none_or(|next| next.role != Role::Tool);
         if run_ends && !images.is_empty() {
             let mut carrier = ChatMessage::user("The images of the tool results above.");
             carrier.images = std::mem::take(&mut images);
@@ -433,7 +438,10 @@ mod tests {
             .iter()
             .map(|m| m["role"].as_str().unwrap())
             .collect();
-        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user", "assistant"]);
+        assert_eq!(
+            roles,
+            ["user", "assistant", "tool", "tool", "user", "assistant"]
+        );
         assert_eq!(body["messages"][2]["content"], "saved");
         let parts = &body["messages"][4]["content"];
         assert_eq!(parts[1]["image_url"]["url"], "data:image/png;base64,UE5H");

@@ -69,7 +69,11 @@ pub(super) fn spawn_event_forwarding(sup: &Supervisor, automation: &Automation) 
 /// The agents' browsers, when one is installed: the component waits for
 /// the shutdown, then closes them (profiles written, processes killed).
 pub(super) fn spawn_browser(sup: &Supervisor, automation: &Automation) {
-    let Some(browsers) = automation.runtime.as_ref().and_then(|rt| rt.browsers.clone()) else {
+    let Some(browsers) = automation
+        .runtime
+        .as_ref()
+        .and_then(|rt| rt.browsers.clone())
+    else {
         sup.disabled(BROWSER);
         return;
     };

@@ -274,7 +274,10 @@ pub fn tool_parts(
 
 /// The browser `tools.browser` names, or the first on `PATH`; `Err` says
 /// what was looked for and how to install one (`doctor`'s advice).
-pub fn browser_executable(config: &Config, tools: &ToolsConfig) -> Result<std::path::PathBuf, String> {
+pub fn browser_executable(
+    config: &Config,
+    tools: &ToolsConfig,
+) -> Result<std::path::PathBuf, String> {
     let path = config.env().get("PATH").map(std::ffi::OsStr::new);
     tools.browser.find_executable(path)
 }
@@ -290,7 +293,8 @@ pub fn browsers(config: &Config, tools: &ToolsConfig) -> anyhow::Result<Option<A
             return Ok(None);
         }
     };
-    let net = NetClient::new(tools.http.clone()).map_err(|e| BadInput(format!("tools.http: {e}")))?;
+    let net =
+        NetClient::new(tools.http.clone()).map_err(|e| BadInput(format!("tools.http: {e}")))?;
     Ok(Some(Arc::new(Browsers::new(
         tools.browser.clone(),
         executable,

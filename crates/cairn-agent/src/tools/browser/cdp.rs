@@ -191,7 +191,11 @@ async fn read_loop(
         buffer.extend_from_slice(&chunk[..n]);
         let mut start = 0;
         let mut from = searched;
-        while let Some(end) = buffer[from..].iter().position(|b| *b == 0).map(|i| from + i) {
+        while let Some(end) = buffer[from..]
+            .iter()
+            .position(|b| *b == 0)
+            .map(|i| from + i)
+        {
             if let Ok(message) = serde_json::from_slice::<Value>(&buffer[start..end]) {
                 cdp.dispatch(message, &events);
             }
@@ -274,7 +278,10 @@ mod tests {
             matches!(slow, Err(CdpError::Timeout { ref method, .. }) if method == "Slow.method"),
             "{slow:?}"
         );
-        assert!(cdp.pending_map().is_empty(), "a timed-out call is forgotten");
+        assert!(
+            cdp.pending_map().is_empty(),
+            "a timed-out call is forgotten"
+        );
     }
 
     #[tokio::test]

@@ -75,7 +75,10 @@ mod tests {
             ("http://127.0.0.1:8080/secret", "private or local"),
             ("ws://127.0.0.1:9/socket", "private or local"),
             ("wss://[::1]/socket", "private or local"),
-            ("http://169.254.169.254/latest/meta-data", "private or local"),
+            (
+                "http://169.254.169.254/latest/meta-data",
+                "private or local",
+            ),
             ("http://localhost:3000/", "local"),
             ("http://[64:ff9b::7f00:1]/", "private or local"),
             ("not a url", "not a URL"),
@@ -93,7 +96,10 @@ mod tests {
             allowed_private_networks: vec!["127.0.0.1".into()],
             ..HttpConfig::default()
         });
-        assert_eq!(decide(&open, "http://127.0.0.1:8080/").await, Verdict::Allow);
+        assert_eq!(
+            decide(&open, "http://127.0.0.1:8080/").await,
+            Verdict::Allow
+        );
         assert_eq!(decide(&open, "ws://127.0.0.1:8080/").await, Verdict::Allow);
         assert!(matches!(
             decide(&open, "http://127.0.0.2:8080/").await,

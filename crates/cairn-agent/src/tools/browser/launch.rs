@@ -93,7 +93,10 @@ impl LaunchSpec {
     fn arguments(&self, as_root: bool) -> Vec<String> {
         let mut args: Vec<String> = SWITCHES.iter().map(|s| (*s).to_string()).collect();
         args.push(format!("--user-data-dir={}", self.profile().display()));
-        args.push(format!("--proxy-server=http://127.0.0.1:{}", self.proxy_port));
+        args.push(format!(
+            "--proxy-server=http://127.0.0.1:{}",
+            self.proxy_port
+        ));
         // Loopback goes through the proxy too (Chromium skips it by default).
         args.push("--proxy-bypass-list=<-loopback>".into());
         args.push(format!("--renderer-process-limit={}", self.max_renderers));
@@ -144,7 +147,9 @@ impl Process {
 
     /// Waits up to `limit` for it to exit by itself (after `Browser.close`).
     pub async fn wait_exit(&mut self, limit: std::time::Duration) -> bool {
-        tokio::time::timeout(limit, self.confined.child.wait()).await.is_ok()
+        tokio::time::timeout(limit, self.confined.child.wait())
+            .await
+            .is_ok()
     }
 }
 
@@ -213,7 +218,9 @@ fn process(mut confined: Confined) -> Process {
                 if n == 0 {
                     break;
                 }
-                let mut tail = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut tail = tail
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 tail.extend(&chunk[..n]);
                 let extra = tail.len().saturating_sub(STDERR_TAIL);
                 tail.drain(..extra);
@@ -334,7 +341,10 @@ mod tests {
             .unwrap();
         let path = dir.path().as_os_str();
         assert_eq!(
-            find_on_path(&["chromium", "google-chrome", "chromium-browser"], Some(path)),
+            find_on_path(
+                &["chromium", "google-chrome", "chromium-browser"],
+                Some(path)
+            ),
             Some(exe.clone())
         );
         assert_eq!(find_on_path(&["google-chrome"], Some(path)), None);

@@ -16,9 +16,9 @@
 //! typing and selecting are writes, which ask unless the page's host is in
 //! `tools.browser.auto_approve_hosts`.
 
-mod browser;
 mod cdp;
 mod guard;
+mod instance;
 mod launch;
 mod page;
 mod proxy;
@@ -33,8 +33,8 @@ use cairn_core::live::Live;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use browser::Browser;
-use browser::Settings;
+pub use instance::Browser;
+use instance::Settings;
 
 use super::args::{opt_bool, req_str};
 use super::net::NetClient;
@@ -106,10 +106,10 @@ impl BrowserConfig {
 
     /// Whether clicks and typing on pages of `url`'s host run without asking.
     fn auto_approved(&self, url: &str) -> bool {
-        let Some(host) = reqwest::Url::parse(url)
-            .ok()
-            .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_ascii_lowercase()))
-        else {
+        let Some(host) = reqwest::Url::parse(url).ok().and_then(|u| {
+            u.host_str()
+                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+        }) else {
             return false;
         };
         self.auto_approve_hosts.iter().any(|allowed| {
@@ -238,7 +238,10 @@ fn specs() -> Vec<(Op, ToolSpec)> {
                  answers its title, final URL and the page as text, each link, input and button \
                  with a ref (e12) for browser_click, browser_type and browser_select. Use it when \
                  web_fetch does not see the content or the page must be used.",
-                schema::closed(json!({"url": {"type": "string", "description": "http(s) URL"}}), &["url"]),
+                schema::closed(
+                    json!({"url": {"type": "string", "description": "http(s) URL"}}),
+                    &["url"],
+                ),
             ),
         ),
         (
@@ -273,7 +276,10 @@ fn specs() -> Vec<(Op, ToolSpec)> {
             write(
                 "browser_select",
                 "Chooses the option (by its value or its text) of the select with this ref.",
-                schema::closed(json!({"ref": reference, "value": {"type": "string"}}), &["ref", "value"]),
+                schema::closed(
+                    json!({"ref": reference, "value": {"type": "string"}}),
+                    &["ref", "value"],
+                ),
             ),
         ),
         (
@@ -404,8 +410,10 @@ mod tests {
             ("browser_screenshot", RiskLevel::ReadOnly),
             ("browser_close", RiskLevel::ReadOnly),
         ];
-        let expected: Vec<(String, RiskLevel)> =
-            expected.iter().map(|(n, r)| ((*n).to_string(), *r)).collect();
+        let expected: Vec<(String, RiskLevel)> = expected
+            .iter()
+            .map(|(n, r)| ((*n).to_string(), *r))
+            .collect();
         assert_eq!(names, expected);
     }
 
@@ -415,13 +423,19 @@ mod tests {
         let why = BrowserConfig::default()
             .find_executable(Some(empty.path().as_os_str()))
             .unwrap_err();
-        assert!(why.contains("chromium, chromium-browser, google-chrome"), "{why}");
+        assert!(
+            why.contains("chromium, chromium-browser, google-chrome"),
+            "{why}"
+        );
         assert!(why.contains("apt-get install chromium"), "{why}");
         let named = BrowserConfig {
             executable: Some("/nowhere/chrome".into()),
             ..BrowserConfig::default()
         };
         let why = named.find_executable(None).unwrap_err();
-        assert!(why.contains("tools.browser.executable `/nowhere/chrome`"), "{why}");
+        assert!(
+            why.contains("tools.browser.executable `/nowhere/chrome`"),
+            "{why}"
+        );
     }
 }

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::browser::{Browser, Running, TAB_READY, Tab, no_page, text_at};
 use super::cdp::{CdpError, Event};
 use super::guard::{self, Verdict};
+use super::instance::{Browser, Running, TAB_READY, Tab, no_page, text_at};
 use super::snapshot;
 use crate::media::{MediaError, MediaStore};
 use crate::tools::{CallOutcome, ToolContext, ToolError, ToolOutput};
@@ -65,8 +65,13 @@ impl At<'_> {
     }
 
     /// Waits for the tab's load event until `deadline`.
-    async fn wait_load(&self, events: &mut broadcast::Receiver<Event>, deadline: Instant) -> Loaded {
-        self.wait_for(events, deadline, &["Page.loadEventFired"]).await
+    async fn wait_load(
+        &self,
+        events: &mut broadcast::Receiver<Event>,
+        deadline: Instant,
+    ) -> Loaded {
+        self.wait_for(events, deadline, &["Page.loadEventFired"])
+            .await
     }
 
     async fn wait_for(
@@ -121,7 +126,10 @@ impl At<'_> {
             "Page.frameRequestedNavigation",
             "Page.frameStartedLoading",
         ];
-        match self.wait_for(events, Instant::now() + SETTLE, &started).await {
+        match self
+            .wait_for(events, Instant::now() + SETTLE, &started)
+            .await
+        {
             Loaded::Done => {}
             _ => return Loaded::Done,
         }
@@ -135,7 +143,12 @@ impl At<'_> {
         let _ = self
             .running
             .cdp
-            .call("Page.stopLoading", json!({}), Some(&self.tab.session), Duration::from_secs(5))
+            .call(
+                "Page.stopLoading",
+                json!({}),
+                Some(&self.tab.session),
+                Duration::from_secs(5),
+            )
             .await;
         Loaded::TimedOut
     }
@@ -181,19 +194,30 @@ impl Browser {
             CdpError::Timeout { limit, .. } => {
                 let closed = running
                     .cdp
-                    .call("Target.closeTarget", json!({"targetId": tab.target}), None, Duration::from_secs(5))
+                    .call(
+                        "Target.closeTarget",
+                        json!({"targetId": tab.target}),
+                        None,
+                        Duration::from_secs(5),
+                    )
                     .await
                     .is_ok();
                 let mut shared = Self::lock(&self.shared);
                 shared.tabs.retain(|t| t.target != tab.target);
                 shared.current = shared.tabs.last().map(|t| t.target.clone());
-                let what = if closed { "its tab was closed" } else { "its tab could not be closed" };
+                let what = if closed {
+                    "its tab was closed"
+                } else {
+                    "its tab could not be closed"
+                };
                 ToolError::Failed(format!(
                     "the page stopped responding for {}s (a hung renderer); {what}",
                     limit.as_secs()
                 ))
             }
-            CdpError::Closed => ToolError::Failed("the browser is gone (it crashed or was closed)".into()),
+            CdpError::Closed => {
+                ToolError::Failed("the browser is gone (it crashed or was closed)".into())
+            }
             CdpError::Protocol(e) => ToolError::Failed(format!("the browser refused: {e}")),
         }
     }
@@ -275,14 +299,23 @@ impl Browser {
             let mut events = running.events.subscribe();
             let created = running
                 .cdp
-                .call("Target.createTarget", json!({"url": "about:blank"}), None, self.limit())
+                .call(
+                    "Target.createTarget",
+                    json!({"url": "about:blank"}),
+                    None,
+                    self.limit(),
+                )
                 .await
                 .map_err(|e| ToolError::Failed(format!("cannot open a tab: {e}")))?;
             let target = text_at(&created, "targetId");
             let deadline = Instant::now() + self.limit();
             loop {
                 match tokio::time::timeout_at(deadline, events.recv()).await {
-                    Ok(Ok(event)) if event.method == TAB_READY && event.params["targetId"] == target => break,
+                    Ok(Ok(event))
+                        if event.method == TAB_READY && event.params["targetId"] == target =>
+                    {
+                        break;
+                    }
                     Ok(Ok(_) | Err(broadcast::error::RecvError::Lagged(_))) => {}
                     _ => return Err(ToolError::Failed("the new tab never became ready".into())),
                 }
@@ -317,7 +350,8 @@ impl Browser {
 
     /// `browser_select`: the option `value` (its value, label or text) of a select.
     pub(super) async fn select(&self, reference: &str, value: &str) -> CallOutcome {
-        self.on_tab(false, Action::Select { reference, value }).await
+        self.on_tab(false, Action::Select { reference, value })
+            .await
     }
 
     /// `browser_scroll`: by most of a screen, or to an end.
@@ -357,10 +391,17 @@ impl Browser {
             if full_page {
                 let metrics = at.call("Page.getLayoutMetrics", json!({})).await?;
                 let size = &metrics["cssContentSize"];
-                let width = size["width"].as_f64().unwrap_or(1280.0).min(MAX_FULL_PAGE.0);
-                let height = size["height"].as_f64().unwrap_or(800.0).min(MAX_FULL_PAGE.1);
+                let width = size["width"]
+                    .as_f64()
+                    .unwrap_or(1280.0)
+                    .min(MAX_FULL_PAGE.0);
+                let height = size["height"]
+                    .as_f64()
+                    .unwrap_or(800.0)
+                    .min(MAX_FULL_PAGE.1);
                 params["captureBeyondViewport"] = json!(true);
-                params["clip"] = json!({"x": 0, "y": 0, "width": width, "height": height, "scale": 1});
+                params["clip"] =
+                    json!({"x": 0, "y": 0, "width": width, "height": height, "scale": 1});
             }
             let answer = at.call("Page.captureScreenshot", params).await?;
             let (title, url) = title_and_url(&at).await?;
@@ -383,7 +424,11 @@ impl Browser {
             }
             Err(e) => return Err(ToolError::Failed(e.to_string())),
         };
-        let scope = if full_page { "the whole page" } else { "the visible part" };
+        let scope = if full_page {
+            "the whole page"
+        } else {
+            "the visible part"
+        };
         let mut text = format!(
             "Screenshot of {scope} of {title} ({url}), saved as {}/{}",
             crate::media::MEDIA_DIR,
@@ -408,7 +453,12 @@ impl Browser {
         };
         let _ = running
             .cdp
-            .call("Target.closeTarget", json!({"targetId": tab.target}), None, self.limit())
+            .call(
+                "Target.closeTarget",
+                json!({"targetId": tab.target}),
+                None,
+                self.limit(),
+            )
             .await;
         let next = {
             let mut shared = Self::lock(&self.shared);
@@ -651,7 +701,9 @@ fn settled(loaded: Loaded, at: &At<'_>) -> Option<String> {
 
 /// An open that did not load is reported as failed (not the tool's fault).
 fn failed_when_not_loaded(output: ToolOutput) -> ToolOutput {
-    if output.content.starts_with("The page did not finish loading")
+    if output
+        .content
+        .starts_with("The page did not finish loading")
         || output.content.starts_with("Could not open")
     {
         ToolOutput::reported_failure(output.content)

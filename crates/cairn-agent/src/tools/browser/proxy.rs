@@ -8,8 +8,8 @@
 //! are Chromium's own background connections; a page's requests are
 //! reported by the `Fetch` verdicts ([`super::guard`]).
 
-use std::net::SocketAddr;
 use cairn_core::live::Live;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -85,7 +85,9 @@ async fn serve(mut client: TcpStream, net: &NetClient) {
         Err(why) => {
             tracing::debug!(%why, "the browser's proxy refused a request it cannot read");
             let _ = client
-                .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
                 .await;
             return;
         }
@@ -95,14 +97,18 @@ async fn serve(mut client: TcpStream, net: &NetClient) {
         Err(why) => {
             tracing::debug!(host = %head.host, port = head.port, %why, "the browser's proxy refused a connection");
             let _ = client
-                .write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
                 .await;
             return;
         }
     };
     let Some(mut upstream) = connect(&addrs).await else {
         let _ = client
-            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .write_all(
+                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
             .await;
         return;
     };
@@ -186,7 +192,9 @@ pub(super) fn parse(head: &[u8]) -> Result<Head, String> {
     }
     let url = Url::parse(target).map_err(|e| format!("a bad request target `{target}`: {e}"))?;
     if url.scheme() != "http" {
-        return Err(format!("a proxied request for `{target}`, which is not http"));
+        return Err(format!(
+            "a proxied request for `{target}`, which is not http"
+        ));
     }
     let host = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(80);
@@ -197,7 +205,12 @@ pub(super) fn parse(head: &[u8]) -> Result<Head, String> {
     }
     let mut upstream = format!("{method} {path} {version}\r\n");
     for line in lines.filter(|l| !l.is_empty()) {
-        let name = line.split(':').next().unwrap_or_default().trim().to_ascii_lowercase();
+        let name = line
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
         if !matches!(
             name.as_str(),
             "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
@@ -223,8 +236,12 @@ mod tests {
 
     #[test]
     fn tunnels_and_plain_requests_are_parsed_and_rewritten_for_the_origin() {
-        let tunnel = parse(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").unwrap();
-        assert_eq!((tunnel.method.as_str(), tunnel.host.as_str(), tunnel.port), ("CONNECT", "example.com", 443));
+        let tunnel =
+            parse(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").unwrap();
+        assert_eq!(
+            (tunnel.method.as_str(), tunnel.host.as_str(), tunnel.port),
+            ("CONNECT", "example.com", 443)
+        );
         assert!(tunnel.upstream.is_empty());
         let ws = parse(b"CONNECT 127.0.0.2:80 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((ws.host.as_str(), ws.port), ("127.0.0.2", 80));
@@ -252,16 +269,24 @@ mod tests {
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf).await;
                 let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+                    )
                     .await;
             }
         });
         let ask = |net: NetClient| async move {
-            let proxy = Proxy::start(Live::new(std::sync::Arc::new(net))).await.unwrap();
-            let mut s = TcpStream::connect(("127.0.0.1", proxy.port())).await.unwrap();
-            s.write_all(format!("GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes())
+            let proxy = Proxy::start(Live::new(std::sync::Arc::new(net)))
                 .await
                 .unwrap();
+            let mut s = TcpStream::connect(("127.0.0.1", proxy.port()))
+                .await
+                .unwrap();
+            s.write_all(
+                format!("GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
             let mut answer = String::new();
             s.read_to_string(&mut answer).await.unwrap();
             answer

@@ -333,17 +333,25 @@ mod tests {
 
     fn login_page() -> Vec<Value> {
         let mut heading = node("2", "heading", "Sign in", &["20"], Some(102));
-        heading["properties"] = json!([{"name": "level", "value": {"type": "integer", "value": 1}}]);
+        heading["properties"] =
+            json!([{"name": "level", "value": {"type": "integer", "value": 1}}]);
         let mut user = node("5", "textbox", "User", &[], Some(105));
         user["value"] = json!({"type": "string", "value": "ada"});
         let mut select = node("7", "combobox", "Colour", &["70"], Some(107));
         select["value"] = json!({"type": "string", "value": "Red"});
         let mut remember = node("8", "checkbox", "Remember me", &[], Some(108));
-        remember["properties"] = json!([{"name": "checked", "value": {"type": "tristate", "value": "true"}}]);
+        remember["properties"] =
+            json!([{"name": "checked", "value": {"type": "tristate", "value": "true"}}]);
         let mut hidden = node("9", "generic", "", &["90"], None);
         hidden["ignored"] = json!(true);
         vec![
-            node("1", "RootWebArea", "Login", &["2", "3", "4", "5", "6", "7", "8", "9"], Some(1)),
+            node(
+                "1",
+                "RootWebArea",
+                "Login",
+                &["2", "3", "4", "5", "6", "7", "8", "9"],
+                Some(1),
+            ),
             heading,
             node("20", "StaticText", "Sign in", &[], None),
             node("3", "paragraph", "", &["30", "31", "32"], Some(103)),

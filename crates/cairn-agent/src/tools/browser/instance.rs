@@ -140,7 +140,9 @@ impl Browser {
 
     /// The page's URL the tools act on, for approvals by host.
     pub(super) fn current_url(&self) -> Option<String> {
-        Self::lock(&self.shared).current_tab().map(|t| t.url.clone())
+        Self::lock(&self.shared)
+            .current_tab()
+            .map(|t| t.url.clone())
     }
 
     /// Marks the browser used now (the idle clock restarts).
@@ -375,13 +377,21 @@ async fn pump(pump: Pump, mut events: tokio::sync::mpsc::UnboundedReceiver<Event
             "Page.frameNavigated" if event.params["frame"]["parentId"].is_null() => {
                 let url = event.params["frame"]["url"].as_str().unwrap_or_default();
                 let mut shared = Browser::lock(&pump.shared);
-                if let Some(tab) = shared.tabs.iter_mut().find(|t| Some(&t.session) == event.session.as_ref()) {
+                if let Some(tab) = shared
+                    .tabs
+                    .iter_mut()
+                    .find(|t| Some(&t.session) == event.session.as_ref())
+                {
                     tab.url = url.to_string();
                 }
             }
             "Inspector.targetCrashed" => {
                 let mut shared = Browser::lock(&pump.shared);
-                if let Some(tab) = shared.tabs.iter_mut().find(|t| Some(&t.session) == event.session.as_ref()) {
+                if let Some(tab) = shared
+                    .tabs
+                    .iter_mut()
+                    .find(|t| Some(&t.session) == event.session.as_ref())
+                {
                     tab.crashed = true;
                 }
             }
@@ -395,7 +405,12 @@ async fn pump(pump: Pump, mut events: tokio::sync::mpsc::UnboundedReceiver<Event
                 let session = event.session.clone();
                 tokio::spawn(async move {
                     let _ = cdp
-                        .call("Page.handleJavaScriptDialog", json!({"accept": false}), session.as_deref(), QUICK)
+                        .call(
+                            "Page.handleJavaScriptDialog",
+                            json!({"accept": false}),
+                            session.as_deref(),
+                            QUICK,
+                        )
                         .await;
                 });
             }
@@ -434,7 +449,12 @@ impl Pump {
             Verdict::Allow => {
                 let _ = self
                     .cdp
-                    .call("Fetch.continueRequest", json!({"requestId": id}), session, QUICK)
+                    .call(
+                        "Fetch.continueRequest",
+                        json!({"requestId": id}),
+                        session,
+                        QUICK,
+                    )
                     .await;
             }
             Verdict::Refuse(why) => {
@@ -489,19 +509,29 @@ impl Pump {
                 self.max_tabs
             ));
         } else if opened_by_page && kind == "page" {
-            self.note(format!("the page opened a new tab ({url}); it is now the current tab"));
+            self.note(format!(
+                "the page opened a new tab ({url}); it is now the current tab"
+            ));
         }
         let pump = Arc::clone(self);
         tokio::spawn(async move {
             let cdp = &pump.cdp;
             if refused {
                 let _ = cdp
-                    .call("Target.closeTarget", json!({"targetId": target}), None, QUICK)
+                    .call(
+                        "Target.closeTarget",
+                        json!({"targetId": target}),
+                        None,
+                        QUICK,
+                    )
                     .await;
                 return;
             }
             let on = Some(session.as_str());
-            if matches!(kind.as_str(), "page" | "iframe" | "worker" | "shared_worker" | "service_worker") {
+            if matches!(
+                kind.as_str(),
+                "page" | "iframe" | "worker" | "shared_worker" | "service_worker"
+            ) {
                 let _ = cdp
                     .call(
                         "Fetch.enable",
@@ -537,8 +567,13 @@ impl Pump {
     }
 
     fn download_begins(&self, event: &Event) {
-        let guid = event.params["guid"].as_str().unwrap_or_default().to_string();
-        let name = event.params["suggestedFilename"].as_str().unwrap_or("download");
+        let guid = event.params["guid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = event.params["suggestedFilename"]
+            .as_str()
+            .unwrap_or("download");
         let url = event.params["url"].as_str().unwrap_or_default();
         if self.downloads.is_none() {
             self.note(format!(
@@ -569,7 +604,13 @@ impl Pump {
         }
         let safe: String = name
             .chars()
-            .map(|c| if c == '/' || c == '\\' || c.is_control() { '_' } else { c })
+            .map(|c| {
+                if c == '/' || c == '\\' || c.is_control() {
+                    '_'
+                } else {
+                    c
+                }
+            })
             .collect();
         let safe = safe.trim_start_matches('.');
         let safe = if safe.is_empty() { "download" } else { safe };
@@ -581,7 +622,9 @@ impl Pump {
         };
         match moved.await {
             Ok(()) => self.note(format!("downloaded {name} into inbox/{safe}")),
-            Err(e) => self.note(format!("the download {name} could not be moved into the inbox: {e}")),
+            Err(e) => self.note(format!(
+                "the download {name} could not be moved into the inbox: {e}"
+            )),
         }
     }
 }
