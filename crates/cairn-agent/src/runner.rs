@@ -87,9 +87,7 @@ use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
 pub use crate::tools::ToolStatus;
-use crate::tools::{
-    CallPlan, DelegatedCall, RiskLevel, Tool, ToolContext, ToolError, ToolRegistry,
-};
+use crate::tools::{CallPlan, DelegatedCall, Tool, ToolContext, ToolError, ToolRegistry};
 
 /// The outcome of one call, ready for the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -477,7 +475,7 @@ impl ToolRunner {
         match decision {
             PolicyDecision::Allow | PolicyDecision::Deny { .. } => Ok(()),
             PolicyDecision::Ask => {
-                let request = approval_request(call, name, risk, args, ctx);
+                let request = ApprovalRequest::for_call(call, name, risk, args, &ctx.session_id);
                 let answer = tokio::select! {
                     biased;
                     () = ctx.cancel.cancelled() => {
@@ -676,31 +674,5 @@ fn finish(
         content,
         duration,
         images: Vec::new(),
-    }
-}
-
-fn approval_request(
-    call: &ToolCall,
-    tool: &str,
-    risk: RiskLevel,
-    args: &serde_json::Value,
-    ctx: &ToolContext,
-) -> ApprovalRequest {
-    let args_text = scrub(&args.to_string()).into_owned();
-    let arguments =
-        serde_json::from_str(&args_text).unwrap_or(serde_json::Value::String(args_text.clone()));
-    let short: String = args_text.chars().take(200).collect();
-    let ellipsis = if short.len() < args_text.len() {
-        "…"
-    } else {
-        ""
-    };
-    ApprovalRequest {
-        session_id: ctx.session_id.clone(),
-        call_id: call.id.clone(),
-        tool: tool.to_string(),
-        risk,
-        arguments,
-        summary: format!("{tool} {short}{ellipsis}"),
     }
 }

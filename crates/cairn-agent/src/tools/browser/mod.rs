@@ -23,6 +23,7 @@ mod launch;
 mod page;
 mod proxy;
 mod snapshot;
+mod tab;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
