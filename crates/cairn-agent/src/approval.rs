@@ -39,6 +39,36 @@ pub struct ApprovalRequest {
     pub summary: String,
 }
 
+impl ApprovalRequest {
+    /// The request for `call` of the tool `tool` (canonical name), judged
+    /// `risk`: its arguments scrubbed of credentials, and summed up on one line.
+    pub(crate) fn for_call(
+        call: &cairn_core::chat::ToolCall,
+        tool: &str,
+        risk: RiskLevel,
+        args: &serde_json::Value,
+        session_id: &str,
+    ) -> Self {
+        let args_text = crate::safety::scrub(&args.to_string()).into_owned();
+        let arguments = serde_json::from_str(&args_text)
+            .unwrap_or(serde_json::Value::String(args_text.clone()));
+        let short: String = args_text.chars().take(200).collect();
+        let ellipsis = if short.len() < args_text.len() {
+            "…"
+        } else {
+            ""
+        };
+        Self {
+            session_id: session_id.to_string(),
+            call_id: call.id.clone(),
+            tool: tool.to_string(),
+            risk,
+            arguments,
+            summary: format!("{tool} {short}{ellipsis}"),
+        }
+    }
+}
+
 /// Answers approval requests (a terminal prompt, a WebSocket round-trip, a policy).
 #[async_trait]
 pub trait Approver: Send + Sync {

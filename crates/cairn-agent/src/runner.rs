@@ -87,9 +87,7 @@ use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::{sanitize_output, scrub};
 pub use crate::tools::ToolStatus;
-use crate::tools::{
-    CallPlan, DelegatedCall, RiskLevel, Tool, ToolContext, ToolError, ToolRegistry,
-};
+use crate::tools::{CallPlan, DelegatedCall, Tool, ToolContext, ToolError, ToolRegistry};
 
 /// The outcome of one call, ready for the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +102,8 @@ pub struct ToolResult {
     pub content: String,
     /// Time from entering the runner to the result (approval wait included).
     pub duration: Duration,
+    /// Images the tool gave beside its text ([`crate::tools::ToolOutput::images`]).
+    pub images: Vec<cairn_core::image::ImagePart>,
 }
 
 impl ToolResult {
@@ -114,7 +114,9 @@ impl ToolResult {
 
     /// The `tool` chat message answering the call.
     pub fn to_message(&self) -> ChatMessage {
-        ChatMessage::tool_result(&self.call_id, &self.tool, &self.content)
+        let mut message = ChatMessage::tool_result(&self.call_id, &self.tool, &self.content);
+        message.images.clone_from(&self.images);
+        message
     }
 }
 
@@ -473,7 +475,7 @@ impl ToolRunner {
         match decision {
             PolicyDecision::Allow | PolicyDecision::Deny { .. } => Ok(()),
             PolicyDecision::Ask => {
-                let request = approval_request(call, name, risk, args, ctx);
+                let request = ApprovalRequest::for_call(call, name, risk, args, &ctx.session_id);
                 let answer = tokio::select! {
                     biased;
                     () = ctx.cancel.cancelled() => {
@@ -563,8 +565,12 @@ impl ToolRunner {
             Ok(Ok(output)) => !output.success && !output.counts_against_tool,
             _ => false,
         };
+        let mut images = Vec::new();
         let (status, text) = match outcome {
-            Ok(Ok(output)) if output.success => (ToolStatus::Success, output.content),
+            Ok(Ok(output)) if output.success => {
+                images = output.images;
+                (ToolStatus::Success, output.content)
+            }
             Ok(Ok(output)) => (ToolStatus::Failed, output.content),
             Ok(Err(error)) => {
                 let status = match error {
@@ -583,7 +589,8 @@ impl ToolRunner {
                 )
             }
         };
-        let result = finish(&call_id, name, status, &text, ctx, started);
+        let mut result = finish(&call_id, name, status, &text, ctx, started);
+        result.images = images;
         if let Some(health) = self.health.get() {
             // Scrubbed: the error is kept in the store and shown to people.
             let observed = if not_the_tools {
@@ -666,31 +673,6 @@ fn finish(
         status,
         content,
         duration,
-    }
-}
-
-fn approval_request(
-    call: &ToolCall,
-    tool: &str,
-    risk: RiskLevel,
-    args: &serde_json::Value,
-    ctx: &ToolContext,
-) -> ApprovalRequest {
-    let args_text = scrub(&args.to_string()).into_owned();
-    let arguments =
-        serde_json::from_str(&args_text).unwrap_or(serde_json::Value::String(args_text.clone()));
-    let short: String = args_text.chars().take(200).collect();
-    let ellipsis = if short.len() < args_text.len() {
-        "…"
-    } else {
-        ""
-    };
-    ApprovalRequest {
-        session_id: ctx.session_id.clone(),
-        call_id: call.id.clone(),
-        tool: tool.to_string(),
-        risk,
-        arguments,
-        summary: format!("{tool} {short}{ellipsis}"),
+        images: Vec::new(),
     }
 }

@@ -23,6 +23,7 @@
 //! answer is [`ToolOutput::json`].
 
 pub mod args;
+pub mod browser;
 pub mod family;
 pub mod files;
 pub mod http;
@@ -107,6 +108,9 @@ pub struct ToolOutput {
     /// it; false for an outcome the tool only reports (a command's own
     /// non-zero exit).
     pub counts_against_tool: bool,
+    /// Images for the model beside the text (a browser screenshot), stored
+    /// in the workspace's media folder; a model without vision gets a note.
+    pub images: Vec<cairn_core::image::ImagePart>,
 }
 
 impl ToolOutput {
@@ -116,6 +120,7 @@ impl ToolOutput {
             content: content.into(),
             success: true,
             counts_against_tool: false,
+            images: Vec::new(),
         }
     }
 
@@ -125,7 +130,14 @@ impl ToolOutput {
             content: content.into(),
             success: false,
             counts_against_tool: true,
+            images: Vec::new(),
         }
+    }
+
+    /// The output with `image` added for the model.
+    pub fn with_image(mut self, image: cairn_core::image::ImagePart) -> Self {
+        self.images.push(image);
+        self
     }
 
     /// A successful output showing `value` as pretty-printed JSON.
@@ -143,6 +155,7 @@ impl ToolOutput {
             content: content.into(),
             success: false,
             counts_against_tool: false,
+            images: Vec::new(),
         }
     }
 }
@@ -355,6 +368,9 @@ pub struct ToolsConfig {
     pub http: http::HttpConfig,
     /// The `web_search` tool's provider; without it the tool is not offered.
     pub web_search: Option<web_search::WebSearchConfig>,
+    /// The `browser_*` tools (offered when a browser is found; the binary
+    /// registers them, one browser per agent).
+    pub browser: browser::BrowserConfig,
 }
 
 /// A registry holding every built-in tool, configured from `config`.

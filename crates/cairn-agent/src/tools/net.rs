@@ -104,6 +104,44 @@ impl NetClient {
         Ok(url)
     }
 
+    /// Checks a URL some other client will request (the browser's pages):
+    /// the scheme, the allowed hosts and, for addresses written in it, their
+    /// class. A name is checked when it resolves ([`Self::permitted_addrs`]).
+    pub fn check_url(&self, url: &Url) -> Result<(), String> {
+        self.rules.check(url)
+    }
+
+    /// The addresses of `host` a connection may reach under the rules
+    /// (every one, when private networks are not blocked); refused, saying
+    /// why, when none may: the check a DNS answer gets in [`Self::send`].
+    pub async fn permitted_addrs(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let found: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => tokio::net::lookup_host((bare, port))
+                .await
+                .map_err(|e| format!("cannot resolve `{bare}`: {e}"))?
+                .collect(),
+        };
+        let permitted: Vec<SocketAddr> = found
+            .iter()
+            .copied()
+            .filter(|addr| self.rules.permits(addr.ip()))
+            .collect();
+        match (found.first(), permitted.is_empty()) {
+            (None, _) => Err(format!("`{bare}` has no address")),
+            (Some(addr), true) if bare.parse::<IpAddr>().is_ok() => Err(format!(
+                "address {} is private or local; such addresses are refused \
+                 (tools.http.allowed_private_networks lets chosen ones through)",
+                addr.ip()
+            )),
+            (Some(_), true) => Err(format!(
+                "`{bare}` resolves only to private or local addresses, which are refused"
+            )),
+            (Some(_), false) => Ok(permitted),
+        }
+    }
+
     /// A request through the rules' client (check the URL first with [`Self::parse_url`]).
     pub fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
         self.client.request(method, url)

@@ -31,7 +31,12 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          `allowed_private_networks` as ranges like `192.168.1.0/24`, `max_redirects`, \
          `user_agent`); `[tools.web_search]` offers `web_search` through `provider` `searxng` \
          (`url` of the instance), `brave` or `tavily` (`api_key`, a secret; `\"${VAR}\"` reads it \
-         from the environment), with `base_url`, `count` and `timeout`; other tables configure \
+         from the environment), with `base_url`, `count` and `timeout`; `[tools.browser]` \
+         drives the system's Chromium for the `browser_*` tools, offered when one is found \
+         (`executable`, default the first of `chromium`, `chromium-browser`, `google-chrome` \
+         on PATH; `idle_secs` 300, `max_tabs` 4, `timeout_secs` 30, `max_chars` 20000, \
+         `auto_approve_hosts` whose pages are clicked and typed into without asking, \
+         `downloads` false), its pages under `[tools.http]`'s rules; other tables configure \
          single tools",
     ),
     (

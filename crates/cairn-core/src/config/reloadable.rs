@@ -36,7 +36,7 @@ pub static RELOADABLE: &[&str] = &[
 ];
 
 /// Tables of a partly reloadable free-form table that need a restart.
-pub static RESTART_TABLES: &[&str] = &["tools.limits"];
+pub static RESTART_TABLES: &[&str] = &["tools.limits", "tools.browser"];
 
 /// Whether a reload applies `key` (a setting or a table).
 pub fn reloadable(key: &str) -> bool {

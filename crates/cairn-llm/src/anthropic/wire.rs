@@ -113,7 +113,14 @@ fn text_block(text: &str) -> Option<Value> {
 /// A user message's blocks: its images first (Anthropic's advice for image
 /// questions), then its text.
 fn user_blocks(message: &ChatMessage) -> Vec<Value> {
-    let mut blocks: Vec<Value> = message
+    let mut blocks = image_blocks(message);
+    blocks.extend(text_block(&message.content));
+    blocks
+}
+
+/// A message's images as `image` blocks (those whose bytes are loaded).
+fn image_blocks(message: &ChatMessage) -> Vec<Value> {
+    message
         .images
         .iter()
         .filter_map(|image| {
@@ -123,9 +130,7 @@ fn user_blocks(message: &ChatMessage) -> Vec<Value> {
                 "source": {"type": "base64", "media_type": image.media_type, "data": data},
             }))
         })
-        .collect();
-    blocks.extend(text_block(&message.content));
-    blocks
+        .collect()
 }
 
 fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {
@@ -153,8 +158,15 @@ fn tool_result_block(message: &ChatMessage) -> Value {
         "type": "tool_result",
         "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
     });
-    if !message.content.is_empty() {
-        block["content"] = json!(message.content);
+    if message.images.is_empty() {
+        if !message.content.is_empty() {
+            block["content"] = json!(message.content);
+        }
+    } else {
+        // A tool result may hold images (a browser screenshot) beside its text.
+        let mut content: Vec<Value> = text_block(&message.content).into_iter().collect();
+        content.extend(image_blocks(message));
+        block["content"] = Value::Array(content);
     }
     block
 }
@@ -325,5 +337,24 @@ mod tests {
         assert_eq!(raw.usage.unwrap().input_tokens, 15);
         assert!(parse_message(&json!({"type": "error", "error": {"message": "x"}})).is_err());
         assert_eq!(parse_message(&json!({"id": 1})).err(), Some(None));
+    }
+
+    #[test]
+    fn a_tool_result_carries_its_images_beside_its_text() {
+        let mut shot = ChatMessage::tool_result("t1", "browser_screenshot", "saved");
+        shot.images = vec![cairn_core::image::ImagePart {
+            media_type: "image/png".into(),
+            sha256: "ab".into(),
+            data: Some(std::sync::Arc::from(&b"PNG"[..])),
+        }];
+        let block = tool_result_block(&shot);
+        assert_eq!(
+            block["content"][0],
+            json!({"type": "text", "text": "saved"})
+        );
+        assert_eq!(block["content"][1]["type"], "image");
+        assert_eq!(block["content"][1]["source"]["data"], "UE5H");
+        let plain = tool_result_block(&ChatMessage::tool_result("t2", "shell", "a"));
+        assert_eq!(plain["content"], "a");
     }
 }

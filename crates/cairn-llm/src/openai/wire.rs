@@ -30,7 +30,7 @@ pub(crate) fn request_body(
     body.insert("model".into(), json!(model));
     body.insert(
         "messages".into(),
-        Value::Array(request.messages.iter().map(message_json).collect()),
+        Value::Array(messages_json(&request.messages)),
     );
     if !request.tools.is_empty() {
         body.insert(
@@ -109,6 +109,30 @@ fn options_json(options: &GenerationOptions, tools: bool, body: &mut Map<String,
     if let Some(parallel) = options.parallel_tool_calls {
         body.insert("parallel_tool_calls".into(), json!(parallel));
     }
+}
+
+/// The messages on the wire. A tool message carries only text here, so the
+/// images of a run of tool results (a browser screenshot) follow it as one
+/// user message: a user message may not come between the results of one
+/// assistant message's calls.
+fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut images = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        out.push(message_json(message));
+        if message.role == Role::Tool {
+            images.extend(message.images.iter().cloned());
+        }
+        let run_ends = messages
+            .get(index + 1)
+            .is_none_or(|next| next.role != Role::Tool);
+        if run_ends && !images.is_empty() {
+            let mut carrier = ChatMessage::user("The images of the tool results above.");
+            carrier.images = std::mem::take(&mut images);
+            out.push(json!({"role": "user", "content": user_parts(&carrier)}));
+        }
+    }
+    out
 }
 
 fn message_json(message: &ChatMessage) -> Value {
@@ -377,5 +401,49 @@ mod tests {
         );
         assert_eq!(body["max_completion_tokens"], 5);
         assert!(body.get("stream").is_none());
+    }
+
+    #[test]
+    fn the_images_of_tool_results_follow_the_run_of_results_as_one_user_message() {
+        let png = cairn_core::image::ImagePart {
+            media_type: "image/png".into(),
+            sha256: "ab".into(),
+            data: Some(std::sync::Arc::from(&b"PNG"[..])),
+        };
+        let calls = vec![
+            ToolCall {
+                id: "c1".into(),
+                name: "browser_screenshot".into(),
+                arguments: json!({}),
+            },
+            ToolCall {
+                id: "c2".into(),
+                name: "shell".into(),
+                arguments: json!({}),
+            },
+        ];
+        let mut shot = ChatMessage::tool_result("c1", "browser_screenshot", "saved");
+        shot.images = vec![png];
+        let request = ChatRequest::new(vec![
+            ChatMessage::user("look"),
+            ChatMessage::assistant_tool_calls("", calls),
+            shot,
+            ChatMessage::tool_result("c2", "shell", "ok"),
+            ChatMessage::assistant("seen"),
+        ]);
+        let body = request_body(&request, "m", None, MaxTokensField::MaxTokens, false);
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            ["user", "assistant", "tool", "tool", "user", "assistant"]
+        );
+        assert_eq!(body["messages"][2]["content"], "saved");
+        let parts = &body["messages"][4]["content"];
+        assert_eq!(parts[1]["image_url"]["url"], "data:image/png;base64,UE5H");
     }
 }

@@ -67,6 +67,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_llm(config));
             checks.push(check_routing(config));
             checks.push(check_tools(config));
+            checks.push(check_browser(config));
             checks.push(crate::commands::runtime()?.block_on(check_hooks(config)));
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
@@ -87,6 +88,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
                 "llm",
                 "routing",
                 "tools",
+                "browser",
                 "hooks",
                 "skills",
                 "sandbox",
@@ -378,6 +380,27 @@ fn check_tools(config: &Config) -> Check {
             .to_lowercase(),
         ),
         Err(e) => check("tools", Status::Fail, format!("{e:#}")),
+    }
+}
+
+/// The browser of the `browser_*` tools: which one, or why they are not
+/// offered and how to install one (a warning: the browser is optional).
+fn check_browser(config: &Config) -> Check {
+    let tools = match crate::wiring::parse_tools(config) {
+        Ok(tools) => tools,
+        Err(e) => return check("browser", Status::Fail, format!("{e:#}")),
+    };
+    match crate::wiring::browser_executable(config, &tools) {
+        Ok(exe) => check(
+            "browser",
+            Status::Ok,
+            format!("{}: the browser_* tools are offered", exe.display()),
+        ),
+        Err(why) => check(
+            "browser",
+            Status::Warn,
+            format!("the browser_* tools are not offered: {why}"),
+        ),
     }
 }
 

@@ -76,6 +76,11 @@ fn known_tools(
     extra.extend(BackgroundTasks::new(store.clone(), link, clock, "cli".to_string()).tools());
     names.extend(extra.iter().map(|t| t.spec().name().to_string()));
     names.insert("send_notification".to_string());
+    // The browser's, when one is installed.
+    if let Some(browsers) = crate::wiring::browsers(config, &tools)? {
+        let browser_tools = browsers.tools(cairn_agent::agents::MAIN, &config.workspace);
+        names.extend(browser_tools.iter().map(|t| t.spec().name().to_string()));
+    }
     names.extend(health.iter().map(|h| h.name.clone()));
     Ok(names)
 }

@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 
 use super::state_file::{self, StateHeader};
 use super::supervisor::Supervisor;
-use super::{DISPATCHER, ENGINE, EVENTS, GATEWAY, JOB_UPKEEP, PRUNING, STATE_WRITER};
+use super::{BROWSER, DISPATCHER, ENGINE, EVENTS, GATEWAY, JOB_UPKEEP, PRUNING, STATE_WRITER};
 use crate::wiring::{self, Automation};
 
 /// The routine engine, unless `routines.enabled` is false.
@@ -63,6 +63,27 @@ pub(super) fn spawn_event_forwarding(sup: &Supervisor, automation: &Automation) 
             cancel,
         );
         async move { forwarding.await.context("event forwarding failed") }
+    });
+}
+
+/// The agents' browsers, when one is installed: the component waits for
+/// the shutdown, then closes them (profiles written, processes killed).
+pub(super) fn spawn_browser(sup: &Supervisor, automation: &Automation) {
+    let Some(browsers) = automation
+        .runtime
+        .as_ref()
+        .and_then(|rt| rt.browsers.clone())
+    else {
+        sup.disabled(BROWSER);
+        return;
+    };
+    sup.spawn(BROWSER, move |cancel| {
+        let browsers = Arc::clone(&browsers);
+        async move {
+            cancel.cancelled().await;
+            browsers.shutdown().await;
+            Ok(())
+        }
     });
 }
 

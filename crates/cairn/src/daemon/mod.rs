@@ -54,6 +54,9 @@ pub const PRUNING: &str = "session_pruning";
 pub const JOB_UPKEEP: &str = "job_upkeep";
 /// The state file writer.
 pub const STATE_WRITER: &str = "state_writer";
+/// The agents' browsers (`browser_*`): running while they can be started;
+/// its stop closes them. Disabled when no browser is installed.
+pub const BROWSER: &str = "browser";
 
 /// Runs until a stop signal.
 pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
@@ -119,6 +122,7 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
     components::spawn_pruning(&sup, chats.as_ref());
     let inbound = start_inbound(&config, &store, chats.as_ref(), &sup).await?;
     components::spawn_job_upkeep(&sup, &config, &automation, &clock);
+    components::spawn_browser(&sup, &automation);
     let gateway_parts = components::GatewayParts {
         config: &config,
         store: &store,
@@ -302,6 +306,9 @@ async fn shut_down(
             rt.background.shutdown().await;
             // MCP servers' processes end with their connections.
             rt.mcp.get().shutdown().await;
+            if let Some(browsers) = &rt.browsers {
+                browsers.shutdown().await;
+            }
         }
         if let Err(e) = store.withdraw_daemon(store.signal_id()).await {
             tracing::warn!(error = %e, "cannot remove this daemon's record from the database");

@@ -26,6 +26,7 @@ use cairn_agent::delegation::{AgentProfile, DelegationConfig, Delegator};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
 use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::tools::browser::Browsers;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
 use cairn_agent::{AgentLoop, AgentProvider, CostGuard, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
@@ -145,8 +146,9 @@ pub fn agent_tools(
 }
 
 /// Each agent other than `main`, over `main`'s loop (hooks, limits) and
-/// the shared providers, each seen as the agent's; their workspaces are
-/// created. `guard` learns every agent's share.
+/// the shared providers, each seen as the agent's, with a browser of its
+/// own when there are browsers; their workspaces are created. `guard`
+/// learns every agent's share.
 pub async fn agent_runs(
     agents: &Agents,
     main: &AgentLoop,
@@ -155,6 +157,7 @@ pub async fn agent_runs(
     main_extra: &[Arc<dyn Tool>],
     memory: &MemoryService,
     mcp: &McpClients,
+    browsers: Option<&Browsers>,
 ) -> anyhow::Result<Vec<AgentRun>> {
     guard.set_agents(agents.shares());
     let mut out = Vec::new();
@@ -166,6 +169,9 @@ pub async fn agent_runs(
             .cloned()
             .collect();
         extra.extend(memory_tools(Arc::clone(&memory)));
+        if let (Some(browsers), Some(workspace)) = (browsers, &spec.workspace) {
+            extra.extend(browsers.tools(&spec.id, workspace));
+        }
         let (registry, policy) = agent_tools(tools, spec, &extra, Some(mcp))
             .with_context(|| format!("agent {}: cannot set up its tools", spec.id))?;
         let runner = Arc::new(ToolRunner::new(

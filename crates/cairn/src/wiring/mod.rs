@@ -169,6 +169,8 @@ pub struct Runtime {
     pub reloadable: Reloadable,
     /// The agents other than `main` (`[[agents]]`).
     pub agents: Vec<AgentRun>,
+    /// Every agent's browser (`browser_*`); `None` when none is installed.
+    pub browsers: Option<Arc<cairn_agent::tools::browser::Browsers>>,
 }
 
 /// The parts of a [`Runtime`] a configuration reload replaces.
@@ -218,7 +220,13 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Arc::clone(&clock),
         owner_id(),
     );
-    let extra = extra_tools(config, &store, &clock, &link, &runner_link, &background).await?;
+    let mut extra = extra_tools(config, &store, &clock, &link, &runner_link, &background).await?;
+    let browsers = tools::browsers(config, &tools)?;
+    if let Some(browsers) = &browsers {
+        extra
+            .tools
+            .extend(browsers.tools(cairn_agent::agents::MAIN, &config.workspace));
+    }
     let mcp = mcp_clients(config, Some(&store)).await?;
     let extra_tools = extra.tools.clone();
     let agent = agent_loop(config, &providers, &tools, hooks, extra.tools, Some(&mcp))?;
@@ -231,6 +239,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         &extra_tools,
         &extra.memory,
         &mcp,
+        browsers.as_deref(),
     )
     .await?;
     let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
@@ -274,6 +283,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
             extra_tools,
         },
         agents: agent_runs,
+        browsers,
     })
 }
 

@@ -108,13 +108,15 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
     let (runner, mcp) = (Arc::clone(rt.agent.runner()), rt.mcp.clone());
     let (extra, limits) = (rt.reloadable.extra_tools.clone(), rt.tools.limits.clone());
     let agents = rt.agents.clone();
+    let browsers = rt.browsers.clone();
     reloader.on(&reloadable_under(&["tools.", "mcp."]), move |config| {
-        let (runner, mcp, extra, limits, agents) = (
+        let (runner, mcp, extra, limits, agents, browsers) = (
             Arc::clone(&runner),
             mcp.clone(),
             extra.clone(),
             limits.clone(),
             agents.clone(),
+            browsers.clone(),
         );
         async move {
             let mut tools = tools_config(&config)?;
@@ -135,7 +137,12 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
             }
             // Fails only where start-up installed no host sandbox.
             reconfigure_sandbox(&tools)?;
+            let net = cairn_agent::tools::net::NetClient::new(tools.http.clone())?;
             // Checked: from here on nothing fails.
+            if let Some(browsers) = &browsers {
+                // The browsers' pages follow the new network rules at once.
+                browsers.set_network(net);
+            }
             let policy = runner.policy().reconfigured(&policy);
             runner.replace(Arc::new(registry), Arc::new(policy));
             for (run, (registry, policy)) in agents.iter().zip(theirs) {

@@ -6,6 +6,8 @@ use anyhow::Context;
 use cairn_agent::hooks::command::{UserHooks, parse_hooks};
 use cairn_agent::policy::{AutonomyLevel, PolicyDecision};
 use cairn_agent::sandbox::Sandbox;
+use cairn_agent::tools::browser::Browsers;
+use cairn_agent::tools::net::NetClient;
 use cairn_agent::tools::{RiskLevel, Tool, ToolRegistry, ToolsConfig, builtin_registry};
 use cairn_agent::{AgentLoop, HookRegistry, LoopConfig, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
@@ -268,6 +270,38 @@ pub fn tool_parts(
         .enable_schema_tool()
         .context("cannot register tool_schema")?;
     Ok((registry, policy))
+}
+
+/// The browser `tools.browser` names, or the first on `PATH`; `Err` says
+/// what was looked for and how to install one (`doctor`'s advice).
+pub fn browser_executable(
+    config: &Config,
+    tools: &ToolsConfig,
+) -> Result<std::path::PathBuf, String> {
+    let path = config.env().get("PATH").map(std::ffi::OsStr::new);
+    tools.browser.find_executable(path)
+}
+
+/// Every agent's browser (`browser_*`), under `[tools.http]`'s rules and
+/// the shell's sandbox, profiles in `CAIRN_HOME/browser`; `None` (and the
+/// tools not offered) when no browser is found.
+pub fn browsers(config: &Config, tools: &ToolsConfig) -> anyhow::Result<Option<Arc<Browsers>>> {
+    let executable = match browser_executable(config, tools) {
+        Ok(executable) => executable,
+        Err(why) => {
+            tracing::info!(%why, "the browser tools are not offered");
+            return Ok(None);
+        }
+    };
+    let net =
+        NetClient::new(tools.http.clone()).map_err(|e| BadInput(format!("tools.http: {e}")))?;
+    Ok(Some(Arc::new(Browsers::new(
+        tools.browser.clone(),
+        executable,
+        config.home().join("browser"),
+        Arc::new(net),
+        Arc::new(Sandbox::new(tools.shell.sandbox_settings())),
+    ))))
 }
 
 /// The `[[hooks]]` commands, run in the workspace under the shell's sandbox.

@@ -35,7 +35,11 @@ pub fn cairn(home: &Path, llm: &FakeLlmServer) -> Command {
 
 /// `cairn daemon` on a free port, and a token: `(daemon, base URL, token)`.
 pub fn daemon(home: &Path, llm: &FakeLlmServer) -> (Daemon, String, String) {
-    let mut cmd = cairn(home, llm);
+    daemon_with(cairn(home, llm), home, llm)
+}
+
+/// [`daemon`] from a `cairn` command the caller prepared (more variables).
+pub fn daemon_with(mut cmd: Command, home: &Path, llm: &FakeLlmServer) -> (Daemon, String, String) {
     cmd.arg("daemon")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -127,6 +127,9 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
         rt.background.shutdown().await;
         engine.shutdown().await;
         rt.mcp.get().shutdown().await;
+        if let Some(browsers) = &rt.browsers {
+            browsers.shutdown().await;
+        }
         // On stderr: `-m` prints only the answer on stdout.
         for line in settle(&config, &notifiers).await {
             eprintln!("{line}");
