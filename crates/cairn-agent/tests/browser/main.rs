@@ -591,3 +591,56 @@ async fn an_idle_browser_is_closed() {
         again.content
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_are_refused_unless_allowed_then_land_in_the_inbox() {
+    let test = "downloads_are_refused_unless_allowed_then_land_in_the_inbox";
+    let site = Site::start().await;
+    for allowed in [false, true] {
+        let config = BrowserConfig {
+            downloads: allowed,
+            ..BrowserConfig::default()
+        };
+        let Some(rig) = Rig::new(test, site_only(), config).await else {
+            return;
+        };
+        let page = rig
+            .ok("browser_open", json!({"url": site.url("/files")}))
+            .await;
+        rig.ok(
+            "browser_click",
+            json!({"ref": reference(&page, "the report")}),
+        )
+        .await;
+        let inbox = rig.ctx.workspace.join("inbox/report.csv");
+        if allowed {
+            for _ in 0..50 {
+                if inbox.exists() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert_eq!(
+                std::fs::read_to_string(&inbox).unwrap(),
+                "day,visits\nmonday,3\n"
+            );
+            let next = rig.ok("browser_snapshot", json!({})).await;
+            assert!(
+                rig.said
+                    .lock()
+                    .unwrap()
+                    .contains("downloaded report.csv into inbox/report.csv"),
+                "{next}"
+            );
+        } else {
+            let said = rig.said.lock().unwrap().clone();
+            let next = rig.ok("browser_snapshot", json!({})).await;
+            assert!(
+                said.contains("refused: tools.browser.downloads is off")
+                    || next.contains("refused: tools.browser.downloads is off"),
+                "{said}{next}"
+            );
+            assert!(!inbox.exists());
+        }
+    }
+}

@@ -61,6 +61,8 @@ impl Site {
             .route("/hang", get(hang))
             .route("/choose", get(choose))
             .route("/ws", get(websocket))
+            .route("/files", get(files))
+            .route("/report.csv", get(report))
             .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
             .with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -210,4 +212,22 @@ async fn websocket(State(shared): State<Shared>) -> Html<String> {
              s.onerror = () => {{ document.getElementById('out').textContent = 'socket closed'; }};</script>"
         ),
     )
+}
+
+async fn files() -> Html<String> {
+    page("Files", "<a href=/report.csv>the report</a>")
+}
+
+async fn report() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"report.csv\"",
+            ),
+        ],
+        "day,visits\nmonday,3\n",
+    )
+        .into_response()
 }

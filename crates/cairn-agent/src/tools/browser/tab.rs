@@ -62,15 +62,28 @@ impl At<'_> {
         events: &mut broadcast::Receiver<Event>,
         deadline: Instant,
     ) -> Loaded {
-        self.wait_for(events, deadline, &["Page.loadEventFired"])
-            .await
+        // The load event; or the main frame stopping without one (a
+        // navigation that became a download, or was refused).
+        self.wait_for(events, deadline, |event| {
+            (event.method == "Page.loadEventFired" && self.ours(event))
+                || (event.method == "Page.frameStoppedLoading"
+                    && self.ours(event)
+                    && event.params["frameId"] == self.tab.target.as_str())
+                || event.method == "Browser.downloadWillBegin"
+        })
+        .await
+    }
+
+    /// Whether `event` came from this tab.
+    fn ours(&self, event: &Event) -> bool {
+        event.session.as_deref() == Some(&self.tab.session)
     }
 
     async fn wait_for(
         &self,
         events: &mut broadcast::Receiver<Event>,
         deadline: Instant,
-        methods: &[&str],
+        wanted: impl Fn(&Event) -> bool,
     ) -> Loaded {
         loop {
             match tokio::time::timeout_at(deadline, events.recv()).await {
@@ -79,13 +92,8 @@ impl At<'_> {
                 Ok(Err(broadcast::error::RecvError::Closed)) => {
                     return Loaded::Failed("the browser is gone".into());
                 }
-                Ok(Ok(event)) => {
-                    if event.session.as_deref() == Some(&self.tab.session)
-                        && methods.contains(&event.method.as_str())
-                    {
-                        return Loaded::Done;
-                    }
-                }
+                Ok(Ok(event)) if wanted(&event) => return Loaded::Done,
+                Ok(Ok(_)) => {}
             }
         }
     }
@@ -118,8 +126,10 @@ impl At<'_> {
             "Page.frameRequestedNavigation",
             "Page.frameStartedLoading",
         ];
+        let navigation =
+            |event: &Event| self.ours(event) && started.contains(&event.method.as_str());
         match self
-            .wait_for(events, Instant::now() + SETTLE, &started)
+            .wait_for(events, Instant::now() + SETTLE, navigation)
             .await
         {
             Loaded::Done => {}
