@@ -147,7 +147,8 @@ pub fn agent_tools(
 
 /// Each agent other than `main`, over `main`'s loop (hooks, limits) and
 /// the shared providers, each seen as the agent's, with a browser of its
-/// own when there are browsers; their workspaces are created. `guard`
+/// own when there are browsers (with the MCP servers, the tools' outside
+/// sources); their workspaces are created. `guard`
 /// learns every agent's share.
 pub async fn agent_runs(
     agents: &Agents,
@@ -156,8 +157,7 @@ pub async fn agent_runs(
     tools: &ToolsConfig,
     main_extra: &[Arc<dyn Tool>],
     memory: &MemoryService,
-    mcp: &McpClients,
-    browsers: Option<&Browsers>,
+    (mcp, browsers): (&McpClients, Option<&Browsers>),
 ) -> anyhow::Result<Vec<AgentRun>> {
     guard.set_agents(agents.shares());
     let mut out = Vec::new();

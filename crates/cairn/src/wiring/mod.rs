@@ -238,8 +238,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         &tools,
         &extra_tools,
         &extra.memory,
-        &mcp,
-        browsers.as_deref(),
+        (&mcp, browsers.as_deref()),
     )
     .await?;
     let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
