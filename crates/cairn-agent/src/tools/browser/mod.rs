@@ -105,6 +105,13 @@ impl BrowserConfig {
         }
     }
 
+    /// The time limit of one call: a start, a new tab, a load and the
+    /// reading of the page fit in it, whatever `timeout_secs` is.
+    fn call_limit(&self) -> std::time::Duration {
+        let load = self.timeout_secs.max(10);
+        std::time::Duration::from_secs((3 * load + 60).max(120))
+    }
+
     /// Whether clicks and typing on pages of `url`'s host run without asking.
     fn auto_approved(&self, url: &str) -> bool {
         let Some(host) = reqwest::Url::parse(url).ok().and_then(|u| {
@@ -171,7 +178,10 @@ impl Browsers {
 
     /// The `browser_*` tools of `agent`'s browser.
     pub fn tools(&self, agent: &str, workspace: &Path) -> Vec<Arc<dyn Tool>> {
-        members(&self.browser(agent, workspace), FAMILY, specs())
+        let specs = specs()
+            .into_iter()
+            .map(|(op, spec)| (op, spec.time_limit(self.settings.config.call_limit())));
+        members(&self.browser(agent, workspace), FAMILY, specs)
     }
 
     /// The agents whose browser runs now.

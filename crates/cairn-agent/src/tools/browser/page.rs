@@ -18,6 +18,9 @@ use super::tab::{Action, At, Fail, act, title_and_url};
 use crate::media::{MediaError, MediaStore};
 use crate::tools::{CallOutcome, ToolContext, ToolError, ToolOutput};
 
+/// The least time a new tab has to be made and set up.
+const QUICK_TAB: Duration = Duration::from_secs(10);
+
 /// Most pixels of a full-page screenshot, down and across.
 const MAX_FULL_PAGE: (f64, f64) = (4096.0, 16_384.0);
 
@@ -153,12 +156,12 @@ impl Browser {
                     "Target.createTarget",
                     json!({"url": "about:blank"}),
                     None,
-                    self.limit(),
+                    self.limit().max(QUICK_TAB),
                 )
                 .await
                 .map_err(|e| ToolError::Failed(format!("cannot open a tab: {e}")))?;
             let target = text_at(&created, "targetId");
-            let deadline = Instant::now() + self.limit();
+            let deadline = Instant::now() + self.limit().max(QUICK_TAB);
             loop {
                 match tokio::time::timeout_at(deadline, events.recv()).await {
                     Ok(Ok(event))

@@ -12,6 +12,10 @@ use super::cdp::{CdpError, Event};
 use super::instance::{Running, Tab, text_at};
 use crate::tools::ToolError;
 
+/// The least time a page has to answer a call (not a load): a short
+/// `timeout_secs` bounds loads, not a busy machine's answers.
+const MIN_CALL: Duration = Duration::from_secs(10);
+
 /// How long a click or a key waits for a navigation to start.
 const SETTLE: Duration = Duration::from_millis(700);
 
@@ -48,7 +52,12 @@ impl At<'_> {
     pub(super) async fn call(&self, method: &str, params: Value) -> Result<Value, CdpError> {
         self.running
             .cdp
-            .call(method, params, Some(&self.tab.session), self.limit)
+            .call(
+                method,
+                params,
+                Some(&self.tab.session),
+                self.limit.max(MIN_CALL),
+            )
             .await
     }
 
@@ -102,10 +111,12 @@ impl At<'_> {
     async fn navigate(&self, url: &str) -> Result<Loaded, CdpError> {
         let mut events = self.subscribe();
         let deadline = Instant::now() + self.limit;
-        let answer = match self.call("Page.navigate", json!({"url": url})).await {
-            Ok(answer) => answer,
-            Err(CdpError::Timeout { .. }) => return Ok(self.stop().await),
-            Err(e) => return Err(e),
+        // A server that never answers holds `Page.navigate` itself.
+        let navigated = self.call("Page.navigate", json!({"url": url}));
+        let answer = match tokio::time::timeout_at(deadline, navigated).await {
+            Ok(Ok(answer)) => answer,
+            Err(_) | Ok(Err(CdpError::Timeout { .. })) => return Ok(self.stop().await),
+            Ok(Err(e)) => return Err(e),
         };
         if let Some(error) = answer["errorText"].as_str().filter(|e| !e.is_empty()) {
             return Ok(Loaded::Failed(error.to_string()));
