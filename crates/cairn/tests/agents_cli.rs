@@ -166,3 +166,41 @@ fn what_an_agent_remembers_is_its_own_unless_it_shares_it() {
     assert!(recalled.contains("dinner is at six"), "{recalled}");
     assert!(!recalled.contains("treehouse"), "{recalled}");
 }
+
+/// `family`'s shell is confined to its own workspace: a file planted in
+/// `main`'s workspace is refused by the sandbox (Landlock; the shell's
+/// arguments are not path-checked, and with `landlock = false` this test
+/// reads the secret), while family's own file is read.
+#[test]
+fn an_agents_shell_cannot_read_mains_workspace() {
+    if std::env::var_os("CAIRN_TEST_NO_LANDLOCK").is_some() {
+        // No Landlock here: the sandbox half cannot be shown (sandbox_cli
+        // fails CI on a machine without it unless this is set).
+        return;
+    }
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    std::fs::write(
+        home.join("config.toml"),
+        "[tools.policy]\nautonomy = \"full\"\n\n[[agents]]\nid = \"family\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.join("workspace")).unwrap();
+    std::fs::write(home.join("workspace/secret.txt"), "PLANTED-SECRET-5150\n").unwrap();
+    std::fs::create_dir_all(home.join("agents/family")).unwrap();
+    std::fs::write(home.join("agents/family/own.txt"), "FAMILY-OWN-7\n").unwrap();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let (_daemon, base, token) = daemon(home, &llm);
+    let shell = |command: &str| {
+        llm.push(Scripted::tool_call("shell", json!({ "command": command })));
+        llm.push(Scripted::text("done"));
+        let (status, answer) = ask(&base, &token, "cairn:family");
+        assert_eq!(status, 200, "{answer}");
+        last_tool_results(&llm)
+    };
+    let own = shell("cat own.txt");
+    assert!(own.contains("FAMILY-OWN-7"), "{own}");
+    let planted = shell("cat ../../workspace/secret.txt");
+    assert!(!planted.contains("PLANTED-SECRET-5150"), "{planted}");
+    assert!(planted.contains("Permission denied"), "{planted}");
+}
