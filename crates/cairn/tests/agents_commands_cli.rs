@@ -262,3 +262,53 @@ fn skills_with_an_agent_are_its_workspaces() {
 
     refused_naming_the_agents(&run(home, &llm, &["skill", "list", "--agent", "nobody"]));
 }
+
+/// `cairn export` keeps each memory's agent and `shared`, and `cairn
+/// import` puts them back under their agent: family's private memory stays
+/// family's, a shared one is found by main too.
+#[test]
+fn export_and_import_keep_each_memorys_agent_and_sharing() {
+    let temp = home_with_family();
+    let home = temp.path();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let add = |args: &[&str]| ok(run(home, &llm, args));
+    add(&[
+        "memory",
+        "add",
+        "the kids' hideout is the treehouse",
+        "--agent",
+        "family",
+    ]);
+    add(&["memory", "add", "my desk is by the window"]);
+    let dir = home.join("exported");
+    ok(run(home, &llm, &["export", dir.to_str().unwrap()]));
+    let mut lines = std::fs::read_to_string(dir.join("memories.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    let family_line = lines.lines().find(|l| l.contains("treehouse")).unwrap();
+    assert!(family_line.contains(r#""agent":"family""#), "{lines}");
+    let main_line = lines.lines().find(|l| l.contains("window")).unwrap();
+    assert!(!main_line.contains("agent"), "{lines}");
+    // One more, shared by family, written as a person would edit the file.
+    lines.push_str(
+        r#"{"category":"custom","content":"dinner is at six","source":"cli","agent":"family","shared":true}"#,
+    );
+    lines.push('\n');
+    std::fs::write(dir.join("memories.jsonl"), lines).unwrap();
+
+    let other = home_with_family();
+    let other = other.path();
+    ok(run(other, &llm, &["import", dir.to_str().unwrap()]));
+    let hits = |args: &[&str]| -> String { json_of(other, &llm, args)["hits"].to_string() };
+    let main = hits(&["memory", "search", "hideout treehouse"]);
+    assert!(
+        !main.contains("treehouse"),
+        "main found family's memory: {main}"
+    );
+    let family = hits(&["memory", "search", "hideout treehouse", "--agent", "family"]);
+    assert!(family.contains("treehouse"), "{family}");
+    let main = hits(&["memory", "search", "dinner six"]);
+    assert!(main.contains("dinner is at six"), "{main}");
+    let main = hits(&["memory", "search", "desk window"]);
+    assert!(main.contains("window"), "{main}");
+    assert!(llm.requests().is_empty());
+}

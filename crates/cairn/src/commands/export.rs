@@ -1,7 +1,8 @@
 //! `cairn export DIR` / `cairn import DIR`: what a person wrote, in files
 //! they can read and edit. Routines are `routines/NAME.yaml` in the form
 //! `cairn routine apply` reads (import applies them the same way, all or
-//! nothing); memories are `memories.jsonl`, one JSON object a line. The
+//! nothing); memories are `memories.jsonl`, one JSON object a line (with
+//! its `agent` when not `main`, and `shared`). The
 //! built-in upkeep routines and spent one-shots are left out.
 
 use std::io::{BufRead, Write};
@@ -47,6 +48,12 @@ struct MemoryLine {
     category: String,
     content: String,
     source: String,
+    /// The agent that owns it (absent: `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent: Option<String>,
+    /// Visible to every agent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    shared: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     created_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,10 +90,17 @@ pub fn export(args: &ExportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
             .await
             .context("cannot open the database")?;
         let routines = store.list_routines(Some(&config.user.id)).await?;
-        // The main agent's memories (and the shared ones): exports are not per agent yet.
-        let memories = store
-            .list_memories(&config.user.id, MAIN_AGENT, None, u32::MAX)
-            .await?;
+        // Every configured agent's own memories (each listing also holds the
+        // shared ones of others, kept once under their owner).
+        let mut memories = Vec::new();
+        for agent in crate::wiring::agents(&config)?.all() {
+            let docs = store
+                .list_memories(&config.user.id, &agent.id, None, u32::MAX)
+                .await?;
+            memories.extend(docs.into_iter().filter(|d| d.agent == agent.id));
+        }
+        // Newest first, as one listing gives them.
+        memories.sort_by_key(|d| std::cmp::Reverse(d.updated_at));
         store.close().await;
         anyhow::Ok((routines, memories))
     })?;
@@ -118,6 +132,8 @@ pub fn export(args: &ExportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
             category: doc.category.as_str().to_string(),
             content: doc.content.clone(),
             source: doc.source.clone(),
+            agent: (doc.agent != MAIN_AGENT).then(|| doc.agent.clone()),
+            shared: doc.shared,
             created_at: Some(doc.created_at),
             updated_at: Some(doc.updated_at),
         };
@@ -227,31 +243,38 @@ pub fn import(args: &ImportArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Stores each memory: a keyed one replaces the text under its key; a
-/// keyless one is skipped when the same text is already remembered.
+/// Stores each memory under its agent (an agent not configured here
+/// keeps its memories for when it is): a keyed one replaces the text under
+/// its key; a keyless one is skipped when its agent already remembers the
+/// same text.
 async fn add_memories(
     store: &Store,
     user: &str,
     memories: Vec<MemoryLine>,
 ) -> anyhow::Result<(usize, usize)> {
-    let existing = store
-        .list_memories(user, MAIN_AGENT, None, u32::MAX)
-        .await?;
+    let mut existing: std::collections::HashMap<String, Vec<String>> = Default::default();
     let (mut added, mut known) = (0, 0);
     for m in memories {
-        if m.key.is_none() && existing.iter().any(|d| d.content == m.content) {
+        let agent = m.agent.unwrap_or_else(|| MAIN_AGENT.to_string());
+        if !existing.contains_key(&agent) {
+            let docs = store.list_memories(user, &agent, None, u32::MAX).await?;
+            let own = docs.into_iter().filter(|d| d.agent == agent);
+            existing.insert(agent.clone(), own.map(|d| d.content).collect());
+        }
+        let known_texts = existing.get(&agent).map(Vec::as_slice).unwrap_or_default();
+        if m.key.is_none() && known_texts.contains(&m.content) {
             known += 1;
             continue;
         }
         let category = MemoryCategory::parse(&m.category).unwrap_or(MemoryCategory::Custom);
         let new = NewMemory {
             user_id: user.to_string(),
-            agent: MAIN_AGENT.to_string(),
+            agent,
             key: m.key,
             content: m.content,
             category,
             source: m.source,
-            shared: false,
+            shared: m.shared,
         };
         store
             .store_memory(&new, m.updated_at.unwrap_or_else(Utc::now))
