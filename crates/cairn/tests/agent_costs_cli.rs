@@ -69,7 +69,8 @@ fn each_agent_spends_on_its_own_line_and_one_over_its_share_is_refused() {
 
     llm.push(Scripted::text("never sent to family"));
     let (status, refused) = ask(&base, &token, "cairn:family");
-    assert_ne!(status, 200, "{refused}");
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["error"]["code"], "insufficient_quota", "{refused}");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains(

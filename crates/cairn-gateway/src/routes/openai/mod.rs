@@ -550,6 +550,13 @@ fn failure(status: &LoopStatus) -> Option<OpenAiError> {
             "rate_limited",
             format!("the LLM provider is rate limiting: {error}"),
         ),
+        // The daily budget, an agent's share or the hourly limit: OpenAI's
+        // own answer to a spent quota, so clients stop rather than retry.
+        LoopStatus::Failed { error } if error.kind() == LlmErrorKind::CostLimit => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "insufficient_quota",
+            format!("refused by the cost limits: {error}"),
+        ),
         LoopStatus::Failed { error } => (
             StatusCode::BAD_GATEWAY,
             "llm_error",
