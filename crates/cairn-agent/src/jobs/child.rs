@@ -74,21 +74,8 @@ impl JobScheduler {
             return Err(JobError::ShuttingDown);
         }
         let now = inner.clock.now();
-        let mut record = JobRecord::new(
-            Uuid::now_v7(),
-            spec.title,
-            spec.description,
-            spec.owner,
-            now,
-        );
-        record.origin = spec.origin;
+        let mut record = inner.record_of(&spec, now);
         record.parent_id = parent;
-        record.max_iterations = spec
-            .max_iterations
-            .unwrap_or(inner.config.default_max_iterations);
-        record.timeout = spec.timeout.unwrap_or(inner.config.default_timeout);
-        record.lease_owner = Some(inner.config.lease_owner.clone());
-        record.lease_until = Some(inner.lease_until());
         inner.store.create_job(&record).await?;
         let lease_until = inner.lease_until();
         let started = inner

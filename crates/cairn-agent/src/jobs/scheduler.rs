@@ -135,6 +135,26 @@ impl Inner {
         self.pump(&mut slots);
     }
 
+    /// A new job's row for `spec`, made `now` and leased to this scheduler
+    /// (a queued job's and a sub-agent's alike).
+    pub(super) fn record_of(&self, spec: &JobSpec, now: DateTime<Utc>) -> JobRecord {
+        let mut record = JobRecord::new(
+            Uuid::now_v7(),
+            spec.title.clone(),
+            spec.description.clone(),
+            spec.owner.clone(),
+            now,
+        );
+        record.origin = spec.origin.clone();
+        record.max_iterations = spec
+            .max_iterations
+            .unwrap_or(self.config.default_max_iterations);
+        record.timeout = spec.timeout.unwrap_or(self.config.default_timeout);
+        record.lease_owner = Some(self.config.lease_owner.clone());
+        record.lease_until = Some(self.lease_until());
+        record
+    }
+
     pub(super) fn lease_until(&self) -> DateTime<Utc> {
         self.clock.now() + self.lease()
     }
@@ -340,21 +360,8 @@ impl JobScheduler {
             return Err(JobError::ShuttingDown);
         }
         let now = inner.clock.now();
-        let mut record = JobRecord::new(
-            Uuid::now_v7(),
-            spec.title,
-            spec.description,
-            spec.owner,
-            now,
-        );
-        record.origin = spec.origin;
+        let mut record = inner.record_of(&spec, now);
         record.use_planning = spec.use_planning;
-        record.max_iterations = spec
-            .max_iterations
-            .unwrap_or(inner.config.default_max_iterations);
-        record.timeout = spec.timeout.unwrap_or(inner.config.default_timeout);
-        record.lease_owner = Some(inner.config.lease_owner.clone());
-        record.lease_until = Some(inner.lease_until());
         inner.store.create_job(&record).await?;
 
         let cancel = inner.shutdown.child_token();
