@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_core::config::Section;
+use cairn_core::live::Live;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -284,31 +285,27 @@ impl Agents {
     }
 }
 
-/// Each agent's chat service, and which one a chat goes to.
+/// Each agent's chat service, and which one a chat goes to. The agents
+/// other than `main` are replaced as a whole when `[[agents]]` is reloaded
+/// ([`Chats::replace`]); a turn keeps the service it was given.
 #[derive(Debug)]
 pub struct Chats {
-    agents: Agents,
     main: Arc<ChatService>,
+    set: Live<ChatSet>,
+}
+
+/// The agents and the services of those other than `main`: one value, so
+/// a chat is never routed to an agent whose service is not there yet.
+#[derive(Debug, Default)]
+pub struct ChatSet {
+    agents: Agents,
     others: BTreeMap<String, Arc<ChatService>>,
 }
 
-impl Chats {
-    /// `main` alone (no `[[agents]]`).
-    pub fn single(main: Arc<ChatService>) -> Self {
-        Self {
-            agents: Agents::default(),
-            main,
-            others: BTreeMap::new(),
-        }
-    }
-
-    /// `main`'s service and the other agents', by id; `Err` naming an
-    /// agent without one.
-    pub fn new(
-        agents: Agents,
-        main: Arc<ChatService>,
-        others: BTreeMap<String, Arc<ChatService>>,
-    ) -> Result<Self, String> {
+impl ChatSet {
+    /// The agents and the services of those other than `main`, by id;
+    /// `Err` naming an agent without one.
+    pub fn new(agents: Agents, others: BTreeMap<String, Arc<ChatService>>) -> Result<Self, String> {
         let missing = agents
             .all()
             .iter()
@@ -316,11 +313,16 @@ impl Chats {
         if let Some(a) = missing {
             return Err(format!("agent {} has no chat service", a.id));
         }
-        Ok(Self {
-            agents,
-            main,
+        Ok(Self { agents, others })
+    }
+
+    /// Services by id with no bindings (a front end that is told the
+    /// agent, such as `/v1`, never routes).
+    pub fn unrouted(others: BTreeMap<String, Arc<ChatService>>) -> Self {
+        Self {
+            agents: Agents::default(),
             others,
-        })
+        }
     }
 
     /// The agents.
@@ -328,30 +330,68 @@ impl Chats {
         &self.agents
     }
 
+    /// The other agents' services, by id.
+    pub fn others(&self) -> &BTreeMap<String, Arc<ChatService>> {
+        &self.others
+    }
+}
+
+impl Chats {
+    /// `main` alone (no `[[agents]]`).
+    pub fn single(main: Arc<ChatService>) -> Self {
+        Self {
+            main,
+            set: Live::new(Arc::new(ChatSet::default())),
+        }
+    }
+
+    /// `main`'s service and the others' ([`ChatSet::new`]).
+    pub fn new(main: Arc<ChatService>, set: ChatSet) -> Self {
+        Self {
+            main,
+            set: Live::new(Arc::new(set)),
+        }
+    }
+
+    /// The agents other than `main` and their services in force now.
+    pub fn set(&self) -> Arc<ChatSet> {
+        self.set.get()
+    }
+
+    /// The slot [`Chats::set`] reads, for a front end that looks agents
+    /// up by id and must follow a reload (the gateway).
+    pub fn live(&self) -> Live<ChatSet> {
+        self.set.clone()
+    }
+
+    /// Puts a new set of agents in force for every later message.
+    pub fn replace(&self, set: ChatSet) {
+        self.set.set(Arc::new(set));
+    }
+
     /// `main`'s service.
     pub fn main(&self) -> &Arc<ChatService> {
         &self.main
     }
 
-    /// The other agents' services, by id.
-    pub fn others(&self) -> &BTreeMap<String, Arc<ChatService>> {
-        &self.others
-    }
-
     /// The agent `id`'s service.
-    pub fn get(&self, id: &str) -> Option<&Arc<ChatService>> {
+    pub fn get(&self, id: &str) -> Option<Arc<ChatService>> {
         if id == MAIN {
-            Some(&self.main)
+            Some(Arc::clone(&self.main))
         } else {
-            self.others.get(id)
+            self.set.get().others.get(id).cloned()
         }
     }
 
     /// The service a message in `chat` of the channel `channel` from
     /// `user` goes to ([`Agents::route`]).
-    pub fn pick(&self, channel: &str, chat: &str, user: &str) -> &Arc<ChatService> {
-        let id = self.agents.route(channel, chat, user);
-        self.get(id).unwrap_or(&self.main)
+    pub fn pick(&self, channel: &str, chat: &str, user: &str) -> Arc<ChatService> {
+        let set = self.set.get();
+        let id = set.agents.route(channel, chat, user);
+        match set.others.get(id) {
+            Some(service) if id != MAIN => Arc::clone(service),
+            _ => Arc::clone(&self.main),
+        }
     }
 }
 

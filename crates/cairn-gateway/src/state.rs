@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use cairn_agent::agents::ChatSet;
 use cairn_agent::chat::ChatService;
 use cairn_agent::jobs::JobScheduler;
 use cairn_automation::notify::Notifier;
@@ -13,6 +14,7 @@ use cairn_automation::routines::engine::RoutineEngine;
 use cairn_automation::routines::service::RoutineService;
 use cairn_core::clock::Clock;
 use cairn_core::config::GatewayConfig;
+use cairn_core::live::Live;
 use cairn_store::Store;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
@@ -31,7 +33,8 @@ pub struct Gateway {
     chat: Option<Arc<ChatService>>,
     /// The other agents' chat services (`[[agents]]`), by id: `/v1`
     /// answers as one when asked for the model `cairn:<id>`.
-    agents: std::collections::BTreeMap<String, Arc<ChatService>>,
+    /// Follows a reload of `[[agents]]` ([`Gateway::with_agent_set`]).
+    agents: Live<ChatSet>,
     engine: Option<RoutineEngine>,
     notifier: Option<Notifier>,
     jobs: Option<Arc<JobScheduler>>,
@@ -104,7 +107,7 @@ impl Gateway {
             settings,
             user_id: user_id.into(),
             chat: None,
-            agents: std::collections::BTreeMap::new(),
+            agents: Live::new(Arc::new(ChatSet::default())),
             engine: None,
             notifier: None,
             jobs: None,
@@ -196,6 +199,14 @@ impl Gateway {
         mut self,
         agents: std::collections::BTreeMap<String, Arc<ChatService>>,
     ) -> Self {
+        self.agents = Live::new(Arc::new(ChatSet::unrouted(agents)));
+        self
+    }
+
+    /// Serves the agents of a set a reload of `[[agents]]` replaces
+    /// ([`cairn_agent::agents::Chats::live`]).
+    #[must_use]
+    pub fn with_agent_set(mut self, agents: Live<ChatSet>) -> Self {
         self.agents = agents;
         self
     }
@@ -360,28 +371,27 @@ impl Gateway {
         &self.user_id
     }
 
-    /// The other agents' ids (`[[agents]]`), sorted.
-    pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
-        self.agents.keys().map(String::as_str)
+    /// The other agents' ids (`[[agents]]`) in force now, sorted.
+    pub fn agent_ids(&self) -> Vec<String> {
+        self.agents.get().others().keys().cloned().collect()
     }
 
     /// The agent `id`'s chat service (`main` is [`Self::chat`]'s).
-    pub fn agent_chat(&self, id: &str) -> Option<&Arc<ChatService>> {
-        self.agents.get(id)
+    pub fn agent_chat(&self, id: &str) -> Option<Arc<ChatService>> {
+        self.agents.get().others().get(id).cloned()
     }
 
     /// The chat service of the agent a chat route's `?agent=` names
     /// (`main`'s without one): 503 without an LLM, 404 `agent_not_found`
     /// naming the agents for one not configured.
-    pub fn chat_of(&self, agent: Option<&str>) -> Result<&Arc<ChatService>, ApiError> {
+    pub fn chat_of(&self, agent: Option<&str>) -> Result<Arc<ChatService>, ApiError> {
         let main = self.chat()?;
         match agent {
-            None => Ok(main),
-            Some(id) if id == cairn_agent::agents::MAIN => Ok(main),
+            None => Ok(Arc::clone(main)),
+            Some(id) if id == cairn_agent::agents::MAIN => Ok(Arc::clone(main)),
             Some(id) => self.agent_chat(id).ok_or_else(|| {
-                let known: Vec<&str> = std::iter::once(cairn_agent::agents::MAIN)
-                    .chain(self.agent_ids())
-                    .collect();
+                let mut known = vec![cairn_agent::agents::MAIN.to_string()];
+                known.extend(self.agent_ids());
                 ApiError::new(
                     axum::http::StatusCode::NOT_FOUND,
                     "agent_not_found",

@@ -33,6 +33,7 @@ use std::sync::{Arc, OnceLock};
 
 use cairn_core::chat::ChatMessage;
 use cairn_core::job::JobState;
+use cairn_core::live::Live;
 use cairn_llm::GenerationOptions;
 
 use crate::agent_loop::{AgentLoop, Budget, ParentTurn};
@@ -197,7 +198,7 @@ impl Delegated {
 pub struct Delegator {
     config: DelegationConfig,
     scheduler: OnceLock<JobScheduler>,
-    agents: OnceLock<Vec<AgentProfile>>,
+    agents: Live<Vec<AgentProfile>>,
 }
 
 impl Delegator {
@@ -207,7 +208,7 @@ impl Delegator {
         Self {
             config,
             scheduler: OnceLock::new(),
-            agents: OnceLock::new(),
+            agents: Live::new(Arc::new(Vec::new())),
         }
     }
 
@@ -216,9 +217,10 @@ impl Delegator {
         let _ = self.scheduler.set(scheduler);
     }
 
-    /// The agents a sub-agent may be; only the first call counts.
+    /// The agents a sub-agent may be; a reload of `[[agents]]` gives them
+    /// again (a delegation in progress keeps the one it took).
     pub fn set_agents(&self, agents: Vec<AgentProfile>) {
-        let _ = self.agents.set(agents);
+        self.agents.set(Arc::new(agents));
     }
 
     /// The limits.
@@ -232,9 +234,9 @@ impl Delegator {
         })
     }
 
-    fn profile(&self, id: &str) -> Result<&AgentProfile, ToolError> {
-        let agents = self.agents.get().map(Vec::as_slice).unwrap_or_default();
-        agents.iter().find(|a| a.id == id).ok_or_else(|| {
+    fn profile(&self, id: &str) -> Result<AgentProfile, ToolError> {
+        let agents = self.agents.get();
+        agents.iter().find(|a| a.id == id).cloned().ok_or_else(|| {
             let known: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
             ToolError::InvalidArguments(if known.is_empty() {
                 format!("no agent `{id}` is configured; leave `agent` out")
@@ -288,9 +290,9 @@ impl Delegator {
             parent.agent().runner(),
             &ctx.session_id,
             delegation.tools.as_deref(),
-            profile.map(|p| p.agent.runner().as_ref()),
+            profile.as_ref().map(|p| p.agent.runner().as_ref()),
         )?;
-        let agent = child_loop(&parent, &delegation, profile, runner);
+        let agent = child_loop(&parent, &delegation, profile.as_ref(), runner);
         // A slot first, before anything that waits: the turn's sub-agents
         // take the slots in the order they were asked for.
         let slots = parent.child_slots(self.config.max_parallel);
@@ -301,7 +303,7 @@ impl Delegator {
                 .map_err(|_| ToolError::Failed("the sub-agent slots are closed".into()))?,
         };
         let system = match profile {
-            Some(profile) => self.named_prompt(profile, &agent, ctx).await,
+            Some(profile) => self.named_prompt(&profile, &agent, ctx).await,
             None => crate::prompt::subagent_prompt(
                 &ctx.workspace,
                 &agent.runner().on_demand_listing(),

@@ -51,6 +51,7 @@ use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner,
 use cairn_agent::tools::ToolContext;
 use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_core::clock::Clock;
+use cairn_core::live::Live;
 use cairn_core::routine::{MAIN_AGENT, RoutineAction, RunStatus};
 use cairn_llm::{ChatRequest, LlmProvider};
 use cairn_store::Store;
@@ -88,9 +89,13 @@ pub struct AgentActions {
     tools: Option<(Arc<ToolRunner>, ToolContext)>,
     jobs: Option<Arc<JobScheduler>>,
     system: SystemTasks,
-    /// The agents other than `main` routines may run as, by id.
-    agents: BTreeMap<String, Arc<RoutineAgent>>,
+    /// The agents other than `main` routines may run as, by id (a reload
+    /// of `[[agents]]` replaces them).
+    agents: Live<RoutineAgents>,
 }
+
+/// The agents other than `main` routines may run as, by id.
+pub type RoutineAgents = BTreeMap<String, Arc<RoutineAgent>>;
 
 struct Llm {
     main: Arc<dyn LlmProvider>,
@@ -128,14 +133,24 @@ impl AgentActions {
             tools: None,
             jobs: None,
             system: SystemTasks::default(),
-            agents: BTreeMap::new(),
+            agents: Live::new(Arc::new(BTreeMap::new())),
         }
     }
 
     /// The agent `id` (not `main`): routines with `agent: ID` run as it.
     #[must_use]
-    pub fn with_agent(mut self, id: impl Into<String>, agent: RoutineAgent) -> Self {
-        self.agents.insert(id.into(), Arc::new(agent));
+    pub fn with_agent(self, id: impl Into<String>, agent: RoutineAgent) -> Self {
+        let mut agents = (*self.agents.get()).clone();
+        agents.insert(id.into(), Arc::new(agent));
+        self.agents.set(Arc::new(agents));
+        self
+    }
+
+    /// Reads the agents from `agents`, which a reload of `[[agents]]`
+    /// replaces (a run keeps the agent it started with).
+    #[must_use]
+    pub fn with_agent_set(mut self, agents: Live<RoutineAgents>) -> Self {
+        self.agents = agents;
         self
     }
 
@@ -514,8 +529,9 @@ impl ActionExecutor for AgentActions {
         }
         let agent = request.routine.spec.agent_id();
         if agent != MAIN_AGENT {
-            return match self.agents.get(agent) {
-                Some(parts) => as_agent::execute(self, parts, &request).await,
+            let parts = self.agents.get().get(agent).cloned();
+            return match parts {
+                Some(parts) => as_agent::execute(self, &parts, &request).await,
                 None => ActionOutcome::failed(self.missing_agent(agent)),
             };
         }

@@ -15,11 +15,13 @@ use cairn_agent::JobScheduler;
 use cairn_agent::memory::hygiene::{HygieneSettings, run_hygiene};
 use cairn_agent::repair::repair_tools;
 use cairn_core::clock::Clock;
+use cairn_core::live::Live;
 use cairn_core::routine::RunStatus;
 use cairn_core::text::error_chain;
 use cairn_store::Store;
 
 use super::action::{ActionOutcome, ActionRequest};
+use super::actions::RoutineAgents;
 use super::system::{SystemRoutine, SystemTask};
 
 /// The self-repair routine's (and task's) name.
@@ -102,6 +104,9 @@ pub struct MemoryHygiene {
     settings: HygieneSettings,
     /// Each agent and its workspace, `main` first.
     agents: Vec<(String, PathBuf)>,
+    /// The agents routines run as, when a reload of `[[agents]]` may
+    /// replace them ([`MemoryHygiene::with_agent_set`]).
+    live: Option<Live<RoutineAgents>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -119,8 +124,30 @@ impl MemoryHygiene {
             user_id: user_id.into(),
             settings,
             agents: vec![(cairn_store::MAIN_AGENT.to_string(), workspace.into())],
+            live: None,
             clock,
         }
+    }
+
+    /// Also cleans the memories of every agent in `agents` when it runs,
+    /// each in its workspace (the one its routines run in).
+    #[must_use]
+    pub fn with_agent_set(mut self, agents: Live<RoutineAgents>) -> Self {
+        self.live = Some(agents);
+        self
+    }
+
+    /// Every agent to clean now and its workspace, `main` first.
+    fn agents(&self) -> Vec<(String, PathBuf)> {
+        let mut all = self.agents.clone();
+        if let Some(live) = &self.live {
+            for (id, agent) in live.get().iter() {
+                if !all.iter().any(|(a, _)| a == id) {
+                    all.push((id.clone(), agent.ctx.workspace.clone()));
+                }
+            }
+        }
+        all
     }
 
     /// Also cleans `agent`'s memories, writing its snapshot into `workspace`.
@@ -146,7 +173,8 @@ impl MemoryHygiene {
 impl SystemTask for MemoryHygiene {
     async fn run(&self, _: &ActionRequest) -> ActionOutcome {
         let mut lines = Vec::new();
-        for (agent, workspace) in &self.agents {
+        let agents = self.agents();
+        for (agent, workspace) in &agents {
             let report = run_hygiene(
                 &self.store,
                 &self.user_id,
@@ -169,7 +197,7 @@ impl SystemTask for MemoryHygiene {
                 }
             };
             // Named by agent only when there are several.
-            let who = if self.agents.len() > 1 {
+            let who = if agents.len() > 1 {
                 format!("{agent}: ")
             } else {
                 String::new()

@@ -33,6 +33,7 @@ pub static RELOADABLE: &[&str] = &[
     "tools.http",
     "tools.web_search",
     "mcp.servers",
+    "agents",
 ];
 
 /// Tables of a partly reloadable free-form table that need a restart.

@@ -293,10 +293,10 @@ pub async fn routine_agents(State(state): State<AppState>, _auth: Authed) -> Jso
         .iter()
         .map(|id| {
             let chat = match state.chat() {
-                Ok(main) if id == cairn_core::routine::MAIN_AGENT => Some(main),
+                Ok(main) if id == cairn_core::routine::MAIN_AGENT => Some(Arc::clone(main)),
                 _ => state.agent_chat(id),
             };
-            let name = chat.map_or(id.as_str(), |c| c.settings().agent_name.as_str());
+            let name = chat.map_or_else(|| id.clone(), |c| c.settings().agent_name.clone());
             json!({"id": id, "name": name})
         })
         .collect();

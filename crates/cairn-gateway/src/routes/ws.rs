@@ -168,7 +168,7 @@ async fn accept(
     };
     state.chat()?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let chat = Arc::clone(state.chat_of(query.agent.as_deref())?);
+    let chat = state.chat_of(query.agent.as_deref())?;
     let agent = query.agent.filter(|a| a != cairn_agent::agents::MAIN);
     let conversation = match query.conversation {
         Some(id) if valid_conversation(&id) => id,

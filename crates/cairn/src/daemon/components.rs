@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use cairn_agent::agents::Chats;
 use cairn_automation::notify::{Dispatcher, owner_id};
+use cairn_automation::routines::service::RoutineService;
 use cairn_automation::routines::upkeep_watch as repair_watch;
 use cairn_core::clock::Clock;
 use cairn_core::config::Config;
@@ -105,7 +106,7 @@ pub(super) fn spawn_pruning(sup: &Supervisor, chats: Option<&Arc<Chats>>) {
                     _ = ticker.tick() => {
                         // Every agent's idle sessions, main's first.
                         chats.main().prune_idle().await;
-                        for chat in chats.others().values() {
+                        for chat in chats.set().others().values() {
                             chat.prune_idle().await;
                         }
                     }
@@ -231,10 +232,7 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
         config.user.id.clone(),
     )
     .with_engine(automation.engine.clone())
-    .with_routines(
-        wiring::routine_service(config, store, Arc::clone(clock))
-            .with_wake(Arc::new(automation.engine.clone())),
-    )
+    .with_routines(routines_of(config, store, clock, automation))
     .with_notifier(automation.notifier.clone())
     .with_components(Arc::clone(components))
     .with_pairing_key(pairing_key.clone())
@@ -249,12 +247,28 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
     if let (Some(chats), Some(rt)) = (chats, &automation.runtime) {
         gateway = gateway
             .with_chat(Arc::clone(chats.main()), rt.providers.main.model())
-            .with_agents(chats.others().clone())
+            .with_agent_set(chats.live())
             .with_jobs(Arc::clone(&rt.jobs))
             .with_background(Arc::clone(&rt.background))
             .with_cost_guard(Arc::clone(&rt.reloadable.guard));
     }
     gateway
+}
+
+/// The routine service of the gateway's front ends, waking the engine;
+/// with an agent runtime, its agents follow a reload of `[[agents]]`.
+fn routines_of(
+    config: &Config,
+    store: &Store,
+    clock: &Arc<dyn Clock>,
+    automation: &wiring::Automation,
+) -> RoutineService {
+    let service = wiring::routine_service(config, store, Arc::clone(clock))
+        .with_wake(Arc::new(automation.engine.clone()));
+    match &automation.runtime {
+        Some(rt) => service.with_agent_set(rt.agent_ids.clone()),
+        None => service,
+    }
 }
 
 /// The gateway's component: the first run serves the socket bound at

@@ -135,6 +135,9 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
     let gateway = components::start_gateway(&sup, listener, &gateway_parts).await?;
     let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
     let mut reloader = reloader(&config, &automation, inbound.as_ref());
+    if let (Some(rt), Some(chats)) = (&automation.runtime, &chats) {
+        wiring::register_agent_reload(&mut reloader, rt, chats);
+    }
     let signals = Signals::register();
     report_running(&store, &url).await?;
     let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals).await;

@@ -16,12 +16,11 @@
 //! MCP servers', `send_notification`, `agent_delegate` and its own memory
 //! tools.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cairn_agent::agents::{AgentSpec, Agents, Chats, Limits, MAIN};
-use cairn_agent::chat::ChatService;
+use cairn_agent::agents::{AgentSpec, Agents, ChatSet, Chats, Limits, MAIN};
+use cairn_agent::chat::{ChatService, ChatSettings};
 use cairn_agent::delegation::{AgentProfile, DelegationConfig, Delegator};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
@@ -30,8 +29,10 @@ use cairn_agent::tools::browser::Browsers;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
 use cairn_agent::{AgentLoop, AgentProvider, CostGuard, PolicyGate, ToolPolicyConfig, ToolRunner};
 use cairn_core::config::Config;
+use cairn_core::live::Live;
 use cairn_llm::{LlmProvider, Providers};
 use cairn_mcp::McpClients;
+use cairn_store::Store;
 
 use super::{Runtime, located, tool_parts, tools_config};
 
@@ -145,102 +146,144 @@ pub fn agent_tools(
     Ok((registry, policy))
 }
 
-/// Each agent other than `main`, over `main`'s loop (hooks, limits) and
-/// the shared providers, each seen as the agent's, with a browser of its
-/// own when there are browsers (with the MCP servers, the tools' outside
-/// sources); their workspaces are created. `guard`
-/// learns every agent's share.
+/// What building the agents other than `main` takes: the runtime's
+/// shared parts ([`Runtime::agent_kit`]), kept by a reload of
+/// `[[agents]]` to build them again.
+#[derive(Clone)]
+pub struct AgentKit {
+    /// `main`'s loop: its hooks and limits are every agent's.
+    pub main: AgentLoop,
+    /// The shared providers, each agent seeing them as its own.
+    pub providers: Providers,
+    /// The cost guard, told every agent's share.
+    pub guard: Arc<CostGuard>,
+    /// `main`'s automation tools, of which the agents get [`SHARED_EXTRA`].
+    pub main_extra: Vec<Arc<dyn Tool>>,
+    /// `main`'s memory, of which each agent gets a view of its own.
+    pub memory: Arc<MemoryService>,
+    /// The MCP servers in force.
+    pub mcp: Live<McpClients>,
+    /// Every agent's browser, when there are browsers.
+    pub browsers: Option<Arc<Browsers>>,
+    /// The store (sessions).
+    pub store: Store,
+}
+
+/// Each agent other than `main`, over the kit's parts; `guard` learns
+/// every agent's share and their workspaces are created.
 pub async fn agent_runs(
     agents: &Agents,
-    main: &AgentLoop,
-    (providers, guard): (&Providers, &CostGuard),
+    kit: &AgentKit,
     tools: &ToolsConfig,
-    main_extra: &[Arc<dyn Tool>],
-    memory: &MemoryService,
-    (mcp, browsers): (&McpClients, Option<&Browsers>),
 ) -> anyhow::Result<Vec<AgentRun>> {
-    guard.set_agents(agents.shares());
+    kit.guard.set_agents(agents.shares());
     let mut out = Vec::new();
     for spec in agents.all().iter().filter(|a| a.id != MAIN) {
-        let memory = Arc::new(memory.for_agent(&spec.id));
-        let mut extra: Vec<Arc<dyn Tool>> = main_extra
-            .iter()
-            .filter(|t| SHARED_EXTRA.contains(&t.spec().name()))
-            .cloned()
-            .collect();
-        extra.extend(memory_tools(Arc::clone(&memory)));
-        if let (Some(browsers), Some(workspace)) = (browsers, &spec.workspace) {
-            extra.extend(browsers.tools(&spec.id, workspace));
-        }
-        let (registry, policy) = agent_tools(tools, spec, &extra, Some(mcp))
-            .with_context(|| format!("agent {}: cannot set up its tools", spec.id))?;
-        let runner = Arc::new(ToolRunner::new(
-            Arc::new(registry),
-            Arc::new(PolicyGate::new(&policy)),
-        ));
-        let own = |shared: &Arc<dyn LlmProvider>| -> Arc<dyn LlmProvider> {
-            Arc::new(AgentProvider::new(Arc::clone(shared), &spec.id))
-        };
-        let mut agent = AgentLoop::new(
-            own(&providers.main),
-            runner,
-            Arc::clone(main.hooks()),
-            main.config().clone(),
-        );
-        if let Some(model) = &spec.model {
-            agent = agent.with_model(Some(model.clone()));
-        }
-        if let Some(workspace) = &spec.workspace {
-            tokio::fs::create_dir_all(workspace)
-                .await
-                .with_context(|| {
-                    format!(
-                        "agent {}: cannot create its workspace {}",
-                        spec.id,
-                        workspace.display()
-                    )
-                })?;
-        }
-        out.push(AgentRun {
-            spec: spec.clone(),
-            agent,
-            cheap: own(&providers.cheap),
-            memory,
-            extra,
-        });
+        out.push(agent_run(spec, kit, tools).await?);
     }
     Ok(out)
+}
+
+/// One agent other than `main`: its memory, its tools (the built-in and
+/// MCP ones under its policy, its memory's, [`SHARED_EXTRA`], its own
+/// browser), its loop over the shared providers seen as its own, and its
+/// workspace, created.
+pub(super) async fn agent_run(
+    spec: &AgentSpec,
+    kit: &AgentKit,
+    tools: &ToolsConfig,
+) -> anyhow::Result<AgentRun> {
+    let memory = Arc::new(kit.memory.for_agent(&spec.id));
+    let mut extra: Vec<Arc<dyn Tool>> = kit
+        .main_extra
+        .iter()
+        .filter(|t| SHARED_EXTRA.contains(&t.spec().name()))
+        .cloned()
+        .collect();
+    extra.extend(memory_tools(Arc::clone(&memory)));
+    if let (Some(browsers), Some(workspace)) = (&kit.browsers, &spec.workspace) {
+        extra.extend(browsers.tools(&spec.id, workspace));
+    }
+    let (registry, policy) = agent_tools(tools, spec, &extra, Some(&kit.mcp.get()))
+        .with_context(|| format!("agent {}: cannot set up its tools", spec.id))?;
+    let runner = Arc::new(ToolRunner::new(
+        Arc::new(registry),
+        Arc::new(PolicyGate::new(&policy)),
+    ));
+    let own = |shared: &Arc<dyn LlmProvider>| -> Arc<dyn LlmProvider> {
+        Arc::new(AgentProvider::new(Arc::clone(shared), &spec.id))
+    };
+    let mut agent = AgentLoop::new(
+        own(&kit.providers.main),
+        runner,
+        Arc::clone(kit.main.hooks()),
+        kit.main.config().clone(),
+    );
+    if let Some(model) = &spec.model {
+        agent = agent.with_model(Some(model.clone()));
+    }
+    if let Some(workspace) = &spec.workspace {
+        tokio::fs::create_dir_all(workspace)
+            .await
+            .with_context(|| {
+                format!(
+                    "agent {}: cannot create its workspace {}",
+                    spec.id,
+                    workspace.display()
+                )
+            })?;
+    }
+    Ok(AgentRun {
+        spec: spec.clone(),
+        agent,
+        cheap: own(&kit.providers.cheap),
+        memory,
+        extra,
+    })
 }
 
 /// Every agent's chat service: `main`'s as given, the others' built over
 /// the runtime with their own name, workspace and memory (without jobs or
 /// model routing, which are `main`'s for now).
 pub fn chats(config: &Config, rt: &Runtime, main: Arc<ChatService>) -> anyhow::Result<Arc<Chats>> {
-    if rt.agents.is_empty() {
-        return Ok(Arc::new(Chats::single(main)));
-    }
     let agents = agents(config)?;
-    let mut others = BTreeMap::new();
-    for run in &rt.agents {
-        let mut settings = main.settings().clone();
-        if let Some(name) = &run.spec.name {
-            settings.agent_name = name.clone();
-        }
-        if let Some(workspace) = &run.spec.workspace {
-            settings.workspace = workspace.clone();
-        }
-        let service = super::chat_service_of(
-            config,
-            rt,
-            run.agent.clone(),
-            &run.cheap,
-            settings,
-            Some(&run.memory),
-        )
-        .with_memory(Arc::clone(&run.memory));
-        others.insert(run.spec.id.clone(), Arc::new(service));
+    let runs = rt.agents.get();
+    let kit = rt.agent_kit();
+    let others = runs
+        .iter()
+        .map(|run| {
+            let service = agent_chat(config, &kit, &rt.tools, main.settings(), run);
+            (run.spec.id.clone(), service)
+        })
+        .collect();
+    let set = ChatSet::new(agents, others).map_err(anyhow::Error::msg)?;
+    Ok(Arc::new(Chats::new(main, set)))
+}
+
+/// The chat service of `run`: `main`'s settings with its name and
+/// workspace, its loop, compaction on its cheap provider, its memory.
+pub fn agent_chat(
+    config: &Config,
+    kit: &AgentKit,
+    tools: &ToolsConfig,
+    main: &ChatSettings,
+    run: &AgentRun,
+) -> Arc<ChatService> {
+    let mut settings = main.clone();
+    if let Some(name) = &run.spec.name {
+        settings.agent_name = name.clone();
     }
-    Chats::new(agents, main, others)
-        .map(Arc::new)
-        .map_err(anyhow::Error::msg)
+    if let Some(workspace) = &run.spec.workspace {
+        settings.workspace = workspace.clone();
+    }
+    let service = super::chat_service_of(
+        config,
+        (&kit.store, &kit.providers.main, tools),
+        run.agent.clone(),
+        &run.cheap,
+        settings,
+        Some(&run.memory),
+    )
+    .with_memory(Arc::clone(&run.memory));
+    Arc::new(service)
 }

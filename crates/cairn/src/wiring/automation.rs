@@ -6,10 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 use cairn_agent::HookRegistry;
 use cairn_agent::prompt::{PromptContext, RuntimeInfo};
-use cairn_agent::tools::ToolContext;
+use cairn_agent::tools::{ToolContext, ToolLimits};
 use cairn_automation::notify::channels::Unavailable;
 use cairn_automation::notify::{ChannelSet, Notifier, NotifySettings, owner_id, parse_channels};
-use cairn_automation::routines::actions::AgentActions;
+use cairn_automation::routines::actions::{AgentActions, RoutineAgents};
 use cairn_automation::routines::as_agent::RoutineAgent;
 use cairn_automation::routines::engine::{EngineSettings, RoutineEngine, RunEvent};
 use cairn_automation::routines::heartbeat::{HEARTBEAT, Heartbeat, HeartbeatSettings};
@@ -22,7 +22,7 @@ use cairn_store::Store;
 
 use super::memory::{hygiene_settings, memory_service};
 use super::tools::{tool_runner, tools_config};
-use super::{Runtime, located, runtime, unset_reason};
+use super::{AgentRun, Runtime, located, runtime, unset_reason};
 use crate::exit::BadInput;
 
 /// The notification router with the configured channels and delivery
@@ -220,9 +220,10 @@ pub fn routine_engine_with_heartbeat(
                     Arc::clone(&rt.providers.cheap),
                 )
                 .with_jobs(Arc::clone(&rt.jobs));
-            for (id, agent) in routine_agents(config, rt, &clock) {
-                actions = actions.with_agent(id, agent);
-            }
+            let runs = rt.agents.get();
+            let agents = routine_agents(config, &runs, &rt.tools.limits, &clock);
+            rt.routine_agents.set(Arc::new(agents));
+            actions = actions.with_agent_set(rt.routine_agents.clone());
             (Arc::clone(rt.agent.runner()), rt.tools.limits.clone())
         }
         None => {
@@ -259,9 +260,15 @@ pub fn routine_engine_with_heartbeat(
         &config.workspace,
         Arc::clone(&clock),
     );
-    for agent in super::agents(config)?.all() {
-        if let Some(workspace) = &agent.workspace {
-            hygiene = hygiene.with_agent(&agent.id, workspace);
+    match rt {
+        // The agents a reload of `[[agents]]` gives the routines.
+        Some(rt) => hygiene = hygiene.with_agent_set(rt.routine_agents.clone()),
+        None => {
+            for agent in super::agents(config)?.all() {
+                if let Some(workspace) = &agent.workspace {
+                    hygiene = hygiene.with_agent(&agent.id, workspace);
+                }
+            }
         }
     }
     actions = actions.with_system_task(MEMORY_HYGIENE, Arc::new(hygiene));
@@ -356,40 +363,43 @@ pub fn routine_service(config: &Config, store: &Store, clock: Arc<dyn Clock>) ->
 
 /// What the routines of each agent other than `main` run with: its loop,
 /// its workspace (as the tools' context) and its identity.
-fn routine_agents(
+pub fn routine_agents(
     config: &Config,
-    rt: &Runtime,
+    runs: &[AgentRun],
+    limits: &ToolLimits,
     clock: &Arc<dyn Clock>,
-) -> impl Iterator<Item = (String, RoutineAgent)> {
-    rt.agents.iter().filter_map(|run| {
-        // Every agent but main has one (`agents/<id>` unless written).
-        let workspace = run.spec.workspace.clone()?;
-        let ctx = ToolContext::new(&workspace, "routines")
-            .with_timezone(config.user.timezone)
-            .with_clock(Arc::clone(clock))
-            .with_limits(rt.tools.limits.clone());
-        let prompt = PromptContext {
-            agent_name: run
-                .spec
-                .name
-                .clone()
-                .unwrap_or_else(|| config.agent.name.clone()),
-            workspace,
-            timezone: config.user.timezone,
-            now: clock.now(),
-            model: String::new(),
-            tools: Vec::new(),
-            more_tools: Vec::new(),
-            runtime: RuntimeInfo::detect(),
-            skill_paths: config.skills.paths.clone(),
-        };
-        let agent = RoutineAgent {
-            agent: run.agent.clone(),
-            ctx,
-            prompt,
-        };
-        Some((run.spec.id.clone(), agent))
-    })
+) -> RoutineAgents {
+    runs.iter()
+        .filter_map(|run| {
+            // Every agent but main has one (`agents/<id>` unless written).
+            let workspace = run.spec.workspace.clone()?;
+            let ctx = ToolContext::new(&workspace, "routines")
+                .with_timezone(config.user.timezone)
+                .with_clock(Arc::clone(clock))
+                .with_limits(limits.clone());
+            let prompt = PromptContext {
+                agent_name: run
+                    .spec
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| config.agent.name.clone()),
+                workspace,
+                timezone: config.user.timezone,
+                now: clock.now(),
+                model: String::new(),
+                tools: Vec::new(),
+                more_tools: Vec::new(),
+                runtime: RuntimeInfo::detect(),
+                skill_paths: config.skills.paths.clone(),
+            };
+            let agent = RoutineAgent {
+                agent: run.agent.clone(),
+                ctx,
+                prompt,
+            };
+            Some((run.spec.id.clone(), Arc::new(agent)))
+        })
+        .collect()
 }
 
 #[cfg(test)]

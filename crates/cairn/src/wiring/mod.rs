@@ -7,6 +7,7 @@
 //! engine), [`channels`] (inbound chat channels), [`memory`]; this file assembles the runtime and chat service.
 
 mod agents;
+mod agents_reload;
 mod automation;
 mod channels;
 mod llm;
@@ -15,6 +16,7 @@ mod reload;
 mod tools;
 
 pub use agents::*;
+pub use agents_reload::*;
 pub use automation::*;
 pub use channels::*;
 pub use llm::*;
@@ -44,6 +46,7 @@ use cairn_automation::primitives::parallel::RunParallelTool;
 use cairn_automation::primitives::schedule::schedule_tools;
 use cairn_automation::primitives::send::SendNotificationTool;
 use cairn_automation::primitives::watch::Watchers;
+use cairn_automation::routines::actions::RoutineAgents;
 use cairn_automation::routines::link::EngineLink;
 use cairn_automation::routines::ops_tools::routine_ops_tools;
 use cairn_automation::routines::tools::routine_tools;
@@ -167,10 +170,35 @@ pub struct Runtime {
     pub router: Live<ModelRouter>,
     /// What a configuration reload replaces while running ([`register_reloads`]).
     pub reloadable: Reloadable,
-    /// The agents other than `main` (`[[agents]]`).
-    pub agents: Vec<AgentRun>,
+    /// The agents other than `main` (`[[agents]]`); a reload of the
+    /// table replaces them ([`register_agent_reload`]), as it does the
+    /// ids routines may name and the routine engine's agents.
+    pub agents: Live<Vec<AgentRun>>,
+    /// The agents routines may run as, `main` first (every routine
+    /// service of this runtime reads them).
+    pub agent_ids: Live<Vec<String>>,
+    /// The agents other than `main` the routine engine runs routines as.
+    pub routine_agents: Live<RoutineAgents>,
+    /// Runs `agent_delegate`'s sub-agents, told the agents there are.
+    pub delegator: Arc<Delegator>,
     /// Every agent's browser (`browser_*`); `None` when none is installed.
     pub browsers: Option<Arc<cairn_agent::tools::browser::Browsers>>,
+}
+
+impl Runtime {
+    /// The parts building an agent other than `main` takes.
+    pub fn agent_kit(&self) -> AgentKit {
+        AgentKit {
+            main: self.agent.clone(),
+            providers: self.providers.clone(),
+            guard: Arc::clone(&self.reloadable.guard),
+            main_extra: self.reloadable.extra_tools.clone(),
+            memory: Arc::clone(&self.memory),
+            mcp: self.mcp.clone(),
+            browsers: self.browsers.clone(),
+            store: self.store.clone(),
+        }
+    }
 }
 
 /// The parts of a [`Runtime`] a configuration reload replaces.
@@ -227,25 +255,34 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
             .tools
             .extend(browsers.tools(cairn_agent::agents::MAIN, &config.workspace));
     }
-    let mcp = mcp_clients(config, Some(&store)).await?;
+    let mcp = Live::new(mcp_clients(config, Some(&store)).await?);
     let extra_tools = extra.tools.clone();
-    let agent = agent_loop(config, &providers, &tools, hooks, extra.tools, Some(&mcp))?;
-    runner_link.attach(agent.runner());
-    let agent_runs = agent_runs(
-        &agents(config)?,
-        &agent,
-        (&providers, &guard),
+    let agent = agent_loop(
+        config,
+        &providers,
         &tools,
-        &extra_tools,
-        &extra.memory,
-        (&mcp, browsers.as_deref()),
-    )
-    .await?;
+        hooks,
+        extra.tools,
+        Some(&mcp.get()),
+    )?;
+    runner_link.attach(agent.runner());
+    let kit = AgentKit {
+        main: agent.clone(),
+        providers: providers.clone(),
+        guard: Arc::clone(&guard),
+        main_extra: extra_tools.clone(),
+        memory: Arc::clone(&extra.memory),
+        mcp: mcp.clone(),
+        browsers: browsers.clone(),
+        store: store.clone(),
+    };
+    let configured = agents(config)?;
+    let agent_runs = agent_runs(&configured, &kit, &tools).await?;
     let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
     start_background(&background).await?;
     create_home_and_workspace(config).await?;
     // Stdio servers start in the workspace by default.
-    mcp.start();
+    mcp.get().start();
     let jobs = job_scheduler(
         config,
         &store,
@@ -273,7 +310,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         background,
         notifier: extra.notifier,
         memory: extra.memory,
-        mcp: Live::new(mcp),
+        mcp,
         router: model_router,
         reloadable: Reloadable {
             main,
@@ -281,7 +318,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
             guard,
             extra_tools,
         },
-        agents: agent_runs,
+        agents: Live::new(Arc::new(agent_runs)),
+        agent_ids: extra.agent_ids,
+        routine_agents: Live::new(Arc::new(RoutineAgents::new())),
+        delegator: extra.delegator,
         browsers,
     })
 }
@@ -334,6 +374,8 @@ struct ExtraTools {
     /// Runs `agent_delegate`'s and `job_subtasks`' sub-agents; attached to
     /// the job scheduler and told the agents once they are built.
     delegator: Arc<Delegator>,
+    /// The agents the routine tools' service accepts.
+    agent_ids: Live<Vec<String>>,
 }
 
 /// Routines', the execution primitives', notifications', watchers',
@@ -348,6 +390,7 @@ async fn extra_tools(
 ) -> anyhow::Result<ExtraTools> {
     // Every front end writes routines through this one service.
     let routines = routine_service(config, store, Arc::clone(clock)).with_wake(link.clone());
+    let agent_ids = routines.agent_set();
     let mut extra = routine_tools(routines.clone(), link.clone());
     extra.extend(routine_ops_tools(routines.clone()));
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(runner_link))));
@@ -376,6 +419,7 @@ async fn extra_tools(
         notifier: router,
         memory,
         delegator,
+        agent_ids,
     })
 }
 
@@ -488,7 +532,8 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
         skill_paths: config.skills.paths.clone(),
     };
     let (agent, cheap) = (rt.agent.clone(), &rt.providers.cheap);
-    let service = chat_service_of(config, rt, agent, cheap, settings, Some(&rt.memory))
+    let parts = (&rt.store, &rt.providers.main, &rt.tools);
+    let service = chat_service_of(config, parts, agent, cheap, settings, Some(&rt.memory))
         .with_jobs(Arc::clone(&rt.jobs))
         .with_memory(Arc::clone(&rt.memory))
         .with_router(rt.router.clone());
@@ -501,22 +546,20 @@ pub fn chat_service_unpruned(config: &Config, rt: &Runtime) -> Arc<ChatService> 
 /// model routing.
 fn chat_service_of(
     config: &Config,
-    rt: &Runtime,
+    (store, main, tools): (&Store, &Arc<dyn cairn_llm::LlmProvider>, &ToolsConfig),
     agent: AgentLoop,
     cheap: &Arc<dyn cairn_llm::LlmProvider>,
     settings: ChatSettings,
     memory: Option<&Arc<MemoryService>>,
 ) -> ChatService {
     let sessions = Arc::new(SessionManager::new(
-        rt.store.clone(),
+        store.clone(),
         Arc::new(SystemClock),
         config.agent.undo_depth as usize,
         config.agent.session_idle,
     ));
-    let monitor = ContextMonitor::for_model(
-        config.llm.context_limit as usize,
-        rt.providers.main.context_window(),
-    );
+    let monitor =
+        ContextMonitor::for_model(config.llm.context_limit as usize, main.context_window());
     let mut compactor = Compactor::new(Arc::clone(cheap), settings.workspace.clone())
         .with_monitor(monitor)
         .with_time_zone(config.user.timezone);
@@ -527,7 +570,7 @@ fn chat_service_of(
         .with_compactor(Arc::new(compactor))
         .with_max_images(config.gateway.max_images);
     // Image URLs (`/v1`) are fetched under the model's network rules.
-    match cairn_agent::tools::net::NetClient::new(rt.tools.http.clone()) {
+    match cairn_agent::tools::net::NetClient::new(tools.http.clone()) {
         Ok(net) => service.with_net(Arc::new(net)),
         Err(e) => {
             tracing::warn!(error = %e, "image URLs cannot be fetched");

@@ -126,8 +126,9 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
             let (registry, policy) = tool_parts(&tools, extra.clone(), Some(&next.clients), &[])?;
             // Every agent follows the new global policy too (an agent never
             // keeps a tool the owner just denied).
+            let agents = agents.get();
             let mut theirs = Vec::new();
-            for run in &agents {
+            for run in agents.iter() {
                 theirs.push(agent_tools(
                     &tools,
                     &run.spec,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_agent::ToolStatus;
+use cairn_agent::agents::Chats;
 use cairn_agent::chat::{ChatService, ChatSink, Inbound, Reply, TurnReport};
 use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver};
 use cairn_core::config::{Config, ConfigInput};
@@ -22,7 +23,10 @@ use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
 use crate::daemon::reload::{ReloadReport, Reloader};
-use crate::wiring::{Automation, automation, chat_service_unpruned, parse_tools, register_reloads};
+use crate::wiring::{
+    Automation, automation, chat_service_unpruned, chats, parse_tools, register_agent_reload,
+    register_reloads,
+};
 
 /// A bound on every wait for something observable.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -33,6 +37,7 @@ struct Harness {
     llm: FakeLlmServer,
     automation: Automation,
     chat: Arc<ChatService>,
+    chats: Arc<Chats>,
     reloader: Reloader,
 }
 
@@ -53,14 +58,18 @@ impl Harness {
         let automation = automation(&config, &store, None).await.unwrap();
         let rt = automation.runtime.as_ref().unwrap();
         let chat = chat_service_unpruned(&config, rt);
+        // As the daemon does: every agent's chat, and their reload.
+        let chats = chats(&config, rt, Arc::clone(&chat)).unwrap();
         let mut reloader = Reloader::new(config);
         register_reloads(&mut reloader, &automation);
+        register_agent_reload(&mut reloader, rt, &chats);
         Harness {
             _dir: dir,
             home,
             llm,
             automation,
             chat,
+            chats,
             reloader,
         }
     }
@@ -370,4 +379,69 @@ async fn the_reload_hooks_cover_exactly_the_documented_keys() {
         .copied()
         .collect();
     assert_eq!(hooked, documented);
+}
+
+/// `family`, bound to the chat 42 of `tg`, with a model of its own.
+const FAMILY: &str = "[[agents]]\nid = \"family\"\nname = \"Pip\"\nmodel = \"family-model\"\n\
+                      [[agents.bindings]]\nchannel = \"tg\"\nchat = \"42\"\n";
+
+#[tokio::test]
+async fn agents_added_changed_and_removed_by_a_reload_take_the_next_message() {
+    let mut h = Harness::start("").await;
+    let name =
+        |h: &Harness, chat: &str| h.chats.pick("tg", chat, "u").settings().agent_name.clone();
+    let main_name = name(&h, "42");
+    assert_ne!(main_name, "Pip");
+
+    let report = h.reload(FAMILY).await;
+    assert_eq!(report.applied, vec!["agents"], "{report:?}");
+    assert_eq!(name(&h, "42"), "Pip");
+    assert_eq!(name(&h, "7"), main_name);
+    // Its turn runs on its own model, and every other part knows it.
+    h.llm.push(Scripted::text("hi from Pip"));
+    let family = h.chats.pick("tg", "42", "u");
+    assert!(matches!(
+        say(&family, "hello", Arc::new(Approve::default())).await,
+        Reply::Answer(_)
+    ));
+    assert_eq!(h.models(), ["family-model"]);
+    let rt = h.runtime();
+    assert_eq!(*rt.agent_ids.get(), ["main", "family"]);
+    assert!(rt.routine_agents.get().contains_key("family"));
+    assert!(h.home.join("agents/family").is_dir());
+
+    // Another agent added: family's entry is the same, so it keeps its service.
+    let work = "[[agents]]\nid = \"work\"\n";
+    let report = h.reload(&format!("{FAMILY}{work}")).await;
+    assert_eq!(report.applied, vec!["agents"], "{report:?}");
+    assert!(Arc::ptr_eq(&family, &h.chats.pick("tg", "42", "u")));
+    assert_eq!(*h.runtime().agent_ids.get(), ["main", "family", "work"]);
+
+    // Family's binding moved to chat 7: a changed entry is built anew.
+    let moved = FAMILY.replace("\"42\"", "\"7\"");
+    h.reload(&format!("{moved}{work}")).await;
+    assert_eq!(name(&h, "42"), main_name);
+    assert_eq!(name(&h, "7"), "Pip");
+
+    // Removed: its chats go to main, and routines may no longer name it.
+    let report = h.reload(work).await;
+    assert_eq!(report.applied, vec!["agents"], "{report:?}");
+    assert_eq!(name(&h, "7"), main_name);
+    assert_eq!(*h.runtime().agent_ids.get(), ["main", "work"]);
+    assert!(!h.runtime().routine_agents.get().contains_key("family"));
+}
+
+#[tokio::test]
+async fn a_refused_agents_table_keeps_the_agents_in_force() {
+    let mut h = Harness::start(FAMILY).await;
+    let report = h
+        .reload(&FAMILY.replace("id = \"family\"", "id = \"fam ily\""))
+        .await;
+    assert!(report.applied.is_empty(), "{report:?}");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(report.failed[0].0, "agents");
+    assert!(report.failed[0].1.contains("agents[0].id"), "{report:?}");
+    let picked = h.chats.pick("tg", "42", "u");
+    assert_eq!(picked.settings().agent_name, "Pip");
+    assert_eq!(*h.runtime().agent_ids.get(), ["main", "family"]);
 }

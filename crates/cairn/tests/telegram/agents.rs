@@ -168,3 +168,55 @@ fn a_tool_the_owner_denies_while_the_daemon_runs_leaves_every_agent() {
     }
     daemon.stop();
 }
+
+#[test]
+fn an_agent_bound_while_the_daemon_runs_takes_its_chat_and_leaves_it_when_removed() {
+    let standin = StandIn::start();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    let home = Home::new(&standin, &llm, None);
+    write_config(&home);
+    let with_family = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    let (without, _) = with_family.split_once("[[agents]]").unwrap();
+    std::fs::write(home.dir.join("config.toml"), without).unwrap();
+    let daemon = home.daemon(&standin);
+    // The model the kid's next message is answered with.
+    let kid_model = |n: &mut usize| -> String {
+        *n += 1;
+        let answer = format!("answer {n}");
+        llm.push(Scripted::text(answer.clone()));
+        standin.message(KID, &format!("question {n}"));
+        standin.until("an answer", |w| w.messages.values().any(|m| m.1 == answer));
+        llm.requests().last().unwrap().body["model"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let until_model = |model: &str, n: &mut usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while kid_model(n) != model {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reload never gave the kid's chat to {model}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let mut n = 0;
+    assert_eq!(kid_model(&mut n), "test-model");
+    // The owner adds family, bound to the kid's chat; the daemon reloads.
+    std::fs::write(home.dir.join("config.toml"), &with_family).unwrap();
+    until_model("family-model", &mut n);
+    let family = llm.requests().last().unwrap().body.clone();
+    assert!(system(&family).contains("FAMILY-IDENTITY-4410"), "{family}");
+    // The owner's own chat stays main's.
+    llm.push(Scripted::text("still main"));
+    standin.message(OWNER, "and me?");
+    standin.until("main's answer", |w| {
+        w.messages.values().any(|m| m.1 == "still main")
+    });
+    assert_eq!(llm.requests().last().unwrap().body["model"], "test-model");
+    // Removed again: the kid's chat goes back to main.
+    std::fs::write(home.dir.join("config.toml"), without).unwrap();
+    until_model("test-model", &mut n);
+    daemon.stop();
+}

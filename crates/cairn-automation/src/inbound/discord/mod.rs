@@ -133,7 +133,7 @@ impl DiscordAdapter {
             return;
         }
         // The agent bound to this chat answers it (`[[agents]]`).
-        let service = Arc::clone(cfg.chat.pick(&cfg.name, &message.channel_id, &user));
+        let service = cfg.chat.pick(&cfg.name, &message.channel_id, &user);
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel: format!("discord:{}", message.channel_id),

@@ -237,7 +237,7 @@ impl SlackAdapter {
             _ => format!("slack:{team}:{}", event.channel),
         };
         // The agent bound to this chat answers it (`[[agents]]`).
-        let service = Arc::clone(cfg.chat.pick(&cfg.name, &event.channel, &user));
+        let service = cfg.chat.pick(&cfg.name, &event.channel, &user);
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel,

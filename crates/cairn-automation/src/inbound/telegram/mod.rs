@@ -233,10 +233,9 @@ impl TelegramAdapter {
             text = "/help".into();
         }
         // The agent bound to this chat answers it (`[[agents]]`).
-        let service = Arc::clone(
-            cfg.chat
-                .pick(&cfg.name, &chat.to_string(), &from.id.to_string()),
-        );
+        let service = cfg
+            .chat
+            .pick(&cfg.name, &chat.to_string(), &from.id.to_string());
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel: format!("telegram:{chat}"),

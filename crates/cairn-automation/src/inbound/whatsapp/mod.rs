@@ -210,7 +210,7 @@ impl WhatsAppAdapter {
             return;
         }
         // The agent bound to this chat answers it (`[[agents]]`).
-        let service = Arc::clone(cfg.chat.pick(&cfg.name, from, from));
+        let service = cfg.chat.pick(&cfg.name, from, from);
         let mut inbound = Inbound {
             user_id: cfg.user_id.clone(),
             channel: format!("whatsapp:{from}"),

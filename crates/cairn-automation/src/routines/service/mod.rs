@@ -17,6 +17,7 @@
 use std::sync::Arc;
 
 use cairn_core::clock::Clock;
+use cairn_core::live::Live;
 use cairn_core::routine::{
     CatchUp, MAIN_AGENT, Overlap, Pause, Routine, RoutineRun, RunStatus, Trigger,
 };
@@ -199,6 +200,14 @@ pub struct BackfillRequest {
     pub confirmed: bool,
 }
 
+/// The agents routines may run as: `main`, then the ids given (`main`
+/// among them is not repeated).
+pub fn agent_ids(agents: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut ids = vec![MAIN_AGENT.to_string()];
+    ids.extend(agents.into_iter().filter(|a| a != MAIN_AGENT));
+    ids
+}
+
 /// Operations on one person's routines.
 #[derive(Clone)]
 pub struct RoutineService {
@@ -208,8 +217,9 @@ pub struct RoutineService {
     user_zone: Tz,
     wake: Option<Arc<dyn Wake>>,
     max_backfill: u32,
-    /// The agents a routine may run as (`[[agents]]`), `main` first.
-    agents: Vec<String>,
+    /// The agents a routine may run as (`[[agents]]`), `main` first; a
+    /// reload of `[[agents]]` replaces them.
+    agents: Live<Vec<String>>,
 }
 
 impl std::fmt::Debug for RoutineService {
@@ -236,7 +246,7 @@ impl RoutineService {
             user_zone,
             wake: None,
             max_backfill: 1000,
-            agents: vec![MAIN_AGENT.to_string()],
+            agents: Live::new(Arc::new(vec![MAIN_AGENT.to_string()])),
         }
     }
 
@@ -244,15 +254,27 @@ impl RoutineService {
     /// alone unless given. A spec naming another is refused at `agent`.
     #[must_use]
     pub fn with_agents(mut self, agents: impl IntoIterator<Item = String>) -> Self {
-        let mut ids = vec![MAIN_AGENT.to_string()];
-        ids.extend(agents.into_iter().filter(|a| a != MAIN_AGENT));
-        self.agents = ids;
+        self.agents = Live::new(Arc::new(agent_ids(agents)));
         self
     }
 
-    /// The agents routines may run as, `main` first.
-    pub fn agents(&self) -> &[String] {
-        &self.agents
+    /// Reads the agents from `agents` ([`agent_ids`]), which a reload of
+    /// `[[agents]]` replaces.
+    #[must_use]
+    pub fn with_agent_set(mut self, agents: Live<Vec<String>>) -> Self {
+        self.agents = agents;
+        self
+    }
+
+    /// The slot [`Self::agents`] reads, to share with another service
+    /// ([`Self::with_agent_set`]) or to replace on a reload.
+    pub fn agent_set(&self) -> Live<Vec<String>> {
+        self.agents.clone()
+    }
+
+    /// The agents routines may run as now, `main` first.
+    pub fn agents(&self) -> Arc<Vec<String>> {
+        self.agents.get()
     }
 
     /// Wakes this engine after each change.

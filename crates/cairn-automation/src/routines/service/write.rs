@@ -96,7 +96,7 @@ impl RoutineService {
         // An agent not configured is one more problem, reported with the rest.
         let next = match (
             prepare(&spec, self.user_zone, self.clock.now()),
-            unknown_agent(&spec, &self.agents),
+            unknown_agent(&spec, &self.agents()),
         ) {
             (Ok(next), None) => next,
             (Ok(_), Some(agent)) => return Err(problems(vec![agent])),

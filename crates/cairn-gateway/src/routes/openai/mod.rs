@@ -190,22 +190,27 @@ fn model_names(state: &AppState) -> Vec<String> {
         names.push(model.to_string());
     }
     names.push(MODEL_ALIAS.to_string());
-    names.extend(state.agent_ids().map(|id| format!("{MODEL_ALIAS}:{id}")));
+    names.extend(
+        state
+            .agent_ids()
+            .iter()
+            .map(|id| format!("{MODEL_ALIAS}:{id}")),
+    );
     names
 }
 
 /// The chat service a request's `model` asks for: `cairn:<id>` names an
 /// agent (`cairn:main` and every other name: the main one).
-fn chat_for<'a>(state: &'a AppState, model: &str) -> Result<&'a Arc<ChatService>, OpenAiError> {
+fn chat_for(state: &AppState, model: &str) -> Result<Arc<ChatService>, OpenAiError> {
     let main = state.chat()?;
     let Some(id) = model
         .strip_prefix(MODEL_ALIAS)
         .and_then(|r| r.strip_prefix(':'))
     else {
-        return Ok(main);
+        return Ok(Arc::clone(main));
     };
     if id == cairn_agent::agents::MAIN {
-        return Ok(main);
+        return Ok(Arc::clone(main));
     }
     state.agent_chat(id).ok_or_else(|| OpenAiError {
         param: Some("model".into()),
@@ -415,7 +420,7 @@ impl Prepared {
 }
 
 async fn complete(state: AppState, request: CompletionRequest) -> Result<Response, OpenAiError> {
-    let chat = Arc::clone(chat_for(&state, &request.model)?);
+    let chat = chat_for(&state, &request.model)?;
     check_model(&state, &request.model)?;
     let translated = request.translate(&chat)?;
     let mut conversation = translated.conversation;

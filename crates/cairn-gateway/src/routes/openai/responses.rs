@@ -270,7 +270,7 @@ fn message_item(response: &str, text: &str, status: &str) -> Value {
 }
 
 async fn respond(state: AppState, request: ResponseRequest) -> Result<Response, OpenAiError> {
-    let chat = Arc::clone(super::chat_for(&state, &request.model)?);
+    let chat = super::chat_for(&state, &request.model)?;
     check_model(&state, &request.model)?;
     let (instructions, new) = translate(&request)?;
     let mut conversation: Vec<ChatMessage> = match &request.previous_response_id {

@@ -5,7 +5,6 @@
 mod terminal;
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use cairn_agent::agents::MAIN;
@@ -83,7 +82,7 @@ pub fn run(args: &ChatArgs, json: bool) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("agent {agent} has no chat service"))?;
             // As `chat_service` does for main's.
             drop(service.spawn_pruner(wiring::PRUNE_EVERY));
-            (Arc::clone(service), format!("{CHANNEL}:{agent}"))
+            (service, format!("{CHANNEL}:{agent}"))
         };
         let terminal = Terminal {
             config: &config,
