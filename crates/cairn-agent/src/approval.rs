@@ -20,6 +20,9 @@ pub enum ApprovalAnswer {
     Always,
     /// Nobody answered within this time; the call is not run.
     Expired(std::time::Duration),
+    /// Nobody could be asked (an API client, a webhook or a routine with
+    /// no approval channel); the call is not run.
+    Unavailable,
 }
 
 /// What the user is asked to approve.
@@ -86,14 +89,15 @@ pub trait Approver: Send + Sync {
     }
 }
 
-/// Declines everything; for non-interactive runs where "ask" must mean "no".
+/// Asks nobody: every call that needs approval is not run, the model told
+/// that no person was there to approve it; for non-interactive runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DenyAll;
 
 #[async_trait]
 impl Approver for DenyAll {
     async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::No
+        ApprovalAnswer::Unavailable
     }
 }
 

@@ -495,6 +495,12 @@ impl ToolRunner {
                             "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
                         ),
                     )),
+                    ApprovalAnswer::Unavailable => Err((
+                        ToolStatus::Declined,
+                        format!(
+                            "`{name}` needs a person's approval and nobody was available to give it (this turn came from an API client, a webhook, a routine or a job), so it was not run; do not retry it, say what you wanted to do so the person can run it or allow it"
+                        ),
+                    )),
                     ApprovalAnswer::Expired(waited) => Err((
                         ToolStatus::Declined,
                         format!(

@@ -7,7 +7,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use cairn_agent::policy::{AutonomyLevel, PolicyGate, ToolPolicyConfig};
-use cairn_agent::runner::{ApprovalAnswer, AutoApprove, DenyAll, ToolRunner, ToolStatus};
+use cairn_agent::runner::{
+    ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll, ToolRunner, ToolStatus,
+};
 use cairn_agent::tools::{
     CallPlan, DelegatedCall, RiskLevel, ToolContext, ToolLimits, ToolRegistry, ToolSpec,
 };
@@ -89,13 +91,42 @@ async fn readonly_autonomy_denies_write_tools() {
     assert_eq!(result.status, ToolStatus::Success);
 }
 
+/// A person who says no.
+struct SaysNo;
+
+#[async_trait::async_trait]
+impl Approver for SaysNo {
+    async fn approve(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::No
+    }
+
+    fn person_present(&self) -> bool {
+        true
+    }
+}
+
 #[tokio::test]
 async fn declined_approval_yields_error_result() {
     let r = runner(AutonomyLevel::Supervised, &[]);
-    let result = r.run(&call("writer", json!({})), &ctx(), &DenyAll).await;
+    let result = r.run(&call("writer", json!({})), &ctx(), &SaysNo).await;
     assert_eq!(result.status, ToolStatus::Declined);
     assert!(result.content.contains("the user declined to run `writer`"));
     assert!(result.content.contains("status=\"declined\""));
+}
+
+#[tokio::test]
+async fn with_nobody_to_ask_the_model_is_not_told_the_user_declined() {
+    let r = runner(AutonomyLevel::Supervised, &[]);
+    let result = r.run(&call("writer", json!({})), &ctx(), &DenyAll).await;
+    assert_eq!(result.status, ToolStatus::Declined);
+    assert!(
+        result
+            .content
+            .contains("needs a person's approval and nobody was available"),
+        "{}",
+        result.content
+    );
+    assert!(!result.content.contains("user declined"));
 }
 
 #[tokio::test]

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use cairn_agent::agents::ChatSet;
 use cairn_agent::chat::ChatService;
 use cairn_agent::jobs::JobScheduler;
+use cairn_agent::runner::{Approver, DenyAll};
+use cairn_automation::inbound::desk::ApprovalDesk;
 use cairn_automation::notify::Notifier;
 use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
@@ -35,6 +37,8 @@ pub struct Gateway {
     /// answers as one when asked for the model `cairn:<id>`.
     /// Follows a reload of `[[agents]]` ([`Gateway::with_agent_set`]).
     agents: Live<ChatSet>,
+    /// Where turns nobody attends ask for approvals.
+    desk: Option<ApprovalDesk>,
     engine: Option<RoutineEngine>,
     notifier: Option<Notifier>,
     jobs: Option<Arc<JobScheduler>>,
@@ -108,6 +112,7 @@ impl Gateway {
             user_id: user_id.into(),
             chat: None,
             agents: Live::new(Arc::new(ChatSet::default())),
+            desk: None,
             engine: None,
             notifier: None,
             jobs: None,
@@ -200,6 +205,14 @@ impl Gateway {
         agents: std::collections::BTreeMap<String, Arc<ChatService>>,
     ) -> Self {
         self.agents = Live::new(Arc::new(ChatSet::unrouted(agents)));
+        self
+    }
+
+    /// Asks the owner at `desk` to approve the tool calls of `/v1` and
+    /// webhook turns (`agent.approval_channel`).
+    #[must_use]
+    pub fn with_approval_desk(mut self, desk: ApprovalDesk) -> Self {
+        self.desk = Some(desk);
         self
     }
 
@@ -379,6 +392,15 @@ impl Gateway {
     /// The agent `id`'s chat service (`main` is [`Self::chat`]'s).
     pub fn agent_chat(&self, id: &str) -> Option<Arc<ChatService>> {
         self.agents.get().others().get(id).cloned()
+    }
+
+    /// The approver of a turn nobody attends, from `source`: the approval
+    /// desk's, labelled with it, or nobody's.
+    pub fn unattended_approver(&self, source: &str) -> Arc<dyn Approver> {
+        match &self.desk {
+            Some(desk) => Arc::new(desk.approver(source)),
+            None => Arc::new(DenyAll),
+        }
     }
 
     /// The chat service of the agent a chat route's `?agent=` names

@@ -216,6 +216,7 @@ mod tests {
                 undo_depth: 1,
                 session_idle: std::time::Duration::from_secs(60),
                 approval_timeout: std::time::Duration::from_secs(60),
+                approval_channel: None,
             },
             "ada",
         )));

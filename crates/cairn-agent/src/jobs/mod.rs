@@ -331,6 +331,7 @@ mod tests {
             undo_depth: 20,
             session_idle: std::time::Duration::from_secs(3600),
             approval_timeout: std::time::Duration::from_secs(120),
+            approval_channel: None,
         };
         let config = JobsConfig::from_agent(&agent);
         assert_eq!(config.max_parallel_jobs, 2);

@@ -284,6 +284,7 @@ pub fn agent_config() -> cairn_core::config::AgentConfig {
         undo_depth: 20,
         session_idle: std::time::Duration::from_secs(3600),
         approval_timeout: std::time::Duration::from_secs(120),
+        approval_channel: None,
     }
 }
 

@@ -213,6 +213,7 @@ impl Harness {
                     undo_depth: 1,
                     session_idle: std::time::Duration::from_secs(3600),
                     approval_timeout: std::time::Duration::from_secs(60),
+                    approval_channel: None,
                 },
                 "ada",
             )

@@ -17,6 +17,7 @@
 //! Architecture invariant: nothing from a person the adapter does not
 //! allow reaches the [`ChatService`] (nor the LLM or the event matcher).
 
+pub mod desk;
 pub mod discord;
 pub mod in_order;
 pub mod inbox;
@@ -52,6 +53,13 @@ pub trait InboundAdapter: Send + Sync {
     /// (a polling lease) for its successor in the same process: a reload
     /// that restarts the channel with new settings.
     fn hand_over(&self) {}
+
+    /// The owner's chat here, where the approvals of unattended turns may
+    /// be asked ([`desk`], `agent.approval_channel`); `None` where the
+    /// channel cannot ask (no owner chat, no buttons).
+    fn desk(&self) -> Option<desk::Desk> {
+        None
+    }
 }
 
 /// A message on a front end, by the service's id (Telegram's number,
@@ -210,37 +218,54 @@ impl ChatSink for TurnSink<'_> {
 #[async_trait]
 impl Approver for TurnSink<'_> {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        let (ticket, rx) = self.approvals.wait();
-        let shown = match self.conversation.ask(request, &ticket).await {
-            Ok(id) => id,
-            Err(e) => {
-                tracing::warn!(error = %e, tool = %request.tool, "cannot ask for an approval; declined");
-                self.approvals.decide(&ticket, ApprovalAnswer::No);
-                return ApprovalAnswer::No;
-            }
-        };
-        let answer = tokio::select! {
-            answer = rx => answer.unwrap_or(ApprovalAnswer::No),
-            () = tokio::time::sleep(self.timeout) => {
-                self.approvals.decide(&ticket, ApprovalAnswer::No);
-                ApprovalAnswer::Expired(self.timeout)
-            }
-        };
-        let decision = match answer {
-            ApprovalAnswer::Yes => "✅ Approved",
-            ApprovalAnswer::Always => "✅ Approved (always for this tool)",
-            ApprovalAnswer::No => "❌ Denied",
-            ApprovalAnswer::Expired(_) => "⌛ Not answered in time: declined",
-        };
-        let text = format!("{decision}: {}", request.summary);
-        if let Err(e) = self.conversation.edit(&shown, &text).await {
-            tracing::debug!(error = %e, "cannot show the approval's decision");
-        }
-        answer
+        ask_with_buttons(self.conversation, self.approvals, request, self.timeout).await
     }
 
     fn person_present(&self) -> bool {
         true
+    }
+}
+
+/// Asks for `request` in `conversation` with buttons and waits up to
+/// `timeout` for a press ([`Approvals`]); the message then shows the
+/// decision. A request that cannot be shown is declined.
+pub async fn ask_with_buttons(
+    conversation: &dyn Conversation,
+    approvals: &Approvals,
+    request: &ApprovalRequest,
+    timeout: Duration,
+) -> ApprovalAnswer {
+    let (ticket, rx) = approvals.wait();
+    let shown = match conversation.ask(request, &ticket).await {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!(error = %e, tool = %request.tool, "cannot ask for an approval; declined");
+            approvals.decide(&ticket, ApprovalAnswer::No);
+            return ApprovalAnswer::No;
+        }
+    };
+    let answer = tokio::select! {
+        answer = rx => answer.unwrap_or(ApprovalAnswer::No),
+        () = tokio::time::sleep(timeout) => {
+            approvals.decide(&ticket, ApprovalAnswer::No);
+            ApprovalAnswer::Expired(timeout)
+        }
+    };
+    let text = format!("{}: {}", decision(answer), request.summary);
+    if let Err(e) = conversation.edit(&shown, &text).await {
+        tracing::debug!(error = %e, "cannot show the approval's decision");
+    }
+    answer
+}
+
+/// How a decision reads on the approval's message once made.
+pub fn decision(answer: ApprovalAnswer) -> &'static str {
+    match answer {
+        ApprovalAnswer::Yes => "✅ Approved",
+        ApprovalAnswer::Always => "✅ Approved (always for this tool)",
+        ApprovalAnswer::No => "❌ Denied",
+        ApprovalAnswer::Expired(_) => "⌛ Not answered in time: declined",
+        ApprovalAnswer::Unavailable => "⌛ Nobody could be asked: declined",
     }
 }
 

@@ -23,9 +23,10 @@
 //! workspace; its `full_job` is one turn of its own loop. An agent this
 //! executor was not given fails the run, naming it: it never runs as `main`.
 //!
-//! **Unattended approvals.** Nobody answers an approval during a run: a tool
-//! the policy asks about runs only if the action lists it in `allowed_tools`;
-//! otherwise it is declined and the run is `attention`, naming the tool. A
+//! **Unattended approvals.** A tool the policy asks about runs if the action
+//! lists it in `allowed_tools`; otherwise the owner is asked at the approval
+//! desk (`agent.approval_channel`) when there is one, and a call nobody
+//! approved is declined and the run is `attention`, naming the tool. A
 //! policy denial stays a denial (`failed`, naming the tool) whatever the list.
 //! A list naming `shell` fails the run where commands cannot be confined,
 //! unless the owner allowed unconfined runs ([`super::define::unconfined_shell`]).
@@ -41,13 +42,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use cairn_agent::JobScheduler;
 use cairn_agent::jobs::{JobSpec, JobState};
 use cairn_agent::nofollow::{FsError, Tree};
-use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest, Approver, ToolRunner, ToolStatus};
+use cairn_agent::runner::{ToolRunner, ToolStatus};
 use cairn_agent::tools::ToolContext;
 use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_core::clock::Clock;
@@ -59,6 +60,8 @@ use cairn_store::Store;
 use super::action::{ActionExecutor, ActionOutcome, ActionRequest, FireContext, Notice};
 use super::as_agent::{self, RoutineAgent};
 use super::system::{SystemTask, SystemTasks};
+pub use super::unattended::Unattended;
+use crate::inbound::desk::ApprovalDesk;
 
 /// The reply that means "nothing to report".
 pub const ROUTINE_OK: &str = "ROUTINE_OK";
@@ -92,6 +95,7 @@ pub struct AgentActions {
     /// The agents other than `main` routines may run as, by id (a reload
     /// of `[[agents]]` replaces them).
     agents: Live<RoutineAgents>,
+    desk: Option<ApprovalDesk>,
 }
 
 /// The agents other than `main` routines may run as, by id.
@@ -134,6 +138,7 @@ impl AgentActions {
             jobs: None,
             system: SystemTasks::default(),
             agents: Live::new(Arc::new(BTreeMap::new())),
+            desk: None,
         }
     }
 
@@ -403,7 +408,20 @@ impl AgentActions {
                 "no tools are configured; this routine's `tool_call` action cannot run `{tool}`"
             ));
         };
-        tool_call(runner, base, request, tool, params, allowed_tools).await
+        let desk = self.desk.as_ref();
+        tool_call(runner, base, request, tool, params, allowed_tools, desk).await
+    }
+
+    /// Where unattended approvals are asked (`agent.approval_channel`).
+    #[must_use]
+    pub fn with_desk(mut self, desk: ApprovalDesk) -> Self {
+        self.desk = Some(desk);
+        self
+    }
+
+    /// The approval desk, when there is one.
+    pub(super) fn desk(&self) -> Option<&ApprovalDesk> {
+        self.desk.as_ref()
     }
 
     /// Why a routine of `agent`, which this executor was not given, is not run.
@@ -437,11 +455,12 @@ pub(super) async fn tool_call(
     tool: &str,
     params: &serde_json::Value,
     allowed_tools: &[String],
+    desk: Option<&ApprovalDesk>,
 ) -> ActionOutcome {
     let name = &request.routine.spec.name;
     let mut ctx = base.clone().with_cancel(request.cancel.clone());
     ctx.session_id = format!("routine:{name}");
-    let approver = Unattended::new(runner, allowed_tools);
+    let approver = Unattended::new(runner, allowed_tools).asking(desk, name);
     let call = ToolCall {
         id: request.run_id.to_string(),
         name: tool.to_string(),
@@ -568,50 +587,6 @@ impl ActionExecutor for AgentActions {
             },
             RoutineAction::System { task } => self.system.run(task, &request).await,
         }
-    }
-}
-
-/// The approver of an unattended run: yes for the routine's `allowed_tools`,
-/// no for the rest, remembering what it declined.
-#[derive(Debug)]
-pub struct Unattended {
-    allowed: Vec<String>,
-    declined: Mutex<Vec<String>>,
-}
-
-impl Unattended {
-    /// Approves these tools (aliases resolved through the runner's registry).
-    pub fn new(runner: &ToolRunner, allowed_tools: &[String]) -> Self {
-        let registry = runner.registry();
-        Self {
-            allowed: allowed_tools
-                .iter()
-                .map(|t| registry.resolve(t).unwrap_or(t).to_string())
-                .collect(),
-            declined: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The tools declined so far, once each.
-    pub fn declined(&self) -> Vec<String> {
-        self.declined
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
-#[async_trait]
-impl Approver for Unattended {
-    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        if self.allowed.contains(&request.tool) {
-            return ApprovalAnswer::Yes;
-        }
-        let mut declined = self.declined.lock().unwrap_or_else(|e| e.into_inner());
-        if !declined.contains(&request.tool) {
-            declined.push(request.tool.clone());
-        }
-        ApprovalAnswer::No
     }
 }
 

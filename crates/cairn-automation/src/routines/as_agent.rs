@@ -26,6 +26,7 @@ use super::actions::{
     AgentActions, Light, ROUTINE_OK, Unattended, is_routine_ok, needs_approval, notification,
     tool_call, with_detail,
 };
+use crate::inbound::desk::ApprovalDesk;
 
 /// Appended to the agent's system prompt for a routine's turn.
 const UNATTENDED_NOTE: &str = "You are running a routine on your own: nobody is watching, you \
@@ -92,13 +93,25 @@ pub(super) async fn execute(
                 max_iterations: *max_iterations,
                 allowed_tools,
             };
-            turn(agent, request, job).await
+            turn(agent, request, job, actions.desk()).await
         }
         RoutineAction::ToolCall {
             tool,
             params,
             allowed_tools,
-        } => tool_call(runner, &agent.ctx, request, tool, params, allowed_tools).await,
+        } => {
+            let desk = actions.desk();
+            tool_call(
+                runner,
+                &agent.ctx,
+                request,
+                tool,
+                params,
+                allowed_tools,
+                desk,
+            )
+            .await
+        }
         RoutineAction::Watch { .. } => super::watch::check(runner, &agent.ctx, request).await,
         RoutineAction::Notification { message, title } => notification(message, title),
         RoutineAction::System { task } => ActionOutcome::failed(format!(
@@ -136,7 +149,12 @@ impl LoopDelegate for Unwatched<'_> {
 /// `ROUTINE_OK` as the answer is `ok`, another answer `attention`; a call
 /// the policy denied fails the run, one that needed approval makes it
 /// `attention`.
-async fn turn(agent: &RoutineAgent, request: &ActionRequest, job: Job<'_>) -> ActionOutcome {
+async fn turn(
+    agent: &RoutineAgent,
+    request: &ActionRequest,
+    job: Job<'_>,
+    desk: Option<&ApprovalDesk>,
+) -> ActionOutcome {
     let name = &request.routine.spec.name;
     let runner = agent.agent.runner();
     let prompt = PromptContext {
@@ -172,7 +190,7 @@ async fn turn(agent: &RoutineAgent, request: &ActionRequest, job: Job<'_>) -> Ac
     let cancel = request.cancel.child_token();
     let mut ctx = agent.ctx.clone().with_cancel(cancel.clone());
     ctx.session_id = format!("routine:{name}");
-    let approver = Unattended::new(runner, job.allowed_tools);
+    let approver = Unattended::new(runner, job.allowed_tools).asking(desk, name);
     let delegate = Unwatched(&approver);
     let limit = cairn_core::job::DEFAULT_TIMEOUT;
     let outcome = tokio::select! {

@@ -25,6 +25,7 @@ pub mod service;
 pub mod slots;
 pub mod system;
 pub mod tools;
+pub mod unattended;
 pub mod upkeep;
 pub mod upkeep_watch;
 pub mod watch;

@@ -110,7 +110,14 @@ pub static SETTINGS: &[SettingDef] = &[
         &["CAIRN_APPROVAL_TIMEOUT_SECS"],
         K::UInt,
         D::UInt(120),
-        "seconds a tool call waits for approval from a channel that cannot prompt; then it is declined",
+        "seconds a tool call waits for approval from a channel that cannot prompt (or from agent.approval_channel); then it is declined",
+    ),
+    def(
+        "agent.approval_channel",
+        &["CAIRN_APPROVAL_CHANNEL"],
+        K::Text,
+        D::Unset,
+        "the inbound channel (a [channels.NAME] with inbound = true; Telegram today) that asks the owner, with buttons, to approve the tool calls of turns nobody attends (/v1, webhooks, routines); unset: such calls are declined as needing a person",
     ),
     def(
         "notify.default_channel",

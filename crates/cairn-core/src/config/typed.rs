@@ -159,6 +159,9 @@ pub struct AgentConfig {
     pub session_idle: Duration,
     /// How long a tool call waits for an approval answered by a later message.
     pub approval_timeout: Duration,
+    /// The inbound channel that asks the owner to approve the calls of
+    /// turns nobody attends (`/v1`, webhooks, routines).
+    pub approval_channel: Option<String>,
 }
 
 /// The person cairn works for.
@@ -342,6 +345,7 @@ impl Config {
                 approval_timeout: Duration::from_secs(
                     r.uint_at_least("agent.approval_timeout_secs", 1),
                 ),
+                approval_channel: r.text_opt("agent.approval_channel"),
             },
             user: UserConfig {
                 id: r.text("user.id"),

@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cairn_agent::chat::{ChatSink, Inbound, Reply};
-use cairn_agent::runner::{Approver, DenyAll};
+use cairn_agent::runner::Approver;
 use cairn_store::IdempotencyClaim;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -91,12 +91,13 @@ pub struct WebhookResponse {
     pub model: String,
 }
 
-/// Nobody is there to approve a risky tool call, so "ask" means "no".
-struct WebhookSink;
+/// Nobody attends a webhook's turn: approvals go to the approval desk,
+/// or are declined as needing a person.
+struct WebhookSink(Arc<dyn Approver>);
 
 impl ChatSink for WebhookSink {
     fn approver(&self) -> Option<&dyn Approver> {
-        Some(&DenyAll)
+        Some(self.0.as_ref())
     }
 }
 
@@ -282,7 +283,8 @@ async fn run_turn(
         None => state.model().unwrap_or_default(),
     }
     .to_string();
-    match chat.handle(inbound, &WebhookSink).await {
+    let sink = WebhookSink(state.unattended_approver(&place.channel));
+    match chat.handle(inbound, &sink).await {
         // The model that answered (a route's, when the message was routed).
         Reply::Answer(report) => Ok(WebhookResponse {
             response: report.response,

@@ -248,6 +248,7 @@ fn gateway(sup: &Supervisor, parts: &GatewayParts<'_>, pairing_key: &PairingKey)
         gateway = gateway
             .with_chat(Arc::clone(chats.main()), rt.providers.main.model())
             .with_agent_set(chats.live())
+            .with_approval_desk(rt.desk.clone())
             .with_jobs(Arc::clone(&rt.jobs))
             .with_background(Arc::clone(&rt.background))
             .with_cost_guard(Arc::clone(&rt.reloadable.guard));

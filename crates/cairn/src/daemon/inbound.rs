@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use cairn_agent::agents::Chats;
 use cairn_automation::inbound::InboundAdapter;
+use cairn_automation::inbound::desk::ApprovalDesk;
 use cairn_core::config::Config;
 use cairn_store::Store;
 use serde_json::Value;
@@ -33,6 +34,10 @@ pub struct InboundChannels {
     sup: Supervisor,
     parts: InboundParts,
     running: tokio::sync::Mutex<BTreeMap<String, Running>>,
+    /// The approval desk and the channel that keeps it
+    /// (`agent.approval_channel`): pointed at that channel's adapter
+    /// whenever the channels change.
+    desk: Option<(ApprovalDesk, String)>,
 }
 
 /// The component name of a channel.
@@ -47,12 +52,18 @@ impl InboundChannels {
         store: &Store,
         chat: &Arc<Chats>,
         sup: &Supervisor,
+        desk: Option<&ApprovalDesk>,
     ) -> anyhow::Result<Arc<Self>> {
         let channels = wiring::inbound_channels(config)?;
+        let desk = match (desk, &config.agent.approval_channel) {
+            (Some(desk), Some(name)) => Some((desk.clone(), name.clone())),
+            _ => None,
+        };
         let this = Arc::new(Self {
             sup: sup.clone(),
             parts: wiring::inbound_parts(config, store, chat).await,
             running: tokio::sync::Mutex::new(BTreeMap::new()),
+            desk,
         });
         this.apply_checked(channels).await;
         Ok(this)
@@ -148,5 +159,23 @@ impl InboundChannels {
                 },
             );
         }
+        self.point_desk(&running);
+    }
+
+    /// Points the approval desk at its channel's running adapter (nobody
+    /// to ask while that channel is not running or cannot ask).
+    fn point_desk(&self, running: &BTreeMap<String, Running>) {
+        let Some((desk, name)) = &self.desk else {
+            return;
+        };
+        let adapter = running.get(name).and_then(|r| r.live.as_ref());
+        let open = adapter.and_then(|(adapter, _)| adapter.desk());
+        if open.is_none() {
+            tracing::warn!(
+                channel = %name,
+                "agent.approval_channel: no running inbound channel with an owner chat by this name; approvals of /v1, webhook and routine turns are declined as needing a person"
+            );
+        }
+        desk.set(open);
     }
 }

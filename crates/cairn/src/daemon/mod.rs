@@ -120,7 +120,7 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
     components::spawn_dispatcher(&sup, &automation, &clock);
     components::spawn_event_forwarding(&sup, &automation);
     components::spawn_pruning(&sup, chats.as_ref());
-    let inbound = start_inbound(&config, &store, chats.as_ref(), &sup).await?;
+    let inbound = start_inbound(&config, &store, chats.as_ref(), &sup, &automation).await?;
     components::spawn_job_upkeep(&sup, &config, &automation, &clock);
     components::spawn_browser(&sup, &automation);
     let gateway_parts = components::GatewayParts {
@@ -249,10 +249,12 @@ async fn start_inbound(
     store: &Store,
     chat: Option<&Arc<Chats>>,
     sup: &Supervisor,
+    automation: &wiring::Automation,
 ) -> anyhow::Result<Option<Arc<inbound::InboundChannels>>> {
+    let desk = automation.runtime.as_ref().map(|rt| &rt.desk);
     match chat {
         Some(chat) => Ok(Some(
-            inbound::InboundChannels::start(config, store, chat, sup).await?,
+            inbound::InboundChannels::start(config, store, chat, sup, desk).await?,
         )),
         None => Ok(None),
     }

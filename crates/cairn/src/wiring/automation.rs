@@ -223,7 +223,9 @@ pub fn routine_engine_with_heartbeat(
             let runs = rt.agents.get();
             let agents = routine_agents(config, &runs, &rt.tools.limits, &clock);
             rt.routine_agents.set(Arc::new(agents));
-            actions = actions.with_agent_set(rt.routine_agents.clone());
+            actions = actions
+                .with_agent_set(rt.routine_agents.clone())
+                .with_desk(rt.desk.clone());
             (Arc::clone(rt.agent.runner()), rt.tools.limits.clone())
         }
         None => {

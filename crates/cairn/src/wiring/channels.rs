@@ -249,6 +249,7 @@ pub fn telegram_adapter(
         poll_wait: POLL_WAIT,
         lease: POLL_LEASE,
         pace: Pace::default(),
+        owner_chat: spec.chat_id.trim().parse().ok(),
     })))
 }
 

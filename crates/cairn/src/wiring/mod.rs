@@ -39,6 +39,7 @@ use cairn_agent::routing::ModelRouter;
 use cairn_agent::session::SessionManager;
 use cairn_agent::tools::{ToolContext, ToolsConfig};
 use cairn_agent::{AgentLoop, Compactor, ContextMonitor, CostGuard, GuardedProvider, HookRegistry};
+use cairn_automation::inbound::desk::ApprovalDesk;
 use cairn_automation::notify::{Notifier, owner_id};
 use cairn_automation::primitives::RunnerLink;
 use cairn_automation::primitives::background::BackgroundTasks;
@@ -181,6 +182,10 @@ pub struct Runtime {
     pub routine_agents: Live<RoutineAgents>,
     /// Runs `agent_delegate`'s sub-agents, told the agents there are.
     pub delegator: Arc<Delegator>,
+    /// Where turns nobody attends (`/v1`, webhooks, routines) ask the
+    /// owner for approvals (`agent.approval_channel`; the daemon's inbound
+    /// channels open it).
+    pub desk: ApprovalDesk,
     /// Every agent's browser (`browser_*`); `None` when none is installed.
     pub browsers: Option<Arc<cairn_agent::tools::browser::Browsers>>,
 }
@@ -322,6 +327,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         agent_ids: extra.agent_ids,
         routine_agents: Live::new(Arc::new(RoutineAgents::new())),
         delegator: extra.delegator,
+        desk: ApprovalDesk::new(config.agent.approval_timeout),
         browsers,
     })
 }

@@ -10,6 +10,7 @@
 mod agents;
 #[path = "../common/mod.rs"]
 mod common;
+mod desk;
 mod reload;
 mod standin;
 

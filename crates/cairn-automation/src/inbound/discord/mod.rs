@@ -24,7 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cairn_agent::agents::Chats;
 use cairn_agent::chat::{ChatService, Inbound};
-use cairn_agent::runner::{ApprovalAnswer, ApprovalRequest};
+use cairn_agent::runner::ApprovalRequest;
 use cairn_core::clock::Clock;
 use cairn_store::Store;
 use serde_json::{Value, json};
@@ -35,7 +35,9 @@ use self::events::{Interaction, MESSAGE_COMPONENT, Message, addressed};
 use super::in_order::Baton;
 use super::parse_button;
 use super::people::People;
-use super::{Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, inbox};
+use super::{
+    Approvals, Conversation, InboundAdapter, MessageId, Pace, Progress, converse, decision, inbox,
+};
 
 /// The command the owner runs to allow a Discord user.
 pub const ALLOW_COMMAND: &str = "cairn channel allow";
@@ -262,16 +264,6 @@ impl DiscordAdapter {
 /// Message flag 64: only the person who pressed sees it.
 const EPHEMERAL: u64 = 64;
 
-/// How a decision reads, as `converse` shows it when the turn goes on.
-fn decision(answer: ApprovalAnswer) -> &'static str {
-    match answer {
-        ApprovalAnswer::Yes => "✅ Approved",
-        ApprovalAnswer::Always => "✅ Approved (always for this tool)",
-        ApprovalAnswer::No => "❌ Denied",
-        ApprovalAnswer::Expired(_) => "⌛ Not answered in time: declined",
-    }
-}
-
 /// A message's body: no mention in an answer pings anyone; in a server
 /// channel it replies to the person's message.
 fn message_body(content: &str, reply_to: Option<&str>) -> Value {
@@ -372,6 +364,7 @@ impl Conversation for DiscordChat<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_agent::runner::ApprovalAnswer;
 
     #[test]
     fn answers_ping_no_one_and_reply_in_servers() {

@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::api::{ApiError, Bot, BotApi, CallbackQuery, Message};
+use super::desk::Desk;
 use super::in_order::InOrder;
 use super::people::People;
 use super::{
@@ -70,6 +71,9 @@ pub struct TelegramInbound {
     pub lease: Duration,
     /// How turns are shown.
     pub pace: Pace,
+    /// The owner's chat (the channel's `chat_id`): where approvals of
+    /// unattended turns are asked when this is the approval channel.
+    pub owner_chat: Option<i64>,
 }
 
 /// The adapter: cheap to share; one `run` at a time.
@@ -277,7 +281,7 @@ impl TelegramAdapter {
             return;
         }
         let conversation = TelegramChat {
-            api: &cfg.api,
+            api: cfg.api.clone(),
             chat,
         };
         converse(
@@ -366,6 +370,18 @@ impl InboundAdapter for TelegramAdapter {
         &self.0.cfg.name
     }
 
+    fn desk(&self) -> Option<Desk> {
+        let cfg = &self.0.cfg;
+        let conversation = TelegramChat {
+            api: cfg.api.clone(),
+            chat: cfg.owner_chat?,
+        };
+        Some(Desk {
+            conversation: Arc::new(conversation),
+            approvals: self.0.approvals.clone(),
+        })
+    }
+
     async fn run(&self, cancel: CancellationToken) -> Result<(), String> {
         let cfg = &self.0.cfg;
         let bot = tokio::select! {
@@ -382,8 +398,8 @@ impl InboundAdapter for TelegramAdapter {
 
 /// One Telegram chat as a [`Conversation`]: HTML, falling back to plain
 /// text when Telegram cannot parse what was made of the answer.
-struct TelegramChat<'a> {
-    api: &'a BotApi,
+struct TelegramChat {
+    api: BotApi,
     chat: i64,
 }
 
@@ -403,7 +419,7 @@ fn unparsable(e: &ApiError) -> bool {
 }
 
 #[async_trait]
-impl Conversation for TelegramChat<'_> {
+impl Conversation for TelegramChat {
     fn limit(&self) -> usize {
         format::MESSAGE_LIMIT
     }

@@ -38,7 +38,7 @@ use axum::response::{IntoResponse, Response};
 use cairn_agent::AgentLoop;
 use cairn_agent::agent_loop::{LoopDelegate, LoopEvent, LoopOutcome, LoopStatus};
 use cairn_agent::chat::ChatService;
-use cairn_agent::runner::{Approver, DenyAll};
+use cairn_agent::runner::Approver;
 use cairn_agent::tools::ToolContext;
 use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_llm::LlmErrorKind;
@@ -340,6 +340,8 @@ pub(super) struct Prepared {
     messages: Vec<ChatMessage>,
     ctx: ToolContext,
     cancel: tokio_util::sync::CancellationToken,
+    /// Asks the owner at the approval desk, if any (`agent.approval_channel`).
+    approver: Arc<dyn Approver>,
 }
 
 impl Prepared {
@@ -367,6 +369,7 @@ impl Prepared {
             messages,
             ctx,
             cancel,
+            approver: state.unattended_approver("an API client (/v1)"),
         }
     }
 
@@ -381,6 +384,7 @@ impl Prepared {
             deltas: None,
             events,
             session,
+            approver: Arc::clone(&self.approver),
         };
         let outcome = self
             .agent
@@ -403,6 +407,7 @@ impl Prepared {
             deltas: Some(tx.clone()),
             events,
             session,
+            approver: Arc::clone(&self.approver),
         };
         tokio::spawn(
             async move {
@@ -586,18 +591,19 @@ fn failure(status: &LoopStatus) -> Option<OpenAiError> {
     Some(OpenAiError::new(status, code, message))
 }
 
-/// The loop's view of an API request: declines what would be asked,
+/// The loop's view of an API request: asks the approval desk (or nobody),
 /// forwards text deltas, publishes tool activity.
 struct Delegate {
     deltas: Option<mpsc::UnboundedSender<Piece>>,
     events: Arc<EventBus>,
     session: String,
+    approver: Arc<dyn Approver>,
 }
 
 #[async_trait]
 impl LoopDelegate for Delegate {
     fn approver(&self) -> &dyn Approver {
-        &DenyAll
+        self.approver.as_ref()
     }
 
     fn streaming(&self) -> bool {
