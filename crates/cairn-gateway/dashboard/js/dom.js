@@ -106,12 +106,23 @@ export function status(word) {
   return h("span", { class: `badge ${cls}` }, word || "—");
 }
 
-/** Shows a short message in the live region. */
-export function toast(message) {
+/** Shows a short message in the live region; `keep`: it survives the next page change (a save that opens its result). */
+export function toast(message, keep = false) {
+  toast.keep = keep;
   const el = document.getElementById("toast");
   el.textContent = message;
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => {
     el.textContent = "";
   }, 5000);
+}
+
+/** Clears the live region (a page change: its messages were about the page left). */
+export function clearToast() {
+  if (toast.keep) {
+    toast.keep = false;
+    return;
+  }
+  clearTimeout(toast.timer);
+  document.getElementById("toast").textContent = "";
 }
