@@ -6,7 +6,7 @@
 // watcher's `watch`) open read-only but for what may change: enabled, notify.
 
 import { get, post, put } from "./api.js";
-import { fill, h, toast } from "./dom.js";
+import { fill, h, toast, when } from "./dom.js";
 
 // The names docs/routines.md uses, each with what it does.
 const ACTIONS = [
@@ -214,7 +214,7 @@ function draw(body, existing, agents) {
   const summary = errorSummary();
   const box = (label, el) => h("label", { class: "check" }, el, label);
 
-  const when = field("Schedule", f.schedule, "trigger.schedule", HINTS.cron);
+  const whenField = field("Schedule", f.schedule, "trigger.schedule", HINTS.cron);
   const hook = h("div", { class: "muted", testid: "routine-webhook-url" });
   const pattern = field("Message pattern (regular expression)", f.pattern, "trigger.pattern");
   const byAction = {
@@ -248,13 +248,13 @@ function draw(body, existing, agents) {
 
   function sync() {
     const tt = f.trigger.value;
-    when.hidden = !["cron", "once"].includes(tt);
-    when.querySelector("label").textContent = tt === "once" ? "When" : "Schedule";
-    const help = when.querySelector(".muted");
+    whenField.hidden = !["cron", "once"].includes(tt);
+    whenField.querySelector("label").textContent = tt === "once" ? "When" : "Schedule";
+    const help = whenField.querySelector(".muted");
     if (help) help.textContent = HINTS[tt] || "";
     pattern.hidden = tt !== "event";
     drawHook();
-    preview.hidden = when.hidden;
+    preview.hidden = whenField.hidden;
     fill(actionFields, byAction[f.action.value]);
   }
 
@@ -280,7 +280,7 @@ function draw(body, existing, agents) {
           h(
             "ol",
             { class: "preview", "aria-label": "Next five fires" },
-            x.next.map((t) => h("li", {}, t.local)),
+            x.next.map((t) => h("li", {}, when(t.at, x.timezone))),
           ),
         );
       } catch (err) {
@@ -440,7 +440,7 @@ function draw(body, existing, agents) {
         {},
         h("legend", {}, "When"),
         field("Trigger", f.trigger, "trigger.type"),
-        when,
+        whenField,
         preview,
         hook,
         pattern,

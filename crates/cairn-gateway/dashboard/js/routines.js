@@ -109,7 +109,7 @@ function list(main) {
                   r.schedule_description || r.trigger,
                   r.paused ? h("div", { class: "warn" }, "paused") : null,
                 ),
-                h("td", {}, when(r.next_fire_at), h("div", { class: "muted" }, relative(r.next_fire_at))),
+                h("td", {}, when(r.next_fire_at, r.timezone), h("div", { class: "muted" }, relative(r.next_fire_at))),
                 h("td", {}, status(r.last_status || "never run")),
                 h("td", {}, r.enabled ? "yes" : "no"),
                 h("td", {}, actions(r, load)),
@@ -219,9 +219,9 @@ function detail(main, name) {
         ? h(
             "ol",
             { class: "preview" },
-            times.map((t) => h("li", {}, when(t.fires_at))),
+            times.map((t) => h("li", {}, when(t.fires_at, r.timezone))),
           )
-        : h("p", { class: "muted" }, r.next_fire_at ? when(r.next_fire_at) : "Not scheduled."),
+        : h("p", { class: "muted" }, r.next_fire_at ? when(r.next_fire_at, r.timezone) : "Not scheduled."),
     );
     fill(
       runs,

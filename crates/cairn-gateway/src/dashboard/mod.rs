@@ -109,6 +109,7 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/ui/api/routines/{id}/yaml", get(api::routine_yaml))
         .route("/ui/api/routines/agents", get(api::routine_agents))
+        .route("/ui/api/setup", get(api::setup))
         .route("/ui/api/chat/history", get(chat::history))
         .route("/ui/api/chat/thread", post(chat::thread_action))
         .route("/ui/api/markdown", post(chat::render_markdown))
