@@ -21,7 +21,7 @@ export function status(main) {
           h("h2", {}, "Daemon"),
           h(
             "dl",
-            {},
+            { class: "facts" },
             h("dt", {}, "Version"),
             h("dd", {}, st.version),
             h("dt", {}, "Started"),
@@ -38,7 +38,7 @@ export function status(main) {
           h("h2", {}, "Counts"),
           h(
             "dl",
-            {},
+            { class: "facts" },
             h("dt", {}, "Routines"),
             h(
               "dd",
@@ -63,12 +63,13 @@ export function status(main) {
                 h(
                   "span",
                   { class: "grow" },
-                  name,
-                  c.restarts ? h("span", { class: "muted" }, ` · ${c.restarts} restarts`) : null,
-                  c.last_error ? h("div", { class: "bad" }, c.last_error) : null,
+                  h("strong", {}, name),
+                  h("span", { class: "muted small" }, ` since ${when(c.since)}`),
+                  c.restarts ? h("span", { class: "muted small" }, ` · ${c.restarts} restarts`) : null,
+                  // A disabled component's note says why, not what went wrong.
+                  c.last_error ? h("div", { class: c.state === "disabled" ? "muted small" : "bad" }, c.last_error) : null,
                 ),
                 badge(c.state),
-                h("span", { class: "muted small" }, `since ${when(c.since)}`),
               ),
             ),
           )

@@ -276,6 +276,7 @@ try:
         "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, innerHeight];", problems)
     assert box[0] >= 0 and box[0] < box[2], f"the problem summary is not in view: {box}"
     assert "blursday" in problems.text, problems.text
+    driver.save_screenshot(os.path.join(SHOTS, "routine-error.png"))
     # Its link leads to the field.
     [a for a in problems.find_elements(By.TAG_NAME, "a") if "blursday" in a.text][0].click()
     assert driver.switch_to.active_element.get_attribute("data-testid") == "routine-schedule"
@@ -293,6 +294,8 @@ try:
     Select(find("routine-action-type")).select_by_value("notification")
     find("routine-message").send_keys("Time for coffee " + HOSTILE)
     check_page("routine-form")
+    driver.execute_script("document.querySelector('input[name=enabled]').scrollIntoView({block: 'center'})")
+    driver.save_screenshot(os.path.join(SHOTS, "routine-checkboxes.png"))
     click("routine-save")
     find("routine-row", '[data-name="coffee"]')
     wait.until(lambda d: "every day at 9am" in d.find_element(By.TAG_NAME, "pre").text)
