@@ -232,7 +232,10 @@ async fn the_dashboard_works_in_chromium() {
         "tasks",
     ] {
         let header = pages[page]["header_390"].as_f64().unwrap();
-        assert!(header <= 0.08 * 844.0, "{page}: header {header} px at 390 px");
+        assert!(
+            header <= 0.08 * 844.0,
+            "{page}: header {header} px at 390 px"
+        );
         assert!(pages.contains_key(page), "{page} was not checked");
         assert!(shots.join(format!("{page}.png")).exists());
         assert!(shots.join(format!("{page}-390px.png")).exists());

@@ -107,7 +107,10 @@ async fn the_history_is_the_stores_newest_last_in_pages_with_markdown_nodes() {
     let all = history(&gw, &format!("conversation={conversation}")).await;
     assert_eq!(inputs(&all), ["first", "second", "third"]);
     assert_eq!(all["more"], false);
-    assert_eq!(all["thread"]["title"], "first", "named by its first message");
+    assert_eq!(
+        all["thread"]["title"], "first",
+        "named by its first message"
+    );
     let second = &all["turns"][1];
     assert_eq!(
         second["nodes"],
@@ -199,17 +202,35 @@ async fn new_thread_undo_and_switch_change_what_is_shown_and_post_nothing() {
     );
 
     // None of it reached the model or became a turn of any thread.
-    assert_eq!(gw.llm.requests().len(), calls + 1, "only \"beta one\" asked");
-    let sessions: Vec<Value> = gw.get("/api/sessions").send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        gw.llm.requests().len(),
+        calls + 1,
+        "only \"beta one\" asked"
+    );
+    let sessions: Vec<Value> = gw
+        .get("/api/sessions")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let session = sessions
         .iter()
         .find(|s| s["channel"] == format!("ws:{conversation}"))
         .unwrap();
     for thread in session["threads"].as_array().unwrap() {
-        let path = format!("/api/sessions/{}/threads/{}", session["id"].as_str().unwrap(), thread["id"].as_str().unwrap());
+        let path = format!(
+            "/api/sessions/{}/threads/{}",
+            session["id"].as_str().unwrap(),
+            thread["id"].as_str().unwrap()
+        );
         let turns: Value = gw.get(&path).send().await.unwrap().json().await.unwrap();
         for turn in turns["turns"].as_array().unwrap() {
-            assert!(!turn["user_input"].as_str().unwrap().starts_with('/'), "{turn}");
+            assert!(
+                !turn["user_input"].as_str().unwrap().starts_with('/'),
+                "{turn}"
+            );
         }
     }
 
@@ -220,7 +241,13 @@ async fn new_thread_undo_and_switch_change_what_is_shown_and_post_nothing() {
     ] {
         let (status, error) = action(&gw, body).await;
         assert_eq!(status, 422, "{error}");
-        assert!(error["error"]["message"].as_str().unwrap().starts_with(field), "{error}");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(field),
+            "{error}"
+        );
     }
     gw.stop().await;
 }
@@ -241,8 +268,15 @@ async fn a_streamed_answer_renders_to_nodes_with_raw_html_as_text() {
     assert_eq!(nodes[1]["t"], "table");
     let last = nodes[2]["c"].as_array().unwrap();
     assert_eq!(last[0], json!("<img src=x onerror=\"alert(1)\"> "));
-    assert_eq!(last[1], json!({"t": "span", "c": ["x"]}), "no javascript: link");
-    assert_eq!(last[3], json!({"t": "a", "href": "https://example.org", "c": ["ok"]}));
+    assert_eq!(
+        last[1],
+        json!({"t": "span", "c": ["x"]}),
+        "no javascript: link"
+    );
+    assert_eq!(
+        last[3],
+        json!({"t": "a", "href": "https://example.org", "c": ["ok"]})
+    );
     // Without a session or token it is refused like every dashboard call.
     let (status, _) = error_code(
         gw.http
@@ -262,7 +296,10 @@ async fn setup_says_what_a_first_run_has_left_to_do() {
     let gw = TestGateway::start().await;
     let setup = |gw: &TestGateway| gw.get("/ui/api/setup").send();
     let first: Value = setup(&gw).await.unwrap().json().await.unwrap();
-    assert_eq!(first, json!({"llm": true, "paired_devices": 0, "routines": 0}));
+    assert_eq!(
+        first,
+        json!({"llm": true, "paired_devices": 0, "routines": 0})
+    );
     let made = gw
         .post("/api/routines")
         .json(&json!({"name": "tea", "trigger": {"type": "manual"}, "action": {"type": "notification", "message": "tea"}}))
@@ -280,7 +317,10 @@ async fn setup_says_what_a_first_run_has_left_to_do() {
         .unwrap();
     assert!(paired.status().is_success(), "{}", paired.status());
     let later: Value = setup(&gw).await.unwrap().json().await.unwrap();
-    assert_eq!(later, json!({"llm": true, "paired_devices": 1, "routines": 1}));
+    assert_eq!(
+        later,
+        json!({"llm": true, "paired_devices": 1, "routines": 1})
+    );
     gw.stop().await;
 }
 
@@ -289,11 +329,22 @@ async fn a_built_in_routine_saves_with_what_the_page_changes() {
     use cairn_automation::routines::system::{SystemRoutine, ensure_system_routines};
     let gw = TestGateway::start().await;
     let now = cairn_core::clock::Clock::now(&cairn_core::clock::SystemClock);
-    let beat = SystemRoutine::every("heartbeat", "checks HEARTBEAT.md", Duration::from_secs(1800));
+    let beat = SystemRoutine::every(
+        "heartbeat",
+        "checks HEARTBEAT.md",
+        Duration::from_secs(1800),
+    );
     ensure_system_routines(&gw.store, "ada", &[beat], chrono_tz::UTC, now)
         .await
         .unwrap();
-    let view: Value = gw.get("/api/routines/heartbeat").send().await.unwrap().json().await.unwrap();
+    let view: Value = gw
+        .get("/api/routines/heartbeat")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     // What the page sends: the spec as read, enabled and notify changed.
     let mut spec = view["spec"].clone();
     spec["enabled"] = json!(false);

@@ -176,9 +176,7 @@ function conversation(main, list, agent, choose) {
   /** Thinking from the message sent until the first sign of an answer. */
   const think = (on) => {
     thinking?.remove();
-    thinking = on
-      ? h("p", { class: "thinking muted", testid: "chat-thinking", role: "status" }, "Thinking…")
-      : null;
+    thinking = on ? h("p", { class: "thinking muted", testid: "chat-thinking", role: "status" }, "Thinking…") : null;
     if (thinking) {
       log.append(thinking);
       thinking.scrollIntoView({ block: "nearest" });
@@ -187,8 +185,7 @@ function conversation(main, list, agent, choose) {
 
   /** One stored turn as bubbles: the message, its tools, the answer or why there is none. */
   function turnBubbles(t) {
-    if (t.kind === "summary")
-      return [bubble("notice", "Earlier messages were summarized to fit the model's context.")];
+    if (t.kind === "summary") return [bubble("notice", "Earlier messages were summarized to fit the model's context.")];
     const out = [bubble("user", t.user_input)];
     for (const c of t.tool_calls || []) out.push(bubble("tool", `⚙ ${c.tool}: ${c.status}`));
     if (t.nodes) out.push(bubble("assistant", markdown(t.nodes)));
@@ -302,7 +299,11 @@ function conversation(main, list, agent, choose) {
         { class: "actions" },
         h("button", { type: "button", testid: "approval-approve", onclick: answerWith("approve") }, "Approve"),
         h("button", { type: "button", class: "danger", testid: "approval-deny", onclick: answerWith("deny") }, "Deny"),
-        h("button", { type: "button", class: "quiet", testid: "approval-always", onclick: answerWith("always") }, "Always"),
+        h(
+          "button",
+          { type: "button", class: "quiet", testid: "approval-always", onclick: answerWith("always") },
+          "Always",
+        ),
       ),
     );
     log.append(box);

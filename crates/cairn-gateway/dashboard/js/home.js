@@ -12,7 +12,12 @@ export function home(main) {
   const spend = h("section", { class: "card", "aria-labelledby": "h-spend" });
   const unread = h("section", { class: "card", "aria-labelledby": "h-unread" });
   const runs = h("section", { "aria-labelledby": "h-runs" });
-  const start = h("section", { class: "card first-run", "aria-labelledby": "h-start", testid: "first-run", hidden: true });
+  const start = h("section", {
+    class: "card first-run",
+    "aria-labelledby": "h-start",
+    testid: "first-run",
+    hidden: true,
+  });
   fill(main, h("h1", {}, "Home"), start, h("div", { class: "grid" }, health, next, spend, unread), runs);
 
   async function load() {

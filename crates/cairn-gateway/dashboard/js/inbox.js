@@ -67,7 +67,12 @@ export function inbox(main) {
                   ),
                 ),
                 // Attempts only when a channel was tried (an inbox-only notification has none).
-                h("span", {}, status(n.status), n.attempts ? ` ${n.attempts} attempt${n.attempts === 1 ? "" : "s"}` : ""),
+                h(
+                  "span",
+                  {},
+                  status(n.status),
+                  n.attempts ? ` ${n.attempts} attempt${n.attempts === 1 ? "" : "s"}` : "",
+                ),
                 h(
                   "div",
                   { class: "actions" },

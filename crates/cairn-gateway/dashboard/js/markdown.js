@@ -4,8 +4,31 @@
 // http, https and mailto, opening without the page as their opener.
 
 const TAGS = new Set([
-  "p", "h2", "h3", "h4", "h5", "h6", "strong", "em", "del", "code", "pre", "blockquote",
-  "ul", "ol", "li", "a", "span", "br", "hr", "table", "thead", "tbody", "tr", "th", "td",
+  "p",
+  "h2",
+  "h3",
+  "h4",
+  "h5",
+  "h6",
+  "strong",
+  "em",
+  "del",
+  "code",
+  "pre",
+  "blockquote",
+  "ul",
+  "ol",
+  "li",
+  "a",
+  "span",
+  "br",
+  "hr",
+  "table",
+  "thead",
+  "tbody",
+  "tr",
+  "th",
+  "td",
 ]);
 const SCHEMES = new Set(["http:", "https:", "mailto:"]);
 

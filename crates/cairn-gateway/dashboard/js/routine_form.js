@@ -85,7 +85,11 @@ export function routineForm(main, name) {
 
 /** Where a webhook routine is called: its path, or its name. */
 export function webhookUrl(path) {
-  const encoded = String(path).replace(/^\/+|\/+$/g, "").split("/").map(encodeURIComponent).join("/");
+  const encoded = String(path)
+    .replace(/^\/+|\/+$/g, "")
+    .split("/")
+    .map(encodeURIComponent)
+    .join("/");
   return `${location.origin}/hooks/routine/${encoded}`;
 }
 
@@ -106,7 +110,12 @@ function drawBuiltIn(body, existing) {
   const spec = existing.spec;
   const n = spec.notify || {};
   const f = {
-    enabled: h("input", { type: "checkbox", name: "enabled", testid: "routine-enabled", checked: spec.enabled ?? true }),
+    enabled: h("input", {
+      type: "checkbox",
+      name: "enabled",
+      testid: "routine-enabled",
+      checked: spec.enabled ?? true,
+    }),
     channel: input({ name: "channel", value: n.channel || "", placeholder: "the default channel" }),
     onSuccess: h("input", { type: "checkbox", name: "on_success", checked: n.on_success }),
     onFailure: h("input", { type: "checkbox", name: "on_failure", checked: n.on_failure ?? true }),
@@ -354,6 +363,8 @@ function draw(body, existing, agents) {
       );
       const control = el && document.getElementById(el.id.replace(/-error$/, ""));
       if (el) el.textContent = p.message;
+      // The preview said the same of the schedule: once is enough.
+      if (path.startsWith("trigger.")) fill(preview);
       const label = el?.closest(".field")?.querySelector("label")?.textContent;
       items.push(
         h(

@@ -148,7 +148,11 @@ function webhook(r) {
         `curl -X POST '${url}' -H "Authorization: Bearer $CAIRN_TOKEN" \\`,
         `  -H 'Content-Type: application/json' -d '{"hello": "world"}'`,
       ].join("\n");
-  const recipe = h("pre", { tabindex: "0", testid: "routine-webhook-curl", "aria-label": "A curl command that calls it" }, curl);
+  const recipe = h(
+    "pre",
+    { tabindex: "0", testid: "routine-webhook-curl", "aria-label": "A curl command that calls it" },
+    curl,
+  );
   const copy = async () => {
     try {
       await navigator.clipboard.writeText(curl);

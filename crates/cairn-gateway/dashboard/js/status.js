@@ -67,7 +67,9 @@ export function status(main) {
                   h("span", { class: "muted small" }, ` since ${when(c.since)}`),
                   c.restarts ? h("span", { class: "muted small" }, ` · ${c.restarts} restarts`) : null,
                   // A disabled component's note says why, not what went wrong.
-                  c.last_error ? h("div", { class: c.state === "disabled" ? "muted small" : "bad" }, c.last_error) : null,
+                  c.last_error
+                    ? h("div", { class: c.state === "disabled" ? "muted small" : "bad" }, c.last_error)
+                    : null,
                 ),
                 badge(c.state),
               ),
@@ -102,7 +104,12 @@ export function status(main) {
               "li",
               { testid: "doctor-check", "data-name": c.name },
               badge(c.status),
-              h("span", { class: "grow" }, h("strong", {}, c.name), h("div", { class: "pre-line muted small" }, c.message)),
+              h(
+                "span",
+                { class: "grow" },
+                h("strong", {}, c.name),
+                h("div", { class: "pre-line muted small" }, c.message),
+              ),
             ),
           ),
         ),

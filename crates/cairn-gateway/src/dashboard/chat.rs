@@ -111,7 +111,9 @@ pub async fn history(
         None => None,
     };
     let Some(thread) = thread else {
-        return Ok(Json(json!({"thread": null, "threads": threads, "turns": [], "more": false})));
+        return Ok(Json(
+            json!({"thread": null, "threads": threads, "turns": [], "more": false}),
+        ));
     };
     let mut turns = state
         .store()
@@ -179,12 +181,15 @@ pub async fn thread_action(
         ("new", _) => "/new".to_string(),
         ("undo", _) => "/undo".to_string(),
         ("switch", Some(id)) => {
-            let id = Uuid::parse_str(id.trim())
-                .map_err(|_| ApiError::unprocessable(format!("thread: {id:?} is not a thread id")))?;
+            let id = Uuid::parse_str(id.trim()).map_err(|_| {
+                ApiError::unprocessable(format!("thread: {id:?} is not a thread id"))
+            })?;
             format!("/thread {id}")
         }
         ("switch", None) => {
-            return Err(ApiError::unprocessable("thread: switch needs the thread's id"));
+            return Err(ApiError::unprocessable(
+                "thread: switch needs the thread's id",
+            ));
         }
         (other, _) => {
             return Err(ApiError::unprocessable(format!(
@@ -202,9 +207,7 @@ pub async fn thread_action(
     };
     match chat.handle(inbound, &Quiet).await {
         Reply::Notice { text } => Ok(Json(json!({ "notice": text }))),
-        Reply::Error { text } | Reply::Dropped { reason: text } => {
-            Err(ApiError::conflict(text))
-        }
+        Reply::Error { text } | Reply::Dropped { reason: text } => Err(ApiError::conflict(text)),
         other => Err(ApiError::internal(
             "a thread control did not answer with a notice",
             &format!("{other:?}"),
@@ -221,9 +224,6 @@ pub struct MarkdownBody {
 
 /// `POST /ui/api/markdown`: `text` as [`super::markdown`] nodes, for an
 /// answer streamed as plain text and drawn again once complete.
-pub async fn render_markdown(
-    _auth: Authed,
-    ApiJson(body): ApiJson<MarkdownBody>,
-) -> Json<Value> {
+pub async fn render_markdown(_auth: Authed, ApiJson(body): ApiJson<MarkdownBody>) -> Json<Value> {
     Json(json!({ "nodes": markdown::nodes(&body.text) }))
 }

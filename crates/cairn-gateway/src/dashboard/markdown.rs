@@ -202,7 +202,8 @@ impl Tree {
 
 /// `text`'s Markdown as a list of nodes (see the module documentation).
 pub fn render(text: &str) -> Vec<Value> {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let mut tree = Tree {
         open: vec![Open::new("root")],
         pushed: Vec::new(),
@@ -234,7 +235,10 @@ pub fn render(text: &str) -> Vec<Value> {
         tree.pushed.push(true);
         tree.pop();
     }
-    tree.open.pop().map(|root| root.children).unwrap_or_default()
+    tree.open
+        .pop()
+        .map(|root| root.children)
+        .unwrap_or_default()
 }
 
 /// [`render`] as a JSON array.
@@ -263,9 +267,13 @@ mod tests {
 
     #[test]
     fn raw_html_is_text_and_unsafe_links_are_not_links() {
-        let nodes = render("<img src=x onerror=\"alert(1)\"> and [bad](javascript:alert(1)) ![i](data:x)");
+        let nodes =
+            render("<img src=x onerror=\"alert(1)\"> and [bad](javascript:alert(1)) ![i](data:x)");
         let text = json!(nodes).to_string();
-        assert!(text.contains(r#"<img src=x onerror=\"alert(1)\">"#), "{text}");
+        assert!(
+            text.contains(r#"<img src=x onerror=\"alert(1)\">"#),
+            "{text}"
+        );
         assert!(!text.contains("href"), "{text}");
         assert!(!text.contains("\"t\":\"img\""), "{text}");
         assert!(safe_href("mailto:a@b.c") && safe_href(" HTTPS://x") && !safe_href("/ui"));
@@ -273,7 +281,8 @@ mod tests {
 
     #[test]
     fn tables_have_a_head_and_a_body_and_fences_their_language() {
-        let nodes = render("| a | b |\n|---|--:|\n| 1 | 2 |\n\n```rust\nfn x() {}\n```\n# Title\n> quoted");
+        let nodes =
+            render("| a | b |\n|---|--:|\n| 1 | 2 |\n\n```rust\nfn x() {}\n```\n# Title\n> quoted");
         assert_eq!(
             json!(nodes),
             json!([
@@ -294,7 +303,11 @@ mod tests {
     fn deep_nesting_is_flattened_not_unbounded() {
         let deep = format!("{}x", "> ".repeat(500));
         let text = json!(render(&deep)).to_string();
-        assert!(text.matches("blockquote").count() <= MAX_DEPTH, "{}", text.len());
+        assert!(
+            text.matches("blockquote").count() <= MAX_DEPTH,
+            "{}",
+            text.len()
+        );
         assert!(text.contains('x'));
     }
 }
