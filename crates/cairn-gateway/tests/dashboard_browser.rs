@@ -106,6 +106,20 @@ async fn the_dashboard_works_in_chromium() {
         }
     })
     .await;
+    // A built-in routine, as the daemon stores the heartbeat.
+    cairn_automation::routines::system::ensure_system_routines(
+        &gw.store,
+        "ada",
+        &[cairn_automation::routines::system::SystemRoutine::every(
+            "heartbeat",
+            "checks HEARTBEAT.md",
+            Duration::from_secs(1800),
+        )],
+        chrono_tz::UTC,
+        now,
+    )
+    .await
+    .unwrap();
     // Spend to chart: today, two models.
     gw.store.add_llm_spend(42_000, now).await.unwrap();
     gw.store
@@ -210,6 +224,9 @@ async fn the_dashboard_works_in_chromium() {
     // The form left main's routine main's, and gave the chosen agent to the other.
     assert_eq!(coffee.spec.agent, None);
     let tea = routine.iter().find(|r| r.spec.name == "tea").unwrap();
+    let beat = routine.iter().find(|r| r.spec.name == "heartbeat").unwrap();
+    assert!(!beat.spec.enabled, "the built-in routine's Save was not kept");
+    assert_eq!(beat.spec.action.kind(), "system");
     assert_eq!(tea.spec.agent.as_deref(), Some("family"));
     let tokens = gw.store.list_api_tokens().await.unwrap();
     let session = tokens.iter().find(|t| t.origin == "dashboard").unwrap();

@@ -26,14 +26,14 @@ const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const signOut = document.getElementById("sign-out");
 const menu = document.getElementById("menu");
-const top = document.querySelector(".top");
+const header = document.querySelector(".top");
 
 /** The phone's menu (the links are a list behind a button on a narrow screen). */
 function openMenu(open) {
-  top.classList.toggle("open", open);
+  header.classList.toggle("open", open);
   menu.setAttribute("aria-expanded", String(open));
 }
-menu.addEventListener("click", () => openMenu(!top.classList.contains("open")));
+menu.addEventListener("click", () => openMenu(!header.classList.contains("open")));
 let cleanup = null;
 let signedIn = false;
 

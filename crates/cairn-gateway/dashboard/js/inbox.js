@@ -7,7 +7,8 @@ import { on, soon } from "./live.js";
 /** Where a notification came from, a link to it when the dashboard shows it. */
 function source(text) {
   const [kind, id] = String(text || "").split(/:(.*)/s);
-  if (kind === "routine" && id) return h("a", { href: `#/routines/${encodeURIComponent(id)}` }, text);
+  if (kind === "routine" && id)
+    return h("a", { href: `#/routines/${encodeURIComponent(id)}`, title: text }, `routine ${id.slice(0, 8)}`);
   if (["watcher", "job", "task"].includes(kind) && id) return h("a", { href: "#/tasks" }, text);
   return text;
 }

@@ -155,7 +155,8 @@ function drawBuiltIn(body, existing) {
         "p",
         { class: "card", testid: "routine-builtin" },
         `${spec.name} is built in: it runs ${what}, and its trigger and action are not edited here. `,
-        "You can turn it on or off and choose how it tells you about its runs.",
+        "You can turn it on or off and choose how it tells you about its runs, until the daemon's next start: ",
+        "it writes its settings in config.toml (such as heartbeat.enabled) over the stored routine then.",
       ),
       h(
         "dl",

@@ -322,6 +322,17 @@ try:
     wait.until(lambda d: d.find_element(*tid("routine-webhook-url", ":not(div)")).text == BASE + "/hooks/routine/hook")
     assert BASE + "/hooks/routine/hook" in find("routine-webhook-curl").text
 
+    step("routines: the built-in heartbeat opens read-only but for enabled and notify, and saves")
+    driver.get(BASE + "/#/routines/heartbeat/edit")
+    driver.execute_script("window.__cairnNoReload = 'kept';")
+    find("routine-builtin")
+    assert not driver.find_elements(*tid("routine-action-type")), "the built-in routine's action is editable"
+    enabled = find("routine-enabled")
+    assert enabled.is_selected()
+    enabled.click()
+    click("routine-save")
+    wait.until(lambda d: "disabled" in d.find_element(By.ID, "main").text and "/edit" not in d.current_url)
+
     step("routines: with several agents, the form chooses the one that runs it")
     nav("routines")
     click("routine-new")
