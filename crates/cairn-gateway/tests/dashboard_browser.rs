@@ -225,7 +225,10 @@ async fn the_dashboard_works_in_chromium() {
     assert_eq!(coffee.spec.agent, None);
     let tea = routine.iter().find(|r| r.spec.name == "tea").unwrap();
     let beat = routine.iter().find(|r| r.spec.name == "heartbeat").unwrap();
-    assert!(!beat.spec.enabled, "the built-in routine's Save was not kept");
+    assert!(
+        !beat.spec.enabled,
+        "the built-in routine's Save was not kept"
+    );
     assert_eq!(beat.spec.action.kind(), "system");
     assert_eq!(tea.spec.agent.as_deref(), Some("family"));
     let tokens = gw.store.list_api_tokens().await.unwrap();
