@@ -51,6 +51,9 @@ export function chat(main) {
 const threadName = (t) => `${t.title || "New thread"} · ${when(t.updated_at)}`;
 
 /** The approval card's colour: by the tool's risk. */
+/** How often a streaming answer is drawn again as Markdown. */
+const PROGRESS_MS = 1000;
+
 const RISK_CLASS = { read: "risk-read", write: "risk-write", dangerous: "risk-dangerous" };
 
 /** The chat with `agent`; `choose` switches to another of `list`. */
@@ -264,7 +267,31 @@ function conversation(main, list, agent, choose) {
   }
 
   /** The streamed answer, drawn again as Markdown once complete. */
+  /**
+   * While it streams, the answer so far is drawn as Markdown about once a
+   * second (one request at a time), what arrived since following as text.
+   */
+  function progress(bubbleEl) {
+    if (bubbleEl.pending || bubbleEl.final) return;
+    bubbleEl.pending = true;
+    setTimeout(async () => {
+      const upto = bubbleEl.raw.length;
+      try {
+        const x = await post("/ui/api/markdown", { text: bubbleEl.raw.slice(0, upto) });
+        if (closed || bubbleEl.final) return;
+        bubbleEl.tail = document.createTextNode(bubbleEl.raw.slice(upto));
+        fill(bubbleEl, markdown(x.nodes), bubbleEl.tail);
+      } catch {
+        /* the plain text stays */
+      } finally {
+        bubbleEl.pending = false;
+      }
+    }, PROGRESS_MS);
+  }
+
+  /** The complete answer, drawn as Markdown (the last word over any progress drawing). */
   async function finish(bubbleEl, text) {
+    bubbleEl.final = true;
     try {
       const x = await post("/ui/api/markdown", { text });
       if (!closed) fill(bubbleEl, markdown(x.nodes));
@@ -332,9 +359,15 @@ function conversation(main, list, agent, choose) {
         loadHistory().catch((err) => toast(`The history could not be read: ${err.message}`));
         break;
       case "chunk":
-        answer ||= add("assistant", "");
-        answer.raw = (answer.raw || "") + f.content;
-        answer.textContent = answer.raw;
+        if (!answer) {
+          answer = add("assistant", "");
+          answer.raw = "";
+          answer.tail = document.createTextNode("");
+          answer.append(answer.tail);
+        }
+        answer.raw += f.content;
+        answer.tail.data += f.content;
+        progress(answer);
         break;
       case "tool_call":
         tools.set(f.call_id, add("tool", `⚙ ${f.tool}…`));

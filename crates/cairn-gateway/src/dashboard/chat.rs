@@ -223,7 +223,7 @@ pub struct MarkdownBody {
 }
 
 /// `POST /ui/api/markdown`: `text` as [`super::markdown`] nodes, for an
-/// answer streamed as plain text and drawn again once complete.
+/// answer streamed as plain text, drawn again as it grows and once complete.
 pub async fn render_markdown(_auth: Authed, ApiJson(body): ApiJson<MarkdownBody>) -> Json<Value> {
     Json(json!({ "nodes": markdown::nodes(&body.text) }))
 }
