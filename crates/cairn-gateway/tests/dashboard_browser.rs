@@ -106,6 +106,20 @@ async fn the_dashboard_works_in_chromium() {
         }
     })
     .await;
+    // A built-in routine, as the daemon stores the heartbeat.
+    cairn_automation::routines::system::ensure_system_routines(
+        &gw.store,
+        "ada",
+        &[cairn_automation::routines::system::SystemRoutine::every(
+            "heartbeat",
+            "checks HEARTBEAT.md",
+            Duration::from_secs(1800),
+        )],
+        chrono_tz::UTC,
+        now,
+    )
+    .await
+    .unwrap();
     // Spend to chart: today, two models.
     gw.store.add_llm_spend(42_000, now).await.unwrap();
     gw.store
@@ -127,10 +141,12 @@ async fn the_dashboard_works_in_chromium() {
     // The chat: an answer streamed in pieces, then a tool that asks.
     gw.llm.push(
         Scripted::text(
-            "Hello! This answer is streamed in small pieces. \
+            "Hello! This answer is **streamed** in small pieces, with `code`.\n\n\
+             | a | b |\n|---|---|\n| 1 | 2 |\n\n\
              <img src=x onerror=\"window.__xss=1\"><b id=xss>bold</b>",
         )
-        .with_chunk_bytes(6)
+        // Pieces of about five words: each takes a while through a debug build.
+        .with_chunk_bytes(30)
         .with_chunk_delay(Duration::from_millis(25)),
     );
     gw.llm.push(Scripted::tool_call("writer", json!({})));
@@ -185,6 +201,16 @@ async fn the_dashboard_works_in_chromium() {
         ["fake-model", "fake-model", "fake-model", FAMILY_MODEL],
         "family's message went to family's model, main's to main's"
     );
+    // New thread and switching posted nothing: every stored turn is a message typed.
+    for session in gw.store.list_sessions().await.unwrap() {
+        for thread in gw.store.list_threads(session.id).await.unwrap() {
+            let row = gw.store.get_thread(thread.id).await.unwrap().unwrap();
+            for stored in gw.store.load_turns(row.id, &row.view).await.unwrap() {
+                let turn = cairn_agent::session::turn_of(row.id, stored).unwrap();
+                assert!(!turn.user_input.starts_with('/'), "{}", turn.user_input);
+            }
+        }
+    }
     let routine = gw.store.list_routines(None).await.unwrap();
     let coffee = routine.iter().find(|r| r.spec.name == "coffee").unwrap();
     assert_eq!(
@@ -198,6 +224,12 @@ async fn the_dashboard_works_in_chromium() {
     // The form left main's routine main's, and gave the chosen agent to the other.
     assert_eq!(coffee.spec.agent, None);
     let tea = routine.iter().find(|r| r.spec.name == "tea").unwrap();
+    let beat = routine.iter().find(|r| r.spec.name == "heartbeat").unwrap();
+    assert!(
+        !beat.spec.enabled,
+        "the built-in routine's Save was not kept"
+    );
+    assert_eq!(beat.spec.action.kind(), "system");
     assert_eq!(tea.spec.agent.as_deref(), Some("family"));
     let tokens = gw.store.list_api_tokens().await.unwrap();
     let session = tokens.iter().find(|t| t.origin == "dashboard").unwrap();
@@ -219,6 +251,11 @@ async fn the_dashboard_works_in_chromium() {
         "status",
         "tasks",
     ] {
+        let header = pages[page]["header_390"].as_f64().unwrap();
+        assert!(
+            header <= 0.08 * 844.0,
+            "{page}: header {header} px at 390 px"
+        );
         assert!(pages.contains_key(page), "{page} was not checked");
         assert!(shots.join(format!("{page}.png")).exists());
         assert!(shots.join(format!("{page}-390px.png")).exists());

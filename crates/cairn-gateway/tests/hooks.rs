@@ -94,7 +94,7 @@ async fn a_correct_signature_fires_and_a_wrong_or_missing_one_does_not() {
 }
 
 #[tokio::test]
-async fn a_routine_without_a_secret_takes_a_bearer_token_and_its_id() {
+async fn a_routine_without_a_secret_takes_a_bearer_token_and_its_id_or_its_name() {
     let gw = TestGateway::start().await;
     let r = routine(
         &gw,
@@ -106,7 +106,25 @@ async fn a_routine_without_a_secret_takes_a_bearer_token_and_its_id() {
     assert_eq!(status, 401);
     let response = gw.post(&path).body("x").send().await.unwrap();
     assert_eq!(response.status(), 202);
+    // Its name (what the dashboard shows) reaches it too; another name does not.
+    let response = gw
+        .post("/hooks/routine/open")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let (status, _) = error_code(
+        gw.post("/hooks/routine/opened")
+            .body("x")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
     gw.engine.idle().await;
+    assert_eq!(gw.store.list_runs(r.id, 10).await.unwrap().len(), 2);
     gw.stop().await;
 }
 

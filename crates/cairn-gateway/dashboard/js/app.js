@@ -3,7 +3,7 @@
 import { del, get, post, setCsrf } from "./api.js";
 import { chat } from "./chat.js";
 import { costs } from "./costs.js";
-import { fill, h, toast } from "./dom.js";
+import { clearToast, fill, h, toast } from "./dom.js";
 import { home } from "./home.js";
 import { inbox } from "./inbox.js";
 import { connect, disconnect, on, soon } from "./live.js";
@@ -25,6 +25,15 @@ const views = {
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const signOut = document.getElementById("sign-out");
+const menu = document.getElementById("menu");
+const header = document.querySelector(".top");
+
+/** The phone's menu (the links are a list behind a button on a narrow screen). */
+function openMenu(open) {
+  header.classList.toggle("open", open);
+  menu.setAttribute("aria-expanded", String(open));
+}
+menu.addEventListener("click", () => openMenu(!header.classList.contains("open")));
 let cleanup = null;
 let signedIn = false;
 
@@ -34,7 +43,9 @@ function showSignIn(message) {
   cleanup = null;
   disconnect();
   nav.hidden = true;
+  menu.hidden = true;
   signOut.hidden = true;
+  openMenu(false);
   document.title = "Sign in · cairn";
   const error = h("p", { id: "pair-error", class: "field-error", role: "alert" }, message || "");
   const input = h("input", {
@@ -91,6 +102,9 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   cleanup?.();
+  openMenu(false);
+  // A message about the page left behind does not follow to the next.
+  clearToast();
   document.title = `${title} · cairn`;
   fill(main);
   cleanup = view(main, rest.map(decodeURIComponent)) || null;
@@ -110,6 +124,7 @@ async function unread() {
 function start() {
   signedIn = true;
   nav.hidden = false;
+  menu.hidden = false;
   signOut.hidden = false;
   connect();
   on("notification", soon(unread));

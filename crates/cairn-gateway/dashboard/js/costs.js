@@ -4,8 +4,15 @@
 import { get } from "./api.js";
 import { dollars, fill, h, table } from "./dom.js";
 
+/** Money spent, or "price unknown" for calls that cost nothing (a model without a price). */
+function spent(micros, calls) {
+  return calls > 0 && !micros ? "price unknown" : dollars(micros);
+}
+
 function bars(label, points, testid, tick = (p) => p.label.slice(5), every = 7) {
-  const w = 600,
+  // Drawn about as wide as the screen shows it, so its labels stay legible on a phone.
+  const narrow = matchMedia("(max-width: 40rem)").matches;
+  const w = narrow ? 360 : 600,
     hgt = 160,
     pad = 20,
     max = Math.max(1, ...points.map((p) => p.value));
@@ -75,7 +82,7 @@ function perAgent(c) {
         "tr",
         { testid: "agent-cost", "data-agent": r.id },
         h("td", {}, r.id),
-        h("td", {}, dollars(r.today)),
+        h("td", {}, spent(r.today, r.calls)),
         h("td", {}, String(r.calls)),
         h("td", {}, share(r)),
         h("td", {}, dollars(r.month)),
@@ -143,7 +150,8 @@ export function costs(main) {
               Object.entries(models).map(([m, v]) => ({ label: m, value: v.spent })),
               undefined,
               (p) => p.label.slice(0, 14),
-              1,
+              // A label under every bar only while they fit.
+              Object.keys(models).length > 4 ? Math.ceil(Object.keys(models).length / 4) : 1,
             ),
             h(
               "ul",
@@ -154,7 +162,7 @@ export function costs(main) {
                   {},
                   h("span", { class: "legend-swatch" }),
                   h("span", { class: "grow" }, m),
-                  `${dollars(v.spent)} · ${v.calls} calls`,
+                  `${spent(v.spent, v.calls)} · ${v.calls} calls`,
                 ),
               ),
             ),

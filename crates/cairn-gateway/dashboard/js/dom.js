@@ -57,21 +57,34 @@ export function table(caption, headers, rows) {
   );
 }
 
-const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+/** The browser's zone. */
+export const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
-/** An instant in the browser's zone, `Mon 09:00` style with the date. */
-export function when(iso) {
+/**
+ * An instant in one format on every page (`Mon, Mar 9, 2026, 09:00`): in
+ * the browser's zone, or in `tz` (a routine's) followed by its name when
+ * that differs from the browser's.
+ */
+export function when(iso, tz) {
   if (!iso) return "—";
-  const d = new Date(iso);
-  return d.toLocaleString(undefined, {
-    weekday: "short",
-    year: "numeric",
-    month: "short",
-    day: "numeric",
-    hour: "2-digit",
-    minute: "2-digit",
-    timeZone: zone,
-  });
+  const other = tz && tz !== zone;
+  let text;
+  try {
+    text = new Date(iso).toLocaleString(undefined, {
+      weekday: "short",
+      year: "numeric",
+      month: "short",
+      day: "numeric",
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+      timeZone: other ? tz : zone,
+    });
+  } catch {
+    // A zone the browser does not know: the browser's own, said so.
+    return `${when(iso)} (${zone})`;
+  }
+  return other ? `${text} (${tz})` : text;
 }
 
 /** "in 3 h", "5 min ago". */
@@ -106,12 +119,23 @@ export function status(word) {
   return h("span", { class: `badge ${cls}` }, word || "—");
 }
 
-/** Shows a short message in the live region. */
-export function toast(message) {
+/** Shows a short message in the live region; `keep`: it survives the next page change (a save that opens its result). */
+export function toast(message, keep = false) {
+  toast.keep = keep;
   const el = document.getElementById("toast");
   el.textContent = message;
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => {
     el.textContent = "";
   }, 5000);
+}
+
+/** Clears the live region (a page change: its messages were about the page left). */
+export function clearToast() {
+  if (toast.keep) {
+    toast.keep = false;
+    return;
+  }
+  clearTimeout(toast.timer);
+  document.getElementById("toast").textContent = "";
 }

@@ -1,4 +1,6 @@
-// Home: component health, the next fires, today's spend, unread inbox, latest runs.
+// Home: on a first run, what to do next; then health (the components that
+// need attention, if any), the next fires, today's spend, unread inbox,
+// latest runs.
 
 import { get } from "./api.js";
 import { dollars, fill, h, relative, status, table, when } from "./dom.js";
@@ -10,28 +12,44 @@ export function home(main) {
   const spend = h("section", { class: "card", "aria-labelledby": "h-spend" });
   const unread = h("section", { class: "card", "aria-labelledby": "h-unread" });
   const runs = h("section", { "aria-labelledby": "h-runs" });
-  fill(main, h("h1", {}, "Home"), h("div", { class: "grid" }, health, next, spend, unread), runs);
+  const start = h("section", {
+    class: "card first-run",
+    "aria-labelledby": "h-start",
+    testid: "first-run",
+    hidden: true,
+  });
+  fill(main, h("h1", {}, "Home"), start, h("div", { class: "grid" }, health, next, spend, unread), runs);
 
   async function load() {
-    const [st, list, cost, inbox] = await Promise.all([
+    const [st, list, cost, inbox, setup] = await Promise.all([
       get("/api/status"),
       get("/api/routines"),
       get("/ui/api/costs"),
       get("/api/notifications/inbox"),
+      get("/ui/api/setup").catch(() => null),
     ]);
+    drawStart(start, setup);
     const comps = Object.entries(st.components);
     const bad = comps.filter(([, c]) => !["running", "disabled"].includes(c.state));
     fill(
       health,
-      h("h2", { id: "h-health" }, "Components"),
-      h("p", { class: "big" }, bad.length ? `${bad.length} need attention` : "All healthy"),
-      h(
-        "ul",
-        { class: "rows" },
-        comps.map(([name, c]) =>
-          h("li", { testid: "component-row", "data-name": name }, h("span", { class: "grow" }, name), status(c.state)),
-        ),
-      ),
+      h("h2", { id: "h-health" }, "Health"),
+      h("p", { class: "big", testid: "health" }, bad.length ? `${bad.length} need attention` : "All running"),
+      bad.length
+        ? h(
+            "ul",
+            { class: "rows" },
+            bad.map(([name, c]) =>
+              h(
+                "li",
+                { testid: "component-row", "data-name": name },
+                h("span", { class: "grow" }, name, c.last_error ? h("div", { class: "muted" }, c.last_error) : null),
+                status(c.state),
+              ),
+            ),
+          )
+        : null,
+      h("a", { href: "#/status" }, "Status and checks"),
     );
     const upcoming = list
       .filter((r) => r.next_fire_at)
@@ -49,7 +67,7 @@ export function home(main) {
                 "li",
                 {},
                 h("a", { class: "grow", href: `#/routines/${encodeURIComponent(r.name)}` }, r.name),
-                h("span", {}, when(r.next_fire_at)),
+                h("span", {}, when(r.next_fire_at, r.timezone)),
                 h("span", { class: "muted" }, relative(r.next_fire_at)),
               ),
             ),
@@ -111,4 +129,49 @@ export function home(main) {
     offs.forEach((off) => {
       off();
     });
+}
+
+/** A first run's next steps, each done or not; hidden once all are done. */
+function drawStart(section, setup) {
+  if (!setup) return;
+  const steps = [
+    [
+      setup.llm,
+      "Set up the LLM",
+      [
+        "Add an ",
+        h("code", {}, "[llm]"),
+        " section to config.toml (",
+        h("code", {}, "cairn init"),
+        " writes one), then restart the daemon: the chat, routines' checks and jobs need it.",
+      ],
+    ],
+    [
+      setup.paired_devices > 0,
+      "Pair a phone",
+      ["Run ", h("code", {}, "cairn pair"), " on this machine and type its code on the phone, or send it to the bot."],
+    ],
+    [
+      setup.routines > 0,
+      "Make a first routine",
+      [h("a", { href: "#/routines/new" }, "New routine"), ": a reminder, a daily check, a webhook."],
+    ],
+  ];
+  section.hidden = steps.every(([done]) => done);
+  fill(
+    section,
+    h("h2", { id: "h-start" }, "Getting started"),
+    h(
+      "ol",
+      { class: "steps" },
+      steps.map(([done, title, how]) =>
+        h(
+          "li",
+          { "data-done": String(done), testid: "first-run-step" },
+          h("strong", {}, done ? `✓ ${title}` : title),
+          done ? h("span", { class: "muted" }, " (done)") : h("div", {}, how),
+        ),
+      ),
+    ),
+  );
 }

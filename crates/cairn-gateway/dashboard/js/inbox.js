@@ -4,6 +4,15 @@ import { get, post } from "./api.js";
 import { fill, h, status, toast, when } from "./dom.js";
 import { on, soon } from "./live.js";
 
+/** Where a notification came from, a link to it when the dashboard shows it. */
+function source(text) {
+  const [kind, id] = String(text || "").split(/:(.*)/s);
+  if (kind === "routine" && id)
+    return h("a", { href: `#/routines/${encodeURIComponent(id)}`, title: text }, `routine ${id.slice(0, 8)}`);
+  if (["watcher", "job", "task"].includes(kind) && id) return h("a", { href: "#/tasks" }, text);
+  return text;
+}
+
 export function inbox(main) {
   const body = h("div");
   fill(
@@ -52,11 +61,19 @@ export function inbox(main) {
                   h(
                     "div",
                     { class: "muted" },
-                    `${when(n.created_at)} · ${n.source} · ${n.channel}`,
+                    `${when(n.created_at)} · `,
+                    source(n.source),
+                    ` · ${n.channel}`,
                     n.last_error ? ` · ${n.last_error}` : "",
                   ),
                 ),
-                h("span", {}, status(n.status), ` ${n.attempts} attempt${n.attempts === 1 ? "" : "s"}`),
+                // Attempts only when a channel was tried (an inbox-only notification has none).
+                h(
+                  "span",
+                  {},
+                  status(n.status),
+                  n.attempts ? ` ${n.attempts} attempt${n.attempts === 1 ? "" : "s"}` : "",
+                ),
                 h(
                   "div",
                   { class: "actions" },

@@ -75,6 +75,15 @@ export function memory(main) {
           ? `Mode: ${found.mode}${found.note ? ` (${found.note})` : ""} · ${found.hits.length} found`
           : "Latest memories",
       ),
+      found.hits.length
+        ? null
+        : h(
+            "p",
+            { testid: "memory-empty" },
+            q
+              ? `Nothing remembered matches “${q}”.`
+              : "No memories yet. Add one above, or tell the agent in the chat to remember something.",
+          ),
       h(
         "ul",
         { class: "rows" },

@@ -1,24 +1,33 @@
 // Create or edit a routine: the schedule field previews its next five fires
 // as you type (the same parser as `cairn schedule explain`); the action's
 // fields follow its type; with several agents, a choice of the one that runs
-// it; problems show next to their fields.
+// it; problems show next to their fields and in a summary a refused Save
+// scrolls to. Built-in routines (the heartbeat's `system` action, a
+// watcher's `watch`) open read-only but for what may change: enabled, notify.
 
 import { get, post, put } from "./api.js";
-import { fill, h, toast } from "./dom.js";
+import { fill, h, toast, when } from "./dom.js";
 
+// The names docs/routines.md uses, each with what it does.
 const ACTIONS = [
-  ["notification", "Reminder (notification)"],
-  ["lightweight", "Cheap LLM check"],
-  ["full_job", "Full agent job"],
-  ["tool_call", "Tool call"],
+  ["notification", "notification: send a message"],
+  ["lightweight", "lightweight: one call on the cheap model"],
+  ["full_job", "full_job: an unattended turn of the agent"],
+  ["tool_call", "tool_call: run one tool"],
 ];
 const TRIGGERS = [
-  ["cron", "Schedule (cron or words)"],
-  ["once", "Once"],
-  ["event", "Chat message matching"],
-  ["webhook", "Webhook"],
-  ["manual", "By hand only"],
+  ["cron", "cron: on a schedule"],
+  ["once", "once: at one time"],
+  ["event", "event: a chat message matching"],
+  ["webhook", "webhook: a signed HTTP call"],
+  ["manual", "manual: by hand only"],
 ];
+/** Actions the form does not write: their routines are built in. */
+const BUILT_IN = ["system", "watch"];
+const HINTS = {
+  cron: "A cron expression or words: every weekday at 9am, every 15 minutes, 0 9 * * 1-5.",
+  once: "A date and time (2026-03-09 09:00) or a delay (in 2 hours).",
+};
 
 /** The agents to choose from: main first, then the others; one the routine names that is gone stays listed. */
 function agentOptions(agents, named) {
@@ -74,7 +83,108 @@ export function routineForm(main, name) {
   };
 }
 
+/** Where a webhook routine is called: its path, or its name. */
+export function webhookUrl(path) {
+  const encoded = String(path)
+    .replace(/^\/+|\/+$/g, "")
+    .split("/")
+    .map(encodeURIComponent)
+    .join("/");
+  return `${location.origin}/hooks/routine/${encoded}`;
+}
+
+/** Where a refused Save lists its problems (focused when shown). */
+function errorSummary() {
+  return h("div", {
+    class: "error-summary",
+    testid: "routine-error",
+    tabindex: "-1",
+    role: "alert",
+    "aria-labelledby": "routine-error-title",
+    hidden: true,
+  });
+}
+
+/** A built-in routine: what it is, read-only, and the two things that may change. */
+function drawBuiltIn(body, existing) {
+  const spec = existing.spec;
+  const n = spec.notify || {};
+  const f = {
+    enabled: h("input", {
+      type: "checkbox",
+      name: "enabled",
+      testid: "routine-enabled",
+      checked: spec.enabled ?? true,
+    }),
+    channel: input({ name: "channel", value: n.channel || "", placeholder: "the default channel" }),
+    onSuccess: h("input", { type: "checkbox", name: "on_success", checked: n.on_success }),
+    onFailure: h("input", { type: "checkbox", name: "on_failure", checked: n.on_failure ?? true }),
+  };
+  const box = (label, el) => h("label", { class: "check" }, el, label);
+  const summary = errorSummary();
+  const what = spec.action.type === "system" ? `cairn's own ${spec.action.task} task` : "a watcher's check";
+  fill(
+    body,
+    h(
+      "form",
+      {
+        novalidate: true,
+        onsubmit: async (e) => {
+          e.preventDefault();
+          const notify = { ...n, on_success: f.onSuccess.checked, on_failure: f.onFailure.checked };
+          if (f.channel.value.trim()) notify.channel = f.channel.value.trim();
+          else delete notify.channel;
+          try {
+            const saved = await put(`/api/routines/${encodeURIComponent(existing.id)}`, {
+              ...spec,
+              enabled: f.enabled.checked,
+              notify,
+            });
+            toast(`${saved.name} saved.`, true);
+            location.hash = `#/routines/${encodeURIComponent(saved.name)}`;
+          } catch (err) {
+            fill(summary, h("h2", { id: "routine-error-title" }, "Not saved"), h("p", {}, err.message));
+            summary.hidden = false;
+            summary.scrollIntoView({ block: "start" });
+            summary.focus({ preventScroll: true });
+          }
+        },
+      },
+      summary,
+      h(
+        "p",
+        { class: "card", testid: "routine-builtin" },
+        `${spec.name} is built in: it runs ${what}, and its trigger and action are not edited here. `,
+        "You can turn it on or off and choose how it tells you about its runs, until the daemon's next start: ",
+        "it writes its settings in config.toml (such as heartbeat.enabled) over the stored routine then.",
+      ),
+      h(
+        "dl",
+        { class: "facts" },
+        h("dt", {}, "Trigger"),
+        h("dd", {}, existing.schedule_description || existing.trigger),
+        h("dt", {}, "Action"),
+        h("dd", {}, spec.action.type),
+      ),
+      h(
+        "fieldset",
+        {},
+        h("legend", {}, "What you can change"),
+        box(" Enabled", f.enabled),
+        field("Notify channel", f.channel, "notify.channel"),
+        box(" Notify on success", f.onSuccess),
+        box(" Notify on failure", f.onFailure),
+      ),
+      h("p", {}, h("button", { type: "submit", testid: "routine-save" }, "Save")),
+    ),
+  );
+}
+
 function draw(body, existing, agents) {
+  if (existing && BUILT_IN.includes(existing.spec?.action?.type)) {
+    drawBuiltIn(body, existing);
+    return;
+  }
   const spec = existing?.spec || { trigger: { type: "cron" }, action: { type: "notification" } };
   const t = spec.trigger || {},
     a = spec.action || {},
@@ -110,15 +220,12 @@ function draw(body, existing, agents) {
     enabled: h("input", { type: "checkbox", name: "enabled", checked: spec.enabled ?? true }),
   };
   const preview = h("div", { testid: "routine-schedule-preview", "aria-live": "polite", id: "schedule-preview" });
-  const formError = h("p", { class: "field-error", role: "alert" });
-  const box = (label, el) => h("label", { class: "row" }, el, label);
+  // A refused Save's problems, each linked to its field; focused when shown.
+  const summary = errorSummary();
+  const box = (label, el) => h("label", { class: "check" }, el, label);
 
-  const when = field(
-    "Schedule",
-    f.schedule,
-    "trigger.schedule",
-    "A cron expression or words: every weekday at 9am, every 15 minutes, 0 9 * * 1-5.",
-  );
+  const whenField = field("Schedule", f.schedule, "trigger.schedule", HINTS.cron);
+  const hook = h("div", { class: "muted", testid: "routine-webhook-url" });
   const pattern = field("Message pattern (regular expression)", f.pattern, "trigger.pattern");
   const byAction = {
     notification: h("div", {}, field("Message", f.message, "action.message"), field("Title", f.title, "action.title")),
@@ -143,12 +250,21 @@ function draw(body, existing, agents) {
   };
   const actionFields = h("div");
 
+  function drawHook() {
+    hook.hidden = f.trigger.value !== "webhook";
+    const hookName = (t.type === "webhook" && t.path) || f.name.value.trim() || "NAME";
+    fill(hook, "Called at ", h("code", {}, webhookUrl(hookName)), "; once saved, its page shows how to sign a call.");
+  }
+
   function sync() {
     const tt = f.trigger.value;
-    when.hidden = !["cron", "once"].includes(tt);
-    when.querySelector("label").textContent = tt === "once" ? "When" : "Schedule";
+    whenField.hidden = !["cron", "once"].includes(tt);
+    whenField.querySelector("label").textContent = tt === "once" ? "When" : "Schedule";
+    const help = whenField.querySelector(".muted");
+    if (help) help.textContent = HINTS[tt] || "";
     pattern.hidden = tt !== "event";
-    preview.hidden = when.hidden;
+    drawHook();
+    preview.hidden = whenField.hidden;
     fill(actionFields, byAction[f.action.value]);
   }
 
@@ -174,7 +290,7 @@ function draw(body, existing, agents) {
           h(
             "ol",
             { class: "preview", "aria-label": "Next five fires" },
-            x.next.map((t) => h("li", {}, t.local)),
+            x.next.map((t) => h("li", {}, when(t.at, x.timezone))),
           ),
         );
       } catch (err) {
@@ -235,21 +351,57 @@ function draw(body, existing, agents) {
     return out;
   }
 
+  /** Each problem beside its field, and all in the summary, which is scrolled to and focused. */
   function showProblems(problems) {
     for (const el of body.querySelectorAll(".field-error[data-path]")) el.textContent = "";
-    const unplaced = [];
+    const items = [];
     for (const p of problems) {
+      const path = p.path || "";
       const el = [...body.querySelectorAll(".field-error[data-path]")].find(
         (e) =>
           !e.closest("[hidden]") &&
-          (p.path === e.dataset.path ||
-            p.path.startsWith(`${e.dataset.path}.`) ||
-            p.path.startsWith(`${e.dataset.path}[`)),
+          (path === e.dataset.path || path.startsWith(`${e.dataset.path}.`) || path.startsWith(`${e.dataset.path}[`)),
       );
+      const control = el && document.getElementById(el.id.replace(/-error$/, ""));
       if (el) el.textContent = p.message;
-      else unplaced.push(`${p.path}: ${p.message}`);
+      // The preview said the same of the schedule: once is enough.
+      if (path.startsWith("trigger.")) fill(preview);
+      const label = el?.closest(".field")?.querySelector("label")?.textContent;
+      items.push(
+        h(
+          "li",
+          {},
+          control
+            ? h(
+                "a",
+                {
+                  href: `#${control.id}`,
+                  onclick: (e) => {
+                    // Not a route: the hash stays the page's.
+                    e.preventDefault();
+                    control.focus();
+                  },
+                },
+                `${label}: ${p.message}`,
+              )
+            : path
+              ? `${path}: ${p.message}`
+              : p.message,
+        ),
+      );
     }
-    formError.textContent = unplaced.join("; ");
+    fill(
+      summary,
+      h(
+        "h2",
+        { id: "routine-error-title" },
+        `Not saved: ${items.length === 1 ? "one problem" : `${items.length} problems`}`,
+      ),
+      h("ul", {}, items),
+    );
+    summary.hidden = false;
+    summary.scrollIntoView({ block: "start" });
+    summary.focus({ preventScroll: true });
   }
 
   async function save(e) {
@@ -265,7 +417,7 @@ function draw(body, existing, agents) {
       const saved = existing
         ? await put(`/api/routines/${encodeURIComponent(existing.id)}`, out)
         : await post("/api/routines", out);
-      toast(`${saved.name} saved.`);
+      toast(`${saved.name} saved.`, true);
       location.hash = `#/routines/${encodeURIComponent(saved.name)}`;
     } catch (err) {
       showProblems(err.details?.problems || [{ path: "", message: err.message }]);
@@ -277,6 +429,7 @@ function draw(body, existing, agents) {
     explain();
   });
   f.action.addEventListener("change", sync);
+  f.name.addEventListener("input", drawHook);
   f.schedule.addEventListener("input", explain);
   f.timezone.addEventListener("input", explain);
   // A problem shown after a save is about the value then: editing the field clears it.
@@ -291,6 +444,7 @@ function draw(body, existing, agents) {
     h(
       "form",
       { onsubmit: save, novalidate: true },
+      summary,
       field("Name", f.name, "name"),
       field("Description", f.description, "description"),
       h(
@@ -298,8 +452,9 @@ function draw(body, existing, agents) {
         {},
         h("legend", {}, "When"),
         field("Trigger", f.trigger, "trigger.type"),
-        when,
+        whenField,
         preview,
+        hook,
         pattern,
         field("Time zone", f.timezone, "timezone"),
       ),
@@ -325,7 +480,6 @@ function draw(body, existing, agents) {
         box(" Notify on failure", f.onFailure),
         box(" Enabled", f.enabled),
       ),
-      formError,
       h("p", {}, h("button", { type: "submit", testid: "routine-save" }, "Save")),
     ),
   );

@@ -3,7 +3,7 @@
 import { del, get, post, put } from "./api.js";
 import { fill, h, relative, status, table, toast, when } from "./dom.js";
 import { on, soon } from "./live.js";
-import { routineForm } from "./routine_form.js";
+import { routineForm, webhookUrl } from "./routine_form.js";
 
 const path = (r) => `/api/routines/${encodeURIComponent(r.id)}`;
 
@@ -68,7 +68,7 @@ function actions(r, reload) {
         onclick: async () => {
           if (!confirm(`Delete ${r.name} and its runs?`)) return;
           await del(path(r));
-          toast(`${r.name} deleted.`);
+          toast(`${r.name} deleted.`, true);
           location.hash = "#/routines";
         },
       },
@@ -109,7 +109,7 @@ function list(main) {
                   r.schedule_description || r.trigger,
                   r.paused ? h("div", { class: "warn" }, "paused") : null,
                 ),
-                h("td", {}, when(r.next_fire_at), h("div", { class: "muted" }, relative(r.next_fire_at))),
+                h("td", {}, when(r.next_fire_at, r.timezone), h("div", { class: "muted" }, relative(r.next_fire_at))),
                 h("td", {}, status(r.last_status || "never run")),
                 h("td", {}, r.enabled ? "yes" : "no"),
                 h("td", {}, actions(r, load)),
@@ -129,12 +129,64 @@ function seconds(a, b) {
   return s < 60 ? `${s.toFixed(1)} s` : `${Math.round(s / 60)} min`;
 }
 
+/** A webhook routine's address and a `curl` that calls it, signed when it has a secret. */
+function webhook(r) {
+  const t = r.spec?.trigger || {};
+  const url = webhookUrl(t.path || r.name);
+  const env = /^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$/.exec(t.secret || "")?.[1];
+  const curl = t.secret
+    ? [
+        `SECRET="$${env || "ROUTINE_SECRET"}"   # the routine's webhook secret${env ? "" : " (the one written in its file)"}`,
+        `BODY='{"hello": "world"}'`,
+        "TS=$(date +%s)",
+        `SIG=$(printf '%s.%s' "$TS" "$BODY" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.* //')`,
+        `curl -X POST '${url}' -H 'Content-Type: application/json' \\`,
+        `  -H "X-Cairn-Timestamp: $TS" -H "X-Signature-256: sha256=$SIG" -d "$BODY"`,
+      ].join("\n")
+    : [
+        "# No secret: any API token of this daemon (cairn token create NAME) authenticates the call.",
+        `curl -X POST '${url}' -H "Authorization: Bearer $CAIRN_TOKEN" \\`,
+        `  -H 'Content-Type: application/json' -d '{"hello": "world"}'`,
+      ].join("\n");
+  const recipe = h(
+    "pre",
+    { tabindex: "0", testid: "routine-webhook-curl", "aria-label": "A curl command that calls it" },
+    curl,
+  );
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(curl);
+      toast("Copied.");
+    } catch {
+      // No clipboard (plain HTTP on another host): select it for Ctrl+C.
+      getSelection().selectAllChildren(recipe);
+      toast("Selected: press Ctrl+C to copy.");
+    }
+  };
+  return h(
+    "section",
+    { "aria-labelledby": "h-hook" },
+    h("h2", { id: "h-hook" }, "Webhook"),
+    h("p", {}, "POST to ", h("code", { testid: "routine-webhook-url" }, url), " (the routine's name or id works too)."),
+    h(
+      "p",
+      { class: "muted" },
+      t.secret
+        ? "Sign the body with the routine's secret: X-Signature-256 is sha256= and the hex HMAC-SHA256 of the timestamp, a dot and the body; X-Cairn-Timestamp is that Unix time (within 5 minutes, used once)."
+        : "Without a secret, a call needs a bearer token.",
+    ),
+    recipe,
+    h("p", {}, h("button", { type: "button", class: "quiet", onclick: copy }, "Copy the command")),
+  );
+}
+
 function detail(main, name) {
   const head = h("div"),
     next = h("section", { "aria-labelledby": "h-next" }),
+    hook = h("div"),
     runs = h("section", { "aria-labelledby": "h-runs" }),
     yaml = h("section", { "aria-labelledby": "h-yaml" });
-  fill(main, h("p", {}, h("a", { href: "#/routines" }, "← Routines")), head, next, runs, yaml);
+  fill(main, h("p", {}, h("a", { href: "#/routines" }, "← Routines")), head, hook, next, runs, yaml);
   let routine = null;
   async function load() {
     try {
@@ -157,6 +209,7 @@ function detail(main, name) {
       ),
       h("div", { testid: "routine-row", "data-name": r.name }, actions(r, load)),
     );
+    fill(hook, r.trigger_type === "webhook" ? webhook(r) : null);
     const [history, fires, text] = await Promise.all([
       get(`${path(r)}/runs?limit=50`),
       ["cron", "once"].includes(r.trigger_type) ? get(`${path(r)}/next?count=5`).catch(() => null) : null,
@@ -170,9 +223,9 @@ function detail(main, name) {
         ? h(
             "ol",
             { class: "preview" },
-            times.map((t) => h("li", {}, when(t.fires_at))),
+            times.map((t) => h("li", {}, when(t.fires_at, r.timezone))),
           )
-        : h("p", { class: "muted" }, r.next_fire_at ? when(r.next_fire_at) : "Not scheduled."),
+        : h("p", { class: "muted" }, r.next_fire_at ? when(r.next_fire_at, r.timezone) : "Not scheduled."),
     );
     fill(
       runs,

@@ -1,7 +1,7 @@
 // Status: every component's state, restarts and last error; version, database, counts.
 
 import { get } from "./api.js";
-import { status as badge, fill, h, table, when } from "./dom.js";
+import { status as badge, fill, h, when } from "./dom.js";
 import { on, soon } from "./live.js";
 
 export function status(main) {
@@ -21,7 +21,7 @@ export function status(main) {
           h("h2", {}, "Daemon"),
           h(
             "dl",
-            {},
+            { class: "facts" },
             h("dt", {}, "Version"),
             h("dd", {}, st.version),
             h("dt", {}, "Started"),
@@ -38,7 +38,7 @@ export function status(main) {
           h("h2", {}, "Counts"),
           h(
             "dl",
-            {},
+            { class: "facts" },
             h("dt", {}, "Routines"),
             h(
               "dd",
@@ -51,19 +51,27 @@ export function status(main) {
         ),
       ),
       h("h2", {}, "Components"),
+      // One line each (compact on a phone); restarts and errors only when there are some.
       comps.length
-        ? table(
-            "Each component of the daemon",
-            ["Component", "State", "Since", "Restarts", "Last error"],
+        ? h(
+            "ul",
+            { class: "rows compact", "aria-label": "Each component of the daemon" },
             comps.map(([name, c]) =>
               h(
-                "tr",
+                "li",
                 { testid: "component-row", "data-name": name },
-                h("td", {}, name),
-                h("td", {}, badge(c.state)),
-                h("td", {}, when(c.since)),
-                h("td", {}, String(c.restarts)),
-                h("td", {}, c.last_error || "—"),
+                h(
+                  "span",
+                  { class: "grow" },
+                  h("strong", {}, name),
+                  h("span", { class: "muted small" }, ` since ${when(c.since)}`),
+                  c.restarts ? h("span", { class: "muted small" }, ` · ${c.restarts} restarts`) : null,
+                  // A disabled component's note says why, not what went wrong.
+                  c.last_error
+                    ? h("div", { class: c.state === "disabled" ? "muted small" : "bad" }, c.last_error)
+                    : null,
+                ),
+                badge(c.state),
               ),
             ),
           )
@@ -74,24 +82,39 @@ export function status(main) {
   }
   const checks = h("div", { "aria-live": "polite" }, h("p", { class: "muted" }, "Running the checks…"));
   get("/ui/api/doctor")
-    .then((d) =>
+    .then((d) => {
+      const warned = d.checks.filter((c) => c.status === "warn").length;
+      const failed = d.checks.filter((c) => c.status === "fail").length;
       fill(
         checks,
-        table(
-          d.ok ? "Every check passed or warned" : "Some checks failed",
-          ["Check", "Result", "Detail"],
+        h(
+          "p",
+          { testid: "doctor-summary" },
+          failed
+            ? `${failed} of ${d.checks.length} checks failed.`
+            : warned
+              ? `Every check passed, ${warned === 1 ? "one with a warning" : `${warned} with warnings`}.`
+              : `All ${d.checks.length} checks passed.`,
+        ),
+        h(
+          "ul",
+          { class: "rows compact", "aria-label": "The checks of cairn doctor" },
           d.checks.map((c) =>
             h(
-              "tr",
+              "li",
               { testid: "doctor-check", "data-name": c.name },
-              h("td", {}, c.name),
-              h("td", {}, badge(c.status)),
-              h("td", {}, h("span", { class: "pre-line" }, c.message)),
+              badge(c.status),
+              h(
+                "span",
+                { class: "grow" },
+                h("strong", {}, c.name),
+                h("div", { class: "pre-line muted small" }, c.message),
+              ),
             ),
           ),
         ),
-      ),
-    )
+      );
+    })
     .catch((err) => fill(checks, h("p", { class: "muted" }, err.message)));
   load();
   const off = on("component", soon(load));

@@ -341,3 +341,31 @@ pub async fn doctor(State(state): State<AppState>, _auth: Authed) -> Result<Json
 /// How long the doctor's checks may take (they connect to the database, the
 /// MCP servers and Telegram).
 const DOCTOR_TIME: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// `GET /ui/api/setup`: what a first run has still to do, for Home: whether
+/// an LLM is configured, how many devices are paired (live tokens a
+/// pairing code bought), and how many routines the person made (built-in
+/// ones, the heartbeat's `system` and watchers' `watch`, not counted).
+pub async fn setup(State(state): State<AppState>, _auth: Authed) -> Result<Json<Value>, ApiError> {
+    let now = state.clock().now();
+    let paired = state
+        .store()
+        .list_api_tokens()
+        .await?
+        .iter()
+        .filter(|t| t.origin == "pairing" && t.revoked_at.is_none())
+        .filter(|t| t.expires_at.is_none_or(|at| at > now))
+        .count();
+    let routines = state
+        .store()
+        .list_routines(None)
+        .await?
+        .iter()
+        .filter(|r| !matches!(r.spec.action.kind(), "system" | "watch"))
+        .count();
+    Ok(Json(json!({
+        "llm": state.chat().is_ok(),
+        "paired_devices": paired,
+        "routines": routines,
+    })))
+}

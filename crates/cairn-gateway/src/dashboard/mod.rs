@@ -12,6 +12,8 @@
 //! so the pages load nothing from another origin.
 
 pub mod api;
+pub mod chat;
+pub mod markdown;
 pub mod session;
 
 use axum::Router;
@@ -58,6 +60,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/live.js", JS),
     asset!("js/home.js", JS),
     asset!("js/chat.js", JS),
+    asset!("js/markdown.js", JS),
     asset!("js/routines.js", JS),
     asset!("js/routine_form.js", JS),
     asset!("js/tasks.js", JS),
@@ -106,6 +109,10 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/ui/api/routines/{id}/yaml", get(api::routine_yaml))
         .route("/ui/api/routines/agents", get(api::routine_agents))
+        .route("/ui/api/setup", get(api::setup))
+        .route("/ui/api/chat/history", get(chat::history))
+        .route("/ui/api/chat/thread", post(chat::thread_action))
+        .route("/ui/api/markdown", post(chat::render_markdown))
         .layer(axum::middleware::map_response(secure_headers))
 }
 

@@ -49,11 +49,11 @@ pub struct Accepted {
     pub waiting: Option<String>,
 }
 
-/// Fires the webhook routine at `path` (its configured path, or its id).
+/// Fires the webhook routine at `path` (its configured path, its id, or its name).
 #[utoipa::path(post, path = "/hooks/routine/{path}", tag = "routines",
     security((), ("bearer" = [])),
     params(
-        ("path" = String, Path, description = "The routine's webhook path (may contain slashes) or its id"),
+        ("path" = String, Path, description = "The routine's webhook path (may contain slashes), its id or its name"),
         ("X-Signature-256" = Option<String>, Header, description = "sha256=<hex HMAC-SHA256 under the routine's secret of the body, or of <timestamp>.<body> when X-Cairn-Timestamp is sent>"),
         ("X-Cairn-Timestamp" = Option<i64>, Header, description = "Unix seconds, signed with the body; accepted within 5 minutes of the daemon's clock, once")),
     request_body(content = String, description = "Any body; JSON is handed to the action as the payload", content_type = "application/octet-stream"),

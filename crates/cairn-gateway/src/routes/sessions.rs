@@ -198,43 +198,10 @@ async fn thread_history(
         return Err(not_found());
     }
     let stored = state.store().load_turns(thread.id, &thread.view).await?;
-    let mut turns = Vec::with_capacity(stored.len());
-    for s in stored {
-        let turn = turn_of(thread.id, s)
-            .map_err(|e| ApiError::internal("a stored turn could not be read", &e))?;
-        turns.push(TurnView {
-            number: turn.number,
-            kind: match turn.kind {
-                TurnKind::Exchange => "exchange",
-                TurnKind::Summary => "summary",
-            }
-            .to_string(),
-            user_input: turn.user_input,
-            response: turn.response,
-            state: match turn.state {
-                TurnState::Processing => "processing",
-                TurnState::Completed => "completed",
-                TurnState::Failed => "failed",
-                TurnState::Interrupted => "interrupted",
-            }
-            .to_string(),
-            started_at: turn.started_at,
-            completed_at: turn.completed_at,
-            error: turn.error,
-            tool_calls: turn
-                .tool_calls
-                .into_iter()
-                .map(|c| ToolCallView {
-                    status: name_of(&c.status),
-                    tool: c.tool,
-                    arguments: c.arguments,
-                    duration_ms: c.duration_ms,
-                })
-                .collect(),
-            input_tokens: turn.usage.input_tokens,
-            output_tokens: turn.usage.output_tokens,
-        });
-    }
+    let turns = stored
+        .into_iter()
+        .map(|s| turn_view(thread.id, s))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Json(ThreadHistory {
         id: thread.id,
         session_id: thread.session_id,
@@ -244,4 +211,45 @@ async fn thread_history(
         updated_at: thread.updated_at,
         turns,
     }))
+}
+
+/// A stored turn of `thread` as the API shows it.
+pub(crate) fn turn_view(
+    thread: Uuid,
+    stored: cairn_store::StoredTurn,
+) -> Result<TurnView, ApiError> {
+    let turn = turn_of(thread, stored)
+        .map_err(|e| ApiError::internal("a stored turn could not be read", &e))?;
+    Ok(TurnView {
+        number: turn.number,
+        kind: match turn.kind {
+            TurnKind::Exchange => "exchange",
+            TurnKind::Summary => "summary",
+        }
+        .to_string(),
+        user_input: turn.user_input,
+        response: turn.response,
+        state: match turn.state {
+            TurnState::Processing => "processing",
+            TurnState::Completed => "completed",
+            TurnState::Failed => "failed",
+            TurnState::Interrupted => "interrupted",
+        }
+        .to_string(),
+        started_at: turn.started_at,
+        completed_at: turn.completed_at,
+        error: turn.error,
+        tool_calls: turn
+            .tool_calls
+            .into_iter()
+            .map(|c| ToolCallView {
+                status: name_of(&c.status),
+                tool: c.tool,
+                arguments: c.arguments,
+                duration_ms: c.duration_ms,
+            })
+            .collect(),
+        input_tokens: turn.usage.input_tokens,
+        output_tokens: turn.usage.output_tokens,
+    })
 }

@@ -194,10 +194,7 @@ async fn accept(
         .max(1 << 20)
         .max(image_allowance::read_limit(state.settings()));
     upgrade = upgrade.max_message_size(hard_cap).max_frame_size(hard_cap);
-    let channel = match &agent {
-        Some(agent) => format!("ws:{agent}:{conversation}"),
-        None => format!("ws:{conversation}"),
-    };
+    let channel = channel_of(agent.as_deref(), &conversation);
     let talk = Talk {
         chat,
         agent: agent.unwrap_or_else(|| cairn_agent::agents::MAIN.to_string()),
@@ -228,7 +225,15 @@ fn parse_frame(
     Ok(value.map_or_else(|| serde_json::from_str(text), serde_json::from_value))
 }
 
-fn valid_conversation(id: &str) -> bool {
+/// The chat session's channel of `conversation` with `agent` (`None`: main).
+pub(crate) fn channel_of(agent: Option<&str>, conversation: &str) -> String {
+    match agent.filter(|a| *a != cairn_agent::agents::MAIN) {
+        Some(agent) => format!("ws:{agent}:{conversation}"),
+        None => format!("ws:{conversation}"),
+    }
+}
+
+pub(crate) fn valid_conversation(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && id
             .chars()

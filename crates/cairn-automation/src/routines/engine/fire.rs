@@ -177,7 +177,8 @@ impl RoutineEngine {
         })
     }
 
-    /// The webhook routine at `path` (its `path`, else its id), if any.
+    /// The webhook routine at `path` (its `path`, else its id, else its
+    /// name), if any.
     pub async fn webhook_routine(&self, path: &str) -> Option<Routine> {
         let triggered = self.inner.triggered.read().await;
         triggered
@@ -190,6 +191,7 @@ impl RoutineEngine {
                 _ => false,
             })
             .or_else(|| triggered.webhooks.iter().find(|r| r.id.to_string() == path))
+            .or_else(|| triggered.webhooks.iter().find(|r| r.spec.name == path))
             .cloned()
     }
 
