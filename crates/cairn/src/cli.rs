@@ -27,8 +27,9 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Check that cairn can run here: config, home, database, time zone, LLM.
-    Doctor,
+    /// Check that cairn can run here: config, home, database, time zone,
+    /// and the LLM, contacted (`--offline`: not).
+    Doctor(DoctorArgs),
     /// Chat with the agent (interactive), or ask one question with -m.
     Chat(ChatArgs),
     /// Inspect time expressions.
@@ -105,6 +106,15 @@ pub enum Command {
     /// MCP: the configured servers (list, tools, test), or cairn as a server (serve).
     #[command(subcommand)]
     Mcp(McpCommand),
+}
+
+/// `cairn doctor` options.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Check without the network: the LLM's settings are checked but the
+    /// LLM is not contacted.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// `cairn mcp …`
@@ -567,12 +577,12 @@ pub enum JobCommand {
     List(JobListArgs),
     /// Everything about one job, with its result or error.
     Show {
-        /// The job's id, as `cairn job list` shows it.
+        /// The job's id as shown anywhere: whole, its start, or the short form chat prints.
         id: String,
     },
     /// Stop a job: a pending one at once, a running one by asking its process.
     Cancel {
-        /// The job's id, as `cairn job list` shows it.
+        /// The job's id as shown anywhere: whole, its start, or the short form chat prints.
         id: String,
     },
 }
