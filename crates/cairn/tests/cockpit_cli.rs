@@ -60,7 +60,8 @@ fn doctor_contacts_the_llm_and_says_what_failed() {
     assert_eq!(code, Some(0), "{report}");
     assert!(check.starts_with("ok    llm"), "{check}");
     assert!(
-        check.contains("primary openai at http://127.0.0.1:") && check.contains("serves test-model"),
+        check.contains("primary openai at http://127.0.0.1:")
+            && check.contains("serves test-model"),
         "{check}"
     );
 
@@ -141,7 +142,10 @@ fn the_daemons_first_lines_name_the_dashboard_and_the_pairing_code() {
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut lines = Vec::new();
-    while !lines.iter().any(|l: &String| l.starts_with("cairn daemon running")) {
+    while !lines
+        .iter()
+        .any(|l: &String| l.starts_with("cairn daemon running"))
+    {
         let wait = deadline.saturating_duration_since(Instant::now());
         lines.push(rx.recv_timeout(wait).expect("the daemon started"));
     }
@@ -156,7 +160,10 @@ fn the_daemons_first_lines_name_the_dashboard_and_the_pairing_code() {
     // migration precede; the pairing code follows (after the install
     // key's line on a first start).
     assert!(dashboard < 6, "{lines:#?}");
-    assert!(pairing > dashboard && pairing <= dashboard + 2, "{lines:#?}");
+    assert!(
+        pairing > dashboard && pairing <= dashboard + 2,
+        "{lines:#?}"
+    );
     let url = lines[dashboard]["dashboard: ".len()..].trim().to_string();
     let listening = &lines[at("gateway listening on ")];
     assert_eq!(

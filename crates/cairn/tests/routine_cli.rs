@@ -170,6 +170,48 @@ fn five_mistakes_are_all_reported_with_paths_and_lines() {
     assert!(names(home.path()).is_empty());
 }
 
+/// Misspelt fields (serde stops at the first, and had no line inside
+/// `trigger:` or `action:`) are each reported at their own line, in one
+/// run, with the other problems of what is left.
+#[test]
+fn two_typos_and_a_bad_value_are_all_reported_at_their_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("typos.yaml");
+    std::fs::write(
+        &file,
+        "name: morning\ndescription: hi\ntrigger:\n  type: cron\n  shedule: \"0 9 * * *\"\n\
+         action:\n  type: lightweight\n  prompt: Summarise\n  max_tokns: 300\nguardrails:\n  max_concurrent: 0\n",
+    )
+    .unwrap();
+    let err = stderr_of_failure(
+        cairn(home.path())
+            .args(["routine", "validate", "-f"])
+            .arg(&file),
+        2,
+    );
+    assert!(err.contains("3 problems"), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("typos.yaml") || l.contains("typos.yaml:"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines[0].ends_with(
+            "typos.yaml:5: trigger.shedule: unknown field `shedule`, expected `schedule`"
+        ),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("typos.yaml:9: action.max_tokns: unknown field `max_tokns`"),
+        "{err}"
+    );
+    assert!(
+        lines[2].contains("typos.yaml:11: routine \"morning\": guardrails.max_concurrent: "),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_directory_with_one_bad_file_writes_nothing() {
     let home = tempfile::tempdir().unwrap();
