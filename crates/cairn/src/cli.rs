@@ -45,7 +45,7 @@ pub enum Command {
     Notify(NotifyCommand),
     /// What could not be delivered elsewhere, and what went to the inbox channel.
     Inbox(InboxArgs),
-    /// Routines: apply files, validate, list, show, enable, disable, pause, resume, fire, backfill, next, runs, delete.
+    /// Routines: apply files, validate, create, list, show, enable, disable, pause, resume, fire, backfill, next, runs, delete.
     #[command(subcommand)]
     Routine(RoutineCommand),
     /// Run cairn's always-on half in the foreground: the routine engine,
@@ -339,6 +339,9 @@ pub enum RoutineCommand {
     Apply(RoutineFileArgs),
     /// Check routine files without writing anything.
     Validate(RoutineFileArgs),
+    /// Make a routine without writing YAML: a schedule and a message to
+    /// send or a prompt to answer; prints it as `show` does.
+    Create(RoutineCreateArgs),
     /// Every routine: name, enabled, trigger, next fire (local time), last status.
     List,
     /// One routine in full, with its next 5 fire times.
@@ -398,6 +401,27 @@ pub enum RoutineCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Arguments of `cairn routine create`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["message", "prompt"])))]
+pub struct RoutineCreateArgs {
+    /// The routine's name (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// When: `every weekday at 9am`, `0 9 * * 1-5`, `every 2h`, or once,
+    /// `tomorrow at 9am` (in your time zone).
+    #[arg(long)]
+    pub schedule: String,
+    /// Send this text as a notification (no LLM).
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Ask the agent this, and tell you what it found.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// The channel to tell (`[channels.NAME]`); notify.default_channel without it.
+    #[arg(long)]
+    pub channel: Option<String>,
 }
 
 /// Arguments of `cairn routine fire`.

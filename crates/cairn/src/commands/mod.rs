@@ -17,6 +17,7 @@ mod mcp;
 mod memory;
 mod notify;
 mod routine;
+mod routine_create;
 mod routine_files;
 mod routine_ops;
 mod schedule;
