@@ -518,7 +518,7 @@ pub struct InboxArgs {
     /// Also show notifications already read.
     #[arg(long)]
     pub all: bool,
-    /// `read`: mark notifications read.
+    /// `show`: one in full; `read`: mark notifications read.
     #[command(subcommand)]
     pub command: Option<InboxCommand>,
 }
@@ -526,6 +526,12 @@ pub struct InboxArgs {
 /// `cairn inbox …`
 #[derive(Debug, Subcommand)]
 pub enum InboxCommand {
+    /// One notification in full: its text, where it came from, whether it
+    /// was read, and every delivery attempt.
+    Show {
+        /// The notification's id as `cairn inbox` lists it (its start will do).
+        id: String,
+    },
     /// Mark one notification read (by id or its start), or all with --all.
     Read {
         /// The notification's id, or the start of it.
