@@ -4,7 +4,11 @@
 //! `id` replaced by the one asked), so the gateway's own frame parser
 //! reads them; each server frame (`←`) and event (`SSE`) must have the
 //! fields, no more and no fewer, of one the gateway really sent of its type.
-#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::disallowed_methods,
+    reason = "test code unwraps freely and reads the document with blocking std::fs"
+)]
 
 mod support;
 

@@ -22,7 +22,7 @@ pub struct SpecProblems {
     /// Every problem, in the order found, each with its line when known.
     pub problems: Vec<RoutineFileError>,
     /// The spec without the fields at fault, if that much is a spec.
-    pub rest: Option<RoutineSpec>,
+    pub rest: Option<Box<RoutineSpec>>,
     /// The parts of `rest` that stand in for a `trigger` or `action` taken
     /// out (a daily cron, a notification): what its checks find under
     /// them is not the file's.
@@ -69,7 +69,7 @@ impl RoutineSpec {
                 break None;
             }
             let error = match serde_path_to_error::deserialize::<_, RoutineSpec>(&tree) {
-                Ok(rest) => break Some(rest),
+                Ok(rest) => break Some(Box::new(rest)),
                 Err(e) => e,
             };
             let path = match error.path().to_string() {

@@ -146,7 +146,7 @@ pub fn check(
                     None => format!("{shown}: {}", e.message),
                 }));
                 match found.rest {
-                    Some(rest) => (rest, true, found.stand_ins),
+                    Some(rest) => (*rest, true, found.stand_ins),
                     None => continue,
                 }
             }
