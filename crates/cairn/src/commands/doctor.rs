@@ -39,9 +39,11 @@ fn check(name: &'static str, status: Status, message: impl Into<String>) -> Chec
     }
 }
 
-/// Runs every check, prints the results, and exits 1 if any failed.
+/// Runs every check, prints the results, and exits 1 if any failed; the
+/// LLM is not contacted again: this is `init`'s, which has just made a
+/// real call to it.
 pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
-    run_with(as_json, false)
+    run_with(as_json, true)
 }
 
 /// [`run`]; `offline` leaves out what needs the network (contacting the LLM).

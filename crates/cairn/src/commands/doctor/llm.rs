@@ -48,11 +48,7 @@ pub(super) async fn check_llm(config: &Config, offline: bool) -> Check {
         }
     );
     if offline {
-        return check(
-            "llm",
-            Status::Ok,
-            format!("{summary} (not contacted: --offline)"),
-        );
+        return check("llm", Status::Ok, format!("{summary} (not contacted)"));
     }
     let contacts = contact_all(&settings, CONTACT_TIMEOUT).await;
     let status = contacts
