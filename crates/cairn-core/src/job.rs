@@ -156,6 +156,28 @@ pub struct JobRecord {
     pub needs_attention: bool,
 }
 
+/// The short form of a job id people are shown (`/job`, `/cancel`): its
+/// last 8 hex digits, since v7 ids share their time-ordered first ones.
+/// Wherever an id is asked for, this is accepted back, as is any start of
+/// the id (see `Store::job_ids_like`).
+pub fn short_id(id: Uuid) -> String {
+    let text = id.simple().to_string();
+    text[text.len() - 8..].to_string()
+}
+
+/// What a person typed for a job id, as the hex digits to look for: at
+/// least 4 hex digits (hyphens dropped, lower-cased), else why not.
+pub fn id_digits(text: &str) -> Result<String, String> {
+    let digits: String = text.trim().chars().filter(|c| *c != '-').collect();
+    if digits.len() < 4 || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!(
+            "not a job id: \"{}\"; give the id as shown (at least 4 of its hex digits: its start, or the short form /job prints)",
+            text.trim()
+        ));
+    }
+    Ok(digits.to_ascii_lowercase())
+}
+
 impl JobRecord {
     /// A pending job with default limits and no history.
     pub fn new(
@@ -271,6 +293,15 @@ pub enum CancelOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_typed_id_is_its_hex_digits_and_too_little_is_refused() {
+        assert_eq!(id_digits(" 0193A1B2-c3d4 ").unwrap(), "0193a1b2c3d4");
+        let id = Uuid::now_v7();
+        assert_eq!(short_id(id), id.simple().to_string()[24..]);
+        assert!(id_digits("abc").unwrap_err().contains("\"abc\""));
+        assert!(id_digits("not-an-id").is_err());
+    }
 
     #[test]
     fn states_round_trip_and_classify() {

@@ -44,6 +44,21 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The names `text` refers to as `${NAME}`, in order, as [`expand_vars`]
+/// reads them (an unclosed `${` ends the scan).
+pub fn var_names(text: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        names.push(&rest[start + 2..start + 2 + len]);
+        rest = &rest[start + 3 + len..];
+    }
+    names
+}
+
 /// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
 pub fn expand_vars(
     text: &str,
@@ -80,6 +95,12 @@ mod tests {
         assert_eq!(edit_distance("é", "e"), 1);
         assert_eq!(closest("sumary", ["summary", "disk"]), Some("summary"));
         assert_eq!(closest("zzzzzz", ["summary", "disk"]), None);
+    }
+
+    #[test]
+    fn the_names_referred_to_are_those_expansion_reads() {
+        assert_eq!(var_names("a ${X}${Y_2} $Z ${"), ["X", "Y_2"]);
+        assert!(var_names("no vars").is_empty());
     }
 
     #[test]

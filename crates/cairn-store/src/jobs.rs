@@ -178,6 +178,33 @@ impl Store {
         row.as_ref().map(decode).transpose()
     }
 
+    /// The ids of the jobs a person's text names (`cairn_core::job::id_digits`):
+    /// those whose hex digits start or end with it (the short form shown is
+    /// the end), of `owner` only when given; at most 10, so "several" can
+    /// be told from "one".
+    pub async fn job_ids_like(
+        &self,
+        digits: &str,
+        owner: Option<&str>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let digits: String = digits
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let rows = sqlx::query(
+            "SELECT id FROM jobs \
+             WHERE (REPLACE(id, '-', '') LIKE $1 OR REPLACE(id, '-', '') LIKE $2) \
+             AND ($3 IS NULL OR owner = $3) ORDER BY id LIMIT 10",
+        )
+        .bind(format!("{digits}%"))
+        .bind(format!("%{digits}"))
+        .bind(owner.map(str::to_owned))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|r| Cols(r).uuid("id")).collect()
+    }
+
     /// Jobs matching the filter, most recently created first.
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
         // Absent filters bind NULL and match everything, so one query text serves all.

@@ -27,8 +27,9 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Check that cairn can run here: config, home, database, time zone, LLM.
-    Doctor,
+    /// Check that cairn can run here: config, home, database, time zone,
+    /// and the LLM, contacted (`--offline`: not).
+    Doctor(DoctorArgs),
     /// Chat with the agent (interactive), or ask one question with -m.
     Chat(ChatArgs),
     /// Inspect time expressions.
@@ -44,7 +45,7 @@ pub enum Command {
     Notify(NotifyCommand),
     /// What could not be delivered elsewhere, and what went to the inbox channel.
     Inbox(InboxArgs),
-    /// Routines: apply files, validate, list, show, enable, disable, pause, resume, fire, backfill, next, runs, delete.
+    /// Routines: apply files, validate, create, list, show, enable, disable, pause, resume, fire, backfill, next, runs, delete.
     #[command(subcommand)]
     Routine(RoutineCommand),
     /// Run cairn's always-on half in the foreground: the routine engine,
@@ -105,6 +106,15 @@ pub enum Command {
     /// MCP: the configured servers (list, tools, test), or cairn as a server (serve).
     #[command(subcommand)]
     Mcp(McpCommand),
+}
+
+/// `cairn doctor` options.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Check without the network: the LLM's settings are checked but the
+    /// LLM is not contacted.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// `cairn mcp …`
@@ -329,6 +339,9 @@ pub enum RoutineCommand {
     Apply(RoutineFileArgs),
     /// Check routine files without writing anything.
     Validate(RoutineFileArgs),
+    /// Make a routine without writing YAML: a schedule and a message to
+    /// send or a prompt to answer; prints it as `show` does.
+    Create(RoutineCreateArgs),
     /// Every routine: name, enabled, trigger, next fire (local time), last status.
     List,
     /// One routine in full, with its next 5 fire times.
@@ -388,6 +401,27 @@ pub enum RoutineCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Arguments of `cairn routine create`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["message", "prompt"])))]
+pub struct RoutineCreateArgs {
+    /// The routine's name (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// When: `every weekday at 9am`, `0 9 * * 1-5`, `every 2h`, or once,
+    /// `tomorrow at 9am` (in your time zone).
+    #[arg(long)]
+    pub schedule: String,
+    /// Send this text as a notification (no LLM).
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Ask the agent this, and tell you what it found.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// The channel to tell (`[channels.NAME]`); notify.default_channel without it.
+    #[arg(long)]
+    pub channel: Option<String>,
 }
 
 /// Arguments of `cairn routine fire`.
@@ -484,7 +518,7 @@ pub struct InboxArgs {
     /// Also show notifications already read.
     #[arg(long)]
     pub all: bool,
-    /// `read`: mark notifications read.
+    /// `show`: one in full; `read`: mark notifications read.
     #[command(subcommand)]
     pub command: Option<InboxCommand>,
 }
@@ -492,6 +526,12 @@ pub struct InboxArgs {
 /// `cairn inbox …`
 #[derive(Debug, Subcommand)]
 pub enum InboxCommand {
+    /// One notification in full: its text, where it came from, whether it
+    /// was read, and every delivery attempt.
+    Show {
+        /// The notification's id as `cairn inbox` lists it (its start will do).
+        id: String,
+    },
     /// Mark one notification read (by id or its start), or all with --all.
     Read {
         /// The notification's id, or the start of it.
@@ -567,12 +607,12 @@ pub enum JobCommand {
     List(JobListArgs),
     /// Everything about one job, with its result or error.
     Show {
-        /// The job's id, as `cairn job list` shows it.
+        /// The job's id as shown anywhere: whole, its start, or the short form chat prints.
         id: String,
     },
     /// Stop a job: a pending one at once, a running one by asking its process.
     Cancel {
-        /// The job's id, as `cairn job list` shows it.
+        /// The job's id as shown anywhere: whole, its start, or the short form chat prints.
         id: String,
     },
 }

@@ -96,6 +96,8 @@ fn doctor_checks_the_agents_and_a_bad_table_is_named_by_file_line_and_field() {
         "[tools.policy]\nautonomy = \"supervised\"\n\n[[agents]]\nid = \"boss\"\nautonomy = \"full\"\n",
     )
     .unwrap();
+    // doctor asked the LLM for its models; the chat must ask it nothing.
+    let asked = llm.requests().len();
     let out = cairn(home, &llm)
         .args(["chat", "-m", "hi"])
         .output()
@@ -103,7 +105,11 @@ fn doctor_checks_the_agents_and_a_bad_table_is_named_by_file_line_and_field() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("config.toml:4: agents[0].autonomy: Full is more than tools.policy.autonomy (Supervised)"), "{stderr}");
-    assert!(llm.requests().is_empty());
+    assert_eq!(
+        llm.requests().len(),
+        asked,
+        "the refused chat reached the model"
+    );
 }
 
 /// The tool results the model was sent in the last request.

@@ -470,6 +470,38 @@ fn service_install_writes_a_user_unit_and_uninstall_removes_it() {
         .stdout(contains("not installed"));
 }
 
+/// A key variable of any name that config.toml names reaches the service;
+/// one it names but the shell does not set is said to be missing.
+#[test]
+fn service_install_keeps_every_variable_config_toml_names() {
+    let home = Home::new(
+        "[llm]\nprovider = \"openai\"\nmodel = \"m\"\napi_key = \"${MY_LLM_TOKEN}\"\n\n\
+         [channels.phone]\ntype = \"telegram\"\nbot_token = \"${PHONE_BOT}\"\nchat_id = \"1\"\n",
+    );
+    let xdg = tempfile::tempdir().unwrap();
+    home.cairn()
+        .env("XDG_CONFIG_HOME", xdg.path())
+        .env("MY_LLM_TOKEN", "sk-custom-name")
+        .env("UNRELATED_SECRET", "not-for-the-service")
+        .args(["service", "install"])
+        .assert()
+        .success()
+        .stdout(contains(
+            "with CAIRN_GATEWAY_PORT, CAIRN_TIMEZONE, MY_LLM_TOKEN;",
+        ))
+        .stdout(contains(
+            "missing: config.toml names PHONE_BOT, not set in this shell",
+        ))
+        .stdout(contains("sk-custom-name").not());
+    let env_text = std::fs::read_to_string(xdg.path().join("systemd/user/cairn.env")).unwrap();
+    assert!(
+        env_text.contains("MY_LLM_TOKEN=\"sk-custom-name\"\n"),
+        "{env_text}"
+    );
+    assert!(!env_text.contains("UNRELATED_SECRET"), "{env_text}");
+    assert!(!env_text.contains("PHONE_BOT"), "{env_text}");
+}
+
 #[test]
 fn status_without_any_daemon_says_it_never_ran() {
     let home = Home::new("");

@@ -300,3 +300,30 @@ fn unknown_and_malformed_ids() {
             .stderr(contains("not a job id: \"not-an-id\""));
     }
 }
+
+/// A job is named by its id as any place shows it: the short form chat
+/// prints (its last 8 hex digits), or a start of it; a start several jobs
+/// share is refused, naming the problem.
+#[test]
+fn short_ids_and_prefixes_are_accepted_and_an_ambiguous_one_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let (pending, running, done) = seed(home.path());
+    let short = cairn_core::job::short_id(done.id);
+    let text = stdout_of(cairn(home.path()).args(["job", "show", &short]));
+    assert!(text.contains(&done.id.to_string()), "{text}");
+    let start = &running.id.simple().to_string()[..24];
+    let json = json_of(cairn(home.path()).args(["job", "show", start, "--json"]));
+    assert_eq!(json["id"], running.id.to_string());
+    cairn(home.path())
+        .args(["job", "cancel", &cairn_core::job::short_id(pending.id)])
+        .assert()
+        .success();
+    assert_eq!(stored(home.path(), pending.id).state, JobState::Cancelled);
+    // v7 ids made a moment apart share their first 4 digits (weeks of time).
+    let shared = &pending.id.simple().to_string()[..4];
+    cairn(home.path())
+        .args(["job", "show", shared])
+        .assert()
+        .code(2)
+        .stderr(contains(format!("\"{shared}\" matches several jobs")));
+}

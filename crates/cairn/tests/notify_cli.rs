@@ -238,6 +238,43 @@ fn the_inbox_channel_keeps_notifications_for_the_chat() {
     let inbox = env.json(&["inbox"]);
     assert_eq!(inbox[0]["body"], "water the tomatoes");
     assert_eq!(inbox[0]["status"], "delivered");
+
+    // `inbox show` takes the id as the list prints it (its first 8 characters).
+    let listed = env
+        .cairn()
+        .args(["inbox"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let listed = String::from_utf8(listed).unwrap();
+    let short = listed
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(short.len(), 8, "{listed}");
+    env.cairn()
+        .args(["inbox", "show", &short])
+        .assert()
+        .success()
+        .stdout(contains(format!(
+            "notification {}",
+            inbox[0]["id"].as_str().unwrap()
+        )))
+        .stdout(contains("read       no"))
+        .stdout(contains("water the tomatoes"));
+    let shown = env.json(&["inbox", "show", &short]);
+    assert_eq!(shown["notification"]["body"], "water the tomatoes");
+    env.cairn()
+        .args(["inbox", "show", "zz-not-an-id"])
+        .assert()
+        .code(2)
+        .stderr(contains("not a notification id"));
 }
 
 #[test]

@@ -170,6 +170,48 @@ fn five_mistakes_are_all_reported_with_paths_and_lines() {
     assert!(names(home.path()).is_empty());
 }
 
+/// Misspelt fields (serde stops at the first, and had no line inside
+/// `trigger:` or `action:`) are each reported at their own line, in one
+/// run, with the other problems of what is left.
+#[test]
+fn two_typos_and_a_bad_value_are_all_reported_at_their_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("typos.yaml");
+    std::fs::write(
+        &file,
+        "name: morning\ndescription: hi\ntrigger:\n  type: cron\n  shedule: \"0 9 * * *\"\n\
+         action:\n  type: lightweight\n  prompt: Summarise\n  max_tokns: 300\nguardrails:\n  max_concurrent: 0\n",
+    )
+    .unwrap();
+    let err = stderr_of_failure(
+        cairn(home.path())
+            .args(["routine", "validate", "-f"])
+            .arg(&file),
+        2,
+    );
+    assert!(err.contains("3 problems"), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("typos.yaml") || l.contains("typos.yaml:"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines[0].ends_with(
+            "typos.yaml:5: trigger.shedule: unknown field `shedule`, expected `schedule`"
+        ),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("typos.yaml:9: action.max_tokns: unknown field `max_tokns`"),
+        "{err}"
+    );
+    assert!(
+        lines[2].contains("typos.yaml:11: routine \"morning\": guardrails.max_concurrent: "),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_directory_with_one_bad_file_writes_nothing() {
     let home = tempfile::tempdir().unwrap();
@@ -345,4 +387,98 @@ fn show_redacts_a_literal_webhook_secret_and_applying_what_it_printed_keeps_it()
         "{err}"
     );
     assert_eq!(names(home.path()), ["builds", "deploys"]);
+}
+
+/// `routine create` makes, through the routine service, the routine
+/// `routine show` then prints; a schedule it cannot read is refused
+/// naming the option, and nothing is made.
+#[test]
+fn create_makes_a_routine_that_show_prints() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[channels.phone]\ntype = \"log\"\n",
+    )
+    .unwrap();
+    let created = stdout_of(cairn(home.path()).args([
+        "routine",
+        "create",
+        "standup",
+        "--schedule",
+        "every weekday at 9am",
+        "--message",
+        "Stand-up in 5 minutes",
+        "--channel",
+        "phone",
+    ]));
+    let shown = stdout_of(cairn(home.path()).args(["routine", "show", "standup"]));
+    assert_eq!(created, shown);
+    assert!(shown.contains("name:         standup"), "{shown}");
+    let json = json_of(cairn(home.path()).args(["routine", "show", "standup", "--json"]));
+    let spec = &json["routine"]["spec"];
+    assert_eq!(spec["trigger"]["type"], "cron", "{json}");
+    assert_eq!(spec["trigger"]["schedule"], "every weekday at 9am");
+    assert_eq!(spec["action"]["type"], "notification");
+    assert_eq!(spec["action"]["message"], "Stand-up in 5 minutes");
+    assert_eq!(spec["notify"]["channel"], "phone");
+    assert_eq!(json["next"].as_array().unwrap().len(), 5, "{json}");
+
+    let once = json_of(cairn(home.path()).args([
+        "routine",
+        "create",
+        "tea",
+        "--schedule",
+        "in 20m",
+        "--prompt",
+        "Is the tea ready?",
+        "--json",
+    ]));
+    assert_eq!(once["routine"]["spec"]["trigger"]["type"], "once", "{once}");
+    assert_eq!(once["routine"]["spec"]["action"]["type"], "lightweight");
+
+    let err = stderr_of_failure(
+        cairn(home.path()).args([
+            "routine",
+            "create",
+            "bad",
+            "--schedule",
+            "every blursday",
+            "--message",
+            "x",
+        ]),
+        2,
+    );
+    assert!(err.contains("--schedule \"every blursday\": "), "{err}");
+    let err = stderr_of_failure(
+        cairn(home.path()).args([
+            "routine",
+            "create",
+            "x",
+            "--schedule",
+            "every day at 8am",
+            "--message",
+            "x",
+            "--channel",
+            "fone",
+        ]),
+        2,
+    );
+    assert!(
+        err.contains("--channel: no channel named \"fone\""),
+        "{err}"
+    );
+    let err = stderr_of_failure(
+        cairn(home.path()).args([
+            "routine",
+            "create",
+            "standup",
+            "--schedule",
+            "every day at 8am",
+            "--message",
+            "x",
+        ]),
+        2,
+    );
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(names(home.path()), ["standup", "tea"]);
 }

@@ -1,6 +1,6 @@
 //! `/job`, `/status`, `/cancel` and `/jobs`: background jobs from the chat.
 
-use cairn_core::job::{CancelOutcome, JobRecord};
+use cairn_core::job::{CancelOutcome, JobRecord, short_id as short};
 use cairn_store::JobFilter;
 use uuid::Uuid;
 
@@ -122,7 +122,8 @@ impl ChatService {
         }
     }
 
-    /// The user's job whose id is `prefix` or starts with it.
+    /// The user's job `prefix` names: its id, the start of it, or the
+    /// short form `/job` prints (its end).
     async fn find_job(
         &self,
         jobs: &JobScheduler,
@@ -136,33 +137,23 @@ impl ChatService {
                 Err(e) => Err(Reply::error(e.to_string())),
             };
         }
-        let filter = JobFilter {
-            owner: Some(session.row.user_id.clone()),
-            limit: 500,
-            ..JobFilter::default()
-        };
-        let list = jobs
-            .list(&filter)
+        let digits = cairn_core::job::id_digits(prefix).map_err(Reply::error)?;
+        let ids = jobs
+            .ids_like(&digits, &session.row.user_id)
             .await
             .map_err(|e| Reply::error(e.to_string()))?;
-        let prefix = prefix.trim().to_ascii_lowercase();
-        let mut found = list
-            .into_iter()
-            .filter(|j| j.id.to_string().starts_with(&prefix));
-        match (found.next(), found.next()) {
-            (Some(job), None) => Ok(job),
-            (None, _) => Err(Reply::error(format!("No job {prefix}. /jobs lists them."))),
-            (Some(_), Some(_)) => Err(Reply::error(format!(
+        match ids.as_slice() {
+            [id] => match jobs.get(*id).await {
+                Ok(Some(job)) => Ok(job),
+                Ok(None) => Err(Reply::error(format!("No job {prefix}. /jobs lists them."))),
+                Err(e) => Err(Reply::error(e.to_string())),
+            },
+            [] => Err(Reply::error(format!("No job {prefix}. /jobs lists them."))),
+            _ => Err(Reply::error(format!(
                 "\"{prefix}\" matches several jobs; give more of the id."
             ))),
         }
     }
-}
-
-/// The last 8 characters: v7 ids share their time-ordered first characters.
-fn short(id: Uuid) -> String {
-    let text = id.simple().to_string();
-    text[text.len() - 8..].to_string()
 }
 
 fn lines(jobs: &[&JobRecord]) -> String {

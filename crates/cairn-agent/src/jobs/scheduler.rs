@@ -442,6 +442,11 @@ impl JobScheduler {
         Ok(self.inner.store.get_job(id).await?)
     }
 
+    /// The ids of `owner`'s jobs `digits` names (its start or end; at most 10).
+    pub async fn ids_like(&self, digits: &str, owner: &str) -> Result<Vec<Uuid>, JobError> {
+        Ok(self.inner.store.job_ids_like(digits, Some(owner)).await?)
+    }
+
     /// Stored jobs matching the filter, newest first (for `/jobs`).
     pub async fn list(&self, filter: &cairn_store::JobFilter) -> Result<Vec<JobRecord>, JobError> {
         Ok(self.inner.store.list_jobs(filter).await?)

@@ -78,7 +78,7 @@ impl RoutineSpec {
 }
 
 /// Both parsers append " at line X column Y"; we report the position separately.
-fn strip_location(message: &str) -> String {
+pub(super) fn strip_location(message: &str) -> String {
     match message.find(" at line ") {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),

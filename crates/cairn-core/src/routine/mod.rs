@@ -6,6 +6,7 @@
 //! store keeps it.
 
 mod action;
+mod diagnose;
 mod file;
 mod guardrails;
 pub mod jitter;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use action::{DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, RoutineAction, WatchStrategy};
+pub use diagnose::SpecProblems;
 pub use file::{RoutineFileError, SpecFormat};
 pub use guardrails::{
     CatchUp, DEFAULT_CATCH_UP_LIMIT, DEFAULT_RETENTION, NotifyConfig, OnInterrupt, Retry,

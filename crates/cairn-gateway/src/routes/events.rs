@@ -33,7 +33,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The daemon's events, live: routine runs, job progress, tool calls and
-/// notifications. Each SSE event's `data` is `{"id","type","at",...}`.
+/// notifications. Each SSE event's `data` is `{"id","type","at",...}`;
+/// examples are in docs/gateway.md, "WebSocket and SSE frames".
 #[utoipa::path(get, path = "/api/events", tag = "events",
     params(("Last-Event-ID" = Option<u64>, Header,
         description = "Replay the buffered events after this id, then go live")),

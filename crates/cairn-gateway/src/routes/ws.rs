@@ -40,6 +40,9 @@
 //! while no turn runs, the agent reacts on its own: that turn's frames end
 //! with a `done` marked `"automatic": true`. Revoking the token (or its
 //! expiry) closes the connection within seconds (close code 1008).
+//!
+//! docs/gateway.md, "WebSocket and SSE frames", shows each frame in an
+//! example exchange; `tests/doc_frames.rs` plays it against the gateway.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -121,8 +124,9 @@ enum Decision {
     Always,
 }
 
-/// Chat with the agent over a WebSocket (see the module documentation for
-/// the frames). The token may also come as the subprotocol `bearer.<token>`.
+/// Chat with the agent over a WebSocket. Every frame, with an example
+/// exchange, is in docs/gateway.md, "WebSocket and SSE frames" (tested
+/// against this server). The token may also come as the subprotocol `bearer.<token>`.
 #[utoipa::path(get, path = "/ws/chat", tag = "chat",
     params(ChatQuery),
     responses(

@@ -41,6 +41,45 @@ async fn state_of(fx: &Fixture, id: Uuid) -> JobState {
     fx.store.get_job(id).await.unwrap().unwrap().state
 }
 
+/// What people type for a job: the start of its id (with or without
+/// hyphens) or its end (the short form chat prints), an owner's only.
+pub async fn jobs_named_by_the_start_or_end_of_their_id(fx: &Fixture) {
+    let a = job("ada", "a", 0);
+    let b = job("ada", "b", 1);
+    let other = job("bob", "c", 2);
+    for j in [&a, &b, &other] {
+        fx.store.create_job(j).await.unwrap();
+    }
+    let hex = |j: &JobRecord| j.id.simple().to_string();
+    let end = &hex(&a)[24..];
+    assert_eq!(fx.store.job_ids_like(end, None).await.unwrap(), [a.id]);
+    // With their hyphens; 24 hex digits take in v7's whole time and counter.
+    let start = &b.id.to_string()[..28];
+    assert_eq!(
+        fx.store.job_ids_like(start, Some("ada")).await.unwrap(),
+        [b.id]
+    );
+    // Made a moment apart: their first 6 digits (hours of v7 time) are shared.
+    let shared = &hex(&a)[..6];
+    assert_eq!(fx.store.job_ids_like(shared, None).await.unwrap().len(), 3);
+    assert_eq!(
+        fx.store
+            .job_ids_like(shared, Some("ada"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let bobs = &hex(&other)[24..];
+    assert!(
+        fx.store
+            .job_ids_like(bobs, Some("ada"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 pub async fn job_round_trips(fx: &Fixture) {
     let parent = job("ada", "parent", 0);
     fx.store.create_job(&parent).await.unwrap();

@@ -140,6 +140,7 @@ conformance!(
     notifications::each_channels_deliveries_are_summed,
     jobs::job_round_trips,
     jobs::jobs_listed_recent_first_with_filters,
+    jobs::jobs_named_by_the_start_or_end_of_their_id,
     jobs::start_job_only_from_pending,
     jobs::concurrent_starts_from_separate_pools_yield_one_winner,
     jobs::finish_job_once_and_never_over_a_verdict,

@@ -12,9 +12,11 @@ use cairn_store::Store;
 
 use crate::settings;
 
+pub mod llm;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-enum Status {
+pub enum Status {
     Ok,
     Warn,
     Fail,
@@ -37,8 +39,15 @@ fn check(name: &'static str, status: Status, message: impl Into<String>) -> Chec
     }
 }
 
-/// Runs every check, prints the results, and exits 1 if any failed.
+/// Runs every check, prints the results, and exits 1 if any failed; the
+/// LLM is not contacted again: this is `init`'s, which has just made a
+/// real call to it.
 pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
+    run_with(as_json, true)
+}
+
+/// [`run`]; `offline` leaves out what needs the network (contacting the LLM).
+pub fn run_with(as_json: bool, offline: bool) -> anyhow::Result<ExitCode> {
     let mut checks = Vec::new();
     let config = match settings::load() {
         Ok(config) => {
@@ -64,7 +73,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
             checks.push(check_permissions(config));
             checks.push(check_zone(config));
             checks.push(check_environment(config));
-            checks.push(check_llm(config));
+            checks.push(crate::commands::runtime()?.block_on(llm::check_llm(config, offline)));
             checks.push(check_routing(config));
             checks.push(check_tools(config));
             checks.push(check_browser(config));
@@ -286,45 +295,6 @@ fn check_environment(config: &Config) -> Check {
     )];
     lines.extend(unavailable.iter().map(ToString::to_string));
     check("environment", Status::Warn, lines.join("\n"))
-}
-
-fn check_llm(config: &Config) -> Check {
-    if config.llm.provider.is_none() {
-        return check(
-            "llm",
-            Status::Warn,
-            "no LLM provider configured; chat and routines need one: set CAIRN_LLM_PROVIDER (openai, anthropic, ollama, …), CAIRN_LLM_MODEL and CAIRN_LLM_API_KEY (or OPENAI_API_KEY / ANTHROPIC_API_KEY)",
-        );
-    }
-    if let Some(why) = crate::wiring::llm_unavailable(config) {
-        return check(
-            "llm",
-            Status::Warn,
-            format!("{why}: chat and the routines that need the LLM fail here until it is set"),
-        );
-    }
-    // Builds the providers exactly as chat does (no network call).
-    match crate::wiring::llm_settings(config).and_then(|s| {
-        cairn_llm::build_providers(&s).map_err(anyhow::Error::from)?;
-        Ok(s)
-    }) {
-        Ok(s) => check(
-            "llm",
-            Status::Ok,
-            format!(
-                "{} at {}, model {}{}",
-                s.primary.effective_name(),
-                s.primary.effective_base_url(),
-                s.primary.model,
-                if s.fallbacks.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {} fallback(s)", s.fallbacks.len())
-                }
-            ),
-        ),
-        Err(e) => check("llm", Status::Fail, format!("{e:#}")),
-    }
 }
 
 /// Every rule's hint has a route, every route's provider is configured,

@@ -25,19 +25,20 @@ use crate::settings;
 pub fn run(command: &JobCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     let zone = config.user.timezone;
-    let id = match command {
-        JobCommand::List(_) => None,
-        JobCommand::Show { id } | JobCommand::Cancel { id } => Some(parse_id(id)?),
-    };
     crate::commands::runtime()?.block_on(async {
         let (store, _) = Store::open(config.database_url.expose_secret())
             .await
             .context("cannot open the database")?;
-        let result = match (command, id) {
-            (JobCommand::List(args), _) => list(&store, args, as_json).await,
-            (JobCommand::Show { .. }, Some(id)) => show(&store, id, as_json, zone).await,
-            (JobCommand::Cancel { .. }, Some(id)) => cancel(&store, id, as_json).await,
-            _ => bail!("internal error: a job id was expected"),
+        let result = match command {
+            JobCommand::List(args) => list(&store, args, as_json).await,
+            JobCommand::Show { id } => match resolve(&store, id).await {
+                Ok(id) => show(&store, id, as_json, zone).await,
+                Err(e) => Err(e),
+            },
+            JobCommand::Cancel { id } => match resolve(&store, id).await {
+                Ok(id) => cancel(&store, id, as_json).await,
+                Err(e) => Err(e),
+            },
         };
         store.close().await;
         result
@@ -45,13 +46,22 @@ pub fn run(command: &JobCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_id(text: &str) -> anyhow::Result<Uuid> {
-    Uuid::parse_str(text.trim()).map_err(|_| {
-        BadInput(format!(
-            "not a job id: \"{text}\"; expected the full id shown by `cairn job list`"
+/// The job `text` names: its whole id, the start of it, or the short form
+/// chat prints (its end); a text naming several is refused.
+async fn resolve(store: &Store, text: &str) -> anyhow::Result<Uuid> {
+    if let Ok(id) = Uuid::parse_str(text.trim()) {
+        return Ok(id);
+    }
+    let digits = cairn_core::job::id_digits(text).map_err(BadInput)?;
+    match store.job_ids_like(&digits, None).await?.as_slice() {
+        [id] => Ok(*id),
+        [] => bail!("job {} not found", text.trim()),
+        _ => Err(BadInput(format!(
+            "\"{}\" matches several jobs; give more of the id (`cairn job list` shows them)",
+            text.trim()
         ))
-        .into()
-    })
+        .into()),
+    }
 }
 
 async fn find(store: &Store, id: Uuid) -> anyhow::Result<JobRecord> {
@@ -221,17 +231,4 @@ fn indent(text: &str) -> String {
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_must_be_uuids() {
-        let err = parse_id("abc").unwrap_err();
-        assert!(err.downcast_ref::<BadInput>().is_some());
-        assert!(err.to_string().contains("\"abc\""), "{err}");
-        assert!(parse_id(&Uuid::nil().to_string()).is_ok());
-    }
 }

@@ -17,6 +17,7 @@ mod mcp;
 mod memory;
 mod notify;
 mod routine;
+mod routine_create;
 mod routine_files;
 mod routine_ops;
 mod schedule;
@@ -51,7 +52,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db(command) => db::run(&command, cli.json),
         Command::Export(args) => export::export(&args, cli.json),
         Command::Import(args) => export::import(&args, cli.json),
-        Command::Doctor => doctor::run(cli.json),
+        Command::Doctor(args) => doctor::run_with(cli.json, args.offline),
         Command::Job(command) => job::run(&command, cli.json),
         Command::Cost => cost::run(cli.json),
         Command::Chat(args) => chat::run(&args, cli.json),

@@ -59,13 +59,18 @@ pub fn run(command: &NotifyCommand, as_json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Runs `cairn inbox` and `cairn inbox read`.
+/// Runs `cairn inbox`, `cairn inbox show` and `cairn inbox read`.
 pub fn inbox(args: &InboxArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     let user = config.user.id.clone();
+    let zone = config.user.timezone;
     crate::commands::runtime()?.block_on(async {
         let store = open(&config).await?;
         let result = match &args.command {
+            Some(InboxCommand::Show { id }) => {
+                let id = find(&store, id).await?;
+                show(&store, id, as_json, zone).await
+            }
             None => {
                 let items = store.inbox(&user, args.all, 100).await?;
                 let empty = if args.all {
@@ -270,6 +275,15 @@ async fn show(store: &Store, id: Uuid, as_json: bool, zone: Tz) -> anyhow::Resul
         n.status.as_str(),
         if n.in_inbox { " (in the inbox)" } else { "" }
     );
+    if n.in_inbox {
+        match n.read_at {
+            Some(t) => println!("read       {}", local(t)),
+            None => println!(
+                "read       no (`cairn inbox read {}` marks it)",
+                &n.id.to_string()[..8]
+            ),
+        }
+    }
     println!("priority   {}", n.priority);
     println!("source     {}", n.source);
     println!("created    {}", local(n.created_at));

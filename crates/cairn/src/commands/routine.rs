@@ -1,4 +1,4 @@
-//! `cairn routine apply|validate|list|show|enable|disable|delete|fire|runs`:
+//! `cairn routine apply|validate|create|list|show|enable|disable|delete|fire|runs`:
 //! routine definitions as the database keeps them (the schedule operations
 //! are in `routine_ops`). Works without a daemon; routines fire once `cairn
 //! daemon` runs the engine.
@@ -50,7 +50,21 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // Check files before opening the database: bad input never touches it.
+    // Check the input before opening the database: bad input never touches it.
+    let created = match command {
+        RoutineCommand::Create(args) => {
+            let channels = match args.channel {
+                Some(_) => wiring::channel_set(&config)?.names(),
+                None => Vec::new(),
+            };
+            Some(super::routine_create::spec(
+                args,
+                config.user.timezone,
+                &channels,
+            )?)
+        }
+        _ => None,
+    };
     let checked = match command {
         RoutineCommand::Apply(args) => Some(routine_files::check(
             &args.path,
@@ -67,6 +81,10 @@ pub fn run(command: &RoutineCommand, as_json: bool) -> anyhow::Result<ExitCode> 
         let ctx = Ctx::open(&config, as_json).await?;
         let result = match command {
             RoutineCommand::Apply(_) => done(apply(&ctx, checked.unwrap_or_default()).await),
+            RoutineCommand::Create(_) => match created {
+                Some(spec) => done(super::routine_create::create(&ctx, spec).await),
+                None => Ok(ExitCode::SUCCESS),
+            },
             RoutineCommand::List => done(list(&ctx).await),
             RoutineCommand::Show { name } => done(show(&ctx, name).await),
             RoutineCommand::Enable { name } => done(set_enabled(&ctx, name, true).await),
@@ -303,7 +321,7 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
+pub(super) async fn show(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
     // A literal webhook secret is never shown; applying this output keeps it.
     let routine = find(ctx, name).await?.redacted();
     let zone = zone_of(&routine.spec, ctx.zone);

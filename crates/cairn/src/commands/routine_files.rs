@@ -136,20 +136,27 @@ pub fn check(
             }
         };
         let format = SpecFormat::from_file_name(&shown);
-        let mut spec = match RoutineSpec::parse(&text, format) {
-            Ok(spec) => spec,
-            Err(e) => {
-                problems.push(match e.line {
+        // Every shape problem, each at its line; what is left of a spec
+        // with some is checked further, so one run says everything.
+        let (mut spec, misshapen, stand_ins) = match RoutineSpec::parse_all(&text, format) {
+            Ok(spec) => (spec, false, Vec::new()),
+            Err(found) => {
+                problems.extend(found.problems.iter().map(|e| match e.line {
                     Some(line) => format!("{shown}:{line}: {}", e.message),
                     None => format!("{shown}: {}", e.message),
-                });
-                continue;
+                }));
+                match found.rest {
+                    Some(rest) => (*rest, true, found.stand_ins),
+                    None => continue,
+                }
             }
         };
         agents.fill(&mut spec);
         let mut found = prepare(&spec, user_zone, now).err().unwrap_or_default();
         found.extend(unknown_agent(&spec, agents.known));
-        if !found.is_empty() {
+        // What stands in for a part taken out is not the file's to answer for.
+        found.retain(|p| !stand_ins.iter().any(|s| p.path.starts_with(s.as_str())));
+        if misshapen || !found.is_empty() {
             for p in found {
                 problems.push(format!(
                     "{}: routine \"{}\": {}: {}",

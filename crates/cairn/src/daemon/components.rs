@@ -197,7 +197,6 @@ pub(super) async fn start_gateway(
     gateway.spawn_event_feeds();
     spawn_gateway(sup, listener, addr, gateway, parts.config);
     eprintln!("gateway listening on http://{addr}");
-    super::first_pairing(parts.store, &pairing_key, parts.clock.now()).await;
     Ok(Some(addr))
 }
 

@@ -103,6 +103,7 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
     install_sandbox(&config)?;
     let listener = bind_gateway(&config).await?;
     let (store, url) = open_store(&config).await?;
+    greet(&store, &config, listener.as_ref()).await?;
     announce(&store, &config).await;
     let automation = build_automation(&config, &store, &lock).await?;
     let chat = automation
@@ -370,6 +371,38 @@ async fn announce(store: &Store, config: &Config) {
     {
         tracing::warn!(error = %e, "cannot record this daemon on the database; commands will deliver what they record themselves");
     }
+}
+
+/// The first lines a person reads: where the dashboard is and, until a
+/// device is paired, the code to pair one (the port is bound, so the
+/// address is right; requests wait in its backlog until the gateway serves).
+async fn greet(
+    store: &Store,
+    config: &Config,
+    listener: Option<&tokio::net::TcpListener>,
+) -> anyhow::Result<()> {
+    let Some(listener) = listener else {
+        eprintln!("dashboard: none (gateway.enabled = false)");
+        return Ok(());
+    };
+    let addr = listener.local_addr().context("the gateway's address")?;
+    eprintln!("dashboard: {}", dashboard_url(addr));
+    let key = cairn_gateway::pairing::PairingKey::load_or_create(config.home())
+        .await
+        .context("cannot read the install key pairing codes are hashed with")?;
+    first_pairing(store, &key, chrono::Utc::now()).await;
+    Ok(())
+}
+
+/// The dashboard's address as a browser on this machine reaches it (an
+/// unspecified bind address, `0.0.0.0` or `::`, is reached as loopback).
+fn dashboard_url(addr: std::net::SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}/", std::net::SocketAddr::new(ip, addr.port()))
 }
 
 /// Prints a pairing code at start only while nothing was ever paired (no

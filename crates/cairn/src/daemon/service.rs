@@ -5,8 +5,10 @@
 //! systemd starts the service with almost no environment, so `install`
 //! also writes `cairn.env` beside the unit (0600, named by
 //! `EnvironmentFile=`): the `CAIRN_*` and `*_API_KEY` variables set at
-//! install time, so an LLM or channel configured through them works under
-//! the service too. Only their names are shown. The modes are set, not
+//! install time and every variable config.toml names as `${VAR}`, so an
+//! LLM or channel configured through them works under the service too.
+//! Only their names are shown, and those config.toml names but this
+//! shell does not set are listed as missing. The modes are set, not
 //! left to the umask: the unit 0644, `cairn.env` 0600, and the directories
 //! made for them 0700 (an existing one is closed to others' writes).
 
@@ -61,11 +63,57 @@ pub fn captured(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String
     kept
 }
 
+/// Every variable config.toml's strings name as `${VAR}` (keys, comments
+/// and other text left out), each once, in order of appearance.
+pub fn referenced(config_toml: &str) -> Result<Vec<String>, toml::de::Error> {
+    fn walk(value: &toml::Value, names: &mut Vec<String>) {
+        match value {
+            toml::Value::String(s) => {
+                for name in cairn_core::text::var_names(s) {
+                    if !names.iter().any(|n| n == name) {
+                        names.push(name.to_string());
+                    }
+                }
+            }
+            toml::Value::Array(items) => items.iter().for_each(|v| walk(v, names)),
+            toml::Value::Table(table) => table.values().for_each(|v| walk(v, names)),
+            _ => {}
+        }
+    }
+    let table: toml::Table = toml::from_str(config_toml)?;
+    let mut names = Vec::new();
+    table.values().for_each(|v| walk(v, &mut names));
+    Ok(names)
+}
+
+/// The variables the service gets: [`captured`]'s and those config.toml
+/// names (`referenced`) that are set, sorted; and the referenced ones that
+/// are not set.
+pub fn service_vars(
+    env: &std::collections::BTreeMap<String, String>,
+    referenced: &[String],
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut vars = captured(env.clone());
+    let mut missing = Vec::new();
+    for name in referenced {
+        match env.get(name) {
+            Some(value) if !vars.iter().any(|(n, _)| n == name) => {
+                vars.push((name.clone(), value.clone()));
+            }
+            Some(_) => {}
+            None => missing.push(name.clone()),
+        }
+    }
+    vars.sort();
+    (vars, missing)
+}
+
 /// The environment file's text: one `NAME="value"` a line, with `\`, `"`
 /// and line breaks escaped as systemd reads them.
 pub fn env_file_text(vars: &[(String, String)]) -> String {
     let mut text = String::from(
-        "# Written by `cairn service install`: the CAIRN_* and *_API_KEY variables set then.\n",
+        "# Written by `cairn service install`: the CAIRN_* and *_API_KEY variables set then,\n\
+         # and those config.toml names as ${VAR}.\n",
     );
     for (name, value) in vars {
         let escaped = value
@@ -126,25 +174,50 @@ pub async fn install(
         unit_dir(dir).await?;
     }
     let env_file = path.with_file_name(ENV_FILE);
-    let vars = captured(env.vars().clone());
+    let named = config_references(&home).await?;
+    let (vars, missing) = service_vars(env.vars(), &named);
     write_with_mode(&env_file, &env_file_text(&vars), 0o600).await?;
     let unit = unit_text(&exe, &home, &env_file, stop_deadline);
     write_with_mode(&path, &unit, 0o644).await?;
     let names: Vec<&str> = vars.iter().map(|(name, _)| name.as_str()).collect();
     let captured = if names.is_empty() {
-        "no CAIRN_* or *_API_KEY variables are set: the service gets none".to_string()
+        "no CAIRN_* or *_API_KEY variables, nor any config.toml names, are set: the service gets none".to_string()
     } else {
         format!("with {}", names.join(", "))
+    };
+    let missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "missing: config.toml names {}, not set in this shell: export {} and run `cairn service install --force` again, or add {} to {}\n",
+            missing.join(", "),
+            if missing.len() == 1 { "it" } else { "them" },
+            if missing.len() == 1 { "it" } else { "them" },
+            env_file.display()
+        )
     };
     Ok(format!(
         "wrote {}\n\
          wrote {} (0600) {captured}; edit it to change them\n\
+         {missing}\
          start it now and at every login:  systemctl --user daemon-reload && systemctl --user enable --now cairn\n\
          follow its logs:                  journalctl --user -u cairn -f\n\
          keep it running after logout:     loginctl enable-linger $USER",
         path.display(),
         env_file.display(),
     ))
+}
+
+/// The variables `home`'s config.toml names (none without the file).
+async fn config_references(home: &Path) -> anyhow::Result<Vec<String>> {
+    let file = crate::settings::config_path(home);
+    match tokio::fs::read_to_string(&file).await {
+        Ok(text) => {
+            referenced(&text).map_err(|e| BadInput(format!("{}: {e}", file.display())).into())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+    }
 }
 
 /// Makes the unit directory and its missing parents 0700, whatever the
@@ -319,6 +392,28 @@ mod tests {
         );
         assert!(text.contains("Restart=on-failure\n"));
         assert!(text.contains("TimeoutStopSec=45\n"));
+    }
+
+    #[test]
+    fn every_variable_config_toml_names_is_kept_and_the_unset_ones_named() {
+        let named = referenced(
+            "# ${IN_A_COMMENT}\n[llm]\napi_key = \"${MY_LLM_TOKEN}\"\n\
+             [channels.phone]\ntype = \"telegram\"\nbot_token = \"${TG}\"\nallowed = [\"${TG}\", \"x${GONE}\"]\n",
+        )
+        .unwrap();
+        assert_eq!(named, ["MY_LLM_TOKEN", "TG", "GONE"]);
+        let env = [
+            ("MY_LLM_TOKEN", "sk-1"),
+            ("TG", "42:abc"),
+            ("PATH", "/bin"),
+            ("CAIRN_LLM_MODEL", "m"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        let (vars, missing) = service_vars(&env, &named);
+        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["CAIRN_LLM_MODEL", "MY_LLM_TOKEN", "TG"]);
+        assert_eq!(missing, ["GONE"]);
     }
 
     #[test]

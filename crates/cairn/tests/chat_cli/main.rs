@@ -287,11 +287,34 @@ fn unknown_commands_never_reach_the_model() {
 fn jobs_from_chat_run_and_are_listed() {
     let env = Env::new();
     env.server.push(Scripted::text("the job is done"));
-    env.cairn()
+    let started = env
+        .cairn()
         .args(["chat", "-m", "/job write a haiku about stones"])
         .assert()
         .success()
-        .stdout(contains("Started job"));
+        .stdout(contains("Started job"))
+        .get_output()
+        .stdout
+        .clone();
+    // The id it says to ask about is accepted back, by chat and by the CLI.
+    let started = String::from_utf8(started).unwrap();
+    let short = started
+        .split("/status ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no /status ID in {started:?}"))
+        .to_string();
+    env.cairn()
+        .args(["chat", "-m", &format!("/status {short}")])
+        .assert()
+        .success()
+        .stdout(contains("write a haiku about stones"))
+        .stdout(contains("the job is done"));
+    env.cairn()
+        .args(["job", "show", &short])
+        .assert()
+        .success()
+        .stdout(contains("the job is done"));
     let out = env
         .cairn()
         .args(["job", "list", "--json"])
