@@ -69,6 +69,50 @@ fn v1_answers_as_the_agent_its_model_names_and_lists_every_agent() {
 }
 
 #[test]
+fn doctor_asks_the_llm_about_each_agents_own_model() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        "[[agents]]\nid = \"family\"\nmodel = \"fake-model\"\n\n[[agents]]\nid = \"work\"\nmodel = \"ghost-model\"\n",
+    )
+    .unwrap();
+    let out = cairn(home, &llm).arg("doctor").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let status = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(status("agents"), "warn", "{stdout}");
+    let family = stdout
+        .lines()
+        .find(|l| l.contains("agent family") && l.contains("fake-model"));
+    assert!(
+        family.is_some_and(|l| l.contains("serves fake-model")),
+        "{stdout}"
+    );
+    let work = stdout
+        .lines()
+        .find(|l| l.contains("agent work") && l.contains("ghost-model"));
+    assert!(work.is_some_and(|l| !l.contains("serves")), "{stdout}");
+
+    // Offline, nothing is asked.
+    let asked = llm.requests().len();
+    let out = cairn(home, &llm)
+        .args(["doctor", "--offline"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("ghost-model"), "{stdout}");
+    assert_eq!(llm.requests().len(), asked);
+}
+
+#[test]
 fn doctor_checks_the_agents_and_a_bad_table_is_named_by_file_line_and_field() {
     let temp = tempfile::tempdir().unwrap();
     let home = temp.path();

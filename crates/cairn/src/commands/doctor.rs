@@ -14,7 +14,7 @@ use crate::settings;
 
 pub mod llm;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Ok,
@@ -81,7 +81,7 @@ pub fn run_with(as_json: bool, offline: bool) -> anyhow::Result<ExitCode> {
             checks.push(crate::commands::runtime()?.block_on(check_skills(config)));
             checks.push(check_sandbox(config));
             checks.push(check_channels(config));
-            checks.push(check_agents(config));
+            checks.push(crate::commands::runtime()?.block_on(check_agents(config, offline)));
             checks.extend(crate::commands::runtime()?.block_on(check_chat_apps(config)));
             checks.push(crate::commands::runtime()?.block_on(check_mcp(config)));
         }
@@ -492,9 +492,10 @@ fn check_channels(config: &Config) -> Check {
 }
 
 /// The `[[agents]]`: each readable, its workspace writable (created if
-/// need be, as the main one is), and every binding naming a configured
-/// channel.
-fn check_agents(config: &Config) -> Check {
+/// need be, as the main one is), every binding naming a configured
+/// channel, and (unless `offline`) each agent's own model served by the
+/// LLM.
+async fn check_agents(config: &Config, offline: bool) -> Check {
     let agents = match crate::wiring::agents(config) {
         Ok(agents) => agents,
         Err(e) => return check("agents", Status::Fail, format!("{e:#}")),
@@ -531,6 +532,18 @@ fn check_agents(config: &Config) -> Check {
             Err(e) => {
                 status = Status::Fail;
                 lines.push(format!("agent {}: {e}", agent.id));
+            }
+        }
+        if let (Some(model), false) = (&agent.model, offline) {
+            match llm::contact_model(config, model, &format!("agent {}", agent.id)).await {
+                Some(contact) => {
+                    status = status.max(contact.status);
+                    lines.push(contact.line);
+                }
+                None => lines.push(format!(
+                    "agent {}: model {model} not checked (no usable LLM settings; see the llm check)",
+                    agent.id
+                )),
             }
         }
     }

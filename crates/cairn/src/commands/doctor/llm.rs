@@ -65,6 +65,19 @@ pub(super) async fn check_llm(config: &Config, offline: bool) -> Check {
     check("llm", status, lines.join("\n"))
 }
 
+/// Contacts the main provider about `model` (an agent's own model), as
+/// `role`; `None` when the LLM settings are missing or unusable (the
+/// `llm` check says why).
+pub(super) async fn contact_model(config: &Config, model: &str, role: &str) -> Option<Contact> {
+    if config.llm.provider.is_none() || crate::wiring::llm_unavailable(config).is_some() {
+        return None;
+    }
+    let settings = crate::wiring::llm_settings(config).ok()?;
+    let mut provider = settings.primary;
+    provider.model = model.to_string();
+    Some(contact(role, &provider, CONTACT_TIMEOUT).await)
+}
+
 /// How long one provider has to answer: enough for a distant API, short
 /// enough that a black hole does not hold doctor for the LLM's own timeout.
 pub const CONTACT_TIMEOUT: Duration = Duration::from_secs(8);
