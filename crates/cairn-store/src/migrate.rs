@@ -325,7 +325,10 @@ async fn apply_up_to(
         report.baseline = Some(BASELINE_VERSION);
     }
     let after = report.baseline.unwrap_or(0);
-    for migration in MIGRATIONS.iter().filter(|m| m.version > after && m.version <= last) {
+    for migration in MIGRATIONS
+        .iter()
+        .filter(|m| m.version > after && m.version <= last)
+    {
         let sql = migration.sql(backend);
         if let Some((_, _, sum)) = applied.iter().find(|(v, _, _)| *v == migration.version) {
             if *sum != checksum(sql) {

@@ -20,7 +20,10 @@ pub async fn a_database_made_from_the_baseline_equals_one_migrated_step_by_step(
     assert_eq!(report.applied, (1..=last).collect::<Vec<_>>());
     // Opened again, nothing is left to apply.
     let again = baseline.store.migrate().await.unwrap();
-    assert_eq!((again.applied.len(), again.already_applied), (0, MIGRATIONS.len()));
+    assert_eq!(
+        (again.applied.len(), again.already_applied),
+        (0, MIGRATIONS.len())
+    );
 
     let steps = fx.sibling().await;
     let report = steps.store.migrate_up_to(i64::MAX).await.unwrap();
@@ -82,14 +85,15 @@ async fn describe(url: &str) -> BTreeSet<String> {
         } else if postgres {
             format!("SELECT t::text FROM \"{table}\" t")
         } else {
-            let columns: Vec<String> =
-                sqlx::query(sqlx::AssertSqlSafe(format!("SELECT name FROM pragma_table_info('{table}')")))
-                    .fetch_all(&pool)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| format!("quote(\"{}\")", r.get::<String, _>(0)))
-                    .collect();
+            let columns: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT name FROM pragma_table_info('{table}')"
+            )))
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| format!("quote(\"{}\")", r.get::<String, _>(0)))
+            .collect();
             format!("SELECT {} FROM \"{table}\"", columns.join(" || ',' || "))
         };
         for row in sqlx::query(sqlx::AssertSqlSafe(query))
@@ -110,7 +114,11 @@ fn normalize(fact: &str) -> String {
         .lines()
         .map(|l| l.split_once("--").map_or(l, |(code, _)| code))
         .collect();
-    let mut text = without_comments.join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut text = without_comments
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for (from, to) in [("( ", "("), (" )", ")"), (" ,", ",")] {
         text = text.replace(from, to);
     }

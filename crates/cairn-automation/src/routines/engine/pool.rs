@@ -132,7 +132,11 @@ impl RunPool {
     /// The queued runs' ids.
     fn queued(&self) -> Vec<Uuid> {
         let state = self.lock();
-        state.waiting.iter().map(|Reverse(q)| q.start.run.id).collect()
+        state
+            .waiting
+            .iter()
+            .map(|Reverse(q)| q.start.run.id)
+            .collect()
     }
 
     /// Counts the lease keeper out when nothing waits; whether it did.
