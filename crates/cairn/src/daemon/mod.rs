@@ -113,8 +113,9 @@ async fn serve(
     phases.mark("bind");
     let (store, url) = open_store(&config).await?;
     phases.mark("store");
-    announce(&store, &config).await;
-    phases.mark("announce");
+    // Recorded while the rest starts (it needs nothing of it), and
+    // awaited before the daemon says it runs.
+    let announced = tokio::spawn(announce(store.clone(), config.home().display().to_string()));
     let automation = build_automation(&config, &store, &lock).await?;
     phases.mark("automation");
     let chat = automation
@@ -152,6 +153,9 @@ async fn serve(
     let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
     let mut reloader = reloader(&config, &automation, inbound.as_ref());
     let signals = Signals::register();
+    if let Err(e) = announced.await {
+        tracing::warn!(error = %e, "recording this daemon on the database failed");
+    }
     report_running(&store, &url).await?;
     let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals).await;
     eprintln!("{signal}: stopping");
@@ -364,7 +368,7 @@ fn stopped(in_time: bool, deadline: Duration) -> ExitCode {
 /// Records this daemon on the database, so commands (here or on another
 /// home sharing it) hand it what they record instead of delivering it
 /// themselves; forgets the records of daemons of this host that died.
-async fn announce(store: &Store, config: &Config) {
+async fn announce(store: Store, home: String) {
     let host = crate::commands::delivery::host_name();
     if let Ok(daemons) = store.daemons().await {
         for d in daemons {
@@ -374,7 +378,6 @@ async fn announce(store: &Store, config: &Config) {
             }
         }
     }
-    let home = config.home().display().to_string();
     if let Err(e) = store
         .announce_daemon(std::process::id(), &host, &home, chrono::Utc::now())
         .await
