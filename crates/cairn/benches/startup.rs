@@ -7,11 +7,7 @@
 //! `cargo bench -p cairn --bench startup`; `CAIRN_BIN` names another built
 //! cairn (then nothing is built for it). Progress on stderr, one JSON object
 //! on stdout. Targets and the latest figures: docs/performance.md.
-#![expect(
-    clippy::unwrap_used,
-    clippy::disallowed_methods,
-    reason = "a benchmark: set-up unwraps, std process and fs"
-)]
+#![expect(clippy::unwrap_used, reason = "a benchmark: set-up unwraps")]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
