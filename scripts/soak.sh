@@ -39,7 +39,8 @@ trap cleanup EXIT
 
 export CAIRN_HOME="$WORK/home"
 export CAIRN_GATEWAY_PORT=0
-export CAIRN_LOG="${CAIRN_LOG:-warn}"
+# The start-up phases' line (daemon/phases.rs) is logged at info.
+export CAIRN_LOG="${CAIRN_LOG:-warn,cairn::daemon::phases=info}"
 unset CAIRN_DATABASE_URL DATABASE_URL CAIRN_LLM_PROVIDER
 mkdir -p "$CAIRN_HOME" "$WORK/routines"
 
@@ -75,6 +76,9 @@ switches() {
 }
 threads() { ls "/proc/$PID/task" | wc -l; }
 
+# Ready time per start-up phase, as the daemon logged it.
+READY=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" | sed -n 's/.*daemon ready: the gateway serves.*ready_ms="\{0,1\}\([0-9.]*\)"\{0,1\} phases="\([^"]*\)".*/\1|\2/p' | head -n1)
+echo "[soak] ready in ${READY%%|*} ms: ${READY#*|}" >&2
 RSS0=$(rss_kb); CPU0=$(cpu_ticks)
 switches >"$WORK/first"
 cp "$WORK/first" "$WORK/last"
@@ -100,9 +104,10 @@ ORDER_LISTED=$(wc -l <crates/cairn/startup.order)
 echo "[soak] start-up layout: ${ORDER_FOUND:-?} of $ORDER_LISTED functions of crates/cairn/startup.order are in this binary" >&2
 
 awk -v m="$MINUTES" -v r0="$RSS0" -v r1="$RSS1" -v c0="$CPU0" -v c1="$CPU1" -v t="$TICKS" \
-    -v w="$WAKE" -v born="$BORN" -v n="$ROUTINES" -v th="$THREADS" 'BEGIN {
+    -v w="$WAKE" -v born="$BORN" -v n="$ROUTINES" -v th="$THREADS" -v ready="${READY%%|*}" -v phases="${READY#*|}" 'BEGIN {
   cpu = (c1 - c0) / t
-  printf "{\"minutes\": %d, \"routines\": %d, \"threads\": %d, \"threads_started\": %d, \"rss_start_mb\": %.1f, \"rss_end_mb\": %.1f, ", m, n, th, born, r0 / 1024, r1 / 1024
+  printf "{\"ready_ms\": %s, \"phases\": \"%s\", ", (ready == "" ? "null" : ready), phases
+  printf "\"minutes\": %d, \"routines\": %d, \"threads\": %d, \"threads_started\": %d, \"rss_start_mb\": %.1f, \"rss_end_mb\": %.1f, ", m, n, th, born, r0 / 1024, r1 / 1024
   printf "\"cpu_seconds\": %.2f, \"cpu_seconds_per_minute\": %.4f, \"wakeups\": %d, \"wakeups_per_minute\": %.1f, ", cpu, cpu / m, w, w / m
   printf "\"rss_ok\": %s, \"cpu_ok\": %s, \"wakeups_ok\": %s}\n", (r1 / 1024 <= 22 ? "true" : "false"), (cpu / m <= 0.02 ? "true" : "false"), (w / m <= 12 ? "true" : "false")
 }'

@@ -15,7 +15,13 @@
 //!   idle, for figures less at the mercy of one noisy moment;
 //! - `FIRE_LATENESS_SPREAD=0`: leaves out the minute-long spread;
 //! - `FIRE_LATENESS_LIMIT=10`: runs under the default global run limit, so
-//!   all but ten runs wait in the queue (none to speak of by default).
+//!   all but ten runs wait in the queue (none to speak of by default);
+//! - `FIRE_LATENESS_POOL=N`: the engine's pool (runs carried out at once;
+//!   sized to the machine by default). A pool as large as the burst is how
+//!   the engine ran before it had one: a task per due run.
+//!
+//! `done` is each run's recorded end after its slot (`completed_at -
+//! scheduled_for`), the figure the targets name.
 //!
 //! The engine's rounds read only the due routines (`due_routines`, a claim
 //! batch at a time); its cache holds only the routines fired by something
@@ -170,6 +176,8 @@ struct Scenario {
     recorded: Value,
     /// Lateness of the actions' real start.
     began: Value,
+    /// Each run's recorded end after its slot.
+    done: Value,
     /// Slots with no run at the end.
     missing: usize,
     /// Slot of the first due routine to the last run begun.
@@ -194,6 +202,7 @@ async fn scenario(
     let mut settings = EngineSettings::new(format!("bench-{label}"), chrono_tz::UTC);
     settings.max_concurrent = limit();
     settings.batch = env_usize("FIRE_LATENESS_BATCH", settings.batch as usize) as u32;
+    settings.pool = env_usize("FIRE_LATENESS_POOL", settings.pool);
     let engine = RoutineEngine::new(
         store.clone(),
         Arc::new(SystemClock),
@@ -237,6 +246,7 @@ async fn scenario(
 
     let window_end = t0 + chrono::Duration::seconds(60);
     let mut recorded = Vec::with_capacity(due.len());
+    let mut done = Vec::with_capacity(due.len());
     let mut missing = 0;
     for id in due {
         let runs = store.list_runs(*id, 10).await.unwrap();
@@ -247,6 +257,9 @@ async fn scenario(
             Some(run) => {
                 let slot = run.scheduled_for.unwrap();
                 recorded.push((run.started_at - slot).num_microseconds().unwrap() as f64 / 1000.0);
+                if let Some(end) = run.completed_at {
+                    done.push((end - slot).num_microseconds().unwrap() as f64 / 1000.0);
+                }
             }
             None => missing += 1,
         }
@@ -263,6 +276,7 @@ async fn scenario(
     Scenario {
         recorded: stats(recorded),
         began: stats(began),
+        done: stats(done),
         missing,
         drain_secs: (drain * 100.0).round() / 100.0,
         rss_mb_after,
@@ -273,6 +287,7 @@ fn report(s: &Scenario) -> Value {
     let mut v = s.recorded.clone();
     v["missing"] = json!(s.missing);
     v["action_began"] = s.began.clone();
+    v["done"] = s.done.clone();
     v["drain_secs"] = json!(s.drain_secs);
     v["rss_mb_after"] = json!(s.rss_mb_after);
     v
@@ -390,6 +405,7 @@ async fn bench() {
         "routines_stored": total,
         "due": due.len(),
         "max_concurrent": limit(),
+        "pool": env_usize("FIRE_LATENESS_POOL", EngineSettings::new("", chrono_tz::UTC).pool),
         "insert_secs": secs(insert_secs),
         "insert_how": "one create_routine transaction per routine (no batch API), 4 writers",
         "spread": spread,

@@ -61,7 +61,7 @@ pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};
 pub use memory::{
     KeywordHit, MAIN_AGENT, MemoryCategory, MemoryDoc, MemoryStats, NewMemory, content_hash,
 };
-pub use migrate::{MIGRATIONS, MigrationInfo, MigrationReport};
+pub use migrate::{BASELINE_VERSION, MIGRATIONS, MigrationInfo, MigrationReport};
 pub use notifications::{AttemptOutcome, ChannelDeliveries, NotificationFilter};
 pub use pause::paused_reason;
 pub use queue::QUEUE_FULL;

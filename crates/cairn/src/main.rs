@@ -15,6 +15,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// jemalloc, its background threads purging freed pages: after a burst of
+/// runs the daemon gives the memory back within seconds, where glibc's
+/// allocator kept the peak (measured in docs/decisions.md).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // The daemon logs each fire and delivery; one-shot commands only warn.

@@ -5,6 +5,7 @@
 
 mod admission;
 mod background;
+mod baseline;
 mod burst;
 mod channels;
 mod claims;
@@ -50,6 +51,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    baseline::a_database_made_from_the_baseline_equals_one_migrated_step_by_step,
     claims::a_claim_ahead_gives_runs_back_until_it_is_begun,
     channels::one_process_polls_a_channel_and_the_cursor_survives_it,
     channels::channel_users_are_allowed_once_and_strangers_told_once,

@@ -13,6 +13,7 @@ pub mod config_watch;
 pub mod heartbeat;
 pub mod inbound;
 pub mod lock;
+mod phases;
 pub mod reload;
 pub mod service;
 pub mod state_file;
@@ -60,6 +61,7 @@ pub const BROWSER: &str = "browser";
 
 /// Runs until a stop signal.
 pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
+    let mut phases = phases::Phases::start();
     // Read before the file is: a change made while the daemon starts (before
     // its watch is set up) is then seen as one, not taken for the start's.
     let loaded = loaded_version()?;
@@ -71,11 +73,12 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     crate::home::secure(config.home(), config.database_url.expose_secret())
         .with_context(|| format!("cannot create {}", config.home().display()))?;
     let runtime = runtime()?;
+    phases.mark("config");
     // A task, not the main thread's future: what it waits for (config.toml's
     // events, signals) is then taken by the worker in the wake that caused
     // it, instead of waking the main thread too.
     let result = runtime.block_on(async {
-        tokio::spawn(serve(config, loaded))
+        tokio::spawn(serve(config, loaded, phases))
             .await
             .unwrap_or_else(|e| Err(anyhow::anyhow!("the daemon's main task failed: {e}")))
     });
@@ -97,15 +100,25 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The daemon's life: each start-up step in order, then the wait for a
 /// stop signal, then the shutdown.
-async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<ExitCode> {
+async fn serve(
+    config: Config,
+    loaded: Option<SystemTime>,
+    mut phases: phases::Phases,
+) -> anyhow::Result<ExitCode> {
     let lock = take_lock(&config).await?;
     warn_unavailable(&config);
     install_sandbox(&config)?;
+    phases.mark("lock and sandbox");
     let listener = bind_gateway(&config).await?;
+    phases.mark("bind");
     let (store, url) = open_store(&config).await?;
+    phases.mark("store");
     greet(&store, &config, listener.as_ref()).await?;
-    announce(&store, &config).await;
+    // Recorded while the rest starts (it needs nothing of it), and
+    // awaited before the daemon says it runs.
+    let announced = tokio::spawn(announce(store.clone(), config.home().display().to_string()));
     let automation = build_automation(&config, &store, &lock).await?;
+    phases.mark("automation");
     let chat = automation
         .runtime
         .as_ref()
@@ -121,7 +134,9 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
     components::spawn_dispatcher(&sup, &automation, &clock);
     components::spawn_event_forwarding(&sup, &automation);
     components::spawn_pruning(&sup, chats.as_ref());
+    phases.mark("components");
     let inbound = start_inbound(&config, &store, chats.as_ref(), &sup, &automation).await?;
+    phases.mark("channels");
     components::spawn_job_upkeep(&sup, &config, &automation, &clock);
     components::spawn_browser(&sup, &automation);
     let gateway_parts = components::GatewayParts {
@@ -134,12 +149,17 @@ async fn serve(config: Config, loaded: Option<SystemTime>) -> anyhow::Result<Exi
         inbound: inbound.as_ref(),
     };
     let gateway = components::start_gateway(&sup, listener, &gateway_parts).await?;
+    phases.mark("gateway");
+    phases.log_ready();
     let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
     let mut reloader = reloader(&config, &automation, inbound.as_ref());
     if let (Some(rt), Some(chats)) = (&automation.runtime, &chats) {
         wiring::register_agent_reload(&mut reloader, rt, chats);
     }
     let signals = Signals::register();
+    if let Err(e) = announced.await {
+        tracing::warn!(error = %e, "recording this daemon on the database failed");
+    }
     report_running(&store, &url).await?;
     let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals).await;
     eprintln!("{signal}: stopping");
@@ -354,7 +374,7 @@ fn stopped(in_time: bool, deadline: Duration) -> ExitCode {
 /// Records this daemon on the database, so commands (here or on another
 /// home sharing it) hand it what they record instead of delivering it
 /// themselves; forgets the records of daemons of this host that died.
-async fn announce(store: &Store, config: &Config) {
+async fn announce(store: Store, home: String) {
     let host = crate::commands::delivery::host_name();
     if let Ok(daemons) = store.daemons().await {
         for d in daemons {
@@ -364,7 +384,6 @@ async fn announce(store: &Store, config: &Config) {
             }
         }
     }
-    let home = config.home().display().to_string();
     if let Err(e) = store
         .announce_daemon(std::process::id(), &host, &home, chrono::Utc::now())
         .await

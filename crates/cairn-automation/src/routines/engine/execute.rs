@@ -54,19 +54,20 @@ impl Start {
 }
 
 impl RoutineEngine {
-    /// Carries out a recorded run in a task of this engine.
+    /// Carries out a recorded run through the engine's pool (see `pool.rs`),
+    /// in its slot's turn.
     pub(super) fn start(&self, start: Start) {
-        let engine = self.clone();
-        self.inner.tasks.spawn(async move {
-            let Start {
-                routine,
-                run,
-                fire,
-                depth,
-                note,
-            } = start;
-            engine.execute(routine, run, fire, depth, note).await;
-        });
+        let needs = self.inner.pool.push(start);
+        if needs.worker {
+            let engine = self.clone();
+            self.inner.tasks.spawn(async move { engine.work().await });
+        }
+        if needs.keeper {
+            let engine = self.clone();
+            self.inner
+                .tasks
+                .spawn(async move { engine.keep_queued_leases().await });
+        }
     }
 
     /// Stops the runs an admission cancelled (`overlap: cancel_other`): ours
@@ -81,6 +82,8 @@ impl RoutineEngine {
                     live.replaced.store(true, Ordering::SeqCst);
                     live.cancel.cancel();
                 }
+                // Still waiting in the pool: it never begins.
+                None if self.inner.pool.remove(run.id) => {}
                 None => {
                     if let Some(job) = run.job_id {
                         let now = self.inner.clock.now();

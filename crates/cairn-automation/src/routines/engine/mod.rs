@@ -50,6 +50,7 @@ mod admit;
 mod ahead;
 mod execute;
 mod fire;
+mod pool;
 mod queue_full;
 mod reap;
 mod timed;
@@ -89,6 +90,10 @@ pub struct EngineSettings {
     pub user_zone: Tz,
     /// Due routines claimed per transaction.
     pub batch: u32,
+    /// Runs this engine carries out at once (its own bound under
+    /// `max_concurrent`; more wait in its queue, in slot order). Sized to the
+    /// machine by [`EngineSettings::new`].
+    pub pool: usize,
     /// A slot later than this counts as missed (for `catch_up`).
     pub late_grace: Duration,
     /// At shutdown, how long running runs may take before they are interrupted.
@@ -112,6 +117,7 @@ impl EngineSettings {
             starts_waiting: true,
             user_zone,
             batch: 500,
+            pool: pool::machine_size(),
             late_grace: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             home_prefix: None,
@@ -213,6 +219,8 @@ struct Inner {
     runs: tokio::sync::broadcast::Sender<RunEvent>,
     /// The runs this engine is carrying out, to stop one `cancel_other` replaced.
     live: execute::LiveRuns,
+    /// The admitted runs waiting for, and being carried out by, the pool.
+    pool: pool::RunPool,
 }
 
 /// A run started or finished, for live observers (the gateway's event
@@ -274,6 +282,7 @@ impl RoutineEngine {
         notifier: Option<Notifier>,
         settings: EngineSettings,
     ) -> Self {
+        let runs_pool = pool::RunPool::new(settings.pool);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -297,6 +306,7 @@ impl RoutineEngine {
                 lease_hint: std::sync::atomic::AtomicI64::new(LEASE_UNKNOWN),
                 runs: tokio::sync::broadcast::channel(256).0,
                 live: execute::LiveRuns::default(),
+                pool: runs_pool,
             }),
         }
     }

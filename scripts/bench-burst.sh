@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Memory and lateness of a burst, black box: a release daemon on SQLite with
+# N routines due in the same second (`once` triggers, a notification each,
+# no global run limit to speak of). Prints one JSON object: RSS idle before
+# the slot, at the slot + 5/30/60 s, and the runs' recorded ends after their
+# slot (done p50/p99/max, completed_at - scheduled_for). Targets and the
+# latest figures: docs/performance.md.
+#
+#   scripts/bench-burst.sh            # 10,000 routines
+#   BURST_N=2000 scripts/bench-burst.sh
+#   BURST_ENV="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2" scripts/bench-burst.sh
+#
+# Environment: CAIRN_BIN (a built cairn; else `cargo build --release -p cairn`),
+# BURST_N (10000), BURST_LEAD (seconds from the daemon's start to the slot, 20),
+# BURST_ENV (extra environment for the daemon only, e.g. another allocator).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=${BURST_N:-10000}
+LEAD=${BURST_LEAD:-20}
+BIN=${CAIRN_BIN:-}
+if [[ -z $BIN ]]; then
+  cargo build -q --release -p cairn >&2
+  BIN=${CARGO_TARGET_DIR:-target}/release/cairn
+fi
+BIN=$(realpath "$BIN")
+command -v sqlite3 >/dev/null || { echo "bench-burst: needs sqlite3" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/cairn-burst.XXXXXX)
+PID=
+cleanup() {
+  [[ -n $PID ]] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+export CAIRN_HOME=$WORK/home CAIRN_GATEWAY_PORT=0 CAIRN_TIMEZONE=UTC
+export CAIRN_LOG=${CAIRN_LOG:-warn} CAIRN_ROUTINES_MAX_CONCURRENT=100000
+unset CAIRN_DATABASE_URL DATABASE_URL CAIRN_LLM_PROVIDER
+mkdir -p "$CAIRN_HOME" "$WORK/routines"
+
+# The slot: far enough ahead for applying the routines and the daemon's start.
+apply_estimate=$(( N / 1000 + 5 ))
+slot_epoch=$(( $(date +%s) + apply_estimate + LEAD ))
+slot=$(date -u -d "@$slot_epoch" +%Y-%m-%dT%H:%M:%SZ)
+for i in $(seq -w 1 "$N"); do
+  printf 'name: burst-%s\ntrigger: {type: once, at: "%s"}\naction: {type: notification, message: "burst %s"}\n' \
+    "$i" "$slot" "$i" >"$WORK/routines/burst-$i.yaml"
+done
+"$BIN" routine apply -f "$WORK/routines" >/dev/null
+left=$(( slot_epoch - $(date +%s) ))
+(( left > 8 )) || { echo "bench-burst: applying took too long; raise BURST_LEAD" >&2; exit 1; }
+
+env ${BURST_ENV:-} "$BIN" daemon >"$WORK/daemon.log" 2>&1 &
+PID=$!
+rss() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$PID/status"; }
+wait_until() { local t=$1; while (( $(date +%s%N) < t * 1000000000 )); do sleep 0.2; done; }
+
+wait_until $(( slot_epoch - 2 ))
+idle=$(rss)
+wait_until $(( slot_epoch + 5 )); at5=$(rss)
+wait_until $(( slot_epoch + 30 )); at30=$(rss)
+wait_until $(( slot_epoch + 60 )); at60=$(rss)
+
+db=$CAIRN_HOME/cairn.db
+done_ms=$(sqlite3 "$db" "SELECT (completed_at - scheduled_for) / 1000.0 FROM routine_runs
+  WHERE scheduled_for IS NOT NULL AND completed_at IS NOT NULL ORDER BY 1")
+count=$(printf '%s\n' "$done_ms" | grep -c . || true)
+rank() { printf '%s\n' "$done_ms" | awk -v p="$1" -v n="$count" 'NR == (int(p * n) == p * n ? p * n : int(p * n) + 1) {print; exit}'; }
+printf '{"routines": %s, "done": %s, "done_p50_ms": %s, "done_p99_ms": %s, "done_max_ms": %s, "rss_mb_idle": %s, "rss_mb_slot_5s": %s, "rss_mb_slot_30s": %s, "rss_mb_slot_60s": %s, "env": "%s"}\n' \
+  "$N" "$count" "$(rank 0.5)" "$(rank 0.99)" "$(rank 1)" "$idle" "$at5" "$at30" "$at60" "${BURST_ENV:-}"
