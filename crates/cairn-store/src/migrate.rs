@@ -178,6 +178,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0026_routine_agents.sql"),
         postgres: include_str!("../migrations/0026_routine_agents.sql"),
     },
+    Migration {
+        version: 27,
+        name: "vault",
+        sqlite: include_str!("../migrations/0027_vault.sql"),
+        postgres: include_str!("../migrations/0027_vault.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after
