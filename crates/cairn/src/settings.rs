@@ -41,6 +41,7 @@ pub fn gather_input() -> anyhow::Result<ConfigInput> {
         // Read once per process; a reload sees the same environment.
         env: crate::environment::get().vars().clone(),
         system_zone: system_zone(),
+        secrets: Default::default(),
     })
 }
 
