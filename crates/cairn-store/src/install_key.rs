@@ -173,8 +173,7 @@ async fn private_file(path: &Path) -> std::io::Result<tokio::fs::File> {
 mod tests {
     #![expect(
         clippy::disallowed_methods,
-        clippy::unwrap_used,
-        reason = "test fixtures may use blocking std::fs and unwrap"
+        reason = "test fixtures may use blocking std::fs"
     )]
     use super::*;
 

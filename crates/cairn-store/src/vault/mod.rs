@@ -154,7 +154,6 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
     use secrecy::ExposeSecret;
 
     use super::*;

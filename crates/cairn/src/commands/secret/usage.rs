@@ -24,19 +24,19 @@ pub struct Usage {
 /// Every referenced secret's uses, by name.
 pub fn of(config: &Config) -> BTreeMap<String, Usage> {
     let mut out: BTreeMap<String, Usage> = BTreeMap::new();
-    if let Some(text) = config.settings.file.as_ref().and_then(read) {
-        if let Ok(table) = toml::from_str::<toml::Table>(&text) {
-            let value = serde_json::to_value(table).unwrap_or(Value::Null);
-            walk(&value, "", &mut |key, text| {
-                for name in secret_references(text) {
-                    out.entry(name).or_default().keys.push(key.to_string());
-                }
-            });
-            for (name, host) in hosts_of(&value) {
-                let usage = out.entry(name).or_default();
-                if !usage.hosts.contains(&host) {
-                    usage.hosts.push(host);
-                }
+    if let Some(text) = config.settings.file.as_ref().and_then(read)
+        && let Ok(table) = toml::from_str::<toml::Table>(&text)
+    {
+        let value = serde_json::to_value(table).unwrap_or(Value::Null);
+        walk(&value, "", &mut |key, text| {
+            for name in secret_references(text) {
+                out.entry(name).or_default().keys.push(key.to_string());
+            }
+        });
+        for (name, host) in hosts_of(&value) {
+            let usage = out.entry(name).or_default();
+            if !usage.hosts.contains(&host) {
+                usage.hosts.push(host);
             }
         }
     }
