@@ -84,9 +84,9 @@ impl PairingKey {
     }
 
     /// The key in `home`'s `install.key`, made (32 random bytes, mode 0600)
-    /// when there is none ([`cairn_store::install_key::load_or_create`]).
+    /// when there is none ([`cairn_store::install_key::InstallKey::load_or_create`]).
     pub async fn load_or_create(home: &Path) -> Result<Self, KeyError> {
-        cairn_store::install_key::load_or_create(home)
+        cairn_store::install_key::InstallKey::load_or_create(home)
             .await
             .map(Self)
     }

@@ -6,7 +6,7 @@
 //! `cairn secret rotate-key` replaces it in two steps that survive a crash
 //! at any point: the new key is written to `install.key.next` first, the
 //! vault is re-encrypted in one transaction, then the new file is renamed
-//! over the old one ([`promote_next`]). Whoever finds a `.next` file left
+//! over the old one ([`InstallKey::promote_next`]). Whoever finds a `.next` file left
 //! behind asks the vault which key its rows use and promotes or drops it.
 
 use std::io::ErrorKind;
@@ -51,78 +51,85 @@ pub fn random_key() -> [u8; 32] {
     bytes
 }
 
-/// The key in `home`'s `install.key`, made (32 random bytes, mode 0600)
-/// when there is none. Two processes starting together agree on one: the
-/// key is written to a private temporary file and linked into place, so a
-/// reader never sees a partial key.
-pub async fn load_or_create(home: &Path) -> Result<[u8; 32], KeyError> {
-    let path = home.join(INSTALL_KEY_FILE);
-    if let Some(key) = read_key(&path).await? {
-        return Ok(key);
-    }
-    let key = random_key();
-    match write_new(home, &path, &key).await {
-        Ok(()) => {
-            tracing::info!(path = %path.display(), "made the install key");
-            Ok(key)
-        }
-        // Another process linked its key first: use that one.
-        Err(KeyError::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {
-            read_key(&path).await?.ok_or_else(|| KeyError::Io {
-                path: path.clone(),
-                source,
-            })
-        }
-        Err(e) => Err(e),
-    }
-}
+/// The install key's files. Not store methods: plain file I/O on the
+/// caller's runtime, never the database (named in the store's hop check).
+#[derive(Debug, Clone, Copy)]
+pub struct InstallKey;
 
-/// The key in `path`, `None` when there is no such file.
-pub async fn read_key(path: &Path) -> Result<Option<[u8; 32]>, KeyError> {
-    match tokio::fs::read(path).await {
-        Ok(bytes) => <[u8; 32]>::try_from(bytes.as_slice())
-            .map(Some)
-            .map_err(|_| KeyError::Malformed {
+impl InstallKey {
+    /// The key in `home`'s `install.key`, made (32 random bytes, mode 0600)
+    /// when there is none. Two processes starting together agree on one: the
+    /// key is written to a private temporary file and linked into place, so a
+    /// reader never sees a partial key.
+    pub async fn load_or_create(home: &Path) -> Result<[u8; 32], KeyError> {
+        let path = home.join(INSTALL_KEY_FILE);
+        if let Some(key) = Self::read_key(&path).await? {
+            return Ok(key);
+        }
+        let key = random_key();
+        match write_new(home, &path, &key).await {
+            Ok(()) => {
+                tracing::info!(path = %path.display(), "made the install key");
+                Ok(key)
+            }
+            // Another process linked its key first: use that one.
+            Err(KeyError::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {
+                Self::read_key(&path).await?.ok_or_else(|| KeyError::Io {
+                    path: path.clone(),
+                    source,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The key in `path`, `None` when there is no such file.
+    pub async fn read_key(path: &Path) -> Result<Option<[u8; 32]>, KeyError> {
+        match tokio::fs::read(path).await {
+            Ok(bytes) => <[u8; 32]>::try_from(bytes.as_slice())
+                .map(Some)
+                .map_err(|_| KeyError::Malformed {
+                    path: path.to_path_buf(),
+                    len: bytes.len(),
+                }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(KeyError::Io {
                 path: path.to_path_buf(),
-                len: bytes.len(),
+                source,
             }),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
+        }
     }
-}
 
-/// The key a rotation left in `install.key.next`, if any.
-pub async fn read_next(home: &Path) -> Result<Option<[u8; 32]>, KeyError> {
-    read_key(&home.join(NEXT_KEY_FILE)).await
-}
+    /// The key a rotation left in `install.key.next`, if any.
+    pub async fn read_next(home: &Path) -> Result<Option<[u8; 32]>, KeyError> {
+        Self::read_key(&home.join(NEXT_KEY_FILE)).await
+    }
 
-/// Writes `key` as `install.key.next` (replacing a stale one), synced.
-pub async fn write_next(home: &Path, key: &[u8; 32]) -> Result<(), KeyError> {
-    let path = home.join(NEXT_KEY_FILE);
-    drop_next(home).await?;
-    write_new(home, &path, key).await
-}
+    /// Writes `key` as `install.key.next` (replacing a stale one), synced.
+    pub async fn write_next(home: &Path, key: &[u8; 32]) -> Result<(), KeyError> {
+        let path = home.join(NEXT_KEY_FILE);
+        Self::drop_next(home).await?;
+        write_new(home, &path, key).await
+    }
 
-/// Renames `install.key.next` over `install.key` (atomic on one file system).
-pub async fn promote_next(home: &Path) -> Result<(), KeyError> {
-    let from = home.join(NEXT_KEY_FILE);
-    let to = home.join(INSTALL_KEY_FILE);
-    tokio::fs::rename(&from, &to)
-        .await
-        .map_err(|source| KeyError::Io { path: to, source })?;
-    sync_dir(home).await
-}
+    /// Renames `install.key.next` over `install.key` (atomic on one file system).
+    pub async fn promote_next(home: &Path) -> Result<(), KeyError> {
+        let from = home.join(NEXT_KEY_FILE);
+        let to = home.join(INSTALL_KEY_FILE);
+        tokio::fs::rename(&from, &to)
+            .await
+            .map_err(|source| KeyError::Io { path: to, source })?;
+        sync_dir(home).await
+    }
 
-/// Removes `install.key.next` (a rotation that did not reach the vault).
-pub async fn drop_next(home: &Path) -> Result<(), KeyError> {
-    let path = home.join(NEXT_KEY_FILE);
-    match tokio::fs::remove_file(&path).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(KeyError::Io { path, source }),
+    /// Removes `install.key.next` (a rotation that did not reach the vault).
+    pub async fn drop_next(home: &Path) -> Result<(), KeyError> {
+        let path = home.join(NEXT_KEY_FILE);
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(KeyError::Io { path, source }),
+        }
     }
 }
 
@@ -181,16 +188,16 @@ mod tests {
     async fn the_install_key_is_made_once_private_and_reused() {
         use std::os::unix::fs::PermissionsExt;
         let home = tempfile::tempdir().unwrap();
-        let made = load_or_create(home.path()).await.unwrap();
+        let made = InstallKey::load_or_create(home.path()).await.unwrap();
         let path = home.path().join(INSTALL_KEY_FILE);
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.len(), 32);
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        assert_eq!(load_or_create(home.path()).await.unwrap(), made);
+        assert_eq!(InstallKey::load_or_create(home.path()).await.unwrap(), made);
         // Only the key is left in the home: no temporary file.
         assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 1);
         std::fs::write(&path, b"short").unwrap();
-        let err = load_or_create(home.path()).await.unwrap_err();
+        let err = InstallKey::load_or_create(home.path()).await.unwrap_err();
         assert!(err.to_string().contains("install.key"), "{err}");
     }
 
@@ -206,7 +213,7 @@ mod tests {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..8 {
             let home = home.to_path_buf();
-            tasks.spawn(async move { load_or_create(&home).await.unwrap() });
+            tasks.spawn(async move { InstallKey::load_or_create(&home).await.unwrap() });
         }
         tasks.join_all().await
     }
@@ -214,17 +221,17 @@ mod tests {
     #[tokio::test]
     async fn a_next_key_is_promoted_or_dropped() {
         let home = tempfile::tempdir().unwrap();
-        let old = load_or_create(home.path()).await.unwrap();
+        let old = InstallKey::load_or_create(home.path()).await.unwrap();
         let new = random_key();
-        write_next(home.path(), &new).await.unwrap();
-        assert_eq!(read_next(home.path()).await.unwrap(), Some(new));
+        InstallKey::write_next(home.path(), &new).await.unwrap();
+        assert_eq!(InstallKey::read_next(home.path()).await.unwrap(), Some(new));
         // A second rotation replaces a stale next key.
-        write_next(home.path(), &new).await.unwrap();
-        drop_next(home.path()).await.unwrap();
-        assert_eq!(load_or_create(home.path()).await.unwrap(), old);
-        write_next(home.path(), &new).await.unwrap();
-        promote_next(home.path()).await.unwrap();
-        assert_eq!(load_or_create(home.path()).await.unwrap(), new);
-        assert_eq!(read_next(home.path()).await.unwrap(), None);
+        InstallKey::write_next(home.path(), &new).await.unwrap();
+        InstallKey::drop_next(home.path()).await.unwrap();
+        assert_eq!(InstallKey::load_or_create(home.path()).await.unwrap(), old);
+        InstallKey::write_next(home.path(), &new).await.unwrap();
+        InstallKey::promote_next(home.path()).await.unwrap();
+        assert_eq!(InstallKey::load_or_create(home.path()).await.unwrap(), new);
+        assert_eq!(InstallKey::read_next(home.path()).await.unwrap(), None);
     }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use cairn_core::config::Config;
-use cairn_store::install_key::{self, INSTALL_KEY_FILE};
+use cairn_store::install_key::{INSTALL_KEY_FILE, InstallKey};
 use cairn_store::{Store, VaultKey};
 use secrecy::{ExposeSecret, SecretString};
 
@@ -53,8 +53,8 @@ impl KeySource {
     /// The master key, made when `create` and there is none.
     async fn current(&self, create: bool) -> anyhow::Result<Option<[u8; 32]>> {
         match self {
-            KeySource::File(home) if create => Ok(Some(install_key::load_or_create(home).await?)),
-            KeySource::File(home) => Ok(install_key::read_key(&home.join(INSTALL_KEY_FILE)).await?),
+            KeySource::File(home) if create => Ok(Some(InstallKey::load_or_create(home).await?)),
+            KeySource::File(home) => Ok(InstallKey::read_key(&home.join(INSTALL_KEY_FILE)).await?),
             KeySource::Keyring => keyring::current(create).await,
         }
     }
@@ -62,7 +62,7 @@ impl KeySource {
     /// The key a rotation left, not yet promoted.
     async fn next(&self) -> anyhow::Result<Option<[u8; 32]>> {
         match self {
-            KeySource::File(home) => Ok(install_key::read_next(home).await?),
+            KeySource::File(home) => Ok(InstallKey::read_next(home).await?),
             KeySource::Keyring => keyring::next().await,
         }
     }
@@ -70,7 +70,7 @@ impl KeySource {
     /// Keeps `key` as the next one (step one of a rotation).
     pub async fn write_next(&self, key: &[u8; 32]) -> anyhow::Result<()> {
         match self {
-            KeySource::File(home) => Ok(install_key::write_next(home, key).await?),
+            KeySource::File(home) => Ok(InstallKey::write_next(home, key).await?),
             KeySource::Keyring => keyring::write_next(key).await,
         }
     }
@@ -78,7 +78,7 @@ impl KeySource {
     /// Makes the next key the current one (the last step of a rotation).
     pub async fn promote_next(&self) -> anyhow::Result<()> {
         match self {
-            KeySource::File(home) => Ok(install_key::promote_next(home).await?),
+            KeySource::File(home) => Ok(InstallKey::promote_next(home).await?),
             KeySource::Keyring => keyring::promote_next().await,
         }
     }
@@ -86,7 +86,7 @@ impl KeySource {
     /// Forgets a next key the vault never moved to.
     async fn drop_next(&self) -> anyhow::Result<()> {
         match self {
-            KeySource::File(home) => Ok(install_key::drop_next(home).await?),
+            KeySource::File(home) => Ok(InstallKey::drop_next(home).await?),
             KeySource::Keyring => keyring::drop_next().await,
         }
     }

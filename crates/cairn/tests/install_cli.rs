@@ -226,7 +226,10 @@ fn init_reads_its_answers_from_piped_lines_and_can_store_the_key() {
         .stdout(contains("wrote"));
     // "store" puts the key in the vault (issue 47), never in the file.
     let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
-    assert!(text.contains("api_key = \"${secret:LLM_API_KEY}\""), "{text}");
+    assert!(
+        text.contains("api_key = \"${secret:LLM_API_KEY}\""),
+        "{text}"
+    );
     assert!(!text.contains(KEY), "{text}");
     cairn(&home)
         .args(["secret", "list"])
