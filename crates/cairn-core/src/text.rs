@@ -1,5 +1,7 @@
 //! Small text helpers: suggestions of what was meant, errors on one line,
-//! and `${VAR}` references to the environment.
+//! and `${VAR}` references to the environment (or `${secret:NAME}` to the vault).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Levenshtein distance over chars, for "did you mean" hints on short names
 /// (config keys, commands, tool names); O(n·m), which is nothing at that size.
@@ -59,11 +61,37 @@ pub fn var_names(text: &str) -> Vec<&str> {
     names
 }
 
-/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one.
-pub fn expand_vars(
-    text: &str,
-    env: &std::collections::BTreeMap<String, String>,
-) -> Result<String, String> {
+/// The prefix of a reference to the vault: `${secret:NAME}`.
+pub const SECRET_PREFIX: &str = "secret:";
+
+/// What `${NAME}` references are read from: the environment, and (for
+/// [`Environment`](crate::config::Environment)) the vault's values as
+/// `${secret:NAME}`.
+pub trait Vars {
+    /// The value `${name}` stands for, if any.
+    fn var(&self, name: &str) -> Option<&str>;
+}
+
+impl Vars for BTreeMap<String, String> {
+    fn var(&self, name: &str) -> Option<&str> {
+        self.get(name).map(String::as_str)
+    }
+}
+
+/// Why `${name}` has no value, in words: an unset variable, or a secret
+/// the vault does not hold (and how to add it).
+pub fn missing_reference(name: &str) -> String {
+    match name.strip_prefix(SECRET_PREFIX) {
+        Some(secret) => {
+            format!("secret {secret} is not in the vault (add it with `cairn secret set {secret}`)")
+        }
+        None => format!("environment variable {name} is not set"),
+    }
+}
+
+/// `text` with each `${NAME}` replaced; `Err(NAME)` for the first unset one
+/// (`secret:NAME` for a secret the vault does not hold).
+pub fn expand_vars(text: &str, env: &(impl Vars + ?Sized)) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -72,7 +100,7 @@ pub fn expand_vars(
         };
         let name = &rest[start + 2..start + 2 + len];
         out.push_str(&rest[..start]);
-        match env.get(name) {
+        match env.var(name) {
             Some(v) => out.push_str(v),
             None => return Err(name.to_string()),
         }
@@ -80,6 +108,19 @@ pub fn expand_vars(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The names of the secrets `text` refers to as `${secret:NAME}`.
+pub fn secret_references(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${secret:") {
+        let after = &rest[start + 2 + SECRET_PREFIX.len()..];
+        let Some(len) = after.find('}') else { break };
+        names.insert(after[..len].to_string());
+        rest = &after[len..];
+    }
+    names
 }
 
 #[cfg(test)]
@@ -113,5 +154,20 @@ mod tests {
             "no vars, $A, ${"
         );
         assert_eq!(expand_vars("${B}", &e).unwrap_err(), "B");
+        assert_eq!(expand_vars("${secret:B}", &e).unwrap_err(), "secret:B");
+    }
+
+    #[test]
+    fn secret_references_are_found_and_missing_ones_explained() {
+        let names = secret_references(
+            "a = \"${secret:LLM}\"\nb = \"Bearer ${secret:GH}x${VAR}${secret:LLM}\"",
+        );
+        assert_eq!(names.into_iter().collect::<Vec<_>>(), ["GH", "LLM"]);
+        assert!(secret_references("${secret:OPEN").is_empty());
+        assert_eq!(missing_reference("K"), "environment variable K is not set");
+        assert_eq!(
+            missing_reference("secret:GH"),
+            "secret GH is not in the vault (add it with `cairn secret set GH`)"
+        );
     }
 }

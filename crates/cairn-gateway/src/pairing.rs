@@ -4,7 +4,7 @@
 //! (no 0/O, 1/I/L, nor U), about 49 bits, shown as `ABCDE-FGHJK` and read
 //! in any case, with or without the dash. The store keeps only the code's
 //! HMAC-SHA256 under the install key (`$CAIRN_HOME/install.key`, 32 random
-//! bytes, mode 0600), so a copy of the database alone does not let anyone
+//! bytes, mode 0600, read or made by `cairn_store::install_key`), so a copy of the database alone does not let anyone
 //! search the codes offline. Daemons pair with a code only when they hold
 //! the key it was made with: those of one home (and `cairn pair` there)
 //! do; daemons of other homes on the same PostgreSQL database do not,
@@ -14,8 +14,7 @@
 //! together: at [`WRONG_CODES_LIMIT`] every outstanding code is void until
 //! a new one is made on the machine.
 
-use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hmac::{Hmac, KeyInit, Mac};
 use rand::{Rng, RngCore};
@@ -36,8 +35,7 @@ const ALPHABET: &[u8; 30] = b"23456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// Characters in a code (30^10 ≈ 2^49).
 pub const CODE_LEN: usize = 10;
 
-/// Name of the install key's file in `$CAIRN_HOME`.
-pub const INSTALL_KEY_FILE: &str = "install.key";
+pub use cairn_store::install_key::{INSTALL_KEY_FILE, KeyError};
 
 /// A fresh code from the CSPRNG (`rand`'s thread generator is ChaCha-based
 /// and seeded from the OS), as it is stored and compared: no dash.
@@ -76,29 +74,6 @@ impl std::fmt::Debug for PairingKey {
     }
 }
 
-/// Why the install key could not be read or made.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// Reading or writing the file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// The file is not 32 bytes.
-    #[error(
-        "{path}: expected 32 bytes, found {len}; remove it to make a new key (codes made with the old one stop working)"
-    )]
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// Its length.
-        len: usize,
-    },
-}
-
 impl PairingKey {
     /// A key that lives only in this process (a gateway given no install
     /// key accepts only codes made with this one).
@@ -109,56 +84,11 @@ impl PairingKey {
     }
 
     /// The key in `home`'s `install.key`, made (32 random bytes, mode 0600)
-    /// when there is none. Two processes starting together agree on one:
-    /// the key is written to a private temporary file and linked into
-    /// place, so a reader never sees a partial key.
+    /// when there is none ([`cairn_store::install_key::InstallKey::load_or_create`]).
     pub async fn load_or_create(home: &Path) -> Result<Self, KeyError> {
-        let path = home.join(INSTALL_KEY_FILE);
-        let io = |source| KeyError::Io {
-            path: path.clone(),
-            source,
-        };
-        match tokio::fs::read(&path).await {
-            Ok(bytes) => return Self::from_file(&path, &bytes),
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(io(e)),
-        }
-        let key = Self::ephemeral();
-        let tmp = home.join(format!(
-            ".{INSTALL_KEY_FILE}.{}.{:08x}",
-            std::process::id(),
-            rand::rng().next_u32()
-        ));
-        let write = async {
-            use tokio::io::AsyncWriteExt;
-            let mut file = private_file(&tmp).await?;
-            file.write_all(&key.0).await?;
-            file.sync_all().await?;
-            tokio::fs::hard_link(&tmp, &path).await
-        };
-        let linked = write.await;
-        let _ = tokio::fs::remove_file(&tmp).await;
-        match linked {
-            Ok(()) => {
-                tracing::info!(path = %path.display(), "made the install key pairing codes are hashed with");
-                Ok(key)
-            }
-            // Another process linked its key first: use that one.
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                let bytes = tokio::fs::read(&path).await.map_err(io)?;
-                Self::from_file(&path, &bytes)
-            }
-            Err(e) => Err(io(e)),
-        }
-    }
-
-    fn from_file(path: &Path, bytes: &[u8]) -> Result<Self, KeyError> {
-        <[u8; 32]>::try_from(bytes)
+        cairn_store::install_key::InstallKey::load_or_create(home)
+            .await
             .map(Self)
-            .map_err(|_| KeyError::Malformed {
-                path: path.to_path_buf(),
-                len: bytes.len(),
-            })
     }
 
     /// The hex HMAC-SHA256 of a normalized code, as the store keeps it.
@@ -170,15 +100,6 @@ impl PairingKey {
         mac.update(code.as_bytes());
         crate::auth::hex(&mac.finalize().into_bytes())
     }
-}
-
-/// A new file only its owner can read and write.
-async fn private_file(path: &Path) -> std::io::Result<tokio::fs::File> {
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    options.open(path).await
 }
 
 /// Makes a code, records its keyed hash (valid for [`PAIRING_CODE_TTL`];
@@ -209,10 +130,6 @@ pub fn paired_token_name(now: chrono::DateTime<chrono::Utc>) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![expect(
-        clippy::disallowed_methods,
-        reason = "test fixtures may use blocking std::fs"
-    )]
     use super::*;
 
     #[test]
@@ -259,34 +176,5 @@ mod tests {
         assert_ne!(k1.hash("ABCDE23456"), k2.hash("ABCDE23456"));
         assert_eq!(k1.hash("x").len(), 64);
         assert_eq!(format!("{k1:?}"), "PairingKey(..)");
-    }
-
-    #[tokio::test]
-    async fn the_install_key_is_made_once_private_and_reused() {
-        use std::os::unix::fs::PermissionsExt;
-        let home = tempfile::tempdir().unwrap();
-        let made = PairingKey::load_or_create(home.path()).await.unwrap();
-        let path = home.path().join(INSTALL_KEY_FILE);
-        let meta = std::fs::metadata(&path).unwrap();
-        assert_eq!(meta.len(), 32);
-        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        let again = PairingKey::load_or_create(home.path()).await.unwrap();
-        assert_eq!(made.hash("c"), again.hash("c"));
-        // Only the key is left in the home: no temporary file.
-        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 1);
-        std::fs::write(&path, b"short").unwrap();
-        let err = PairingKey::load_or_create(home.path()).await.unwrap_err();
-        assert!(err.to_string().contains("install.key"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn processes_starting_together_agree_on_one_key() {
-        let home = tempfile::tempdir().unwrap();
-        let keys =
-            futures::future::join_all((0..8).map(|_| PairingKey::load_or_create(home.path())))
-                .await;
-        let hashes: std::collections::BTreeSet<String> =
-            keys.into_iter().map(|k| k.unwrap().hash("c")).collect();
-        assert_eq!(hashes.len(), 1);
     }
 }

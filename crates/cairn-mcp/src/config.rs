@@ -261,7 +261,7 @@ impl Default for Raw {
 /// checked too, and kept (with `enabled = false`) so commands can show them.
 pub fn parse_servers(
     table: Option<&Value>,
-    env: &BTreeMap<String, String>,
+    env: &(impl cairn_core::text::Vars + ?Sized),
 ) -> Result<Vec<ServerSpec>, Vec<ConfigProblem>> {
     let Some(table) = table else {
         return Ok(Vec::new());

@@ -156,14 +156,14 @@ impl StderrTail {
 
 /// The [`INHERITED`] variables of `cairn_env` (cairn's environment, read
 /// once at start-up), with `PATH` defaulted.
-pub fn inherited(cairn_env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub fn inherited(cairn_env: &(impl cairn_core::text::Vars + ?Sized)) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = INHERITED
         .iter()
         .filter_map(|name| {
             cairn_env
-                .get(*name)
+                .var(name)
                 .filter(|v| !v.is_empty())
-                .map(|v| ((*name).to_string(), v.clone()))
+                .map(|v| ((*name).to_string(), v.to_string()))
         })
         .collect();
     out.entry("PATH".into())

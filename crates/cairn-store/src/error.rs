@@ -53,6 +53,9 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// The vault cannot seal or open a value (a wrong key, an altered row).
+    #[error("the vault: {0}")]
+    Vault(String),
     /// Any other database error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

@@ -27,6 +27,7 @@ mod error;
 mod finish;
 mod gateway;
 mod idempotency;
+pub mod install_key;
 mod jobs;
 mod leases;
 mod memory;
@@ -46,6 +47,7 @@ pub mod signal;
 mod tool_health;
 mod tries;
 mod turns;
+pub mod vault;
 mod waiting;
 
 pub use admit::{Admission, Admitted, AsRead, OverlapRule, Round, SlotMove};
@@ -70,6 +72,7 @@ pub use routines::RoutineWrite;
 pub use runs::RunOutcome;
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
 pub use signal::{SignalMode, Topic, Watch};
+pub use vault::{VaultEntry, VaultKey};
 pub use waiting::StartedSlot;
 // Shared cost guard and tool health (issue 13).
 pub use cost::{

@@ -178,6 +178,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0026_routine_agents.sql"),
         postgres: include_str!("../migrations/0026_routine_agents.sql"),
     },
+    Migration {
+        version: 27,
+        name: "vault",
+        sqlite: include_str!("../migrations/0027_vault.sql"),
+        postgres: include_str!("../migrations/0027_vault.sql"),
+    },
 ];
 
 /// The last version the baseline schema stands for: a fresh database is

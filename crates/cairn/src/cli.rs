@@ -57,6 +57,9 @@ pub enum Command {
     /// API tokens for the gateway: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// The vault: secrets config.toml refers to as ${secret:NAME} (set, list, rm, rotate-key).
+    #[command(subcommand)]
+    Secret(crate::commands::secret::SecretCommand),
     /// Telegram bots that receive messages: allow a user, list the allowed.
     #[command(subcommand)]
     Telegram(TelegramCommand),

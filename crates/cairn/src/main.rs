@@ -9,6 +9,7 @@ mod home;
 mod log_writer;
 mod routing;
 mod settings;
+mod vault;
 mod wiring;
 
 use std::process::ExitCode;

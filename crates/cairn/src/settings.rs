@@ -41,13 +41,47 @@ pub fn gather_input() -> anyhow::Result<ConfigInput> {
         // Read once per process; a reload sees the same environment.
         env: crate::environment::get().vars().clone(),
         system_zone: system_zone(),
+        secrets: Default::default(),
     })
 }
 
 /// Resolves the configuration; any problem is an error listing them all.
+/// The vault's values config.toml refers to (`${secret:NAME}`) are read
+/// from the store first.
 pub fn load() -> anyhow::Result<Config> {
-    let input = gather_input()?;
-    Config::load(&input)
+    load_reading_vault(false)
+}
+
+/// As [`load`], with every value of the vault at hand (the daemon: its
+/// routines' webhook secrets may name any).
+pub fn load_with_whole_vault() -> anyhow::Result<Config> {
+    load_reading_vault(true)
+}
+
+/// Resolves the configuration without reading the vault: what manages the
+/// vault itself must run when a reference is broken.
+pub fn load_without_vault() -> anyhow::Result<Config> {
+    resolve(&gather_input()?)
+}
+
+fn load_reading_vault(all: bool) -> anyhow::Result<Config> {
+    let mut input = gather_input()?;
+    let config = resolve(&input)?;
+    let referenced = input
+        .file
+        .as_ref()
+        .map(|(_, text)| cairn_core::text::secret_references(text))
+        .unwrap_or_default();
+    let secrets = crate::vault::load_secrets(&config, referenced, all)?;
+    if secrets.is_empty() {
+        return Ok(config);
+    }
+    input.secrets = secrets;
+    resolve(&input)
+}
+
+fn resolve(input: &ConfigInput) -> anyhow::Result<Config> {
+    Config::load(input)
         .map_err(|errors: ConfigErrors| anyhow::anyhow!("invalid configuration:\n{errors}"))
 }
 

@@ -213,7 +213,7 @@ fn init_reads_its_answers_from_piped_lines_and_can_store_the_key() {
     llm.push(Scripted::text("ok"));
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
-    // provider, base URL, model, key variable, env/store, zone, channel, service.
+    // provider, base URL, model, key variable, vault/env, zone, channel, service.
     let answers = format!(
         "compatible\n{}\ntest-model\nTEST_LLM_KEY\nstore\nUTC\n\nn\n",
         llm.base_url_openai()
@@ -224,8 +224,18 @@ fn init_reads_its_answers_from_piped_lines_and_can_store_the_key() {
         .assert()
         .success()
         .stdout(contains("wrote"));
+    // "store" puts the key in the vault (issue 47), never in the file.
     let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
-    assert!(text.contains(&format!("api_key = \"{KEY}\"")), "{text}");
+    assert!(
+        text.contains("api_key = \"${secret:LLM_API_KEY}\""),
+        "{text}"
+    );
+    assert!(!text.contains(KEY), "{text}");
+    cairn(&home)
+        .args(["secret", "list"])
+        .assert()
+        .success()
+        .stdout(contains("LLM_API_KEY"));
     assert!(text.contains("default_channel = \"inbox\""), "{text}");
     assert_eq!(mode(&home.join("config.toml")), 0o600);
 

@@ -312,7 +312,7 @@ pub struct ParsedChannels {
 /// an error (its table is still checked against its type).
 pub fn parse_channels(
     table: Option<&Value>,
-    env: &BTreeMap<String, String>,
+    env: &(impl cairn_core::text::Vars + ?Sized),
 ) -> Result<ParsedChannels, Vec<ChannelConfigError>> {
     let mut parsed = ParsedChannels::default();
     let mut errors = Vec::new();

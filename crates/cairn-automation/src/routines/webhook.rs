@@ -5,8 +5,6 @@
 //! within [`TIMESTAMP_WINDOW`] of now, and only once: its replay key lets
 //! the engine refuse a captured delivery sent again.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -69,8 +67,12 @@ pub enum WebhookError {
         "{TIMESTAMP_HEADER} is {0} s away from the daemon's clock; at most 300 s is accepted (resend with a fresh timestamp)"
     )]
     StaleTimestamp(i64),
-    /// The routine's secret names an environment variable that is not set.
-    #[error("routine \"{routine}\": its webhook secret refers to {var}, which is not set")]
+    /// The routine's secret names an environment variable that is not set
+    /// (or a secret the vault does not hold).
+    #[error(
+        "routine \"{routine}\": its webhook secret refers to {var}: {}",
+        cairn_core::text::missing_reference(.var)
+    )]
     SecretUnavailable {
         /// The routine.
         routine: String,
@@ -79,20 +81,22 @@ pub enum WebhookError {
     },
 }
 
-/// The secret as written (`${VAR}` is read from `env`).
+/// The secret as written (`${VAR}` is read from `env`, `${secret:NAME}`
+/// from the vault's values it holds).
 pub fn resolve_secret(
     routine: &str,
     written: &str,
-    env: &BTreeMap<String, String>,
+    env: &(impl cairn_core::text::Vars + ?Sized),
 ) -> Result<String, WebhookError> {
     match cairn_core::routine::env_reference(written) {
-        Some(var) => env
-            .get(var)
-            .cloned()
-            .ok_or_else(|| WebhookError::SecretUnavailable {
-                routine: routine.to_string(),
-                var: var.to_string(),
-            }),
+        Some(var) => {
+            env.var(var)
+                .map(str::to_string)
+                .ok_or_else(|| WebhookError::SecretUnavailable {
+                    routine: routine.to_string(),
+                    var: var.to_string(),
+                })
+        }
         None => Ok(written.to_string()),
     }
 }
@@ -267,15 +271,27 @@ mod tests {
 
     #[test]
     fn a_secret_can_come_from_the_environment() {
-        let env = BTreeMap::from([("HOOK_SECRET".to_string(), "abc".to_string())]);
+        let env = cairn_core::config::Environment::new(
+            [("HOOK_SECRET".to_string(), "abc".to_string())].into(),
+        )
+        .with_secrets([("HOOK".to_string(), "from-vault".into())].into());
         assert_eq!(
             resolve_secret("r", "${HOOK_SECRET}", &env),
             Ok("abc".into())
+        );
+        assert_eq!(
+            resolve_secret("r", "${secret:HOOK}", &env),
+            Ok("from-vault".into())
         );
         assert_eq!(resolve_secret("r", "plain", &env), Ok("plain".into()));
         assert!(matches!(
             resolve_secret("r", "${NOPE}", &env),
             Err(WebhookError::SecretUnavailable { .. })
         ));
+        let err = resolve_secret("r", "${secret:NOPE}", &env).unwrap_err();
+        assert!(
+            err.to_string().contains("secret NOPE is not in the vault"),
+            "{err}"
+        );
     }
 }

@@ -1,10 +1,11 @@
 //! `${NAME}` in free-form tables (`[channels.NAME]`, `[[mcp.servers]]`):
-//! replaced with the environment variable's value, an unset one an error
-//! naming the key and the variable. The one implementation every table uses.
-
-use std::collections::BTreeMap;
+//! replaced with the environment variable's value (`${secret:NAME}` with
+//! the vault's), an unset one an error naming the key and the variable.
+//! The one implementation every table uses.
 
 use serde_json::Value;
+
+use crate::text::{Vars, missing_reference};
 
 /// An unset variable: the key of the string that names it, and its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,11 +18,7 @@ pub struct UnsetVariable {
 
 impl std::fmt::Display for UnsetVariable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: environment variable {} is not set",
-            self.key, self.variable
-        )
+        write!(f, "{}: {}", self.key, missing_reference(&self.variable))
     }
 }
 
@@ -31,7 +28,7 @@ impl std::fmt::Display for UnsetVariable {
 pub fn expand_env(
     value: &mut Value,
     key: &str,
-    env: &BTreeMap<String, String>,
+    env: &(impl Vars + ?Sized),
     unset: &mut Vec<UnsetVariable>,
 ) {
     match value {
@@ -58,6 +55,8 @@ pub fn expand_env(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use serde_json::json;
 
@@ -70,7 +69,7 @@ mod tests {
 
     #[test]
     fn every_unset_variable_is_named_with_its_key() {
-        let mut v = json!({"env": {"T": "${T}"}, "args": ["-k", "${K}"], "n": 3});
+        let mut v = json!({"env": {"T": "${T}"}, "args": ["-k", "${K}"], "h": "${secret:GH}"});
         let mut unset = Vec::new();
         expand_env(&mut v, "mcp.servers[0]", &env(&[]), &mut unset);
         let shown: Vec<String> = unset.iter().map(ToString::to_string).collect();
@@ -79,6 +78,7 @@ mod tests {
             [
                 "mcp.servers[0].args[1]: environment variable K is not set",
                 "mcp.servers[0].env.T: environment variable T is not set",
+                "mcp.servers[0].h: secret GH is not in the vault (add it with `cairn secret set GH`)",
             ]
         );
         let mut v = json!({"env": {"T": "${T}"}});

@@ -649,6 +649,13 @@ pub static SETTINGS: &[SettingDef] = &[
         D::List(&[]),
         "more directories of skills (folders with a SKILL.md) besides $CAIRN_HOME/workspace/skills, relative to $CAIRN_HOME unless absolute; file_read may read them",
     ),
+    def(
+        "secrets.keyring",
+        &["CAIRN_SECRETS_KEYRING"],
+        K::Bool,
+        D::Bool(false),
+        "keep the vault's key in the OS keyring instead of install.key (see docs/secrets.md)",
+    ),
 ];
 
 /// Tables whose keys are free-form (model names, tool globs). They are passed

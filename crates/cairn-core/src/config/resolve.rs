@@ -21,6 +21,9 @@ pub struct ConfigInput {
     pub env: BTreeMap<String, String>,
     /// The machine's IANA zone, if it could be detected.
     pub system_zone: Option<String>,
+    /// The vault's values `${secret:NAME}` references read, by name (read
+    /// by the binary from the store before resolving).
+    pub secrets: BTreeMap<String, secrecy::SecretString>,
 }
 
 impl std::fmt::Debug for ConfigInput {
@@ -36,6 +39,7 @@ impl std::fmt::Debug for ConfigInput {
             )
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("system_zone", &self.system_zone)
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -116,6 +120,7 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
         .map(|(p, _)| p.display().to_string())
         .unwrap_or_default();
 
+    let env = Environment::new(input.env.clone()).with_secrets(input.secrets.clone());
     let mut values = Vec::with_capacity(registry::SETTINGS.len());
     for def in registry::SETTINGS {
         let mut resolved = Resolved {
@@ -125,7 +130,7 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
             unavailable: None,
         };
         if let Some(fv) = file_settings.values.get(def.key) {
-            from_file(&mut resolved, fv, input, &file_name);
+            from_file(&mut resolved, fv, &env, &file_name);
         }
         from_env(&mut resolved, input, &mut errors);
         check_zone(&resolved, &file_name, &mut errors);
@@ -139,7 +144,7 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
             values,
             sections: file_settings.sections,
             system_zone_detected: input.system_zone.is_some(),
-            env: Environment::new(input.env.clone()),
+            env,
         })
     } else {
         Err(ConfigErrors(errors))
@@ -147,9 +152,9 @@ pub fn resolve(input: &ConfigInput) -> Result<Settings, ConfigErrors> {
 }
 
 /// The value the file sets; a secret written `${VAR}` is read from the
-/// environment, or unavailable when the variable is unset (only what reads
-/// it then fails).
-fn from_file(resolved: &mut Resolved, fv: &file::FileValue, input: &ConfigInput, file_name: &str) {
+/// environment (`${secret:NAME}` from the vault), or unavailable when the
+/// variable is unset (only what reads it then fails).
+fn from_file(resolved: &mut Resolved, fv: &file::FileValue, env: &Environment, file_name: &str) {
     resolved.value = Some(fv.value.clone());
     resolved.source = Source::File { line: fv.line };
     // A secret may name the variable that holds it: `api_key = "${VAR}"`.
@@ -157,7 +162,7 @@ fn from_file(resolved: &mut Resolved, fv: &file::FileValue, input: &ConfigInput,
     if resolved.def.secret
         && let Some(Value::Text(text)) = &resolved.value
     {
-        match crate::text::expand_vars(text, &input.env) {
+        match crate::text::expand_vars(text, env) {
             Ok(value) => resolved.value = Some(Value::Text(value)),
             Err(variable) => {
                 resolved.value = None;
@@ -285,6 +290,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             system_zone: Some("Europe/Paris".to_string()),
+            secrets: BTreeMap::new(),
         }
     }
 

@@ -12,6 +12,7 @@ fn load(file: Option<&str>, env: &[(&str, &str)]) -> Result<Config, ConfigErrors
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         system_zone: Some("America/New_York".into()),
+        secrets: Default::default(),
     })
 }
 
@@ -132,6 +133,7 @@ fn debug_output_hides_secrets_from_the_file_and_tables() {
         file: Some((PathBuf::from("/h/config.toml"), text.to_string())),
         env: [("ANTHROPIC_API_KEY".to_string(), "sk-env-key".to_string())].into(),
         system_zone: None,
+        secrets: Default::default(),
     };
     let c = Config::load(&input).unwrap();
     let parsed = super::super::file::parse(std::path::Path::new("/h/config.toml"), text);

@@ -8,20 +8,22 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 use super::expand::expand_env;
 use super::{Section, Settings};
+use crate::text::Vars;
 
 /// A value written `${VAR}` in config.toml with `VAR` unset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}: {key}: environment variable {variable} is not set")]
+#[error("{origin}: {key}: {}", crate::text::missing_reference(.variable))]
 pub struct Unavailable {
     /// `path/config.toml:LINE` (the line of the key, or of its table).
     pub origin: String,
     /// The dotted key (`llm.api_key`, `channels.phone.bot_token`).
     pub key: String,
-    /// The variable that is not set.
+    /// The variable that is not set (`secret:NAME` for a secret the vault
+    /// does not hold).
     pub variable: String,
 }
 
@@ -64,32 +66,62 @@ impl Secret {
     }
 }
 
-/// The process's environment, read once at start-up and shared. Its
-/// `Debug` output names the variables, never their values (keys live there).
+/// The process's environment, read once at start-up and shared, and the
+/// vault's values that `${secret:NAME}` references read (see
+/// [`Vars`]). Its `Debug` output names the variables and secrets, never
+/// their values.
 #[derive(Clone, Default)]
-pub struct Environment(Arc<BTreeMap<String, String>>);
+pub struct Environment {
+    vars: Arc<BTreeMap<String, String>>,
+    secrets: Arc<BTreeMap<String, SecretString>>,
+}
 
 impl Environment {
     /// The environment `vars` (already read, UTF-8 only).
     pub fn new(vars: BTreeMap<String, String>) -> Self {
-        Self(Arc::new(vars))
+        Self {
+            vars: Arc::new(vars),
+            secrets: Arc::default(),
+        }
     }
 
-    /// Every variable by name.
+    /// This environment with `secrets` (by name) for `${secret:NAME}`.
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: BTreeMap<String, SecretString>) -> Self {
+        self.secrets = Arc::new(secrets);
+        self
+    }
+
+    /// Every variable by name (never the vault's values).
     pub fn vars(&self) -> &BTreeMap<String, String> {
-        &self.0
+        &self.vars
     }
 
     /// One variable's value.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
+        self.vars.get(name).map(String::as_str)
+    }
+
+    /// The vault's values this environment holds, by name.
+    pub fn secrets(&self) -> &BTreeMap<String, SecretString> {
+        &self.secrets
+    }
+}
+
+impl Vars for Environment {
+    fn var(&self, name: &str) -> Option<&str> {
+        match name.strip_prefix(crate::text::SECRET_PREFIX) {
+            Some(secret) => self.secrets.get(secret).map(|v| v.expose_secret()),
+            None => self.get(name),
+        }
     }
 }
 
 impl std::fmt::Debug for Environment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Environment")
-            .field(&self.0.keys().collect::<Vec<_>>())
+        f.debug_struct("Environment")
+            .field("vars", &self.vars.keys().collect::<Vec<_>>())
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -119,13 +151,7 @@ pub fn scan(settings: &Settings) -> Vec<Unavailable> {
         .unwrap_or_default();
     for (name, field) in EXPANDED {
         if let Some(section) = settings.sections.get(name) {
-            out.extend(in_section(
-                section,
-                name,
-                *field,
-                &file,
-                settings.env.vars(),
-            ));
+            out.extend(in_section(section, name, *field, &file, &settings.env));
         }
     }
     out
@@ -138,7 +164,7 @@ fn in_section(
     name: &str,
     field: Option<&str>,
     file: &str,
-    env: &BTreeMap<String, String>,
+    env: &Environment,
 ) -> Vec<Unavailable> {
     let mut unset = Vec::new();
     match field {
@@ -185,6 +211,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             system_zone: Some("UTC".into()),
+            ..Default::default()
         })
         .unwrap()
     }
@@ -220,11 +247,48 @@ mod tests {
 
     #[test]
     fn the_environment_never_shows_its_values() {
-        let env = super::Environment::new([("K".to_string(), "sk-secret".to_string())].into());
+        let env = super::Environment::new([("K".to_string(), "sk-secret".to_string())].into())
+            .with_secrets([("GH".to_string(), "s3cr3t".into())].into());
         let shown = format!("{env:?}");
         assert!(
-            shown.contains('K') && !shown.contains("sk-secret"),
+            shown.contains('K')
+                && shown.contains("GH")
+                && !shown.contains("sk-secret")
+                && !shown.contains("s3cr3t"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn vault_references_resolve_everywhere_env_ones_do() {
+        let file = "[llm]\nprovider = \"openai\"\napi_key = \"${secret:LLM}\"\n\
+             [channels.phone]\ntype = \"telegram\"\nbot_token = \"${secret:TG}\"\nchat_id = \"1\"\n";
+        let input = |secrets: &[(&str, &str)]| ConfigInput {
+            home: PathBuf::from("/h"),
+            file: Some((PathBuf::from("/h/config.toml"), file.to_string())),
+            secrets: secrets
+                .iter()
+                .map(|(k, v)| (k.to_string(), secrecy::SecretString::from(v.to_string())))
+                .collect(),
+            ..Default::default()
+        };
+        let config = Config::load(&input(&[("LLM", "sk-vault"), ("TG", "123:abc")])).unwrap();
+        assert!(config.unavailable().is_empty());
+        let key = config.llm.api_key.get().unwrap().unwrap();
+        assert_eq!(secrecy::ExposeSecret::expose_secret(key), "sk-vault");
+        // A secret the vault does not hold: named with its key and line.
+        let config = Config::load(&input(&[])).unwrap();
+        let shown: Vec<String> = config
+            .unavailable()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "/h/config.toml:3: llm.api_key: secret LLM is not in the vault (add it with `cairn secret set LLM`)",
+                "/h/config.toml:4: channels.phone.bot_token: secret TG is not in the vault (add it with `cairn secret set TG`)",
+            ]
         );
     }
 }

@@ -25,6 +25,7 @@ mod schedule_ops;
 mod sessions;
 mod settings;
 mod turns;
+mod vault;
 
 macro_rules! conformance {
     ($($module:ident :: $case:ident),* $(,)?) => {
@@ -89,6 +90,9 @@ conformance!(
     settings::migrations_apply_once,
     settings::settings_round_trip,
     settings::settings_prefix_is_literal,
+    vault::vault_values_are_sealed_listed_resolved_and_removed,
+    vault::a_wrong_key_is_named_and_changes_nothing,
+    vault::a_rekey_moves_every_value_at_once_and_resumes,
     routines::routine_round_trips,
     routines::routine_names_are_unique_per_user,
     routines::update_and_delete_missing_routine,

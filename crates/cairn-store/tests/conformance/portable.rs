@@ -168,6 +168,10 @@ pub async fn populate(s: &Store) {
         .await
         .unwrap();
     s.keep_channel_delivery("wa", "[]", at(0)).await.unwrap();
+    let key = cairn_store::VaultKey::derive(&[3; 32]);
+    s.vault_set(&key, "GH", &"s3cr3t".into(), at(0))
+        .await
+        .unwrap();
 }
 
 /// Every copied table's rows by column name (backend-only columns left

@@ -21,6 +21,7 @@ mod routine_create;
 mod routine_files;
 mod routine_ops;
 mod schedule;
+pub(crate) mod secret;
 mod service;
 mod skill;
 mod status;
@@ -62,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(args) => daemon::run(&args),
         Command::Pair => token::pair(),
         Command::Token(command) => token::run(&command, cli.json),
+        Command::Secret(command) => secret::run(&command, cli.json),
         Command::Telegram(command) => telegram::run(&command, cli.json),
         Command::Channel(command) => channel::run(&command, cli.json),
         Command::Status => status::run(cli.json),

@@ -65,7 +65,7 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     // Read before the file is: a change made while the daemon starts (before
     // its watch is set up) is then seen as one, not taken for the start's.
     let loaded = loaded_version()?;
-    let mut config = settings::load()?;
+    let mut config = settings::load_with_whole_vault()?;
     if let Some(port) = args.port {
         config.gateway.port = port;
     }
@@ -509,7 +509,7 @@ async fn modified(path: &std::path::Path) -> Option<SystemTime> {
 
 /// Reads the configuration again and applies it, logging what changed.
 async fn reload(reloader: &mut Reloader, why: &str) {
-    let config = match settings::load() {
+    let config = match settings::load_with_whole_vault() {
         Ok(config) => config,
         Err(e) => {
             tracing::error!(cause = why, error = %format!("{e:#}"), "configuration not reloaded: the new one is invalid; the old one stays");

@@ -186,6 +186,7 @@ mod tests {
             file: Some(("/tmp/cairn-test/config.toml".into(), file.to_string())),
             env: Default::default(),
             system_zone: Some("UTC".into()),
+            secrets: Default::default(),
         })
         .unwrap()
     }

@@ -64,12 +64,17 @@ pub fn captured(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String
 }
 
 /// Every variable config.toml's strings name as `${VAR}` (keys, comments
-/// and other text left out), each once, in order of appearance.
+/// and other text left out; `${secret:NAME}` is the vault's, not a
+/// variable), each once, in order of appearance.
 pub fn referenced(config_toml: &str) -> Result<Vec<String>, toml::de::Error> {
     fn walk(value: &toml::Value, names: &mut Vec<String>) {
         match value {
             toml::Value::String(s) => {
-                for name in cairn_core::text::var_names(s) {
+                let vars = cairn_core::text::var_names(s);
+                let vars = vars
+                    .into_iter()
+                    .filter(|n| !n.starts_with(cairn_core::text::SECRET_PREFIX));
+                for name in vars {
                     if !names.iter().any(|n| n == name) {
                         names.push(name.to_string());
                     }
@@ -398,9 +403,11 @@ mod tests {
     fn every_variable_config_toml_names_is_kept_and_the_unset_ones_named() {
         let named = referenced(
             "# ${IN_A_COMMENT}\n[llm]\napi_key = \"${MY_LLM_TOKEN}\"\n\
-             [channels.phone]\ntype = \"telegram\"\nbot_token = \"${TG}\"\nallowed = [\"${TG}\", \"x${GONE}\"]\n",
+             [channels.phone]\ntype = \"telegram\"\nbot_token = \"${TG}\"\nallowed = [\"${TG}\", \"x${GONE}\"]\n\
+             [channels.team]\ntype = \"slack\"\nbot_token = \"${secret:SLACK}\"\n",
         )
         .unwrap();
+        // A vault reference is no variable of the service's.
         assert_eq!(named, ["MY_LLM_TOKEN", "TG", "GONE"]);
         let env = [
             ("MY_LLM_TOKEN", "sk-1"),

@@ -60,7 +60,7 @@ pub fn channel_set(config: &Config) -> anyhow::Result<ChannelSet> {
         let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         located(config, section, &lines)
     };
-    let parsed = parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(bad)?;
+    let parsed = parse_channels(section.map(|s| &s.value), config.env()).map_err(bad)?;
     // A receiver's redirect is reported as its answer, never followed (a
     // followed POST can turn into a GET that "succeeds" with nothing delivered).
     let http = cairn_llm::tls::client_builder()

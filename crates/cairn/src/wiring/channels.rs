@@ -68,7 +68,7 @@ pub fn discord_api(name: &str, spec: &DiscordSpec) -> anyhow::Result<Option<Disc
 /// error naming its file, line and key.
 pub fn parsed_channels(config: &Config) -> anyhow::Result<ParsedChannels> {
     let section = config.notify.channels.as_ref();
-    parse_channels(section.map(|s| &s.value), config.env().vars()).map_err(|errors| {
+    parse_channels(section.map(|s| &s.value), config.env()).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         located(config, section, &lines)
     })

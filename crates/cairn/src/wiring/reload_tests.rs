@@ -118,6 +118,7 @@ fn load(home: &Path, text: &str) -> Config {
         file: Some((home.join("config.toml"), text.to_string())),
         env: Default::default(),
         system_zone: Some("UTC".into()),
+        secrets: Default::default(),
     })
     .unwrap()
 }

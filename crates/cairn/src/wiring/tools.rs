@@ -24,8 +24,8 @@ use crate::exit::BadInput;
 /// its reason naming the file and line.
 pub fn mcp_specs(config: &Config) -> anyhow::Result<Vec<ServerSpec>> {
     let section = config.mcp_servers.as_ref();
-    let mut specs = cairn_mcp::parse_servers(section.map(|s| &s.value), config.env().vars())
-        .map_err(|problems| {
+    let mut specs =
+        cairn_mcp::parse_servers(section.map(|s| &s.value), config.env()).map_err(|problems| {
             let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
             located(config, section, &lines)
         })?;
@@ -97,8 +97,8 @@ pub(super) fn expand_secret(
     field: &str,
     line: usize,
 ) -> anyhow::Result<SecretString> {
-    let expanded = cairn_core::text::expand_vars(key.expose_secret(), config.env().vars())
-        .map_err(|var| {
+    let expanded =
+        cairn_core::text::expand_vars(key.expose_secret(), config.env()).map_err(|var| {
             BadInput(format!(
                 "{}:{line}: {field}: environment variable {var} is not set",
                 config_file(config)

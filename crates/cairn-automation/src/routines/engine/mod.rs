@@ -19,7 +19,6 @@
 //! - **Every refusal is a run**: a fire a guardrail holds back is recorded
 //!   `skipped` with the reason.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -198,7 +197,7 @@ struct Inner {
     max_waiting: std::sync::atomic::AtomicU32,
     /// Runs refused by a full queue, not yet told to the person.
     queue_full: queue_full::QueueFullNotices,
-    env: BTreeMap<String, String>,
+    env: cairn_core::config::Environment,
     wake: Notify,
     triggered: RwLock<Triggered>,
     tasks: TaskTracker,
@@ -292,7 +291,7 @@ impl RoutineEngine {
                 max_concurrent: std::sync::atomic::AtomicU32::new(settings.max_concurrent),
                 max_waiting: std::sync::atomic::AtomicU32::new(settings.max_waiting),
                 queue_full: queue_full::QueueFullNotices::default(),
-                env: settings.env.vars().clone(),
+                env: settings.env.clone(),
                 settings,
                 wake: Notify::new(),
                 triggered: RwLock::new(Triggered::default()),

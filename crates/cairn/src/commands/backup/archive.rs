@@ -57,6 +57,11 @@ pub struct Manifest {
     pub config: bool,
     /// Regular files of the workspace in it.
     pub workspace_files: u64,
+    /// The fingerprints of the keys its vault's secrets are sealed with
+    /// (the key itself is never in the archive): a restore checks the key
+    /// it is given against them before writing anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vault_keys: Vec<String>,
 }
 
 /// An archive being written to `FILE.partial`, renamed to `FILE` when finished.

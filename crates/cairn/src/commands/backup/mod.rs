@@ -3,6 +3,9 @@
 //! SQLite, a repeatable-read export on PostgreSQL), the workspace and
 //! config.toml; restored into an empty home, into whichever database the
 //! restored configuration names, with every table's row count checked.
+//! The vault's secrets travel sealed, never with their key: a restore needs
+//! the same key (`--key-file`, or the one already in the home), checked
+//! before anything is written.
 
 mod archive;
 mod data;
@@ -41,6 +44,10 @@ pub struct RestoreArgs {
     /// config.toml, every table's rows and the archive's workspace files.
     #[arg(long)]
     pub force: bool,
+    /// The install.key of the home the backup was taken from: the vault's
+    /// secrets are encrypted with it (copied into the home as install.key).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// A private scratch directory, removed when dropped.
@@ -100,27 +107,29 @@ pub fn backup(args: &BackupArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let config = settings::load()?;
     let staging = Staging::new("backup")?;
     let url = config.database_url.expose_secret();
-    let (backend, form, tables, schema_version) = super::runtime()?.block_on(async {
-        let (store, _) = Store::open(url).await.context("cannot open the database")?;
-        let schema_version = store.applied_schema_version().await?;
-        let taken = match store.backend() {
-            cairn_store::Backend::Sqlite => {
-                let copy = staging.join("cairn.db");
-                store.vacuum_into(&copy).await?;
-                let copy_store = Store::connect(&sqlite_url(&copy)).await?;
-                let counts = copy_store.snapshot().await?.counts();
-                copy_store.close().await;
-                (DatabaseForm::SqliteFile, counts)
-            }
-            cairn_store::Backend::Postgres => {
-                let counts = data::export(&store, &staging.join("database")).await?;
-                (DatabaseForm::Jsonl, counts)
-            }
-        };
-        let backend = store.backend().as_str();
-        store.close().await;
-        anyhow::Ok((backend, taken.0, taken.1, schema_version))
-    })?;
+    let (backend, form, tables, schema_version, vault_keys) =
+        super::runtime()?.block_on(async {
+            let (store, _) = Store::open(url).await.context("cannot open the database")?;
+            let schema_version = store.applied_schema_version().await?;
+            let vault_keys = store.vault_key_ids().await?;
+            let taken = match store.backend() {
+                cairn_store::Backend::Sqlite => {
+                    let copy = staging.join("cairn.db");
+                    store.vacuum_into(&copy).await?;
+                    let copy_store = Store::connect(&sqlite_url(&copy)).await?;
+                    let counts = copy_store.snapshot().await?.counts();
+                    copy_store.close().await;
+                    (DatabaseForm::SqliteFile, counts)
+                }
+                cairn_store::Backend::Postgres => {
+                    let counts = data::export(&store, &staging.join("database")).await?;
+                    (DatabaseForm::Jsonl, counts)
+                }
+            };
+            let backend = store.backend().as_str();
+            store.close().await;
+            anyhow::Ok((backend, taken.0, taken.1, schema_version, vault_keys))
+        })?;
     let config_path = settings::config_path(config.home());
     let config_text = read_optional(&config_path)?;
     let tree = Tree::new(&config.workspace);
@@ -135,6 +144,7 @@ pub fn backup(args: &BackupArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         tables,
         config: config_text.is_some(),
         workspace_files: workspace.len() as u64,
+        vault_keys,
     };
     let mut out = archive::Writer::create(&args.file, args.force, &manifest)?;
     if let Some(text) = &config_text {
@@ -180,6 +190,7 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    let key = vault_key(args, &home, &manifest)?;
     let staging = Staging::new("restore")?;
     archive::unpack(&args.file, &staging.0)?;
     let config_path = settings::config_path(&home);
@@ -199,6 +210,10 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let counts = super::runtime()?.block_on(restore_database(
         &manifest, &staging, url, known, args.force,
     ))?;
+    if let Some(bytes) = key {
+        let path = home.join(cairn_store::install_key::INSTALL_KEY_FILE);
+        home::write(&path, &bytes, args.force)?;
+    }
     let replaced = restore_files(
         config_text.as_deref(),
         &config_path,
@@ -212,6 +227,64 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     };
     report(&args.file, &restored, 0, &replaced, as_json, "restored")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The install key to put in the home (from `--key-file`), after checking
+/// that it (or the home's own, or none) opens the archive's vault: a wrong
+/// key is refused here, before anything is written.
+fn vault_key(
+    args: &RestoreArgs,
+    home: &Path,
+    manifest: &Manifest,
+) -> anyhow::Result<Option<[u8; 32]>> {
+    use cairn_store::install_key::INSTALL_KEY_FILE;
+    let (given, from) = match &args.key_file {
+        Some(path) => (read_key(path)?, path.clone()),
+        None => {
+            let path = home.join(INSTALL_KEY_FILE);
+            match read_key(&path) {
+                Ok(key) => (key, path),
+                Err(_) if manifest.vault_keys.is_empty() => return Ok(None),
+                Err(_) => {
+                    return Err(BadInput(format!(
+                        "{}: its vault holds secrets encrypted with key {}; give the install.key \
+                         of the home it was taken from with --key-file FILE",
+                        args.file.display(),
+                        manifest.vault_keys.join(", ")
+                    ))
+                    .into());
+                }
+            }
+        }
+    };
+    let id = cairn_store::VaultKey::derive(&given).id().to_string();
+    if let Some(other) = manifest.vault_keys.iter().find(|k| **k != id) {
+        return Err(BadInput(format!(
+            "{}: its vault's secrets are encrypted with key {other}, and {} is key {id}: give \
+             the install.key of the home the backup was taken from (nothing was restored)",
+            args.file.display(),
+            from.display()
+        ))
+        .into());
+    }
+    Ok(args.key_file.as_ref().map(|_| given))
+}
+
+/// A 32-byte key file.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "one-shot command, outside async code"
+)]
+fn read_key(path: &Path) -> anyhow::Result<[u8; 32]> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+        BadInput(format!(
+            "{}: expected a 32-byte install.key, found {} bytes",
+            path.display(),
+            bytes.len()
+        ))
+        .into()
+    })
 }
 
 /// Restores the archive's database into `url`: the SQLite file copied row

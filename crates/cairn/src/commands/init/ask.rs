@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 
 use super::InitArgs;
-use super::plan::{Channel, Key, Plan, Provider, is_var_name};
+use super::plan::{Channel, Key, LLM_KEY_SECRET, Plan, Provider, is_var_name};
 use crate::commands::chat::{Line, LineReader};
 use crate::exit::BadInput;
 
@@ -18,6 +18,11 @@ pub struct Asker<'a> {
 }
 
 impl Asker<'_> {
+    /// Whether a bad answer can be asked again (a person at a terminal).
+    fn interactive(&self) -> bool {
+        self.reader.is_some_and(LineReader::interactive)
+    }
+
     /// One answer: the typed text (an empty line takes `default`), parsed.
     async fn ask<T>(
         &self,
@@ -213,27 +218,60 @@ async fn key(
                 .await?
         }
     };
-    let store = asker
-        .ask(
-            "Keep the key in that variable (config.toml says ${VAR}), or store its value in config.toml? env/store",
-            Some(if args.store_key { "store" } else { "env" }),
-            |t| match t.trim() {
-                "env" | "" => Ok(false),
-                "store" => Ok(true),
-                other => Err(format!("answer env or store, not \"{other}\"")),
-            },
-        )
-        .await?;
-    if !store {
-        return Ok(Key::Env(var));
+    // The vault by default: the CLI then works without the variable
+    // exported. `--api-key-env VAR` (without --store-key) keeps `${VAR}`.
+    let default = if args.api_key_env.is_some() && !args.store_key {
+        "env"
+    } else {
+        "vault"
+    };
+    let set = |var: &str| env.get(var).filter(|v| !v.is_empty()).cloned();
+    loop {
+        let in_vault = asker
+            .ask(
+                &format!(
+                    "Store the key in cairn's vault (encrypted; config.toml says ${{secret:{LLM_KEY_SECRET}}}), \
+                     or read it from {var} at every start (config.toml says ${{{var}}})? vault/env"
+                ),
+                Some(default),
+                |t| match t.trim() {
+                    "vault" | "store" | "" => Ok(true),
+                    "env" => Ok(false),
+                    other => Err(format!("answer vault or env, not \"{other}\"")),
+                },
+            )
+            .await?;
+        match (in_vault, set(&var)) {
+            (true, Some(value)) => {
+                return Ok(Key::Stored {
+                    var,
+                    value: value.into(),
+                });
+            }
+            (false, Some(_)) => return Ok(Key::Env(var)),
+            // Written as a reference, checked later (--skip-checks).
+            (false, None) if args.skip_checks => return Ok(Key::Env(var)),
+            (_, None) => {
+                let why = unset(&var, in_vault);
+                if !asker.interactive() {
+                    bail!(BadInput(why));
+                }
+                // Every answer so far is kept: only this one is asked again.
+                eprintln!("  {why}");
+            }
+        }
     }
-    match env.get(&var).filter(|v| !v.is_empty()) {
-        Some(value) => Ok(Key::Stored {
-            var,
-            value: value.clone().into(),
-        }),
-        None => bail!(BadInput(format!(
-            "{var} is not set, so there is no key to store; set it, or keep the key in the environment"
-        ))),
-    }
+}
+
+/// Why a key variable that is not set stops `cairn init`, and what to do.
+fn unset(var: &str, in_vault: bool) -> String {
+    let what = if in_vault {
+        "so there is no key to store"
+    } else {
+        "so cairn could not read the key"
+    };
+    format!(
+        "{var} is not set in this shell, {what}: export it (`export {var}=…` in the shell that \
+         runs cairn init, and in the one that runs cairn, or store it in the vault), then answer again"
+    )
 }

@@ -2,7 +2,9 @@
 //! model and where its key comes from, the time zone, a first notification
 //! channel and whether to install the service; tests the LLM and the
 //! channel with the configuration it is about to write; writes config.toml
-//! (0600, keys as `${VAR}` unless `--store-key`); then runs `doctor`.
+//! (0600); the key goes into the vault (`${secret:LLM_API_KEY}`) unless
+//! `--api-key-env VAR` names a variable to read it from (`${VAR}`); then
+//! runs `doctor`.
 
 mod ask;
 mod plan;
@@ -45,7 +47,7 @@ pub struct InitArgs {
     /// OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// Write the key's value into config.toml instead of a ${VAR} reference.
+    /// Store the key in the vault even with --api-key-env (the default without it).
     #[arg(long)]
     pub store_key: bool,
     /// Your IANA time zone (default: this machine's).
@@ -104,6 +106,11 @@ pub fn run(args: &InitArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     input.file = Some((path.clone(), text.clone()));
+    if let Key::Stored { value, .. } = &plan.key {
+        input
+            .secrets
+            .insert(plan::LLM_KEY_SECRET.to_string(), value.clone());
+    }
     let config = Config::load(&input).map_err(|errors| {
         BadInput(format!(
             "the configuration would not load, nothing written:\n{errors}"
@@ -133,6 +140,13 @@ pub fn run(args: &InitArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     home::create_dir(&input.home)?;
     home::write(&path, text.as_bytes(), args.force)?;
     say(&format!("wrote {} (mode 0600)", path.display()));
+    if let Key::Stored { value, .. } = &plan.key {
+        rt.block_on(store_key(&config, value))?;
+        say(&format!(
+            "stored the key in the vault as {} (`cairn secret list`)",
+            plan::LLM_KEY_SECRET
+        ));
+    }
     let mut code = ExitCode::SUCCESS;
     if plan.service {
         // The real environment: `input.env` may hold stand-ins (--skip-checks).
@@ -166,6 +180,27 @@ pub fn run(args: &InitArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     } else {
         doctor
     })
+}
+
+/// Stores the LLM's key in the vault of `config`'s database.
+async fn store_key(config: &Config, value: &secrecy::SecretString) -> anyhow::Result<()> {
+    use secrecy::ExposeSecret;
+    let (store, _) = cairn_store::Store::open(config.database_url.expose_secret())
+        .await
+        .context("cannot open the database to store the key in the vault")?;
+    let source = crate::vault::KeySource::of(config);
+    let stored = async {
+        let key = crate::vault::open_key(&source, &store, true)
+            .await?
+            .context("no vault key could be made")?;
+        store
+            .vault_set(&key, plan::LLM_KEY_SECRET, value, Utc::now())
+            .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    store.close().await;
+    stored
 }
 
 /// The variables the written file will read.

@@ -183,7 +183,8 @@ pub enum Key {
     None,
     /// Read at start-up from this variable (`api_key = "${VAR}"`).
     Env(String),
-    /// Written into config.toml, taken now from this variable.
+    /// Stored in the vault as [`LLM_KEY_SECRET`] (config.toml says
+    /// `${secret:LLM_API_KEY}`), taken now from this variable or typed.
     Stored {
         /// The variable it was read from.
         var: String,
@@ -191,6 +192,9 @@ pub enum Key {
         value: secrecy::SecretString,
     },
 }
+
+/// The vault secret `cairn init` stores the LLM's key as.
+pub const LLM_KEY_SECRET: &str = "LLM_API_KEY";
 
 /// Every answer.
 #[derive(Debug, Clone)]
@@ -218,7 +222,6 @@ fn quote(text: &str) -> String {
 
 /// The config.toml text of a plan.
 pub fn render(plan: &Plan, written_on: &str) -> String {
-    use secrecy::ExposeSecret;
     let mut out = format!(
         "# Written by `cairn init` on {written_on}. Every setting is described in\n\
          # docs/configuration.md (`cairn config reference`); `cairn config show` prints\n\
@@ -240,11 +243,11 @@ pub fn render(plan: &Plan, written_on: &str) -> String {
                 quote(&format!("${{{var}}}"))
             );
         }
-        Key::Stored { var, value } => {
+        Key::Stored { var, .. } => {
             let _ = writeln!(
                 out,
-                "api_key = {}   # the value of {var} when cairn init ran",
-                quote(value.expose_secret())
+                "api_key = {}   # in the vault (`cairn secret list`), from {var} when cairn init ran",
+                quote(&format!("${{secret:{LLM_KEY_SECRET}}}"))
             );
         }
     }
@@ -313,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_written_as_references_unless_stored() {
+    fn keys_are_written_as_references_to_the_environment_or_the_vault() {
         let text = render(&plan(Key::Env("MY_KEY".into()), Channel::Inbox), "today");
         assert!(text.contains("api_key = \"${MY_KEY}\""), "{text}");
         let stored = Key::Stored {
@@ -321,9 +324,15 @@ mod tests {
             value: "sk-\"odd\"".to_string().into(),
         };
         let text = render(&plan(stored, Channel::Inbox), "today");
-        assert!(!text.contains("${"), "{text}");
+        assert!(
+            !text.contains("odd"),
+            "the value is never in the file: {text}"
+        );
         let parsed: toml::Table = text.parse().unwrap();
-        assert_eq!(parsed["llm"]["api_key"].as_str(), Some("sk-\"odd\""));
+        assert_eq!(
+            parsed["llm"]["api_key"].as_str(),
+            Some("${secret:LLM_API_KEY}")
+        );
     }
 
     #[test]

@@ -1,0 +1,213 @@
+//! The vault's key and the secrets config.toml refers to.
+//!
+//! The key is derived from `$CAIRN_HOME/install.key` (the default, which
+//! works on a headless machine), or kept in the OS keyring when
+//! `secrets.keyring = true` ([`KeySource`]). The values sit encrypted in
+//! the store (`cairn_store::vault`); [`load_secrets`] reads those that
+//! config.toml's `${secret:NAME}` references name, before the configuration
+//! is resolved, so no command needs an environment variable for them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use cairn_core::config::Config;
+use cairn_store::install_key::{INSTALL_KEY_FILE, InstallKey};
+use cairn_store::{Store, VaultKey};
+use secrecy::{ExposeSecret, SecretString};
+
+/// Where the vault's master key is kept.
+#[derive(Debug, Clone)]
+pub enum KeySource {
+    /// `install.key` in the home (also the pairing codes' key).
+    File(PathBuf),
+    /// The OS keyring (`secrets.keyring = true`).
+    Keyring,
+}
+
+impl KeySource {
+    /// The source `config` names.
+    pub fn of(config: &Config) -> KeySource {
+        let keyring = matches!(
+            config
+                .settings
+                .get("secrets.keyring")
+                .and_then(|r| r.value.as_ref()),
+            Some(cairn_core::config::Value::Bool(true))
+        );
+        if keyring {
+            KeySource::Keyring
+        } else {
+            KeySource::File(config.home().to_path_buf())
+        }
+    }
+
+    /// Where the key is, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            KeySource::File(home) => home.join(INSTALL_KEY_FILE).display().to_string(),
+            KeySource::Keyring => format!("the OS keyring ({})", keyring::ENTRY),
+        }
+    }
+
+    /// The master key, made when `create` and there is none.
+    async fn current(&self, create: bool) -> anyhow::Result<Option<[u8; 32]>> {
+        match self {
+            KeySource::File(home) if create => Ok(Some(InstallKey::load_or_create(home).await?)),
+            KeySource::File(home) => Ok(InstallKey::read_key(&home.join(INSTALL_KEY_FILE)).await?),
+            KeySource::Keyring => keyring::current(create).await,
+        }
+    }
+
+    /// The key a rotation left, not yet promoted.
+    async fn next(&self) -> anyhow::Result<Option<[u8; 32]>> {
+        match self {
+            KeySource::File(home) => Ok(InstallKey::read_next(home).await?),
+            KeySource::Keyring => keyring::next().await,
+        }
+    }
+
+    /// Keeps `key` as the next one (step one of a rotation).
+    pub async fn write_next(&self, key: &[u8; 32]) -> anyhow::Result<()> {
+        match self {
+            KeySource::File(home) => Ok(InstallKey::write_next(home, key).await?),
+            KeySource::Keyring => keyring::write_next(key).await,
+        }
+    }
+
+    /// Makes the next key the current one (the last step of a rotation).
+    pub async fn promote_next(&self) -> anyhow::Result<()> {
+        match self {
+            KeySource::File(home) => Ok(InstallKey::promote_next(home).await?),
+            KeySource::Keyring => keyring::promote_next().await,
+        }
+    }
+
+    /// Forgets a next key the vault never moved to.
+    async fn drop_next(&self) -> anyhow::Result<()> {
+        match self {
+            KeySource::File(home) => Ok(InstallKey::drop_next(home).await?),
+            KeySource::Keyring => keyring::drop_next().await,
+        }
+    }
+}
+
+/// The vault's key for `store`, after finishing a rotation a crash
+/// interrupted: the vault's rows say whether it reached them (then the next
+/// key is promoted) or not (then it is dropped). `None` when there is no
+/// key and `create` is false. A key that is not the one the rows are
+/// sealed with is an error naming the vault and where the key was read.
+pub async fn open_key(
+    source: &KeySource,
+    store: &Store,
+    create: bool,
+) -> anyhow::Result<Option<VaultKey>> {
+    let ids = store.vault_key_ids().await?;
+    if let Some(next) = source.next().await? {
+        let next_id = VaultKey::derive(&next).id().to_string();
+        if !ids.is_empty() && ids.iter().all(|id| *id == next_id) {
+            source.promote_next().await?;
+        } else {
+            source.drop_next().await?;
+        }
+    }
+    let Some(master) = source.current(create).await? else {
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        anyhow::bail!(
+            "the vault holds secrets but there is no key at {}: put back the key the vault was \
+             written with (`cairn restore --key-file` takes one)",
+            source.describe()
+        );
+    };
+    let key = VaultKey::derive(&master);
+    if let Some(other) = ids.iter().find(|id| *id != key.id()) {
+        anyhow::bail!(
+            "the vault's secrets are encrypted with key {other}, and the key at {} is {}: \
+             use the key the vault was written with",
+            source.describe(),
+            key.id()
+        );
+    }
+    Ok(Some(key))
+}
+
+/// Reads the vault for `config`: every value when `all` (the daemon, whose
+/// routines' webhook secrets may name any), else the `referenced` ones
+/// (those config.toml names), which are marked used. Nothing is opened when
+/// neither applies.
+pub fn load_secrets(
+    config: &Config,
+    referenced: BTreeSet<String>,
+    all: bool,
+) -> anyhow::Result<BTreeMap<String, SecretString>> {
+    if referenced.is_empty() && !all {
+        return Ok(BTreeMap::new());
+    }
+    let source = KeySource::of(config);
+    let url = config.database_url.expose_secret().to_string();
+    let now = chrono::Utc::now();
+    // Its own thread and runtime: configuration is loaded from sync code
+    // and from the daemon's async reload alike.
+    let read = async move {
+        let (store, _) = Store::open(&url)
+            .await
+            .context("cannot open the database")?;
+        let result = async {
+            let Some(key) = open_key(&source, &store, false).await? else {
+                return anyhow::Ok(BTreeMap::new());
+            };
+            let wanted: Vec<String> = referenced.into_iter().collect();
+            let mut values = store.vault_resolve(&key, &wanted, now).await?;
+            if all {
+                values.extend(store.vault_values(&key).await?);
+            }
+            Ok(values)
+        }
+        .await;
+        store.close().await;
+        result
+    };
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(read)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("reading the vault panicked")))
+    })
+    .context("cannot read the vault for config.toml's ${secret:NAME} references")
+}
+
+/// The OS keyring: not built into this binary (see docs/secrets.md).
+mod keyring {
+    /// The keyring entry's name, for messages.
+    pub const ENTRY: &str = "service cairn, user vault-key";
+
+    fn unsupported() -> anyhow::Error {
+        anyhow::anyhow!(
+            "secrets.keyring = true, but this cairn has no OS keyring support; set \
+             secrets.keyring = false to keep the vault's key in install.key (see docs/secrets.md)"
+        )
+    }
+
+    pub async fn current(_create: bool) -> anyhow::Result<Option<[u8; 32]>> {
+        Err(unsupported())
+    }
+    pub async fn next() -> anyhow::Result<Option<[u8; 32]>> {
+        Err(unsupported())
+    }
+    pub async fn write_next(_key: &[u8; 32]) -> anyhow::Result<()> {
+        Err(unsupported())
+    }
+    pub async fn promote_next() -> anyhow::Result<()> {
+        Err(unsupported())
+    }
+    pub async fn drop_next() -> anyhow::Result<()> {
+        Err(unsupported())
+    }
+}
