@@ -178,6 +178,18 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0026_routine_agents.sql"),
         postgres: include_str!("../migrations/0026_routine_agents.sql"),
     },
+    Migration {
+        version: 27,
+        name: "vault_reserved",
+        sqlite: include_str!("../migrations/0027_vault_reserved.sql"),
+        postgres: include_str!("../migrations/0027_vault_reserved.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "secret_leaks",
+        sqlite: include_str!("../migrations/0028_secret_leaks.sql"),
+        postgres: include_str!("../migrations/0028_secret_leaks.sql"),
+    },
 ];
 
 /// Data conversions that SQL alone cannot express portably, run right after

@@ -88,6 +88,7 @@ pub static TABLES: &[TableSpec] = &[
     table("channel_strangers"),
     table("channel_messages"),
     table("channel_deliveries"),
+    table("secret_leaks"),
 ];
 
 /// Tables the copier leaves alone: the migration history (each database
