@@ -149,6 +149,8 @@ pub struct Notifier {
     /// Pending notifications recorded through this notifier, when a command
     /// asked to keep them (see [`Notifier::keep_recorded`]).
     kept: Arc<std::sync::Mutex<Option<Vec<Uuid>>>>,
+    /// A notification holding a secret is kept (redacted) and not sent.
+    leaks: Option<cairn_agent::safety::leak::LeakGuard>,
 }
 
 /// A notification was recorded or delivered, for live observers (the
@@ -189,7 +191,20 @@ impl Notifier {
             given_up: tokio::sync::broadcast::channel(64).0,
             activity: tokio::sync::broadcast::channel(256).0,
             kept: Arc::new(std::sync::Mutex::new(None)),
+            leaks: None,
         }
+    }
+
+    /// This notifier, keeping (redacted, in the inbox) and never sending a
+    /// notification that holds a secret `leaks` watches.
+    pub fn with_leaks(mut self, leaks: cairn_agent::safety::leak::LeakGuard) -> Self {
+        self.leaks = Some(leaks);
+        self
+    }
+
+    /// The leak detection its notifications pass, if any.
+    pub fn leaks(&self) -> Option<&cairn_agent::safety::leak::LeakGuard> {
+        self.leaks.as_ref()
     }
 
     /// From now on, remembers the pending notifications recorded through
@@ -300,6 +315,9 @@ impl Notifier {
             n.last_error = Some(unknown_channel(&n.channel, &channels));
             tracing::warn!(id = %n.id, channel = %n.channel, "notification for an unknown channel kept in the inbox");
         }
+        if let Some(leaks) = &self.leaks {
+            withhold_leak(leaks, &mut n);
+        }
         n
     }
 
@@ -331,4 +349,27 @@ pub fn unknown_channel(name: &str, channels: &ChannelSet) -> String {
         "no channel named \"{name}\" (configured: {}); kept in the inbox",
         channels.names().join(", ")
     )
+}
+
+/// A notification holding a secret: its text redacted (as stored), and
+/// kept in the inbox unsent, saying which secret (the leak recorded).
+fn withhold_leak(leaks: &cairn_agent::safety::leak::LeakGuard, n: &mut Notification) {
+    use cairn_agent::safety::leak::{LeakOrigin, LeakPlace};
+    let text = format!("{}\n{}", n.title, n.body);
+    let names = leaks.check_detached(LeakPlace::Channel, &n.channel, &text, &LeakOrigin::default());
+    if names.is_empty() {
+        return;
+    }
+    n.title = leaks.redact(&n.title).into_owned();
+    n.body = leaks.redact(&n.body).into_owned();
+    if n.status == DeliveryStatus::Pending {
+        n.status = DeliveryStatus::Failed;
+        n.next_attempt_at = None;
+        n.in_inbox = true;
+        n.last_error = Some(format!(
+            "not sent: it held the secret {}; see `cairn secret leaks`",
+            names.join(", ")
+        ));
+    }
+    tracing::warn!(id = %n.id, channel = %n.channel, "a notification holding a secret was kept unsent");
 }

@@ -167,6 +167,26 @@ impl LeakGuard {
         names
     }
 
+    /// [`Self::check`] for a caller that cannot wait: the names found now,
+    /// recorded in the background.
+    pub fn check_detached(
+        &self,
+        place: LeakPlace,
+        target: &str,
+        text: &str,
+        origin: &LeakOrigin,
+    ) -> Vec<String> {
+        let names = self.scanner.get().names_in(text);
+        if !names.is_empty()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (guard, target, text, origin) =
+                (self.clone(), target.to_string(), text.to_string(), origin.clone());
+            runtime.spawn(async move { guard.check(place, &target, &text, &origin).await });
+        }
+        names
+    }
+
     /// [`Self::check`] over every string of a JSON value (keys included).
     pub async fn check_json(
         &self,
@@ -184,6 +204,20 @@ impl LeakGuard {
     /// `text` with every secret replaced by `[secret:NAME]` (nothing recorded).
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         self.scanner.get().redact(text)
+    }
+
+    /// A person's message on `channel` with every secret replaced by its
+    /// name, each found recorded as kept from the model.
+    pub async fn redact_found(&self, text: &str, channel: &str) -> String {
+        let scanner = self.scanner.get();
+        let clean = scanner.redact(text);
+        if let Cow::Owned(clean) = clean {
+            let origin = LeakOrigin::session(channel);
+            self.check(LeakPlace::Llm, "the person's message", text, &origin)
+                .await;
+            return clean;
+        }
+        text.to_string()
     }
 
     /// `value` with every secret in its strings replaced; `None` when clean.
