@@ -72,6 +72,9 @@ pub enum Command {
     /// The agent's tools and their health: list, enable a disabled one.
     #[command(subcommand)]
     Tool(ToolCommand),
+    /// Secrets: the leaks found on their way out.
+    #[command(subcommand)]
+    Secret(crate::commands::secret::SecretCommand),
     /// Memory: search, add, forget, list, stats, export, reindex, hygiene.
     Memory(MemoryArgs),
     /// Skills (folders with a SKILL.md): list them, show one.

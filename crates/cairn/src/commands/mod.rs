@@ -20,6 +20,8 @@ mod routine;
 mod routine_files;
 mod routine_ops;
 mod schedule;
+pub(crate) mod secret;
+mod secret_leaks;
 mod service;
 mod skill;
 mod status;
@@ -66,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status => status::run(cli.json),
         Command::Service(command) => service::run(&command, cli.json),
         Command::Tool(command) => tool::run(&command, cli.json),
+        Command::Secret(command) => secret::run(&command, cli.json),
         Command::Memory(args) => memory::run(&args, cli.json),
         Command::Mcp(command) => mcp::run(&command, cli.json),
         Command::Skill(args) => skill::run(&args, cli.json),

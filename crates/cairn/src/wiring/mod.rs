@@ -9,6 +9,7 @@
 mod agents;
 mod automation;
 mod channels;
+mod leaks;
 mod llm;
 mod memory;
 mod reload;
@@ -17,6 +18,7 @@ mod tools;
 pub use agents::*;
 pub use automation::*;
 pub use channels::*;
+pub use leaks::*;
 pub use llm::*;
 pub use memory::*;
 pub use reload::*;
@@ -171,6 +173,8 @@ pub struct Runtime {
     pub agents: Vec<AgentRun>,
     /// Every agent's browser (`browser_*`); `None` when none is installed.
     pub browsers: Option<Arc<cairn_agent::tools::browser::Browsers>>,
+    /// Leak detection, shared by the runners, providers, hooks and notifier.
+    pub leaks: cairn_agent::safety::leak::LeakGuard,
 }
 
 /// The parts of a [`Runtime`] a configuration reload replaces.
@@ -210,7 +214,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let model_router = Live::new(Arc::new(routes.unwrap_or_default()));
     let tools = tools_config(config)?;
     let link = EngineLink::new();
-    let hooks = hooks(config, &tools, &link)?;
+    // One leak guard for every part of this process: a reload replaces its set.
+    let leaks = leak_guard(config);
+    guard.attach_leaks(leaks.clone());
+    let hooks = hooks(config, &tools, &link, &leaks)?;
     // The execution primitives run other tools through the runner, which
     // holds them: they reach it through a link attached once it is built.
     let runner_link = RunnerLink::new();
@@ -220,7 +227,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Arc::clone(&clock),
         owner_id(),
     );
-    let mut extra = extra_tools(config, &store, &clock, &link, &runner_link, &background).await?;
+    let mut extra = extra_tools(config, &store, &clock, &link, &runner_link, &background, &leaks).await?;
     let browsers = tools::browsers(config, &tools)?;
     if let Some(browsers) = &browsers {
         extra
@@ -231,6 +238,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let extra_tools = extra.tools.clone();
     let agent = agent_loop(config, &providers, &tools, hooks, extra.tools, Some(&mcp))?;
     runner_link.attach(agent.runner());
+    agent.runner().attach_leaks(leaks.clone());
     let agent_runs = agent_runs(
         &agents(config)?,
         &agent,
@@ -241,6 +249,9 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         (&mcp, browsers.as_deref()),
     )
     .await?;
+    for run in &agent_runs {
+        run.agent.runner().attach_leaks(leaks.clone());
+    }
     let repair_notifier = attach_health(config, &store, &agent, &extra.notifier, &clock);
     start_background(&background).await?;
     create_home_and_workspace(config).await?;
@@ -283,6 +294,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         },
         agents: agent_runs,
         browsers,
+        leaks,
     })
 }
 
@@ -315,10 +327,11 @@ fn hooks(
     config: &Config,
     tools: &ToolsConfig,
     link: &Arc<EngineLink>,
+    leaks: &cairn_agent::safety::leak::LeakGuard,
 ) -> anyhow::Result<HookRegistry> {
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
-    let user_hooks = user_hooks(config, tools)?;
+    let user_hooks = user_hooks(config, tools)?.with_leaks(leaks.clone());
     if !user_hooks.is_empty() {
         hooks.register(Arc::new(user_hooks));
     }
@@ -345,6 +358,7 @@ async fn extra_tools(
     link: &Arc<EngineLink>,
     runner_link: &Arc<RunnerLink>,
     background: &Arc<BackgroundTasks>,
+    leaks: &cairn_agent::safety::leak::LeakGuard,
 ) -> anyhow::Result<ExtraTools> {
     // Every front end writes routines through this one service.
     let routines = routine_service(config, store, Arc::clone(clock)).with_wake(link.clone());
@@ -352,7 +366,7 @@ async fn extra_tools(
     extra.extend(routine_ops_tools(routines.clone()));
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(runner_link))));
     extra.extend(background.tools());
-    let router = notifier(config, store)?;
+    let router = notifier_watching(config, store, leaks)?;
     extra.extend(schedule_tools(
         routines.clone(),
         Arc::clone(runner_link),
