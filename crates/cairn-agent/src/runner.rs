@@ -392,7 +392,8 @@ impl ToolRunner {
             );
         }
         // Before any person is asked: a leak is refused, never approved.
-        if let Some(text) = leak::check_call(self.leaks.get(), &name, &args, &ctx.session_id).await {
+        if let Some(text) = leak::check_call(self.leaks.get(), &name, &args, &ctx.session_id).await
+        {
             return refuse(name, ToolStatus::Denied, text);
         }
 
@@ -609,7 +610,10 @@ impl ToolRunner {
             }
         };
         // Stored and shown to the model: a secret the tool met is named, not shown.
-        let text = self.leaks.get().map_or(text.as_str().into(), |l| l.redact(&text));
+        let text = self
+            .leaks
+            .get()
+            .map_or(text.as_str().into(), |l| l.redact(&text));
         let mut result = finish(&call_id, name, status, &text, ctx, started);
         result.images = images;
         if let Some(health) = self.health.get() {

@@ -30,8 +30,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::hooks::{HookFlow, HookRegistry};
-use crate::safety::leak;
 use crate::runner::{Approver, ToolRunner, ToolStatus};
+use crate::safety::leak;
 use crate::tools::ToolContext;
 
 pub use child::{Budget, ParentTurn};
@@ -423,7 +423,12 @@ impl AgentLoop {
                     && announces_tool_use(&response.text)
                 {
                     nudges += 1;
-                    push(delegate, messages, self.clean(ChatMessage::assistant(response.text))).await;
+                    push(
+                        delegate,
+                        messages,
+                        self.clean(ChatMessage::assistant(response.text)),
+                    )
+                    .await;
                     push(delegate, messages, ChatMessage::user(NUDGE)).await;
                     delegate.on_event(LoopEvent::Nudged);
                     continue;

@@ -317,7 +317,10 @@ impl UserHooks {
             let place = crate::safety::leak::LeakPlace::Hook;
             let names = leaks.check_json(place, &hook.label, payload, &origin).await;
             if !names.is_empty() {
-                return HookExit::NotStarted(crate::safety::leak::blocked_text(&names, "its input"));
+                return HookExit::NotStarted(crate::safety::leak::blocked_text(
+                    &names,
+                    "its input",
+                ));
             }
         }
         let mut settings = self.sandbox.clone();

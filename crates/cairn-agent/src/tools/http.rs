@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 use super::args::{json_type, opt_str, req_str};
 use super::net::NetClient;
-pub use cairn_core::config::credentials::HostCredential;
 use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
+pub use cairn_core::config::credentials::HostCredential;
 
 /// Configuration of the `http_request` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

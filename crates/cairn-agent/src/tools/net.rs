@@ -89,8 +89,7 @@ impl NetClient {
                 .timeout(rules.config.timeout)
                 .user_agent(rules.config.user_agent.clone());
             if rules.config.block_private_networks {
-                builder =
-                    builder.dns_resolver(Arc::new(PermittedOnlyResolver(Arc::clone(&rules))));
+                builder = builder.dns_resolver(Arc::new(PermittedOnlyResolver(Arc::clone(&rules))));
             }
             builder
                 .build()

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cairn_agent::safety::leak::{LeakGuard, LeakOrigin, LeakPlace};
 use cairn_core::notification::{DeliveryStatus, NewNotification, Notification};
 use cairn_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -150,7 +151,7 @@ pub struct Notifier {
     /// asked to keep them (see [`Notifier::keep_recorded`]).
     kept: Arc<std::sync::Mutex<Option<Vec<Uuid>>>>,
     /// A notification holding a secret is kept (redacted) and not sent.
-    leaks: Option<cairn_agent::safety::leak::LeakGuard>,
+    leaks: Option<LeakGuard>,
 }
 
 /// A notification was recorded or delivered, for live observers (the
@@ -197,13 +198,13 @@ impl Notifier {
 
     /// This notifier, keeping (redacted, in the inbox) and never sending a
     /// notification that holds a secret `leaks` watches.
-    pub fn with_leaks(mut self, leaks: cairn_agent::safety::leak::LeakGuard) -> Self {
+    pub fn with_leaks(mut self, leaks: LeakGuard) -> Self {
         self.leaks = Some(leaks);
         self
     }
 
     /// The leak detection its notifications pass, if any.
-    pub fn leaks(&self) -> Option<&cairn_agent::safety::leak::LeakGuard> {
+    pub fn leaks(&self) -> Option<&LeakGuard> {
         self.leaks.as_ref()
     }
 
@@ -283,7 +284,19 @@ impl Notifier {
         new: NewNotification,
         now: DateTime<Utc>,
     ) -> Result<Notification, StoreError> {
-        let n = self.prepare(new, now);
+        let mut n = self.prepare_unchecked(new, now);
+        if let Some(leaks) = &self.leaks {
+            // Awaited here: the record is written before this returns.
+            let names = leaks
+                .check(
+                    LeakPlace::Channel,
+                    &n.channel,
+                    &leak_text(&n),
+                    &LeakOrigin::default(),
+                )
+                .await;
+            withhold(leaks, &mut n, &names);
+        }
         self.store.insert_notification(&n).await?;
         self.recorded(&n);
         Ok(n)
@@ -293,6 +306,21 @@ impl Notifier {
     /// that records it in a transaction of its own (a routine run's end);
     /// once committed, that caller hands it to [`recorded`](Self::recorded).
     pub fn prepare(&self, new: NewNotification, now: DateTime<Utc>) -> Notification {
+        let mut n = self.prepare_unchecked(new, now);
+        if let Some(leaks) = &self.leaks {
+            let names = leaks.check_detached(
+                LeakPlace::Channel,
+                &n.channel,
+                &leak_text(&n),
+                &LeakOrigin::default(),
+            );
+            withhold(leaks, &mut n, &names);
+        }
+        n
+    }
+
+    /// [`Self::prepare`] before leak detection.
+    fn prepare_unchecked(&self, new: NewNotification, now: DateTime<Utc>) -> Notification {
         let (channels, settings) = {
             let current = self.current.read().unwrap_or_else(|p| p.into_inner());
             (Arc::clone(&current.0), current.1.clone())
@@ -314,9 +342,6 @@ impl Notifier {
             n.in_inbox = true;
             n.last_error = Some(unknown_channel(&n.channel, &channels));
             tracing::warn!(id = %n.id, channel = %n.channel, "notification for an unknown channel kept in the inbox");
-        }
-        if let Some(leaks) = &self.leaks {
-            withhold_leak(leaks, &mut n);
         }
         n
     }
@@ -351,12 +376,14 @@ pub fn unknown_channel(name: &str, channels: &ChannelSet) -> String {
     )
 }
 
-/// A notification holding a secret: its text redacted (as stored), and
-/// kept in the inbox unsent, saying which secret (the leak recorded).
-fn withhold_leak(leaks: &cairn_agent::safety::leak::LeakGuard, n: &mut Notification) {
-    use cairn_agent::safety::leak::{LeakOrigin, LeakPlace};
-    let text = format!("{}\n{}", n.title, n.body);
-    let names = leaks.check_detached(LeakPlace::Channel, &n.channel, &text, &LeakOrigin::default());
+/// What leak detection reads of a notification.
+fn leak_text(n: &Notification) -> String {
+    format!("{}\n{}", n.title, n.body)
+}
+
+/// A notification holding the secrets `names`: its text redacted (as
+/// stored), kept in the inbox unsent, saying which secret.
+fn withhold(leaks: &LeakGuard, n: &mut Notification, names: &[String]) {
     if names.is_empty() {
         return;
     }

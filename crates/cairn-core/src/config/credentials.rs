@@ -78,18 +78,16 @@ impl HostCredential {
             problems.push(("host", why));
         }
         match (&self.header, &self.query) {
-            (Some(_), Some(_)) => problems.push((
-                "query",
-                "give `header` or `query`, not both".to_string(),
-            )),
+            (Some(_), Some(_)) => {
+                problems.push(("query", "give `header` or `query`, not both".to_string()))
+            }
             (None, None) => problems.push((
                 "header",
                 "give `header` (a request header) or `query` (a query parameter)".to_string(),
             )),
-            (Some(header), None) if !is_token(header) => problems.push((
-                "header",
-                format!("`{header}` is not a header name"),
-            )),
+            (Some(header), None) if !is_token(header) => {
+                problems.push(("header", format!("`{header}` is not a header name")))
+            }
             (None, Some(query)) if query.trim().is_empty() => {
                 problems.push(("query", "the parameter name is empty".to_string()));
             }

@@ -40,11 +40,7 @@ pub(super) fn notifier_watching(
     leaks: &cairn_agent::safety::leak::LeakGuard,
 ) -> anyhow::Result<Notifier> {
     let channels = channel_set(config)?;
-    let notifier = Notifier::new(
-        store.clone(),
-        Arc::new(channels),
-        notify_settings(config),
-    );
+    let notifier = Notifier::new(store.clone(), Arc::new(channels), notify_settings(config));
     super::leaks::attach_recorder(leaks, config, store, &notifier);
     Ok(notifier.with_leaks(leaks.clone()))
 }

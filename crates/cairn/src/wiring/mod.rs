@@ -227,7 +227,16 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Arc::clone(&clock),
         owner_id(),
     );
-    let mut extra = extra_tools(config, &store, &clock, &link, &runner_link, &background, &leaks).await?;
+    let mut extra = extra_tools(
+        config,
+        &store,
+        &clock,
+        &link,
+        &runner_link,
+        &background,
+        &leaks,
+    )
+    .await?;
     let browsers = tools::browsers(config, &tools)?;
     if let Some(browsers) = &browsers {
         extra

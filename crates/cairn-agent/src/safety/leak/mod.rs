@@ -180,8 +180,12 @@ impl LeakGuard {
         if !names.is_empty()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            let (guard, target, text, origin) =
-                (self.clone(), target.to_string(), text.to_string(), origin.clone());
+            let (guard, target, text, origin) = (
+                self.clone(),
+                target.to_string(),
+                text.to_string(),
+                origin.clone(),
+            );
             runtime.spawn(async move { guard.check(place, &target, &text, &origin).await });
         }
         names
@@ -197,8 +201,7 @@ impl LeakGuard {
     ) -> Vec<String> {
         let mut strings = Vec::new();
         json_strings(value, &mut strings);
-        self.check(place, target, &strings.join("\n"), origin)
-            .await
+        self.check(place, target, &strings.join("\n"), origin).await
     }
 
     /// `text` with every secret replaced by `[secret:NAME]` (nothing recorded).
@@ -338,10 +341,7 @@ const EXCERPT_CHARS: usize = 200;
 /// The text around the first hit, every hit replaced.
 fn excerpt(text: &str, hits: &[LeakHit]) -> String {
     let redacted = scanner::replace(text, hits);
-    let first = hits
-        .first()
-        .map_or(0, |h| h.start)
-        .min(redacted.len());
+    let first = hits.first().map_or(0, |h| h.start).min(redacted.len());
     let mut start = first.saturating_sub(EXCERPT_CHARS / 2);
     while !redacted.is_char_boundary(start) {
         start -= 1;

@@ -60,7 +60,11 @@ impl StoreLeakRecorder {
 
     /// Whether the person should hear of this one (not told of the same lately).
     fn tell(&self, leak: &FoundLeak, now: DateTime<Utc>) -> bool {
-        let key = (leak.secret.clone(), leak.place.as_str(), leak.target.clone());
+        let key = (
+            leak.secret.clone(),
+            leak.place.as_str(),
+            leak.target.clone(),
+        );
         let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
         told.retain(|_, at| now - *at < QUIET);
         if told.contains_key(&key) {
@@ -94,15 +98,24 @@ impl LeakRecorder for StoreLeakRecorder {
         }
         let (title, what) = match leak.place {
             super::LeakPlace::Tool => (
-                format!("Secret {} blocked in a call of {}", leak.secret, leak.target),
+                format!(
+                    "Secret {} blocked in a call of {}",
+                    leak.secret, leak.target
+                ),
                 "The call was not made.",
             ),
             super::LeakPlace::Channel => (
-                format!("Secret {} blocked in a message to {}", leak.secret, leak.target),
+                format!(
+                    "Secret {} blocked in a message to {}",
+                    leak.secret, leak.target
+                ),
                 "The message was not sent.",
             ),
             super::LeakPlace::Hook => (
-                format!("Secret {} blocked in the input of hook {}", leak.secret, leak.target),
+                format!(
+                    "Secret {} blocked in the input of hook {}",
+                    leak.secret, leak.target
+                ),
                 "The hook did not run.",
             ),
             super::LeakPlace::Llm => (
@@ -110,10 +123,7 @@ impl LeakRecorder for StoreLeakRecorder {
                 "It was replaced by its name before the request left.",
             ),
         };
-        let body = format!(
-            "{what}\n{}\nSee `cairn secret leaks`.",
-            leak.context
-        );
+        let body = format!("{what}\n{}\nSee `cairn secret leaks`.", leak.context);
         self.notifier
             .notify(NewNotification {
                 user_id: self.user_id.clone(),

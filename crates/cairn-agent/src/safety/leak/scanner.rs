@@ -304,7 +304,11 @@ mod tests {
 
     #[test]
     fn the_longest_value_wins_and_names_are_kept_apart() {
-        let s = scanner(&[("A", "token-aaaa"), ("B", "token-aaaa-bbbb"), ("C", "ccccdddd")]);
+        let s = scanner(&[
+            ("A", "token-aaaa"),
+            ("B", "token-aaaa-bbbb"),
+            ("C", "ccccdddd"),
+        ]);
         assert_eq!(
             s.redact("x token-aaaa-bbbb y token-aaaa z ccccdddd"),
             "x [secret:B] y [secret:A] z [secret:C]"
@@ -317,10 +321,7 @@ mod tests {
         let key = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
         let text = format!("a s3cr3t-7781 b {key}");
         assert_eq!(s.names_in(&text), ["GH", "shape:github"]);
-        assert_eq!(
-            s.redact(&text),
-            "a [secret:GH] b [secret:shape:github]"
-        );
+        assert_eq!(s.redact(&text), "a [secret:GH] b [secret:shape:github]");
     }
 
     #[test]

@@ -16,7 +16,11 @@ use super::scanner::LeakHit;
 /// (kind, regex, whether the match must look random).
 const SHAPES: &[(&str, &str, bool)] = &[
     ("anthropic", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", true),
-    ("openai", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", true),
+    (
+        "openai",
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+        true,
+    ),
     ("slack", r"\bxox[bp]-[0-9]{6,}-[A-Za-z0-9\-]{8,}", false),
     ("slack", r"\bxapp-[0-9]-[A-Za-z0-9\-]{10,}", false),
     ("github", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", false),
@@ -84,7 +88,10 @@ mod tests {
             ("k=sk-ant-api03-Abcdefghij0123456789xyz", "shape:anthropic"),
             ("sk-proj-Abcdefghij0123456789KLMNOP", "shape:openai"),
             ("sk-Abcdefghij0123456789KLMNOP", "shape:openai"),
-            ("xoxb-123456789012-1234567890123-AbCdEfGhIjKl", "shape:slack"),
+            (
+                "xoxb-123456789012-1234567890123-AbCdEfGhIjKl",
+                "shape:slack",
+            ),
             ("xapp-1-A0123456789-1234567890-abcdef", "shape:slack"),
             ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "shape:github"),
             (

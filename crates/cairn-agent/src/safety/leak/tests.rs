@@ -18,10 +18,7 @@ impl LeakRecorder for Kept {
 }
 
 fn guard() -> (LeakGuard, Arc<Kept>) {
-    let guard = LeakGuard::new(&[WatchedSecret::new(
-        "GH",
-        SecretString::from("s3cr3t-7781"),
-    )]);
+    let guard = LeakGuard::new(&[WatchedSecret::new("GH", SecretString::from("s3cr3t-7781"))]);
     let kept = Arc::new(Kept::default());
     guard.attach_recorder(kept.clone());
     (guard, kept)
@@ -41,7 +38,11 @@ async fn a_hit_is_recorded_by_name_with_a_redacted_excerpt() {
     assert_eq!(kept[0].secret, "GH");
     assert_eq!(kept[0].target, "http_request");
     assert_eq!(kept[0].origin, origin);
-    assert!(kept[0].context.contains("?k=[secret:GH]"), "{}", kept[0].context);
+    assert!(
+        kept[0].context.contains("?k=[secret:GH]"),
+        "{}",
+        kept[0].context
+    );
     assert!(!kept[0].context.contains("s3cr3t"));
 }
 
@@ -49,7 +50,12 @@ async fn a_hit_is_recorded_by_name_with_a_redacted_excerpt() {
 async fn clean_text_records_nothing() {
     let (guard, kept) = guard();
     let names = guard
-        .check(LeakPlace::Channel, "telegram", "all fine", &LeakOrigin::default())
+        .check(
+            LeakPlace::Channel,
+            "telegram",
+            "all fine",
+            &LeakOrigin::default(),
+        )
         .await;
     assert!(names.is_empty());
     assert!(kept.0.lock().unwrap().is_empty());
@@ -93,8 +99,14 @@ async fn messages_to_the_model_are_redacted_in_text_and_calls() {
 async fn a_replaced_set_is_in_force_for_every_clone() {
     let (guard, _) = guard();
     let clone = guard.clone();
-    guard.replace(&[WatchedSecret::new("NEW", SecretString::from("n3w-value-99"))]);
-    assert_eq!(clone.redact("s3cr3t-7781 n3w-value-99"), "s3cr3t-7781 [secret:NEW]");
+    guard.replace(&[WatchedSecret::new(
+        "NEW",
+        SecretString::from("n3w-value-99"),
+    )]);
+    assert_eq!(
+        clone.redact("s3cr3t-7781 n3w-value-99"),
+        "s3cr3t-7781 [secret:NEW]"
+    );
 }
 
 #[test]

@@ -58,7 +58,9 @@ impl NetClient {
         let mut hops = 0;
         loop {
             let (bound_url, bound_headers) = self.bind(&url, &headers);
-            let mut request = manual.request(method.clone(), bound_url).headers(bound_headers);
+            let mut request = manual
+                .request(method.clone(), bound_url)
+                .headers(bound_headers);
             if let Some(body) = &body {
                 request = request.body(body.clone());
             }
@@ -91,6 +93,24 @@ impl NetClient {
             url = next;
             hops += 1;
         }
+    }
+
+    /// What the browser adds to its request for `url` (each hop is paused
+    /// and asked again): the URL with the bound query parameters and the
+    /// bound headers; `None` when no credential is bound to its host.
+    pub fn browser_binding(&self, url: &Url) -> Option<(Url, Vec<(String, String)>)> {
+        let (bound_url, headers) = self.bind(url, &HeaderMap::new());
+        if headers.is_empty() && bound_url == *url {
+            return None;
+        }
+        let headers = headers
+            .iter()
+            .map(|(name, value)| {
+                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                (name.as_str().to_string(), value)
+            })
+            .collect();
+        Some((bound_url, headers))
     }
 
     /// `url` and `headers` with the credentials bound to `url`'s host added.
