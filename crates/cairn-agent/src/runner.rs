@@ -610,10 +610,7 @@ impl ToolRunner {
             }
         };
         // Stored and shown to the model: a secret the tool met is named, not shown.
-        let text = self
-            .leaks
-            .get()
-            .map_or(text.as_str().into(), |l| l.redact(&text));
+        let text = leak::redacted(self.leaks.get(), &text);
         let mut result = finish(&call_id, name, status, &text, ctx, started);
         result.images = images;
         if let Some(health) = self.health.get() {

@@ -183,14 +183,15 @@ fn a_bound_credential_reaches_its_host_only_and_leaks_are_stopped_and_listed() {
     // A channel message holding it is kept, redacted, and not sent.
     let out = env
         .cairn()
-        .args(["notify", "test", "--channel", "hook", "--message"])
+        .args(["notify", "test", "hook", "--message"])
         .arg(format!("the key is {VALUE}"))
         .arg("--json")
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(!shown.contains(VALUE), "{shown}");
-    assert!(shown.contains("[secret:GH]"), "{shown}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!shown.contains(VALUE) && !stderr.contains(VALUE), "{shown}{stderr}");
+    assert!(shown.contains("[secret:GH]"), "{shown}{stderr}");
     assert!(
         channel.requests.lock().unwrap().is_empty(),
         "the channel got it"
@@ -272,4 +273,36 @@ fn a_bad_credential_is_named_by_file_line_and_field() {
         "{stderr}"
     );
     assert!(env.llm.requests().is_empty());
+}
+
+#[test]
+fn a_hook_whose_input_holds_a_secret_does_not_run_and_stops_the_call() {
+    let channel = Receiver::start(Vec::new());
+    let env = Env::new(&format!(
+        "{}\n[[hooks]]\nevent = \"before_tool\"\ncommand = \"touch hook-ran\"\n",
+        config(&channel, &channel)
+    ));
+    std::fs::create_dir_all(env.workspace()).unwrap();
+    // A hook on a clean call runs.
+    let result = env.call("time_now", json!({}));
+    assert!(!result.contains("blocked"), "{result}");
+    assert!(
+        env.workspace().join("hook-ran").exists(),
+        "the hook never runs"
+    );
+    std::fs::remove_file(env.workspace().join("hook-ran")).unwrap();
+
+    let result = env.call("time_now", json!({"note": format!("key {VALUE}")}));
+    assert!(
+        result.contains("blocked") && result.contains("`GH`"),
+        "{result}"
+    );
+    assert!(!env.workspace().join("hook-ran").exists(), "the hook ran");
+    let leaks = env.leaks();
+    assert!(
+        leaks
+            .iter()
+            .any(|l| l["place"] == "hook" && l["target"] == "hooks[0]"),
+        "{leaks:?}"
+    );
 }

@@ -91,8 +91,12 @@ fn walk(
         }
         Value::Object(map) => {
             for (key, v) in map {
-                let inner = secret || is_secret_name(key);
-                walk(v, &format!("{path}.{key}"), inner, env, out);
+                let inner = format!("{path}.{key}");
+                if inner == "tools.http.credentials" {
+                    credentials(v, &inner, env, out);
+                    continue;
+                }
+                walk(v, &inner, secret || is_secret_name(key), env, out);
             }
         }
         Value::Array(items) => {
@@ -101,6 +105,21 @@ fn walk(
             }
         }
         _ => {}
+    }
+}
+
+/// Host credentials: each one's `value` (its `host`, `header` and `query`
+/// name things, not secrets).
+fn credentials(
+    list: &Value,
+    path: &str,
+    env: &BTreeMap<String, String>,
+    out: &mut Vec<WatchedSecret>,
+) {
+    for (i, entry) in list.as_array().into_iter().flatten().enumerate() {
+        if let Some(value) = entry.get("value") {
+            walk(value, &format!("{path}[{i}].value"), true, env, out);
+        }
     }
 }
 
@@ -188,10 +207,11 @@ mod tests {
         let table = serde_json::json!({
             "phone": {"bot_token": "literal-token-1", "chat_id": "123456789"},
             "srv": {"env": {"HOME": "${HOME_DIR}", "API_KEY": "${PLAIN}"}, "args": ["${GH_TOKEN}"]},
-            "vaulted": {"token": "${secret:V}"}
+            "vaulted": {"token": "${secret:V}"},
+            "http": {"credentials": [{"host": "api.example.com:8443", "header": "X-Key", "value": "Bearer ${PLAIN}"}]}
         });
         let mut out = Vec::new();
-        walk(&table, "channels", false, &env, &mut out);
+        walk(&table, "tools", false, &env, &mut out);
         let mut found: Vec<(String, String)> = out
             .iter()
             .map(|w| (w.name.clone(), w.value.expose_secret().to_string()))
@@ -202,8 +222,9 @@ mod tests {
             [
                 ("GH_TOKEN".to_string(), "ghtoken-value-1".to_string()),
                 ("PLAIN".to_string(), "plain-value-22".to_string()),
+                ("PLAIN".to_string(), "plain-value-22".to_string()),
                 (
-                    "channels.phone.bot_token".to_string(),
+                    "tools.phone.bot_token".to_string(),
                     "literal-token-1".to_string()
                 ),
             ]

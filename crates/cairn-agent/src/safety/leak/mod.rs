@@ -292,6 +292,11 @@ impl LeakGuard {
     }
 }
 
+/// `text` with every secret `guard` watches replaced (as it is when none).
+pub fn redacted<'a>(guard: Option<&LeakGuard>, text: &'a str) -> Cow<'a, str> {
+    guard.map_or(Cow::Borrowed(text), |g| g.redact(text))
+}
+
 /// The refusal of a call to `tool` whose arguments hold a secret (each
 /// recorded), or `None` when they hold none or nothing watches.
 pub async fn check_call(
@@ -328,9 +333,9 @@ pub async fn withhold(guard: Option<&LeakGuard>, text: String, session_id: &str)
 pub fn blocked_text(names: &[String], what: &str) -> String {
     let shown: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     format!(
-        "blocked: {what} contains the secret {} (its value is never sent to the model, and may not \
-         leave in {what}); the attempt was recorded. Do not retry with the value; a credential bound to a \
-         host is added by cairn itself",
+        "blocked: the secret {} was found in {what}, which may not carry it (its value is never \
+         given to the model); the attempt was recorded. Do not retry with the value; a credential \
+         bound to a host is added by cairn itself",
         shown.join(", ")
     )
 }
