@@ -7,7 +7,6 @@
 //! `cargo bench -p cairn-agent --bench leak_scan` (a plain timing binary:
 //! one JSON object on stdout). The target (< 1 ms) and the latest figures
 //! are in docs/performance.md.
-#![expect(clippy::unwrap_used, reason = "benchmark set-up unwraps freely")]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -190,7 +190,10 @@ fn a_bound_credential_reaches_its_host_only_and_leaks_are_stopped_and_listed() {
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!shown.contains(VALUE) && !stderr.contains(VALUE), "{shown}{stderr}");
+    assert!(
+        !shown.contains(VALUE) && !stderr.contains(VALUE),
+        "{shown}{stderr}"
+    );
     assert!(shown.contains("[secret:GH]"), "{shown}{stderr}");
     assert!(
         channel.requests.lock().unwrap().is_empty(),

@@ -25,6 +25,9 @@ pub trait LeakRecorder: Send + Sync {
 /// in a file sent with every request would otherwise ring on each.
 const QUIET: Duration = Duration::minutes(10);
 
+/// A secret, the place and the target it was going to: told once per [`QUIET`].
+type Told = (String, &'static str, String);
+
 /// Records in the store and tells the person (at most once per [`QUIET`]
 /// for the same secret going to the same place).
 pub struct StoreLeakRecorder {
@@ -32,7 +35,7 @@ pub struct StoreLeakRecorder {
     notifier: Arc<dyn RepairNotifier>,
     clock: Arc<dyn Clock>,
     user_id: String,
-    told: Mutex<HashMap<(String, &'static str, String), DateTime<Utc>>>,
+    told: Mutex<HashMap<Told, DateTime<Utc>>>,
 }
 
 impl std::fmt::Debug for StoreLeakRecorder {
