@@ -109,6 +109,9 @@ fn main() {
     let scan_dirty = time(200, || {
         black_box(scanner.scan(black_box(&dirty)));
     });
+    let shapes = time(200, || {
+        black_box(cairn_agent::safety::leak::shapes::find(black_box(&clean)));
+    });
     let redact_dirty = time(200, || {
         black_box(scanner.redact(black_box(&dirty)));
     });
@@ -119,6 +122,8 @@ fn main() {
         "scan_clean_us": micros(scan_clean),
         "scan_one_hit_us": micros(scan_dirty),
         "redact_one_hit_us": micros(redact_dirty),
+        "shapes_alone_us": micros(shapes),
+        "automaton_bytes": scanner.memory_usage(),
         "target_us": 1000,
         "met": scan_clean < Duration::from_millis(1) && scan_dirty < Duration::from_millis(1),
     });

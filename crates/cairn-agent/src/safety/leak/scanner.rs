@@ -132,6 +132,11 @@ impl LeakScanner {
         }
     }
 
+    /// Bytes the automaton holds.
+    pub fn memory_usage(&self) -> usize {
+        self.automaton.as_ref().map_or(0, AhoCorasick::memory_usage)
+    }
+
     /// The names of the watched secrets (not the shapes).
     pub fn names(&self) -> &[String] {
         &self.names
