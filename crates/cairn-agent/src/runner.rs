@@ -85,6 +85,7 @@ use crate::approval::nobody_to_approve;
 pub use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll};
 use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
+use crate::safety::leak::{self, LeakGuard};
 use crate::safety::{sanitize_output, scrub};
 pub use crate::tools::ToolStatus;
 use crate::tools::{CallPlan, DelegatedCall, Tool, ToolContext, ToolError, ToolRegistry};
@@ -213,6 +214,8 @@ pub struct ToolRunner {
     parts: Live<Parts>,
     /// Tool health (self-repair), attached once at start-up.
     health: Arc<std::sync::OnceLock<Arc<ToolHealth>>>,
+    /// Leak detection, attached once at start-up.
+    leaks: Arc<std::sync::OnceLock<LeakGuard>>,
 }
 
 impl std::fmt::Debug for ToolRunner {
@@ -231,6 +234,7 @@ impl ToolRunner {
         Self {
             parts: Live::new(Arc::new(Parts { registry, policy })),
             health: Arc::default(),
+            leaks: Arc::default(),
         }
     }
 
@@ -248,6 +252,7 @@ impl ToolRunner {
         Self {
             parts: self.parts.pinned(),
             health: Arc::clone(&self.health),
+            leaks: Arc::clone(&self.leaks),
         }
     }
 
@@ -256,6 +261,16 @@ impl ToolRunner {
     /// refused. Only the first attachment counts.
     pub fn attach_health(&self, health: Arc<ToolHealth>) {
         let _ = self.health.set(health);
+    }
+
+    /// Attaches leak detection (calls holding a secret refused, results redacted); the first counts.
+    pub fn attach_leaks(&self, leaks: LeakGuard) {
+        let _ = self.leaks.set(leaks);
+    }
+
+    /// The attached leak detection, if any.
+    pub fn leaks(&self) -> Option<&LeakGuard> {
+        self.leaks.get()
     }
 
     /// The attached tool health, if any.
@@ -375,6 +390,11 @@ impl ToolRunner {
                 ToolStatus::Cancelled,
                 "cancelled before the tool ran".into(),
             );
+        }
+        // Before any person is asked: a leak is refused, never approved.
+        if let Some(text) = leak::check_call(self.leaks.get(), &name, &args, &ctx.session_id).await
+        {
+            return refuse(name, ToolStatus::Denied, text);
         }
 
         let plan = tool.plan(&args);
@@ -595,6 +615,8 @@ impl ToolRunner {
                 )
             }
         };
+        // Stored and shown to the model: a secret the tool met is named, not shown.
+        let text = leak::redacted(self.leaks.get(), &text);
         let mut result = finish(&call_id, name, status, &text, ctx, started);
         result.images = images;
         if let Some(health) = self.health.get() {

@@ -184,6 +184,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0027_vault.sql"),
         postgres: include_str!("../migrations/0027_vault.sql"),
     },
+    Migration {
+        version: 28,
+        name: "secret_leaks",
+        sqlite: include_str!("../migrations/0028_secret_leaks.sql"),
+        postgres: include_str!("../migrations/0028_secret_leaks.sql"),
+    },
 ];
 
 /// The last version the baseline schema stands for: a fresh database is

@@ -57,7 +57,7 @@ pub enum Command {
     /// API tokens for the gateway: create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
-    /// The vault: secrets config.toml refers to as ${secret:NAME} (set, list, rm, rotate-key).
+    /// The vault: secrets config.toml refers to as ${secret:NAME} (set, list, rm, rotate-key), and the leaks found on their way out.
     #[command(subcommand)]
     Secret(crate::commands::secret::SecretCommand),
     /// Telegram bots that receive messages: allow a user, list the allowed.

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hooks::{HookFlow, HookRegistry};
 use crate::runner::{Approver, ToolRunner, ToolStatus};
+use crate::safety::leak;
 use crate::tools::ToolContext;
 
 pub use child::{Budget, ParentTurn};
@@ -422,7 +423,12 @@ impl AgentLoop {
                     && announces_tool_use(&response.text)
                 {
                     nudges += 1;
-                    push(delegate, messages, ChatMessage::assistant(response.text)).await;
+                    push(
+                        delegate,
+                        messages,
+                        self.clean(ChatMessage::assistant(response.text)),
+                    )
+                    .await;
                     push(delegate, messages, ChatMessage::user(NUDGE)).await;
                     delegate.on_event(LoopEvent::Nudged);
                     continue;
@@ -430,10 +436,10 @@ impl AgentLoop {
                 push(
                     delegate,
                     messages,
-                    ChatMessage::assistant(response.text.clone()),
+                    self.clean(ChatMessage::assistant(response.text.clone())),
                 )
                 .await;
-                return match self.sending(response.text).await {
+                return match self.sending(response.text, ctx).await {
                     Ok(text) => {
                         outcome.text = text;
                         outcome.finish(LoopStatus::Answered)
@@ -454,9 +460,9 @@ impl AgentLoop {
                 // model, as the caller sends back only its calls' results.
                 let message =
                     ChatMessage::assistant_tool_calls(response.text.clone(), client.clone());
-                push(delegate, messages, message).await;
+                push(delegate, messages, self.clean(message)).await;
                 // Text beside the calls reaches the caller too: the same hooks see it.
-                return match self.sending(response.text).await {
+                return match self.sending(response.text, ctx).await {
                     Ok(text) => {
                         outcome.text = text;
                         outcome.finish(LoopStatus::ClientTools { calls: client })
@@ -469,7 +475,7 @@ impl AgentLoop {
             if let Some(why) = budget.exhausted() {
                 return outcome.finish(spent(why));
             }
-            push(delegate, messages, response.to_message()).await;
+            push(delegate, messages, self.clean(response.to_message())).await;
             let first_result = messages.len();
             let results = turn
                 .run(
@@ -482,7 +488,7 @@ impl AgentLoop {
                 )
                 .await;
             for result in &results {
-                push(delegate, messages, result.to_message()).await;
+                push(delegate, messages, self.clean(result.to_message())).await;
             }
         }
         let limit = self.config.max_iterations;
@@ -520,8 +526,22 @@ impl AgentLoop {
         (ctx, asks, budget)
     }
 
-    /// The `before_sending` hooks on text about to leave the loop.
-    async fn sending(&self, mut text: String) -> Result<String, String> {
+    /// `message` as it may be kept and shown to the model: secrets named, not shown.
+    fn clean(&self, message: ChatMessage) -> ChatMessage {
+        let redacted = self.runner.leaks().and_then(|l| l.redact_message(&message));
+        redacted.unwrap_or(message)
+    }
+
+    /// A call's arguments as they may be kept: secrets named, not shown.
+    fn clean_args(&self, arguments: &serde_json::Value) -> serde_json::Value {
+        let redacted = self.runner.leaks().and_then(|l| l.redact_json(arguments));
+        redacted.unwrap_or_else(|| arguments.clone())
+    }
+
+    /// The `before_sending` hooks on text about to leave the loop; an
+    /// answer holding a secret is withheld.
+    async fn sending(&self, text: String, ctx: &ToolContext) -> Result<String, String> {
+        let mut text = leak::withhold(self.runner.leaks(), text, &ctx.session_id).await;
         match self.hooks.before_sending(&mut text).await {
             HookFlow::Continue => Ok(text),
             HookFlow::Cancel(reason) => Err(reason),

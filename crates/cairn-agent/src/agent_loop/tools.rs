@@ -199,7 +199,7 @@ impl TurnCalls {
             records.push(ToolCallRecord {
                 call_id: call.id.clone(),
                 tool: result.tool.clone(),
-                arguments: scrubbed(&call.arguments),
+                arguments: scrubbed(&agent.clean_args(&call.arguments)),
                 status: result.status,
                 duration_ms: u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
                 reused,

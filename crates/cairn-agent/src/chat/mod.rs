@@ -342,7 +342,11 @@ impl ChatService {
 
     /// Handles one message and returns what to show.
     pub async fn handle(&self, inbound: Inbound, sink: &dyn ChatSink) -> Reply {
-        let mut text = inbound.text.clone();
+        // A secret the person pastes is named, never stored or sent to the model.
+        let mut text = match self.agent.runner().leaks() {
+            Some(leaks) => leaks.redact_found(&inbound.text, &inbound.channel).await,
+            None => inbound.text.clone(),
+        };
         if let HookFlow::Cancel(reason) = self
             .agent
             .hooks()

@@ -146,6 +146,8 @@ pub struct CostGuard {
     spent_seen: AtomicU64,
     /// The agents, their shares and their spend of the day.
     lines: Mutex<AgentLines>,
+    /// Leak detection, attached once: every request's secrets are replaced.
+    leaks: std::sync::OnceLock<crate::safety::leak::LeakGuard>,
 }
 
 impl std::fmt::Debug for CostGuard {
@@ -225,9 +227,34 @@ impl CostGuard {
             exceeded_day: AtomicI64::new(i64::MIN),
             spent_seen: AtomicU64::new(0),
             lines: Mutex::new(AgentLines::new(clock_day)),
+            leaks: std::sync::OnceLock::new(),
         };
         guard.settle_seen();
         guard
+    }
+
+    /// Attaches leak detection: from then on every request any provider
+    /// behind this guard sends has its secrets replaced by their names.
+    pub fn attach_leaks(&self, leaks: crate::safety::leak::LeakGuard) {
+        let _ = self.leaks.set(leaks);
+    }
+
+    /// The request as it may leave: `None` when it holds no secret.
+    pub(crate) async fn redact(
+        &self,
+        request: &cairn_llm::ChatRequest,
+        model: &str,
+    ) -> Option<cairn_llm::ChatRequest> {
+        let origin = crate::safety::leak::LeakOrigin::default();
+        let messages = self
+            .leaks
+            .get()?
+            .redact_messages(&request.messages, model, &origin)
+            .await?;
+        Some(cairn_llm::ChatRequest {
+            messages,
+            ..request.clone()
+        })
     }
 
     /// Puts new limits in force (a configuration reload): the next call is

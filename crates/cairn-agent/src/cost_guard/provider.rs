@@ -79,6 +79,8 @@ impl LlmProvider for GuardedProvider {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let redacted = self.guard.redact(request, self.inner.model()).await;
+        let request = redacted.as_ref().unwrap_or(request);
         let ticket = self.guard.admit().await?;
         let result = self.inner.complete(request).await;
         // Counted under the model that answered (a route's, when routed).
@@ -92,6 +94,8 @@ impl LlmProvider for GuardedProvider {
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ResponseStream, LlmError> {
+        let redacted = self.guard.redact(request, self.inner.model()).await;
+        let request = redacted.as_ref().unwrap_or(request);
         let ticket = self.guard.admit().await?;
         let stream = match self.inner.stream(request).await {
             Ok(stream) => stream,

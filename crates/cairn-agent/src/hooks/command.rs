@@ -242,6 +242,8 @@ pub struct UserHooks {
     workspace: PathBuf,
     sandbox: SandboxSettings,
     background: tokio_util::task::TaskTracker,
+    /// A hook whose input holds a secret does not run.
+    leaks: Option<crate::safety::leak::LeakGuard>,
 }
 
 impl std::fmt::Debug for UserHooks {
@@ -260,7 +262,14 @@ impl UserHooks {
             workspace,
             sandbox: settings,
             background: tokio_util::task::TaskTracker::new(),
+            leaks: None,
         }
+    }
+
+    /// These hooks, none run on an input holding a secret `leaks` watches.
+    pub fn with_leaks(mut self, leaks: crate::safety::leak::LeakGuard) -> Self {
+        self.leaks = Some(leaks);
+        self
     }
 
     /// True when no hook is configured.
@@ -303,6 +312,17 @@ impl UserHooks {
 
     /// Runs one hook's command with `payload` on stdin.
     pub async fn run(&self, hook: &UserHook, payload: &Value) -> HookExit {
+        if let Some(leaks) = &self.leaks {
+            let origin = crate::safety::leak::LeakOrigin::default();
+            let place = crate::safety::leak::LeakPlace::Hook;
+            let names = leaks.check_json(place, &hook.label, payload, &origin).await;
+            if !names.is_empty() {
+                return HookExit::NotStarted(crate::safety::leak::blocked_text(
+                    &names,
+                    "its input",
+                ));
+            }
+        }
         let mut settings = self.sandbox.clone();
         // The files the command names must be readable inside; each gets a
         // rule of its own, as its directory may hold cairn's home.

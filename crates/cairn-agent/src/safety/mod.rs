@@ -4,6 +4,7 @@
 //! error, in that order — scrubbing first so a cut can never leave half a secret.
 
 pub mod frame;
+pub mod leak;
 pub mod scrub;
 
 use std::borrow::Cow;

@@ -20,6 +20,7 @@ use super::args::{json_type, opt_str, req_str};
 use super::net::NetClient;
 use super::{CallOutcome, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, schema};
 use crate::runner::Authorized;
+pub use cairn_core::config::credentials::HostCredential;
 
 /// Configuration of the `http_request` tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +44,8 @@ pub struct HttpConfig {
     pub max_redirects: usize,
     /// The User-Agent header sent unless the call sets one.
     pub user_agent: String,
+    /// Credentials cairn adds to the requests to their host (`[[tools.http.credentials]]`).
+    pub credentials: Vec<HostCredential>,
 }
 
 impl Default for HttpConfig {
@@ -56,6 +59,7 @@ impl Default for HttpConfig {
             allowed_private_networks: Vec::new(),
             max_redirects: 5,
             user_agent: concat!("cairn/", env!("CARGO_PKG_VERSION")).to_string(),
+            credentials: Vec::new(),
         }
     }
 }
@@ -64,6 +68,8 @@ impl Default for HttpConfig {
 #[derive(Debug, Clone)]
 pub struct HttpRequestTool {
     net: Arc<NetClient>,
+    /// The shared spec, or one naming the hosts with a credential.
+    spec: ToolSpec,
 }
 
 impl HttpRequestTool {
@@ -74,7 +80,8 @@ impl HttpRequestTool {
 
     /// The tool over a client shared with other tools.
     pub fn over(net: Arc<NetClient>) -> Self {
-        Self { net }
+        let spec = with_credential_hosts(&HTTP_REQUEST, &net);
+        Self { net, spec }
     }
 
     async fn send(&self, args: &serde_json::Value) -> CallOutcome {
@@ -117,11 +124,7 @@ impl HttpRequestTool {
                 self.net.config().max_request_bytes
             )));
         }
-        let mut request = self.net.request(method, url).headers(headers);
-        if let Some(body) = body {
-            request = request.body(body);
-        }
-        let response = self.net.send(request).await?;
+        let response = self.net.exchange(method, url, headers, body).await?;
 
         let status = response.status();
         let mut text = format!("HTTP {status}\n");
@@ -173,12 +176,28 @@ static HTTP_REQUEST: LazyLock<ToolSpec> = LazyLock::new(|| {
 #[async_trait]
 impl Tool for HttpRequestTool {
     fn spec(&self) -> &ToolSpec {
-        &HTTP_REQUEST
+        &self.spec
     }
 
     async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {
         ctx.until_cancelled(self.send(&args)).await
     }
+}
+
+/// `spec` telling the model which hosts cairn adds a credential for (their
+/// values stay cairn's: the model must not, and cannot, send them itself).
+pub(crate) fn with_credential_hosts(spec: &ToolSpec, net: &NetClient) -> ToolSpec {
+    let hosts = net.credential_hosts();
+    if hosts.is_empty() {
+        return spec.clone();
+    }
+    let shown: Vec<String> = hosts.iter().map(|h| format!("`{h}`")).collect();
+    let description = format!(
+        "{} cairn adds a stored credential itself to requests to {} (never write one in the request; you do not know its value).",
+        spec.description(),
+        shown.join(", ")
+    );
+    spec.clone().with_description(description)
 }
 
 fn parse_headers(value: Option<&serde_json::Value>) -> Result<HeaderMap, ToolError> {

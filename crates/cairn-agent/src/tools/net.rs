@@ -19,11 +19,16 @@ use reqwest::{Method, Url};
 use super::ToolError;
 use super::http::HttpConfig;
 
+mod credentials;
+
 /// The rules and the HTTP client that obeys them.
 #[derive(Debug, Clone)]
 pub struct NetClient {
     rules: Arc<Rules>,
     client: reqwest::Client,
+    /// With credentials bound to hosts: a client following no redirect, so
+    /// [`NetClient::exchange`] decides each hop's credentials itself.
+    manual: Option<reqwest::Client>,
 }
 
 /// What `check` and the resolver consult.
@@ -77,18 +82,29 @@ impl NetClient {
                 Err(reason) => attempt.error(Blocked(reason)),
             }
         });
-        let mut builder = cairn_llm::tls::client_builder()
-            .redirect(redirect)
-            .no_proxy()
-            .timeout(rules.config.timeout)
-            .user_agent(rules.config.user_agent.clone());
-        if rules.config.block_private_networks {
-            builder = builder.dns_resolver(Arc::new(PermittedOnlyResolver(Arc::clone(&rules))));
-        }
-        let client = builder
-            .build()
-            .map_err(|e| ToolError::Http(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { rules, client })
+        let build = |redirect: reqwest::redirect::Policy| {
+            let mut builder = cairn_llm::tls::client_builder()
+                .redirect(redirect)
+                .no_proxy()
+                .timeout(rules.config.timeout)
+                .user_agent(rules.config.user_agent.clone());
+            if rules.config.block_private_networks {
+                builder = builder.dns_resolver(Arc::new(PermittedOnlyResolver(Arc::clone(&rules))));
+            }
+            builder
+                .build()
+                .map_err(|e| ToolError::Http(format!("cannot build the HTTP client: {e}")))
+        };
+        let client = build(redirect)?;
+        let manual = match rules.config.credentials.is_empty() {
+            true => None,
+            false => Some(build(reqwest::redirect::Policy::none())?),
+        };
+        Ok(Self {
+            rules,
+            client,
+            manual,
+        })
     }
 
     /// The configuration the rules come from.
@@ -179,10 +195,11 @@ impl NetClient {
     /// A GET of `url` (already checked) with these `Accept` types, its body
     /// read up to `tools.http.max_response_bytes`.
     pub async fn get(&self, url: Url, accept: &str) -> Result<Fetched, ToolError> {
-        let request = self
-            .request(Method::GET, url)
-            .header(reqwest::header::ACCEPT, accept);
-        let response = self.send(request).await?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Ok(accept) = reqwest::header::HeaderValue::from_str(accept) {
+            headers.insert(reqwest::header::ACCEPT, accept);
+        }
+        let response = self.exchange(Method::GET, url, headers, None).await?;
         let final_url = response.url().clone();
         let status = response.status();
         let content_type = content_type(&response);

@@ -68,6 +68,12 @@ impl ToolSpec {
         self
     }
 
+    /// Replaces the description (a tool whose text depends on its configuration).
+    pub fn with_description(mut self, description: impl Into<Cow<'static, str>>) -> Self {
+        self.description = description.into();
+        self
+    }
+
     /// Extra names the registry resolves to this tool.
     pub fn aliased(mut self, aliases: &'static [&'static str]) -> Self {
         self.aliases = aliases;

@@ -33,12 +33,15 @@ const ACCEPT: &str =
 #[derive(Debug, Clone)]
 pub struct WebFetchTool {
     net: Arc<NetClient>,
+    /// The shared spec, or one naming the hosts with a credential.
+    spec: ToolSpec,
 }
 
 impl WebFetchTool {
     /// The tool over a client holding the network rules.
     pub fn new(net: Arc<NetClient>) -> Self {
-        Self { net }
+        let spec = super::http::with_credential_hosts(&WEB_FETCH, &net);
+        Self { net, spec }
     }
 
     async fn fetch(&self, args: &serde_json::Value, ctx: &ToolContext) -> CallOutcome {
@@ -219,7 +222,7 @@ static WEB_FETCH: LazyLock<ToolSpec> = LazyLock::new(|| {
 #[async_trait]
 impl Tool for WebFetchTool {
     fn spec(&self) -> &ToolSpec {
-        &WEB_FETCH
+        &self.spec
     }
 
     async fn execute(&self, args: Value, ctx: &ToolContext, _: &Authorized) -> CallOutcome {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cairn_agent::safety::leak::{LeakGuard, LeakOrigin, LeakPlace};
 use cairn_core::notification::{DeliveryStatus, NewNotification, Notification};
 use cairn_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -149,6 +150,8 @@ pub struct Notifier {
     /// Pending notifications recorded through this notifier, when a command
     /// asked to keep them (see [`Notifier::keep_recorded`]).
     kept: Arc<std::sync::Mutex<Option<Vec<Uuid>>>>,
+    /// A notification holding a secret is kept (redacted) and not sent.
+    leaks: Option<LeakGuard>,
 }
 
 /// A notification was recorded or delivered, for live observers (the
@@ -189,7 +192,20 @@ impl Notifier {
             given_up: tokio::sync::broadcast::channel(64).0,
             activity: tokio::sync::broadcast::channel(256).0,
             kept: Arc::new(std::sync::Mutex::new(None)),
+            leaks: None,
         }
+    }
+
+    /// This notifier, keeping (redacted, in the inbox) and never sending a
+    /// notification that holds a secret `leaks` watches.
+    pub fn with_leaks(mut self, leaks: LeakGuard) -> Self {
+        self.leaks = Some(leaks);
+        self
+    }
+
+    /// The leak detection its notifications pass, if any.
+    pub fn leaks(&self) -> Option<&LeakGuard> {
+        self.leaks.as_ref()
     }
 
     /// From now on, remembers the pending notifications recorded through
@@ -268,7 +284,19 @@ impl Notifier {
         new: NewNotification,
         now: DateTime<Utc>,
     ) -> Result<Notification, StoreError> {
-        let n = self.prepare(new, now);
+        let mut n = self.prepare_unchecked(new, now);
+        if let Some(leaks) = &self.leaks {
+            // Awaited here: the record is written before this returns.
+            let names = leaks
+                .check(
+                    LeakPlace::Channel,
+                    &n.channel,
+                    &leak_text(&n),
+                    &LeakOrigin::default(),
+                )
+                .await;
+            withhold(leaks, &mut n, &names);
+        }
         self.store.insert_notification(&n).await?;
         self.recorded(&n);
         Ok(n)
@@ -278,6 +306,21 @@ impl Notifier {
     /// that records it in a transaction of its own (a routine run's end);
     /// once committed, that caller hands it to [`recorded`](Self::recorded).
     pub fn prepare(&self, new: NewNotification, now: DateTime<Utc>) -> Notification {
+        let mut n = self.prepare_unchecked(new, now);
+        if let Some(leaks) = &self.leaks {
+            let names = leaks.check_detached(
+                LeakPlace::Channel,
+                &n.channel,
+                &leak_text(&n),
+                &LeakOrigin::default(),
+            );
+            withhold(leaks, &mut n, &names);
+        }
+        n
+    }
+
+    /// [`Self::prepare`] before leak detection.
+    fn prepare_unchecked(&self, new: NewNotification, now: DateTime<Utc>) -> Notification {
         let (channels, settings) = {
             let current = self.current.read().unwrap_or_else(|p| p.into_inner());
             (Arc::clone(&current.0), current.1.clone())
@@ -331,4 +374,29 @@ pub fn unknown_channel(name: &str, channels: &ChannelSet) -> String {
         "no channel named \"{name}\" (configured: {}); kept in the inbox",
         channels.names().join(", ")
     )
+}
+
+/// What leak detection reads of a notification.
+fn leak_text(n: &Notification) -> String {
+    format!("{}\n{}", n.title, n.body)
+}
+
+/// A notification holding the secrets `names`: its text redacted (as
+/// stored), kept in the inbox unsent, saying which secret.
+fn withhold(leaks: &LeakGuard, n: &mut Notification, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    n.title = leaks.redact(&n.title).into_owned();
+    n.body = leaks.redact(&n.body).into_owned();
+    if n.status == DeliveryStatus::Pending {
+        n.status = DeliveryStatus::Failed;
+        n.next_attempt_at = None;
+        n.in_inbox = true;
+        n.last_error = Some(format!(
+            "not sent: it held the secret {}; see `cairn secret leaks`",
+            names.join(", ")
+        ));
+    }
+    tracing::warn!(id = %n.id, channel = %n.channel, "a notification holding a secret was kept unsent");
 }

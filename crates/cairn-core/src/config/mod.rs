@@ -7,6 +7,7 @@
 //! collects the environment, detects the system time zone) and passes the
 //! results in; this module only decides.
 
+pub mod credentials;
 pub mod expand;
 mod file;
 mod redact;
@@ -21,7 +22,9 @@ mod unavailable;
 use std::fmt;
 
 pub use file::{FileSettings, FileValue, Section, line_col};
-pub use redact::{redact_args, redact_command, redact_json, redact_text, redact_url};
+pub use redact::{
+    is_secret_name, redact_args, redact_command, redact_json, redact_text, redact_url,
+};
 pub use resolve::{ConfigInput, Resolved, Settings, resolve};
 pub use typed::{
     AgentConfig, Config, CostConfig, DaemonConfig, GatewayConfig, HeartbeatConfig, LlmConfig,

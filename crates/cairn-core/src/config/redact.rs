@@ -227,7 +227,7 @@ fn redact_query(query: &str, database: bool) -> String {
 
 /// Whether a name (a flag without its dashes, a field, a variable) marks a
 /// secret, ignoring case and percent-encoding.
-fn is_secret_name(name: &str) -> bool {
+pub fn is_secret_name(name: &str) -> bool {
     let decoded = percent_decode(name).to_ascii_lowercase();
     SECRET_WORDS.iter().any(|w| decoded.contains(w))
 }

@@ -29,7 +29,10 @@ const SECTION_HELP: &[(&str, &str, &str)] = &[
          of `http_request`, `web_fetch` and image URLs (`timeout`, `max_response_bytes`, \
          `max_request_bytes`, `block_private_networks`, `allowed_hosts`, \
          `allowed_private_networks` as ranges like `192.168.1.0/24`, `max_redirects`, \
-         `user_agent`); `[tools.web_search]` offers `web_search` through `provider` `searxng` \
+         `user_agent`) and `[[tools.http.credentials]]`, credentials cairn adds to one host's \
+         requests (`host`, a name or `name:port`; `header` or `query`, the name that carries it; \
+         `value`, a secret, `\"${VAR}\"` read from the environment; see docs/leaks.md); \
+         `[tools.web_search]` offers `web_search` through `provider` `searxng` \
          (`url` of the instance), `brave` or `tavily` (`api_key`, a secret; `\"${VAR}\"` reads it \
          from the environment), with `base_url`, `count` and `timeout`; `[tools.browser]` \
          drives the system's Chromium for the `browser_*` tools, offered when one is found \

@@ -89,6 +89,7 @@ pub static TABLES: &[TableSpec] = &[
     table("channel_messages"),
     table("channel_deliveries"),
     table("vault_secrets"),
+    table("secret_leaks"),
 ];
 
 /// Tables the copier leaves alone: the migration history (each database

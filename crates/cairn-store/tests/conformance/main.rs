@@ -22,6 +22,7 @@ mod reap;
 mod routines;
 mod runs;
 mod schedule_ops;
+mod secret_leaks;
 mod sessions;
 mod settings;
 mod turns;
@@ -88,6 +89,7 @@ conformance!(
     gateway::a_lapsed_idempotency_claim_is_free_again,
     gateway::a_one_time_key_is_seen_once_within_its_ttl,
     settings::migrations_apply_once,
+    secret_leaks::secret_leaks_are_recorded_and_listed_newest_first,
     settings::settings_round_trip,
     settings::settings_prefix_is_literal,
     vault::vault_values_are_sealed_listed_resolved_and_removed,

@@ -22,6 +22,7 @@ mod routine_files;
 mod routine_ops;
 mod schedule;
 pub(crate) mod secret;
+mod secret_leaks;
 mod service;
 mod skill;
 mod status;

@@ -32,6 +32,13 @@ pub enum SecretCommand {
     },
     /// Re-encrypt every secret under a new key (a crash mid-way loses nothing).
     RotateKey,
+    /// The secrets found on their way out (a tool call, a channel message, a
+    /// hook's input, a request to the LLM), newest first: by name, never value.
+    Leaks {
+        /// Show at most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
 }
 
 /// Arguments of `cairn secret set`.
@@ -46,6 +53,9 @@ pub struct SetArgs {
 
 /// Runs `cairn secret …`.
 pub fn run(command: &SecretCommand, as_json: bool) -> anyhow::Result<ExitCode> {
+    if let SecretCommand::Leaks { limit } = command {
+        return super::secret_leaks::run(*limit, as_json);
+    }
     // The vault itself is managed even when a reference to it is broken.
     let config = settings::load_without_vault()?;
     let value = match command {
@@ -77,6 +87,8 @@ pub fn run(command: &SecretCommand, as_json: bool) -> anyhow::Result<ExitCode> {
             SecretCommand::List => list(&store, &config, as_json).await,
             SecretCommand::Rm { name } => rm(&store, &config, name).await,
             SecretCommand::RotateKey => rotate(&store, &source).await,
+            // Answered before the store is opened here.
+            SecretCommand::Leaks { .. } => Ok(ExitCode::SUCCESS),
         };
         store.close().await;
         result

@@ -65,7 +65,7 @@ pub fn captured(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String
 
 /// Every variable config.toml's strings name as `${VAR}` (keys, comments
 /// and other text left out; `${secret:NAME}` is the vault's, not a
-/// variable), each once, in order of appearance.
+/// variable), each once, sorted by name.
 pub fn referenced(config_toml: &str) -> Result<Vec<String>, toml::de::Error> {
     fn walk(value: &toml::Value, names: &mut Vec<String>) {
         match value {
@@ -88,6 +88,7 @@ pub fn referenced(config_toml: &str) -> Result<Vec<String>, toml::de::Error> {
     let table: toml::Table = toml::from_str(config_toml)?;
     let mut names = Vec::new();
     table.values().for_each(|v| walk(v, &mut names));
+    names.sort();
     Ok(names)
 }
 
@@ -408,7 +409,7 @@ mod tests {
         )
         .unwrap();
         // A vault reference is no variable of the service's.
-        assert_eq!(named, ["MY_LLM_TOKEN", "TG", "GONE"]);
+        assert_eq!(named, ["GONE", "MY_LLM_TOKEN", "TG"]);
         let env = [
             ("MY_LLM_TOKEN", "sk-1"),
             ("TG", "42:abc"),

@@ -25,6 +25,7 @@ use cairn_agent::delegation::{AgentProfile, DelegationConfig, Delegator};
 use cairn_agent::memory::MemoryService;
 use cairn_agent::memory::tools::memory_tools;
 use cairn_agent::prompt::RuntimeInfo;
+use cairn_agent::safety::leak::LeakGuard;
 use cairn_agent::tools::browser::Browsers;
 use cairn_agent::tools::{Tool, ToolRegistry, ToolsConfig};
 use cairn_agent::{AgentLoop, AgentProvider, CostGuard, PolicyGate, ToolPolicyConfig, ToolRunner};
@@ -167,6 +168,8 @@ pub struct AgentKit {
     pub browsers: Option<Arc<Browsers>>,
     /// The store (sessions).
     pub store: Store,
+    /// Looks for secrets in every agent's tool calls.
+    pub leaks: LeakGuard,
 }
 
 /// Each agent other than `main`, over the kit's parts; `guard` learns
@@ -210,6 +213,7 @@ pub(super) async fn agent_run(
         Arc::new(registry),
         Arc::new(PolicyGate::new(&policy)),
     ));
+    runner.attach_leaks(kit.leaks.clone());
     let own = |shared: &Arc<dyn LlmProvider>| -> Arc<dyn LlmProvider> {
         Arc::new(AgentProvider::new(Arc::clone(shared), &spec.id))
     };

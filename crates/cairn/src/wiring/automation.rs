@@ -29,12 +29,20 @@ use crate::exit::BadInput;
 /// policy. Channel problems (unknown fields, an unset `${VAR}`, an email
 /// channel without `to`) are bad input naming the file, line and key.
 pub fn notifier(config: &Config, store: &Store) -> anyhow::Result<Notifier> {
+    notifier_watching(config, store, &super::leaks::leak_guard(config))
+}
+
+/// [`notifier`], keeping unsent what holds a secret `leaks` watches (and
+/// recording it through this notifier).
+pub(super) fn notifier_watching(
+    config: &Config,
+    store: &Store,
+    leaks: &cairn_agent::safety::leak::LeakGuard,
+) -> anyhow::Result<Notifier> {
     let channels = channel_set(config)?;
-    Ok(Notifier::new(
-        store.clone(),
-        Arc::new(channels),
-        notify_settings(config),
-    ))
+    let notifier = Notifier::new(store.clone(), Arc::new(channels), notify_settings(config));
+    super::leaks::attach_recorder(leaks, config, store, &notifier);
+    Ok(notifier.with_leaks(leaks.clone()))
 }
 
 /// The delivery policy of `[notify]`.

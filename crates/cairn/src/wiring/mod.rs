@@ -10,6 +10,7 @@ mod agents;
 mod agents_reload;
 mod automation;
 mod channels;
+mod leaks;
 mod llm;
 mod memory;
 mod reload;
@@ -19,6 +20,7 @@ pub use agents::*;
 pub use agents_reload::*;
 pub use automation::*;
 pub use channels::*;
+pub use leaks::*;
 pub use llm::*;
 pub use memory::*;
 pub use reload::*;
@@ -188,6 +190,8 @@ pub struct Runtime {
     pub desk: ApprovalDesk,
     /// Every agent's browser (`browser_*`); `None` when none is installed.
     pub browsers: Option<Arc<cairn_agent::tools::browser::Browsers>>,
+    /// Leak detection, shared by the runners, providers, hooks and notifier.
+    pub leaks: cairn_agent::safety::leak::LeakGuard,
 }
 
 impl Runtime {
@@ -202,6 +206,7 @@ impl Runtime {
             mcp: self.mcp.clone(),
             browsers: self.browsers.clone(),
             store: self.store.clone(),
+            leaks: self.leaks.clone(),
         }
     }
 }
@@ -243,7 +248,10 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let model_router = Live::new(Arc::new(routes.unwrap_or_default()));
     let tools = tools_config(config)?;
     let link = EngineLink::new();
-    let hooks = hooks(config, &tools, &link)?;
+    // One leak guard for every part of this process: a reload replaces its set.
+    let leaks = leak_guard(config);
+    guard.attach_leaks(leaks.clone());
+    let hooks = hooks(config, &tools, &link, &leaks)?;
     // The execution primitives run other tools through the runner, which
     // holds them: they reach it through a link attached once it is built.
     let runner_link = RunnerLink::new();
@@ -253,7 +261,16 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Arc::clone(&clock),
         owner_id(),
     );
-    let mut extra = extra_tools(config, &store, &clock, &link, &runner_link, &background).await?;
+    let mut extra = extra_tools(
+        config,
+        &store,
+        &clock,
+        &link,
+        &runner_link,
+        &background,
+        &leaks,
+    )
+    .await?;
     let browsers = tools::browsers(config, &tools)?;
     if let Some(browsers) = &browsers {
         extra
@@ -271,6 +288,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Some(&mcp.get()),
     )?;
     runner_link.attach(agent.runner());
+    agent.runner().attach_leaks(leaks.clone());
     let kit = AgentKit {
         main: agent.clone(),
         providers: providers.clone(),
@@ -280,6 +298,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         mcp: mcp.clone(),
         browsers: browsers.clone(),
         store: store.clone(),
+        leaks: leaks.clone(),
     };
     let configured = agents(config)?;
     let agent_runs = agent_runs(&configured, &kit, &tools).await?;
@@ -329,6 +348,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         delegator: extra.delegator,
         desk: ApprovalDesk::new(config.agent.approval_timeout),
         browsers,
+        leaks,
     })
 }
 
@@ -361,10 +381,11 @@ fn hooks(
     config: &Config,
     tools: &ToolsConfig,
     link: &Arc<EngineLink>,
+    leaks: &cairn_agent::safety::leak::LeakGuard,
 ) -> anyhow::Result<HookRegistry> {
     let mut hooks = HookRegistry::new();
     hooks.register(link.clone());
-    let user_hooks = user_hooks(config, tools)?;
+    let user_hooks = user_hooks(config, tools)?.with_leaks(leaks.clone());
     if !user_hooks.is_empty() {
         hooks.register(Arc::new(user_hooks));
     }
@@ -393,6 +414,7 @@ async fn extra_tools(
     link: &Arc<EngineLink>,
     runner_link: &Arc<RunnerLink>,
     background: &Arc<BackgroundTasks>,
+    leaks: &cairn_agent::safety::leak::LeakGuard,
 ) -> anyhow::Result<ExtraTools> {
     // Every front end writes routines through this one service.
     let routines = routine_service(config, store, Arc::clone(clock)).with_wake(link.clone());
@@ -401,7 +423,7 @@ async fn extra_tools(
     extra.extend(routine_ops_tools(routines.clone()));
     extra.push(Arc::new(RunParallelTool::new(Arc::clone(runner_link))));
     extra.extend(background.tools());
-    let router = notifier(config, store)?;
+    let router = notifier_watching(config, store, leaks)?;
     extra.extend(schedule_tools(
         routines.clone(),
         Arc::clone(runner_link),

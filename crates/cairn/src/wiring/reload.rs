@@ -105,6 +105,16 @@ fn register_runtime_reloads(reloader: &mut Reloader, rt: &Runtime) {
             Ok(())
         }
     });
+    // The secrets watched follow the configuration's (the vault's are added
+    // where the vault changes).
+    let leaks = rt.leaks.clone();
+    reloader.on(
+        &reloadable_under(&["llm.", "tools.", "mcp.", "channels"]),
+        move |config| {
+            leaks.replace(&super::watched_secrets(&config, Vec::new()));
+            async { Ok(()) }
+        },
+    );
     let (runner, mcp) = (Arc::clone(rt.agent.runner()), rt.mcp.clone());
     let (extra, limits) = (rt.reloadable.extra_tools.clone(), rt.tools.limits.clone());
     let agents = rt.agents.clone();

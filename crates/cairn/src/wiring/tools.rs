@@ -114,6 +114,7 @@ pub fn parse_tools(config: &Config) -> anyhow::Result<ToolsConfig> {
         None => ToolsConfig::default(),
     };
     expand_search_key(config, &mut tools);
+    super::leaks::expand_credentials(config, &mut tools)?;
     let home = config.home();
     let mut private = vec![
         crate::settings::config_path(home).display().to_string(),

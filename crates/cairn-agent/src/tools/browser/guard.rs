@@ -50,6 +50,38 @@ pub async fn decide(net: &NetClient, url: &str) -> Verdict {
     }
 }
 
+/// Adds to `params` (of `Fetch.continueRequest`) the credentials bound to
+/// `url`'s host: the page's `request` headers with the bound ones set, and
+/// the URL with a bound query parameter. Chromium keeps such overrides for
+/// this hop only, and pauses every redirect hop again, so each hop gets its
+/// own host's credentials and no other's.
+pub fn bind_credentials(
+    net: &NetClient,
+    url: &str,
+    request: &serde_json::Value,
+    params: &mut serde_json::Value,
+) {
+    let Some((bound, added)) = Url::parse(url).ok().and_then(|u| net.browser_binding(&u)) else {
+        return;
+    };
+    let mut headers: Vec<serde_json::Value> = Vec::new();
+    if let Some(map) = request["headers"].as_object() {
+        for (name, value) in map {
+            if added.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            headers.push(serde_json::json!({"name": name, "value": value}));
+        }
+    }
+    for (name, value) in added {
+        headers.push(serde_json::json!({"name": name, "value": value}));
+    }
+    params["headers"] = serde_json::Value::Array(headers);
+    if bound.as_str() != url {
+        params["url"] = serde_json::Value::String(bound.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +89,54 @@ mod tests {
 
     fn net(config: HttpConfig) -> NetClient {
         NetClient::new(config).unwrap()
+    }
+
+    #[test]
+    fn a_bound_credential_is_added_to_its_hosts_requests_only() {
+        use cairn_core::config::credentials::HostCredential;
+        let credential = |host: &str, header: Option<&str>, query: Option<&str>| HostCredential {
+            host: host.into(),
+            header: header.map(Into::into),
+            query: query.map(Into::into),
+            value: secrecy::SecretString::from("v-123456789"),
+        };
+        let rules = net(HttpConfig {
+            credentials: vec![
+                credential("api.example.com", Some("Authorization"), None),
+                credential("q.example.com:8443", None, Some("key")),
+            ],
+            ..HttpConfig::default()
+        });
+        let request = serde_json::json!({"headers": {"authorization": "mine", "Accept": "*/*"}});
+        let mut params = serde_json::json!({"requestId": "1"});
+        bind_credentials(&rules, "https://api.example.com/x", &request, &mut params);
+        assert_eq!(
+            params,
+            serde_json::json!({"requestId": "1", "headers": [
+                {"name": "Accept", "value": "*/*"},
+                {"name": "authorization", "value": "v-123456789"},
+            ]})
+        );
+        let mut params = serde_json::json!({"requestId": "2"});
+        bind_credentials(
+            &rules,
+            "https://q.example.com:8443/s?a=1",
+            &request,
+            &mut params,
+        );
+        assert_eq!(
+            params["url"],
+            "https://q.example.com:8443/s?a=1&key=v-123456789"
+        );
+        for other in [
+            "https://evil.example.com/",
+            "https://q.example.com/s",
+            "http://api.example.com.evil/",
+        ] {
+            let mut params = serde_json::json!({"requestId": "3"});
+            bind_credentials(&rules, other, &request, &mut params);
+            assert_eq!(params, serde_json::json!({"requestId": "3"}), "{other}");
+        }
     }
 
     #[tokio::test]

@@ -445,16 +445,14 @@ impl Pump {
         let id = event.params["requestId"].clone();
         let url = event.params["request"]["url"].as_str().unwrap_or_default();
         let session = event.session.as_deref();
-        match guard::decide(&self.net.get(), url).await {
+        let net = self.net.get();
+        match guard::decide(&net, url).await {
             Verdict::Allow => {
+                let mut params = json!({"requestId": id});
+                guard::bind_credentials(&net, url, &event.params["request"], &mut params);
                 let _ = self
                     .cdp
-                    .call(
-                        "Fetch.continueRequest",
-                        json!({"requestId": id}),
-                        session,
-                        QUICK,
-                    )
+                    .call("Fetch.continueRequest", params, session, QUICK)
                     .await;
             }
             Verdict::Refuse(why) => {
