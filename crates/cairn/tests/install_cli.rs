@@ -249,3 +249,69 @@ fn init_reads_its_answers_from_piped_lines_and_can_store_the_key() {
         .stderr(contains("unknown provider \"pigeon\""));
     assert!(!other.join("config.toml").exists());
 }
+
+/// `cairn init` at a terminal (a pty made by util-linux `script`): a key
+/// variable that is not set is explained, with how to export it, and asked
+/// again; the answers before it are kept and init goes on to write.
+#[test]
+fn init_at_a_terminal_asks_again_for_a_key_variable_that_is_not_set() {
+    let script = std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !script {
+        cairn_test_support::missing(
+            "init at a terminal",
+            "CAIRN_REQUIRE_SHELLS",
+            "util-linux `script` is not installed",
+        );
+        return;
+    }
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    llm.push(Scripted::text("ok"));
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let bin = assert_cmd::cargo::cargo_bin("cairn");
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &format!("{} init", bin.display()), "/dev/null"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TERM", "dumb")
+        .env("CAIRN_HOME", &home)
+        .env("TEST_LLM_KEY", KEY)
+        .env("CAIRN_LLM_MAX_RETRIES", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // provider, base URL, model, an unset variable and env; then, asked
+    // again, the set one, env, zone, channel, service.
+    let answers = format!(
+        "compatible\n{}\ntest-model\nNOT_EXPORTED\nenv\nTEST_LLM_KEY\nenv\nUTC\n\nn\n",
+        llm.base_url_openai()
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, answers.as_bytes()).unwrap();
+    // Held open until init ends: script ends the session at end of input.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
+        out
+    });
+    let status = child.wait().unwrap();
+    drop(stdin);
+    let out = reader.join().unwrap();
+    assert!(status.success(), "{out}");
+    assert!(out.contains("NOT_EXPORTED is not set"), "{out}");
+    assert!(out.contains("export NOT_EXPORTED="), "{out}");
+    assert_eq!(
+        out.matches("Environment variable holding the API key")
+            .count(),
+        2,
+        "{out}"
+    );
+    let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    assert!(text.contains("api_key = \"${TEST_LLM_KEY}\""), "{text}");
+    assert!(text.contains("model = \"test-model\""), "{text}");
+}

@@ -187,37 +187,6 @@ async fn key(
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<Key> {
     let default_var = args.api_key_env.as_deref().or(provider.default_key_env());
-    let var = match (provider, default_var) {
-        (Provider::Ollama, None) => return Ok(Key::None),
-        (Provider::Compatible, _) => {
-            let var = asker
-                .ask(
-                    "Environment variable holding the API key (empty: no key)",
-                    default_var,
-                    |t| {
-                        if t.trim().is_empty() {
-                            Ok(None)
-                        } else {
-                            var_name(t).map(Some)
-                        }
-                    },
-                )
-                .await?;
-            match var {
-                Some(var) => var,
-                None => return Ok(Key::None),
-            }
-        }
-        _ => {
-            asker
-                .ask(
-                    "Environment variable holding the API key",
-                    default_var,
-                    var_name,
-                )
-                .await?
-        }
-    };
     // The vault by default: the CLI then works without the variable
     // exported. `--api-key-env VAR` (without --store-key) keeps `${VAR}`.
     let default = if args.api_key_env.is_some() && !args.store_key {
@@ -227,6 +196,37 @@ async fn key(
     };
     let set = |var: &str| env.get(var).filter(|v| !v.is_empty()).cloned();
     loop {
+        let var = match (provider, default_var) {
+            (Provider::Ollama, None) => return Ok(Key::None),
+            (Provider::Compatible, _) => {
+                let var = asker
+                    .ask(
+                        "Environment variable holding the API key (empty: no key)",
+                        default_var,
+                        |t| {
+                            if t.trim().is_empty() {
+                                Ok(None)
+                            } else {
+                                var_name(t).map(Some)
+                            }
+                        },
+                    )
+                    .await?;
+                match var {
+                    Some(var) => var,
+                    None => return Ok(Key::None),
+                }
+            }
+            _ => {
+                asker
+                    .ask(
+                        "Environment variable holding the API key",
+                        default_var,
+                        var_name,
+                    )
+                    .await?
+            }
+        };
         let in_vault = asker
             .ask(
                 &format!(
@@ -256,7 +256,8 @@ async fn key(
                 if !asker.interactive() {
                     bail!(BadInput(why));
                 }
-                // Every answer so far is kept: only this one is asked again.
+                // Every answer so far is kept: the variable is asked again
+                // (another name, or this one once exported elsewhere).
                 eprintln!("  {why}");
             }
         }
