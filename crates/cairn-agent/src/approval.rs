@@ -112,6 +112,23 @@ impl Approver for AutoApprove {
     }
 }
 
+/// What the model is told of a call not approved (`answer` is neither
+/// yes nor always): who said no, or that nobody did.
+pub(crate) fn not_approved(answer: ApprovalAnswer, tool: &str) -> String {
+    match answer {
+        ApprovalAnswer::Expired(waited) => format!(
+            "`{tool}` was not run: nobody answered the approval request within {}; ask the user whether to run it",
+            cairn_core::duration::format(waited)
+        ),
+        ApprovalAnswer::Unavailable => format!(
+            "`{tool}` needs a person's approval and nobody was available to give it (this turn came from an API client, a webhook, a routine or a job), so it was not run; do not retry it, say what you wanted to do so the person can run it or allow it"
+        ),
+        _ => format!(
+            "the user declined to run `{tool}`; do not retry it, ask the user how to proceed instead"
+        ),
+    }
+}
+
 /// Why a call only a person may approve was refused where nobody can.
 pub(crate) fn nobody_to_approve(tool: &str) -> String {
     format!(

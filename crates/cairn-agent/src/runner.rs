@@ -81,8 +81,8 @@ use cairn_core::chat::{ChatMessage, ToolCall};
 use cairn_core::live::Live;
 use futures::FutureExt;
 
-use crate::approval::nobody_to_approve;
 pub use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver, AutoApprove, DenyAll};
+use crate::approval::{nobody_to_approve, not_approved};
 use crate::policy::{PolicyDecision, PolicyGate};
 use crate::repair::ToolHealth;
 use crate::safety::leak::{self, LeakGuard};
@@ -509,25 +509,7 @@ impl ToolRunner {
                         policy.allow_for_session(&ctx.session_id, name);
                         Ok(())
                     }
-                    ApprovalAnswer::No => Err((
-                        ToolStatus::Declined,
-                        format!(
-                            "the user declined to run `{name}`; do not retry it, ask the user how to proceed instead"
-                        ),
-                    )),
-                    ApprovalAnswer::Unavailable => Err((
-                        ToolStatus::Declined,
-                        format!(
-                            "`{name}` needs a person's approval and nobody was available to give it (this turn came from an API client, a webhook, a routine or a job), so it was not run; do not retry it, say what you wanted to do so the person can run it or allow it"
-                        ),
-                    )),
-                    ApprovalAnswer::Expired(waited) => Err((
-                        ToolStatus::Declined,
-                        format!(
-                            "`{name}` was not run: nobody answered the approval request within {}; ask the user whether to run it",
-                            cairn_core::duration::format(waited)
-                        ),
-                    )),
+                    no => Err((ToolStatus::Declined, not_approved(no, name))),
                 }
             }
         }
