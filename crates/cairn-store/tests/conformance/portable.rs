@@ -172,6 +172,19 @@ pub async fn populate(s: &Store) {
     s.vault_set(&key, "GH", &"s3cr3t".into(), at(0))
         .await
         .unwrap();
+    s.record_secret_leak(&cairn_store::SecretLeak {
+        id: uuid::Uuid::from_u128(47),
+        at: at(0),
+        secret: "GH".into(),
+        place: "tool".into(),
+        target: "http_request".into(),
+        agent: Some("main".into()),
+        session_id: Some("cli:1".into()),
+        run_id: None,
+        context: "GET https://b.example/?k=[secret:GH]".into(),
+    })
+    .await
+    .unwrap();
 }
 
 /// Every copied table's rows by column name (backend-only columns left
