@@ -349,12 +349,7 @@ impl Notifier {
     /// After a notification is committed: counts it, wakes the dispatcher
     /// when it is pending, and announces it.
     pub fn recorded(&self, n: &Notification) {
-        // Channel names come from the configuration, so the label stays small.
-        let (channel, outcome) = match n.status {
-            DeliveryStatus::Delivered => (n.channel.clone(), "inbox"),
-            DeliveryStatus::Failed => ("unknown".to_string(), "unknown_channel"),
-            DeliveryStatus::Pending => (n.channel.clone(), "queued"),
-        };
+        let (channel, outcome) = recorded_labels(n, &self.channels());
         metrics::counter!("cairn_notifications_total", "channel" => channel, "outcome" => outcome)
             .increment(1);
         if n.status == DeliveryStatus::Pending {
@@ -365,6 +360,20 @@ impl Notifier {
             }
         }
         self.announce(Activity::Recorded(Box::new(n.clone())));
+    }
+}
+
+/// The `channel` and `outcome` labels of a recorded notification. Channel
+/// names come from the configuration, so the label set stays small: a name
+/// no channel has is counted as `unknown`. At recording, a notification has
+/// failed either for an unknown channel or because it held a secret (its
+/// channel known): the latter is `withheld`.
+fn recorded_labels(n: &Notification, channels: &ChannelSet) -> (String, &'static str) {
+    match n.status {
+        DeliveryStatus::Delivered => (n.channel.clone(), "inbox"),
+        DeliveryStatus::Failed if channels.contains(&n.channel) => (n.channel.clone(), "withheld"),
+        DeliveryStatus::Failed => ("unknown".to_string(), "unknown_channel"),
+        DeliveryStatus::Pending => (n.channel.clone(), "queued"),
     }
 }
 
@@ -399,4 +408,45 @@ fn withhold(leaks: &LeakGuard, n: &mut Notification, names: &[String]) {
         ));
     }
     tracing::warn!(id = %n.id, channel = %n.channel, "a notification holding a secret was kept unsent");
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_agent::safety::leak::WatchedSecret;
+    use cairn_core::notification::NewNotification;
+
+    use super::*;
+
+    fn notification(channel: &str) -> Notification {
+        let new = NewNotification {
+            user_id: "me".into(),
+            channel: Some(channel.into()),
+            title: "t".into(),
+            body: "the key is s3cr3t-7781".into(),
+            priority: Default::default(),
+            tags: Vec::new(),
+            data: None,
+            source: "cli".into(),
+        };
+        Notification::pending(new, Uuid::nil(), channel.into(), Utc::now())
+    }
+
+    #[test]
+    fn a_withheld_notification_is_counted_on_its_channel_not_as_unknown() {
+        let mut channels = ChannelSet::default();
+        channels.insert("log", Arc::new(crate::notify::channels::log::Log));
+        let guard = LeakGuard::new(&[WatchedSecret::new("GH", "s3cr3t-7781".into())]);
+        let mut n = notification("log");
+        assert_eq!(recorded_labels(&n, &channels), ("log".into(), "queued"));
+        withhold(&guard, &mut n, &["GH".to_string()]);
+        assert_eq!(n.status, DeliveryStatus::Failed);
+        assert_eq!(recorded_labels(&n, &channels), ("log".into(), "withheld"));
+
+        let mut lost = notification("nowhere");
+        lost.status = DeliveryStatus::Failed;
+        assert_eq!(
+            recorded_labels(&lost, &channels),
+            ("unknown".into(), "unknown_channel")
+        );
+    }
 }
