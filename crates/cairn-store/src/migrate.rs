@@ -190,6 +190,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0028_secret_leaks.sql"),
         postgres: include_str!("../migrations/0028_secret_leaks.sql"),
     },
+    Migration {
+        version: 29,
+        name: "signal_vault",
+        sqlite: include_str!("../migrations/0029_signal_vault.sql"),
+        postgres: include_str!("../migrations/0029_signal_vault.sql"),
+    },
 ];
 
 /// The last version the baseline schema stands for: a fresh database is

@@ -617,10 +617,23 @@ impl AgentLoop {
             return self.provider.complete(request).await;
         }
         let mut stream = self.provider.stream(request).await?;
+        // Each delta leaves once no secret can reach into it.
+        let mut check = self.runner.leaks().map(leak::StreamCheck::new);
+        let show = |text: String| delegate.on_event(LoopEvent::TextDelta(text));
         while let Some(event) = stream.next().await {
             match event? {
-                StreamEvent::TextDelta(delta) => delegate.on_event(LoopEvent::TextDelta(delta)),
-                StreamEvent::Done(response) => return Ok(response),
+                StreamEvent::TextDelta(delta) => match check.as_mut() {
+                    Some(check) => check.push(&delta).into_iter().for_each(show),
+                    None => show(delta),
+                },
+                StreamEvent::Done(response) => {
+                    check
+                        .as_mut()
+                        .and_then(leak::StreamCheck::finish)
+                        .into_iter()
+                        .for_each(show);
+                    return Ok(response);
+                }
                 StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. } => {}
             }
         }

@@ -245,7 +245,10 @@ impl CostGuard {
         request: &cairn_llm::ChatRequest,
         model: &str,
     ) -> Option<cairn_llm::ChatRequest> {
-        let origin = crate::safety::leak::LeakOrigin::default();
+        let origin = crate::safety::leak::LeakOrigin {
+            agent: Some(current_agent().to_string()),
+            ..Default::default()
+        };
         let messages = self
             .leaks
             .get()?

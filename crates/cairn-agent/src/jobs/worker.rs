@@ -264,7 +264,11 @@ async fn execute(inner: &Inner, mut record: JobRecord, shared: &JobShared) -> Jo
         };
         let ended = tokio::select! {
             biased;
-            ended = work(inner, &record, shared, &ctx, &mut spent) => Some(ended),
+            ended = crate::safety::leak::in_run(
+                record.id.to_string(),
+                None,
+                work(inner, &record, shared, &ctx, &mut spent),
+            ) => Some(ended),
             () = tokio::time::sleep(record.timeout) => None,
         };
         if shared.restart.swap(false, Ordering::SeqCst) && !shared.cancel.is_cancelled() {

@@ -12,6 +12,7 @@
     reason = "test code unwraps freely and may use blocking std::fs"
 )]
 
+mod credentials;
 mod site;
 
 use std::path::{Path, PathBuf};

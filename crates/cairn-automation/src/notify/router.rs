@@ -292,7 +292,7 @@ impl Notifier {
                     LeakPlace::Channel,
                     &n.channel,
                     &leak_text(&n),
-                    &LeakOrigin::default(),
+                    &leak_origin(&n),
                 )
                 .await;
             withhold(leaks, &mut n, &names);
@@ -312,7 +312,7 @@ impl Notifier {
                 LeakPlace::Channel,
                 &n.channel,
                 &leak_text(&n),
-                &LeakOrigin::default(),
+                &leak_origin(&n),
             );
             withhold(leaks, &mut n, &names);
         }
@@ -388,6 +388,19 @@ pub fn unknown_channel(name: &str, channels: &ChannelSet) -> String {
 /// What leak detection reads of a notification.
 fn leak_text(n: &Notification) -> String {
     format!("{}\n{}", n.title, n.body)
+}
+
+/// Whose a notification is, for a leak record: a routine run's names the
+/// run (its `source`, `routine:<run id>`).
+fn leak_origin(n: &Notification) -> LeakOrigin {
+    LeakOrigin {
+        run_id: n
+            .source
+            .strip_prefix("routine:")
+            .filter(|run| !run.contains(':'))
+            .map(str::to_string),
+        ..LeakOrigin::default()
+    }
 }
 
 /// A notification holding the secrets `names`: its text redacted (as

@@ -63,11 +63,13 @@ pub enum Topic {
     Settings,
     /// An API token was revoked (its open streams must end).
     Tokens,
+    /// A secret of the vault was stored, replaced or removed.
+    Vault,
 }
 
 impl Topic {
     /// Every topic.
-    pub const ALL: [Topic; 7] = [
+    pub const ALL: [Topic; 8] = [
         Topic::Routines,
         Topic::Runs,
         Topic::Notifications,
@@ -75,6 +77,7 @@ impl Topic {
         Topic::Memory,
         Topic::Settings,
         Topic::Tokens,
+        Topic::Vault,
     ];
 
     /// Its name in notifications and logs.
@@ -87,6 +90,7 @@ impl Topic {
             Topic::Memory => "memory",
             Topic::Settings => "settings",
             Topic::Tokens => "tokens",
+            Topic::Vault => "vault",
         }
     }
 
@@ -110,6 +114,7 @@ impl Topic {
             Topic::Memory => "signal.memory",
             Topic::Settings => "signal.settings",
             Topic::Tokens => "signal.tokens",
+            Topic::Vault => "signal.vault",
         }
     }
 }

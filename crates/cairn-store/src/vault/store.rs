@@ -7,7 +7,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::VaultKey;
 use crate::codec::{Cols, micros};
-use crate::{Store, StoreError};
+use crate::{Store, StoreError, Topic};
 
 /// A secret as listed: never its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +56,7 @@ impl Store {
         .bind(micros(now))
         .execute(&mut *tx)
         .await?;
+        tx.publish(Topic::Vault).await?;
         tx.commit().await?;
         Ok(!existed)
     }
@@ -92,6 +93,9 @@ impl Store {
             .bind(name)
             .execute(&mut *tx)
             .await?;
+        if done.rows_affected() > 0 {
+            tx.publish(Topic::Vault).await?;
+        }
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
     }

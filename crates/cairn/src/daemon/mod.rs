@@ -157,11 +157,13 @@ async fn serve(
         wiring::register_agent_reload(&mut reloader, rt, chats);
     }
     let signals = Signals::register();
+    // Before "running": a secret stored from then on is heard.
+    let vault = store.watch(cairn_store::Topic::Vault);
     if let Err(e) = announced.await {
         tracing::warn!(error = %e, "recording this daemon on the database failed");
     }
     report_running(&store, &url).await?;
-    let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals).await;
+    let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals, vault).await;
     eprintln!("{signal}: stopping");
     let in_time = shut_down(&config, &sup, &automation, &store).await;
     write_last_state(&header, &components, clock.now()).await;
@@ -455,13 +457,16 @@ async fn first_pairing(
     }
 }
 
-/// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP
-/// and when config.toml changes (file events, see [`config_watch`]).
+/// Waits for SIGINT or SIGTERM (named in the answer), reloading on SIGHUP,
+/// when config.toml changes (file events, see [`config_watch`]) and when
+/// another process changes the vault (the store's change signal): what
+/// reads a secret, leak detection first, takes its new value.
 async fn wait_for_stop(
     reloader: &mut Reloader,
     home: &std::path::Path,
     loaded: Option<SystemTime>,
     mut signals: Signals,
+    mut vault: cairn_store::Watch,
 ) -> &'static str {
     let path = settings::config_path(home);
     let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
@@ -488,6 +493,7 @@ async fn wait_for_stop(
                     reload(reloader, "config.toml changed").await;
                 }
             }
+            () = vault.changed() => reload(reloader, "the vault changed").await,
         }
     }
 }

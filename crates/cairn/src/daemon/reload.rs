@@ -11,10 +11,12 @@
 //! keys they cover are [`cairn_core::config::reloadable::RELOADABLE`], which
 //! `docs/configuration.md` lists with every key that needs a restart.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 
 use cairn_core::config::Config;
 use futures::future::BoxFuture;
+use secrecy::ExposeSecret;
 use serde_json::Value;
 
 /// Applies a new configuration to one running part, or refuses it (the
@@ -25,6 +27,8 @@ type Hook = Box<dyn Fn(Config) -> BoxFuture<'static, anyhow::Result<()>> + Send 
 pub struct Reloader {
     current: Config,
     hooks: Vec<(Vec<&'static str>, Hook)>,
+    /// Called whenever the vault's values differ (whatever refers to them).
+    vault_hooks: Vec<Hook>,
 }
 
 /// What one reload did.
@@ -51,7 +55,21 @@ impl Reloader {
         Self {
             current,
             hooks: Vec::new(),
+            vault_hooks: Vec::new(),
         }
+    }
+
+    /// Registers `apply` for a change of the vault (a secret stored,
+    /// replaced or removed by another process), whether or not the
+    /// configuration refers to it. A failure is logged; nothing is kept
+    /// back for it.
+    pub fn on_vault<F, Fut>(&mut self, apply: F)
+    where
+        F: Fn(Config) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        self.vault_hooks
+            .push(Box::new(move |config| Box::pin(apply(config))));
     }
 
     /// Registers `apply` for the settings under `keys` (a key, a section such
@@ -82,7 +100,14 @@ impl Reloader {
     /// be applied. When a hook fails its keys keep their old values (and
     /// are tried again at the next reload).
     pub async fn reload(&mut self, new: Config) -> ReloadReport {
-        let changed = changed_keys(&self.current, &new);
+        let secrets = changed_secrets(&self.current, &new);
+        let mut changed = changed_keys(&self.current, &new);
+        // What refers to a changed secret takes its new value as a change.
+        for key in keys_referring_to(&new, &secrets) {
+            if !changed.contains(&key) {
+                changed.push(key);
+            }
+        }
         let mut report = ReloadReport::default();
         // Per key: `None` while no hook took it (it needs a restart), else
         // the first refusal of any hook that covers it. A key is in force
@@ -106,6 +131,15 @@ impl Reloader {
                 }
             }
         }
+        // After what reads the secrets took them: once a new secret is
+        // watched, the parts that use it use it too.
+        if !secrets.is_empty() {
+            for apply in &self.vault_hooks {
+                if let Err(e) = apply(new.clone()).await {
+                    tracing::error!(error = %format!("{e:#}"), "the vault's change was not applied everywhere");
+                }
+            }
+        }
         for (key, outcome) in changed.iter().zip(outcomes) {
             match outcome {
                 None => report.need_restart.push(key.clone()),
@@ -126,6 +160,48 @@ fn covers(pattern: &str, key: &str) -> bool {
         || key
             .strip_prefix(pattern)
             .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// The names of the vault's secrets stored, replaced or removed between
+/// `old` and `new` (compared by value, never logged).
+fn changed_secrets(old: &Config, new: &Config) -> BTreeSet<String> {
+    let (a, b) = (old.env().secrets(), new.env().secrets());
+    let same = |name: &String| match (a.get(name), b.get(name)) {
+        (Some(x), Some(y)) => x.expose_secret() == y.expose_secret(),
+        _ => false,
+    };
+    a.keys()
+        .chain(b.keys())
+        .filter(|n| !same(n))
+        .cloned()
+        .collect()
+}
+
+/// The free-form tables (a table's entries one by one, as
+/// [`changed_keys`] names them) that refer to any of `secrets` as
+/// `${secret:NAME}`: their text is the same, what it reads is not. The
+/// scalar settings need none: their resolved values differ.
+fn keys_referring_to(config: &Config, secrets: &BTreeSet<String>) -> Vec<String> {
+    if secrets.is_empty() {
+        return Vec::new();
+    }
+    let refers = |value: &Value| {
+        let names = cairn_core::text::secret_references(&value.to_string());
+        names.iter().any(|n| secrets.contains(n))
+    };
+    let mut keys = Vec::new();
+    for (name, section) in &config.settings.sections {
+        match &section.value {
+            Value::Object(map) => keys.extend(
+                map.iter()
+                    .filter(|(_, v)| refers(v))
+                    .map(|(sub, _)| format!("{name}.{sub}")),
+            ),
+            other if refers(other) => keys.push((*name).to_string()),
+            _ => {}
+        }
+    }
+    keys
 }
 
 /// Every scalar key and free-form section whose value differs.
@@ -246,6 +322,50 @@ mod tests {
             report.failed,
             vec![("channels.a".to_string(), "cannot restart it".to_string())]
         );
+    }
+
+    fn config_with_vault(file: &str, vault: &[(&str, &str)]) -> Config {
+        Config::load(&ConfigInput {
+            home: "/tmp/cairn-test".into(),
+            file: Some(("/tmp/cairn-test/config.toml".into(), file.to_string())),
+            env: Default::default(),
+            system_zone: Some("UTC".into()),
+            secrets: vault
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string().into()))
+                .collect(),
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_changed_secret_reaches_what_refers_to_it_and_the_vault_hooks() {
+        let file = "[[tools.http.credentials]]\nhost = \"x.test\"\nheader = \"A\"\n\
+                    value = \"${secret:GH}\"\n[tools.policy]\ndeny = []\n";
+        let mut r = Reloader::new(config_with_vault(file, &[("GH", "old-value-1")]));
+        let vault_calls = Arc::new(AtomicU32::new(0));
+        let c = Arc::clone(&vault_calls);
+        r.on_vault(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+            async { Ok(()) }
+        });
+        r.on(&["tools.http", "tools.policy"], |_| async { Ok(()) });
+        // The same values: nothing to do.
+        let same = r
+            .reload(config_with_vault(file, &[("GH", "old-value-1")]))
+            .await;
+        assert!(same.is_empty(), "{same:?}");
+        assert_eq!(vault_calls.load(Ordering::SeqCst), 0);
+        // A secret nothing refers to: the vault's hooks only.
+        let added = [("GH", "old-value-1"), ("NEW", "new-value-2")];
+        let report = r.reload(config_with_vault(file, &added)).await;
+        assert!(report.is_empty(), "{report:?}");
+        assert_eq!(vault_calls.load(Ordering::SeqCst), 1);
+        // The secret a table refers to: that table takes its new value.
+        let changed = [("GH", "new-value-1"), ("NEW", "new-value-2")];
+        let report = r.reload(config_with_vault(file, &changed)).await;
+        assert_eq!(report.applied, vec!["tools.http"], "{report:?}");
+        assert_eq!(vault_calls.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

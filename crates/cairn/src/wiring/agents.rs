@@ -213,7 +213,7 @@ pub(super) async fn agent_run(
         Arc::new(registry),
         Arc::new(PolicyGate::new(&policy)),
     ));
-    runner.attach_leaks(kit.leaks.clone());
+    runner.attach_leaks(kit.leaks.for_agent(&spec.id));
     let own = |shared: &Arc<dyn LlmProvider>| -> Arc<dyn LlmProvider> {
         Arc::new(AgentProvider::new(Arc::clone(shared), &spec.id))
     };

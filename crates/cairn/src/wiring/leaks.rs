@@ -146,6 +146,30 @@ pub fn leak_guard(config: &Config) -> LeakGuard {
     LeakGuard::new(&watched_secrets(config, Vec::new()))
 }
 
+/// [`leak_guard`] watching every value of the vault too, not only those
+/// config.toml refers to: a command that runs tools (`chat`, `routine
+/// fire`) guards what the daemon guards. A vault that cannot be read
+/// leaves the configuration's secrets watched, and says so.
+pub async fn leak_guard_with_vault(config: &Config, store: &cairn_store::Store) -> LeakGuard {
+    let source = crate::vault::KeySource::of(config);
+    let values = match crate::vault::open_key(&source, store, false).await {
+        Ok(Some(key)) => store.vault_values(&key).await.map_err(anyhow::Error::from),
+        Ok(None) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    };
+    let vault = match values {
+        Ok(values) => values
+            .into_iter()
+            .map(|(name, value)| WatchedSecret::new(name, value))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "cannot read the vault: leak detection watches only the secrets config.toml names");
+            Vec::new()
+        }
+    };
+    LeakGuard::new(&watched_secrets(config, vault))
+}
+
 /// Records `leaks`' findings in `store`, telling the owner through `notifier`.
 pub fn attach_recorder(
     leaks: &LeakGuard,

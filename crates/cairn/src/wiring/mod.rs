@@ -249,7 +249,7 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
     let tools = tools_config(config)?;
     let link = EngineLink::new();
     // One leak guard for every part of this process: a reload replaces its set.
-    let leaks = leak_guard(config);
+    let leaks = leak_guard_with_vault(config, &store).await;
     guard.attach_leaks(leaks.clone());
     let hooks = hooks(config, &tools, &link, &leaks)?;
     // The execution primitives run other tools through the runner, which
@@ -288,7 +288,9 @@ pub async fn runtime(config: &Config, store: Store) -> anyhow::Result<Runtime> {
         Some(&mcp.get()),
     )?;
     runner_link.attach(agent.runner());
-    agent.runner().attach_leaks(leaks.clone());
+    agent
+        .runner()
+        .attach_leaks(leaks.for_agent(cairn_agent::agents::MAIN));
     let kit = AgentKit {
         main: agent.clone(),
         providers: providers.clone(),

@@ -71,6 +71,14 @@ pub fn register_reloads(reloader: &mut Reloader, automation: &Automation) {
         });
         async { Ok(()) }
     });
+    // A secret stored or removed in the vault by another process is
+    // watched at once (the guard every part of the daemon shares).
+    if let Some(leaks) = automation.notifier.leaks().cloned() {
+        reloader.on_vault(move |config| {
+            leaks.replace(&super::watched_secrets(&config, Vec::new()));
+            async { Ok(()) }
+        });
+    }
     // Without an LLM at start there is no agent to reconfigure: its keys
     // then need a restart (reported so).
     if let Some(rt) = &automation.runtime {

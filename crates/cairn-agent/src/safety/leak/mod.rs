@@ -12,9 +12,11 @@
 //!   value is replaced by `[secret:NAME]`, and so is what is stored
 //!   (the person's message, tool results, the model's calls).
 
+mod origin;
 mod record;
 pub mod scanner;
 pub mod shapes;
+pub mod stream;
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -23,8 +25,10 @@ use cairn_core::chat::ChatMessage;
 use cairn_core::live::Live;
 use serde_json::Value;
 
+pub use origin::{LeakOrigin, in_run};
 pub use record::{LeakRecorder, StoreLeakRecorder};
 pub use scanner::{LeakHit, LeakScanner, MIN_SECRET_CHARS, WatchedSecret, placeholder};
+pub use stream::StreamCheck;
 
 /// Where a secret was going when it was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,27 +55,6 @@ impl LeakPlace {
     }
 }
 
-/// Whose turn or run a leak belongs to, as far as the finder knows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LeakOrigin {
-    /// The agent.
-    pub agent: Option<String>,
-    /// The session.
-    pub session_id: Option<String>,
-    /// The routine run or job.
-    pub run_id: Option<String>,
-}
-
-impl LeakOrigin {
-    /// A leak in `session_id`.
-    pub fn session(session_id: impl Into<String>) -> Self {
-        Self {
-            session_id: Some(session_id.into()),
-            ..Self::default()
-        }
-    }
-}
-
 /// One leak found, before it is recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundLeak {
@@ -93,6 +76,8 @@ pub struct FoundLeak {
 pub struct LeakGuard {
     scanner: Live<LeakScanner>,
     recorder: Arc<OnceLock<Arc<dyn LeakRecorder>>>,
+    /// The agent whose parts hold this guard ([`Self::for_agent`]).
+    agent: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for LeakGuard {
@@ -115,6 +100,17 @@ impl LeakGuard {
         Self {
             scanner: Live::new(Arc::new(LeakScanner::new(secrets))),
             recorder: Arc::default(),
+            agent: None,
+        }
+    }
+
+    /// This guard (the same scanner, replaced with it, and recorder) as
+    /// `agent`'s: what it finds is recorded as that agent's unless the
+    /// finder says whose.
+    pub fn for_agent(&self, agent: &str) -> Self {
+        Self {
+            agent: Some(Arc::from(agent)),
+            ..self.clone()
         }
     }
 
@@ -148,6 +144,7 @@ impl LeakGuard {
             return Vec::new();
         }
         let context = excerpt(text, &hits);
+        let origin = &origin::completed(origin, self.agent.as_deref());
         let mut names: Vec<String> = Vec::new();
         for hit in hits {
             if !names.contains(&hit.name) {
@@ -180,11 +177,12 @@ impl LeakGuard {
         if !names.is_empty()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
+            // Completed here: the task-local run scope does not reach the task.
             let (guard, target, text, origin) = (
                 self.clone(),
                 target.to_string(),
                 text.to_string(),
-                origin.clone(),
+                origin::completed(origin, self.agent.as_deref()),
             );
             runtime.spawn(async move { guard.check(place, &target, &text, &origin).await });
         }
@@ -323,6 +321,11 @@ pub async fn withhold(guard: Option<&LeakGuard>, text: String, session_id: &str)
     if names.is_empty() {
         return text;
     }
+    withheld_text(&names)
+}
+
+/// What the person is shown instead of an answer holding the secrets `names`.
+pub fn withheld_text(names: &[String]) -> String {
     format!(
         "[cairn withheld this answer: it contained the secret {}; see `cairn secret leaks`]",
         names.join(", ")

@@ -71,6 +71,8 @@ pub struct LeakScanner {
     /// For each pattern of the automaton, the index of its secret's name.
     owner: Vec<usize>,
     names: Vec<String>,
+    /// Bytes of the longest pattern.
+    longest: usize,
 }
 
 impl std::fmt::Debug for LeakScanner {
@@ -125,11 +127,18 @@ impl LeakScanner {
                     None
                 }
             });
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         Self {
             automaton,
             owner,
             names,
+            longest,
         }
+    }
+
+    /// Bytes of the longest value or encoding watched (0 when none).
+    pub fn longest_pattern(&self) -> usize {
+        self.longest
     }
 
     /// Bytes the automaton holds.

@@ -33,6 +33,11 @@ const SHAPES: &[(&str, &str, bool)] = &[
     ),
 ];
 
+/// Bytes of the longest of the shortest texts each shape matches
+/// (`github_pat_` and 40 more): a streamed reply holds back one less, so
+/// no part of a key leaves before its shape can be seen.
+pub const LONGEST_SHORTEST_MATCH: usize = 51;
+
 static COMPILED: LazyLock<Vec<(&'static str, Regex, bool)>> = LazyLock::new(|| {
     SHAPES
         .iter()
@@ -105,6 +110,28 @@ mod tests {
             ),
         ] {
             assert_eq!(kinds(text), [kind], "{text}");
+        }
+    }
+
+    #[test]
+    fn every_shape_is_seen_within_the_longest_shortest_match() {
+        for (kind, example) in [
+            ("anthropic", "sk-ant-api03-Abcdefghij0123456789xyz"),
+            ("openai", "sk-Abcdefghij0123456789KLMNOP"),
+            ("slack", "xoxb-123456789012-AbCdEfGh"),
+            ("slack", "xapp-1-A0123456789"),
+            ("github", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            (
+                "github",
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789",
+            ),
+            ("aws", "AKIAIOSFODNN7EXAMPLE"),
+            ("private-key", "-----BEGIN OPENSSH PRIVATE KEY-----"),
+        ] {
+            let seen = (1..=example.len())
+                .find(|n| !find(&example[..*n]).is_empty())
+                .unwrap_or(usize::MAX);
+            assert!(seen <= LONGEST_SHORTEST_MATCH, "{kind}: {seen}");
         }
     }
 

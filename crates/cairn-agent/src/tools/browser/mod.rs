@@ -176,11 +176,20 @@ impl Browsers {
         }))
     }
 
-    /// The `browser_*` tools of `agent`'s browser.
+    /// The `browser_*` tools of `agent`'s browser. Those that load pages
+    /// name the hosts cairn adds a credential for (never its value).
     pub fn tools(&self, agent: &str, workspace: &Path) -> Vec<Arc<dyn Tool>> {
-        let specs = specs()
-            .into_iter()
-            .map(|(op, spec)| (op, spec.time_limit(self.settings.config.call_limit())));
+        let net = self.settings.net.get();
+        let specs = specs().into_iter().map(|(op, spec)| {
+            let spec = spec.time_limit(self.settings.config.call_limit());
+            let loads = matches!(op, Op::Open | Op::Click | Op::Type | Op::Select);
+            let spec = if loads {
+                super::http::with_credential_hosts(&spec, &net)
+            } else {
+                spec
+            };
+            (op, spec)
+        });
         members(&self.browser(agent, workspace), FAMILY, specs)
     }
 

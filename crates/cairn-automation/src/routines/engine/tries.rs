@@ -162,7 +162,12 @@ impl RoutineEngine {
             fire: fire.clone(),
             cancel: token.clone(),
         };
-        let action = self.inner.executor.execute(request);
+        // A leak found in the run is recorded as this run's (and its agent's).
+        let action = cairn_agent::safety::leak::in_run(
+            run.id.to_string(),
+            routine.spec.agent.clone(),
+            self.inner.executor.execute(request),
+        );
         tokio::pin!(action);
         let limit = routine.spec.guardrails.timeout;
         let timer = async {
