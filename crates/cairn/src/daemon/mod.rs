@@ -158,7 +158,7 @@ async fn serve(
     }
     let signals = Signals::register();
     // Before "running": a secret stored from then on is heard.
-    let vault = store.watch(cairn_store::Topic::Vault);
+    let vault = VaultWatch::start(&store).await;
     if let Err(e) = announced.await {
         tracing::warn!(error = %e, "recording this daemon on the database failed");
     }
@@ -466,7 +466,7 @@ async fn wait_for_stop(
     home: &std::path::Path,
     loaded: Option<SystemTime>,
     mut signals: Signals,
-    mut vault: cairn_store::Watch,
+    mut vault: VaultWatch,
 ) -> &'static str {
     let path = settings::config_path(home);
     let mut watch = self::config_watch::ConfigWatch::start(path.clone()).await;
@@ -494,6 +494,51 @@ async fn wait_for_stop(
                 }
             }
             () = vault.changed() => reload(reloader, "the vault changed").await,
+        }
+    }
+}
+
+/// The vault as the change signal reports it: a wake is a change only when
+/// its secrets' names or times moved (the listener's start wakes every
+/// waiter once), so the configuration is read again only for a real one.
+struct VaultWatch {
+    store: Store,
+    watch: cairn_store::Watch,
+    seen: Option<Vec<(String, chrono::DateTime<chrono::Utc>)>>,
+}
+
+impl VaultWatch {
+    async fn start(store: &Store) -> VaultWatch {
+        let watch = store.watch(cairn_store::Topic::Vault);
+        let mut vault = VaultWatch {
+            store: store.clone(),
+            watch,
+            seen: None,
+        };
+        vault.seen = vault.stamp().await;
+        vault
+    }
+
+    async fn stamp(&self) -> Option<Vec<(String, chrono::DateTime<chrono::Utc>)>> {
+        let entries = self.store.vault_list().await.ok()?;
+        Some(
+            entries
+                .into_iter()
+                .map(|e| (e.name, e.updated_at))
+                .collect(),
+        )
+    }
+
+    /// Completes when a secret was stored, replaced or removed.
+    async fn changed(&mut self) {
+        loop {
+            self.watch.changed().await;
+            let now = self.stamp().await;
+            // Unreadable: looked at again by the reload itself.
+            if now.is_none() || now != self.seen {
+                self.seen = now;
+                return;
+            }
         }
     }
 }
