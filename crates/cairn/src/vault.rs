@@ -2,10 +2,12 @@
 //!
 //! The key is derived from `$CAIRN_HOME/install.key` (the default, which
 //! works on a headless machine), or kept in the OS keyring when
-//! `secrets.keyring = true` ([`KeySource`]). The values sit encrypted in
+//! `secrets.keyring = true` ([`KeySource`], [`keyring`]). The values sit encrypted in
 //! the store (`cairn_store::vault`); [`load_secrets`] reads those that
 //! config.toml's `${secret:NAME}` references name, before the configuration
 //! is resolved, so no command needs an environment variable for them.
+
+pub mod keyring;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -21,8 +23,8 @@ use secrecy::{ExposeSecret, SecretString};
 pub enum KeySource {
     /// `install.key` in the home (also the pairing codes' key).
     File(PathBuf),
-    /// The OS keyring (`secrets.keyring = true`).
-    Keyring,
+    /// The OS keyring, in the home's entry (`secrets.keyring = true`).
+    Keyring(PathBuf),
 }
 
 impl KeySource {
@@ -35,10 +37,28 @@ impl KeySource {
                 .and_then(|r| r.value.as_ref()),
             Some(cairn_core::config::Value::Bool(true))
         );
+        let home = config.home().to_path_buf();
         if keyring {
-            KeySource::Keyring
+            KeySource::Keyring(home)
         } else {
-            KeySource::File(config.home().to_path_buf())
+            KeySource::File(home)
+        }
+    }
+
+    /// The other source of the same home (where a vault sealed before
+    /// `secrets.keyring` changed keeps its key).
+    pub fn other(&self) -> KeySource {
+        match self {
+            KeySource::File(home) => KeySource::Keyring(home.clone()),
+            KeySource::Keyring(home) => KeySource::File(home.clone()),
+        }
+    }
+
+    /// The `secrets.keyring` value that selects this source.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            KeySource::File(_) => "secrets.keyring = false",
+            KeySource::Keyring(_) => "secrets.keyring = true",
         }
     }
 
@@ -46,16 +66,20 @@ impl KeySource {
     pub fn describe(&self) -> String {
         match self {
             KeySource::File(home) => home.join(INSTALL_KEY_FILE).display().to_string(),
-            KeySource::Keyring => format!("the OS keyring ({})", keyring::ENTRY),
+            KeySource::Keyring(home) => format!(
+                "the OS keyring (service {}, user {})",
+                keyring::SERVICE,
+                keyring::current_user(home)
+            ),
         }
     }
 
     /// The master key, made when `create` and there is none.
-    async fn current(&self, create: bool) -> anyhow::Result<Option<[u8; 32]>> {
+    pub async fn current(&self, create: bool) -> anyhow::Result<Option<[u8; 32]>> {
         match self {
             KeySource::File(home) if create => Ok(Some(InstallKey::load_or_create(home).await?)),
             KeySource::File(home) => Ok(InstallKey::read_key(&home.join(INSTALL_KEY_FILE)).await?),
-            KeySource::Keyring => keyring::current(create).await,
+            KeySource::Keyring(home) => keyring::current(home, create).await,
         }
     }
 
@@ -63,7 +87,7 @@ impl KeySource {
     async fn next(&self) -> anyhow::Result<Option<[u8; 32]>> {
         match self {
             KeySource::File(home) => Ok(InstallKey::read_next(home).await?),
-            KeySource::Keyring => keyring::next().await,
+            KeySource::Keyring(home) => keyring::next(home).await,
         }
     }
 
@@ -71,7 +95,7 @@ impl KeySource {
     pub async fn write_next(&self, key: &[u8; 32]) -> anyhow::Result<()> {
         match self {
             KeySource::File(home) => Ok(InstallKey::write_next(home, key).await?),
-            KeySource::Keyring => keyring::write_next(key).await,
+            KeySource::Keyring(home) => keyring::write_next(home, key).await,
         }
     }
 
@@ -79,7 +103,7 @@ impl KeySource {
     pub async fn promote_next(&self) -> anyhow::Result<()> {
         match self {
             KeySource::File(home) => Ok(InstallKey::promote_next(home).await?),
-            KeySource::Keyring => keyring::promote_next().await,
+            KeySource::Keyring(home) => keyring::promote_next(home).await,
         }
     }
 
@@ -87,7 +111,7 @@ impl KeySource {
     async fn drop_next(&self) -> anyhow::Result<()> {
         match self {
             KeySource::File(home) => Ok(InstallKey::drop_next(home).await?),
-            KeySource::Keyring => keyring::drop_next().await,
+            KeySource::Keyring(home) => keyring::drop_next(home).await,
         }
     }
 }
@@ -95,8 +119,10 @@ impl KeySource {
 /// The vault's key for `store`, after finishing a rotation a crash
 /// interrupted: the vault's rows say whether it reached them (then the next
 /// key is promoted) or not (then it is dropped). `None` when there is no
-/// key and `create` is false. A key that is not the one the rows are
-/// sealed with is an error naming the vault and where the key was read.
+/// key and `create` is false. No key is made for a vault that already
+/// holds secrets. A key that is not the one the rows are sealed with is an
+/// error naming the vault, where the key was read, and, when the other
+/// source (install.key or the keyring) holds the rows' key, how to move.
 pub async fn open_key(
     source: &KeySource,
     store: &Store,
@@ -111,18 +137,25 @@ pub async fn open_key(
             source.drop_next().await?;
         }
     }
-    let Some(master) = source.current(create).await? else {
+    let Some(master) = source.current(create && ids.is_empty()).await? else {
         if ids.is_empty() {
             return Ok(None);
         }
+        if let Some(moved) = sealed_elsewhere(source, &ids).await {
+            anyhow::bail!(moved);
+        }
         anyhow::bail!(
-            "the vault holds secrets but there is no key at {}: put back the key the vault was \
-             written with (`cairn restore --key-file` takes one)",
+            "the vault holds secrets (key {}) but there is no key at {}: put back the key the \
+             vault was written with (`cairn restore --key-file` takes one)",
+            ids.join(", "),
             source.describe()
         );
     };
     let key = VaultKey::derive(&master);
     if let Some(other) = ids.iter().find(|id| *id != key.id()) {
+        if let Some(moved) = sealed_elsewhere(source, &ids).await {
+            anyhow::bail!(moved);
+        }
         anyhow::bail!(
             "the vault's secrets are encrypted with key {other}, and the key at {} is {}: \
              use the key the vault was written with",
@@ -131,6 +164,31 @@ pub async fn open_key(
         );
     }
     Ok(Some(key))
+}
+
+/// The vault's key when `source` lacks it but the home's other source holds
+/// it (`secrets.keyring` changed since the vault was sealed).
+pub async fn key_in_other(source: &KeySource, ids: &[String]) -> Option<VaultKey> {
+    let master = source.other().current(false).await.ok()??;
+    let key = VaultKey::derive(&master);
+    (!ids.is_empty() && ids.iter().all(|id| id == key.id())).then_some(key)
+}
+
+/// What to do when the vault's key is in the other source, if it is.
+async fn sealed_elsewhere(source: &KeySource, ids: &[String]) -> Option<String> {
+    let key = key_in_other(source, ids).await?;
+    let other = source.other();
+    Some(format!(
+        "the vault's secrets are sealed with key {}, kept in {} ({}), but this configuration \
+         says {}: run `cairn secret rotate-key` to move the vault to a new key in {}, or set {} \
+         again",
+        key.id(),
+        other.describe(),
+        other.setting(),
+        source.setting(),
+        source.describe(),
+        other.setting()
+    ))
 }
 
 /// Reads the vault for `config`: every value when `all` (the daemon, whose
@@ -181,33 +239,4 @@ pub fn load_secrets(
             .unwrap_or_else(|_| Err(anyhow::anyhow!("reading the vault panicked")))
     })
     .context("cannot read the vault for config.toml's ${secret:NAME} references")
-}
-
-/// The OS keyring: not built into this binary (see docs/secrets.md).
-mod keyring {
-    /// The keyring entry's name, for messages.
-    pub const ENTRY: &str = "service cairn, user vault-key";
-
-    fn unsupported() -> anyhow::Error {
-        anyhow::anyhow!(
-            "secrets.keyring = true, but this cairn has no OS keyring support; set \
-             secrets.keyring = false to keep the vault's key in install.key (see docs/secrets.md)"
-        )
-    }
-
-    pub async fn current(_create: bool) -> anyhow::Result<Option<[u8; 32]>> {
-        Err(unsupported())
-    }
-    pub async fn next() -> anyhow::Result<Option<[u8; 32]>> {
-        Err(unsupported())
-    }
-    pub async fn write_next(_key: &[u8; 32]) -> anyhow::Result<()> {
-        Err(unsupported())
-    }
-    pub async fn promote_next() -> anyhow::Result<()> {
-        Err(unsupported())
-    }
-    pub async fn drop_next() -> anyhow::Result<()> {
-        Err(unsupported())
-    }
 }

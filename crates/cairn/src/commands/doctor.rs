@@ -13,6 +13,7 @@ use cairn_store::Store;
 use crate::settings;
 
 pub mod llm;
+mod vault;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -60,6 +61,15 @@ pub fn run_with(as_json: bool, offline: bool) -> anyhow::Result<ExitCode> {
         }
         Err(err) => {
             checks.push(check("config", Status::Fail, format!("{err:#}")));
+            // The vault's key may be why: its check runs on what loads without it.
+            checks.push(match settings::load_without_vault() {
+                Ok(bare) => crate::commands::runtime()?.block_on(vault::check_vault(&bare)),
+                Err(_) => check(
+                    "vault",
+                    Status::Warn,
+                    "not checked: fix the configuration first",
+                ),
+            });
             None
         }
     };
@@ -71,6 +81,7 @@ pub fn run_with(as_json: bool, offline: bool) -> anyhow::Result<ExitCode> {
             checks.push(database);
             checks.push(signal);
             checks.push(check_permissions(config));
+            checks.push(crate::commands::runtime()?.block_on(vault::check_vault(config)));
             checks.push(check_zone(config));
             checks.push(check_environment(config));
             checks.push(crate::commands::runtime()?.block_on(llm::check_llm(config, offline)));

@@ -213,11 +213,20 @@ async fn rm(
 /// transaction, then the new key put in place. A crash before the
 /// transaction leaves the old key in force; after it, the next start (any
 /// command reading the vault) finds the rows under the new key and
-/// finishes the swap.
+/// finishes the swap. A vault whose key is in the home's other source
+/// (`secrets.keyring` changed) is moved: the new key goes where the
+/// configuration says, the old one is left where it was.
 async fn rotate(store: &Store, source: &KeySource) -> anyhow::Result<ExitCode> {
-    let old = open_key(source, store, true)
-        .await?
-        .context("no vault key could be made")?;
+    let (old, from) = match open_key(source, store, true).await {
+        Ok(key) => (key.context("no vault key could be made")?, source.clone()),
+        Err(e) => {
+            let ids = store.vault_key_ids().await?;
+            match crate::vault::key_in_other(source, &ids).await {
+                Some(key) => (key, source.other()),
+                None => return Err(e),
+            }
+        }
+    };
     let master = cairn_store::install_key::random_key();
     let new = VaultKey::derive(&master);
     source.write_next(&master).await?;
@@ -226,12 +235,23 @@ async fn rotate(store: &Store, source: &KeySource) -> anyhow::Result<ExitCode> {
         .await
         .context("the vault was not re-encrypted; the old key stays in force")?;
     source.promote_next().await?;
-    println!(
-        "re-encrypted {moved} secret(s): key {} replaces {} at {}",
-        new.id(),
-        old.id(),
-        source.describe()
-    );
+    if from.describe() == source.describe() {
+        println!(
+            "re-encrypted {moved} secret(s): key {} replaces {} at {}",
+            new.id(),
+            old.id(),
+            source.describe()
+        );
+    } else {
+        println!(
+            "re-encrypted {moved} secret(s): key {} at {} replaces {} at {} (left there; \
+             nothing is sealed with it now)",
+            new.id(),
+            source.describe(),
+            old.id(),
+            from.describe()
+        );
+    }
     if let KeySource::File(_) = source {
         println!(
             "pairing codes made before are void; restart a running daemon so it uses the new key"

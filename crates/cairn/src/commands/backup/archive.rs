@@ -62,6 +62,10 @@ pub struct Manifest {
     /// it is given against them before writing anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vault_keys: Vec<String>,
+    /// The OS keyring entry (its user name) holding that key, when the
+    /// home kept it there: a restore on the same machine finds it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault_keyring_entry: Option<String>,
 }
 
 /// An archive being written to `FILE.partial`, renamed to `FILE` when finished.

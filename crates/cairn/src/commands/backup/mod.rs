@@ -4,11 +4,12 @@
 //! config.toml; restored into an empty home, into whichever database the
 //! restored configuration names, with every table's row count checked.
 //! The vault's secrets travel sealed, never with their key: a restore needs
-//! the same key (`--key-file`, or the one already in the home), checked
-//! before anything is written.
+//! the same key (`--key-file`, the one already in the home, or the OS
+//! keyring's), checked before anything is written.
 
 mod archive;
 mod data;
+mod keys;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,6 +24,7 @@ use secrecy::ExposeSecret;
 
 use self::archive::{DatabaseForm, Manifest};
 use crate::exit::BadInput;
+use crate::vault::KeySource;
 use crate::{home, settings};
 
 /// Arguments of `cairn backup`.
@@ -44,8 +46,9 @@ pub struct RestoreArgs {
     /// config.toml, every table's rows and the archive's workspace files.
     #[arg(long)]
     pub force: bool,
-    /// The install.key of the home the backup was taken from: the vault's
-    /// secrets are encrypted with it (copied into the home as install.key).
+    /// The key of the home the backup was taken from (its install.key): the
+    /// vault's secrets are encrypted with it. Copied into the home as
+    /// install.key, or into the OS keyring with `secrets.keyring = true`.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
 }
@@ -144,6 +147,12 @@ pub fn backup(args: &BackupArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         tables,
         config: config_text.is_some(),
         workspace_files: workspace.len() as u64,
+        vault_keyring_entry: match KeySource::of(&config) {
+            KeySource::Keyring(home) if !vault_keys.is_empty() => {
+                Some(crate::vault::keyring::current_user(&home))
+            }
+            _ => None,
+        },
         vault_keys,
     };
     let mut out = archive::Writer::create(&args.file, args.force, &manifest)?;
@@ -190,13 +199,15 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let key = vault_key(args, &home, &manifest)?;
     let staging = Staging::new("restore")?;
     archive::unpack(&args.file, &staging.0)?;
     let config_path = settings::config_path(&home);
     let config_text = read_optional(&staging.join("config.toml"))?;
     let config = settings::load_with_file(config_text.clone().map(|t| (config_path.clone(), t)))
         .context("the archive's config.toml does not load here")?;
+    // The restored configuration says where the key goes (install.key or the keyring).
+    let source = KeySource::of(&config);
+    let key = super::runtime()?.block_on(keys::vault_key(args, &source, &manifest))?;
     if !args.force && !is_empty_dir(&config.workspace)? {
         return Err(BadInput(format!(
             "the workspace {} is not empty; add --force to replace its files",
@@ -211,8 +222,15 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
         &manifest, &staging, url, known, args.force,
     ))?;
     if let Some(bytes) = key {
-        let path = home.join(cairn_store::install_key::INSTALL_KEY_FILE);
-        home::write(&path, &bytes, args.force)?;
+        match &source {
+            KeySource::File(dir) => {
+                let path = dir.join(cairn_store::install_key::INSTALL_KEY_FILE);
+                home::write(&path, &bytes, args.force)?;
+            }
+            KeySource::Keyring(dir) => super::runtime()?
+                .block_on(crate::vault::keyring::put(dir, &bytes))
+                .context("the database was restored, but its vault's key could not be put in the OS keyring")?,
+        }
     }
     let replaced = restore_files(
         config_text.as_deref(),
@@ -227,64 +245,6 @@ pub fn restore(args: &RestoreArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     };
     report(&args.file, &restored, 0, &replaced, as_json, "restored")?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The install key to put in the home (from `--key-file`), after checking
-/// that it (or the home's own, or none) opens the archive's vault: a wrong
-/// key is refused here, before anything is written.
-fn vault_key(
-    args: &RestoreArgs,
-    home: &Path,
-    manifest: &Manifest,
-) -> anyhow::Result<Option<[u8; 32]>> {
-    use cairn_store::install_key::INSTALL_KEY_FILE;
-    let (given, from) = match &args.key_file {
-        Some(path) => (read_key(path)?, path.clone()),
-        None => {
-            let path = home.join(INSTALL_KEY_FILE);
-            match read_key(&path) {
-                Ok(key) => (key, path),
-                Err(_) if manifest.vault_keys.is_empty() => return Ok(None),
-                Err(_) => {
-                    return Err(BadInput(format!(
-                        "{}: its vault holds secrets encrypted with key {}; give the install.key \
-                         of the home it was taken from with --key-file FILE",
-                        args.file.display(),
-                        manifest.vault_keys.join(", ")
-                    ))
-                    .into());
-                }
-            }
-        }
-    };
-    let id = cairn_store::VaultKey::derive(&given).id().to_string();
-    if let Some(other) = manifest.vault_keys.iter().find(|k| **k != id) {
-        return Err(BadInput(format!(
-            "{}: its vault's secrets are encrypted with key {other}, and {} is key {id}: give \
-             the install.key of the home the backup was taken from (nothing was restored)",
-            args.file.display(),
-            from.display()
-        ))
-        .into());
-    }
-    Ok(args.key_file.as_ref().map(|_| given))
-}
-
-/// A 32-byte key file.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "one-shot command, outside async code"
-)]
-fn read_key(path: &Path) -> anyhow::Result<[u8; 32]> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
-        BadInput(format!(
-            "{}: expected a 32-byte install.key, found {} bytes",
-            path.display(),
-            bytes.len()
-        ))
-        .into()
-    })
 }
 
 /// Restores the archive's database into `url`: the SQLite file copied row
