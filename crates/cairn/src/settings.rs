@@ -64,15 +64,46 @@ pub fn load_without_vault() -> anyhow::Result<Config> {
     resolve(&gather_input()?)
 }
 
-fn load_reading_vault(all: bool) -> anyhow::Result<Config> {
-    let mut input = gather_input()?;
+/// The configuration resolved without the vault, with what it was resolved
+/// from: the daemon reads the vault from the store it opens anyway
+/// ([`with_whole_vault`]) instead of opening the database twice.
+pub fn load_before_vault() -> anyhow::Result<(ConfigInput, Config)> {
+    let input = gather_input()?;
     let config = resolve(&input)?;
-    let referenced = input
+    Ok((input, config))
+}
+
+/// `config` resolved again with every value of the vault at hand, read
+/// from the open `store` (as [`load_with_whole_vault`]).
+pub async fn with_whole_vault(
+    mut input: ConfigInput,
+    config: Config,
+    store: &cairn_store::Store,
+) -> anyhow::Result<Config> {
+    let source = crate::vault::KeySource::of(&config);
+    let secrets = crate::vault::read_secrets(&source, store, referenced(&input), true)
+        .await
+        .context("cannot read the vault for config.toml's ${secret:NAME} references")?;
+    if secrets.is_empty() {
+        return Ok(config);
+    }
+    input.secrets = secrets;
+    resolve(&input)
+}
+
+/// The secrets config.toml names (`${secret:NAME}`).
+fn referenced(input: &ConfigInput) -> std::collections::BTreeSet<String> {
+    input
         .file
         .as_ref()
         .map(|(_, text)| cairn_core::text::secret_references(text))
-        .unwrap_or_default();
-    let secrets = crate::vault::load_secrets(&config, referenced, all)?;
+        .unwrap_or_default()
+}
+
+fn load_reading_vault(all: bool) -> anyhow::Result<Config> {
+    let mut input = gather_input()?;
+    let config = resolve(&input)?;
+    let secrets = crate::vault::load_secrets(&config, referenced(&input), all)?;
     if secrets.is_empty() {
         return Ok(config);
     }

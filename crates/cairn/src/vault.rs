@@ -191,6 +191,27 @@ async fn sealed_elsewhere(source: &KeySource, ids: &[String]) -> Option<String> 
     ))
 }
 
+/// Reads from the open `store` every value of the vault when `all`, else
+/// the `referenced` ones, which are marked used.
+pub async fn read_secrets(
+    source: &KeySource,
+    store: &Store,
+    referenced: BTreeSet<String>,
+    all: bool,
+) -> anyhow::Result<BTreeMap<String, SecretString>> {
+    let Some(key) = open_key(source, store, false).await? else {
+        return Ok(BTreeMap::new());
+    };
+    let wanted: Vec<String> = referenced.into_iter().collect();
+    let mut values = store
+        .vault_resolve(&key, &wanted, chrono::Utc::now())
+        .await?;
+    if all {
+        values.extend(store.vault_values(&key).await?);
+    }
+    Ok(values)
+}
+
 /// Reads the vault for `config`: every value when `all` (the daemon, whose
 /// routines' webhook secrets may name any), else the `referenced` ones
 /// (those config.toml names), which are marked used. Nothing is opened when
@@ -203,27 +224,15 @@ pub fn load_secrets(
     if referenced.is_empty() && !all {
         return Ok(BTreeMap::new());
     }
-    let source = KeySource::of(config);
     let url = config.database_url.expose_secret().to_string();
-    let now = chrono::Utc::now();
+    let source = KeySource::of(config);
     // Its own thread and runtime: configuration is loaded from sync code
     // and from the daemon's async reload alike.
     let read = async move {
         let (store, _) = Store::open(&url)
             .await
             .context("cannot open the database")?;
-        let result = async {
-            let Some(key) = open_key(&source, &store, false).await? else {
-                return anyhow::Ok(BTreeMap::new());
-            };
-            let wanted: Vec<String> = referenced.into_iter().collect();
-            let mut values = store.vault_resolve(&key, &wanted, now).await?;
-            if all {
-                values.extend(store.vault_values(&key).await?);
-            }
-            Ok(values)
-        }
-        .await;
+        let result = read_secrets(&source, &store, referenced, all).await;
         store.close().await;
         result
     };

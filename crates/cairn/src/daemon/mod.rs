@@ -27,7 +27,7 @@ use anyhow::Context;
 use cairn_agent::agents::Chats;
 use cairn_agent::sandbox::Confinement;
 use cairn_core::clock::{Clock, SystemClock};
-use cairn_core::config::Config;
+use cairn_core::config::{Config, ConfigInput};
 use cairn_gateway::Components;
 use cairn_store::Store;
 use secrecy::ExposeSecret;
@@ -65,7 +65,8 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     // Read before the file is: a change made while the daemon starts (before
     // its watch is set up) is then seen as one, not taken for the start's.
     let loaded = loaded_version()?;
-    let mut config = settings::load_with_whole_vault()?;
+    // The vault is read from the store `serve` opens (one open, not two).
+    let (input, mut config) = settings::load_before_vault()?;
     if let Some(port) = args.port {
         config.gateway.port = port;
     }
@@ -78,7 +79,7 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
     // events, signals) is then taken by the worker in the wake that caused
     // it, instead of waking the main thread too.
     let result = runtime.block_on(async {
-        tokio::spawn(serve(config, loaded, phases))
+        tokio::spawn(serve(input, config, loaded, phases))
             .await
             .unwrap_or_else(|e| Err(anyhow::anyhow!("the daemon's main task failed: {e}")))
     });
@@ -101,18 +102,23 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// The daemon's life: each start-up step in order, then the wait for a
 /// stop signal, then the shutdown.
 async fn serve(
+    input: ConfigInput,
     config: Config,
     loaded: Option<SystemTime>,
     mut phases: phases::Phases,
 ) -> anyhow::Result<ExitCode> {
     let lock = take_lock(&config).await?;
-    warn_unavailable(&config);
-    install_sandbox(&config)?;
-    phases.mark("lock and sandbox");
+    phases.mark("lock");
     let listener = bind_gateway(&config).await?;
     phases.mark("bind");
     let (store, url) = open_store(&config).await?;
-    phases.mark("store");
+    let port = config.gateway.port;
+    let mut config = settings::with_whole_vault(input, config, &store).await?;
+    config.gateway.port = port;
+    warn_unavailable(&config);
+    // After the vault: the tools' settings may name its secrets.
+    install_sandbox(&config)?;
+    phases.mark("store, vault and sandbox");
     greet(&store, &config, listener.as_ref()).await?;
     // Recorded while the rest starts (it needs nothing of it), and
     // awaited before the daemon says it runs.
