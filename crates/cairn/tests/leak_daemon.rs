@@ -247,3 +247,32 @@ fn a_leak_in_a_routine_run_names_the_run() {
     assert_eq!(leak["run_id"], run_id.as_str(), "{leak}");
     assert_eq!(leak["agent"], "main", "{leak}");
 }
+
+#[test]
+fn the_daemon_takes_its_llm_key_from_the_vault_with_no_variable_set() {
+    const KEY: &str = "sk-vault-held-7741";
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    let llm = FakeLlmServer::start_on_thread().unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"test-model\"\n\
+             api_key = \"${{secret:LLM}}\"\nmax_retries = 0\n",
+            llm.base_url_openai()
+        ),
+    )
+    .unwrap();
+    set_secret(home, &llm, "LLM", KEY);
+    let mut cmd = cairn(home, &llm);
+    cmd.env_remove("CAIRN_LLM_API_KEY");
+    let (_daemon, base, token) = common::agents::daemon_with(cmd, home, &llm);
+
+    let said = answer(&base, &token, &llm, "served");
+    assert_eq!(said, "served");
+    let request = llm.last_request().unwrap();
+    assert_eq!(
+        request.header("authorization").unwrap_or_default(),
+        format!("Bearer {KEY}")
+    );
+}
