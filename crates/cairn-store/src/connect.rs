@@ -49,6 +49,11 @@ pub struct Store {
     signal: Arc<Hub>,
 }
 
+/// How long a pooled SQLite connection may sit unused before it closes
+/// (the pool keeps one). sqlx looks every this long, so one closes 30 to
+/// 60 s after its last use.
+const SQLITE_IDLE: Duration = Duration::from_secs(30);
+
 /// How long a writer waits for SQLite's lock before giving up.
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
 
@@ -79,27 +84,40 @@ impl Store {
         let pool_options = match backend {
             Backend::Sqlite => {
                 let in_memory = url.contains(":memory:");
-                AnyPoolOptions::new()
-                    // An in-memory database exists once per connection.
-                    .max_connections(if in_memory { 1 } else { 4 })
-                    .after_connect(|conn, _meta| {
-                        Box::pin(async move {
-                            conn.execute("PRAGMA journal_mode = WAL").await?;
-                            conn.execute("PRAGMA synchronous = NORMAL").await?;
-                            conn.execute("PRAGMA foreign_keys = ON").await?;
-                            // Checkpoints are the change signal's listener's
-                            // (`signal/sqlite.rs`), off the commits; a commit
-                            // runs one only past this fallback (40 MiB), when
-                            // no process listens.
-                            conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
-                            // A WAL started over is cut to 1 MiB, so its size
-                            // tells the listener what is left to checkpoint.
-                            conn.execute("PRAGMA journal_size_limit = 1048576").await?;
-                            let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
-                            conn.execute(sqlx::AssertSqlSafe(busy)).await?;
-                            Ok(())
-                        })
+                let options = if in_memory {
+                    // An in-memory database exists once per connection,
+                    // and only while that connection is open.
+                    AnyPoolOptions::new()
+                        .max_connections(1)
+                        .idle_timeout(None)
+                        .max_lifetime(None)
+                } else {
+                    // Each connection keeps its page cache (up to 2 MB) and
+                    // prepared statements; the ones a burst opened close
+                    // once idle, giving that memory back.
+                    AnyPoolOptions::new()
+                        .max_connections(4)
+                        .min_connections(1)
+                        .idle_timeout(SQLITE_IDLE)
+                };
+                options.after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                        conn.execute("PRAGMA foreign_keys = ON").await?;
+                        // Checkpoints are the change signal's listener's
+                        // (`signal/sqlite.rs`), off the commits; a commit
+                        // runs one only past this fallback (40 MiB), when
+                        // no process listens.
+                        conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
+                        // A WAL started over is cut to 1 MiB, so its size
+                        // tells the listener what is left to checkpoint.
+                        conn.execute("PRAGMA journal_size_limit = 1048576").await?;
+                        let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
+                        conn.execute(sqlx::AssertSqlSafe(busy)).await?;
+                        Ok(())
                     })
+                })
             }
             Backend::Postgres => AnyPoolOptions::new().max_connections(10),
         };
