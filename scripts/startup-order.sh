@@ -65,7 +65,8 @@ callgrind_control --dump "$PID" >/dev/null
 sleep 2
 kill -KILL "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 
-# Functions run in the binary itself (not libc's), that it defines as code.
-awk '/^ob=/ {ob = substr($0, 4)} /^fn=/ && ob ~ /\/cairn$/ {print substr($0, 4)}' "$WORK"/callgrind.out* \
+# Functions run in the binary itself (not libc's), that it defines as code
+# (callgrind names objects by their full path, whatever the binary's name).
+awk -v bin="$BIN" '/^ob=/ {ob = substr($0, 4)} /^fn=/ && ob == bin {print substr($0, 4)}' "$WORK"/callgrind.out* \
   | sort -u | comm -12 - <(defined) >"$ORDER"
 echo "startup-order: $(wc -l <"$ORDER") functions written to $ORDER" >&2
