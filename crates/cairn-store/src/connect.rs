@@ -50,9 +50,10 @@ pub struct Store {
 }
 
 /// How long a pooled SQLite connection may sit unused before it closes
-/// (the pool keeps one). sqlx looks every this long, so one closes 30 to
-/// 60 s after its last use.
-const SQLITE_IDLE: Duration = Duration::from_secs(30);
+/// (the pool keeps one). sqlx looks every this long, so one closes 15 to
+/// 30 s after its last use, and what it held is back within a minute of a
+/// burst (jemalloc purges 10 s after a free); four looks a minute idle.
+const SQLITE_IDLE: Duration = Duration::from_secs(15);
 
 /// How long a writer waits for SQLite's lock before giving up.
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
