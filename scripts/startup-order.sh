@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Writes crates/cairn/startup.order: the functions of the release `cairn`
 # that `cairn daemon` runs from start-up until idle (1,000 routines stored,
-# as in soak.sh), by their mangled names, for the release link to lay out
-# together (see crates/cairn/build.rs). Recorded with valgrind's callgrind,
-# so every function run counts, however briefly.
+# as in soak.sh), then those a burst of due routines adds, by their mangled
+# names, for the release link to lay out together in that order (see
+# crates/cairn/build.rs). Recorded with valgrind's callgrind, so every
+# function run counts, however briefly.
 #
 #   scripts/startup-order.sh           # build (release) and write the file
 #   scripts/startup-order.sh --check   # how many listed functions the built binary has
@@ -11,7 +12,8 @@
 # The names carry their crates' hashes: run it again after a toolchain or
 # dependency update (`--check` then finds few of them), and when start-up
 # changes much. Environment: CAIRN_BIN (a built release cairn), ORDER_IDLE
-# (seconds of idle recorded after start-up, 10).
+# (seconds of idle recorded after start-up, 10), ORDER_BURST (routines due
+# together, 200), ORDER_BURST_WAIT (seconds recorded for the burst, 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +36,9 @@ if [ "${1:-}" = "--check" ]; then
   exit 0
 fi
 
-command -v valgrind >/dev/null || { echo "startup-order: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+for tool in valgrind sqlite3; do
+  command -v "$tool" >/dev/null || { echo "startup-order: needs $tool (apt-get install $tool)" >&2; exit 1; }
+done
 WORK="$(mktemp -d /tmp/cairn-order.XXXXXX)"
 PID=""
 cleanup() {
@@ -61,12 +65,34 @@ for _ in $(seq 1 120); do
 done
 grep -q "cairn daemon running" "$WORK/daemon.log" || { cat "$WORK/daemon.log" >&2; echo "startup-order: the daemon did not start" >&2; exit 1; }
 sleep "${ORDER_IDLE:-10}"
-callgrind_control --dump "$PID" >/dev/null
+callgrind_control --dump "$PID" >/dev/null   # callgrind.out.1: start-up and idle
+
+# Then a burst: ORDER_BURST `once` routines due together, each a
+# notification. Their code goes after the idle daemon's, so an idle daemon
+# still maps only the first part, and a burst maps one more stretch instead
+# of pages all over `.text` (which stayed resident after it).
+mkdir -p "$WORK/burst"
+at=$(date -u -d "@$(( $(date +%s) + 15 ))" +%Y-%m-%dT%H:%M:%SZ)
+for n in $(seq -w 1 "${ORDER_BURST:-200}"); do
+  printf 'name: burst-%s\ntrigger: {type: once, at: "%s"}\naction: {type: notification, message: "x"}\n' "$n" "$at" \
+    >"$WORK/burst/burst-$n.yaml"
+done
+"$BIN" routine apply -f "$WORK/burst" >/dev/null
+sleep "${ORDER_BURST_WAIT:-60}"
+callgrind_control --dump "$PID" >/dev/null   # callgrind.out.2: the burst
 sleep 2
 kill -KILL "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+ran=$(sqlite3 "$CAIRN_HOME/cairn.db" "SELECT COUNT(*) FROM routine_runs WHERE completed_at IS NOT NULL")
+echo "startup-order: $ran runs ended during the recording" >&2
 
 # Functions run in the binary itself (not libc's), that it defines as code
-# (callgrind names objects by their full path, whatever the binary's name).
-awk -v bin="$BIN" '/^ob=/ {ob = substr($0, 4)} /^fn=/ && ob == bin {print substr($0, 4)}' "$WORK"/callgrind.out* \
-  | sort -u | comm -12 - <(defined) >"$ORDER"
-echo "startup-order: $(wc -l <"$ORDER") functions written to $ORDER" >&2
+# (callgrind names objects by their full path, whatever the binary's name):
+# start-up's first, then the burst's that start-up did not run.
+functions() {
+  awk -v bin="$BIN" '/^ob=/ {ob = substr($0, 4)} /^fn=/ && ob == bin {print substr($0, 4)}' "$1" \
+    | sort -u | comm -12 - <(defined)
+}
+functions "$WORK/callgrind.out.1" >"$WORK/idle"
+functions "$WORK/callgrind.out.2" | comm -23 - "$WORK/idle" >"$WORK/burst.fns"
+cat "$WORK/idle" "$WORK/burst.fns" >"$ORDER"
+echo "startup-order: $(wc -l <"$WORK/idle") start-up and $(wc -l <"$WORK/burst.fns") burst functions written to $ORDER" >&2

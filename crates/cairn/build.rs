@@ -1,6 +1,7 @@
 //! Release builds of `cairn` for x86-64 Linux link the functions the daemon
 //! runs from start-up until idle first in `.text`, in `startup.order`
-//! (written by `scripts/startup-order.sh`). The kernel maps code in 64 KB
+//! (written by `scripts/startup-order.sh`), then those a burst of due runs
+//! adds. The kernel maps code in 64 KB
 //! chunks around each page a process touches, so start-up code scattered
 //! over 16 MB of `.text` kept about 12 MB of it resident in an idle daemon;
 //! laid out together, about 3 MB. Only where functions sit changes.
