@@ -76,9 +76,13 @@ switches() {
 }
 threads() { ls "/proc/$PID/task" | wc -l; }
 
-# Ready time per start-up phase, as the daemon logged it.
-READY=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" | sed -n 's/.*daemon ready: the gateway serves.*ready_ms="\{0,1\}\([0-9.]*\)"\{0,1\} phases="\([^"]*\)".*/\1|\2/p' | head -n1)
-echo "[soak] ready in ${READY%%|*} ms: ${READY#*|}" >&2
+# Ready time (/healthz answers), started time (every part runs) and each
+# start-up phase, as the daemon logged them.
+START_LINE=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" | grep -m1 'daemon started: every part runs' || true)
+field() { printf '%s' "$START_LINE" | sed -n "s/.*$1=\"\{0,1\}\([^\" ]*\)\"\{0,1\}\( \|$\).*/\1/p"; }
+READY=$(field ready_ms); STARTED=$(field started_ms)
+PHASES=$(printf '%s' "$START_LINE" | sed -n 's/.*phases="\([^"]*\)".*/\1/p')
+echo "[soak] ready in ${READY} ms, every part started in ${STARTED} ms: ${PHASES}" >&2
 RSS0=$(rss_kb); CPU0=$(cpu_ticks)
 switches >"$WORK/first"
 cp "$WORK/first" "$WORK/last"
@@ -104,9 +108,9 @@ ORDER_LISTED=$(wc -l <crates/cairn/startup.order)
 echo "[soak] start-up layout: ${ORDER_FOUND:-?} of $ORDER_LISTED functions of crates/cairn/startup.order are in this binary" >&2
 
 awk -v m="$MINUTES" -v r0="$RSS0" -v r1="$RSS1" -v c0="$CPU0" -v c1="$CPU1" -v t="$TICKS" \
-    -v w="$WAKE" -v born="$BORN" -v n="$ROUTINES" -v th="$THREADS" -v ready="${READY%%|*}" -v phases="${READY#*|}" 'BEGIN {
+    -v w="$WAKE" -v born="$BORN" -v n="$ROUTINES" -v th="$THREADS" -v ready="$READY" -v started="$STARTED" -v phases="$PHASES" 'BEGIN {
   cpu = (c1 - c0) / t
-  printf "{\"ready_ms\": %s, \"phases\": \"%s\", ", (ready == "" ? "null" : ready), phases
+  printf "{\"ready_ms\": %s, \"started_ms\": %s, \"phases\": \"%s\", ", (ready == "" ? "null" : ready), (started == "" ? "null" : started), phases
   printf "\"minutes\": %d, \"routines\": %d, \"threads\": %d, \"threads_started\": %d, \"rss_start_mb\": %.1f, \"rss_end_mb\": %.1f, ", m, n, th, born, r0 / 1024, r1 / 1024
   printf "\"cpu_seconds\": %.2f, \"cpu_seconds_per_minute\": %.4f, \"wakeups\": %d, \"wakeups_per_minute\": %.1f, ", cpu, cpu / m, w, w / m
   printf "\"rss_ok\": %s, \"cpu_ok\": %s, \"wakeups_ok\": %s}\n", (r1 / 1024 <= 22 ? "true" : "false"), (cpu / m <= 0.02 ? "true" : "false"), (w / m <= 12 ? "true" : "false")

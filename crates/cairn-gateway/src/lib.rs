@@ -23,6 +23,7 @@ pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod openapi;
+pub mod opening;
 pub mod own_host;
 pub mod pairing;
 pub mod revocation;
@@ -33,6 +34,7 @@ pub mod status;
 pub mod webhook_signature;
 
 pub use error::ApiError;
+pub use opening::AppSlot;
 pub use server::{BindError, bind, router, serve};
 pub use state::{AppState, Gateway};
 pub use status::{ComponentHealth, ComponentState, Components};

@@ -14,6 +14,8 @@
 //!   for `gateway.idle_timeout_secs` is closed. While a request is being
 //!   answered neither applies (an agent turn may be silent for minutes).
 //! - A WebSocket keeps its connection's place until it closes.
+//! - The app may still be on its way ([`AppSlot`]): health checks are
+//!   answered meanwhile, other requests wait for it.
 
 use std::convert::Infallible;
 use std::io;
@@ -23,7 +25,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{Request, Response};
@@ -37,6 +38,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
+
+use crate::opening::{AppSlot, before_the_app};
 
 /// Connections past `max_connections` that are read for a health check.
 pub const HEALTH_ROOM: usize = 16;
@@ -52,10 +55,11 @@ const HEALTH_LINE: &[u8] = b"GET /healthz";
 /// finish, and returns once every connection (WebSockets included) closed.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: impl Into<AppSlot>,
     settings: &GatewayConfig,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
+    let app = app.into();
     let max = settings.max_connections.max(1);
     let slots = Arc::new(Semaphore::new(max));
     let room = Arc::new(Semaphore::new(HEALTH_ROOM));
@@ -282,13 +286,21 @@ impl AsyncWrite for Socket {
 /// Answers one request from `peer` with `app`, telling `activity` (when
 /// the connection has a watchdog) when the answer is done.
 async fn handle(
-    mut app: Router,
+    app: AppSlot,
     peer: SocketAddr,
     activity: Option<Arc<Activity>>,
     mut request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    let waiting = app.now().is_none();
+    if waiting && let Some(early) = before_the_app(&request) {
+        return Ok(early);
+    }
     let in_flight = activity.as_ref().map(InFlight::begin);
     request.extensions_mut().insert(ConnectInfo(peer));
+    let mut app = match app.now() {
+        Some(app) => app.clone(),
+        None => app.wait().await,
+    };
     // A router is always ready, so `call` needs no `poll_ready` first.
     let response = app.call(request.map(Body::new)).await?;
     Ok(match in_flight {
@@ -307,7 +319,7 @@ async fn handle(
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
-    app: Router,
+    app: AppSlot,
     permit: OwnedSemaphorePermit,
     timeouts: Timeouts,
     shutdown: CancellationToken,
@@ -371,7 +383,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 async fn past_the_cap(
     mut stream: TcpStream,
     peer: SocketAddr,
-    app: Router,
+    app: AppSlot,
     permit: OwnedSemaphorePermit,
     max: usize,
 ) {

@@ -177,7 +177,7 @@ async fn time_limit(State(state): State<AppState>, req: Request, next: Next) -> 
 /// requests in flight finish.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: impl Into<crate::AppSlot>,
     settings: &GatewayConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {

@@ -235,3 +235,48 @@ async fn a_body_sent_too_slowly_is_refused_even_on_an_agent_route() {
     assert!(gw.llm.requests().is_empty());
     gw.stop().await;
 }
+
+/// While the daemon still builds its app, its port already serves: the
+/// health checks answer at once (alive, not ready) and any other request
+/// waits for the app, then is answered by it; nothing is refused.
+#[tokio::test]
+async fn before_the_app_is_in_place_healthz_answers_and_the_rest_waits() {
+    let listener = cairn_gateway::bind(&settings()).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let slot = cairn_gateway::AppSlot::empty();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn({
+        let (slot, shutdown, limits) = (slot.clone(), shutdown.clone(), settings());
+        async move { cairn_gateway::serve(listener, slot, &limits, shutdown).await }
+    });
+    let http = cairn_llm::tls::client().unwrap();
+
+    let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.text().await.unwrap(), r#"{"status":"ok"}"#);
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    assert!(ready.text().await.unwrap().contains("starting"));
+
+    let waiting = tokio::spawn({
+        let (http, url) = (http.clone(), format!("{base}/anything"));
+        async move { http.get(url).send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a request was answered without the app"
+    );
+    let app = axum::Router::new().route("/anything", axum::routing::get(|| async { "the app" }));
+    slot.fill(app);
+    let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiting request is answered once the app is in place")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    assert_eq!(answered.text().await.unwrap(), "the app");
+
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+}

@@ -164,8 +164,9 @@ fn the_daemon_logs_its_confinement_at_start() {
         .stderr(Stdio::piped());
     let mut daemon = Daemon(cmd.spawn().unwrap());
     let stderr = daemon.0.stderr.take().unwrap();
-    // Lines until the sandbox's: it comes right after the home lock, before
-    // the gateway binds, so it precedes "gateway listening".
+    // Lines until the sandbox's: it is installed once the vault is read,
+    // before any part that runs commands starts, so it precedes "cairn
+    // daemon running".
     let mut seen = Vec::new();
     for line in BufReader::new(stderr).lines() {
         let line = line.unwrap();
@@ -176,7 +177,7 @@ fn the_daemon_logs_its_confinement_at_start() {
             );
             return;
         }
-        assert!(!line.contains("gateway listening"), "{seen:?}");
+        assert!(!line.contains("cairn daemon running"), "{seen:?}");
         seen.push(line);
     }
     panic!("the daemon ended without logging its confinement: {seen:?}");

@@ -12,7 +12,7 @@ use cairn_automation::routines::upkeep_watch as repair_watch;
 use cairn_core::clock::Clock;
 use cairn_core::config::Config;
 use cairn_gateway::pairing::PairingKey;
-use cairn_gateway::{Components, Gateway};
+use cairn_gateway::{AppSlot, Components, Gateway};
 use cairn_store::Store;
 use tokio::net::TcpListener;
 
@@ -173,31 +173,48 @@ pub(super) struct GatewayParts<'a> {
     pub inbound: Option<&'a Arc<super::inbound::InboundChannels>>,
 }
 
-/// The gateway on the socket bound at start (disabled without one), then
-/// the first pairing code; answers the address it serves.
-pub(super) async fn start_gateway(
+/// Serves the socket bound at start (the gateway is disabled without one)
+/// before the rest of the daemon is built: `/healthz` answers at once,
+/// other requests wait for [`start_gateway`] to put the app in place.
+/// Answers the address and the app's slot.
+pub(super) fn serve_gateway(
     sup: &Supervisor,
     listener: Option<TcpListener>,
-    parts: &GatewayParts<'_>,
-) -> anyhow::Result<Option<SocketAddr>> {
+    config: &Config,
+) -> anyhow::Result<Option<(SocketAddr, AppSlot)>> {
     let Some(listener) = listener else {
         sup.disabled(GATEWAY);
-        warn_unreachable_whatsapp(parts.config);
         return Ok(None);
     };
     let addr = listener.local_addr().context("the gateway's address")?;
-    let pairing_key = PairingKey::load_or_create(parts.config.home())
-        .await
-        .context("cannot read the install key pairing codes are hashed with")?;
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "the gateway is reachable from other machines (gateway.allow_public_bind)");
     }
+    let app = AppSlot::empty();
+    spawn_gateway(sup, listener, addr, app.clone(), config);
+    eprintln!("gateway listening on http://{addr}");
+    Ok(Some((addr, app)))
+}
+
+/// Builds the gateway and puts its app in the slot [`serve_gateway`]
+/// serves (without a gateway, says what that leaves unreachable).
+pub(super) async fn start_gateway(
+    sup: &Supervisor,
+    app: Option<&AppSlot>,
+    parts: &GatewayParts<'_>,
+) -> anyhow::Result<()> {
+    let Some(app) = app else {
+        warn_unreachable_whatsapp(parts.config);
+        return Ok(());
+    };
+    let pairing_key = PairingKey::load_or_create(parts.config.home())
+        .await
+        .context("cannot read the install key pairing codes are hashed with")?;
     let gateway = Arc::new(gateway(sup, parts, &pairing_key));
     // Routine runs, jobs and notifications flow into /api/events.
     gateway.spawn_event_feeds();
-    spawn_gateway(sup, listener, addr, gateway, parts.config);
-    eprintln!("gateway listening on http://{addr}");
-    Ok(Some(addr))
+    app.fill(cairn_gateway::router(gateway));
+    Ok(())
 }
 
 /// Meta's webhooks come only through the gateway: without it a WhatsApp
@@ -272,15 +289,14 @@ fn routines_of(
 }
 
 /// The gateway's component: the first run serves the socket bound at
-/// start; a restart binds the same address again.
+/// start; a restart binds the same address again. Both serve `app`.
 fn spawn_gateway(
     sup: &Supervisor,
     listener: TcpListener,
     addr: SocketAddr,
-    gateway: Arc<Gateway>,
+    app: AppSlot,
     config: &Config,
 ) {
-    let app = cairn_gateway::router(gateway);
     let first = Arc::new(std::sync::Mutex::new(Some(listener)));
     let limits = config.gateway.clone();
     sup.spawn(GATEWAY, move |cancel| {

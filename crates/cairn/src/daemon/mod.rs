@@ -110,7 +110,13 @@ async fn serve(
     let lock = take_lock(&config).await?;
     phases.mark("lock");
     let listener = bind_gateway(&config).await?;
-    phases.mark("bind");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let components = Arc::new(Components::new());
+    let sup = supervisor(&config, &components, &clock);
+    // Served now: /healthz answers while the rest is built, in this order.
+    let serving = components::serve_gateway(&sup, listener, &config)?;
+    phases.mark("bind and serve");
+    phases.ready();
     let (store, url) = open_store(&config).await?;
     let port = config.gateway.port;
     let mut config = settings::with_whole_vault(input, config, &store).await?;
@@ -119,7 +125,7 @@ async fn serve(
     // After the vault: the tools' settings may name its secrets.
     install_sandbox(&config)?;
     phases.mark("store, vault and sandbox");
-    greet(&store, &config, listener.as_ref()).await?;
+    greet(&store, &config, serving.as_ref().map(|(addr, _)| *addr)).await?;
     // Recorded while the rest starts (it needs nothing of it), and
     // awaited before the daemon says it runs.
     let announced = tokio::spawn(announce(store.clone(), config.home().display().to_string()));
@@ -133,9 +139,6 @@ async fn serve(
         (Some(rt), Some(main)) => Some(wiring::chats(&config, rt, Arc::clone(main))?),
         _ => None,
     };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let components = Arc::new(Components::new());
-    let sup = supervisor(&config, &components, &clock);
     components::spawn_engine(&sup, &config, &automation);
     components::spawn_dispatcher(&sup, &automation, &clock);
     components::spawn_event_forwarding(&sup, &automation);
@@ -154,9 +157,11 @@ async fn serve(
         components: &components,
         inbound: inbound.as_ref(),
     };
-    let gateway = components::start_gateway(&sup, listener, &gateway_parts).await?;
+    let app = serving.as_ref().map(|(_, app)| app);
+    components::start_gateway(&sup, app, &gateway_parts).await?;
     phases.mark("gateway");
-    phases.log_ready();
+    phases.log_started();
+    let gateway = serving.map(|(addr, _)| addr);
     let header = components::spawn_state_writer(&sup, &config, gateway, &url, &clock);
     let mut reloader = reloader(&config, &automation, inbound.as_ref());
     if let (Some(rt), Some(chats)) = (&automation.runtime, &chats) {
@@ -401,18 +406,17 @@ async fn announce(store: Store, home: String) {
 }
 
 /// The first lines a person reads: where the dashboard is and, until a
-/// device is paired, the code to pair one (the port is bound, so the
-/// address is right; requests wait in its backlog until the gateway serves).
+/// device is paired, the code to pair one (the gateway already serves at
+/// `gateway`, the address it is bound to).
 async fn greet(
     store: &Store,
     config: &Config,
-    listener: Option<&tokio::net::TcpListener>,
+    gateway: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    let Some(listener) = listener else {
+    let Some(addr) = gateway else {
         eprintln!("dashboard: none (gateway.enabled = false)");
         return Ok(());
     };
-    let addr = listener.local_addr().context("the gateway's address")?;
     eprintln!("dashboard: {}", dashboard_url(addr));
     let key = cairn_gateway::pairing::PairingKey::load_or_create(config.home())
         .await
