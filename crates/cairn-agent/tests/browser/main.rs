@@ -2,7 +2,8 @@
 //! script-written text, a login form (approved and denied), requests to a
 //! private address by XHR and by redirect (refused, then allowed), the
 //! tab limit, a page that never loads, a hung renderer, a select, the
-//! profile's cookies, screenshots, and no process left behind.
+//! profile's cookies, screenshots, no process left behind, and a browser
+//! that crashes as it starts.
 //!
 //! Skipped, saying why, without chromium, unless `CAIRN_REQUIRE_BROWSER=1`
 //! (CI) makes that a failure.
@@ -12,6 +13,7 @@
     reason = "test code unwraps freely and may use blocking std::fs"
 )]
 
+mod crashes;
 mod credentials;
 mod site;
 
@@ -68,13 +70,19 @@ fn site_only() -> HttpConfig {
 
 impl Rig {
     async fn new(test: &str, http: HttpConfig, config: BrowserConfig) -> Option<Rig> {
-        let executable = chromium(test)?;
+        Some(Rig::with(chromium(test)?, http, config))
+    }
+
+    /// A rig whose browser is `executable`.
+    fn with(executable: PathBuf, http: HttpConfig, config: BrowserConfig) -> Rig {
         let home = tempfile::tempdir().unwrap();
         let workspace = home.path().join("workspace");
         std::fs::create_dir_all(&workspace).unwrap();
         std::fs::write(home.path().join("config.toml"), "SECRET-OF-THE-HOME").unwrap();
         let sandbox = Arc::new(Sandbox::new(SandboxSettings {
             protected: vec![home.path().to_path_buf()],
+            // A test's own executable may live outside the system paths.
+            read_paths: vec![executable.clone()],
             ..SandboxSettings::default()
         }));
         let net = Arc::new(NetClient::new(http).unwrap());
@@ -96,13 +104,13 @@ impl Rig {
         });
         let runner = ToolRunner::new(Arc::new(registry), Arc::new(policy));
         let ctx = ToolContext::new(&workspace, "s1");
-        Some(Rig {
+        Rig {
             said: std::sync::Mutex::default(),
             browsers,
             runner,
             ctx,
             home,
-        })
+        }
     }
 
     async fn call_with(&self, tool: &str, args: Value, approver: &dyn Approver) -> ToolResult {

@@ -194,48 +194,74 @@ impl Browser {
             proxy_port: proxy.port(),
             max_renderers: settings.config.max_tabs + 2,
         };
-        let launched = launch::launch(&spec, &settings.sandbox)
-            .await
-            .map_err(failed)?;
-        let mut process = launched.process;
-        let (cdp, events) = Cdp::start(launched.reader, launched.writer);
-        let (tx, _) = broadcast::channel(1024);
-        *Self::lock(&self.shared) = Shared::default();
-        let pump = tokio::spawn(pump(
-            Pump {
-                cdp: Arc::clone(&cdp),
-                shared: Arc::clone(&self.shared),
-                notes: Arc::clone(&self.notes),
-                net: settings.net.clone(),
-                max_tabs: settings.config.max_tabs,
-                downloads: settings
-                    .config
-                    .downloads
-                    .then(|| (spec.downloads(), self.workspace.join("inbox"))),
-                events: tx.clone(),
-            },
-            events,
-        ));
-        let version = tokio::select! {
-            v = cdp.call("Browser.getVersion", json!({}), None, START_LIMIT) => v,
-            () = cdp.closed().cancelled() => Err(CdpError::Closed),
-        };
-        if let Err(e) = version {
+        // A Chromium that crashes as it starts (a segfault seen once in a
+        // while on a busy machine) is started once more before giving up.
+        let mut attempt = 1;
+        let (process, cdp, tx, pump) = loop {
+            let launched = launch::launch(&spec, &settings.sandbox)
+                .await
+                .map_err(failed)?;
+            let mut process = launched.process;
+            let (cdp, events) = Cdp::start(launched.reader, launched.writer);
+            let (tx, _) = broadcast::channel(1024);
+            *Self::lock(&self.shared) = Shared::default();
+            let pump = tokio::spawn(pump(
+                Pump {
+                    cdp: Arc::clone(&cdp),
+                    shared: Arc::clone(&self.shared),
+                    notes: Arc::clone(&self.notes),
+                    net: settings.net.clone(),
+                    max_tabs: settings.config.max_tabs,
+                    downloads: settings
+                        .config
+                        .downloads
+                        .then(|| (spec.downloads(), self.workspace.join("inbox"))),
+                    events: tx.clone(),
+                },
+                events,
+            ));
+            // The pipes stay open on this side, so an exit is watched for
+            // itself: a crashed browser fails at once, not after the limit.
+            let (version, exited) = tokio::select! {
+                v = cdp.call("Browser.getVersion", json!({}), None, START_LIMIT) => (v, false),
+                () = cdp.closed().cancelled() => (Err(CdpError::Closed), false),
+                () = process.ended() => (Err(CdpError::Closed), true),
+            };
+            let Err(e) = version else {
+                break (process, cdp, tx, pump);
+            };
             pump.abort();
             // Give its last words a moment to arrive.
             let _ = process.wait_exit(Duration::from_millis(500)).await;
             let tail = process.stderr_tail();
+            if exited && attempt == 1 {
+                tracing::warn!(
+                    agent = %self.agent,
+                    output = %last_lines(&tail, 3),
+                    "the browser exited as it started; starting it once more"
+                );
+                Self::lock(&self.notes)
+                    .push("the browser exited as it started; it was started once more".into());
+                attempt += 1;
+                continue;
+            }
             let hint = if tail.contains("No usable sandbox") {
                 " (Chromium's own sandbox cannot start here)"
             } else {
                 ""
             };
+            let what = if exited {
+                let again = if attempt > 1 { ", twice" } else { "" };
+                format!("exited before answering{again}")
+            } else {
+                format!("did not answer ({e})")
+            };
             return Err(failed(format!(
-                "{} did not answer ({e}){hint}; its last output: {}",
+                "{} {what}{hint}; its last output: {}",
                 settings.executable.display(),
                 last_lines(&tail, 6)
             )));
-        }
+        };
         let setup = async {
             cdp.call(
                 "Target.setAutoAttach",

@@ -145,6 +145,11 @@ impl Process {
         }
     }
 
+    /// Resolves when it has exited (its watcher ends with the browser).
+    pub async fn ended(&mut self) {
+        let _ = self.confined.child.wait().await;
+    }
+
     /// Waits up to `limit` for it to exit by itself (after `Browser.close`).
     pub async fn wait_exit(&mut self, limit: std::time::Duration) -> bool {
         tokio::time::timeout(limit, self.confined.child.wait())
