@@ -196,7 +196,7 @@ impl Browser {
         };
         // A Chromium that crashes as it starts (a segfault seen once in a
         // while on a busy machine) is started once more before giving up.
-        let mut attempt = 1;
+        let mut retried = false;
         let (process, cdp, tx, pump) = loop {
             let launched = launch::launch(&spec, &settings.sandbox)
                 .await
@@ -234,7 +234,7 @@ impl Browser {
             // Give its last words a moment to arrive.
             let _ = process.wait_exit(Duration::from_millis(500)).await;
             let tail = process.stderr_tail();
-            if exited && attempt == 1 {
+            if exited && !retried {
                 tracing::warn!(
                     agent = %self.agent,
                     output = %last_lines(&tail, 3),
@@ -242,7 +242,7 @@ impl Browser {
                 );
                 Self::lock(&self.notes)
                     .push("the browser exited as it started; it was started once more".into());
-                attempt += 1;
+                retried = true;
                 continue;
             }
             let hint = if tail.contains("No usable sandbox") {
@@ -251,7 +251,7 @@ impl Browser {
                 ""
             };
             let what = if exited {
-                let again = if attempt > 1 { ", twice" } else { "" };
+                let again = if retried { ", twice" } else { "" };
                 format!("exited before answering{again}")
             } else {
                 format!("did not answer ({e})")

@@ -152,9 +152,7 @@ impl Process {
 
     /// Waits up to `limit` for it to exit by itself (after `Browser.close`).
     pub async fn wait_exit(&mut self, limit: std::time::Duration) -> bool {
-        tokio::time::timeout(limit, self.confined.child.wait())
-            .await
-            .is_ok()
+        tokio::time::timeout(limit, self.ended()).await.is_ok()
     }
 }
 
