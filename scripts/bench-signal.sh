@@ -93,7 +93,11 @@ INSERT INTO notifications (id, user_id, channel, title, body, priority, tags, so
 VALUES (gen_random_uuid()::text, 'default', 'hook', 'cairn test notification', 'bench $i', 'normal', '[]', 'bench',
         (extract(epoch from clock_timestamp()) * 1000000)::bigint, 'pending', 0,
         (extract(epoch from clock_timestamp()) * 1000000)::bigint, 0);
-SELECT pg_notify('cairn_changes', 'bench notifications');
+-- The channel of the store's schema (crates/cairn-store/src/signal/mod.rs).
+SELECT pg_notify(CASE WHEN current_schema() IS NULL OR current_schema() = 'public'
+                      THEN 'cairn_changes'
+                      ELSE 'cairn_changes_' || left(md5(current_schema()), 16) END,
+                 'bench notifications');
 COMMIT;
 SQL
     else

@@ -130,6 +130,40 @@ async fn postgres_a_write_in_another_process_wakes_a_waiter() {
     store.close().await;
 }
 
+/// PostgreSQL delivers a notification to every listener of its channel in
+/// the database: stores in two schemas of one database must not wake each
+/// other, while two stores of one schema still do.
+#[tokio::test]
+async fn postgres_stores_in_two_schemas_do_not_hear_each_other() {
+    let Some(pg) = PgSchema::create("postgres_stores_in_two_schemas_do_not_hear_each_other")
+    else {
+        return;
+    };
+    let elsewhere = pg.sibling();
+    let (store, _) = Store::open(&pg.url).await.unwrap();
+    let (same_schema, _) = Store::open(&pg.url).await.unwrap();
+    let (other_schema, _) = Store::open(&elsewhere.url).await.unwrap();
+    let mut routines = store.watch(Topic::Routines);
+    let mut notes = store.watch(Topic::Notifications);
+    assert!(store.signal_ready(BOUND).await.is_push());
+    tokio::time::timeout(BOUND, routines.changed()).await.unwrap();
+    notes.mark_seen();
+
+    // Committed first, so delivered first were it heard here at all.
+    other_schema.publish(&[Topic::Routines]).await.unwrap();
+    same_schema.publish(&[Topic::Notifications]).await.unwrap();
+    tokio::time::timeout(BOUND, notes.changed())
+        .await
+        .expect("a store of the same schema wakes this one");
+    assert!(
+        !routines.has_changed(),
+        "a store in another schema woke this one"
+    );
+    for s in [store, same_schema, other_schema] {
+        s.close().await;
+    }
+}
+
 /// Terminates this store's listening connection from the server side.
 async fn kill_listener(admin: &sqlx::PgPool, store: &Store) -> u64 {
     let name = format!("cairn-signal {}", store.signal_id());

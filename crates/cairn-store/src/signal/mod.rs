@@ -8,7 +8,8 @@
 //! - **This process**: a committed write wakes this store's waiters
 //!   directly (no round-trip through the database).
 //! - **PostgreSQL**: `pg_notify('cairn_changes', '<store id> <topic>')` in
-//!   the writing transaction (delivered at commit, never for a rollback);
+//!   the writing transaction (delivered at commit, never for a rollback; a
+//!   store outside the `public` schema has a channel of its own);
 //!   one dedicated connection per store `LISTEN`s ([`postgres`]). A lost
 //!   connection is re-established and every waiter is woken once (a full
 //!   resync), since notifications sent meanwhile are gone.
@@ -40,8 +41,20 @@ use tokio::sync::watch;
 use crate::connect::Backend;
 use crate::{Store, StoreError};
 
-/// The PostgreSQL channel every cairn process listens on.
-pub(crate) const PG_CHANNEL: &str = "cairn_changes";
+/// The PostgreSQL channel the processes of one store listen on, as SQL
+/// evaluated on their own connection: `cairn_changes` in the `public`
+/// schema, else a name of the schema's own. Notifications go to the whole
+/// database, so stores in two schemas of one database must not share a
+/// channel: each would wake the other's waiters for changes it does not
+/// hold.
+macro_rules! pg_channel_sql {
+    () => {
+        "CASE WHEN current_schema() IS NULL OR current_schema() = 'public' \
+         THEN 'cairn_changes' \
+         ELSE 'cairn_changes_' || left(md5(current_schema()), 16) END"
+    };
+}
+pub(crate) use pg_channel_sql;
 
 /// How often SQLite's `data_version` is read when file events are unavailable.
 pub const FALLBACK_POLL: Duration = Duration::from_secs(2);
@@ -392,8 +405,7 @@ pub(crate) async fn publish_in(
         counted = row.map(|r| r.try_get::<i64, _>("value")).transpose()?;
     }
     if backend == Backend::Postgres {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(PG_CHANNEL)
+        sqlx::query(concat!("SELECT pg_notify(", pg_channel_sql!(), ", $1)"))
             .bind(format!("{store_id} {}", topic.as_str()))
             .execute(&mut *conn)
             .await?;

@@ -1,4 +1,5 @@
-//! PostgreSQL: `LISTEN cairn_changes` on a dedicated connection (sqlx's
+//! PostgreSQL: `LISTEN cairn_changes` (or the store's schema's own
+//! channel) on a dedicated connection (sqlx's
 //! `PgListener`, through the postgres driver directly: the `Any` driver
 //! has no listener). A lost connection is re-established with backoff, and
 //! every waiter is then woken once: notifications sent while it was down
@@ -11,7 +12,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::watch;
 
-use super::{Hub, PG_CHANNEL, SignalMode, Topic};
+use super::{Hub, SignalMode, Topic, pg_channel_sql};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -97,7 +98,10 @@ async fn connect(options: &PgConnectOptions, label: &str) -> Result<PgListener, 
         .acquire_timeout(Duration::from_secs(10))
         .connect_lazy_with(options.clone().application_name(label));
     let mut listener = PgListener::connect_with(&pool).await?;
-    listener.listen(PG_CHANNEL).await?;
+    let channel: String = sqlx::query_scalar(concat!("SELECT ", pg_channel_sql!()))
+        .fetch_one(&mut listener)
+        .await?;
+    listener.listen(&channel).await?;
     Ok(listener)
 }
 
