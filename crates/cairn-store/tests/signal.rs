@@ -135,8 +135,7 @@ async fn postgres_a_write_in_another_process_wakes_a_waiter() {
 /// other, while two stores of one schema still do.
 #[tokio::test]
 async fn postgres_stores_in_two_schemas_do_not_hear_each_other() {
-    let Some(pg) = PgSchema::create("postgres_stores_in_two_schemas_do_not_hear_each_other")
-    else {
+    let Some(pg) = PgSchema::create("postgres_stores_in_two_schemas_do_not_hear_each_other") else {
         return;
     };
     let elsewhere = pg.sibling();
@@ -146,7 +145,9 @@ async fn postgres_stores_in_two_schemas_do_not_hear_each_other() {
     let mut routines = store.watch(Topic::Routines);
     let mut notes = store.watch(Topic::Notifications);
     assert!(store.signal_ready(BOUND).await.is_push());
-    tokio::time::timeout(BOUND, routines.changed()).await.unwrap();
+    tokio::time::timeout(BOUND, routines.changed())
+        .await
+        .unwrap();
     notes.mark_seen();
 
     // Committed first, so delivered first were it heard here at all.
