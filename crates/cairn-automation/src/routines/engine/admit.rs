@@ -18,7 +18,7 @@ use cairn_store::{Admission, Admitted, FinishRun, Finished, Store, StoreError};
 use tokio::sync::oneshot;
 
 /// Entries committed per transaction at most (keeps one transaction short).
-const MAX_BATCH: usize = 256;
+pub(super) const MAX_BATCH: usize = 256;
 
 /// An entry waiting for its commit; `None` means "the batch failed,
 /// commit yourself" so every caller gets its own precise error.

@@ -17,10 +17,14 @@ use super::execute::Start;
 use super::*;
 
 /// Runs carried out at once per core: they mostly wait on I/O (the store,
-/// an HTTP call, a model), so many per core; one group commit (256) fits.
+/// an HTTP call, a model), so many per core.
 const PER_CORE: usize = 128;
-/// Bounds of the pool's size, whatever the machine says.
-const MIN_SIZE: usize = 64;
+/// Bounds of the pool's size, whatever the machine says. At least two
+/// group commits of run ends: with one, every worker waits on the commit
+/// of its end while no run goes on, and runs and commits take turns
+/// (2,000 due in one second: done p99 79-90 ms with 256 workers, 73-76 ms
+/// with 512 on 2 cores; docs/performance.md).
+const MIN_SIZE: usize = 2 * super::admit::MAX_BATCH;
 const MAX_SIZE: usize = 1024;
 /// Queue places kept once a burst has drained. A queued run holds its
 /// routine and run records inline (1,096 bytes), and a heap keeps the
