@@ -12,7 +12,9 @@
 #
 # Environment: CAIRN_BIN (a built cairn; else `cargo build --release -p cairn`),
 # BURST_N (10000), BURST_LEAD (seconds from the daemon's start to the slot, 20),
-# BURST_ENV (extra environment for the daemon only, e.g. another allocator).
+# BURST_ENV (extra environment for the daemon only, e.g. another allocator),
+# BURST_KEEP (a path to keep the daemon's log at, e.g. with
+# CAIRN_LOG=warn,sqlx::query=debug to see the slot's statements).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,7 @@ WORK=$(mktemp -d /tmp/cairn-burst.XXXXXX)
 PID=
 cleanup() {
   [[ -n $PID ]] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+  if [[ -n ${BURST_KEEP:-} ]]; then cp "$WORK/daemon.log" "$BURST_KEEP"; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT

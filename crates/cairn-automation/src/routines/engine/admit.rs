@@ -11,7 +11,7 @@
 //! transaction per webhook into one per burst.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cairn_core::routine::RoutineRun;
 use cairn_store::{Admission, Admitted, FinishRun, Finished, Store, StoreError};
@@ -24,19 +24,34 @@ pub(super) const MAX_BATCH: usize = 256;
 /// commit yourself" so every caller gets its own precise error.
 type Waiting<I, O> = (I, oneshot::Sender<Option<O>>);
 
+/// Entries waiting, and whether a committer task is writing them.
+struct Queue<I, O> {
+    waiting: Vec<Waiting<I, O>>,
+    committing: bool,
+}
+
 /// The queue and the right to run the next transaction.
 pub(super) struct GroupCommit<I, O> {
-    pending: Mutex<Vec<Waiting<I, O>>>,
-    leader: tokio::sync::Mutex<()>,
+    queue: Arc<Mutex<Queue<I, O>>>,
+    /// Held by the committer for each transaction, and by [`Self::hold`].
+    turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl<I, O> Default for GroupCommit<I, O> {
     fn default() -> Self {
         Self {
-            pending: Mutex::new(Vec::new()),
-            leader: tokio::sync::Mutex::new(()),
+            queue: Arc::new(Mutex::new(Queue {
+                waiting: Vec::new(),
+                committing: false,
+            })),
+            turn: Arc::default(),
         }
     }
+}
+
+/// Locks the queue (a panic elsewhere leaves it usable: entries are plain data).
+fn lock<I, O>(queue: &Mutex<Queue<I, O>>) -> std::sync::MutexGuard<'_, Queue<I, O>> {
+    queue.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<I, O> GroupCommit<I, O>
@@ -48,77 +63,109 @@ where
     /// meanwhile queue up and go together after it, [`MAX_BATCH`] a
     /// transaction.
     pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.leader.lock().await
+        self.turn.lock().await
     }
 
     /// Commits `item`, batched with whatever else is waiting. `commit`
     /// writes a batch in one transaction and answers each entry in order.
     pub(super) async fn submit<F, Fut>(&self, item: I, commit: F) -> Result<O, StoreError>
     where
-        F: Fn(Vec<I>) -> Fut,
+        F: Fn(Vec<I>) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = Result<Vec<O>, StoreError>> + Send + 'static,
     {
-        let (tx, mut rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((item.clone(), tx));
-        loop {
-            let leader = self.leader.lock().await;
-            // A previous leader may have committed us while we waited.
-            match rx.try_recv() {
-                Ok(Some(done)) => return Ok(done),
-                Ok(None) | Err(oneshot::error::TryRecvError::Closed) => break,
-                Err(oneshot::error::TryRecvError::Empty) => {}
-            }
-            let batch: Vec<Waiting<I, O>> = {
-                let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                let take = pending.len().min(MAX_BATCH);
-                pending.drain(..take).collect()
-            };
-            if batch.is_empty() {
-                // A leader's task holds ours and will answer.
-                drop(leader);
-                match rx.await {
-                    Ok(Some(done)) => return Ok(done),
-                    _ => break,
-                }
-            }
-            // In a task of its own: a leader whose caller goes away (an HTTP
-            // client hanging up) must still commit or fail the whole batch
-            // and answer everyone in it.
-            let (items, replies): (Vec<I>, Vec<_>) = batch.into_iter().unzip();
-            let size = items.len();
-            let writing = commit(items);
-            let batch_done = tokio::spawn(async move {
-                match writing.await {
-                    Ok(results) => {
-                        for (reply, done) in replies.into_iter().zip(results) {
-                            let _ = reply.send(Some(done));
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, entries = size, "a batched commit failed; committing one by one");
-                        for reply in replies {
-                            let _ = reply.send(None);
-                        }
-                    }
-                }
-            });
-            let _ = batch_done.await;
-            drop(leader);
-            if let Ok(answer) = rx.try_recv() {
-                match answer {
-                    Some(done) => return Ok(done),
-                    None => break,
-                }
-            }
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut queue = lock(&self.queue);
+            queue.waiting.push((item.clone(), tx));
+            !std::mem::replace(&mut queue.committing, true)
+        };
+        if start {
+            // One task writes batch after batch while entries wait: the next
+            // transaction begins as soon as one is written, not when a
+            // waiting caller gets its turn on a runtime busy with the runs
+            // it just answered. A task of its own also means a caller that
+            // goes away (an HTTP client hanging up) never strands a batch.
+            tokio::spawn(commit_all(
+                self.queue.clone(),
+                self.turn.clone(),
+                commit.clone(),
+            ));
         }
-        // The batch failed (or its leader went away): on our own, with our own error.
+        if let Ok(Some(done)) = rx.await {
+            return Ok(done);
+        }
+        // The batch failed (or its committer went away): on our own, with our own error.
         commit(vec![item])
             .await?
             .pop()
             .ok_or_else(|| StoreError::Conflict("a commit answered nothing".to_string()))
+    }
+}
+
+/// The committer: takes up to [`MAX_BATCH`] waiting entries, writes them in
+/// one transaction and answers each, until none waits.
+async fn commit_all<I, O, F, Fut>(
+    queue: Arc<Mutex<Queue<I, O>>>,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    commit: F,
+) where
+    F: Fn(Vec<I>) -> Fut,
+    Fut: Future<Output = Result<Vec<O>, StoreError>>,
+{
+    let mut out = CountedOut {
+        queue: &queue,
+        done: false,
+    };
+    loop {
+        let _turn = turn.lock().await;
+        let batch: Vec<Waiting<I, O>> = {
+            let mut queue = lock(&queue);
+            if queue.waiting.is_empty() {
+                // Counted out under the lock that pushes: an entry pushed
+                // after this starts a committer of its own.
+                queue.committing = false;
+                out.done = true;
+                return;
+            }
+            let take = queue.waiting.len().min(MAX_BATCH);
+            queue.waiting.drain(..take).collect()
+        };
+        let (items, replies): (Vec<I>, Vec<_>) = batch.into_iter().unzip();
+        let size = items.len();
+        match commit(items).await {
+            Ok(results) => {
+                for (reply, done) in replies.into_iter().zip(results) {
+                    let _ = reply.send(Some(done));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, entries = size, "a batched commit failed; committing one by one");
+                for reply in replies {
+                    let _ = reply.send(None);
+                }
+            }
+        }
+    }
+}
+
+/// Counts a committer out however its task ends: one that panicked in a
+/// commit must not leave entries waiting for it, nor the next ones
+/// believing a committer is at work.
+struct CountedOut<'a, I, O> {
+    queue: &'a Mutex<Queue<I, O>>,
+    /// Counted out the ordinary way (nothing waited).
+    done: bool,
+}
+
+impl<I, O> Drop for CountedOut<'_, I, O> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut queue = lock(self.queue);
+        queue.committing = false;
+        // Their callers hear "on your own" and commit themselves.
+        queue.waiting.clear();
     }
 }
 
@@ -133,7 +180,8 @@ impl AdmitQueue {
         admission: Admission,
         runs: Vec<RoutineRun>,
     ) -> Result<Admitted, StoreError> {
-        self.submit((admission, runs), |fires| {
+        let store = store.clone();
+        self.submit((admission, runs), move |fires| {
             let store = store.clone();
             async move { store.admit_runs(&fires).await }
         })
@@ -152,7 +200,8 @@ impl FinishQueue {
         store: &Store,
         run: FinishRun,
     ) -> Result<Finished, StoreError> {
-        self.submit(run, |batch| {
+        let store = store.clone();
+        self.submit(run, move |batch| {
             let store = store.clone();
             async move { store.finish_runs(&batch).await }
         })
@@ -189,7 +238,7 @@ mod tests {
             }));
         }
         // Every submitter has queued its entry and waits for the leader.
-        while queue.pending.lock().unwrap().len() < 5 {
+        while lock(&queue.queue).waiting.len() < 5 {
             tokio::task::yield_now().await;
         }
         for _ in 0..10 {
@@ -204,5 +253,27 @@ mod tests {
             assert_eq!(task.await.unwrap().unwrap(), item * 10);
         }
         assert_eq!(*batches.lock().unwrap(), vec![vec![0, 1, 2, 3, 4]]);
+    }
+
+    /// A commit that panics fails its batch, whose callers commit on their
+    /// own; the queue goes on committing what comes after.
+    #[tokio::test]
+    async fn a_panicking_commit_leaves_the_queue_working() {
+        let queue: Arc<GroupCommit<u32, u32>> = Arc::default();
+        let panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let commit = move |items: Vec<u32>| {
+            let panicked = panicked.clone();
+            async move {
+                if !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    panic!("the first commit panics");
+                }
+                Ok(items.into_iter().map(|i| i * 10).collect())
+            }
+        };
+        let within = std::time::Duration::from_secs(10);
+        let first = tokio::time::timeout(within, queue.submit(1, commit.clone())).await;
+        assert_eq!(first.expect("answered").unwrap(), 10);
+        let second = tokio::time::timeout(within, queue.submit(2, commit)).await;
+        assert_eq!(second.expect("a committer started again").unwrap(), 20);
     }
 }
