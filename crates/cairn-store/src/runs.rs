@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 use sqlx::any::AnyRow;
 use uuid::Uuid;
 
@@ -31,7 +30,7 @@ pub(crate) async fn prune(
     conn: &mut sqlx::AnyConnection,
     routine_ids: &[String],
     keep: u32,
-) -> Result<u64, sqlx::Error> {
+) -> Result<u64, StoreError> {
     let mut deleted = 0;
     let params = Params::of(conn);
     for chunk in routine_ids.chunks(params.rows_per_statement(1)) {
@@ -69,7 +68,7 @@ async fn beyond(
     params: Params,
     routine_ids: &[String],
     keep: u32,
-) -> Result<Vec<String>, sqlx::Error> {
+) -> Result<Vec<String>, StoreError> {
     let sql = format!(
         "SELECT routine_id FROM routine_runs WHERE routine_id IN {} \
          GROUP BY routine_id HAVING COUNT(*) > {}",
@@ -82,7 +81,7 @@ async fn beyond(
     }
     let rows = query.bind(i64::from(keep)).fetch_all(&mut *conn).await?;
     rows.iter()
-        .map(|row| row.try_get::<String, _>("routine_id"))
+        .map(|row| Cols(row).text("routine_id"))
         .collect()
 }
 
@@ -315,7 +314,7 @@ impl Store {
     /// Deletes a routine's ended runs beyond the newest `keep`; returns how many.
     pub async fn prune_runs(&self, routine_id: Uuid, keep: u32) -> Result<u64, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        Ok(prune(&mut conn, &[routine_id.to_string()], keep).await?)
+        prune(&mut conn, &[routine_id.to_string()], keep).await
     }
 
     /// When the routine's latest failed run ended (for backoff). An

@@ -110,7 +110,9 @@ pub fn host_sandbox(
     let sandbox = Arc::new(Sandbox::new(settings));
     if sandbox::install(Arc::clone(&sandbox)).is_err() {
         // Installed by an earlier test: it can no longer be missing.
-        sandbox::reconfigure(Arc::clone(&sandbox)).unwrap();
+        if let Err(e) = sandbox::reconfigure(Arc::clone(&sandbox)) {
+            panic!("the host sandbox an earlier test installed takes no new settings: {e}");
+        }
     }
     sandbox
 }

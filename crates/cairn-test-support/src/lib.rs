@@ -5,11 +5,7 @@
 //! variable is unset the test is skipped with a message on stderr, unless
 //! the matching `CAIRN_REQUIRE_*` flag is `1` (CI), which makes that a
 //! failure. Any other value of a flag, or none, means "not required".
-#![expect(
-    clippy::unwrap_used,
-    clippy::disallowed_methods,
-    reason = "test support: failures panic"
-)]
+#![expect(clippy::disallowed_methods, reason = "test support: failures panic")]
 
 #[cfg(feature = "agent")]
 pub mod agent;

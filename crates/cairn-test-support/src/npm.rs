@@ -45,9 +45,9 @@ fn install(var: &str, set: Option<&str>) -> Result<PathBuf, String> {
         .arg(&script)
         .args(set)
         .output()
-        .unwrap();
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
     match out.status.code() {
-        Some(0) => Ok(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())),
+        Some(0) => Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())),
         Some(3) => Err(format!(
             "npm is unavailable: {}",
             String::from_utf8_lossy(&out.stderr).trim()

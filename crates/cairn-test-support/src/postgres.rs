@@ -67,7 +67,7 @@ fn execute(base: &str, sql: String) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
+            .map_err(|e| format!("a runtime for the PostgreSQL fixture: {e}"))?;
         rt.block_on(async {
             let admin = sqlx::PgPool::connect(&base)
                 .await
