@@ -256,17 +256,18 @@ async fn admit_one(
     let Some(first) = runs.first() else {
         return Ok(Round::taken());
     };
-    if ahead.is_none() {
+    let routine_id = first.routine_id.to_string();
+    if ahead.is_none() && !batch.reads_no_runs(admission, &routine_id, first) {
         // It reads as it goes: what the batch recorded must be there to read.
         batch.write_runs(conn).await?;
     }
-    let routine_id = first.routine_id.to_string();
     if !lock(conn, admission, batch, ahead.as_ref(), &routine_id).await? {
         return Ok(Round::taken());
     }
     batch.routine(&routine_id).locked = true;
     batch.read_totals(conn, admission).await?;
     if let Some(reason) = batch.routine(&routine_id).paused.clone() {
+        batch.write_runs(conn).await?;
         return refuse(conn, admission, runs, &reason).await;
     }
     if let Some(rule) = &admission.overlap {
@@ -276,6 +277,7 @@ async fn admit_one(
     let refused = refusal(conn, admission, &routine_id, first, &mut running_here).await?;
     batch.routine(&routine_id).running = running_here;
     if let Some(reason) = refused {
+        batch.write_runs(conn).await?;
         return refuse(conn, admission, runs, &reason).await;
     }
     let recorded = match record(conn, admission, runs, batch, &routine_id).await? {
@@ -373,6 +375,7 @@ async fn record(
             Place::Start => run.clone(),
             Place::Queue(reason) => queued(run, &reason),
             Place::Full(reason) if recorded.is_empty() => {
+                batch.write_runs(conn).await?;
                 let round = refuse(conn, admission, runs, &reason).await?;
                 crate::queue::settle_one_shot(conn, admission, routine_id, &round.runs).await?;
                 return Ok(ControlFlow::Break(round));
@@ -380,7 +383,13 @@ async fn record(
             Place::Full(reason) => skipped(run, &reason),
         };
         // A slot that already has its run (the unique key) is left as it is.
-        if insert_new(conn, &run).await? {
+        let new = if batch.defers && admission.slot.is_none() {
+            batch.defer(run.clone());
+            true
+        } else {
+            insert_new(conn, &run).await?
+        };
+        if new {
             match run.status {
                 RunStatus::Running => {
                     started += 1;
@@ -563,15 +572,39 @@ impl Store {
         &self,
         fires: &[(Admission, Vec<RoutineRun>)],
     ) -> Result<Vec<Round>, StoreError> {
+        match self.admit_batch(fires, BatchState::deferring()).await? {
+            Some(rounds) => Ok(rounds),
+            // A deferred run's id was taken: rolled back, and done again
+            // writing each run at once, which sees it as taken.
+            None => self
+                .admit_batch(fires, BatchState::default())
+                .await?
+                .ok_or_else(|| {
+                    StoreError::Conflict("an admission written at once asked to be redone".into())
+                }),
+        }
+    }
+
+    /// One attempt at [`Store::admit_rounds`] in one transaction, with
+    /// `batch` deciding whether runs are deferred; `None` (and nothing
+    /// committed) when a deferred run turned out taken.
+    async fn admit_batch(
+        &self,
+        fires: &[(Admission, Vec<RoutineRun>)],
+        mut batch: BatchState,
+    ) -> Result<Option<Vec<Round>>, StoreError> {
         let mut tx = self.begin_write().await?;
         let mut out = Vec::with_capacity(fires.len());
-        let mut batch = BatchState::default();
         let mut ahead = read_ahead(&mut tx, self.backend(), fires).await?;
         for (index, (admission, runs)) in fires.iter().enumerate() {
             let ahead = ahead.remove(&index);
             out.push(admit_one(&mut tx, admission, runs, &mut batch, ahead).await?);
         }
         batch.flush(&mut tx).await?;
+        if batch.redo {
+            // Dropped unfinished: rolled back.
+            return Ok(None);
+        }
         mark_claims(&mut tx, fires, &out).await?;
         // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
         // or a slot waiting for an engine to start it.
@@ -583,7 +616,7 @@ impl Store {
             tx.publish(crate::signal::Topic::Runs).await?;
         }
         tx.commit().await?;
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Records an unscheduled run (manual, event, webhook) with no guardrail:

@@ -29,6 +29,17 @@ pub(crate) struct BatchState {
     routines: HashMap<String, RoutineState>,
     /// New runs of rounds read ahead, not yet written (see `ahead.rs`).
     unwritten_runs: Vec<RoutineRun>,
+    /// Whether the runs of unscheduled fires may wait to be written together
+    /// (see [`BatchState::defer`]).
+    pub(crate) defers: bool,
+    /// Runs of unscheduled fires not yet written. Unlike a round read ahead
+    /// their ids were not checked: one may be taken already (a fire by hand
+    /// sent twice with the id its caller chose).
+    deferred_runs: Vec<RoutineRun>,
+    /// A deferred run's id was taken when it was written: what the batch
+    /// decided after believing it recorded is void, and the batch must be
+    /// admitted again writing each run at once.
+    pub(crate) redo: bool,
 }
 
 #[derive(Default)]
@@ -44,8 +55,49 @@ pub(crate) struct RoutineState {
 }
 
 impl BatchState {
+    /// A batch whose unscheduled runs wait to be written together
+    /// ([`BatchState::defer`]).
+    pub(crate) fn deferring() -> Self {
+        Self {
+            defers: true,
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn routine(&mut self, id: &str) -> &mut RoutineState {
         self.routines.entry(id.to_string()).or_default()
+    }
+
+    /// Keeps an unscheduled fire's run to be written with the others,
+    /// before the next statement that could read it (see
+    /// [`BatchState::reads_no_runs`]): one `INSERT` a batch rather than one
+    /// a fire. Taken as recorded; [`BatchState::redo`] says otherwise.
+    pub(crate) fn defer(&mut self, run: RoutineRun) {
+        self.deferred_runs.push(run);
+    }
+
+    /// Whether admitting this unscheduled fire of `routine_id` reads no
+    /// run, so that the runs deferred so far need not be written first:
+    /// its routine is already locked by the batch, and every count its
+    /// guardrails need is known (running runs, the global totals); no
+    /// dedup or cooldown read. A refusal writes them first itself.
+    pub(crate) fn reads_no_runs(
+        &self,
+        admission: &Admission,
+        routine_id: &str,
+        first: &RoutineRun,
+    ) -> bool {
+        let Some(state) = self.routines.get(routine_id) else {
+            return false;
+        };
+        admission.slot.is_none()
+            && admission.overlap.is_none()
+            && state.locked
+            && !(admission.dedup_window.is_some() && first.dedup_key.is_some())
+            && admission.cooldown.is_none_or(|c| c.is_zero())
+            && (admission.max_concurrent.is_none() || state.running.is_some())
+            && (admission.global_max.is_none()
+                || (self.running_total.is_some() && self.queued_total.is_some()))
     }
 
     /// Records `run` unless its slot already has one; whether it was
@@ -75,6 +127,12 @@ impl BatchState {
         &mut self,
         conn: &mut sqlx::AnyConnection,
     ) -> Result<(), StoreError> {
+        if !self.deferred_runs.is_empty() {
+            let runs = std::mem::take(&mut self.deferred_runs);
+            if insert_many(conn, &runs).await? != runs.len() as u64 {
+                self.redo = true;
+            }
+        }
         if self.unwritten_runs.is_empty() {
             return Ok(());
         }
