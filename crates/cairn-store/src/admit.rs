@@ -11,7 +11,7 @@ use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 
 use crate::ahead::{Ahead, read_ahead};
 use crate::batch::BatchState;
-use crate::codec::{Cols, micros};
+use crate::codec::{Cols, Params, micros};
 use crate::queue::{Place, queued};
 use crate::runs::insert;
 use crate::{Store, StoreError};
@@ -221,19 +221,30 @@ pub(crate) async fn refusal(
     Ok(None)
 }
 
-/// The running runs of all routines, counted under the lock of the global
-/// cap's counter row: taking it first serialises capped admissions across
-/// processes on PostgreSQL (SQLite's write lock already does).
+/// The running runs of all routines, counted under the global cap's lock
+/// ([`lock_global_cap`]).
 pub(crate) async fn running_total_locked(
     conn: &mut sqlx::AnyConnection,
 ) -> Result<u64, StoreError> {
-    sqlx::query("UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.admission'")
-        .execute(&mut *conn)
-        .await?;
+    lock_global_cap(conn).await?;
     let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
         .fetch_one(&mut *conn)
         .await?;
     Cols(&row).uint("n")
+}
+
+/// Takes the lock of the global cap's counter row on PostgreSQL, which
+/// serialises capped admissions across processes there. SQLite's write
+/// lock, taken when the transaction began, already does: nothing to write.
+pub(crate) async fn lock_global_cap(conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+    if matches!(Params::of(conn), Params::Numbered) {
+        sqlx::query(
+            "UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.admission'",
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 /// Records a run unless its slot already has one; whether it was recorded.

@@ -96,8 +96,7 @@ impl BatchState {
             && !(admission.dedup_window.is_some() && first.dedup_key.is_some())
             && admission.cooldown.is_none_or(|c| c.is_zero())
             && (admission.max_concurrent.is_none() || state.running.is_some())
-            && (admission.global_max.is_none()
-                || (self.running_total.is_some() && self.queued_total.is_some()))
+            && (admission.global_max.is_none() || self.running_total.is_some())
     }
 
     /// Records `run` unless its slot already has one; whether it was

@@ -28,16 +28,6 @@ pub(crate) enum Place {
     Full(String),
 }
 
-/// The waiting runs in the global queue, counted under the admission's locks.
-pub(crate) async fn queued_total(conn: &mut sqlx::AnyConnection) -> Result<u64, StoreError> {
-    let row = sqlx::query(
-        "SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'waiting' AND queued_at IS NOT NULL",
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    Cols(&row).uint("n")
-}
-
 /// `run` as a run waiting in the global queue for `reason`.
 pub(crate) fn queued(run: &RoutineRun, reason: &str) -> RoutineRun {
     let mut waiting = run.clone();
@@ -52,8 +42,8 @@ pub(crate) fn queued(run: &RoutineRun, reason: &str) -> RoutineRun {
 }
 
 impl BatchState {
-    /// Reads the totals the global limit needs, once per batch (the caller
-    /// holds the global counter's lock, see `running_total_locked`).
+    /// Reads the totals the global limit needs, once per batch, under the
+    /// global cap's lock (`lock_global_cap`).
     pub(crate) async fn read_totals(
         &mut self,
         conn: &mut sqlx::AnyConnection,
@@ -62,12 +52,22 @@ impl BatchState {
         if admission.global_max.is_none() {
             return Ok(());
         }
-        if self.running_total.is_none() {
-            self.running_total = Some(crate::admit::running_total_locked(conn).await?);
+        // Both are read here, together, and only here.
+        if self.running_total.is_some() {
+            return Ok(());
         }
-        if self.queued_total.is_none() {
-            self.queued_total = Some(queued_total(conn).await?);
-        }
+        crate::admit::lock_global_cap(conn).await?;
+        // Both in one statement, each count on its own index.
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM routine_runs WHERE status = 'running') AS running, \
+             (SELECT COUNT(*) FROM routine_runs WHERE status = 'waiting' \
+             AND queued_at IS NOT NULL) AS queued",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        let c = Cols(&row);
+        self.running_total = Some(c.uint("running")?);
+        self.queued_total = Some(c.uint("queued")?);
         Ok(())
     }
 
