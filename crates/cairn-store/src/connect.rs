@@ -209,9 +209,10 @@ impl Store {
         Ok(match self.backend {
             Backend::Sqlite => {
                 let guard = Arc::clone(&self.writer).lock_owned().await;
+                let tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
                 WriteTx {
-                    tx: self.pool().begin_with("BEGIN IMMEDIATE").await?,
-                    _writer: Some(guard),
+                    tx,
+                    _writer: Some((guard, self.signal.own_writes().open())),
                     backend: self.backend,
                     hub: Arc::clone(&self.signal),
                     published: Vec::new(),
@@ -231,8 +232,9 @@ impl Store {
 /// A write transaction, holding this process's SQLite writer lock while it lasts.
 pub(crate) struct WriteTx {
     tx: sqlx::Transaction<'static, sqlx::Any>,
-    /// Released after the commit or rollback (or the drop) of `tx`.
-    _writer: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// Released after the commit or rollback (or the drop) of `tx`, with
+    /// the count of this process's open writes (SQLite).
+    _writer: Option<(tokio::sync::OwnedMutexGuard<()>, signal::OpenWrite)>,
     backend: Backend,
     hub: Arc<Hub>,
     /// Topics published in this transaction (with SQLite's new counter values).

@@ -255,6 +255,50 @@ pub(crate) struct Hub {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The store's runtime (see [`crate::runtime`]): the listener runs on real time.
     runtime: &'static tokio::runtime::Handle,
+    /// This process's write transactions open now (SQLite's WAL watch
+    /// waits for them, see `sqlite.rs`).
+    own_writes: Arc<OwnWrites>,
+}
+
+/// This process's SQLite write transactions open now. SQLite lets one
+/// writer at a time write the WAL, so the WAL's events while one is open
+/// are its own: the WAL's watch waits for it to close before reading more
+/// (see `sqlite.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct OwnWrites {
+    open: Mutex<u32>,
+    closed: std::sync::Condvar,
+}
+
+impl OwnWrites {
+    /// Counts a write transaction open until the returned guard drops.
+    pub(crate) fn open(self: &Arc<Self>) -> OpenWrite {
+        *lock(&self.open) += 1;
+        OpenWrite(Arc::clone(self))
+    }
+
+    /// Waits until no write transaction of this process is open, at most
+    /// `at_most`.
+    pub(crate) fn wait_closed(&self, at_most: std::time::Duration) {
+        let open = lock(&self.open);
+        let _ = self
+            .closed
+            .wait_timeout_while(open, at_most, |n| *n > 0)
+            .map_err(|poisoned| poisoned.into_inner());
+    }
+}
+
+/// A write transaction of this process, open while it lives.
+pub(crate) struct OpenWrite(Arc<OwnWrites>);
+
+impl Drop for OpenWrite {
+    fn drop(&mut self) {
+        let mut open = lock(&self.0.open);
+        *open = open.saturating_sub(1);
+        if *open == 0 {
+            self.0.closed.notify_all();
+        }
+    }
 }
 
 impl std::fmt::Debug for Hub {
@@ -281,11 +325,16 @@ impl Hub {
             stop: watch::Sender::new(false),
             task: Mutex::new(None),
             runtime,
+            own_writes: Arc::default(),
         }
     }
 
     pub(crate) fn id(&self) -> &str {
         &self.id
+    }
+
+    pub(crate) fn own_writes(&self) -> &Arc<OwnWrites> {
+        &self.own_writes
     }
 
     /// Wakes the waiters of `topic`.
@@ -373,7 +422,8 @@ impl Hub {
             }
             Source::Sqlite { url, wal } => {
                 self.set_mode(SignalMode::Starting);
-                self.runtime.spawn(sqlite::listen(hub, url, wal, stop))
+                let own = Arc::clone(&self.own_writes);
+                self.runtime.spawn(sqlite::listen(hub, url, wal, own, stop))
             }
         };
         *lock(&self.task) = Some(task);

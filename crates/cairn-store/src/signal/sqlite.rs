@@ -15,6 +15,9 @@
 //! listener, seeing a commit leave the WAL at [`CHECKPOINT_AT`] or more
 //! (see [`wants_checkpoint`]), asks a task of its own for a `PASSIVE`
 //! checkpoint, which neither waits for nor blocks anyone.
+//!
+//! While a write transaction of this process is open, the WAL's events are
+//! its own: the watch reads on when it closes ([`OWN_WRITE_WAIT`]).
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -27,7 +30,7 @@ use sqlx::{ConnectOptions, Connection, Row};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::{FALLBACK_POLL, Hub, SignalMode, Topic};
+use super::{FALLBACK_POLL, Hub, OwnWrites, SignalMode, Topic};
 
 /// Looks after file events, from the first: a commit still being published
 /// when the first look ran is seen by one of these. The last is for a
@@ -38,6 +41,18 @@ const RECHECKS: [Duration; 3] = [
     Duration::from_millis(100),
     Duration::from_millis(400),
 ];
+
+/// How long the WAL's watch waits, after an event, for this process's open
+/// write transaction to close before it reads the next events. While one
+/// is open the WAL's writes are its own (SQLite has one writer at a time):
+/// they wait in the kernel's queue, merged there, and are read together
+/// when it closes. A busy daemon writes the WAL thousands of times a
+/// second, and each event read was a wake of the watch's thread and of the
+/// listener, and a look at the database (signed webhooks: about 7,600 acks
+/// a second against 7,200). Another process commits only while no
+/// transaction of ours is open, so its events wait at most this long, and
+/// only when one of ours began in between.
+const OWN_WRITE_WAIT: Duration = Duration::from_millis(4);
 
 /// How long to wait before trying to open the dedicated connection again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -58,6 +73,7 @@ pub(super) async fn listen(
     hub: Weak<Hub>,
     url: String,
     wal: PathBuf,
+    own: Arc<OwnWrites>,
     mut stop: watch::Receiver<bool>,
 ) {
     let Some(mut conn) = open(&url, &mut stop).await else {
@@ -66,7 +82,7 @@ pub(super) async fn listen(
     // The WAL exists once a connection has read the database.
     let mut version = data_version(&mut conn).await.ok();
     let events = Arc::new(Notify::new());
-    let watcher = watch_file(&wal, Arc::clone(&events));
+    let watcher = watch_file(&wal, Arc::clone(&events), own);
     // The first reading of the counters, then every waiter looks once:
     // a change made before we listened is not lost. The mode is set after,
     // so whoever waits for it (`signal_ready`) has had that wake.
@@ -300,19 +316,22 @@ async fn read_counters(conn: &mut SqliteConnection) -> Result<Vec<(Topic, i64)>,
 pub(super) fn watch_file(
     wal: &Path,
     events: Arc<Notify>,
+    own: Arc<OwnWrites>,
 ) -> Result<notify::RecommendedWatcher, notify::Error> {
     use notify::event::{AccessKind, AccessMode, EventKind};
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         match event {
             // A writer closing the WAL (a CLI command exiting after its
             // commit) comes after the commit is published: worth a look.
-            Ok(e) if e.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
-                events.notify_one();
-            }
-            Ok(e) if e.kind.is_access() => {}
+            Ok(e) if e.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+            Ok(e) if e.kind.is_access() => return,
             // An error is a reason to look too.
-            _ => events.notify_one(),
+            _ => {}
         }
+        events.notify_one();
+        // notify's own thread for this watch: holding it back leaves the
+        // next events in the kernel's queue (see `OWN_WRITE_WAIT`).
+        own.wait_closed(OWN_WRITE_WAIT);
     })?;
     watcher.watch(wal, RecursiveMode::NonRecursive)?;
     Ok(watcher)

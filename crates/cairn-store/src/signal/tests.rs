@@ -116,3 +116,45 @@ fn a_long_wal_asks_for_a_checkpoint_once_per_growth() {
     assert!(!asks(step - 1));
     assert!(asks(step));
 }
+
+/// The WAL's watch waits for this process's open write transactions, and
+/// only for them, at most its bound.
+#[test]
+fn the_wal_watch_waits_only_for_this_process_open_writes() {
+    let own = Arc::new(OwnWrites::default());
+    let bound = Duration::from_secs(10);
+    let start = std::time::Instant::now();
+    own.wait_closed(bound);
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "nothing open: no wait"
+    );
+    let first = own.open();
+    let second = own.open();
+    let waiter = {
+        let own = Arc::clone(&own);
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            own.wait_closed(bound);
+            start.elapsed()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    drop(first);
+    std::thread::sleep(Duration::from_millis(50));
+    drop(second);
+    let waited = waiter.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(90),
+        "waited for both: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken when they closed: {waited:?}"
+    );
+    // Open past the bound: the wait ends at the bound.
+    let _held = own.open();
+    let start = std::time::Instant::now();
+    own.wait_closed(Duration::from_millis(30));
+    assert!(start.elapsed() >= Duration::from_millis(30));
+}
