@@ -48,8 +48,8 @@ const RECHECKS: [Duration; 3] = [
 /// they wait in the kernel's queue, merged there, and are read together
 /// when it closes. A busy daemon writes the WAL thousands of times a
 /// second, and each event read was a wake of the watch's thread and of the
-/// listener, and a look at the database (signed webhooks: about 7,600 acks
-/// a second against 7,200). Another process commits only while no
+/// listener, and a look at the database (signed webhooks: about 7,900 acks
+/// a second against 7,500). Another process commits only while no
 /// transaction of ours is open, so its events wait at most this long, and
 /// only when one of ours began in between.
 const OWN_WRITE_WAIT: Duration = Duration::from_millis(4);
