@@ -143,7 +143,7 @@ fn the_wal_watch_waits_only_for_this_process_open_writes() {
     drop(first);
     std::thread::sleep(Duration::from_millis(50));
     drop(second);
-    let waited = waiter.join().unwrap();
+    let waited = waiter.join().expect("the waiting thread ended");
     assert!(
         waited >= Duration::from_millis(90),
         "waited for both: {waited:?}"

@@ -12,6 +12,7 @@ mod claims;
 mod cost_agents;
 mod cost_tools;
 mod daemons;
+mod deferred_runs;
 mod fixture;
 mod gateway;
 mod jobs;
@@ -82,8 +83,8 @@ conformance!(
     admission::a_batch_admits_in_order_with_per_routine_limits,
     admission::a_batch_with_a_run_limit_disables_in_order,
     admission::a_batch_of_run_ends_matches_ending_them_one_by_one,
-    admission::a_batch_reads_the_runs_it_has_not_written_yet,
-    admission::a_fire_whose_run_id_is_taken_is_taken,
+    deferred_runs::a_batch_reads_the_runs_it_has_not_written_yet,
+    deferred_runs::a_fire_whose_run_id_is_taken_is_taken,
     gateway::tokens_authenticate_until_revoked_or_expired,
     gateway::a_pairing_code_buys_one_token,
     gateway::wrong_pairing_codes_void_every_code_at_the_limit,
