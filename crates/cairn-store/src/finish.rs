@@ -324,13 +324,27 @@ async fn write_streaks(
             by
         };
         for chunk in ids.chunks(params.rows_per_statement(1)) {
+            // A reset leaves alone the rows already at it: most runs
+            // succeed, and a routine's row written for nothing is pages
+            // for the WAL and the checkpoint.
+            let unless = if *add {
+                String::new()
+            } else {
+                format!(
+                    " AND consecutive_failures <> {}",
+                    params.one(chunk.len() + 2)
+                )
+            };
             let sql = format!(
-                "UPDATE routines SET consecutive_failures = {to} WHERE id IN {}",
+                "UPDATE routines SET consecutive_failures = {to} WHERE id IN {}{unless}",
                 params.rows(1, chunk.len(), 2)
             );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(*n);
             for id in chunk {
                 query = query.bind(id.clone());
+            }
+            if !*add {
+                query = query.bind(*n);
             }
             query.execute(&mut *conn).await?;
         }

@@ -20,6 +20,7 @@ mod memory;
 mod notifications;
 mod portable;
 mod reap;
+mod retention;
 mod routines;
 mod runs;
 mod schedule_ops;
@@ -75,6 +76,7 @@ conformance!(
     admission::a_deleted_routine_admits_nothing,
     admission::finishing_keeps_state_and_notification,
     admission::retention_prunes_old_ended_runs,
+    retention::retention_keeps_places_in_start_then_id_order,
     admission::a_reaped_run_is_not_a_failure,
     admission::a_quiet_admission_records_one_refusal_per_reason_a_window,
     admission::definition_changes_bump_the_version,
