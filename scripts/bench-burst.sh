@@ -9,10 +9,13 @@
 #   scripts/bench-burst.sh            # 10,000 routines
 #   BURST_N=2000 scripts/bench-burst.sh
 #   BURST_ENV="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2" scripts/bench-burst.sh
+#   BURST_N=2000 BURST_HISTORY=200 scripts/bench-burst.sh   # each with 200 past runs
 #
 # Environment: CAIRN_BIN (a built cairn; else `cargo build --release -p cairn`),
 # BURST_N (10000), BURST_LEAD (seconds from the daemon's start to the slot, 20),
 # BURST_ENV (extra environment for the daemon only, e.g. another allocator),
+# BURST_HISTORY (0: ended runs each routine already has, as after months of
+# use; 200, the default retention, makes every run's end prune one),
 # BURST_KEEP (a path to keep the daemon's log at, e.g. with
 # CAIRN_LOG=warn,sqlx::query=debug to see the slot's statements).
 set -euo pipefail
@@ -20,6 +23,7 @@ cd "$(dirname "$0")/.."
 
 N=${BURST_N:-10000}
 LEAD=${BURST_LEAD:-20}
+HISTORY=${BURST_HISTORY:-0}
 BIN=${CAIRN_BIN:-}
 if [[ -z $BIN ]]; then
   cargo build -q --release -p cairn >&2
@@ -43,7 +47,7 @@ unset CAIRN_DATABASE_URL DATABASE_URL CAIRN_LLM_PROVIDER
 mkdir -p "$CAIRN_HOME" "$WORK/routines"
 
 # The slot: far enough ahead for applying the routines and the daemon's start.
-apply_estimate=$(( N / 1000 + 5 ))
+apply_estimate=$(( N / 1000 + N * HISTORY / 200000 + 5 ))
 slot_epoch=$(( $(date +%s) + apply_estimate + LEAD ))
 slot=$(date -u -d "@$slot_epoch" +%Y-%m-%dT%H:%M:%SZ)
 for i in $(seq -w 1 "$N"); do
@@ -51,6 +55,16 @@ for i in $(seq -w 1 "$N"); do
     "$i" "$slot" "$i" >"$WORK/routines/burst-$i.yaml"
 done
 "$BIN" routine apply -f "$WORK/routines" >/dev/null
+if (( HISTORY > 0 )); then
+  # Ended runs a day before the slot, one a second per routine, with ids in
+  # the store's form (a UUID's text).
+  sqlite3 "$CAIRN_HOME/cairn.db" "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < $HISTORY)
+    INSERT INTO routine_runs (id, routine_id, trigger_type, started_at, completed_at, status, attempt)
+    SELECT lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2)
+             || '-8' || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
+           r.id, 'once', ($slot_epoch - 86400 + k.n) * 1000000, ($slot_epoch - 86400 + k.n) * 1000000 + 1000, 'ok', 1
+    FROM routines AS r, k"
+fi
 left=$(( slot_epoch - $(date +%s) ))
 (( left > 8 )) || { echo "bench-burst: applying took too long; raise BURST_LEAD" >&2; exit 1; }
 
@@ -70,5 +84,5 @@ done_ms=$(sqlite3 "$db" "SELECT (completed_at - scheduled_for) / 1000.0 FROM rou
   WHERE scheduled_for IS NOT NULL AND completed_at IS NOT NULL ORDER BY 1")
 count=$(printf '%s\n' "$done_ms" | grep -c . || true)
 rank() { printf '%s\n' "$done_ms" | awk -v p="$1" -v n="$count" 'NR == (int(p * n) == p * n ? p * n : int(p * n) + 1) {print; exit}'; }
-printf '{"routines": %s, "done": %s, "done_p50_ms": %s, "done_p99_ms": %s, "done_max_ms": %s, "rss_mb_idle": %s, "rss_mb_slot_5s": %s, "rss_mb_slot_30s": %s, "rss_mb_slot_60s": %s, "env": "%s"}\n' \
-  "$N" "$count" "$(rank 0.5)" "$(rank 0.99)" "$(rank 1)" "$idle" "$at5" "$at30" "$at60" "${BURST_ENV:-}"
+printf '{"routines": %s, "history": %s, "done": %s, "done_p50_ms": %s, "done_p99_ms": %s, "done_max_ms": %s, "rss_mb_idle": %s, "rss_mb_slot_5s": %s, "rss_mb_slot_30s": %s, "rss_mb_slot_60s": %s, "env": "%s"}\n' \
+  "$N" "$HISTORY" "$count" "$(rank 0.5)" "$(rank 0.99)" "$(rank 1)" "$idle" "$at5" "$at30" "$at60" "${BURST_ENV:-}"
