@@ -203,36 +203,49 @@ pub(crate) async fn going(
 }
 
 /// The runs going of each routine, and which of its `slots` already have a run.
+///
+/// Three parts, each on its own index: the running runs (a partial index by
+/// routine), the waiting ones (likewise), the ended runs of the slots asked
+/// about (the unique slot index). As one scan of each routine's runs, a
+/// home whose routines keep 200 runs each read them all: 2,000 routines,
+/// about 75 ms of a slot's claim.
 async fn read_runs(
     conn: &mut sqlx::AnyConnection,
     ids: &[&str],
     slots: &HashMap<&str, Vec<i64>>,
 ) -> Result<RunsOf, StoreError> {
+    const SELECT: &str = "SELECT routine_id, id, status, scheduled_for, attempt FROM routine_runs";
     let mut out = RunsOf::new();
     let params = Params::of(conn);
-    for chunk in ids.chunks(params.rows_per_statement(2)) {
+    // The ids go in three times, the slots' times at most once more.
+    for chunk in ids.chunks(params.rows_per_statement(4)) {
         let mut times: Vec<i64> = chunk
             .iter()
             .flat_map(|id| slots.get(id).into_iter().flatten().copied())
             .collect();
         times.sort_unstable();
         times.dedup();
-        let slot_test = if times.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " OR scheduled_for IN {}",
-                params.rows(1, times.len(), chunk.len() + 1)
-            )
-        };
-        let sql = format!(
-            "SELECT routine_id, id, status, scheduled_for, attempt FROM routine_runs \
-             WHERE routine_id IN {} AND (status IN ('running', 'waiting'){slot_test})",
-            params.rows(1, chunk.len(), 1)
+        let n = chunk.len();
+        let mut sql = format!(
+            "{SELECT} WHERE routine_id IN {} AND status = 'running' \
+             UNION ALL {SELECT} WHERE routine_id IN {} AND status = 'waiting'",
+            params.rows(1, n, 1),
+            params.rows(1, n, n + 1)
         );
+        if !times.is_empty() {
+            sql.push_str(&format!(
+                " UNION ALL {SELECT} WHERE routine_id IN {} AND scheduled_for IN {} \
+                 AND status NOT IN ('running', 'waiting')",
+                params.rows(1, n, 2 * n + 1),
+                params.rows(1, times.len(), 3 * n + 1)
+            ));
+        }
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            query = query.bind(id.to_string());
+        let parts = if times.is_empty() { 2 } else { 3 };
+        for _ in 0..parts {
+            for id in chunk {
+                query = query.bind(id.to_string());
+            }
         }
         for t in &times {
             query = query.bind(*t);

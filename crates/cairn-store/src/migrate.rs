@@ -196,6 +196,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0029_signal_vault.sql"),
         postgres: include_str!("../migrations/0029_signal_vault.sql"),
     },
+    Migration {
+        version: 30,
+        name: "runs_running_by_routine",
+        sqlite: include_str!("../migrations/0030_runs_running_by_routine.sql"),
+        postgres: include_str!("../migrations/0030_runs_running_by_routine.sql"),
+    },
 ];
 
 /// The last version the baseline schema stands for: a fresh database is

@@ -2,7 +2,7 @@
 //! batch): slots claimed, runs read and written a chunk of routines per
 //! statement, with the same verdicts as one admission at a time.
 
-use cairn_core::routine::{Routine, RoutineRun, RunStatus};
+use cairn_core::routine::{Overlap, Routine, RoutineRun, RunStatus};
 use cairn_store::{Admission, Admitted, AsRead, FinishRun, Store};
 
 use crate::admission::ended;
@@ -275,4 +275,53 @@ pub async fn a_claim_read_ahead_takes_only_routines_still_as_read(fx: &Fixture) 
     let fires: Vec<_> = again.iter().map(round_of).collect();
     let rounds = fx.store.admit_rounds(&fires).await.unwrap();
     assert!(rounds.iter().all(|r| r.admitted == Admitted::Started));
+}
+
+/// A slot still waiting its turn in the global queue holds its routine's
+/// next round in a burst (`overlap: skip`), like a run still running.
+pub async fn a_slot_waiting_its_turn_holds_the_next_round_of_a_burst(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "queued").await;
+    let held = &routines[5];
+    // The one place is taken (a run of another routine by hand): the slot
+    // of 60 waits.
+    let by_hand = (
+        Admission::default(),
+        vec![run_for(&routines[6], None, at(59))],
+    );
+    let taken = fx.store.admit_runs(&[by_hand]).await.unwrap();
+    assert_eq!(taken, [Admitted::Started]);
+    let first = run_for(held, Some(at(60)), at(61));
+    let mut full = scheduled(held, &first, Some(at(120)));
+    full.global_max = Some(1);
+    let queued = fx.store.admit_rounds(&[(full, vec![first])]).await.unwrap();
+    assert_eq!(queued[0].admitted, Admitted::Started);
+    assert_eq!(queued[0].runs[0].status, RunStatus::Waiting);
+    let fires: Vec<_> = routines
+        .iter()
+        .map(|r| {
+            if r.id != held.id {
+                return round_of(r);
+            }
+            let next = run_for(r, Some(at(120)), at(121));
+            let mut admission = scheduled(r, &next, Some(at(180)));
+            admission.global_max = Some(10 * BURST as u32);
+            if let Some(rule) = admission.overlap.as_mut() {
+                rule.policy = Overlap::Skip;
+            }
+            (admission, vec![next])
+        })
+        .collect();
+    let rounds = fx.store.admit_rounds(&fires).await.unwrap();
+    for (r, round) in routines.iter().zip(&rounds) {
+        if r.id == held.id {
+            match &round.admitted {
+                Admitted::Skipped(reason) => {
+                    assert!(reason.contains("is still waiting its turn"), "{reason}")
+                }
+                other => panic!("the waiting slot should hold the next: {other:?}"),
+            }
+        } else {
+            assert_eq!(round.admitted, Admitted::Started, "{}", r.spec.name);
+        }
+    }
 }

@@ -113,6 +113,7 @@ conformance!(
     burst::a_slot_already_run_is_not_run_again_in_a_burst,
     burst::later_fires_in_a_batch_see_the_rounds_before_them,
     burst::a_burst_of_run_ends_keeps_each_routines_streak_and_retention,
+    burst::a_slot_waiting_its_turn_holds_the_next_round_of_a_burst,
     burst::a_claim_read_ahead_takes_only_routines_still_as_read,
     runs::a_slot_fires_once,
     runs::a_slot_fires_only_while_current_enabled_and_unpaused,
