@@ -179,6 +179,18 @@ impl Store {
     /// entries' `auto_pause` bound is paused (unless it already is), and the
     /// pause's notification replaces the notification of the run that did it.
     pub async fn finish_runs(&self, batch: &[FinishRun]) -> Result<Vec<Finished>, StoreError> {
+        self.finish_runs_pruning(batch, &[]).await
+    }
+
+    /// [`Self::finish_runs`], pruning besides the runs beyond retention of
+    /// the routines in `also_prune` (routine, runs kept): those whose ends an
+    /// earlier batch recorded without their prune, to get the runs ending
+    /// in a burst written sooner. A routine in both keeps the batch's own.
+    pub async fn finish_runs_pruning(
+        &self,
+        batch: &[FinishRun],
+        also_prune: &[(Uuid, u32)],
+    ) -> Result<Vec<Finished>, StoreError> {
         let mut tx = self.begin_write().await?;
         let ended = end_runs(&mut tx, batch).await?;
         // Per routine: streak, state, retention, the last auto-pause.
@@ -206,6 +218,18 @@ impl Store {
             if o.status == RunStatus::Failed && f.auto_pause.is_some() {
                 entry.pauser = Some(i);
             }
+        }
+        let mut at: HashMap<Uuid, usize> = routines
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id, i))
+            .collect();
+        for (id, keep) in also_prune {
+            let i = *at.entry(*id).or_insert_with(|| {
+                routines.push(PerRoutine::new(*id));
+                routines.len() - 1
+            });
+            routines[i].retain.get_or_insert(*keep);
         }
         // In id order, so two processes' batches lock routine rows in
         // the same order on PostgreSQL (no deadlock between them).

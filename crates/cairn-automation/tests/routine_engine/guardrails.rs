@@ -396,3 +396,35 @@ async fn replays_and_refusals_of_webhooks_are_recorded_once_a_minute() {
     assert!(engine.fire_webhook("deploys", &delivery).await.is_err());
     assert_eq!(s.runs(&r).await.len(), 4);
 }
+
+/// Many runs ending at once (their prunes put off while more ends wait to
+/// be written) still leave each routine at its retention once all are done.
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_ends_leaves_each_routine_at_its_retention() {
+    let s = setup(t0()).await;
+    let mut routines = Vec::new();
+    for i in 0..3 {
+        let yaml = format!(
+            "name: slow-keep-{i}\ntrigger: {{type: manual}}\naction: {{type: notification, message: x}}\nguardrails: {{max_concurrent: 100, retention: 5}}\n"
+        );
+        routines.push(s.routine(&yaml).await);
+    }
+    let engine = s.engine("a");
+    // 300 runs, each held at the gate: they end together when it opens.
+    let fires: Vec<_> = routines
+        .iter()
+        .flat_map(|r| (0..100).map(|_| engine.fire_manual(r, None, None)))
+        .collect();
+    for fired in futures::future::join_all(fires).await {
+        assert_eq!(fired.unwrap().admitted, Admitted::Started);
+    }
+    s.script.gate.as_ref().unwrap().add_permits(300);
+    engine.idle().await;
+    for r in &routines {
+        let runs = s.runs(r).await;
+        assert_eq!(runs.len(), 5, "{}: the newest five are kept", r.spec.name);
+        assert!(runs.iter().all(|run| run.status == RunStatus::Ok));
+        let stored = s.store.get_routine(r.id).await.unwrap().unwrap();
+        assert_eq!(stored.runtime.run_count, 100);
+    }
+}

@@ -77,6 +77,7 @@ conformance!(
     admission::finishing_keeps_state_and_notification,
     admission::retention_prunes_old_ended_runs,
     retention::retention_keeps_places_in_start_then_id_order,
+    retention::a_later_batch_prunes_the_routines_named_to_it,
     admission::a_reaped_run_is_not_a_failure,
     admission::a_quiet_admission_records_one_refusal_per_reason_a_window,
     admission::definition_changes_bump_the_version,

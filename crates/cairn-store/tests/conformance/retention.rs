@@ -2,7 +2,7 @@
 //! a run still running or waiting keeps its place and is never deleted.
 
 use cairn_core::routine::RunStatus;
-use cairn_store::{Admission, Admitted};
+use cairn_store::{Admission, Admitted, FinishRun};
 
 use crate::admission::{admit, ended};
 use crate::fixture::Fixture;
@@ -65,4 +65,44 @@ pub async fn retention_keeps_places_in_start_then_id_order(fx: &Fixture) {
     // running one stays.
     assert_eq!(fx.store.prune_runs(r.id, 1).await.unwrap(), 2);
     assert_eq!(stored().await, left(&[runs[1], newer_tie]));
+}
+
+/// Ends written without their routine's prune (a burst's) are pruned by a
+/// later batch that names the routines, whether or not it ends a run of
+/// theirs; a routine in both is pruned once, to the batch's own retention.
+pub async fn a_later_batch_prunes_the_routines_named_to_it(fx: &Fixture) {
+    let apart = routine("ada", "apart");
+    let inside = routine("ada", "inside");
+    let mut ends = Vec::new();
+    for r in [&apart, &inside] {
+        fx.store.create_routine(r).await.unwrap();
+        for started in 0..4 {
+            let run = run_for(r, None, at(started));
+            assert_eq!(
+                admit(fx, Admission::default(), vec![run.clone()]).await,
+                Admitted::Started
+            );
+            ends.push(FinishRun {
+                run_id: run.id,
+                routine_id: r.id,
+                outcome: ended(RunStatus::Ok, 10),
+                notification: None,
+                auto_pause: None,
+            });
+        }
+    }
+    // All but the last run of `inside` end with no retention applied.
+    let last = ends.pop().unwrap();
+    fx.store.finish_runs(&ends).await.unwrap();
+    assert_eq!(fx.store.list_runs(apart.id, 10).await.unwrap().len(), 4);
+    let mut last = last;
+    last.outcome.retain = Some(2);
+    let done = fx
+        .store
+        .finish_runs_pruning(&[last], &[(apart.id, 1), (inside.id, 3)])
+        .await
+        .unwrap();
+    assert!(done[0].ended);
+    assert_eq!(fx.store.list_runs(apart.id, 10).await.unwrap().len(), 1);
+    assert_eq!(fx.store.list_runs(inside.id, 10).await.unwrap().len(), 2);
 }

@@ -10,12 +10,14 @@
 //! acknowledged has its run recorded. Under load this turns one write
 //! transaction per webhook into one per burst.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use cairn_core::routine::RoutineRun;
 use cairn_store::{Admission, Admitted, FinishRun, Finished, Store, StoreError};
 use tokio::sync::oneshot;
+use uuid::Uuid;
 
 /// Entries committed per transaction at most (keeps one transaction short).
 pub(super) const MAX_BATCH: usize = 256;
@@ -67,10 +69,13 @@ where
     }
 
     /// Commits `item`, batched with whatever else is waiting. `commit`
-    /// writes a batch in one transaction and answers each entry in order.
+    /// writes a batch in one transaction and answers each entry in order;
+    /// it is told whether more entries wait to go right after this batch.
+    /// When the queue has emptied, the committer calls it once more with
+    /// no entries before it stops, for what its batches put off.
     pub(super) async fn submit<F, Fut>(&self, item: I, commit: F) -> Result<O, StoreError>
     where
-        F: Fn(Vec<I>) -> Fut + Clone + Send + 'static,
+        F: Fn(Vec<I>, bool) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = Result<Vec<O>, StoreError>> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
@@ -95,7 +100,7 @@ where
             return Ok(done);
         }
         // The batch failed (or its committer went away): on our own, with our own error.
-        commit(vec![item])
+        commit(vec![item], false)
             .await?
             .pop()
             .ok_or_else(|| StoreError::Conflict("a commit answered nothing".to_string()))
@@ -109,18 +114,20 @@ async fn commit_all<I, O, F, Fut>(
     turn: Arc<tokio::sync::Mutex<()>>,
     commit: F,
 ) where
-    F: Fn(Vec<I>) -> Fut,
+    F: Fn(Vec<I>, bool) -> Fut,
     Fut: Future<Output = Result<Vec<O>, StoreError>>,
 {
     let mut out = CountedOut {
         queue: &queue,
         done: false,
     };
+    // Whether the empty batch closing a busy spell has been committed.
+    let mut closed = false;
     loop {
         let _turn = turn.lock().await;
-        let batch: Vec<Waiting<I, O>> = {
+        let (batch, more): (Vec<Waiting<I, O>>, bool) = {
             let mut queue = lock(&queue);
-            if queue.waiting.is_empty() {
+            if queue.waiting.is_empty() && closed {
                 // Counted out under the lock that pushes: an entry pushed
                 // after this starts a committer of its own.
                 queue.committing = false;
@@ -128,11 +135,13 @@ async fn commit_all<I, O, F, Fut>(
                 return;
             }
             let take = queue.waiting.len().min(MAX_BATCH);
-            queue.waiting.drain(..take).collect()
+            let batch = queue.waiting.drain(..take).collect();
+            (batch, !queue.waiting.is_empty())
         };
+        closed = batch.is_empty();
         let (items, replies): (Vec<I>, Vec<_>) = batch.into_iter().unzip();
         let size = items.len();
-        match commit(items).await {
+        match commit(items, more).await {
             Ok(results) => {
                 for (reply, done) in replies.into_iter().zip(results) {
                     let _ = reply.send(Some(done));
@@ -181,18 +190,42 @@ impl AdmitQueue {
         runs: Vec<RoutineRun>,
     ) -> Result<Admitted, StoreError> {
         let store = store.clone();
-        self.submit((admission, runs), move |fires| {
+        self.submit((admission, runs), move |fires, _more| {
             let store = store.clone();
-            async move { store.admit_runs(&fires).await }
+            async move {
+                if fires.is_empty() {
+                    return Ok(Vec::new());
+                }
+                store.admit_runs(&fires).await
+            }
         })
         .await
     }
 }
 
-/// Ends of runs, each with its notification.
-pub(super) type FinishQueue = GroupCommit<FinishRun, Finished>;
+/// Ends of runs, each with its notification, and the retention prunes
+/// they put off.
+#[derive(Default)]
+pub(super) struct FinishQueue {
+    commits: GroupCommit<FinishRun, Finished>,
+    /// Routines whose runs ended in a burst's batch (a large one, or one
+    /// with more waiting behind it), with the runs they keep: pruned by
+    /// the next small batch or the empty one closing the busy spell. A
+    /// burst's ends are written without the prune's deletes (a routine at
+    /// its retention deletes one old run an end, spread over the table and
+    /// its indexes), which come after its last end.
+    put_off: Arc<Mutex<HashMap<Uuid, u32>>>,
+}
+
+/// A batch this large is a burst's: its prunes are put off.
+const PUT_OFF_FROM: usize = MAX_BATCH / 2;
 
 impl FinishQueue {
+    /// Holds the next commit back while the guard lives (see [`GroupCommit::hold`]).
+    pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.commits.hold().await
+    }
+
     /// Ends one run (and records its notification), batched with whatever
     /// else is waiting; what ending it did.
     pub(super) async fn finish(
@@ -201,12 +234,52 @@ impl FinishQueue {
         run: FinishRun,
     ) -> Result<Finished, StoreError> {
         let store = store.clone();
-        self.submit(run, move |batch| {
-            let store = store.clone();
-            async move { store.finish_runs(&batch).await }
-        })
-        .await
+        let put_off = self.put_off.clone();
+        self.commits
+            .submit(run, move |batch, more| {
+                let (store, put_off) = (store.clone(), put_off.clone());
+                async move { finish_batch(&store, &put_off, batch, more).await }
+            })
+            .await
     }
+}
+
+/// One batch of ends: a burst's puts its prunes off; any other does its
+/// own and those put off (given back to the next one if it fails), the
+/// empty batch closing a busy spell only those.
+async fn finish_batch(
+    store: &Store,
+    put_off: &Mutex<HashMap<Uuid, u32>>,
+    mut batch: Vec<FinishRun>,
+    more: bool,
+) -> Result<Vec<Finished>, StoreError> {
+    let lock = || put_off.lock().unwrap_or_else(|p| p.into_inner());
+    if more || batch.len() >= PUT_OFF_FROM {
+        {
+            let mut put_off = lock();
+            for end in &mut batch {
+                if let Some(keep) = end.outcome.retain.take() {
+                    put_off.insert(end.routine_id, keep);
+                }
+            }
+        }
+        return store.finish_runs(&batch).await;
+    }
+    let prune: Vec<(Uuid, u32)> = {
+        let mut put_off = lock();
+        put_off.drain().collect()
+    };
+    if batch.is_empty() && prune.is_empty() {
+        return Ok(Vec::new());
+    }
+    let done = store.finish_runs_pruning(&batch, &prune).await;
+    if done.is_err() {
+        let mut put_off = lock();
+        for (routine, keep) in prune {
+            put_off.entry(routine).or_insert(keep);
+        }
+    }
+    done
 }
 
 #[cfg(test)]
@@ -227,10 +300,12 @@ mod tests {
             let (queue, batches) = (queue.clone(), batches.clone());
             submitted.push(tokio::spawn(async move {
                 queue
-                    .submit(item, move |items: Vec<u32>| {
+                    .submit(item, move |items: Vec<u32>, _more| {
                         let batches = batches.clone();
                         async move {
-                            batches.lock().unwrap().push(items.clone());
+                            if !items.is_empty() {
+                                batches.lock().unwrap().push(items.clone());
+                            }
                             Ok(items.into_iter().map(|i| i * 10).collect())
                         }
                     })
@@ -255,13 +330,50 @@ mod tests {
         assert_eq!(*batches.lock().unwrap(), vec![vec![0, 1, 2, 3, 4]]);
     }
 
+    /// A batch with entries left behind it is told so; the one that
+    /// empties the queue is told none wait, and an empty one follows.
+    #[tokio::test]
+    async fn each_batch_knows_whether_more_wait_behind_it() {
+        let queue: Arc<GroupCommit<usize, usize>> = Arc::default();
+        let batches: Arc<Mutex<Vec<(usize, bool)>>> = Arc::default();
+        let held = queue.hold().await;
+        let total = MAX_BATCH + 44;
+        let mut submitted = Vec::new();
+        for item in 0..total {
+            let (queue, batches) = (queue.clone(), batches.clone());
+            submitted.push(tokio::spawn(async move {
+                queue
+                    .submit(item, move |items: Vec<usize>, more| {
+                        let batches = batches.clone();
+                        async move {
+                            batches.lock().unwrap().push((items.len(), more));
+                            Ok(items)
+                        }
+                    })
+                    .await
+            }));
+        }
+        while lock(&queue.queue).waiting.len() < total {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for (item, task) in (0..total).zip(submitted) {
+            assert_eq!(task.await.unwrap().unwrap(), item);
+        }
+        // And the empty one closing the busy spell.
+        assert_eq!(
+            *batches.lock().unwrap(),
+            vec![(MAX_BATCH, true), (44, false), (0, false)]
+        );
+    }
+
     /// A commit that panics fails its batch, whose callers commit on their
     /// own; the queue goes on committing what comes after.
     #[tokio::test]
     async fn a_panicking_commit_leaves_the_queue_working() {
         let queue: Arc<GroupCommit<u32, u32>> = Arc::default();
         let panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let commit = move |items: Vec<u32>| {
+        let commit = move |items: Vec<u32>, _more: bool| {
             let panicked = panicked.clone();
             async move {
                 if !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
