@@ -83,6 +83,8 @@ db=$CAIRN_HOME/cairn.db
 done_ms=$(sqlite3 "$db" "SELECT (completed_at - scheduled_for) / 1000.0 FROM routine_runs
   WHERE scheduled_for IS NOT NULL AND completed_at IS NOT NULL ORDER BY 1")
 count=$(printf '%s\n' "$done_ms" | grep -c . || true)
+# Retention holds after the burst: the most runs a routine keeps.
+kept=$(sqlite3 "$db" "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM routine_runs GROUP BY routine_id)")
 rank() { printf '%s\n' "$done_ms" | awk -v p="$1" -v n="$count" 'NR == (int(p * n) == p * n ? p * n : int(p * n) + 1) {print; exit}'; }
-printf '{"routines": %s, "history": %s, "done": %s, "done_p50_ms": %s, "done_p99_ms": %s, "done_max_ms": %s, "rss_mb_idle": %s, "rss_mb_slot_5s": %s, "rss_mb_slot_30s": %s, "rss_mb_slot_60s": %s, "env": "%s"}\n' \
-  "$N" "$HISTORY" "$count" "$(rank 0.5)" "$(rank 0.99)" "$(rank 1)" "$idle" "$at5" "$at30" "$at60" "${BURST_ENV:-}"
+printf '{"routines": %s, "history": %s, "done": %s, "done_p50_ms": %s, "done_p99_ms": %s, "done_max_ms": %s, "rss_mb_idle": %s, "rss_mb_slot_5s": %s, "rss_mb_slot_30s": %s, "rss_mb_slot_60s": %s, "runs_kept_max": %s, "env": "%s"}\n' \
+  "$N" "$HISTORY" "$count" "$(rank 0.5)" "$(rank 0.99)" "$(rank 1)" "$idle" "$at5" "$at30" "$at60" "$kept" "${BURST_ENV:-}"
