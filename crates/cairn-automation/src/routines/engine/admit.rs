@@ -147,6 +147,9 @@ async fn commit_all<I, O, F, Fut>(
                     let _ = reply.send(Some(done));
                 }
             }
+            Err(e) if size == 0 => {
+                tracing::warn!(error = %e, "the commit closing a busy spell failed; what it carried waits for the next");
+            }
             Err(e) => {
                 tracing::warn!(error = %e, entries = size, "a batched commit failed; committing one by one");
                 for reply in replies {
