@@ -127,7 +127,7 @@ async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
     );
     assert_eq!(
         activity.try_recv().unwrap(),
-        cairn_automation::notify::Activity::Recorded(Box::new(n.clone()))
+        cairn_automation::notify::Activity::Recorded(std::sync::Arc::new(n.clone()))
     );
     assert!(
         s.notifier

@@ -15,6 +15,7 @@ use cairn_agent::jobs::{JobProgress, JobRecord, JobScheduler};
 use cairn_automation::notify::{Activity, GivenUp, Notifier};
 use cairn_automation::routines::engine::{RoutineEngine, RunEvent};
 use cairn_core::clock::Clock;
+use cairn_core::notification::Notification;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -45,24 +46,76 @@ pub const EVENTS_LOST: &str = "events.lost";
 pub const COMPONENT_CHANGED: &str = "component.changed";
 
 /// One event: `{"id","type","at",...data}` on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Event {
     /// Its number, increasing from 1 in this process.
     pub id: u64,
     /// What happened (`routine.run.finished`, …).
-    #[serde(rename = "type")]
     pub kind: String,
     /// When it was published.
     pub at: DateTime<Utc>,
-    /// The event's own fields.
-    #[serde(flatten)]
-    pub data: Map<String, Value>,
+    /// The event's own fields, as the source gave them.
+    data: Data,
+}
+
+/// An event's fields. A run's start and end and a recorded notification
+/// are kept as their sources sent them and written out only when a
+/// subscriber reads them: a burst publishes thousands that nobody reads.
+#[derive(Debug, Clone)]
+enum Data {
+    Fields(Map<String, Value>),
+    Run(RunEvent),
+    Recorded(Arc<Notification>),
 }
 
 impl Event {
+    /// The event's own fields.
+    pub fn data(&self) -> Map<String, Value> {
+        let fields = match &self.data {
+            Data::Fields(map) => return map.clone(),
+            Data::Run(RunEvent::Started {
+                routine,
+                run_id,
+                trigger,
+            }) => json!({"routine": routine, "run_id": run_id, "trigger": trigger}),
+            Data::Run(RunEvent::Finished {
+                routine,
+                run_id,
+                status,
+                summary,
+            }) => {
+                json!({"routine": routine, "run_id": run_id, "status": status.as_str(), "summary": summary})
+            }
+            Data::Recorded(n) => json!({
+                "notification_id": n.id, "user_id": n.user_id, "channel": n.channel,
+                "title": n.title, "body": n.body, "priority": n.priority.as_str(),
+                "status": n.status.as_str(), "source": n.source,
+            }),
+        };
+        match fields {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
     /// The JSON text of the event.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let data = self.data();
+        let mut map = s.serialize_map(Some(3 + data.len()))?;
+        map.serialize_entry("id", &self.id)?;
+        map.serialize_entry("type", &self.kind)?;
+        map.serialize_entry("at", &self.at)?;
+        for (k, v) in &data {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
     }
 }
 
@@ -120,6 +173,10 @@ impl EventBus {
             Value::Null => Map::new(),
             other => Map::from_iter([("data".to_string(), other)]),
         };
+        self.publish_data(kind, Data::Fields(data))
+    }
+
+    fn publish_data(&self, kind: &str, data: Data) -> Arc<Event> {
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         let event = Arc::new(Event {
             id: ring.next_id,
@@ -229,38 +286,17 @@ impl EventBus {
     }
 
     fn run_event(&self, run: RunEvent) {
-        match run {
-            RunEvent::Started {
-                routine,
-                run_id,
-                trigger,
-            } => self.publish(
-                ROUTINE_RUN_STARTED,
-                json!({"routine": routine, "run_id": run_id, "trigger": trigger}),
-            ),
-            RunEvent::Finished {
-                routine,
-                run_id,
-                status,
-                summary,
-            } => self.publish(
-                ROUTINE_RUN_FINISHED,
-                json!({"routine": routine, "run_id": run_id, "status": status.as_str(), "summary": summary}),
-            ),
+        let kind = match &run {
+            RunEvent::Started { .. } => ROUTINE_RUN_STARTED,
+            RunEvent::Finished { .. } => ROUTINE_RUN_FINISHED,
         };
+        self.publish_data(kind, Data::Run(run));
     }
 
     fn notification_activity(&self, activity: Activity) {
         match activity {
             Activity::Recorded(n) => {
-                self.publish(
-                    NOTIFICATION_RECORDED,
-                    json!({
-                        "notification_id": n.id, "user_id": n.user_id, "channel": n.channel,
-                        "title": n.title, "body": n.body, "priority": n.priority.as_str(),
-                        "status": n.status.as_str(), "source": n.source,
-                    }),
-                );
+                self.publish_data(NOTIFICATION_RECORDED, Data::Recorded(n));
             }
             Activity::Delivered { id, channel } => {
                 self.publish(

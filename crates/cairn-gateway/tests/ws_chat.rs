@@ -151,7 +151,7 @@ async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
         .find(|e| e.kind == "tool.finished")
         .unwrap();
     assert!(
-        finished.data["channel"]
+        finished.data()["channel"]
             .as_str()
             .unwrap()
             .starts_with("ws:")

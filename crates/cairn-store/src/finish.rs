@@ -5,6 +5,7 @@
 //! pauses it and one notification says so.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -24,8 +25,9 @@ pub struct FinishRun {
     pub routine_id: Uuid,
     /// How it ended (`notification_id` names `notification`, if any).
     pub outcome: RunOutcome,
-    /// The notification about it, recorded in the same transaction.
-    pub notification: Option<Notification>,
+    /// The notification about it, recorded in the same transaction (shared:
+    /// the engine announces it once committed).
+    pub notification: Option<Arc<Notification>>,
     /// For a failed run of a routine with `pause_after_failures`: the pause
     /// to make when its failure streak reaches the bound.
     pub auto_pause: Option<AutoPause>,
@@ -81,7 +83,7 @@ impl Streak {
 }
 
 /// Ends the batch's runs that are still running; per entry, whether it was.
-/// One `UPDATE … FROM (VALUES …) RETURNING` per chunk (SQLite ≥ 3.35 and
+/// One `UPDATE … FROM (VALUES …)` per chunk (SQLite ≥ 3.35 and
 /// PostgreSQL both name the values' columns `column1`, `column2`, …); a
 /// batch naming a run twice is ended row by row, in order, instead.
 async fn end_runs(
@@ -111,36 +113,62 @@ async fn end_runs(
         }
         return Ok(ended);
     }
-    let mut done = std::collections::HashSet::with_capacity(batch.len());
+    let mut ended = Vec::with_capacity(batch.len());
     let params = Params::of(conn);
     for chunk in batch.chunks(params.rows_per_statement(6)) {
         let values = params.rows(chunk.len(), 6, 1);
-        let sql = format!(
+        let update = format!(
             "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
              tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
              owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
-             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running' \
-             RETURNING routine_runs.id AS id"
+             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running'"
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for f in chunk {
-            let o = &f.outcome;
-            q = q
-                .bind(f.run_id.to_string())
-                .bind(o.status.as_str())
-                .bind(o.summary.clone())
-                .bind(tokens(o.tokens_used))
-                .bind(micros(o.completed_at))
-                .bind(o.notification_id.map(|n| n.to_string()));
+        let bound = |sql: String| {
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for f in chunk {
+                let o = &f.outcome;
+                q = q
+                    .bind(f.run_id.to_string())
+                    .bind(o.status.as_str())
+                    .bind(o.summary.clone())
+                    .bind(tokens(o.tokens_used))
+                    .bind(micros(o.completed_at))
+                    .bind(o.notification_id.map(|n| n.to_string()));
+            }
+            q
+        };
+        // Nearly always every run is still running: counted, not returned
+        // (each row returned is a message from SQLite's thread). When some
+        // had ended (reaped, cancelled), the update is undone and made
+        // again returning which it ended.
+        sqlx::query("SAVEPOINT end_runs")
+            .execute(&mut *conn)
+            .await?;
+        let all = bound(update.clone())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        if all == chunk.len() as u64 {
+            sqlx::query("RELEASE SAVEPOINT end_runs")
+                .execute(&mut *conn)
+                .await?;
+            ended.extend(std::iter::repeat_n(true, chunk.len()));
+            continue;
         }
-        for row in q.fetch_all(&mut *conn).await? {
+        sqlx::query("ROLLBACK TO SAVEPOINT end_runs")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("RELEASE SAVEPOINT end_runs")
+            .execute(&mut *conn)
+            .await?;
+        let mut done = HashSet::with_capacity(chunk.len());
+        let returning = format!("{update} RETURNING routine_runs.id AS id");
+        for row in bound(returning).fetch_all(&mut *conn).await? {
             done.insert(Cols(&row).text("id")?);
         }
+        ended.extend(chunk.iter().map(|f| done.contains(&f.run_id.to_string())));
     }
-    Ok(batch
-        .iter()
-        .map(|f| done.contains(&f.run_id.to_string()))
-        .collect())
+    Ok(ended)
 }
 
 #[cairn_store_macros::on_store_runtime]
@@ -270,9 +298,9 @@ impl Store {
                         .bind(n.id.to_string())
                         .execute(&mut *tx)
                         .await?;
-                    notes.push(n.clone());
+                    notes.push(n);
                 }
-                _ => notes.extend(f.notification.clone()),
+                _ => notes.extend(f.notification.as_deref()),
             }
         }
         crate::notifications::insert_notifications(&mut tx, &notes).await?;

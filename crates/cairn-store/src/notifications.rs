@@ -104,7 +104,7 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
 /// publishes them to dispatchers when any is pending.
 pub(crate) async fn insert_notifications(
     conn: &mut WriteTx,
-    all: &[Notification],
+    all: &[&Notification],
 ) -> Result<(), StoreError> {
     if all.iter().any(|n| n.status == DeliveryStatus::Pending) {
         conn.publish(Topic::Notifications).await?;
@@ -146,7 +146,7 @@ impl Store {
     /// Records a notification (the outbox row) before any delivery is tried.
     pub async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
-        insert_notifications(&mut tx, std::slice::from_ref(n)).await?;
+        insert_notifications(&mut tx, &[n]).await?;
         Ok(tx.commit().await?)
     }
 

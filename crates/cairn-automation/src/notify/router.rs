@@ -160,8 +160,9 @@ pub struct Notifier {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activity {
     /// Recorded (for the inbox or an unknown channel, already in its final
-    /// state). Boxed: a notification is much larger than the other variant.
-    Recorded(Box<Notification>),
+    /// state). Shared with the run that recorded it: a notification is
+    /// much larger than the other variant, and a burst records thousands.
+    Recorded(Arc<Notification>),
     /// A channel accepted it.
     Delivered {
         /// The notification.
@@ -298,7 +299,7 @@ impl Notifier {
             withhold(leaks, &mut n, &names);
         }
         self.store.insert_notification(&n).await?;
-        self.recorded(&n);
+        self.recorded(Arc::new(n.clone()));
         Ok(n)
     }
 
@@ -348,8 +349,8 @@ impl Notifier {
 
     /// After a notification is committed: counts it, wakes the dispatcher
     /// when it is pending, and announces it.
-    pub fn recorded(&self, n: &Notification) {
-        let (channel, outcome) = recorded_labels(n, &self.channels());
+    pub fn recorded(&self, n: Arc<Notification>) {
+        let (channel, outcome) = recorded_labels(&n, &self.channels());
         metrics::counter!("cairn_notifications_total", "channel" => channel, "outcome" => outcome)
             .increment(1);
         if n.status == DeliveryStatus::Pending {
@@ -359,7 +360,7 @@ impl Notifier {
                 kept.push(n.id);
             }
         }
-        self.announce(Activity::Recorded(Box::new(n.clone())));
+        self.announce(Activity::Recorded(n));
     }
 }
 

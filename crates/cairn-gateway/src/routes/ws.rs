@@ -634,12 +634,13 @@ impl Connection {
 
     /// Forwards the person's notifications as they are recorded.
     fn on_event(&self, event: &crate::events::Event) {
-        if event.kind != NOTIFICATION_RECORDED
-            || event.data.get("user_id").and_then(Value::as_str) != Some(self.state.user_id())
-        {
+        if event.kind != NOTIFICATION_RECORDED {
             return;
         }
-        let mut frame = event.data.clone();
+        let mut frame = event.data();
+        if frame.get("user_id").and_then(Value::as_str) != Some(self.state.user_id()) {
+            return;
+        }
         frame.remove("user_id");
         frame.insert("type".into(), "notification".into());
         frame.insert("event_id".into(), event.id.into());

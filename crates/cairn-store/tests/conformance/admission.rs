@@ -562,7 +562,7 @@ pub async fn a_batch_of_run_ends_matches_ending_them_one_by_one(fx: &Fixture) {
             run_id: run.id,
             routine_id: run.routine_id,
             outcome,
-            notification: Some(note),
+            notification: Some(note.into()),
             auto_pause: None,
         }
     };

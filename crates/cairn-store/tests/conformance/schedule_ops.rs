@@ -389,7 +389,7 @@ pub async fn pause_after_failures_pauses_once_with_its_notification(fx: &Fixture
             run_id: run.id,
             routine_id: r.id,
             outcome,
-            notification: Some(own.clone()),
+            notification: Some(own.clone().into()),
             auto_pause: Some(AutoPause {
                 after: 2,
                 pause: Pause {

@@ -166,7 +166,7 @@ impl RoutineEngine {
     /// auto-pause, then does what follows a recorded end.
     async fn record_outcome(&self, routine: &Routine, run: &RoutineRun, outcome: &ActionOutcome) {
         let inner = &self.inner;
-        let notification = self.notice(routine, run, outcome);
+        let notification = self.notice(routine, run, outcome).map(Arc::new);
         let now = inner.clock.now();
         let record = RunOutcome {
             status: outcome.status,
@@ -230,16 +230,17 @@ impl RoutineEngine {
             status: outcome.status,
             summary: outcome.summary.clone(),
         });
-        let mut event = SystemEvent::new(
-            events::ROUTINE_FINISHED,
-            [
-                ("routine", routine.spec.name.clone()),
-                ("status", outcome.status.to_string()),
-                ("run_id", run.id.to_string()),
-            ],
-        );
-        event.depth = depth;
+        // Built only when a routine listens: most runs' ends have none.
         if !inner.triggered.read().await.system.is_empty() {
+            let mut event = SystemEvent::new(
+                events::ROUTINE_FINISHED,
+                [
+                    ("routine", routine.spec.name.clone()),
+                    ("status", outcome.status.to_string()),
+                    ("run_id", run.id.to_string()),
+                ],
+            );
+            event.depth = depth;
             self.emit(event).await;
         }
     }
@@ -260,7 +261,7 @@ impl RoutineEngine {
         routine: &Routine,
         run: &RoutineRun,
         finished: Finished,
-        notification: Option<Notification>,
+        notification: Option<Arc<Notification>>,
         auto_pause: Option<AutoPause>,
     ) {
         if !finished.ended {
@@ -269,11 +270,11 @@ impl RoutineEngine {
         let sent = if finished.paused {
             let note = auto_pause.as_ref().and_then(|a| a.pause.note.clone());
             tracing::warn!(routine = %routine.spec.name, note = note.as_deref().unwrap_or(""), "routine paused after failures");
-            auto_pause.and_then(|a| a.notification)
+            auto_pause.and_then(|a| a.notification).map(Arc::new)
         } else {
             notification
         };
-        if let (Some(n), Some(notifier)) = (&sent, &self.inner.notifier) {
+        if let (Some(n), Some(notifier)) = (sent, &self.inner.notifier) {
             notifier.recorded(n);
         }
         if finished.waiting {
@@ -350,7 +351,7 @@ impl RoutineEngine {
         let inner = &self.inner;
         if let (Some(n), Some(notifier)) = (finish.notification.take(), &inner.notifier) {
             match inner.store.insert_notification(&n).await {
-                Ok(()) => notifier.recorded(&n),
+                Ok(()) => notifier.recorded(n),
                 Err(e) => {
                     tracing::error!(routine = %routine.spec.name, error = %e, "cannot record the run's notification");
                     finish.outcome.notification_id = None;

@@ -26,11 +26,9 @@ const PER_CORE: usize = 128;
 /// with 512 on 2 cores; docs/performance.md).
 const MIN_SIZE: usize = 2 * super::admit::MAX_BATCH;
 const MAX_SIZE: usize = 1024;
-/// Queue places kept once a burst has drained. A queued run holds its
-/// routine and run records inline (1,096 bytes), and a heap keeps the
-/// capacity its largest burst gave it: 10,000 due left 16,384 places
-/// (11 MB of them touched) after they were all done. Past this many
-/// places the emptied queue lets go.
+/// Queue places kept once a burst has drained: a heap keeps the capacity
+/// its largest burst gave it (10,000 due left 16,384 places after they
+/// were all done). Past this many places the emptied queue lets go.
 const KEEP_PLACES: usize = 256;
 
 /// The pool's size on this machine.
@@ -40,9 +38,11 @@ pub(super) fn machine_size() -> usize {
 }
 
 /// A queued run, ordered by its slot (else its start), then arrival.
+/// Boxed: the heap moves its entries at each push and pop, a dozen times
+/// an entry in a queue of thousands, and a run's records are a kilobyte.
 struct Queued {
     key: (i64, u64),
-    start: Start,
+    start: Box<Start>,
 }
 
 impl PartialEq for Queued {
@@ -114,7 +114,10 @@ impl RunPool {
         let mut state = self.lock();
         state.arrivals += 1;
         let key = (slot.timestamp_micros(), state.arrivals);
-        state.waiting.push(Reverse(Queued { key, start }));
+        state.waiting.push(Reverse(Queued {
+            key,
+            start: Box::new(start),
+        }));
         let worker = state.workers < self.size;
         if worker {
             state.workers += 1;
@@ -128,7 +131,7 @@ impl RunPool {
     /// the same lock, so a run pushed meanwhile gets a worker of its own).
     pub(super) fn next(&self) -> Option<Start> {
         let mut state = self.lock();
-        let next = state.waiting.pop().map(|Reverse(q)| q.start);
+        let next = state.waiting.pop().map(|Reverse(q)| *q.start);
         if next.is_none() {
             state.workers -= 1;
         } else if state.waiting.is_empty() {

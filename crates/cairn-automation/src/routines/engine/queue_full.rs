@@ -106,7 +106,7 @@ impl RoutineEngine {
         };
         let n = notifier.prepare(new, now);
         match self.inner.store.insert_notification(&n).await {
-            Ok(()) => notifier.recorded(&n),
+            Ok(()) => notifier.recorded(Arc::new(n)),
             Err(e) => tracing::error!(error = %e, refused, "cannot record the queue-full notice"),
         }
     }
