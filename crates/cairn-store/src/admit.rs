@@ -12,6 +12,7 @@ use cairn_core::routine::{Overlap, RoutineRun, RunStatus};
 use crate::ahead::{Ahead, read_ahead};
 use crate::batch::BatchState;
 use crate::codec::{Cols, Params, micros};
+use crate::connect::WriteTx;
 use crate::queue::{Place, queued};
 use crate::runs::insert;
 use crate::{Store, StoreError};
@@ -559,6 +560,36 @@ async fn mark_claims(
     Ok(())
 }
 
+/// Whether an admission's runs are news for the engines (`Topic::Runs`): a
+/// slot waiting for one to start it, or a lease that is now the earliest
+/// among running runs (their reapers watch that one; see
+/// `Store::earliest_run_lease_end`). A lease later than one already running
+/// is not: a reaper wakes at the earliest anyway and reads the next then.
+/// Under a stream of webhooks every new lease is the latest, and telling
+/// each had every engine read the leases and the waiting runs again after
+/// each batch.
+async fn tells_runs(tx: &mut WriteTx, rounds: &[Round]) -> Result<bool, StoreError> {
+    let mut newest: Option<i64> = None;
+    for run in rounds.iter().flat_map(|r| &r.runs) {
+        match (run.status, run.lease_until) {
+            (RunStatus::Waiting, _) | (RunStatus::Running, None) => return Ok(true),
+            (RunStatus::Running, Some(lease)) => {
+                newest = Some(newest.map_or(micros(lease), |n| n.min(micros(lease))));
+            }
+            _ => {}
+        }
+    }
+    let Some(newest) = newest else {
+        return Ok(false);
+    };
+    let row =
+        sqlx::query("SELECT MIN(lease_until) AS at FROM routine_runs WHERE status = 'running'")
+            .fetch_one(&mut **tx)
+            .await?;
+    // As stored (microseconds): a new lease equal to the earliest is it.
+    Ok(Cols(&row).int_opt("at")?.is_none_or(|at| newest <= at))
+}
+
 #[cairn_store_macros::on_store_runtime]
 impl Store {
     /// Admits fires of routines, each with its guardrails, in one transaction.
@@ -617,13 +648,7 @@ impl Store {
             return Ok(None);
         }
         mark_claims(&mut tx, fires, &out).await?;
-        // A new lease for reapers to watch (see `Store::earliest_run_lease_end`),
-        // or a slot waiting for an engine to start it.
-        let started = out
-            .iter()
-            .flat_map(|r| &r.runs)
-            .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting));
-        if started {
+        if tells_runs(&mut tx, &out).await? {
             tx.publish(crate::signal::Topic::Runs).await?;
         }
         tx.commit().await?;

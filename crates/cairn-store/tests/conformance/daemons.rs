@@ -49,3 +49,37 @@ pub async fn no_lease_end_when_nothing_runs(fx: &Fixture) {
     assert_eq!(fx.store.earliest_run_lease_end().await.unwrap(), None);
     assert_eq!(fx.store.earliest_job_lease_end().await.unwrap(), None);
 }
+
+/// An admission tells the engines (`Topic::Runs`) when a lease it records is
+/// the earliest among running runs, which their reapers sleep until, and
+/// not for one later than a lease already running: a reaper wakes at the
+/// earliest and reads the next then.
+pub async fn an_admission_tells_of_a_lease_only_when_it_is_the_earliest(fx: &Fixture) {
+    use cairn_store::{Admission, Topic};
+
+    use crate::routines::{at, routine, run_for};
+
+    let r = routine("ada", "hook");
+    fx.store.create_routine(&r).await.unwrap();
+    let r = &r;
+    let admit = |started| async move {
+        let runs = vec![run_for(r, None, at(started))];
+        fx.store
+            .admit_runs(&[(Admission::default(), runs)])
+            .await
+            .unwrap();
+    };
+    let told = fx.store.watch(Topic::Runs);
+    admit(10).await;
+    assert!(told.has_changed(), "the first lease is the earliest");
+    let told = fx.store.watch(Topic::Runs);
+    admit(20).await;
+    assert!(!told.has_changed(), "a later lease than one running");
+    assert_eq!(
+        fx.store.earliest_run_lease_end().await.unwrap(),
+        Some(at(10) + chrono::Duration::seconds(60))
+    );
+    // An earlier one (another process's shorter lease, say) is news.
+    admit(5).await;
+    assert!(told.has_changed(), "an earlier lease than any running");
+}

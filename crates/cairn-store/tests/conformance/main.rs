@@ -63,6 +63,7 @@ conformance!(
     channels::a_channel_message_is_taken_once_until_it_is_forgotten,
     channels::a_kept_delivery_waits_until_it_is_forgotten,
     daemons::a_daemon_is_recorded_listed_and_withdrawn,
+    daemons::an_admission_tells_of_a_lease_only_when_it_is_the_earliest,
     daemons::no_lease_end_when_nothing_runs,
     background::background_tasks_finish_once_and_deliver_once,
     background::background_tasks_of_a_dead_process_are_reaped_as_interrupted,
