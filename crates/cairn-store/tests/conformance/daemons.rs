@@ -59,6 +59,8 @@ pub async fn an_admission_tells_of_a_lease_only_when_it_is_the_earliest(fx: &Fix
 
     use crate::routines::{at, routine, run_for};
 
+    // The listener's start wakes every topic once: let it pass first.
+    fx.store.signal_ready(Duration::from_secs(15)).await;
     let r = routine("ada", "hook");
     fx.store.create_routine(&r).await.unwrap();
     let r = &r;
