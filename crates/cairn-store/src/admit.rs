@@ -574,7 +574,8 @@ async fn tells_runs(tx: &mut WriteTx, rounds: &[Round]) -> Result<bool, StoreErr
         match (run.status, run.lease_until) {
             (RunStatus::Waiting, _) | (RunStatus::Running, None) => return Ok(true),
             (RunStatus::Running, Some(lease)) => {
-                newest = Some(newest.map_or(micros(lease), |n| n.min(micros(lease))));
+                let lease = micros(lease);
+                newest = Some(newest.map_or(lease, |n| n.min(lease)));
             }
             _ => {}
         }
@@ -582,12 +583,9 @@ async fn tells_runs(tx: &mut WriteTx, rounds: &[Round]) -> Result<bool, StoreErr
     let Some(newest) = newest else {
         return Ok(false);
     };
-    let row =
-        sqlx::query("SELECT MIN(lease_until) AS at FROM routine_runs WHERE status = 'running'")
-            .fetch_one(&mut **tx)
-            .await?;
+    let earliest = crate::leases::earliest_run_lease(&mut **tx).await?;
     // As stored (microseconds): a new lease equal to the earliest is it.
-    Ok(Cols(&row).int_opt("at")?.is_none_or(|at| newest <= at))
+    Ok(earliest.is_none_or(|at| newest <= micros(at)))
 }
 
 #[cairn_store_macros::on_store_runtime]
