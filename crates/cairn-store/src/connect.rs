@@ -10,12 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, Executor};
+use sqlx::{AnyConnection, AnyPool, Executor};
 
 use crate::StoreError;
 use crate::migrate::{self, MigrationReport};
 use crate::runtime;
-use crate::signal::{self, Hub, Source, Topic};
+use crate::signal::{Hub, Source};
+pub(crate) use crate::writer::WriteTx;
+use crate::writer::{OwnWriter, Writer};
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,16 +46,17 @@ pub struct Store {
     /// The URL with any password hidden, for messages.
     display_url: String,
     /// This process's SQLite writers, one at a time (see [`Store::begin_write`]).
-    writer: Arc<tokio::sync::Mutex<()>>,
+    writer: Writer,
     /// The change signal (see [`crate::signal`]).
     signal: Arc<Hub>,
 }
 
 /// How long a pooled SQLite connection may sit unused before it closes
-/// (the pool keeps one). sqlx looks every this long, so one closes 15 to
-/// 30 s after its last use, and what it held is back within a minute of a
-/// burst (jemalloc purges 10 s after a free); four looks a minute idle.
-const SQLITE_IDLE: Duration = Duration::from_secs(15);
+/// (the pool keeps one), and the writers' own connection (see
+/// [`crate::writer`]). sqlx looks every this long, so a pooled one closes
+/// 15 to 30 s after its last use, and what it held is back within a minute
+/// of a burst (jemalloc purges 10 s after a free); four looks a minute idle.
+pub(crate) const SQLITE_IDLE: Duration = Duration::from_secs(15);
 
 /// How long a writer waits for SQLite's lock before giving up.
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
@@ -82,51 +85,40 @@ impl Store {
             message: message.to_string(),
         })?;
         let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
+        let in_memory = url.contains(":memory:");
         let pool_options = match backend {
-            Backend::Sqlite => {
-                let in_memory = url.contains(":memory:");
-                let options = if in_memory {
-                    // An in-memory database exists once per connection,
-                    // and only while that connection is open.
-                    AnyPoolOptions::new()
-                        .max_connections(1)
-                        .idle_timeout(None)
-                        .max_lifetime(None)
-                } else {
-                    // Each connection keeps its page cache (up to 2 MB) and
-                    // prepared statements; the ones a burst opened close
-                    // once idle, giving that memory back.
-                    AnyPoolOptions::new()
-                        .max_connections(4)
-                        .min_connections(1)
-                        .idle_timeout(SQLITE_IDLE)
-                };
-                options.after_connect(|conn, _meta| {
-                    Box::pin(async move {
-                        conn.execute("PRAGMA journal_mode = WAL").await?;
-                        conn.execute("PRAGMA synchronous = NORMAL").await?;
-                        conn.execute("PRAGMA foreign_keys = ON").await?;
-                        // Checkpoints are the change signal's listener's
-                        // (`signal/sqlite.rs`), off the commits; a commit
-                        // runs one only past this fallback (40 MiB), when
-                        // no process listens.
-                        conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
-                        // A WAL started over is cut to 1 MiB, so its size
-                        // tells the listener what is left to checkpoint.
-                        conn.execute("PRAGMA journal_size_limit = 1048576").await?;
-                        let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
-                        conn.execute(sqlx::AssertSqlSafe(busy)).await?;
-                        Ok(())
-                    })
-                })
-            }
+            // An in-memory database exists once per connection, and only
+            // while that connection is open.
+            Backend::Sqlite if in_memory => AnyPoolOptions::new()
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None),
+            // Each connection keeps its page cache (up to 2 MB) and
+            // prepared statements; the ones a burst opened close once
+            // idle, giving that memory back.
+            Backend::Sqlite => AnyPoolOptions::new()
+                .max_connections(4)
+                .min_connections(1)
+                .idle_timeout(SQLITE_IDLE),
             Backend::Postgres => AnyPoolOptions::new().max_connections(10),
+        };
+        let pool_options = match backend {
+            Backend::Sqlite => pool_options
+                .after_connect(|conn, _meta| Box::pin(async move { set_up_sqlite(conn).await })),
+            Backend::Postgres => pool_options,
         };
         let pool = pool_options
             .acquire_timeout(Duration::from_secs(15))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(connect_err)?;
+        let writer = match backend {
+            Backend::Sqlite if !in_memory => {
+                Writer::Own(Arc::new(tokio::sync::Mutex::new(OwnWriter::new(options))))
+            }
+            Backend::Sqlite => Writer::Pooled(Some(Arc::default())),
+            Backend::Postgres => Writer::Pooled(None),
+        };
         if let Some(file) = sqlite_file(&url) {
             private_companions(&file);
         }
@@ -147,7 +139,7 @@ impl Store {
             signal: Arc::new(Hub::new(source, runtime)),
             backend,
             display_url,
-            writer: Arc::new(tokio::sync::Mutex::new(())),
+            writer,
         })
     }
 
@@ -175,6 +167,7 @@ impl Store {
     /// Closes every connection (the change signal's too); further calls fail.
     pub async fn close(&self) {
         self.stop_signal().await;
+        self.writer.close().await;
         self.pool.close().await;
     }
 
@@ -191,101 +184,56 @@ impl Store {
         &self.pool
     }
 
+    /// Where write transactions run (tests).
+    #[cfg(test)]
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
     pub(crate) fn hub(&self) -> &Arc<Hub> {
         &self.signal
     }
 
-    /// Starts a write transaction. SQLite takes the write lock up front
-    /// (`BEGIN IMMEDIATE`) so that two writers queue on the busy timeout
-    /// instead of failing when a read transaction tries to upgrade.
-    ///
-    /// On SQLite this process's writers also queue on an in-process lock
-    /// first: SQLite's busy handler waits by sleeping (growing to 100 ms),
-    /// so two of our own transactions contending for the file lock (group
-    /// commits of admissions and of run ends) would idle the loser for far
-    /// longer than the winner holds the lock. Other processes still queue
-    /// on the busy timeout.
+    /// Starts a write transaction, in this process's writers' turn (see
+    /// [`crate::writer`]); other processes' writers queue on SQLite's busy
+    /// timeout.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
-        Ok(match self.backend {
-            Backend::Sqlite => {
-                let guard = Arc::clone(&self.writer).lock_owned().await;
-                let tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-                WriteTx {
-                    tx,
-                    _writer: Some((guard, self.signal.own_writes().open())),
-                    backend: self.backend,
-                    hub: Arc::clone(&self.signal),
-                    published: Vec::new(),
-                }
-            }
-            Backend::Postgres => WriteTx {
-                tx: self.pool().begin().await?,
-                _writer: None,
-                backend: self.backend,
-                hub: Arc::clone(&self.signal),
-                published: Vec::new(),
-            },
-        })
+        // Checked as in `pool()`: sqlx's timers belong on the store's runtime.
+        debug_assert!(
+            runtime::inside(),
+            "a write transaction outside the store's runtime: is #[on_store_runtime] missing?"
+        );
+        let own_write = match self.backend {
+            Backend::Sqlite => Some(self.signal.own_writes().open()),
+            Backend::Postgres => None,
+        };
+        Ok(self
+            .writer
+            .begin(
+                &self.pool,
+                self.backend,
+                Arc::clone(&self.signal),
+                own_write,
+            )
+            .await?)
     }
 }
 
-/// A write transaction, holding this process's SQLite writer lock while it lasts.
-pub(crate) struct WriteTx {
-    tx: sqlx::Transaction<'static, sqlx::Any>,
-    /// Released after the commit or rollback (or the drop) of `tx`, with
-    /// the count of this process's open writes (SQLite).
-    _writer: Option<(tokio::sync::OwnedMutexGuard<()>, signal::OpenWrite)>,
-    backend: Backend,
-    hub: Arc<Hub>,
-    /// Topics published in this transaction (with SQLite's new counter values).
-    published: Vec<(Topic, Option<i64>)>,
-}
-
-impl WriteTx {
-    /// Publishes `topic` with this transaction: other processes hear it
-    /// when (and only if) it commits, this process's waiters right after.
-    pub(crate) async fn publish(&mut self, topic: Topic) -> Result<(), sqlx::Error> {
-        if self.published.iter().any(|(t, _)| *t == topic) {
-            return Ok(());
-        }
-        let counted = signal::publish_in(&mut self.tx, self.backend, self.hub.id(), topic).await?;
-        self.published.push((topic, counted));
-        Ok(())
-    }
-
-    /// Commits, then wakes this process's waiters of the published topics.
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        let WriteTx {
-            tx,
-            _writer,
-            hub,
-            published,
-            ..
-        } = self;
-        tx.commit().await?;
-        drop(_writer);
-        hub.committed(&published);
-        Ok(())
-    }
-
-    /// Rolls back.
-    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
-        self.tx.rollback().await
-    }
-}
-
-impl std::ops::Deref for WriteTx {
-    type Target = sqlx::AnyConnection;
-
-    fn deref(&self) -> &sqlx::AnyConnection {
-        &self.tx
-    }
-}
-
-impl std::ops::DerefMut for WriteTx {
-    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
-        &mut self.tx
-    }
+/// The set-up of every SQLite connection.
+pub(crate) async fn set_up_sqlite(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+    conn.execute("PRAGMA journal_mode = WAL").await?;
+    conn.execute("PRAGMA synchronous = NORMAL").await?;
+    conn.execute("PRAGMA foreign_keys = ON").await?;
+    // Checkpoints are the change signal's listener's (`signal/sqlite.rs`),
+    // off the commits; a commit runs one only past this fallback (40 MiB),
+    // when no process listens.
+    conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
+    // A WAL started over is cut to 1 MiB, so its size tells the listener
+    // what is left to checkpoint.
+    conn.execute("PRAGMA journal_size_limit = 1048576").await?;
+    let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
+    conn.execute(sqlx::AssertSqlSafe(busy)).await?;
+    Ok(())
 }
 
 /// The file and query of a SQLite URL naming a file (`None` for

@@ -50,6 +50,7 @@ mod tries;
 mod turns;
 pub mod vault;
 mod waiting;
+mod writer;
 
 pub use admit::{Admission, Admitted, AsRead, OverlapRule, Round, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
