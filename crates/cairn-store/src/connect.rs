@@ -203,18 +203,9 @@ impl Store {
             runtime::inside(),
             "a write transaction outside the store's runtime: is #[on_store_runtime] missing?"
         );
-        let own_write = match self.backend {
-            Backend::Sqlite => Some(self.signal.own_writes().open()),
-            Backend::Postgres => None,
-        };
         Ok(self
             .writer
-            .begin(
-                &self.pool,
-                self.backend,
-                Arc::clone(&self.signal),
-                own_write,
-            )
+            .begin(&self.pool, self.backend, Arc::clone(&self.signal))
             .await?)
     }
 }

@@ -44,14 +44,12 @@ impl Writer {
         matches!(self, Writer::Own(_))
     }
 
-    /// A writer's turn: the lock, then the transaction begun on `backend`
-    /// (`own_write` counts it among this process's open writes until it ends).
+    /// A writer's turn: the lock, then the transaction begun on `backend`.
     pub(crate) async fn begin(
         &self,
         pool: &AnyPool,
         backend: Backend,
         hub: Arc<Hub>,
-        own_write: Option<signal::OpenWrite>,
     ) -> Result<WriteTx, sqlx::Error> {
         let conn = match self {
             Writer::Own(writer) => {
@@ -69,6 +67,11 @@ impl Writer {
                 TxConn::Pooled(pool.begin_with("BEGIN IMMEDIATE").await?, Some(guard))
             }
             Writer::Pooled(None) => TxConn::Pooled(pool.begin().await?, None),
+        };
+        // Counted once begun: while it is open, no other process commits.
+        let own_write = match backend {
+            Backend::Sqlite => Some(hub.own_writes().open()),
+            Backend::Postgres => None,
         };
         Ok(WriteTx {
             conn,
