@@ -56,6 +56,7 @@ pub use admit::{Admission, Admitted, AsRead, OverlapRule, Round, SlotMove};
 pub use background::{BackgroundTask, TASK_INTERRUPTED, TaskStatus};
 pub use channels::{ChannelPairing, ChannelUser};
 pub use connect::{Backend, Store, sqlite_file};
+pub use runtime::{as_store_call, spawn_on_store_thread};
 pub use daemons::DaemonRecord;
 pub use error::StoreError;
 pub use finish::{AutoPause, FinishRun, Finished};

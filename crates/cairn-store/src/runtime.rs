@@ -86,6 +86,29 @@ impl Drop for Entered {
     }
 }
 
+/// Runs `work` on the store's runtime, as a task of its own: for work
+/// that is nearly all store calls in a row (a group commit's
+/// transactions). On the store's thread each statement's answer is taken
+/// up at once, not after whatever else waits on the caller's runtime.
+/// Whoever waits for it does so through [`as_store_call`].
+pub fn spawn_on_store_thread<F>(work: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    match handle() {
+        Ok(handle) => drop(handle.spawn(work)),
+        // No store runtime, so no store: the caller's runtime will do.
+        Err(_) => drop(tokio::spawn(work)),
+    }
+}
+
+/// Waits for `work` as for a store call: a paused caller clock is held
+/// still meanwhile, so virtual time does not jump ahead while the store's
+/// thread works (see [`OnStoreRuntime`]).
+pub fn as_store_call<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    hop(work)
+}
+
 /// Runs `work` as a store call: see [`OnStoreRuntime`]. The output type
 /// comes first so that `#[on_store_runtime]` can name the method's.
 pub(crate) fn hop<T, F: Future<Output = T>>(work: F) -> OnStoreRuntime<F> {

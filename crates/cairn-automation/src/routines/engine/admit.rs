@@ -90,13 +90,16 @@ where
             // waiting caller gets its turn on a runtime busy with the runs
             // it just answered. A task of its own also means a caller that
             // goes away (an HTTP client hanging up) never strands a batch.
-            tokio::spawn(commit_all(
+            // On the store's thread: a transaction is a dozen statements,
+            // each answer taken up at once there, where on the runtime it
+            // waited behind the requests and runs ready meanwhile.
+            cairn_store::spawn_on_store_thread(commit_all(
                 self.queue.clone(),
                 self.turn.clone(),
                 commit.clone(),
             ));
         }
-        if let Ok(Some(done)) = rx.await {
+        if let Ok(Some(done)) = cairn_store::as_store_call(rx).await {
             return Ok(done);
         }
         // The batch failed (or its committer went away): on our own, with our own error.
