@@ -55,7 +55,7 @@ impl Writer {
             Writer::Own(writer) => {
                 let mut own = Arc::clone(writer).lock_owned().await;
                 let conn = own.begin().await?;
-                if !std::mem::replace(&mut own.tidy_due, true)
+                if !std::mem::replace(&mut own.close_due, true)
                     && let Ok(handle) = runtime::handle()
                 {
                     handle.spawn(close_when_idle(Arc::clone(writer)));
@@ -104,7 +104,7 @@ pub(crate) struct OwnWriter {
     /// When the last transaction began.
     used_at: Instant,
     /// A task waits to close the connection once it has been idle.
-    tidy_due: bool,
+    close_due: bool,
 }
 
 impl OwnWriter {
@@ -114,7 +114,7 @@ impl OwnWriter {
             options,
             closed: false,
             used_at: Instant::now(),
-            tidy_due: false,
+            close_due: false,
         }
     }
 
@@ -160,7 +160,7 @@ async fn close_when_idle(writer: Arc<tokio::sync::Mutex<OwnWriter>>) {
         let mut own = writer.lock().await;
         if own.used_at + SQLITE_IDLE <= Instant::now() {
             own.close_connection().await;
-            own.tidy_due = false;
+            own.close_due = false;
             return;
         }
     }
