@@ -87,25 +87,27 @@ impl Store {
         let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
         let in_memory = url.contains(":memory:");
         let pool_options = match backend {
-            // An in-memory database exists once per connection, and only
-            // while that connection is open.
-            Backend::Sqlite if in_memory => AnyPoolOptions::new()
-                .max_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None),
-            // Each connection keeps its page cache (up to 2 MB) and
-            // prepared statements; the ones a burst opened close once
-            // idle, giving that memory back.
-            Backend::Sqlite => AnyPoolOptions::new()
-                .max_connections(4)
-                .min_connections(1)
-                .idle_timeout(SQLITE_IDLE),
+            Backend::Sqlite => {
+                let sized = if in_memory {
+                    // An in-memory database exists once per connection,
+                    // and only while that connection is open.
+                    AnyPoolOptions::new()
+                        .max_connections(1)
+                        .idle_timeout(None)
+                        .max_lifetime(None)
+                } else {
+                    // Each connection keeps its page cache (up to 2 MB) and
+                    // prepared statements; the ones a burst opened close
+                    // once idle, giving that memory back.
+                    AnyPoolOptions::new()
+                        .max_connections(4)
+                        .min_connections(1)
+                        .idle_timeout(SQLITE_IDLE)
+                };
+                sized
+                    .after_connect(|conn, _meta| Box::pin(async move { set_up_sqlite(conn).await }))
+            }
             Backend::Postgres => AnyPoolOptions::new().max_connections(10),
-        };
-        let pool_options = match backend {
-            Backend::Sqlite => pool_options
-                .after_connect(|conn, _meta| Box::pin(async move { set_up_sqlite(conn).await })),
-            Backend::Postgres => pool_options,
         };
         let pool = pool_options
             .acquire_timeout(Duration::from_secs(15))

@@ -55,9 +55,10 @@ impl Writer {
             Writer::Own(writer) => {
                 let mut own = Arc::clone(writer).lock_owned().await;
                 let conn = own.begin().await?;
-                if !std::mem::replace(&mut own.close_due, true)
+                if !own.close_due
                     && let Ok(handle) = runtime::handle()
                 {
+                    own.close_due = true;
                     handle.spawn(close_when_idle(Arc::clone(writer)));
                 }
                 TxConn::Own(OwnTx { conn, own })
