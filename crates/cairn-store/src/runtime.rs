@@ -90,11 +90,19 @@ impl Drop for Entered {
 /// that is nearly all store calls in a row (a group commit's
 /// transactions). On the store's thread each statement's answer is taken
 /// up at once, not after whatever else waits on the caller's runtime.
-/// Whoever waits for it does so through [`as_store_call`].
+/// Whoever waits for it does so through [`as_store_call`]; a paused
+/// caller clock is held still until the work ends, also while nobody
+/// waits for it (a group commit's closing batch): work the caller's
+/// runtime did itself kept that clock still by keeping it busy.
 pub fn spawn_on_store_thread<F>(work: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    let hold_clock = hold_caller_clock();
+    let work = async move {
+        work.await;
+        drop(hold_clock);
+    };
     match handle() {
         Ok(handle) => drop(handle.spawn(work)),
         // No store runtime, so no store: the caller's runtime will do.

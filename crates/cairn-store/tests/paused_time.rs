@@ -72,3 +72,27 @@ async fn a_sqlite_store_works_through_hours_of_virtual_time() {
     assert!(all.iter().all(|j| j.state == JobState::Pending));
     assert_eq!(start.elapsed(), 5 * HOUR);
 }
+
+/// Work spawned on the store's thread holds a paused caller clock until it
+/// ends, though nobody waits for it (a group commit's closing batch): the
+/// engine's next slot must not come while it is still writing.
+#[tokio::test(start_paused = true, flavor = "current_thread")]
+async fn work_on_the_store_thread_holds_a_paused_clock_until_it_ends() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    cairn_store::spawn_on_store_thread(async move {
+        // Real time: the store's runtime is not paused.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        flag.store(true, Ordering::SeqCst);
+    });
+    let before = Instant::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        done.load(Ordering::SeqCst),
+        "virtual time jumped 5 s while the store's thread worked"
+    );
+    assert_eq!(before.elapsed(), Duration::from_secs(5));
+}
