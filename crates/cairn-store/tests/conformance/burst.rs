@@ -210,6 +210,65 @@ pub async fn a_burst_of_run_ends_keeps_each_routines_streak_and_retention(fx: &F
     }
 }
 
+/// A batch of ends over several statements' chunks in which two runs had
+/// already ended (reaped, say): exactly those two say so and keep their
+/// record; every other run ends with its outcome, every notification is kept.
+pub async fn a_burst_of_run_ends_some_already_ended_ends_the_rest(fx: &Fixture) {
+    let routines = stored_burst(&fx.store, "late").await;
+    let fires: Vec<_> = routines
+        .iter()
+        .map(|r| (Admission::default(), vec![run_for(r, None, at(1))]))
+        .collect();
+    let admitted = fx.store.admit_runs(&fires).await.unwrap();
+    assert!(admitted.iter().all(|a| *a == Admitted::Started));
+    // One in the first chunk of a statement, one past it.
+    let late = [7, BURST - 3];
+    for i in late {
+        let run = fires[i].1[0].id;
+        assert!(
+            fx.store
+                .finish_run(run, &ended(RunStatus::Failed, 5))
+                .await
+                .unwrap()
+        );
+    }
+    let ends: Vec<FinishRun> = fires
+        .iter()
+        .map(|(_, runs)| {
+            let note = crate::notifications::pending(10, "inbox");
+            let mut outcome = ended(RunStatus::Ok, 10);
+            outcome.notification_id = Some(note.id);
+            FinishRun {
+                run_id: runs[0].id,
+                routine_id: runs[0].routine_id,
+                outcome,
+                notification: Some(note.into()),
+                auto_pause: None,
+            }
+        })
+        .collect();
+    let done = fx.store.finish_runs(&ends).await.unwrap();
+    for (i, (f, end)) in done.iter().zip(&ends).enumerate() {
+        assert_eq!(f.ended, !late.contains(&i), "entry {i}");
+        let run = fx.store.get_run(end.run_id).await.unwrap().unwrap();
+        let (status, note) = if late.contains(&i) {
+            (RunStatus::Failed, None)
+        } else {
+            (RunStatus::Ok, end.outcome.notification_id)
+        };
+        assert_eq!(
+            (run.status, run.notification_id),
+            (status, note),
+            "entry {i}"
+        );
+        let id = end.notification.as_ref().unwrap().id;
+        assert!(
+            fx.store.get_notification(id).await.unwrap().is_some(),
+            "entry {i}"
+        );
+    }
+}
+
 /// Routines read ahead of their slot: each claim takes the slot only while
 /// the routine is as read (not edited, same failure streak, same state);
 /// one that changed keeps its slot for the engine to read again.
