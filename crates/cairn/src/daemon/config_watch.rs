@@ -5,8 +5,8 @@
 //! (an editor's save renames a new file over the old one), and, while it
 //! exists, the file itself (which follows a symlink to a file elsewhere).
 //! notify's thread hears every event in the directory, the state file's
-//! heartbeat included, and wakes the daemon only for those naming
-//! config.toml. After each change the file's watch is set up again, since
+//! heartbeat and the database's WAL included, wakes the daemon only for
+//! those naming config.toml, and rests after the others ([`REST`]). After each change the file's watch is set up again, since
 //! a file renamed over the old one is a new inode. Where file events are
 //! unavailable it checks every [`FALLBACK_CHECK`] and says so in the log.
 
@@ -24,6 +24,17 @@ pub const FALLBACK_CHECK: Duration = Duration::from_secs(5);
 
 /// Events closer together than this are one change (an editor's save is several).
 const SETTLE: Duration = Duration::from_millis(100);
+
+/// How long notify's thread for these watches rests after an event that is
+/// not about config.toml. The directory is usually the home, where the
+/// database writes its WAL at every commit: while the thread rests, the
+/// kernel folds those writes' events into the one still unread instead of
+/// waking the thread (and charging the writer a wake-up) at each page.
+/// The event read next goes without a rest: notify's thread reads until
+/// the queue is empty before it takes up a watch being set up, so under
+/// writes without pause resting at every event would hold `arm` forever.
+/// A change to config.toml waits at most a few rests behind them.
+const REST: Duration = Duration::from_millis(25);
 
 /// A watch on config.toml.
 pub struct ConfigWatch {
@@ -114,10 +125,16 @@ impl Events {
         let changed = Arc::new(Notify::new());
         let wake = Arc::clone(&changed);
         let name = file.clone();
+        let mut rested = false;
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if concerns(&event, &name) {
                 wake.notify_one();
+            } else if !std::mem::replace(&mut rested, true) {
+                // notify's own thread: the next events wait in the kernel.
+                std::thread::sleep(REST);
+                return;
             }
+            rested = false;
         })?;
         let mut events = Events {
             watcher,
@@ -225,6 +242,59 @@ mod tests {
         // Deleting it is a change too (the defaults apply again).
         tokio::fs::remove_file(&path).await.unwrap();
         sees(&mut watch).await;
+    }
+
+    #[test]
+    fn a_change_is_seen_while_another_file_beside_it_is_written_without_pause() {
+        // On a thread of its own: a re-arming held up by notify's thread
+        // blocks its runtime, which a timeout inside it could not end.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(changes_beside_a_busy_wal());
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every change was seen and the watch set up again meanwhile");
+    }
+
+    async fn changes_beside_a_busy_wal() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("config.toml");
+        tokio::fs::write(&path, "[user]\n").await.unwrap();
+        let mut watch = ConfigWatch::start(path.clone()).await;
+        assert!(watch.has_events());
+        // A WAL written at every commit, as the database's is.
+        let mut wal = tokio::fs::File::create(home.path().join("cairn.db-wal"))
+            .await
+            .unwrap()
+            .into_std()
+            .await;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = std::thread::spawn({
+            let stop = Arc::clone(&stop);
+            move || {
+                use std::io::Write;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    wal.write_all(&[0; 4096]).unwrap();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Each change seen re-arms the watch (`changed` calls `arm`).
+        for id in ["me", "you", "them"] {
+            tokio::fs::write(&path, format!("[user]\nid = \"{id}\"\n"))
+                .await
+                .unwrap();
+            sees(&mut watch).await;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
     }
 
     #[tokio::test]
