@@ -19,6 +19,18 @@ keep() {
   printf 'export %s=%q\n' "$1" "${!1}" >>"$env_file"
 }
 
+# `packages "CMD ..." PKG ...`: Debian's packages PKG unless every command
+# CMD is already on the machine.
+packages() {
+  local cmd missing=0
+  for cmd in $1; do command -v "$cmd" >/dev/null || missing=1; done
+  [ "$missing" -eq 0 ] && return 0
+  shift
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 step "postgresql"
 CAIRN_TEST_POSTGRES_URL="$(.ci/postgres.sh)"
 keep CAIRN_TEST_POSTGRES_URL
@@ -34,21 +46,11 @@ keep CAIRN_REQUIRE_DIFFERENTIAL 1
 echo "CAIRN_TEST_PYTHON=$CAIRN_TEST_PYTHON"
 
 step "shells the completion tests parse with (zsh, fish; bash is there)"
-if ! command -v zsh >/dev/null || ! command -v fish >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq zsh fish >/dev/null
-fi
+packages "zsh fish" zsh fish
 keep CAIRN_REQUIRE_SHELLS 1
 
 step "node and npm, the MCP servers from npm the tests start (server-everything), the openai npm client and axe-core (pinned; cached outside the clone)"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq nodejs npm >/dev/null
-fi
+packages "node npm" nodejs npm
 node --version
 CAIRN_TEST_MCP_EVERYTHING="$(scripts/test-npm.sh)"
 keep CAIRN_TEST_MCP_EVERYTHING
@@ -63,20 +65,10 @@ biome="$(scripts/test-npm.sh biome)"
 "$biome" ci
 
 step "chromium and chromedriver for the dashboard's browser test (Debian packages)"
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
+packages "chromium chromedriver" chromium chromium-driver
 chromium --version 2>/dev/null || true
 keep CAIRN_REQUIRE_BROWSER 1
 
 step "a Secret Service for the OS keyring test (dbus, gnome-keyring, libsecret-tools; Debian packages)"
-if ! command -v dbus-daemon >/dev/null || ! command -v gnome-keyring-daemon >/dev/null || ! command -v secret-tool >/dev/null; then
-  export DEBIAN_FRONTEND=noninteractive
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq dbus gnome-keyring libsecret-tools >/dev/null
-fi
+packages "dbus-daemon gnome-keyring-daemon secret-tool" dbus gnome-keyring libsecret-tools
 keep CAIRN_REQUIRE_KEYRING 1
