@@ -6,9 +6,10 @@
 //! exists, the file itself (which follows a symlink to a file elsewhere).
 //! notify's thread hears every event in the directory, the state file's
 //! heartbeat and the database's WAL included, wakes the daemon only for
-//! those naming config.toml, and rests after the others ([`REST`]). After each change the file's watch is set up again, since
-//! a file renamed over the old one is a new inode. Where file events are
-//! unavailable it checks every [`FALLBACK_CHECK`] and says so in the log.
+//! those naming config.toml, and rests after the others ([`REST`]). After
+//! each change the file's watch is set up again, since a file renamed over
+//! the old one is a new inode. Where file events are unavailable it checks
+//! every [`FALLBACK_CHECK`] and says so in the log.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -129,12 +130,14 @@ impl Events {
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if concerns(&event, &name) {
                 wake.notify_one();
-            } else if !std::mem::replace(&mut rested, true) {
+                rested = false;
+            } else if rested {
+                rested = false;
+            } else {
                 // notify's own thread: the next events wait in the kernel.
+                rested = true;
                 std::thread::sleep(REST);
-                return;
             }
-            rested = false;
         })?;
         let mut events = Events {
             watcher,
