@@ -13,6 +13,7 @@ use crate::ahead::{Ahead, read_ahead};
 use crate::batch::BatchState;
 use crate::codec::{Cols, Params, micros};
 use crate::connect::WriteTx;
+use crate::exec::Conn;
 use crate::queue::{Place, queued};
 use crate::runs::insert;
 use crate::{Store, StoreError};
@@ -151,7 +152,7 @@ fn window_start(now: DateTime<Utc>, window: std::time::Duration) -> DateTime<Utc
 /// The first guardrail that refuses `runs`, read inside the admission's
 /// transaction. (The global limit refuses nothing: it queues, see `queue.rs`.)
 pub(crate) async fn refusal(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     routine_id: &str,
     first: &RoutineRun,
@@ -224,9 +225,7 @@ pub(crate) async fn refusal(
 
 /// The running runs of all routines, counted under the global cap's lock
 /// ([`lock_global_cap`]).
-pub(crate) async fn running_total_locked(
-    conn: &mut sqlx::AnyConnection,
-) -> Result<u64, StoreError> {
+pub(crate) async fn running_total_locked(conn: &mut Conn) -> Result<u64, StoreError> {
     lock_global_cap(conn).await?;
     let row = sqlx::query("SELECT COUNT(*) AS n FROM routine_runs WHERE status = 'running'")
         .fetch_one(&mut *conn)
@@ -237,7 +236,7 @@ pub(crate) async fn running_total_locked(
 /// Takes the lock of the global cap's counter row on PostgreSQL, which
 /// serialises capped admissions across processes there. SQLite's write
 /// lock, taken when the transaction began, already does: nothing to write.
-pub(crate) async fn lock_global_cap(conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+pub(crate) async fn lock_global_cap(conn: &mut Conn) -> Result<(), StoreError> {
     if matches!(Params::of(conn), Params::Numbered) {
         sqlx::query(
             "UPDATE engine_counters SET value = value + 1 WHERE key = 'routines.admission'",
@@ -249,17 +248,14 @@ pub(crate) async fn lock_global_cap(conn: &mut sqlx::AnyConnection) -> Result<()
 }
 
 /// Records a run unless its slot already has one; whether it was recorded.
-pub(crate) async fn insert_new(
-    conn: &mut sqlx::AnyConnection,
-    run: &RoutineRun,
-) -> Result<bool, StoreError> {
+pub(crate) async fn insert_new(conn: &mut Conn, run: &RoutineRun) -> Result<bool, StoreError> {
     Ok(insert(conn, run).await? > 0)
 }
 
 /// One admission inside an open write transaction. Fires are evaluated in
 /// order; what the batch already read or locked is kept in `batch`.
 async fn admit_one(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     runs: &[RoutineRun],
     batch: &mut BatchState,
@@ -317,7 +313,7 @@ async fn admit_one(
 /// transaction already locked needs no second write: the row cannot have gone
 /// meanwhile.
 async fn lock(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     batch: &mut BatchState,
     ahead: Option<&Ahead>,
@@ -336,7 +332,7 @@ async fn lock(
 /// The no-op write locking an unscheduled fire's routine, reading its pause
 /// on the way; false when the routine is gone.
 async fn lock_unscheduled(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     batch: &mut BatchState,
     routine_id: &str,
 ) -> Result<bool, StoreError> {
@@ -373,7 +369,7 @@ struct Recorded {
 /// Records each run of the fire where the caps place it (started, queued or
 /// skipped); a fire refused outright breaks with its round.
 async fn record(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     runs: &[RoutineRun],
     batch: &mut BatchState,
@@ -429,7 +425,7 @@ async fn record(
 /// Counts the started runs and settles a one-shot routine: the round of a
 /// fire that recorded runs.
 async fn finish(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     batch: &mut BatchState,
     routine_id: &str,
@@ -466,7 +462,7 @@ async fn finish(
 /// admission is `quiet` and a skipped run of the routine with the same
 /// reason started within that window ([`Admitted::Refused`], nothing recorded).
 pub(crate) async fn refuse(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     runs: &[RoutineRun],
     reason: &str,
@@ -494,7 +490,7 @@ pub(crate) async fn refuse(
 
 /// Records every run of a refused fire as `skipped` with `reason`.
 async fn record_refused(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     runs: &[RoutineRun],
     reason: &str,
 ) -> Result<Round, StoreError> {
@@ -535,7 +531,7 @@ pub(crate) fn skipped(run: &RoutineRun, reason: &str) -> RoutineRun {
 /// Records the claims made ahead of their slot among `fires`, with the
 /// runs they started (`rounds`, in the same order).
 async fn mark_claims(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     fires: &[(Admission, Vec<RoutineRun>)],
     rounds: &[Round],
 ) -> Result<(), StoreError> {
@@ -635,17 +631,17 @@ impl Store {
     ) -> Result<Option<Vec<Round>>, StoreError> {
         let mut tx = self.begin_write().await?;
         let mut out = Vec::with_capacity(fires.len());
-        let mut ahead = read_ahead(&mut tx, self.backend(), fires).await?;
+        let mut ahead = read_ahead(&mut *tx, self.backend(), fires).await?;
         for (index, (admission, runs)) in fires.iter().enumerate() {
             let ahead = ahead.remove(&index);
-            out.push(admit_one(&mut tx, admission, runs, &mut batch, ahead).await?);
+            out.push(admit_one(&mut *tx, admission, runs, &mut batch, ahead).await?);
         }
-        batch.flush(&mut tx).await?;
+        batch.flush(&mut *tx).await?;
         if batch.redo {
             // Dropped unfinished: rolled back.
             return Ok(None);
         }
-        mark_claims(&mut tx, fires, &out).await?;
+        mark_claims(&mut *tx, fires, &out).await?;
         if tells_runs(&mut tx, &out).await? {
             tx.publish(crate::signal::Topic::Runs).await?;
         }

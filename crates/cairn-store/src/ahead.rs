@@ -19,6 +19,7 @@ use cairn_core::routine::{Going, RoutineRun};
 
 use crate::admit::{Admission, SlotMove};
 use crate::codec::{Cols, Params, json, micros, micros_opt};
+use crate::exec::Conn;
 use crate::{Backend, StoreError};
 
 /// What the batch read for one admission.
@@ -47,7 +48,7 @@ impl Ahead {
 /// batch. Claims their slots (locking the routines' rows on PostgreSQL, in
 /// id order) and reads their runs; by index in `fires`.
 pub(crate) async fn read_ahead(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     backend: Backend,
     fires: &[(Admission, Vec<RoutineRun>)],
 ) -> Result<HashMap<usize, Ahead>, StoreError> {
@@ -112,7 +113,7 @@ pub(crate) async fn read_ahead(
 /// deadlock whatever order their statements then take. (SQLite's write
 /// lock already serialises them.)
 pub(crate) async fn lock_routines(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     backend: Backend,
     ids: &[String],
 ) -> Result<(), StoreError> {
@@ -139,7 +140,7 @@ pub(crate) async fn lock_routines(
 /// nothing going when claimed before its slot): the slot's compare-and-set,
 /// which on PostgreSQL also locks the row. The routines claimed.
 pub(crate) async fn claim(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     slots: &[(&str, &SlotMove)],
 ) -> Result<HashSet<String>, StoreError> {
     let mut claimed = HashSet::with_capacity(slots.len());
@@ -191,10 +192,7 @@ pub(crate) async fn claim(
 type RunsOf = HashMap<String, (Going, HashSet<(i64, i64)>)>;
 
 /// The runs going of one routine.
-pub(crate) async fn going(
-    conn: &mut sqlx::AnyConnection,
-    routine_id: &str,
-) -> Result<Going, StoreError> {
+pub(crate) async fn going(conn: &mut Conn, routine_id: &str) -> Result<Going, StoreError> {
     let mut runs = read_runs(conn, &[routine_id], &HashMap::new()).await?;
     Ok(runs
         .remove(routine_id)
@@ -210,7 +208,7 @@ pub(crate) async fn going(
 /// home whose routines keep 200 runs each read them all: 2,000 routines,
 /// about 75 ms of a slot's claim.
 async fn read_runs(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     ids: &[&str],
     slots: &HashMap<&str, Vec<i64>>,
 ) -> Result<RunsOf, StoreError> {

@@ -11,6 +11,7 @@ use crate::StoreError;
 use crate::admit::{Admission, insert_new};
 use crate::ahead::Ahead;
 use crate::codec::{Params, micros};
+use crate::exec::Conn;
 use crate::runs::insert_many;
 
 /// What one admission transaction knows so far, so that a batch reads and
@@ -104,7 +105,7 @@ impl BatchState {
     /// wait to be written together.
     pub(crate) async fn record(
         &mut self,
-        conn: &mut sqlx::AnyConnection,
+        conn: &mut Conn,
         ahead: Option<&mut Ahead>,
         run: &RoutineRun,
     ) -> Result<bool, StoreError> {
@@ -122,10 +123,7 @@ impl BatchState {
 
     /// Writes the runs waiting to be written: before a statement that reads
     /// runs, and at the end of the batch.
-    pub(crate) async fn write_runs(
-        &mut self,
-        conn: &mut sqlx::AnyConnection,
-    ) -> Result<(), StoreError> {
+    pub(crate) async fn write_runs(&mut self, conn: &mut Conn) -> Result<(), StoreError> {
         if !self.deferred_runs.is_empty() {
             let runs = std::mem::take(&mut self.deferred_runs);
             if insert_many(conn, &runs).await? != runs.len() as u64 {
@@ -151,7 +149,7 @@ impl BatchState {
 
     /// Writes everything the batch deferred: its runs, then each routine's
     /// started runs and last fire time (one statement per chunk of routines).
-    pub(crate) async fn flush(&mut self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+    pub(crate) async fn flush(&mut self, conn: &mut Conn) -> Result<(), StoreError> {
         self.write_runs(conn).await?;
         self.mark_queued(conn).await?;
         let mut counts: Vec<(String, i64, DateTime<Utc>)> = self
@@ -182,7 +180,7 @@ impl BatchState {
 
 /// Writes a routine's started runs and last fire time.
 pub(crate) async fn count_started(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     routine_id: &str,
     started: i64,
     last_run_at: DateTime<Utc>,
@@ -203,7 +201,7 @@ pub(crate) async fn count_started(
 
 /// Writes what the batch deferred for one routine (see [`admit_one`]).
 async fn flush_routine(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     routine_id: &str,
     state: &mut RoutineState,
 ) -> Result<(), StoreError> {
@@ -223,7 +221,7 @@ impl BatchState {
         admission: &Admission,
         started: u64,
         at: DateTime<Utc>,
-        conn: &mut sqlx::AnyConnection,
+        conn: &mut Conn,
     ) -> Result<(), StoreError> {
         if let Some(total) = self.running_total.as_mut() {
             *total += started;

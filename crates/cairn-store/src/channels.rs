@@ -7,6 +7,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::codec::{Cols, micros};
+use crate::exec::Conn;
 use crate::gateway::{Spent, spend_pairing_code};
 use crate::{Store, StoreError};
 
@@ -122,7 +123,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        insert_user(&mut conn, channel, user_id, origin, now).await
+        insert_user(&mut *conn, channel, user_id, origin, now).await
     }
 
     /// Whether `user_id` was allowed on `channel` (by command or pairing).
@@ -279,9 +280,9 @@ impl Store {
         limit: u32,
     ) -> Result<ChannelPairing, StoreError> {
         let mut tx = self.begin_write().await?;
-        let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
+        let outcome = match spend_pairing_code(&mut *tx, code_hash, now, limit).await? {
             Spent::Yes => {
-                insert_user(&mut tx, channel, user_id, "pairing", now).await?;
+                insert_user(&mut *tx, channel, user_id, "pairing", now).await?;
                 ChannelPairing::Allowed
             }
             Spent::Wrong(wrong_codes) => ChannelPairing::Wrong { wrong_codes },
@@ -293,7 +294,7 @@ impl Store {
 }
 
 async fn insert_user(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     channel: &str,
     user_id: &str,
     origin: &str,

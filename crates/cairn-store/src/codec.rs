@@ -8,6 +8,7 @@ use sqlx::any::AnyRow;
 use uuid::Uuid;
 
 use crate::StoreError;
+use crate::exec::Conn;
 
 /// Microseconds since the epoch: the stored form of every instant.
 pub(crate) fn micros(t: DateTime<Utc>) -> i64 {
@@ -36,7 +37,7 @@ pub(crate) enum Params {
 
 impl Params {
     /// The style of `conn`'s database.
-    pub(crate) fn of(conn: &sqlx::AnyConnection) -> Params {
+    pub(crate) fn of(conn: &Conn) -> Params {
         if conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME {
             Params::Numbered
         } else {

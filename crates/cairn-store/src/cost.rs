@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::codec::{Cols, Params, micros};
 use crate::cost_agents::{AgentShare, AgentTotals, add_agent_spend_in, agent_totals_in};
 use crate::cost_history::add_model_spend_in;
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// The sliding window of the hourly limit.
@@ -97,10 +98,7 @@ fn day_key(day: NaiveDate) -> String {
 /// connection), in one statement: the day's row (absent: nothing spent yet)
 /// beside the last hour's calls (counted on their index) and the
 /// reservations of those still open (`llm_calls_open`, migration 20).
-async fn totals_in(
-    conn: &mut sqlx::AnyConnection,
-    now: DateTime<Utc>,
-) -> Result<(CostTotals, u64), StoreError> {
+async fn totals_in(conn: &mut Conn, now: DateTime<Utc>) -> Result<(CostTotals, u64), StoreError> {
     let day = now.date_naive();
     // CAST: PostgreSQL's SUM of BIGINT is NUMERIC, which the Any driver cannot read.
     let row = sqlx::query(
@@ -135,7 +133,7 @@ impl Store {
     /// The shared counters at `now` (reads only).
     pub async fn cost_totals(&self, now: DateTime<Utc>) -> Result<CostTotals, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        Ok(totals_in(&mut conn, now).await?.0)
+        Ok(totals_in(&mut *conn, now).await?.0)
     }
 
     /// Admits one LLM call of the main agent at `now` against `limits`
@@ -167,19 +165,19 @@ impl Store {
     ) -> Result<LlmAdmission, StoreError> {
         let mut tx = self.begin_write().await?;
         // Concurrent admissions queue here and read each other's rows.
-        lock_day(&mut tx, now).await?;
+        lock_day(&mut *tx, now).await?;
         sqlx::query("DELETE FROM llm_calls WHERE started_at <= $1")
             .bind(micros(now - HOURLY_WINDOW - RESERVATION_TTL))
             .execute(&mut *tx)
             .await?;
-        let (totals, max_call) = totals_in(&mut tx, now).await?;
+        let (totals, max_call) = totals_in(&mut *tx, now).await?;
         if let Some(budget) = limits.budget_micros
             && totals.spent_micros.saturating_add(totals.reserved_micros) >= budget
         {
             tx.rollback().await?;
             return Ok(LlmAdmission::OverBudget { totals });
         }
-        let agent = agent_totals_in(&mut tx, share.agent, now).await?;
+        let agent = agent_totals_in(&mut *tx, share.agent, now).await?;
         if let Some(budget) = share.budget_micros
             && agent.spent_micros.saturating_add(agent.reserved_micros) >= budget
         {
@@ -189,7 +187,7 @@ impl Store {
         if let Some(limit) = limits.hourly_limit
             && totals.hourly_calls >= limit
         {
-            let next_allowed = next_slot(&mut tx, now, limit, totals.hourly_calls).await?;
+            let next_allowed = next_slot(&mut *tx, now, limit, totals.hourly_calls).await?;
             tx.rollback().await?;
             return Ok(LlmAdmission::HourlyLimit {
                 totals,
@@ -238,7 +236,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         // The day's row first, as admission takes it: the same lock order
         // everywhere, so the two cannot deadlock on PostgreSQL.
-        lock_day(&mut tx, now).await?;
+        lock_day(&mut *tx, now).await?;
         let done = sqlx::query(
             "UPDATE llm_calls SET cost_micros = $2, finished_at = $3, reserved_micros = 0 \
                  WHERE id = $1 AND finished_at IS NULL",
@@ -256,13 +254,13 @@ impl Store {
                 .await?
                 .is_none();
         if first {
-            add_spend(&mut tx, now, cost_micros).await?;
-            add_agent_spend_in(&mut tx, agent, cost_micros, answered.is_some(), now).await?;
+            add_spend(&mut *tx, now, cost_micros).await?;
+            add_agent_spend_in(&mut *tx, agent, cost_micros, answered.is_some(), now).await?;
             if let Some(model) = answered {
-                add_model_spend_in(&mut tx, model, cost_micros, now).await?;
+                add_model_spend_in(&mut *tx, model, cost_micros, now).await?;
             }
         }
-        let (totals, _) = totals_in(&mut tx, now).await?;
+        let (totals, _) = totals_in(&mut *tx, now).await?;
         tx.commit().await?;
         Ok(totals)
     }
@@ -275,9 +273,9 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<CostTotals, StoreError> {
         let mut tx = self.begin_write().await?;
-        lock_day(&mut tx, now).await?;
-        add_spend(&mut tx, now, cost_micros).await?;
-        let (totals, _) = totals_in(&mut tx, now).await?;
+        lock_day(&mut *tx, now).await?;
+        add_spend(&mut *tx, now, cost_micros).await?;
+        let (totals, _) = totals_in(&mut *tx, now).await?;
         tx.commit().await?;
         Ok(totals)
     }
@@ -295,7 +293,7 @@ impl Store {
 
 /// Creates `now`'s day row if needed and locks it on PostgreSQL (SQLite's
 /// write lock is already held by the transaction).
-async fn lock_day(conn: &mut sqlx::AnyConnection, now: DateTime<Utc>) -> Result<(), StoreError> {
+async fn lock_day(conn: &mut Conn, now: DateTime<Utc>) -> Result<(), StoreError> {
     let day = day_key(now.date_naive());
     sqlx::query(
         "INSERT INTO cost_days (day, updated_at) VALUES ($1, $2) ON CONFLICT (day) DO NOTHING",
@@ -314,7 +312,7 @@ async fn lock_day(conn: &mut sqlx::AnyConnection, now: DateTime<Utc>) -> Result<
 }
 
 async fn add_spend(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     now: DateTime<Utc>,
     cost_micros: u64,
 ) -> Result<(), StoreError> {
@@ -336,7 +334,7 @@ async fn add_spend(
 
 /// When the window has room for one more call under `limit`.
 async fn next_slot(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     now: DateTime<Utc>,
     limit: u64,
     calls: u64,
@@ -363,9 +361,7 @@ async fn next_slot(
 /// spent_micros, warned, calls_ms) into the new tables and removes it. A
 /// blob that cannot be read is left in place with a warning rather than
 /// failing the upgrade: the spend it held is at most one day's.
-pub(crate) async fn convert_settings_blob(
-    conn: &mut sqlx::AnyConnection,
-) -> Result<(), StoreError> {
+pub(crate) async fn convert_settings_blob(conn: &mut Conn) -> Result<(), StoreError> {
     let row = sqlx::query("SELECT value FROM settings WHERE key = $1")
         .bind(LEGACY_COST_KEY)
         .fetch_optional(&mut *conn)

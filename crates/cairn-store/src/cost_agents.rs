@@ -7,6 +7,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::codec::{Cols, micros};
 use crate::cost::{HOURLY_WINDOW, RESERVATION_TTL};
+use crate::exec::Conn;
 use crate::{MAIN_AGENT, Store, StoreError};
 
 /// The agent an admission counts a call for, and its share of the daily
@@ -63,7 +64,7 @@ fn i64_of(n: u64) -> i64 {
 
 /// `agent`'s spend of `now`'s UTC day and its reservations, on `conn`.
 pub(crate) async fn agent_totals_in(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     agent: &str,
     now: DateTime<Utc>,
 ) -> Result<AgentTotals, StoreError> {
@@ -94,7 +95,7 @@ pub(crate) async fn agent_totals_in(
 /// day on `conn` (atomically, whoever else is adding); an `answered` call
 /// counts as one call. A failed call that cost nothing writes nothing.
 pub(crate) async fn add_agent_spend_in(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     agent: &str,
     cost_micros: u64,
     answered: bool,
@@ -160,7 +161,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<AgentTotals, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        agent_totals_in(&mut conn, agent, now).await
+        agent_totals_in(&mut *conn, agent, now).await
     }
 
     /// Every agent's spend of the UTC day `day`, by agent id.
@@ -182,7 +183,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
-        add_agent_spend_in(&mut tx, agent, cost_micros, answered, now).await?;
+        add_agent_spend_in(&mut *tx, agent, cost_micros, answered, now).await?;
         tx.commit().await?;
         Ok(())
     }

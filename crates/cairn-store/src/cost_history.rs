@@ -7,6 +7,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::codec::{Cols, micros};
 use crate::cost_agents::{AgentSpend, agent_spend_since};
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// What one model cost on one UTC day.
@@ -44,7 +45,7 @@ fn day_of(cols: &Cols<'_>) -> Result<NaiveDate, StoreError> {
 /// Adds one answered call of `model` costing `cost_micros` to `now`'s UTC
 /// day, on `conn` (atomically, whoever else is adding).
 pub(crate) async fn add_model_spend_in(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     model: &str,
     cost_micros: u64,
     now: DateTime<Utc>,
@@ -76,7 +77,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
-        add_model_spend_in(&mut tx, model, cost_micros, now).await?;
+        add_model_spend_in(&mut *tx, model, cost_micros, now).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -13,6 +13,7 @@ use cairn_core::notification::Notification;
 use cairn_core::routine::{Pause, RunStatus};
 
 use crate::codec::{Cols, Params, micros};
+use crate::exec::Conn;
 use crate::runs::{RunOutcome, prune, tokens};
 use crate::{Store, StoreError};
 
@@ -86,10 +87,7 @@ impl Streak {
 /// One `UPDATE … FROM (VALUES …)` per chunk (SQLite ≥ 3.35 and
 /// PostgreSQL both name the values' columns `column1`, `column2`, …); a
 /// batch naming a run twice is ended row by row, in order, instead.
-async fn end_runs(
-    conn: &mut sqlx::AnyConnection,
-    batch: &[FinishRun],
-) -> Result<Vec<bool>, StoreError> {
+async fn end_runs(conn: &mut Conn, batch: &[FinishRun]) -> Result<Vec<bool>, StoreError> {
     let mut ids: Vec<Uuid> = batch.iter().map(|f| f.run_id).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -220,7 +218,7 @@ impl Store {
         also_prune: &[(Uuid, u32)],
     ) -> Result<Vec<Finished>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let ended = end_runs(&mut tx, batch).await?;
+        let ended = end_runs(&mut *tx, batch).await?;
         // Per routine: streak, state, retention, the last auto-pause.
         let mut routines: Vec<PerRoutine<'_>> = Vec::new();
         for (i, (f, was_running)) in batch.iter().zip(&ended).enumerate() {
@@ -263,14 +261,14 @@ impl Store {
         // the same order on PostgreSQL (no deadlock between them).
         routines.sort_by_key(|r| r.id);
         let ids: Vec<String> = routines.iter().map(|r| r.id.to_string()).collect();
-        crate::ahead::lock_routines(&mut tx, self.backend(), &ids).await?;
-        write_streaks(&mut tx, &routines).await?;
+        crate::ahead::lock_routines(&mut *tx, self.backend(), &ids).await?;
+        write_streaks(&mut *tx, &routines).await?;
         let mut paused_by = HashSet::new();
         let mut keep: HashMap<u32, Vec<String>> = HashMap::new();
         for (r, id) in routines.iter().zip(&ids) {
             if let Some(i) = r.pauser
                 && let Some(auto) = &batch[i].auto_pause
-                && crate::pause::pause_in(&mut tx, id, &auto.pause, Some(auto.after)).await?
+                && crate::pause::pause_in(&mut *tx, id, &auto.pause, Some(auto.after)).await?
             {
                 paused_by.insert(i);
             }
@@ -286,7 +284,7 @@ impl Store {
             }
         }
         for (n, ids) in &keep {
-            prune(&mut tx, ids, *n).await?;
+            prune(&mut *tx, ids, *n).await?;
         }
         let mut notes = Vec::new();
         for (i, f) in batch.iter().enumerate() {
@@ -354,10 +352,7 @@ impl PerRoutine<'_> {
 
 /// Writes the batch's failure streaks: routines with the same change share
 /// a statement (a chunk of them per statement).
-async fn write_streaks(
-    conn: &mut sqlx::AnyConnection,
-    routines: &[PerRoutine<'_>],
-) -> Result<(), StoreError> {
+async fn write_streaks(conn: &mut Conn, routines: &[PerRoutine<'_>]) -> Result<(), StoreError> {
     let mut groups: HashMap<(bool, i64), Vec<String>> = HashMap::new();
     for r in routines {
         let key = match r.streak {

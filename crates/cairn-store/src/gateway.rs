@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::codec::{Cols, micros, micros_opt};
 use crate::error::is_unique_violation;
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// A bearer token as stored (its hash, never the token).
@@ -76,7 +77,7 @@ macro_rules! wrong_codes_key {
     };
 }
 
-async fn wrong_codes(conn: &mut sqlx::AnyConnection) -> Result<u64, StoreError> {
+async fn wrong_codes(conn: &mut Conn) -> Result<u64, StoreError> {
     let row = sqlx::query(concat!(
         "SELECT value FROM engine_counters WHERE key = '",
         wrong_codes_key!(),
@@ -122,7 +123,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<ApiToken, StoreError> {
         let mut tx = self.begin_write().await?;
-        let row = insert_token(&mut tx, token, now).await?;
+        let row = insert_token(&mut *tx, token, now).await?;
         tx.commit().await?;
         Ok(row)
     }
@@ -239,8 +240,8 @@ impl Store {
         limit: u32,
     ) -> Result<PairOutcome, StoreError> {
         let mut tx = self.begin_write().await?;
-        let outcome = match spend_pairing_code(&mut tx, code_hash, now, limit).await? {
-            Spent::Yes => PairOutcome::Paired(insert_token(&mut tx, token, now).await?),
+        let outcome = match spend_pairing_code(&mut *tx, code_hash, now, limit).await? {
+            Spent::Yes => PairOutcome::Paired(insert_token(&mut *tx, token, now).await?),
             Spent::Wrong(wrong_codes) => PairOutcome::Wrong { wrong_codes },
             Spent::Locked => PairOutcome::Locked,
         };
@@ -252,7 +253,7 @@ impl Store {
     /// whether any token was ever recorded (a device paired or a token made).
     pub async fn pairing_state(&self) -> Result<PairingState, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        let wrong = wrong_codes(&mut conn).await?;
+        let wrong = wrong_codes(&mut *conn).await?;
         let row = sqlx::query("SELECT COUNT(*) AS n FROM api_tokens")
             .fetch_one(&mut *conn)
             .await?;
@@ -279,7 +280,7 @@ pub(crate) enum Spent {
 /// until [`Store::create_pairing_code`] makes a new one. Shared by the
 /// gateway's `/pair` and chat channels' `/pair`.
 pub(crate) async fn spend_pairing_code(
-    tx: &mut sqlx::AnyConnection,
+    tx: &mut Conn,
     code_hash: &str,
     now: DateTime<Utc>,
     limit: u32,
@@ -326,7 +327,7 @@ pub(crate) async fn spend_pairing_code(
 }
 
 async fn insert_token(
-    tx: &mut sqlx::AnyConnection,
+    tx: &mut Conn,
     token: &NewApiToken,
     now: DateTime<Utc>,
 ) -> Result<ApiToken, StoreError> {

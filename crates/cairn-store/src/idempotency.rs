@@ -7,6 +7,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::codec::{Cols, micros};
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// What claiming an idempotency key found.
@@ -37,7 +38,7 @@ impl Store {
         lease: Duration,
     ) -> Result<IdempotencyClaim, StoreError> {
         let mut tx = self.begin_write().await?;
-        forget_expired(&mut tx, scope, key, now - ttl).await?;
+        forget_expired(&mut *tx, scope, key, now - ttl).await?;
         let inserted = sqlx::query(
             "INSERT INTO idempotency_keys (scope, key, created_at, owner, lease_until)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO NOTHING",
@@ -157,7 +158,7 @@ impl Store {
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
-        forget_expired(&mut tx, scope, key, now - ttl).await?;
+        forget_expired(&mut *tx, scope, key, now - ttl).await?;
         let inserted = sqlx::query(
             "INSERT INTO idempotency_keys (scope, key, response, created_at)
                  VALUES ($1, $2, '', $3) ON CONFLICT (scope, key) DO NOTHING",
@@ -183,7 +184,7 @@ impl Store {
 
 /// Forgets `key` in `scope` if it was recorded at or before `before`.
 async fn forget_expired(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     scope: &str,
     key: &str,
     before: DateTime<Utc>,

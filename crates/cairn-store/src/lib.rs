@@ -24,6 +24,7 @@ mod cost_agents;
 mod cost_history;
 mod daemons;
 mod error;
+mod exec;
 mod finish;
 mod gateway;
 mod idempotency;

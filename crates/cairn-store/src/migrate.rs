@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use crate::codec::micros;
 use crate::connect::Backend;
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// One schema change.
@@ -216,7 +217,7 @@ const BASELINE_POSTGRES: &str = include_str!("../baseline/postgres.sql");
 
 /// Data conversions that SQL alone cannot express portably, run right after
 /// the migration of that version, in the same transaction.
-async fn convert(version: i64, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+async fn convert(version: i64, conn: &mut Conn) -> Result<(), StoreError> {
     match version {
         4 => crate::turns::convert_json_threads(conn).await,
         11 => crate::cost::convert_settings_blob(conn).await,
@@ -343,7 +344,7 @@ async fn apply_up_to(
             })?;
         let now = micros(Utc::now());
         for migration in MIGRATIONS.iter().filter(|m| m.version <= BASELINE_VERSION) {
-            record(&mut tx, migration, &checksum(migration.sql(backend)), now).await?;
+            record(&mut *tx, migration, &checksum(migration.sql(backend)), now).await?;
             report.applied.push(migration.version);
         }
         report.baseline = Some(BASELINE_VERSION);
@@ -374,14 +375,14 @@ async fn apply_up_to(
                 name: migration.name.to_string(),
                 message: e.to_string(),
             })?;
-        convert(migration.version, &mut tx)
+        convert(migration.version, &mut *tx)
             .await
             .map_err(|e| StoreError::Migration {
                 version: migration.version,
                 name: migration.name.to_string(),
                 message: e.to_string(),
             })?;
-        record(&mut tx, migration, &checksum(sql), micros(Utc::now())).await?;
+        record(&mut *tx, migration, &checksum(sql), micros(Utc::now())).await?;
         report.applied.push(migration.version);
     }
     tx.commit().await?;
@@ -393,7 +394,7 @@ async fn apply_up_to(
 
 /// Records `migration` as applied.
 async fn record(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     migration: &Migration,
     sum: &str,
     at: i64,

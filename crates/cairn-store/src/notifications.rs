@@ -109,7 +109,7 @@ pub(crate) async fn insert_notifications(
     if all.iter().any(|n| n.status == DeliveryStatus::Pending) {
         conn.publish(Topic::Notifications).await?;
     }
-    let params = Params::of(conn);
+    let params = Params::of(&**conn);
     for chunk in all.chunks(params.rows_per_statement(17)) {
         let sql = format!(
             "INSERT INTO notifications ({COLUMNS}) VALUES {}",

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use cairn_core::routine::Pause;
 
 use crate::codec::micros;
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// The reason an unscheduled fire of a paused routine is refused with.
@@ -27,7 +28,7 @@ pub fn paused_reason(pause: &Pause) -> String {
 /// Its runs claimed ahead of a slot still to come are given back.
 /// With `min_failures`, only while its failure streak is at least that.
 pub(crate) async fn pause_in(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     id: &str,
     pause: &Pause,
     min_failures: Option<u32>,
@@ -58,7 +59,7 @@ impl Store {
     /// resumed. `false` when it is already paused or does not exist.
     pub async fn pause_routine(&self, id: Uuid, pause: &Pause) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
-        let took = pause_in(&mut tx, &id.to_string(), pause, None).await?;
+        let took = pause_in(&mut *tx, &id.to_string(), pause, None).await?;
         if took {
             crate::routines::bump_version(&mut tx).await?;
         }
@@ -75,7 +76,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Option<Pause>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let Some(before) = crate::routines::routine_by_id(&mut tx, &id.to_string()).await? else {
+        let Some(before) = crate::routines::routine_by_id(&mut *tx, &id.to_string()).await? else {
             return Ok(None);
         };
         let done = sqlx::query(

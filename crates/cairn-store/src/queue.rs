@@ -13,6 +13,7 @@ use crate::StoreError;
 use crate::admit::Admission;
 use crate::batch::BatchState;
 use crate::codec::{Cols, Params, micros};
+use crate::exec::Conn;
 
 /// The start of the reason a run refused by a full queue is recorded with.
 pub const QUEUE_FULL: &str = "global queue full";
@@ -46,7 +47,7 @@ impl BatchState {
     /// global cap's lock (`lock_global_cap`).
     pub(crate) async fn read_totals(
         &mut self,
-        conn: &mut sqlx::AnyConnection,
+        conn: &mut Conn,
         admission: &Admission,
     ) -> Result<(), StoreError> {
         if admission.global_max.is_none() {
@@ -103,10 +104,7 @@ impl BatchState {
 
     /// Marks the runs the batch queued (`queued_at`, their fire): after
     /// they are written.
-    pub(crate) async fn mark_queued(
-        &mut self,
-        conn: &mut sqlx::AnyConnection,
-    ) -> Result<(), StoreError> {
+    pub(crate) async fn mark_queued(&mut self, conn: &mut Conn) -> Result<(), StoreError> {
         let marks = std::mem::take(&mut self.queued);
         if marks.is_empty() {
             return Ok(());
@@ -143,7 +141,7 @@ impl BatchState {
 /// enabled and its slot moves to the admission's `retry` time, so it is
 /// tried again rather than lost.
 pub(crate) async fn settle_one_shot(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     routine_id: &str,
     recorded: &[RoutineRun],
@@ -172,11 +170,7 @@ pub(crate) async fn settle_one_shot(
 }
 
 /// Enables routine `id` again with its next slot at `at`.
-async fn retry_at(
-    conn: &mut sqlx::AnyConnection,
-    id: &str,
-    at: DateTime<Utc>,
-) -> Result<(), StoreError> {
+async fn retry_at(conn: &mut Conn, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE routines SET enabled = 1, next_fire_at = $2, due_at = $2 + jitter_us WHERE id = $1",
     )

@@ -17,6 +17,7 @@ use cairn_core::routine::{FIRST_ATTEMPT, OnInterrupt, Routine, RoutineRun, RunSt
 
 use crate::admit::{Admission, insert_new, refusal};
 use crate::batch::BatchState;
+use crate::exec::Conn;
 use crate::queue::{Place, queued};
 use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};
@@ -149,7 +150,7 @@ impl Store {
         runs.sort_by_key(|r| (r.routine_id, r.id));
         let mut reaped = Vec::with_capacity(runs.len());
         for run in runs {
-            reaped.push(settle(&mut tx, run, now, cause).await?);
+            reaped.push(settle(&mut *tx, run, now, cause).await?);
         }
         // A re-run is a new lease for reapers to watch.
         let rerun_started = reaped.iter().any(|r| {
@@ -168,7 +169,7 @@ impl Store {
 /// Decides what becomes of an interrupted run's slot, records the re-run
 /// if there is one, and writes the run's summary saying so.
 async fn settle(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     mut run: RoutineRun,
     now: DateTime<Utc>,
     cause: Cause<'_>,
@@ -193,7 +194,7 @@ async fn settle(
 /// The summary, the slot's attempt 2 (if recorded) and the routine, for a
 /// run whose process crashed.
 async fn crashed(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     run: &RoutineRun,
     now: DateTime<Utc>,
     rerunner: &Rerunner,

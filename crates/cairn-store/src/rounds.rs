@@ -13,6 +13,7 @@ use crate::admit::{Admission, Admitted, OverlapRule, Round, refuse, skipped};
 use crate::ahead::Ahead;
 use crate::batch::BatchState;
 use crate::codec::micros;
+use crate::exec::Conn;
 use crate::queue::{Place, queued};
 use crate::runs::{COLUMNS, decode};
 
@@ -23,7 +24,7 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 /// Cancels the routine's running runs and drops its waiting slots, for the
 /// slot `by` (run `by_run`) of a `cancel_other` round; the cancelled runs.
 async fn cancel_going(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     routine_id: &str,
     by: &RoutineRun,
 ) -> Result<Vec<RoutineRun>, StoreError> {
@@ -61,7 +62,7 @@ async fn cancel_going(
 /// recorded skipped, such as a `catch_up: skip` note, is kept as it is)
 /// under `rule`, in the admission's transaction.
 pub(crate) async fn admit_round(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     admission: &Admission,
     rule: &OverlapRule,
     runs: &[RoutineRun],
@@ -149,7 +150,7 @@ pub(crate) async fn admit_round(
 /// Cancels what the round's `cancel_other` replaces, and takes the
 /// cancelled runs off the batch's counts.
 async fn cancel_counted(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     batch: &mut BatchState,
     routine_id: &str,
     by: &RoutineRun,

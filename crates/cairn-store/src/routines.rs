@@ -9,6 +9,7 @@ use cairn_core::routine::{Pause, Routine, RoutineRuntime, RoutineSpec};
 use crate::codec::{Cols, json, micros, micros_opt};
 use crate::connect::WriteTx;
 use crate::error::is_unique_violation;
+use crate::exec::Conn;
 use crate::signal::Topic;
 use crate::{Store, StoreError};
 
@@ -63,7 +64,7 @@ fn decode(row: &AnyRow) -> Result<Routine, StoreError> {
 
 /// One routine by id, read on `conn` (inside a caller's transaction).
 pub(crate) async fn routine_by_id(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     id: &str,
 ) -> Result<Option<Routine>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM routines WHERE id = $1");
@@ -157,8 +158,8 @@ impl Store {
         let mut tx = self.begin_write().await?;
         for write in writes {
             match write {
-                RoutineWrite::Create(routine) => insert_routine(&mut tx, routine).await?,
-                RoutineWrite::Update(routine) => replace_routine(&mut tx, routine).await?,
+                RoutineWrite::Create(routine) => insert_routine(&mut *tx, routine).await?,
+                RoutineWrite::Update(routine) => replace_routine(&mut *tx, routine).await?,
             }
         }
         if !writes.is_empty() {
@@ -170,7 +171,7 @@ impl Store {
     /// The routine with this id.
     pub async fn get_routine(&self, id: Uuid) -> Result<Option<Routine>, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        routine_by_id(&mut conn, &id.to_string()).await
+        routine_by_id(&mut *conn, &id.to_string()).await
     }
 
     /// The routine a user named `name`.
@@ -264,8 +265,8 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let id = id.to_string();
-        if !enabled && let Some(slot) = crate::runs::give_back_unbegun(&mut tx, &id).await? {
-            crate::runs::restore_slot(&mut tx, &id, slot, false).await?;
+        if !enabled && let Some(slot) = crate::runs::give_back_unbegun(&mut *tx, &id).await? {
+            crate::runs::restore_slot(&mut *tx, &id, slot, false).await?;
         }
         bump_version(&mut tx).await?;
         tx.commit().await?;
@@ -331,7 +332,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         // A slot claimed ahead and not begun goes: the next slot is this one.
-        crate::runs::give_back_unbegun(&mut tx, &id.to_string()).await?;
+        crate::runs::give_back_unbegun(&mut *tx, &id.to_string()).await?;
         bump_version(&mut tx).await?;
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
@@ -347,10 +348,7 @@ pub enum RoutineWrite {
     Update(Routine),
 }
 
-async fn insert_routine(
-    conn: &mut sqlx::AnyConnection,
-    routine: &Routine,
-) -> Result<(), StoreError> {
+async fn insert_routine(conn: &mut Conn, routine: &Routine) -> Result<(), StoreError> {
     let sql = format!(
         "INSERT INTO routines ({WRITTEN}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
          $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
@@ -379,10 +377,7 @@ async fn insert_routine(
 /// `resume_routine` write it, so rewriting a routine (`routine apply`) from
 /// an older read neither pauses nor resumes it. Its runs claimed ahead of
 /// a slot still to come are given back.
-async fn replace_routine(
-    conn: &mut sqlx::AnyConnection,
-    routine: &Routine,
-) -> Result<(), StoreError> {
+async fn replace_routine(conn: &mut Conn, routine: &Routine) -> Result<(), StoreError> {
     let stored = sqlx::query("SELECT next_fire_at FROM routines WHERE id = $1")
         .bind(routine.id.to_string())
         .fetch_optional(&mut *conn)

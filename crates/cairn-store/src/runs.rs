@@ -10,6 +10,7 @@ use uuid::Uuid;
 use cairn_core::routine::{RoutineRun, RunStatus};
 
 use crate::codec::{Cols, Params, micros, micros_opt};
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 pub(crate) const COLUMNS: &str = "id, routine_id, trigger_type, trigger_detail, scheduled_for, started_at, completed_at, \
@@ -29,7 +30,7 @@ fn insert_sql(params: Params, rows: usize) -> String {
 /// lock (SQLite) or the routines' row locks (PostgreSQL), so the counts
 /// read first still hold when the runs are deleted.
 pub(crate) async fn prune(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     routine_ids: &[String],
     keep: u32,
 ) -> Result<u64, StoreError> {
@@ -77,7 +78,7 @@ const PRUNED_PER_STATEMENT: usize = 64;
 /// index alone, so a burst of routines with a run or two each deletes
 /// nothing for 0.2 ms a batch of 256.
 async fn beyond(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     params: Params,
     routine_ids: &[String],
     keep: u32,
@@ -154,18 +155,12 @@ pub(crate) fn tokens(n: Option<u64>) -> Option<i64> {
 }
 
 /// Inserts a run; 0 rows when its slot already has one (the unique key).
-pub(crate) async fn insert(
-    conn: &mut sqlx::AnyConnection,
-    run: &RoutineRun,
-) -> Result<u64, sqlx::Error> {
+pub(crate) async fn insert(conn: &mut Conn, run: &RoutineRun) -> Result<u64, sqlx::Error> {
     insert_many(conn, std::slice::from_ref(run)).await
 }
 
 /// Records runs, a multi-row `INSERT` per chunk; how many were recorded.
-pub(crate) async fn insert_many(
-    conn: &mut sqlx::AnyConnection,
-    runs: &[RoutineRun],
-) -> Result<u64, sqlx::Error> {
+pub(crate) async fn insert_many(conn: &mut Conn, runs: &[RoutineRun]) -> Result<u64, sqlx::Error> {
     let mut recorded = 0;
     let params = Params::of(conn);
     for chunk in runs.chunks(params.rows_per_statement(17)) {
@@ -205,7 +200,7 @@ pub(crate) async fn insert_many(
 /// given back, if any (the caller decides whether the routine's next slot
 /// goes back to it).
 pub(crate) async fn give_back_unbegun(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     routine_id: &str,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
     let lock = if Params::of(conn) == Params::Numbered {
@@ -263,7 +258,7 @@ pub(crate) async fn give_back_unbegun(
 /// (just recorded, `running`) as its runs: unbegun until
 /// [`Store::begin_claim`].
 pub(crate) async fn mark_claimed(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     claim: Uuid,
     slot: DateTime<Utc>,
     ids: &[String],
@@ -294,7 +289,7 @@ pub(crate) async fn mark_claimed(
 /// [`give_back_unbegun`]); `reenable_once` also enables a one-shot again,
 /// which its claim had disabled.
 pub(crate) async fn restore_slot(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     id: &str,
     slot: DateTime<Utc>,
     reenable_once: bool,
@@ -328,8 +323,8 @@ impl Store {
     pub async fn prune_runs(&self, routine_id: Uuid, keep: u32) -> Result<u64, StoreError> {
         let ids = [routine_id.to_string()];
         let mut tx = self.begin_write().await?;
-        crate::ahead::lock_routines(&mut tx, self.backend(), &ids).await?;
-        let deleted = prune(&mut tx, &ids, keep).await?;
+        crate::ahead::lock_routines(&mut *tx, self.backend(), &ids).await?;
+        let deleted = prune(&mut *tx, &ids, keep).await?;
         tx.commit().await?;
         Ok(deleted)
     }
@@ -429,7 +424,7 @@ impl Store {
     /// back, deleted or ended).
     pub async fn still_running(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        let params = Params::of(&conn);
+        let params = Params::of(&*conn);
         let mut running = HashSet::with_capacity(ids.len());
         for chunk in ids.chunks(params.rows_per_statement(1)) {
             let sql = format!(

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::codec::{Cols, json, micros};
 use crate::error::is_unique_violation;
+use crate::exec::Conn;
 use crate::turns::{StoredTurn, TurnRange, write_turn};
 use crate::{Store, StoreError};
 
@@ -232,7 +233,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
         for turn in inserted {
-            match write_turn(&mut tx, row.id, turn, true).await {
+            match write_turn(&mut *tx, row.id, turn, true).await {
                 Err(StoreError::Database(e)) if is_unique_violation(&e) => {
                     return Err(StoreError::Conflict(format!(
                         "thread {} already has a turn at position {} (written by another process)",
@@ -243,7 +244,7 @@ impl Store {
             }
         }
         for turn in replaced {
-            write_turn(&mut tx, row.id, turn, false).await?;
+            write_turn(&mut *tx, row.id, turn, false).await?;
         }
         let done = sqlx::query(
             "UPDATE threads SET title = $2, state = $3, view = $4, updated_at = $5 WHERE id = $1",
@@ -334,7 +335,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         // Locks the thread's row first (PostgreSQL): two processes pushing
         // onto one thread would otherwise read the same top position.
-        lock_thread(&mut tx, thread_id).await?;
+        lock_thread(&mut *tx, thread_id).await?;
         sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1 AND stack = 'redo'")
             .bind(thread_id.to_string())
             .execute(&mut *tx)
@@ -370,7 +371,7 @@ impl Store {
         redo: &[CheckpointRow],
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
-        lock_thread(&mut tx, thread_id).await?;
+        lock_thread(&mut *tx, thread_id).await?;
         sqlx::query("DELETE FROM thread_checkpoints WHERE thread_id = $1")
             .bind(thread_id.to_string())
             .execute(&mut *tx)
@@ -424,7 +425,7 @@ impl Store {
 
 /// Takes the write lock of a thread's row for the rest of the transaction
 /// (a no-op update: portable, and on SQLite the write lock is already held).
-async fn lock_thread(conn: &mut sqlx::AnyConnection, thread_id: Uuid) -> Result<(), StoreError> {
+async fn lock_thread(conn: &mut Conn, thread_id: Uuid) -> Result<(), StoreError> {
     sqlx::query("UPDATE threads SET updated_at = updated_at WHERE id = $1")
         .bind(thread_id.to_string())
         .execute(conn)

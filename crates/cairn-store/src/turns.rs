@@ -9,11 +9,12 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sqlx::Row;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
 use crate::codec::{Cols, json, micros};
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// Consecutive turn positions `first..=last` that a thread shows.
@@ -90,7 +91,7 @@ fn turn(row: &AnyRow) -> Result<StoredTurn, StoreError> {
 /// Writes a turn and all its messages: a new one (`insert`; a taken
 /// position is a unique violation), or replacing what the turn had.
 pub(crate) async fn write_turn(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     thread_id: Uuid,
     turn: &StoredTurn,
     insert: bool,
@@ -126,7 +127,7 @@ pub(crate) async fn write_turn(
 }
 
 async fn write_message(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     thread: &str,
     position: i64,
     seq: i64,
@@ -161,7 +162,7 @@ impl Store {
         message: &Value,
     ) -> Result<(), StoreError> {
         let mut conn = self.pool().acquire().await?;
-        write_message(&mut conn, &thread_id.to_string(), position, seq, message).await
+        write_message(&mut *conn, &thread_id.to_string(), position, seq, message).await
     }
 
     /// The turns of `view`, in the view's order, each with its messages.
@@ -241,7 +242,7 @@ impl Store {
 /// checkpoints holding copies of them) become turn and message rows, views,
 /// and checkpoints holding views. Turns are matched by number and start
 /// time, so a turn both in the thread and in checkpoints is stored once.
-pub(crate) async fn convert_json_threads(conn: &mut AnyConnection) -> Result<(), StoreError> {
+pub(crate) async fn convert_json_threads(conn: &mut Conn) -> Result<(), StoreError> {
     let threads = sqlx::query("SELECT id, turns FROM threads WHERE turns <> '[]'")
         .fetch_all(&mut *conn)
         .await?;
@@ -292,7 +293,7 @@ pub(crate) async fn convert_json_threads(conn: &mut AnyConnection) -> Result<(),
 /// Stores the turns of a JSON array not stored yet (`known` holds number,
 /// start time and position of those that are) and returns their view.
 async fn store_json_turns(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     thread: Uuid,
     turns: &Value,
     known: &mut Vec<(i64, String, i64)>,

@@ -19,6 +19,7 @@ use cairn_core::routine::{Overlap, Routine, RoutineRun, RunStatus, Trigger};
 use crate::admit::running_total_locked;
 use crate::batch::count_started;
 use crate::codec::{Cols, micros};
+use crate::exec::Conn;
 use crate::routines::routine_by_id;
 use crate::runs::{COLUMNS, decode};
 use crate::{Rerunner, Store, StoreError};
@@ -75,7 +76,7 @@ impl Store {
             }
         }
         let mut tx = self.begin_write().await?;
-        let started = start_in_order(&mut tx, only.as_deref(), starter, now).await?;
+        let started = start_in_order(&mut *tx, only.as_deref(), starter, now).await?;
         if !started.is_empty() {
             // New leases for reapers to watch.
             tx.publish(crate::signal::Topic::Runs).await?;
@@ -104,7 +105,7 @@ impl Store {
 
 /// Starts waiting runs in slot order while the global limit has places.
 async fn start_in_order(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     only: Option<&str>,
     starter: &Rerunner,
     now: DateTime<Utc>,
@@ -179,11 +180,7 @@ async fn start_in_order(
 
 /// Locks and reads routine `id` for its waiting runs: `None` when none of
 /// them may start (gone, paused, or disabled, whose runs are then skipped).
-async fn look(
-    conn: &mut sqlx::AnyConnection,
-    id: &str,
-    now: DateTime<Utc>,
-) -> Result<Option<Seen>, StoreError> {
+async fn look(conn: &mut Conn, id: &str, now: DateTime<Utc>) -> Result<Option<Seen>, StoreError> {
     // Locks the row on PostgreSQL, as an admission does.
     let present = sqlx::query("UPDATE routines SET run_count = run_count WHERE id = $1")
         .bind(id)
@@ -231,7 +228,7 @@ async fn look(
 /// Starts waiting run `id` of the routine `state` describes, unless another
 /// engine started it first.
 async fn start_one(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     id: &str,
     state: &mut Seen,
     starter: &Rerunner,

@@ -24,6 +24,7 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
 
 use crate::connect::{Backend, SQLITE_IDLE, set_up_sqlite};
+use crate::exec::Conn;
 use crate::runtime;
 use crate::signal::{self, Hub, Topic};
 
@@ -216,7 +217,7 @@ impl WriteTx {
             return Ok(());
         }
         let (backend, hub) = (self.backend, Arc::clone(&self.hub));
-        let counted = signal::publish_in(self, backend, hub.id(), topic).await?;
+        let counted = signal::publish_in(&mut **self, backend, hub.id(), topic).await?;
         self.published.push((topic, counted));
         Ok(())
     }
@@ -252,20 +253,20 @@ impl WriteTx {
 }
 
 impl std::ops::Deref for WriteTx {
-    type Target = sqlx::AnyConnection;
+    type Target = Conn;
 
-    fn deref(&self) -> &sqlx::AnyConnection {
+    fn deref(&self) -> &Conn {
         match &self.conn {
-            TxConn::Pooled(tx, _) => tx,
+            TxConn::Pooled(tx, _) => &**tx,
             TxConn::Own(own) => &own.conn,
         }
     }
 }
 
 impl std::ops::DerefMut for WriteTx {
-    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+    fn deref_mut(&mut self) -> &mut Conn {
         match &mut self.conn {
-            TxConn::Pooled(tx, _) => tx,
+            TxConn::Pooled(tx, _) => &mut **tx,
             TxConn::Own(own) => &mut own.conn,
         }
     }

@@ -72,7 +72,7 @@ impl Store {
                     .await?
             }
         };
-        for name in schema::tables(&mut tx, backend).await? {
+        for name in schema::tables(&mut *tx, backend).await? {
             if super::spec(&name).is_none() && !NOT_COPIED.contains(&name.as_str()) {
                 return Err(StoreError::Copy {
                     table: name,
@@ -82,8 +82,8 @@ impl Store {
         }
         let mut tables = Vec::with_capacity(TABLES.len());
         for spec in TABLES {
-            let columns = schema::columns(&mut tx, backend, spec.name).await?;
-            let key_names = primary_key(&mut tx, backend, spec.name).await?;
+            let columns = schema::columns(&mut *tx, backend, spec.name).await?;
+            let key_names = primary_key(&mut *tx, backend, spec.name).await?;
             let mut key = Vec::with_capacity(key_names.len());
             for name in &key_names {
                 key.extend(columns.iter().position(|c| &c.name == name));
@@ -92,7 +92,7 @@ impl Store {
                 // Without a usable key every column orders the rows.
                 key = (0..columns.len()).collect();
             }
-            let rows = count(&mut tx, spec.name).await?;
+            let rows = count(&mut *tx, spec.name).await?;
             tables.push(Table {
                 header: TableHeader {
                     table: spec.name.to_string(),

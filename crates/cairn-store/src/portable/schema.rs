@@ -1,10 +1,11 @@
 //! What a database's schema says about a table: its columns (generated ones
 //! left out) with their portable kinds, and its primary key.
 
-use sqlx::{AnyConnection, Row};
+use sqlx::Row;
 
 use super::{Column, ColumnKind, quoted};
 use crate::connect::Backend;
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 fn problem(table: &str, message: impl Into<String>) -> StoreError {
@@ -34,10 +35,7 @@ fn kind_of(backend: Backend, declared: &str) -> Option<ColumnKind> {
 }
 
 /// Every base table of the database (on PostgreSQL, of the current schema).
-pub(crate) async fn tables(
-    conn: &mut AnyConnection,
-    backend: Backend,
-) -> Result<Vec<String>, StoreError> {
+pub(crate) async fn tables(conn: &mut Conn, backend: Backend) -> Result<Vec<String>, StoreError> {
     let sql = match backend {
         Backend::Sqlite => {
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
@@ -55,7 +53,7 @@ pub(crate) async fn tables(
 
 /// The copied columns of `table`, in the table's order; generated columns are left out.
 pub(crate) async fn columns(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     backend: Backend,
     table: &str,
 ) -> Result<Vec<Column>, StoreError> {
@@ -98,7 +96,7 @@ pub(crate) async fn columns(
 
 /// The primary key's columns of `table`, in key order (empty if it has none).
 pub(crate) async fn primary_key(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     backend: Backend,
     table: &str,
 ) -> Result<Vec<String>, StoreError> {
@@ -118,7 +116,7 @@ pub(crate) async fn primary_key(
 }
 
 /// The rows `table` holds.
-pub(crate) async fn count(conn: &mut AnyConnection, table: &str) -> Result<u64, StoreError> {
+pub(crate) async fn count(conn: &mut Conn, table: &str) -> Result<u64, StoreError> {
     let sql = format!("SELECT COUNT(*) AS n FROM {}", quoted(table));
     let n: i64 = sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_one(&mut *conn)
@@ -133,7 +131,7 @@ impl Store {
     /// the current schema): what the copier's table list is checked against.
     pub async fn schema_tables(&self) -> Result<Vec<String>, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        tables(&mut conn, self.backend()).await
+        tables(&mut *conn, self.backend()).await
     }
 
     /// The highest migration applied to this database (0 for an empty one).

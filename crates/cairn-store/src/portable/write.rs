@@ -144,8 +144,8 @@ impl Store {
             if spec(&header.table).is_none() {
                 return Err(problem(&header.table, "is not a table cairn copies"));
             }
-            let target = schema::columns(&mut tx, backend, &header.table).await?;
-            let key = primary_key(&mut tx, backend, &header.table).await?;
+            let target = schema::columns(&mut *tx, backend, &header.table).await?;
+            let key = primary_key(&mut *tx, backend, &header.table).await?;
             plans.insert(header.table.clone(), plan(header, &target, &key)?);
         }
         for spec in TABLES.iter().rev() {
@@ -156,7 +156,7 @@ impl Store {
                     .await?;
                 continue;
             }
-            let n = count(&mut tx, spec.name).await?;
+            let n = count(&mut *tx, spec.name).await?;
             if n > 0 {
                 return Err(StoreError::Conflict(format!(
                     "the target database is not empty: table {} holds {n} row(s); \
@@ -289,7 +289,7 @@ impl Import {
             let Some(plan) = self.plans.get(spec.name) else {
                 continue;
             };
-            let rows = count(&mut tx, spec.name).await?;
+            let rows = count(&mut *tx, spec.name).await?;
             let want = expected
                 .iter()
                 .find(|c| c.table == spec.name)

@@ -39,6 +39,7 @@ use sqlx::Row;
 use tokio::sync::watch;
 
 use crate::connect::Backend;
+use crate::exec::Conn;
 use crate::{Store, StoreError};
 
 /// The PostgreSQL channel the processes of one store listen on, as SQL
@@ -436,7 +437,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Publishes `topic` inside the transaction on `conn`; returns the SQLite
 /// counter's new value (the listener's seen mark).
 pub(crate) async fn publish_in(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut Conn,
     backend: Backend,
     store_id: &str,
     topic: Topic,
