@@ -59,7 +59,7 @@ pub struct Store {
 pub(crate) const SQLITE_IDLE: Duration = Duration::from_secs(15);
 
 /// How long a writer waits for SQLite's lock before giving up.
-const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
+pub(crate) const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
 
 #[cairn_store_macros::on_store_runtime]
 impl Store {
@@ -115,10 +115,10 @@ impl Store {
             .await
             .map_err(connect_err)?;
         let writer = match backend {
-            Backend::Sqlite if !in_memory => {
-                Writer::Own(Arc::new(tokio::sync::Mutex::new(OwnWriter::new(options))))
-            }
-            Backend::Sqlite => Writer::Pooled(Some(Arc::default())),
+            Backend::Sqlite => match sqlite_file(&url) {
+                Some(file) => Writer::Own(Arc::new(tokio::sync::Mutex::new(OwnWriter::new(file)))),
+                None => Writer::Pooled(Some(Arc::default())),
+            },
             Backend::Postgres => Writer::Pooled(None),
         };
         if let Some(file) = sqlite_file(&url) {
@@ -214,20 +214,29 @@ impl Store {
 
 /// The set-up of every SQLite connection.
 pub(crate) async fn set_up_sqlite(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
-    conn.execute("PRAGMA journal_mode = WAL").await?;
-    conn.execute("PRAGMA synchronous = NORMAL").await?;
-    conn.execute("PRAGMA foreign_keys = ON").await?;
-    // Checkpoints are the change signal's listener's (`signal/sqlite.rs`),
-    // off the commits; a commit runs one only past this fallback (40 MiB),
-    // when no process listens.
-    conn.execute("PRAGMA wal_autocheckpoint = 10000").await?;
-    // A WAL started over is cut to 1 MiB, so its size tells the listener
-    // what is left to checkpoint.
-    conn.execute("PRAGMA journal_size_limit = 1048576").await?;
+    for pragma in SQLITE_SET_UP {
+        conn.execute(*pragma).await?;
+    }
     let busy = format!("PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}");
     conn.execute(sqlx::AssertSqlSafe(busy)).await?;
     Ok(())
 }
+
+/// The set-up every SQLite connection shares (the writers' own, in
+/// `direct.rs`, waits for the lock its own way rather than with a busy
+/// timeout).
+pub(crate) const SQLITE_SET_UP: &[&str] = &[
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA foreign_keys = ON",
+    // Checkpoints are the change signal's listener's (`signal/sqlite.rs`),
+    // off the commits; a commit runs one only past this fallback (40 MiB),
+    // when no process listens.
+    "PRAGMA wal_autocheckpoint = 10000",
+    // A WAL started over is cut to 1 MiB, so its size tells the listener
+    // what is left to checkpoint.
+    "PRAGMA journal_size_limit = 1048576",
+];
 
 /// The file and query of a SQLite URL naming a file (`None` for
 /// PostgreSQL, in-memory databases and other schemes).

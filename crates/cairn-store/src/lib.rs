@@ -23,6 +23,7 @@ mod cost;
 mod cost_agents;
 mod cost_history;
 mod daemons;
+mod direct;
 mod error;
 mod exec;
 mod finish;

@@ -17,13 +17,14 @@
 //! statements go with it) or when a transaction on it was dropped
 //! unfinished: closing it rolls back and frees SQLite's lock at once.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sqlx::any::AnyConnectOptions;
-use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Executor};
+use sqlx::AnyPool;
 
-use crate::connect::{Backend, SQLITE_IDLE, set_up_sqlite};
+use crate::connect::{Backend, SQLITE_IDLE};
+use crate::direct::Direct;
 use crate::exec::Conn;
 use crate::runtime;
 use crate::signal::{self, Hub, Topic};
@@ -99,8 +100,9 @@ impl Writer {
 #[derive(Debug)]
 pub(crate) struct OwnWriter {
     /// Taken by the transaction in progress, given back when it ends.
-    conn: Option<AnyConnection>,
-    options: AnyConnectOptions,
+    conn: Option<Direct>,
+    /// The database file.
+    path: PathBuf,
     /// The store was closed: no transaction begins.
     closed: bool,
     /// When the last transaction began.
@@ -110,10 +112,10 @@ pub(crate) struct OwnWriter {
 }
 
 impl OwnWriter {
-    pub(crate) fn new(options: AnyConnectOptions) -> OwnWriter {
+    pub(crate) fn new(path: PathBuf) -> OwnWriter {
         OwnWriter {
             conn: None,
-            options,
+            path,
             closed: false,
             used_at: Instant::now(),
             close_due: false,
@@ -121,20 +123,16 @@ impl OwnWriter {
     }
 
     /// The connection with `BEGIN IMMEDIATE` run on it (opened if need be).
-    async fn begin(&mut self) -> Result<AnyConnection, sqlx::Error> {
+    async fn begin(&mut self) -> Result<Direct, sqlx::Error> {
         if self.closed {
             return Err(sqlx::Error::PoolClosed);
         }
         self.used_at = Instant::now();
         let mut conn = match self.conn.take() {
             Some(conn) => conn,
-            None => {
-                let mut conn = self.options.connect().await?;
-                set_up_sqlite(&mut conn).await?;
-                conn
-            }
+            None => Direct::open(&self.path)?,
         };
-        match conn.execute("BEGIN IMMEDIATE").await {
+        match conn.begin_immediate().await {
             Ok(_) => Ok(conn),
             Err(e) => {
                 // Nothing began (busy, say): the connection is as it was.
@@ -145,10 +143,8 @@ impl OwnWriter {
     }
 
     async fn close_connection(&mut self) {
-        if let Some(conn) = self.conn.take()
-            && let Err(e) = conn.close().await
-        {
-            tracing::debug!(error = %e, "closing the writers' connection");
+        if let Some(conn) = self.conn.take() {
+            conn.close();
         }
     }
 }
@@ -182,7 +178,7 @@ enum TxConn {
 }
 
 struct OwnTx {
-    conn: AnyConnection,
+    conn: Direct,
     own: tokio::sync::OwnedMutexGuard<OwnWriter>,
 }
 
@@ -191,7 +187,7 @@ impl OwnTx {
     /// error it closes instead (rolling back what may be left open).
     async fn end(self, sql: &'static str) -> Result<(), sqlx::Error> {
         let OwnTx { mut conn, mut own } = self;
-        conn.execute(sql).await?;
+        conn.run_plain(sql)?;
         own.conn = Some(conn);
         Ok(())
     }

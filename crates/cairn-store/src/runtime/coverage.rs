@@ -25,6 +25,10 @@ const EXEMPT: &[(&str, &str)] = &[
          methods on a connection they already hold inside their hop",
     ),
     (
+        "Direct",
+        "the writers' own SQLite connection (`direct.rs`) under that interface: the same",
+    ),
+    (
         "& 'c mut Conn",
         "sqlx's `Executor` over that interface (`exec.rs`): the same",
     ),
