@@ -236,6 +236,11 @@ pub(crate) const SQLITE_SET_UP: &[&str] = &[
     // A WAL started over is cut to 1 MiB, so its size tells the listener
     // what is left to checkpoint.
     "PRAGMA journal_size_limit = 1048576",
+    // A statement's journal (kept to undo a multi-row statement that fails
+    // halfway, inside a transaction) and temporary tables stay in memory:
+    // on files, a batch's multi-row writes (past 64 KiB of journal) each
+    // created, wrote and deleted a file under /var/tmp.
+    "PRAGMA temp_store = MEMORY",
 ];
 
 /// The file and query of a SQLite URL naming a file (`None` for
