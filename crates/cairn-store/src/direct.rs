@@ -567,6 +567,22 @@ mod tests {
         ours.close();
     }
 
+    /// Both kinds of connection are set up alike, with statement journals
+    /// in memory (none written under /var/tmp).
+    #[tokio::test]
+    async fn both_connections_keep_statement_journals_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut theirs) = files(dir.path(), "m.db").await;
+        let mut ours = Direct::open(&path).unwrap();
+        for conn in [&mut theirs as &mut Conn, &mut ours] {
+            let row = conn.fetch_one("PRAGMA temp_store").await.unwrap();
+            assert_eq!(sqlx::Row::get::<i64, _>(&row, 0), 2, "MEMORY");
+            let row = conn.fetch_one("PRAGMA journal_mode").await.unwrap();
+            assert_eq!(sqlx::Row::get::<String, _>(&row, 0), "wal");
+        }
+        ours.close();
+    }
+
     /// While another connection holds the write lock, beginning waits
     /// without holding its thread (the other task on it goes on), and
     /// begins once the lock is free.
