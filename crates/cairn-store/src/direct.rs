@@ -67,9 +67,8 @@ impl Direct {
     /// Opens the database file at `path` (which exists: the pool opened it
     /// first), set up as every SQLite connection of the store.
     pub(crate) fn open(path: &Path) -> Result<Direct, sqlx::Error> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
+        // A plain path, never a `file:` URI; one thread at a time (`&mut`).
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(error)?;
         for pragma in SQLITE_SET_UP {
             conn.execute_batch(pragma).map_err(error)?;
