@@ -108,8 +108,9 @@ impl Direct {
     }
 
     /// Runs `sql` with `args`: each statement's rows, then how many rows
-    /// it changed, as sqlx's driver yields them. Logged as sqlx logs its connections' statements (`sqlx::query` at
-    /// debug), so that one filter shows every statement.
+    /// it changed, as sqlx's driver yields them. Logged as sqlx logs its
+    /// connections' statements (`sqlx::query` at debug), so that one
+    /// filter shows every statement.
     fn run(&mut self, sql: &str, args: Option<AnyArguments>) -> Result<Vec<Step>, sqlx::Error> {
         if !tracing::enabled!(target: "sqlx::query", tracing::Level::DEBUG) {
             return self.run_unlogged(sql, args);
