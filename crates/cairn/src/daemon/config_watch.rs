@@ -6,10 +6,11 @@
 //! exists, the file itself (which follows a symlink to a file elsewhere).
 //! notify's thread hears every event in the directory, the state file's
 //! heartbeat and the database's WAL included, wakes the daemon only for
-//! those naming config.toml, and rests after the others ([`REST`]). After
-//! each change the file's watch is set up again, since a file renamed over
-//! the old one is a new inode. Where file events are unavailable it checks
-//! every [`FALLBACK_CHECK`] and says so in the log.
+//! those naming config.toml, and rests after a run of the same other
+//! event ([`REST`]). After each change the file's watch is set up again,
+//! since a file renamed over the old one is a new inode. Where file events
+//! are unavailable it checks every [`FALLBACK_CHECK`] and says so in the
+//! log.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,14 +28,22 @@ pub const FALLBACK_CHECK: Duration = Duration::from_secs(5);
 const SETTLE: Duration = Duration::from_millis(100);
 
 /// How long notify's thread for these watches rests after an event that is
-/// not about config.toml. The directory is usually the home, where the
-/// database writes its WAL at every commit: while the thread rests, the
-/// kernel folds those writes' events into the one still unread instead of
-/// waking the thread (and charging the writer a wake-up) at each page.
-/// The event read next goes without a rest: notify's thread reads until
-/// the queue is empty before it takes up a watch being set up, so under
-/// writes without pause resting at every event would hold `arm` forever.
-/// A change to config.toml waits at most a few rests behind them.
+/// not about config.toml and is the same (kind and file) as the one read
+/// before it. The directory is usually the home, where the database writes
+/// its WAL at every commit: while the thread rests, the kernel folds those
+/// writes' events into the one still unread instead of waking the thread
+/// (and charging the writer a wake-up) at each page.
+///
+/// Only such an event: the kernel folds an event into the same one still
+/// unread, so an event the same as the one read before it came after that
+/// read, and nothing different waits before it. Different events (a file
+/// opened and written in turn, two files written in turn) are not folded
+/// and wait in the queue, which notify's thread must empty before it takes
+/// up a watch being set up (`arm`): resting at them would let the queue
+/// grow faster than it is read, and hold `arm` and the next change to
+/// config.toml behind it without end. They are read without a rest, as is
+/// the event after a rest, so the queue does empty under writes without
+/// pause. A change to config.toml waits at most a few rests.
 const REST: Duration = Duration::from_millis(25);
 
 /// A watch on config.toml.
@@ -126,18 +135,26 @@ impl Events {
         let changed = Arc::new(Notify::new());
         let wake = Arc::clone(&changed);
         let name = file.clone();
+        // The last event read that was not about config.toml.
+        let mut last: Option<notify::Event> = None;
         let mut rested = false;
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if concerns(&event, &name) {
                 wake.notify_one();
-                rested = false;
-            } else if rested {
-                rested = false;
-            } else {
+                (last, rested) = (None, false);
+                return;
+            }
+            // Not about it, so an event (`concerns` takes errors for changes).
+            let Ok(event) = event else { return };
+            let again = last
+                .as_ref()
+                .is_some_and(|l| l.kind == event.kind && l.paths == event.paths);
+            rested = again && !rested;
+            if rested {
                 // notify's own thread: the next events wait in the kernel.
-                rested = true;
                 std::thread::sleep(REST);
             }
+            last = Some(event);
         })?;
         let mut events = Events {
             watcher,
@@ -249,6 +266,20 @@ mod tests {
 
     #[test]
     fn a_change_is_seen_while_another_file_beside_it_is_written_without_pause() {
+        changes_seen_beside_a_busy_wal(false);
+    }
+
+    /// Opens and writes in turn make events the kernel cannot fold into
+    /// the one still unread: all of them wait in the queue, which notify's
+    /// thread must empty before it takes up `arm`.
+    #[test]
+    fn a_change_is_seen_while_another_file_beside_it_is_opened_and_written_in_turn() {
+        changes_seen_beside_a_busy_wal(true);
+    }
+
+    /// Three changes to config.toml, each seen and the watch set up again,
+    /// while a WAL beside it is written without pause ([`BusyWal`]).
+    fn changes_seen_beside_a_busy_wal(reopened: bool) {
         // On a thread of its own: a re-arming held up by notify's thread
         // blocks its runtime, which a timeout inside it could not end.
         let (done, finished) = std::sync::mpsc::channel();
@@ -257,7 +288,7 @@ mod tests {
                 .enable_all()
                 .build()
                 .unwrap();
-            runtime.block_on(changes_beside_a_busy_wal());
+            runtime.block_on(changes_beside_a_busy_wal(reopened));
             let _ = done.send(());
         });
         finished
@@ -265,29 +296,62 @@ mod tests {
             .expect("every change was seen and the watch set up again meanwhile");
     }
 
-    async fn changes_beside_a_busy_wal() {
+    /// A WAL written 4 KiB at a time, without pause, until dropped: from its
+    /// start again past 1 MiB (as a WAL started over, so a test that fails
+    /// never fills the disk), opened again before each write when
+    /// `reopened` (as a connection looking at it).
+    struct BusyWal {
+        stop: Arc<std::sync::atomic::AtomicBool>,
+        writer: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl BusyWal {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a writer on a thread of its own, as SQLite's are"
+        )]
+        fn start(path: std::path::PathBuf, reopened: bool) -> BusyWal {
+            use std::io::{Seek, Write};
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let mut wal = std::fs::File::create(&path).unwrap();
+            let writer = std::thread::spawn({
+                let stop = Arc::clone(&stop);
+                move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if reopened {
+                            drop(std::fs::File::open(&path).unwrap());
+                        }
+                        if wal.stream_position().unwrap() >= 1024 * 1024 {
+                            wal.rewind().unwrap();
+                        }
+                        wal.write_all(&[0; 4096]).unwrap();
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+            });
+            BusyWal {
+                stop,
+                writer: Some(writer),
+            }
+        }
+    }
+
+    impl Drop for BusyWal {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(writer) = self.writer.take() {
+                let _ = writer.join();
+            }
+        }
+    }
+
+    async fn changes_beside_a_busy_wal(reopened: bool) {
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join("config.toml");
         tokio::fs::write(&path, "[user]\n").await.unwrap();
         let mut watch = ConfigWatch::start(path.clone()).await;
         assert!(watch.has_events());
-        // A WAL written at every commit, as the database's is.
-        let mut wal = tokio::fs::File::create(home.path().join("cairn.db-wal"))
-            .await
-            .unwrap()
-            .into_std()
-            .await;
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = std::thread::spawn({
-            let stop = Arc::clone(&stop);
-            move || {
-                use std::io::Write;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    wal.write_all(&[0; 4096]).unwrap();
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            }
-        });
+        let _wal = BusyWal::start(home.path().join("cairn.db-wal"), reopened);
         tokio::time::sleep(Duration::from_millis(200)).await;
         // Each change seen re-arms the watch (`changed` calls `arm`).
         for id in ["me", "you", "them"] {
@@ -296,8 +360,6 @@ mod tests {
                 .unwrap();
             sees(&mut watch).await;
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        writer.join().unwrap();
     }
 
     #[tokio::test]
