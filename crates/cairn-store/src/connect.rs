@@ -233,9 +233,12 @@ pub(crate) const SQLITE_SET_UP: &[&str] = &[
     // off the commits; a commit runs one only past this fallback (40 MiB),
     // when no process listens.
     "PRAGMA wal_autocheckpoint = 10000",
-    // A WAL started over is cut to 1 MiB, so its size tells the listener
-    // what is left to checkpoint.
-    "PRAGMA journal_size_limit = 1048576",
+    // A WAL started over is written again from its start, not cut to a
+    // smaller file: cutting it is the next commit's, under the writer's
+    // lock (13.8 ms for a WAL of 40 MiB, the fallback's size, at each start
+    // over under signed webhooks). Cut only past the fallback's size, for
+    // a WAL a long read kept from starting over.
+    "PRAGMA journal_size_limit = 67108864",
     // A statement's journal (kept to undo a multi-row statement that fails
     // halfway, inside a transaction) and temporary tables stay in memory:
     // on files, a batch's multi-row writes (past 64 KiB of journal) each

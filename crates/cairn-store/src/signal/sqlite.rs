@@ -57,10 +57,10 @@ const OWN_WRITE_WAIT: Duration = Duration::from_millis(4);
 /// How long to wait before trying to open the dedicated connection again.
 const RETRY: Duration = Duration::from_secs(5);
 
-/// The WAL size from which the listener has it checkpointed: SQLite's own
-/// 1,000 pages of 4 KiB. After a complete checkpoint the next writer starts
-/// the WAL over, cut to `journal_size_limit` (1 MiB, `connect.rs`), so the
-/// size measures what is left to checkpoint.
+/// The WAL length ([`WalFile::length`]) from which the listener has it
+/// checkpointed: SQLite's own 1,000 pages of 4 KiB. After a complete
+/// checkpoint the next writer starts the WAL over, so the length of its
+/// frames since measures what is left to checkpoint.
 ///
 /// The WAL-index header in the `-shm` file would say it exactly, but this
 /// process must not open that file: closing any descriptor of a file drops
@@ -98,6 +98,7 @@ pub(super) async fn listen(
     ));
     let mut rechecks: Vec<Instant> = Vec::new();
     let mut asked_at: Option<u64> = None;
+    let mut wal_file = WalFile::new(wal);
     loop {
         let next_recheck = rechecks.first().copied();
         let poll = async {
@@ -132,7 +133,7 @@ pub(super) async fn listen(
             Ok(now) if Some(now) == version => {}
             Ok(now) => {
                 version = Some(now);
-                if wants_checkpoint(wal_size(&wal), &mut asked_at) {
+                if wants_checkpoint(wal_file.length(), &mut asked_at) {
                     checkpoint.notify_one();
                 }
                 match read_counters(&mut conn).await {
@@ -216,8 +217,8 @@ fn announce_mode(hub: &Weak<Hub>, wal: &Path, failed: Option<&notify::Error>) ->
     }
 }
 
-/// Whether a WAL of `size` bytes calls for a checkpoint, given its size
-/// when one was last asked for (updated here). It asks once the WAL
+/// Whether a WAL of `size` bytes ([`WalFile::length`]) calls for a checkpoint,
+/// given its size when one was last asked for (updated here). It asks once the WAL
 /// reaches [`CHECKPOINT_AT`], then again only after it grew as much more:
 /// a reader in the middle of its read when a writer begins keeps the WAL
 /// from starting over, and a WAL kept long that way would otherwise ask at
@@ -234,14 +235,89 @@ pub(super) fn wants_checkpoint(size: u64, asked_at: &mut Option<u64>) -> bool {
     true
 }
 
-/// The WAL's size in bytes (0 when it cannot be read).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "a stat of a local file; through tokio's blocking pool it was a hand-off to another thread and back at each look under load"
-)]
-fn wal_size(wal: &Path) -> u64 {
-    std::fs::metadata(wal).map_or(0, |m| m.len())
+/// The WAL, as the listener measures it: opened once, at the first look,
+/// and kept. Each open is an event in the home directory, where
+/// config.toml's watch hears every event (`cairn`'s `config_watch.rs`);
+/// reads are not.
+pub(super) struct WalFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
 }
+
+impl WalFile {
+    pub(super) fn new(path: PathBuf) -> WalFile {
+        WalFile { path, file: None }
+    }
+
+    /// The length in bytes of the WAL's frames since it last started over
+    /// (0 when it cannot be read): what is left to checkpoint, at most.
+    ///
+    /// A WAL started over is written again from its start and is not cut
+    /// (`journal_size_limit`, `connect.rs`), so its file keeps its largest
+    /// size; the frames of this round are those from the first whose
+    /// salts (frame header bytes 8-16) are the WAL header's (bytes 16-24):
+    /// SQLite writes them in order from the start and changes the salts at
+    /// each start over, so they are a prefix, found by halving. Holding the
+    /// WAL open is harmless, unlike the `-shm` file: SQLite holds no POSIX
+    /// lock on it.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a few reads of a local file; through tokio's blocking pool each look under load was a hand-off to another thread and back"
+    )]
+    pub(super) fn length(&mut self) -> u64 {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let Some(file) = self.file.as_ref() else {
+            return 0;
+        };
+        let Ok(meta) = file.metadata() else {
+            return 0;
+        };
+        if meta.nlink() == 0 {
+            // Deleted (the last connection closed it): the next look opens
+            // the WAL made since, if any.
+            self.file = None;
+            return 0;
+        }
+        let mut header = [0u8; WAL_HEADER];
+        if file.read_exact_at(&mut header, 0).is_err() {
+            return 0;
+        }
+        let page = u64::from(u32::from_be_bytes([
+            header[8], header[9], header[10], header[11],
+        ]));
+        // A page size is a power of two from 512 to 65536 (stored as 1).
+        let page = if page == 1 { 65_536 } else { page };
+        if !(512..=65_536).contains(&page) || !page.is_power_of_two() {
+            return 0;
+        }
+        let frame = WAL_FRAME_HEADER + page;
+        let salts = &header[16..24];
+        let ours = |index: u64| {
+            let mut frame_salts = [0u8; 8];
+            file.read_exact_at(&mut frame_salts, WAL_HEADER as u64 + index * frame + 8)
+                .is_ok_and(|()| frame_salts == salts)
+        };
+        // Frames `..low` are this round's; frames `high..` are not.
+        let (mut low, mut high) = (0, meta.len().saturating_sub(WAL_HEADER as u64) / frame);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if ours(mid) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        WAL_HEADER as u64 + low * frame
+    }
+}
+
+/// The WAL file's header and each frame's header, in bytes (SQLite's file
+/// format, "The Write-Ahead Log File Format").
+const WAL_HEADER: usize = 32;
+const WAL_FRAME_HEADER: u64 = 24;
 
 /// Checkpoints the WAL each time it is asked, on a connection of its own
 /// (opened at the first request), until `stop`.

@@ -111,10 +111,75 @@ fn a_long_wal_asks_for_a_checkpoint_once_per_growth() {
     assert!(!asks(step + 4096));
     assert!(!asks(2 * step - 1));
     assert!(asks(2 * step + 100));
-    // Started over (cut to 1 MiB), then past the bound again: yes.
+    // Started over (measured from its new frames), then past the bound again: yes.
     assert!(!asks(1024 * 1024));
     assert!(!asks(step - 1));
     assert!(asks(step));
+}
+
+/// The WAL's length counts the frames since it last started over: a WAL
+/// written again from its start keeps its file's size, but not its length.
+#[tokio::test]
+async fn the_wal_length_counts_the_frames_since_it_started_over() {
+    use sqlx::{Connection, Executor};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let wal = dir.path().join("cairn.db-wal");
+    let mut measured = sqlite::WalFile::new(wal.clone());
+    assert_eq!(measured.length(), 0, "no WAL yet");
+    let url = format!("sqlite://{}?mode=rwc", db.display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    for pragma in [
+        "PRAGMA journal_mode = WAL",
+        "PRAGMA wal_autocheckpoint = 0",
+        "PRAGMA journal_size_limit = -1",
+        "CREATE TABLE t (b BLOB)",
+    ] {
+        conn.execute(pragma).await.unwrap();
+    }
+    let write = |kib: usize| format!("INSERT INTO t VALUES (zeroblob({}))", kib * 1024);
+    for _ in 0..8 {
+        conn.execute(sqlx::AssertSqlSafe(write(256))).await.unwrap();
+    }
+    let file =
+        |path: std::path::PathBuf| async move { tokio::fs::metadata(path).await.unwrap().len() };
+    let full = file(wal.clone()).await;
+    assert!(full > 2 * 1024 * 1024, "WAL of {full} bytes");
+    assert_eq!(measured.length(), full, "every frame is this round's");
+    // Checkpointed whole (no reader), the next commit starts it over.
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        .await
+        .unwrap();
+    conn.execute(sqlx::AssertSqlSafe(write(16))).await.unwrap();
+    assert_eq!(
+        file(wal.clone()).await,
+        full,
+        "written again from its start, not cut"
+    );
+    let length = measured.length();
+    assert!(
+        (16 * 1024..128 * 1024).contains(&length),
+        "a WAL started over measures its new frames only: {length} bytes"
+    );
+    // Grown again: measured as it grows.
+    conn.execute(sqlx::AssertSqlSafe(write(512))).await.unwrap();
+    let longer = measured.length();
+    assert!(
+        longer > length + 512 * 1024 && longer < full,
+        "{longer} bytes"
+    );
+    // The last connection closed deletes it; the WAL made next is measured.
+    conn.close().await.unwrap();
+    assert!(!tokio::fs::try_exists(&wal).await.unwrap());
+    assert_eq!(measured.length(), 0, "deleted");
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(write(64))).await.unwrap();
+    let again = measured.length();
+    assert!(
+        again > 64 * 1024 && again == file(wal.clone()).await,
+        "{again} bytes"
+    );
+    conn.close().await.unwrap();
 }
 
 /// The WAL's watch waits for this process's open write transactions, and
