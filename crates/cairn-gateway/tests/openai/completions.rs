@@ -1,25 +1,13 @@
-//! The OpenAI-compatible API over raw HTTP: completions whole and streamed
-//! (with `include_usage`), model names, refused fields, the error shape of
-//! every layer, request ids, CORS, client tools, sampling forwarded, the
-//! agent's tools declined without asking, `/v1/models`, `/v1/responses`.
-//! The real clients (SDKs, LangChain, a generated client) are in `openai_clients.rs`.
-#![expect(clippy::unwrap_used, reason = "test code unwraps freely")]
-
-mod support;
+//! Chat completions, model names, client tools, sampling, `/v1/models`.
 
 use std::sync::atomic::Ordering;
 
 use cairn_llm::testing::Scripted;
 use serde_json::{Value, json};
-use support::TestGateway;
 
-/// The `data:` payloads of an SSE body, in order.
-fn data_lines(body: &str) -> Vec<String> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.trim().to_string())
-        .collect()
-}
+use crate::support::TestGateway;
+
+use crate::data_lines;
 
 #[tokio::test]
 async fn a_completion_answers_with_the_agent_and_reports_usage() {
@@ -202,7 +190,7 @@ async fn other_model_names_are_served_unless_strict_and_unsupported_requests_are
     );
     gw.stop().await;
 
-    let mut strict = support::settings();
+    let mut strict = crate::support::settings();
     strict.openai_strict_models = true;
     let gw = TestGateway::start_with(strict, |g| g).await;
     let response = gw
@@ -222,182 +210,6 @@ async fn other_model_names_are_served_unless_strict_and_unsupported_requests_are
             .unwrap()
             .contains("fake-model")
     );
-    gw.stop().await;
-}
-
-#[tokio::test]
-async fn every_v1_error_has_openais_shape_and_every_answer_a_request_id() {
-    let gw = TestGateway::start().await;
-    let raw = |path: &str| gw.http.post(gw.url(path)).bearer_auth(&gw.token);
-    let cases = [
-        (
-            gw.http
-                .post(gw.url("/v1/chat/completions"))
-                .bearer_auth("cairn_wrong")
-                .json(&json!({})),
-            401,
-            "authentication_error",
-            Value::Null,
-        ),
-        (
-            gw.http
-                .post(gw.url("/v1/chat/completions"))
-                .json(&json!({})),
-            401,
-            "authentication_error",
-            Value::Null,
-        ),
-        (
-            raw("/v1/nowhere").json(&json!({})),
-            404,
-            "not_found_error",
-            Value::Null,
-        ),
-        (
-            raw("/v1/chat/completions").body("{}"),
-            415,
-            "invalid_request_error",
-            Value::Null,
-        ),
-        (
-            raw("/v1/chat/completions")
-                .header("content-type", "application/json")
-                .body("{not json"),
-            400,
-            "invalid_request_error",
-            Value::Null,
-        ),
-        (
-            raw("/v1/chat/completions").json(&json!({"model": "cairn"})),
-            422,
-            "invalid_request_error",
-            json!("messages"),
-        ),
-    ];
-    for (request, status, kind, param) in cases {
-        let response = request
-            .header("x-request-id", "client-id-1")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), status);
-        assert_eq!(response.headers()["x-request-id"], "client-id-1");
-        let body: Value = response.json().await.unwrap();
-        let error = &body["error"];
-        assert_eq!(error["type"], kind, "{body}");
-        assert!(
-            error["message"].as_str().is_some_and(|m| !m.is_empty()),
-            "{body}"
-        );
-        assert!(
-            error.get("code").is_some() && error.get("param").is_some(),
-            "{body}"
-        );
-        assert_eq!(error["param"], param, "{body}");
-    }
-    // Outside /v1 the gateway's own shape stays; a fresh id when none is sent.
-    let response = gw.get("/api/nowhere").send().await.unwrap();
-    assert_eq!(response.status(), 404);
-    assert!(
-        response.headers()["x-request-id"]
-            .to_str()
-            .unwrap()
-            .starts_with("req_")
-    );
-    let body: Value = response.json().await.unwrap();
-    assert!(body["error"].get("type").is_none());
-    assert_eq!(body["error"]["code"], "not_found");
-
-    // Provider errors: a rate limit is 429 rate_limit_error, others 502 server_error.
-    gw.llm.push(Scripted::rate_limited(None));
-    gw.llm.push(Scripted::rate_limited(None));
-    gw.llm.push(Scripted::rate_limited(None));
-    gw.llm.push(Scripted::rate_limited(None));
-    let response = gw
-        .post("/v1/chat/completions")
-        .json(&json!({"model": "cairn", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(
-        (status.as_u16(), &body["error"]["type"]),
-        (429, &json!("rate_limit_error")),
-        "{body}"
-    );
-    gw.stop().await;
-}
-
-#[tokio::test]
-async fn cors_answers_listed_origins_and_nothing_for_others() {
-    let mut settings = support::settings();
-    settings.cors_origins = vec!["https://app.example".into()];
-    let gw = TestGateway::start_with(settings, |g| g).await;
-    let preflight = |origin: &str| {
-        gw.http
-            .request(reqwest::Method::OPTIONS, gw.url("/v1/chat/completions"))
-            .header("origin", origin)
-            .header("access-control-request-method", "POST")
-            .header(
-                "access-control-request-headers",
-                "authorization, content-type",
-            )
-            .send()
-    };
-    let allowed = preflight("https://app.example").await.unwrap();
-    assert_eq!(allowed.status(), 204);
-    let h = allowed.headers();
-    assert_eq!(h["access-control-allow-origin"], "https://app.example");
-    assert!(
-        h["access-control-allow-methods"]
-            .to_str()
-            .unwrap()
-            .contains("POST")
-    );
-    assert_eq!(
-        h["access-control-allow-headers"],
-        "authorization, content-type"
-    );
-    assert_eq!(h["vary"], "Origin");
-
-    let refused = preflight("https://evil.example").await.unwrap();
-    assert!(
-        refused
-            .headers()
-            .get("access-control-allow-origin")
-            .is_none()
-    );
-    assert!(
-        refused
-            .headers()
-            .get("access-control-allow-methods")
-            .is_none()
-    );
-
-    // The real request: the listed origin may read the answer, the other not.
-    for (origin, allowed) in [
-        ("https://app.example", true),
-        ("https://evil.example", false),
-    ] {
-        let response = gw
-            .get("/v1/models")
-            .header("origin", origin)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        let header = response.headers().get("access-control-allow-origin");
-        assert_eq!(header.is_some(), allowed, "{origin}");
-        if allowed {
-            assert!(
-                response.headers()["access-control-expose-headers"]
-                    .to_str()
-                    .unwrap()
-                    .contains("x-request-id")
-            );
-        }
-    }
     gw.stop().await;
 }
 
@@ -556,76 +368,6 @@ async fn sampling_numbers_reach_the_provider_exactly_as_sent() {
     let raw = gw.llm.last_request().unwrap().raw_body;
     assert_eq!(number_text(&raw, "temperature"), "0.3", "{raw}");
     assert_eq!(number_text(&raw, "top_p"), "0.1", "{raw}");
-    gw.stop().await;
-}
-
-#[tokio::test]
-async fn responses_answer_stream_and_continue_a_conversation() {
-    let gw = TestGateway::start().await;
-    gw.llm.push(Scripted::text("Hello Ada.").with_usage(9, 3));
-    let first: Value = gw
-        .post("/v1/responses")
-        .json(&json!({"model": "cairn", "input": "My name is Ada.", "instructions": "Be brief."}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(first["object"], "response");
-    assert_eq!(first["status"], "completed");
-    assert_eq!(first["output"][0]["content"][0]["text"], "Hello Ada.");
-    assert_eq!(first["usage"]["total_tokens"], 12);
-
-    gw.llm
-        .push(Scripted::text("You are Ada.").with_chunk_bytes(4));
-    let text = gw
-        .post("/v1/responses")
-        .json(
-            &json!({"model": "cairn", "stream": true, "previous_response_id": first["id"],
-            "input": [{"role": "user", "content": [{"type": "input_text", "text": "Who am I?"}]}]}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let events: Vec<Value> = data_lines(&text)
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.first(), Some(&"response.created"));
-    assert_eq!(kinds.last(), Some(&"response.completed"));
-    let deltas: String = events
-        .iter()
-        .filter(|e| e["type"] == "response.output_text.delta")
-        .map(|e| e["delta"].as_str().unwrap())
-        .collect();
-    assert_eq!(deltas, "You are Ada.");
-    // The model saw the earlier exchange.
-    let sent = gw.llm.last_request().unwrap().body;
-    let contents: Vec<&str> = sent["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    assert!(
-        contents.contains(&"My name is Ada.") && contents.contains(&"Hello Ada."),
-        "{contents:?}"
-    );
-
-    let missing = gw
-        .post("/v1/responses")
-        .json(&json!({"model": "cairn", "input": "x", "previous_response_id": "resp_gone"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), 404);
-    let body: Value = missing.json().await.unwrap();
-    assert_eq!(body["error"]["param"], "previous_response_id");
     gw.stop().await;
 }
 
