@@ -102,8 +102,10 @@ where
         if let Ok(Some(done)) = cairn_store::as_store_call(rx).await {
             return Ok(done);
         }
-        // The batch failed (or its committer went away): on our own, with our own error.
-        commit(vec![item], false)
+        // The batch failed (or its committer went away): on our own, with
+        // our own error. Boxed: every entry's future would otherwise carry
+        // room for a whole transaction it nearly never makes.
+        Box::pin(commit(vec![item], false))
             .await?
             .pop()
             .ok_or_else(|| StoreError::Conflict("a commit answered nothing".to_string()))

@@ -318,7 +318,8 @@ impl RoutineEngine {
             Admitted::Waiting(reason) => {
                 metrics::counter!("cairn_routine_fires_total", "status" => "waiting").increment(1);
                 tracing::info!(routine = %routine.spec.name, %reason, "routine fire waits for a place");
-                self.start_waiting(None).await;
+                // Boxed: most fires start, and every fire's future would carry it.
+                Box::pin(self.start_waiting(None)).await;
             }
             Admitted::Skipped(reason) => {
                 metrics::counter!("cairn_routine_fires_total", "status" => "skipped").increment(1);
