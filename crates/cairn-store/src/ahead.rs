@@ -121,7 +121,7 @@ pub(crate) async fn lock_routines(
         return Ok(());
     }
     let params = Params::of(conn);
-    for chunk in ids.chunks(params.rows_per_statement(1)) {
+    for chunk in Params::pieces(ids, params.rows_per_statement(1)) {
         let sql = format!(
             "SELECT id FROM routines WHERE id IN {} ORDER BY id FOR UPDATE",
             params.rows(1, chunk.len(), 1)
@@ -145,7 +145,7 @@ pub(crate) async fn claim(
 ) -> Result<HashSet<String>, StoreError> {
     let mut claimed = HashSet::with_capacity(slots.len());
     let params = Params::of(conn);
-    for chunk in slots.chunks(params.rows_per_statement(8)) {
+    for chunk in Params::pieces(slots, params.rows_per_statement(8)) {
         // Column 6 is -1 when the claim compares nothing more; column 8 is 1
         // for a claim before the slot, which also needs nothing going.
         let sql = format!(
@@ -216,7 +216,7 @@ async fn read_runs(
     let mut out = RunsOf::new();
     let params = Params::of(conn);
     // The ids go in three times, the slots' times at most once more.
-    for chunk in ids.chunks(params.rows_per_statement(4)) {
+    for chunk in Params::pieces(ids, params.rows_per_statement(4)) {
         let mut times: Vec<i64> = chunk
             .iter()
             .flat_map(|id| slots.get(id).into_iter().flatten().copied())

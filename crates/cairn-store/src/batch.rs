@@ -162,7 +162,7 @@ impl BatchState {
             .collect();
         counts.sort_by(|a, b| a.0.cmp(&b.0));
         let params = Params::of(conn);
-        for chunk in counts.chunks(params.rows_per_statement(3)) {
+        for chunk in Params::pieces(&counts, params.rows_per_statement(3)) {
             let sql = format!(
                 "UPDATE routines SET last_run_at = v.column2, run_count = run_count + v.column3 \
                  FROM (VALUES {}) AS v WHERE routines.id = v.column1",

@@ -64,10 +64,38 @@ impl Params {
         (most / columns.max(1)).max(1)
     }
 
+    /// `items` in statements of at most `most` rows: as many full ones as
+    /// fit, then the rest in powers of two, largest first (100 rows of at
+    /// most 60: 60, 32, 8). A statement's text is its prepared-statement
+    /// cache key, and a burst's batches leave every remainder from 1 to
+    /// `most - 1`: each new one was prepared anew (a thousand parameters
+    /// parsed, a tenth of a burst's writes on SQLite), where these sizes
+    /// are a handful, prepared once.
+    pub(crate) fn pieces<T>(items: &[T], most: usize) -> impl Iterator<Item = &[T]> {
+        let most = most.max(1);
+        let mut rest = items;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let take = if rest.len() >= most {
+                most
+            } else {
+                1 << rest.len().ilog2()
+            };
+            let (piece, after) = rest.split_at(take);
+            rest = after;
+            Some(piece)
+        })
+    }
+
     /// The placeholders of `rows` rows of `columns` values each, numbered
     /// from `first`: `($1, $2), ($3, $4)` or `(?, ?), (?, ?)`.
+    /// Written in place: a burst's statements carry a thousand of them, and
+    /// a `String` each was a tenth of a run end's cost to the writer.
     pub(crate) fn rows(self, rows: usize, columns: usize, first: usize) -> String {
-        let mut sql = String::with_capacity(rows * columns * 5);
+        use std::fmt::Write as _;
+        let mut sql = String::with_capacity(rows * columns * 6);
         for row in 0..rows {
             if row > 0 {
                 sql.push_str(", ");
@@ -77,7 +105,13 @@ impl Params {
                 if column > 0 {
                     sql.push_str(", ");
                 }
-                sql.push_str(&self.one(first + row * columns + column));
+                match self {
+                    // Writing to a `String` cannot fail.
+                    Params::Numbered => {
+                        let _ = write!(sql, "${}", first + row * columns + column);
+                    }
+                    Params::InOrder => sql.push('?'),
+                }
             }
             sql.push(')');
         }
@@ -182,5 +216,29 @@ mod tests {
         assert_eq!(Params::Numbered.rows_per_statement(17), 15);
         assert_eq!(Params::InOrder.rows_per_statement(17), 60);
         assert_eq!(Params::InOrder.rows_per_statement(4000), 1);
+    }
+
+    #[test]
+    fn pieces_are_full_statements_then_powers_of_two() {
+        let items: Vec<u32> = (0..100).collect();
+        let sizes: Vec<usize> = Params::pieces(&items, 60).map(<[u32]>::len).collect();
+        assert_eq!(sizes, [60, 32, 8]);
+        let again: Vec<u32> = Params::pieces(&items, 60).flatten().copied().collect();
+        assert_eq!(again, items, "every item once, in order");
+        let sizes: Vec<usize> = Params::pieces(&items[..7], 60).map(<[u32]>::len).collect();
+        assert_eq!(sizes, [4, 2, 1]);
+        assert_eq!(Params::pieces(&items[..0], 60).count(), 0);
+        assert_eq!(
+            Params::pieces(&items[..3], 0).count(),
+            3,
+            "at least one row each"
+        );
+        // A burst's remainders, 1 to 59 rows: six sizes of statement, not 59.
+        let mut sizes: Vec<usize> = (1..60)
+            .flat_map(|n| Params::pieces(&items[..n], 60).map(<[u32]>::len))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        assert_eq!(sizes, [1, 2, 4, 8, 16, 32]);
     }
 }

@@ -113,7 +113,7 @@ async fn end_runs(conn: &mut Conn, batch: &[FinishRun]) -> Result<Vec<bool>, Sto
     }
     let mut ended = Vec::with_capacity(batch.len());
     let params = Params::of(conn);
-    for chunk in batch.chunks(params.rows_per_statement(6)) {
+    for chunk in Params::pieces(batch, params.rows_per_statement(6)) {
         let values = params.rows(chunk.len(), 6, 1);
         let update = format!(
             "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
@@ -370,7 +370,7 @@ async fn write_streaks(conn: &mut Conn, routines: &[PerRoutine<'_>]) -> Result<(
         } else {
             by
         };
-        for chunk in ids.chunks(params.rows_per_statement(1)) {
+        for chunk in Params::pieces(ids, params.rows_per_statement(1)) {
             // A reset leaves alone the rows already at it: most runs
             // succeed, and a routine's row written for nothing is pages
             // for the WAL and the checkpoint.

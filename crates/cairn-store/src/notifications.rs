@@ -110,7 +110,7 @@ pub(crate) async fn insert_notifications(
         conn.publish(Topic::Notifications).await?;
     }
     let params = Params::of(&**conn);
-    for chunk in all.chunks(params.rows_per_statement(17)) {
+    for chunk in Params::pieces(all, params.rows_per_statement(17)) {
         let sql = format!(
             "INSERT INTO notifications ({COLUMNS}) VALUES {}",
             params.rows(chunk.len(), 17, 1)
@@ -125,7 +125,7 @@ pub(crate) async fn insert_notifications(
                 .bind(n.body.clone())
                 .bind(n.priority.as_str())
                 .bind(json(&n.tags, "tags")?)
-                .bind(n.data.as_ref().map(|d| d.to_string()))
+                .bind(n.data.as_ref().map(|d| json(d, "data")).transpose()?)
                 .bind(n.source.clone())
                 .bind(micros(n.created_at))
                 .bind(n.status.as_str())

@@ -111,7 +111,7 @@ impl BatchState {
         }
         let params = Params::of(conn);
         let ids: Vec<&String> = marks.iter().map(|(id, _)| id).collect();
-        for chunk in ids.chunks(params.rows_per_statement(1)) {
+        for chunk in Params::pieces(&ids, params.rows_per_statement(1)) {
             let sql = format!(
                 "UPDATE routine_runs SET queued_at = started_at WHERE id IN {}",
                 params.rows(1, chunk.len(), 1)

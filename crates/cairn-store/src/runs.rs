@@ -36,7 +36,7 @@ pub(crate) async fn prune(
 ) -> Result<u64, StoreError> {
     let mut deleted = 0;
     let params = Params::of(conn);
-    for chunk in routine_ids.chunks(params.rows_per_statement(1)) {
+    for chunk in Params::pieces(routine_ids, params.rows_per_statement(1)) {
         let over = beyond(conn, params, chunk, keep).await?;
         for routines in over.chunks(PRUNED_PER_STATEMENT) {
             // A routine's `count - keep` oldest runs are the ones past its
@@ -163,7 +163,7 @@ pub(crate) async fn insert(conn: &mut Conn, run: &RoutineRun) -> Result<u64, sql
 pub(crate) async fn insert_many(conn: &mut Conn, runs: &[RoutineRun]) -> Result<u64, sqlx::Error> {
     let mut recorded = 0;
     let params = Params::of(conn);
-    for chunk in runs.chunks(params.rows_per_statement(17)) {
+    for chunk in Params::pieces(runs, params.rows_per_statement(17)) {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(params, chunk.len())));
         for run in chunk {
             query = query
@@ -270,7 +270,7 @@ pub(crate) async fn mark_claimed(
         .execute(&mut *conn)
         .await?;
     let params = Params::of(conn);
-    for chunk in ids.chunks(params.rows_per_statement(1) - 1) {
+    for chunk in Params::pieces(ids, params.rows_per_statement(1) - 1) {
         let sql = format!(
             "UPDATE routine_runs SET claim_id = {} WHERE id IN {}",
             params.one(1),
@@ -426,7 +426,7 @@ impl Store {
         let mut conn = self.pool().acquire().await?;
         let params = Params::of(&*conn);
         let mut running = HashSet::with_capacity(ids.len());
-        for chunk in ids.chunks(params.rows_per_statement(1)) {
+        for chunk in Params::pieces(ids, params.rows_per_statement(1)) {
             let sql = format!(
                 "SELECT id FROM routine_runs WHERE status = 'running' AND id IN {}",
                 params.rows(1, chunk.len(), 1)
