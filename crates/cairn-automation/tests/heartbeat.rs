@@ -325,7 +325,7 @@ fn request(routine: &Routine, state: &serde_json::Value, slot: DateTime<Utc>) ->
     let mut routine = routine.clone();
     routine.runtime.state = state.clone();
     ActionRequest {
-        routine,
+        routine: routine.into(),
         run_id: uuid::Uuid::now_v7(),
         fire: FireContext {
             trigger_type: "cron".into(),

@@ -194,7 +194,7 @@ impl Env {
         };
         self.store.start_run(&run).await.unwrap();
         ActionRequest {
-            routine,
+            routine: routine.into(),
             run_id: run.id,
             fire: FireContext {
                 trigger_type: "manual".into(),

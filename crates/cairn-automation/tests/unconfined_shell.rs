@@ -68,7 +68,7 @@ async fn run_once(workspace: &std::path::Path) -> (RunStatus, String) {
     let routine = Routine::new(spec("shell"), "ada", now);
     let outcome = actions
         .execute(ActionRequest {
-            routine,
+            routine: routine.into(),
             run_id: Uuid::now_v7(),
             fire: FireContext {
                 trigger_type: "manual".into(),

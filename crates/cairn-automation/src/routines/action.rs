@@ -2,6 +2,8 @@
 //! when a routine runs and records the run; an [`ActionExecutor`] does the
 //! work and says how it went.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use cairn_core::routine::{Routine, RunStatus};
 use chrono::{DateTime, Utc};
@@ -25,8 +27,9 @@ pub struct FireContext {
 /// One run for an executor to carry out.
 #[derive(Debug, Clone)]
 pub struct ActionRequest {
-    /// The routine as it was when the run was admitted.
-    pub routine: Routine,
+    /// The routine as it was when the run was admitted (shared: each try's
+    /// request is the run's routine, not a copy of it).
+    pub routine: Arc<Routine>,
     /// The run's id (already recorded as `running`).
     pub run_id: Uuid,
     /// Why it runs.

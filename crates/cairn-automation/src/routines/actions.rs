@@ -554,8 +554,7 @@ impl ActionExecutor for AgentActions {
                 None => ActionOutcome::failed(self.missing_agent(agent)),
             };
         }
-        let action = request.routine.spec.action.clone();
-        match &action {
+        match &request.routine.spec.action {
             RoutineAction::Lightweight {
                 prompt,
                 context_paths,

@@ -126,6 +126,8 @@ impl RoutineEngine {
         note: Option<String>,
     ) {
         let inner = &self.inner;
+        // Shared with each try's request rather than copied into it.
+        let routine = Arc::new(routine);
         // No receivers is not an error: nobody is watching.
         let _ = inner.runs.send(RunEvent::Started {
             routine: routine.spec.name.clone(),

@@ -65,7 +65,7 @@ impl RoutineEngine {
     /// shutdown, or `cancel_other` replacing the run).
     pub(super) async fn carry_out(
         &self,
-        routine: &Routine,
+        routine: &Arc<Routine>,
         run: &RoutineRun,
         fire: &FireContext,
         cancel: &CancellationToken,
@@ -86,7 +86,7 @@ impl RoutineEngine {
 
     async fn tries(
         &self,
-        routine: &Routine,
+        routine: &Arc<Routine>,
         run: &RoutineRun,
         fire: &FireContext,
         cancel: &CancellationToken,
@@ -150,14 +150,14 @@ impl RoutineEngine {
     /// [`STOP_GRACE`], so a job it started is stopped before anything else.
     async fn one_try(
         &self,
-        routine: &Routine,
+        routine: &Arc<Routine>,
         run: &RoutineRun,
         fire: &FireContext,
         token: CancellationToken,
     ) -> TryEnd {
         let clock = &self.inner.clock;
         let request = ActionRequest {
-            routine: routine.clone(),
+            routine: Arc::clone(routine),
             run_id: run.id,
             fire: fire.clone(),
             cancel: token.clone(),
