@@ -47,9 +47,20 @@ impl Params {
 
     /// Parameter number `n` (from 1).
     pub(crate) fn one(self, n: usize) -> String {
+        let mut sql = String::new();
+        self.push(&mut sql, n);
+        sql
+    }
+
+    /// Writes parameter number `n` (from 1) onto `sql`.
+    fn push(self, sql: &mut String, n: usize) {
+        use std::fmt::Write as _;
         match self {
-            Params::Numbered => format!("${n}"),
-            Params::InOrder => "?".to_string(),
+            // Writing to a `String` cannot fail.
+            Params::Numbered => {
+                let _ = write!(sql, "${n}");
+            }
+            Params::InOrder => sql.push('?'),
         }
     }
 
@@ -94,7 +105,6 @@ impl Params {
     /// Written in place: a burst's statements carry a thousand of them, and
     /// a `String` each was a tenth of a run end's cost to the writer.
     pub(crate) fn rows(self, rows: usize, columns: usize, first: usize) -> String {
-        use std::fmt::Write as _;
         let mut sql = String::with_capacity(rows * columns * 6);
         for row in 0..rows {
             if row > 0 {
@@ -105,13 +115,7 @@ impl Params {
                 if column > 0 {
                     sql.push_str(", ");
                 }
-                match self {
-                    // Writing to a `String` cannot fail.
-                    Params::Numbered => {
-                        let _ = write!(sql, "${}", first + row * columns + column);
-                    }
-                    Params::InOrder => sql.push('?'),
-                }
+                self.push(&mut sql, first + row * columns + column);
             }
             sql.push(')');
         }
