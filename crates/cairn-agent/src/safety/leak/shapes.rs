@@ -9,27 +9,61 @@
 
 use std::sync::LazyLock;
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
 
 use super::scanner::LeakHit;
 
-/// (kind, regex, whether the match must look random).
-const SHAPES: &[(&str, &str, bool)] = &[
-    ("anthropic", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", true),
+/// (kind, regex, whether the match must look random, the literals every
+/// match begins with).
+const SHAPES: &[(&str, &str, bool, &[&str])] = &[
+    (
+        "anthropic",
+        r"\bsk-ant-[A-Za-z0-9_\-]{20,}",
+        true,
+        &["sk-ant-"],
+    ),
     (
         "openai",
         r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
         true,
+        &["sk-"],
     ),
-    ("slack", r"\bxox[bp]-[0-9]{6,}-[A-Za-z0-9\-]{8,}", false),
-    ("slack", r"\bxapp-[0-9]-[A-Za-z0-9\-]{10,}", false),
-    ("github", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", false),
-    ("github", r"\bgithub_pat_[A-Za-z0-9_]{40,}", false),
-    ("aws", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", false),
+    (
+        "slack",
+        r"\bxox[bp]-[0-9]{6,}-[A-Za-z0-9\-]{8,}",
+        false,
+        &["xoxb-", "xoxp-"],
+    ),
+    (
+        "slack",
+        r"\bxapp-[0-9]-[A-Za-z0-9\-]{10,}",
+        false,
+        &["xapp-"],
+    ),
+    (
+        "github",
+        r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
+        false,
+        &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+    ),
+    (
+        "github",
+        r"\bgithub_pat_[A-Za-z0-9_]{40,}",
+        false,
+        &["github_pat_"],
+    ),
+    (
+        "aws",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        false,
+        &["AKIA", "ASIA"],
+    ),
     (
         "private-key",
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
         false,
+        &["-----BEGIN"],
     ),
 ];
 
@@ -41,12 +75,29 @@ pub const LONGEST_SHORTEST_MATCH: usize = 51;
 static COMPILED: LazyLock<Vec<(&'static str, Regex, bool)>> = LazyLock::new(|| {
     SHAPES
         .iter()
-        .filter_map(|(kind, source, random)| Regex::new(source).ok().map(|r| (*kind, r, *random)))
+        .filter_map(|(kind, source, random, _)| {
+            Regex::new(source).ok().map(|r| (*kind, r, *random))
+        })
         .collect()
 });
 
+/// Every shape's first literals in one automaton: a text holding none of
+/// them (nearly every text: a notification, a tool's output) is passed in
+/// one scan instead of a search per shape. `None` only if it cannot be
+/// built; then every shape is searched.
+static STARTS: LazyLock<Option<AhoCorasick>> =
+    LazyLock::new(|| AhoCorasick::new(SHAPES.iter().flat_map(|(.., starts)| starts.iter())).ok());
+
 /// Every key shape in `text`, named `shape:KIND`, earliest first, without overlaps.
 pub fn find(text: &str) -> Vec<LeakHit> {
+    if STARTS.as_ref().is_some_and(|starts| !starts.is_match(text)) {
+        return Vec::new();
+    }
+    search(text)
+}
+
+/// [`find`] by every shape's regex.
+fn search(text: &str) -> Vec<LeakHit> {
     let mut hits: Vec<LeakHit> = Vec::new();
     for (kind, regex, random) in COMPILED.iter() {
         for m in regex.find_iter(text) {
@@ -85,6 +136,46 @@ mod tests {
     #[test]
     fn every_shape_compiles() {
         assert_eq!(COMPILED.len(), SHAPES.len());
+        assert!(STARTS.is_some());
+    }
+
+    #[test]
+    fn the_literals_pass_every_way_a_shape_begins() {
+        // A key for each branch of each shape's beginning: the automaton
+        // must let every one through to the regexes.
+        let tail = "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3Ab4";
+        let mut texts = vec![
+            format!("sk-ant-{tail}"),
+            format!("sk-{tail}"),
+            format!("sk-proj-{tail}"),
+            format!("sk-svcacct-{tail}"),
+            format!("sk-admin-{tail}"),
+            format!("xoxb-123456789-{tail}"),
+            format!("xoxp-123456789-{tail}"),
+            format!("xapp-1-{tail}"),
+            format!("github_pat_{tail}"),
+            "AKIAIOSFODNN7EXAMPLE".to_string(),
+            "ASIAIOSFODNN7EXAMPLE".to_string(),
+        ];
+        texts.extend("pousr".chars().map(|c| format!("gh{c}_{tail}")));
+        // Last: a block without its end runs to the end of the text.
+        texts.push("-----BEGIN RSA PRIVATE KEY-----\nAAAA".to_string());
+        for text in &texts {
+            assert_eq!(find(text).len(), 1, "{text}");
+            assert_eq!(find(text), search(text), "{text}");
+        }
+        let all = texts.join(" and then ");
+        assert_eq!(find(&all).len(), texts.len());
+        assert_eq!(find(&all), search(&all));
+        assert_eq!(
+            texts.len(),
+            SHAPES
+                .iter()
+                .map(|(.., starts)| starts.len())
+                .sum::<usize>()
+                + 3,
+            "a literal added to SHAPES needs its key here"
+        );
     }
 
     #[test]
