@@ -50,8 +50,9 @@ pub const COMPONENT_CHANGED: &str = "component.changed";
 pub struct Event {
     /// Its number, increasing from 1 in this process.
     pub id: u64,
-    /// What happened (`routine.run.finished`, …).
-    pub kind: String,
+    /// What happened (`routine.run.finished`, …): one of this module's
+    /// constants, so a burst's thousands of events allocate no name.
+    pub kind: &'static str,
     /// When it was published.
     pub at: DateTime<Utc>,
     /// The event's own fields, as the source gave them.
@@ -167,7 +168,7 @@ impl EventBus {
 
     /// Publishes an event of `kind` with the fields of `data` (an object;
     /// anything else is kept under `data`).
-    pub fn publish(&self, kind: &str, data: Value) -> Arc<Event> {
+    pub fn publish(&self, kind: &'static str, data: Value) -> Arc<Event> {
         let data = match data {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -176,11 +177,11 @@ impl EventBus {
         self.publish_data(kind, Data::Fields(data))
     }
 
-    fn publish_data(&self, kind: &str, data: Data) -> Arc<Event> {
+    fn publish_data(&self, kind: &'static str, data: Data) -> Arc<Event> {
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         let event = Arc::new(Event {
             id: ring.next_id,
-            kind: kind.to_string(),
+            kind,
             at: self.clock.now(),
             data,
         });

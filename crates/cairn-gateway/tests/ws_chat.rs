@@ -140,7 +140,7 @@ async fn an_approved_tool_call_runs_and_a_denied_one_does_not() {
 
     // The tool calls went to the event bus with their channel.
     let replay = events.subscribe(Some(0));
-    let kinds: Vec<&str> = replay.events.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = replay.events.iter().map(|e| e.kind).collect();
     assert!(
         kinds.contains(&"tool.started") && kinds.contains(&"tool.finished"),
         "{kinds:?}"

@@ -388,7 +388,7 @@ pub fn unknown_channel(name: &str, channels: &ChannelSet) -> String {
 
 /// What leak detection reads of a notification.
 fn leak_text(n: &Notification) -> String {
-    format!("{}\n{}", n.title, n.body)
+    [n.title.as_str(), n.body.as_str()].join("\n")
 }
 
 /// Whose a notification is, for a leak record: a routine run's names the
