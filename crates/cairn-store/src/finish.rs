@@ -350,6 +350,27 @@ impl PerRoutine<'_> {
     }
 }
 
+/// Failing routines read at most by [`failing_routines`]: past this many, a
+/// batch's resets look up each of its routines instead.
+pub const FAILING_READ_MOST: usize = 256;
+
+/// The routines whose failure streak is not 0, or `None` when there are
+/// more than [`FAILING_READ_MOST`]. The condition is the `routines_failing`
+/// partial index's own, written out, so the planner reads that index.
+async fn failing_routines(conn: &mut Conn) -> Result<Option<HashSet<String>>, StoreError> {
+    let rows = sqlx::query("SELECT id FROM routines WHERE consecutive_failures <> 0 LIMIT $1")
+        .bind(i64::try_from(FAILING_READ_MOST + 1).unwrap_or(i64::MAX))
+        .fetch_all(&mut *conn)
+        .await?;
+    if rows.len() > FAILING_READ_MOST {
+        return Ok(None);
+    }
+    rows.iter()
+        .map(|row| Cols(row).text("id"))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
 /// Writes the batch's failure streaks: routines with the same change share
 /// a statement (a chunk of them per statement).
 async fn write_streaks(conn: &mut Conn, routines: &[PerRoutine<'_>]) -> Result<(), StoreError> {
@@ -361,6 +382,14 @@ async fn write_streaks(conn: &mut Conn, routines: &[PerRoutine<'_>]) -> Result<(
             Streak::Set(n) => (false, n),
         };
         groups.entry(key).or_default().push(r.id.to_string());
+    }
+    // A reset to 0 (every run that succeeds) changes only a routine whose
+    // streak runs: those are read from their own index, nearly always
+    // none, rather than each routine of the batch looked up.
+    if let Some(reset) = groups.get_mut(&(false, 0))
+        && let Some(failing) = failing_routines(conn).await?
+    {
+        reset.retain(|id| failing.contains(id));
     }
     let params = Params::of(conn);
     for ((add, n), ids) in &groups {

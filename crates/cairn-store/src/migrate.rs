@@ -203,6 +203,12 @@ pub static MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/0030_runs_running_by_routine.sql"),
         postgres: include_str!("../migrations/0030_runs_running_by_routine.sql"),
     },
+    Migration {
+        version: 31,
+        name: "routines_failing",
+        sqlite: include_str!("../migrations/0031_routines_failing.sql"),
+        postgres: include_str!("../migrations/0031_routines_failing.sql"),
+    },
 ];
 
 /// The last version the baseline schema stands for: a fresh database is

@@ -3,7 +3,7 @@
 //! statement, with the same verdicts as one admission at a time.
 
 use cairn_core::routine::{Overlap, Routine, RoutineRun, RunStatus};
-use cairn_store::{Admission, Admitted, AsRead, FinishRun, Store};
+use cairn_store::{Admission, Admitted, AsRead, FAILING_READ_MOST, FinishRun, Store};
 
 use crate::admission::ended;
 use crate::fixture::Fixture;
@@ -208,6 +208,82 @@ pub async fn a_burst_of_run_ends_keeps_each_routines_streak_and_retention(fx: &F
             r.spec.name
         );
     }
+}
+
+/// Runs of `routines` started at `secs` and ended with `status` in one batch.
+async fn end_one_run_each(store: &Store, routines: &[Routine], status: RunStatus, secs: i64) {
+    let fires: Vec<_> = routines
+        .iter()
+        .map(|r| (Admission::default(), vec![run_for(r, None, at(secs))]))
+        .collect();
+    let admitted = store.admit_runs(&fires).await.unwrap();
+    assert!(admitted.iter().all(|a| *a == Admitted::Started));
+    let ends: Vec<FinishRun> = fires
+        .iter()
+        .map(|(_, runs)| FinishRun {
+            run_id: runs[0].id,
+            routine_id: runs[0].routine_id,
+            outcome: ended(status, secs + 1),
+            notification: None,
+            auto_pause: None,
+        })
+        .collect();
+    let done = store.finish_runs(&ends).await.unwrap();
+    assert!(done.iter().all(|f| f.ended));
+}
+
+/// A run that succeeds resets its own routine's failure streak and no
+/// other's, whether the routines failing are few (read from their index)
+/// or more than that read takes (each routine of the batch looked up).
+pub async fn a_success_resets_its_own_streak_however_many_are_failing(fx: &Fixture) {
+    const { assert!(BURST > FAILING_READ_MOST + 20) };
+    let mut routines = stored_burst(&fx.store, "streak").await;
+    // In id order: the routines a bounded read of the failing ones leaves
+    // out are the last.
+    routines.sort_by_key(|r| r.id);
+    let streaks = |fx: &Fixture| {
+        let store = fx.store.clone();
+        let ids: Vec<_> = routines.iter().map(|r| r.id).collect();
+        async move {
+            let mut out = Vec::new();
+            for id in ids {
+                let got = store.get_routine(id).await.unwrap().unwrap();
+                out.push(got.runtime.consecutive_failures);
+            }
+            out
+        }
+    };
+    end_one_run_each(&fx.store, &routines, RunStatus::Failed, 1).await;
+    // More failing than the read takes: every routine of the batch looked up.
+    let last = BURST - 10;
+    end_one_run_each(&fx.store, &routines[last..], RunStatus::Ok, 10).await;
+    let want: Vec<u32> = (0..BURST).map(|i| u32::from(i < last)).collect();
+    assert_eq!(streaks(fx).await, want);
+    // Few failing now (half the read's bound): only those of a batch reset.
+    let few = last - FAILING_READ_MOST / 2;
+    end_one_run_each(&fx.store, &routines[..few], RunStatus::Ok, 20).await;
+    end_one_run_each(
+        &fx.store,
+        &routines[few + 1..few + 2],
+        RunStatus::Failed,
+        30,
+    )
+    .await;
+    // One already at 0 left as it is, ten failing reset, one failing twice kept.
+    let mut batch = vec![routines[BURST - 1].clone()];
+    batch.extend_from_slice(&routines[few + 2..few + 12]);
+    end_one_run_each(&fx.store, &batch, RunStatus::Ok, 40).await;
+    let want: Vec<u32> = (0..BURST)
+        .map(|i| match i {
+            i if i < few => 0,
+            i if i == few => 1,
+            i if i == few + 1 => 2,
+            i if i < few + 12 => 0,
+            i if i < last => 1,
+            _ => 0,
+        })
+        .collect();
+    assert_eq!(streaks(fx).await, want);
 }
 
 /// A batch of ends over several statements' chunks in which two runs had
