@@ -3,8 +3,10 @@
 //! commits take them in a burst), each end with its notification, on
 //! SQLite. A burst's runs are done no sooner than the writer gets through
 //! their ends, so this is the floor under `scripts/bench-burst.sh`'s done
-//! p99. Prints JSON: microseconds per run end (median of rounds, and the
-//! best), each round on a fresh database. Run:
+//! p99. Each end's values are encoded first, as the engine encodes them on
+//! the run's own task ([`EncodedEnd`]), and timed apart. Prints JSON:
+//! microseconds per run end of the writer (median of rounds, and the
+//! best) and of the encoding, each round on a fresh database. Run:
 //! `cargo bench -p cairn-store --bench run_ends` (figures in
 //! docs/performance.md).
 #![expect(clippy::unwrap_used, reason = "a benchmark stops at the first failure")]
@@ -14,7 +16,7 @@ use std::time::Instant;
 
 use cairn_core::notification::{NewNotification, Notification, Priority};
 use cairn_core::routine::{Routine, RoutineRun, RoutineSpec, RunStatus, SpecFormat};
-use cairn_store::{Admission, FinishRun, RunOutcome, Store};
+use cairn_store::{Admission, EncodedEnd, FinishRun, RunOutcome, Store};
 use chrono::{Duration, Utc};
 use serde_json::json;
 use sqlx::Connection;
@@ -97,7 +99,7 @@ fn end(r: &Routine, run: &RoutineRun) -> FinishRun {
 }
 
 /// Microseconds per run end over one burst on a fresh database.
-async fn round(dir: &std::path::Path, n: usize) -> f64 {
+async fn round(dir: &std::path::Path, n: usize) -> Round {
     let url = format!("sqlite://{}/r{n}.db", dir.display());
     let (store, _) = Store::open(&url).await.unwrap();
     let routines: Vec<Routine> = (0..ROUTINES).map(routine).collect();
@@ -125,14 +127,31 @@ async fn round(dir: &std::path::Path, n: usize) -> f64 {
         .await
         .unwrap();
     other.close().await.unwrap();
+    // Each end's values encoded as the engine encodes them, on the run's
+    // own task: timed apart, since that work is spread over the runtime's
+    // threads rather than the one writer's.
     let started = Instant::now();
-    for batch in ends.chunks(COMMIT) {
-        let done = store.finish_runs(batch).await.unwrap();
+    let encoded: Vec<EncodedEnd> = ends
+        .into_iter()
+        .map(|e| EncodedEnd::new(e).unwrap())
+        .collect();
+    let encode = started.elapsed().as_secs_f64() * 1e6 / ROUTINES as f64;
+    let started = Instant::now();
+    for batch in encoded.chunks(COMMIT) {
+        let done = store.finish_encoded(batch, &[]).await.unwrap();
         assert!(done.iter().all(|f| f.ended));
     }
-    let micros = started.elapsed().as_secs_f64() * 1e6 / ROUTINES as f64;
+    let write = started.elapsed().as_secs_f64() * 1e6 / ROUTINES as f64;
     store.close().await;
-    micros
+    Round { write, encode }
+}
+
+/// One round's microseconds per run end.
+struct Round {
+    /// The writer's: the batches' transactions.
+    write: f64,
+    /// Encoding the ends' values, before.
+    encode: f64,
 }
 
 #[tokio::main]
@@ -142,13 +161,18 @@ async fn main() {
     for n in 0..ROUNDS {
         rounds.push(round(dir.path(), n).await);
     }
-    rounds.sort_by(f64::total_cmp);
+    let mut write: Vec<f64> = rounds.iter().map(|r| r.write).collect();
+    let mut encode: Vec<f64> = rounds.iter().map(|r| r.encode).collect();
+    write.sort_by(f64::total_cmp);
+    encode.sort_by(f64::total_cmp);
+    let two = |x: f64| (x * 100.0).round() / 100.0;
     let out = json!({
         "bench": "run_ends",
         "runs": ROUTINES,
         "commit": COMMIT,
-        "micros_per_end_median": (rounds[ROUNDS / 2] * 100.0).round() / 100.0,
-        "micros_per_end_best": (rounds[0] * 100.0).round() / 100.0,
+        "micros_per_end_median": two(write[ROUNDS / 2]),
+        "micros_per_end_best": two(write[0]),
+        "encode_micros_per_end_median": two(encode[ROUNDS / 2]),
     });
     println!("{out}");
 }

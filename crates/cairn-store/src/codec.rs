@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx_core::any::{AnyArguments, AnyValueKind};
 use uuid::Uuid;
 
 use crate::StoreError;
@@ -129,6 +130,35 @@ pub(crate) fn json<T: Serialize>(value: &T, what: &str) -> Result<String, StoreE
         what: what.to_string(),
         message: e.to_string(),
     })
+}
+
+/// One row's values for a multi-row statement, encoded ahead of the write:
+/// made where the caller runs (a run's end on its own task), so the one
+/// writer shares them into its statement instead of making them.
+pub(crate) type RowValues = std::sync::Arc<[AnyValueKind]>;
+
+/// A row's values, bound by `bind` in the statement's column order with the
+/// same Rust types a `sqlx::query(..).bind(..)` would take.
+pub(crate) fn row_values(
+    what: &str,
+    bind: impl FnOnce(&mut AnyArguments) -> Result<(), sqlx::error::BoxDynError>,
+) -> Result<RowValues, StoreError> {
+    let mut args = AnyArguments::default();
+    bind(&mut args).map_err(|e| StoreError::Corrupt {
+        what: what.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(args.values.0.into())
+}
+
+/// The arguments of one statement carrying `rows`, in order: shared, not
+/// copied (a text value is a reference count).
+pub(crate) fn statement_args<'a>(rows: impl IntoIterator<Item = &'a RowValues>) -> AnyArguments {
+    let mut args = AnyArguments::default();
+    for row in rows {
+        args.values.0.extend(row.iter().cloned());
+    }
+    args
 }
 
 /// Typed reads from a row, with errors that name the column.

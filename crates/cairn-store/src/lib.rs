@@ -60,7 +60,7 @@ pub use channels::{ChannelPairing, ChannelUser};
 pub use connect::{Backend, Store, sqlite_file};
 pub use daemons::DaemonRecord;
 pub use error::StoreError;
-pub use finish::{AutoPause, FAILING_READ_MOST, FinishRun, Finished};
+pub use finish::{AutoPause, EncodedEnd, FAILING_READ_MOST, FinishRun, Finished};
 pub use gateway::{ApiToken, NewApiToken, PairOutcome, PairingState};
 pub use idempotency::IdempotencyClaim;
 pub use jobs::{INTERRUPTED_PENDING, INTERRUPTED_RUNNING, JobFilter, JobRepair};

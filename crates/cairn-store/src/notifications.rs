@@ -6,17 +6,19 @@ use std::time::Duration;
 
 use cairn_core::notification::{DeliveryAttempt, DeliveryStatus, Notification};
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{Arguments as _, Row};
 use uuid::Uuid;
 
-use crate::codec::{Cols, Params, json, micros, micros_opt};
+use crate::codec::{Cols, Params, RowValues, json, micros, micros_opt, row_values, statement_args};
 use crate::connect::WriteTx;
 use crate::signal::Topic;
 use crate::{Store, StoreError};
 
 const COLUMNS: &str = "id, user_id, channel, title, body, priority, tags, data, source, created_at, \
      status, attempts, next_attempt_at, delivered_at, last_error, in_inbox, read_at";
+/// How many values a row of [`COLUMNS`] takes.
+const NOTIFICATION_VALUES: usize = 17;
 
 /// How a delivery attempt ended, for [`Store::record_attempt`].
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +101,31 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
     })
 }
 
+/// A notification's row, encoded ahead of the write (see [`RowValues`]).
+pub(crate) fn notification_values(n: &Notification) -> Result<RowValues, StoreError> {
+    let tags = json(&n.tags, "tags")?;
+    let data = n.data.as_ref().map(|d| json(d, "data")).transpose()?;
+    row_values("notifications", |a| {
+        a.add(n.id.to_string())?;
+        a.add(n.user_id.clone())?;
+        a.add(n.channel.clone())?;
+        a.add(n.title.clone())?;
+        a.add(n.body.clone())?;
+        a.add(n.priority.as_str())?;
+        a.add(tags)?;
+        a.add(data)?;
+        a.add(n.source.clone())?;
+        a.add(micros(n.created_at))?;
+        a.add(n.status.as_str())?;
+        a.add(i64::from(n.attempts))?;
+        a.add(micros_opt(n.next_attempt_at))?;
+        a.add(micros_opt(n.delivered_at))?;
+        a.add(n.last_error.clone())?;
+        a.add(i64::from(n.in_inbox))?;
+        a.add(micros_opt(n.read_at))
+    })
+}
+
 /// Records notifications, a multi-row `INSERT` per chunk (one statement,
 /// so one round-trip to SQLite's worker thread, for a whole batch), and
 /// publishes them to dispatchers when any is pending.
@@ -106,37 +133,33 @@ pub(crate) async fn insert_notifications(
     conn: &mut WriteTx,
     all: &[&Notification],
 ) -> Result<(), StoreError> {
-    if all.iter().any(|n| n.status == DeliveryStatus::Pending) {
+    let rows = all
+        .iter()
+        .map(|n| notification_values(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let pending = all.iter().any(|n| n.status == DeliveryStatus::Pending);
+    insert_notification_rows(conn, pending, &rows).await
+}
+
+/// [`insert_notifications`] of rows encoded ahead ([`notification_values`]);
+/// `pending` says whether any is pending.
+pub(crate) async fn insert_notification_rows(
+    conn: &mut WriteTx,
+    pending: bool,
+    rows: &[RowValues],
+) -> Result<(), StoreError> {
+    if pending {
         conn.publish(Topic::Notifications).await?;
     }
     let params = Params::of(&**conn);
-    for chunk in Params::pieces(all, params.rows_per_statement(17)) {
+    for chunk in Params::pieces(rows, params.rows_per_statement(NOTIFICATION_VALUES)) {
         let sql = format!(
             "INSERT INTO notifications ({COLUMNS}) VALUES {}",
-            params.rows(chunk.len(), 17, 1)
+            params.rows(chunk.len(), NOTIFICATION_VALUES, 1)
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for n in chunk {
-            q = q
-                .bind(n.id.to_string())
-                .bind(n.user_id.clone())
-                .bind(n.channel.clone())
-                .bind(n.title.clone())
-                .bind(n.body.clone())
-                .bind(n.priority.as_str())
-                .bind(json(&n.tags, "tags")?)
-                .bind(n.data.as_ref().map(|d| json(d, "data")).transpose()?)
-                .bind(n.source.clone())
-                .bind(micros(n.created_at))
-                .bind(n.status.as_str())
-                .bind(i64::from(n.attempts))
-                .bind(micros_opt(n.next_attempt_at))
-                .bind(micros_opt(n.delivered_at))
-                .bind(n.last_error.clone())
-                .bind(i64::from(n.in_inbox))
-                .bind(micros_opt(n.read_at));
-        }
-        q.execute(&mut **conn).await?;
+        sqlx::query_with(sqlx::AssertSqlSafe(sql), statement_args(chunk))
+            .execute(&mut **conn)
+            .await?;
     }
     Ok(())
 }

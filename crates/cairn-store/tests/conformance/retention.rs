@@ -2,7 +2,7 @@
 //! a run still running or waiting keeps its place and is never deleted.
 
 use cairn_core::routine::RunStatus;
-use cairn_store::{Admission, Admitted, FinishRun};
+use cairn_store::{Admission, Admitted, EncodedEnd, FinishRun};
 
 use crate::admission::{admit, ended};
 use crate::fixture::Fixture;
@@ -99,7 +99,10 @@ pub async fn a_later_batch_prunes_the_routines_named_to_it(fx: &Fixture) {
     last.outcome.retain = Some(2);
     let done = fx
         .store
-        .finish_runs_pruning(&[last], &[(apart.id, 1), (inside.id, 3)])
+        .finish_encoded(
+            &[EncodedEnd::new(last).unwrap()],
+            &[(apart.id, 1), (inside.id, 3)],
+        )
         .await
         .unwrap();
     assert!(done[0].ended);

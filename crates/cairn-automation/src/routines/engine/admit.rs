@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use cairn_core::routine::RoutineRun;
-use cairn_store::{Admission, Admitted, FinishRun, Finished, Store, StoreError};
+use cairn_store::{Admission, Admitted, EncodedEnd, FinishRun, Finished, Store, StoreError};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -215,7 +215,7 @@ impl AdmitQueue {
 /// they put off.
 #[derive(Default)]
 pub(super) struct FinishQueue {
-    commits: GroupCommit<FinishRun, Finished>,
+    commits: GroupCommit<EncodedEnd, Finished>,
     /// Routines whose runs ended in a burst's batch (a large one, or one
     /// with more waiting behind it), with the runs they keep: pruned by
     /// the next small batch or the empty one closing the busy spell. A
@@ -235,12 +235,14 @@ impl FinishQueue {
     }
 
     /// Ends one run (and records its notification), batched with whatever
-    /// else is waiting; what ending it did.
+    /// else is waiting; what ending it did. Its values are encoded here, on
+    /// the run's own task, not by the one writer (see [`EncodedEnd`]).
     pub(super) async fn finish(
         &self,
         store: &Store,
         run: FinishRun,
     ) -> Result<Finished, StoreError> {
+        let run = EncodedEnd::new(run)?;
         let store = store.clone();
         let put_off = self.put_off.clone();
         self.commits
@@ -258,7 +260,7 @@ impl FinishQueue {
 async fn finish_batch(
     store: &Store,
     put_off: &Mutex<HashMap<Uuid, u32>>,
-    mut batch: Vec<FinishRun>,
+    mut batch: Vec<EncodedEnd>,
     more: bool,
 ) -> Result<Vec<Finished>, StoreError> {
     let lock = || put_off.lock().unwrap_or_else(|p| p.into_inner());
@@ -266,12 +268,12 @@ async fn finish_batch(
         {
             let mut put_off = lock();
             for end in &mut batch {
-                if let Some(keep) = end.outcome.retain.take() {
-                    put_off.insert(end.routine_id, keep);
+                if let Some(keep) = end.take_retain() {
+                    put_off.insert(end.end().routine_id, keep);
                 }
             }
         }
-        return store.finish_runs(&batch).await;
+        return store.finish_encoded(&batch, &[]).await;
     }
     let prune: Vec<(Uuid, u32)> = {
         let mut put_off = lock();
@@ -280,7 +282,7 @@ async fn finish_batch(
     if batch.is_empty() && prune.is_empty() {
         return Ok(Vec::new());
     }
-    let done = store.finish_runs_pruning(&batch, &prune).await;
+    let done = store.finish_encoded(&batch, &prune).await;
     if done.is_err() {
         let mut put_off = lock();
         for (routine, keep) in prune {
