@@ -20,6 +20,14 @@ impl LiveRuns {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Uuid, LiveRun>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Stops every run being carried out (the engine is stopping; a run
+    /// that begins after sees `stop_runs` cancelled and stops itself).
+    pub(super) fn cancel_all(&self) {
+        for live in self.lock().values() {
+            live.cancel.cancel();
+        }
+    }
 }
 
 /// A recorded run to carry out, with what its action is told of the fire.
@@ -134,11 +142,19 @@ impl RoutineEngine {
             run_id: run.id,
             trigger: run.trigger_type.clone(),
         });
+        // A token of its own, not a child of `stop_runs`: a child joins and
+        // leaves its parent's list under the parent's lock, one lock every
+        // run of a burst took twice. The engine's stop cancels the live
+        // runs' tokens one by one instead (`LiveRuns::cancel_all`); a run
+        // put in the list after that sees `stop_runs` here.
         let live = LiveRun {
-            cancel: inner.stop_runs.child_token(),
+            cancel: CancellationToken::new(),
             replaced: Arc::default(),
         };
         inner.live.lock().insert(run.id, live.clone());
+        if inner.stop_runs.is_cancelled() {
+            live.cancel.cancel();
+        }
         let carried = self.carry_out(&routine, &run, &fire, &live.cancel).await;
         inner.live.lock().remove(&run.id);
         let replaced = live.replaced.load(Ordering::SeqCst)

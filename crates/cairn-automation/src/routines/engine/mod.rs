@@ -569,6 +569,7 @@ impl RoutineEngine {
             Err(e) => tracing::warn!(error = %e, "cannot record interrupted routine runs"),
         }
         inner.stop_runs.cancel();
+        inner.live.cancel_all();
         // The actions see the cancel; their late outcomes are refused by the store.
         let brief = inner.clock.now() + chrono::Duration::seconds(2);
         tokio::select! {
