@@ -135,7 +135,7 @@ pub(crate) fn json<T: Serialize>(value: &T, what: &str) -> Result<String, StoreE
 /// One row's values for a multi-row statement, encoded ahead of the write:
 /// made where the caller runs (a run's end on its own task), so the one
 /// writer shares them into its statement instead of making them.
-pub(crate) type RowValues = std::sync::Arc<[AnyValueKind]>;
+pub(crate) type RowValues = std::sync::Arc<Vec<AnyValueKind>>;
 
 /// A row's values, bound by `bind` in the statement's column order with the
 /// same Rust types a `sqlx::query(..).bind(..)` would take.
@@ -148,7 +148,8 @@ pub(crate) fn row_values(
         what: what.to_string(),
         message: e.to_string(),
     })?;
-    Ok(args.values.0.into())
+    // The vector itself, not a copy of it as a slice.
+    Ok(std::sync::Arc::new(args.values.0))
 }
 
 /// The arguments of one statement carrying `rows`, in order: shared, not
