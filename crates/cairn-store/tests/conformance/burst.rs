@@ -3,7 +3,7 @@
 //! statement, with the same verdicts as one admission at a time.
 
 use cairn_core::routine::{Overlap, Routine, RoutineRun, RunStatus};
-use cairn_store::{Admission, Admitted, AsRead, FAILING_READ_MOST, FinishRun, Store};
+use cairn_store::{Admission, Admitted, AsRead, EncodedEnd, FAILING_READ_MOST, FinishRun, Store};
 
 use crate::admission::ended;
 use crate::fixture::Fixture;
@@ -207,6 +207,79 @@ pub async fn a_burst_of_run_ends_keeps_each_routines_streak_and_retention(fx: &F
             "{}: the newest two are kept",
             r.spec.name
         );
+    }
+}
+
+/// An end encoded ahead of the write (as the engine encodes it, on the
+/// run's task) is stored as it was given, on each backend: the run's
+/// outcome and its notification, every field, read back equal, whether
+/// alone or in a batch with others and encoded by `finish_runs`.
+pub async fn an_end_encoded_ahead_is_stored_as_given(fx: &Fixture) {
+    let r = routine("ada", "encoded");
+    fx.store.create_routine(&r).await.unwrap();
+    let runs: Vec<RoutineRun> = (0..3).map(|i| run_for(&r, None, at(i))).collect();
+    let fires: Vec<_> = runs
+        .iter()
+        .map(|run| (Admission::default(), vec![run.clone()]))
+        .collect();
+    fx.store.admit_runs(&fires).await.unwrap();
+    let ends: Vec<FinishRun> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| {
+            let mut note = crate::notifications::pending(10 + i as i64, "ops");
+            note.id = uuid::Uuid::now_v7();
+            note.title = format!("Routine encoded: ok ({i}) — «déjà vu» 🚀");
+            note.tags = vec!["routine".into(), "ok".into(), format!("n{i}")];
+            note.data = Some(
+                serde_json::json!({"run_id": run.id, "n": i, "nested": {"a": [1, 2.5, null]}}),
+            );
+            note.last_error = (i == 1).then(|| "once failed".to_string());
+            let mut outcome = ended(RunStatus::Ok, 20 + i as i64);
+            outcome.summary = Some(format!("done {i}: ünïcode ✓"));
+            outcome.tokens_used = Some(1_234 + i as u64);
+            outcome.notification_id = Some(note.id);
+            FinishRun {
+                run_id: run.id,
+                routine_id: r.id,
+                outcome,
+                notification: Some(note.into()),
+                auto_pause: None,
+            }
+        })
+        .collect();
+    let encoded: Vec<EncodedEnd> = ends[..2]
+        .iter()
+        .cloned()
+        .map(|e| EncodedEnd::new(e).unwrap())
+        .collect();
+    assert_eq!(encoded[1].end(), &ends[1]);
+    let done = fx.store.finish_encoded(&encoded, &[]).await.unwrap();
+    assert!(done.iter().all(|f| f.ended));
+    let done = fx.store.finish_runs(&ends[2..]).await.unwrap();
+    assert!(done[0].ended);
+    for end in &ends {
+        let run = fx.store.get_run(end.run_id).await.unwrap().unwrap();
+        let o = &end.outcome;
+        assert_eq!(
+            (
+                run.status,
+                run.result_summary.as_deref(),
+                run.tokens_used,
+                run.completed_at,
+                run.notification_id,
+            ),
+            (
+                o.status,
+                o.summary.as_deref(),
+                o.tokens_used,
+                Some(o.completed_at),
+                o.notification_id,
+            )
+        );
+        let note = end.notification.as_deref().unwrap();
+        let stored = fx.store.get_notification(note.id).await.unwrap();
+        assert_eq!(stored.as_ref(), Some(note));
     }
 }
 

@@ -117,6 +117,7 @@ conformance!(
     burst::a_burst_of_run_ends_keeps_each_routines_streak_and_retention,
     burst::a_burst_of_run_ends_some_already_ended_ends_the_rest,
     burst::a_success_resets_its_own_streak_however_many_are_failing,
+    burst::an_end_encoded_ahead_is_stored_as_given,
     burst::a_slot_waiting_its_turn_holds_the_next_round_of_a_burst,
     burst::a_claim_read_ahead_takes_only_routines_still_as_read,
     runs::a_slot_fires_once,
