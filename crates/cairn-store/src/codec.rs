@@ -101,6 +101,19 @@ impl Params {
         })
     }
 
+    /// Every row count [`Params::pieces`] can give a statement of at most
+    /// `most` rows, largest first: `most`, then the powers of two below it
+    /// (60: 60, 32, 16, 8, 4, 2, 1). Their statements are the ones a
+    /// burst's batches prepare.
+    pub(crate) fn shapes(most: usize) -> impl Iterator<Item = usize> {
+        let most = most.max(1);
+        let below = (0..=most.ilog2())
+            .rev()
+            .map(|p| 1 << p)
+            .filter(move |n| *n < most);
+        std::iter::once(most).chain(below)
+    }
+
     /// The placeholders of `rows` rows of `columns` values each, numbered
     /// from `first`: `($1, $2), ($3, $4)` or `(?, ?), (?, ?)`.
     /// Written in place: a burst's statements carry a thousand of them, and
@@ -263,6 +276,28 @@ mod tests {
         let sizes: Vec<usize> = Params::pieces(&items[..7], 60).map(<[u32]>::len).collect();
         assert_eq!(sizes, [4, 2, 1]);
         assert_eq!(Params::pieces(&items[..0], 60).count(), 0);
+        let many: Vec<u32> = (0..3 * 170).collect();
+        for most in [1, 2, 60, 64, 170] {
+            let shapes: Vec<usize> = Params::shapes(most).collect();
+            assert_eq!(shapes[0], most, "the full statement first");
+            for n in 0..=3 * most {
+                for piece in Params::pieces(&many[..n], most) {
+                    assert!(
+                        shapes.contains(&piece.len()),
+                        "{n} items in pieces of at most {most}: a piece of {} is not among {shapes:?}",
+                        piece.len()
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            Params::shapes(60).collect::<Vec<_>>(),
+            [60, 32, 16, 8, 4, 2, 1]
+        );
+        assert_eq!(
+            Params::shapes(64).collect::<Vec<_>>(),
+            [64, 32, 16, 8, 4, 2, 1]
+        );
         assert_eq!(
             Params::pieces(&items[..3], 0).count(),
             3,

@@ -186,8 +186,7 @@ impl Store {
         &self.pool
     }
 
-    /// Where write transactions run (tests).
-    #[cfg(test)]
+    /// Where write transactions run.
     pub(crate) fn writer(&self) -> &Writer {
         &self.writer
     }

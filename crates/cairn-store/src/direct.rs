@@ -100,6 +100,23 @@ impl Direct {
         self.run(sql, None).map(drop)
     }
 
+    /// Prepares `sql` into the connection's statement cache, where its
+    /// later runs find it (`Store::prepare_run_ends`). What it returns
+    /// knows its parameters' count, not its columns: nothing reads those.
+    fn prepare(&mut self, sql: SqlStr) -> Result<AnyStatement, sqlx::Error> {
+        let parameters = self
+            .conn
+            .prepare_cached(sql.as_str())
+            .map_err(error)?
+            .parameter_count();
+        Ok(AnyStatement {
+            sql,
+            parameters: Some(Either::Right(parameters)),
+            column_names: Arc::default(),
+            columns: Vec::new(),
+        })
+    }
+
     /// Closes the connection (rolling back a transaction left open).
     pub(crate) fn close(self) {
         if let Err((_, e)) = self.conn.close() {
@@ -416,12 +433,7 @@ impl Exec for Direct {
         sql: SqlStr,
         _parameters: &'e [AnyTypeInfo],
     ) -> BoxFuture<'e, Result<AnyStatement, sqlx::Error>> {
-        let sql = sql.as_str().to_string();
-        Box::pin(async move {
-            Err(sqlx::Error::InvalidArgument(format!(
-                "the writers' own SQLite connection prepares no statement for later use: {sql}"
-            )))
-        })
+        Box::pin(async move { self.prepare(sql) })
     }
 }
 
@@ -430,7 +442,7 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
-    use sqlx::{Connection, Executor};
+    use sqlx::{Connection, Executor, SqlSafeStr};
 
     use super::*;
     use crate::exec::Conn;
@@ -565,6 +577,46 @@ mod tests {
         }
         // The texts differ: sqlx's says where its code was; the counts agree.
         ours.close();
+    }
+
+    /// A statement prepared ahead knows its parameters and runs later as
+    /// if prepared then; a statement that cannot be prepared is an error.
+    #[tokio::test]
+    async fn a_statement_prepared_ahead_runs_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _opened) = files(dir.path(), "direct.db").await;
+        let mut ours = Direct::open(&path).unwrap();
+        let conn: &mut Conn = &mut ours;
+        sqlx::query("CREATE TABLE t (a INTEGER, b TEXT)")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let insert = "INSERT INTO t (a, b) VALUES (?, ?), (?, ?)";
+        let prepared = conn.prepare(insert.into_sql_str()).await.unwrap();
+        assert_eq!(
+            sqlx::Statement::parameters(&prepared),
+            Some(Either::Right(4))
+        );
+        let done = sqlx::query(insert)
+            .bind(1_i64)
+            .bind("one")
+            .bind(2_i64)
+            .bind("two")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 2);
+        assert_eq!(
+            answer(conn, "SELECT a, b FROM t ORDER BY a", &[]).await,
+            "a=BigInt(1) b=Text(\"one\") ; a=BigInt(2) b=Text(\"two\") ; "
+        );
+        let bad = conn
+            .prepare("INSERT INTO nowhere VALUES (?)".into_sql_str())
+            .await;
+        assert!(
+            bad.is_err_and(|e| e.to_string().contains("no such table: nowhere")),
+            "a statement naming no table cannot be prepared"
+        );
     }
 
     /// Both kinds of connection are set up alike, with statement journals

@@ -34,7 +34,8 @@ pub(crate) trait Exec: Send + std::fmt::Debug {
         args: Option<AnyArguments>,
     ) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>;
 
-    /// Prepares `sql` (sqlx's `prepare`; unused by the store's own code).
+    /// Prepares `sql` (sqlx's `prepare`; the writers' own connection keeps
+    /// it for its later runs, see `Store::prepare_run_ends`).
     fn prepare_sql<'e>(
         &'e mut self,
         sql: SqlStr,

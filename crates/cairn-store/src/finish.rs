@@ -134,6 +134,20 @@ impl Streak {
     }
 }
 
+/// The values of one run's row in [`end_runs_sql`].
+const RUN_END_VALUES: usize = 6;
+
+/// The update that ends `rows` runs (see [`end_runs`]).
+fn end_runs_sql(params: Params, rows: usize) -> String {
+    let values = params.rows(rows, RUN_END_VALUES, 1);
+    format!(
+        "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
+         tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
+         owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
+         WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running'"
+    )
+}
+
 /// Ends the batch's runs that are still running; per entry, whether it was.
 /// One `UPDATE … FROM (VALUES …)` per chunk (SQLite ≥ 3.35 and
 /// PostgreSQL both name the values' columns `column1`, `column2`, …); a
@@ -164,14 +178,8 @@ async fn end_runs(conn: &mut Conn, batch: &[EncodedEnd]) -> Result<Vec<bool>, St
     }
     let mut ended = Vec::with_capacity(batch.len());
     let params = Params::of(conn);
-    for chunk in Params::pieces(batch, params.rows_per_statement(6)) {
-        let values = params.rows(chunk.len(), 6, 1);
-        let update = format!(
-            "UPDATE routine_runs SET status = v.column2, result_summary = v.column3, \
-             tokens_used = v.column4, completed_at = v.column5, notification_id = v.column6, \
-             owner = NULL, lease_until = NULL FROM (VALUES {values}) AS v \
-             WHERE routine_runs.id = v.column1 AND routine_runs.status = 'running'"
-        );
+    for chunk in Params::pieces(batch, params.rows_per_statement(RUN_END_VALUES)) {
+        let update = end_runs_sql(params, chunk.len());
         let bound = |sql: String| {
             sqlx::query_with(
                 sqlx::AssertSqlSafe(sql),
@@ -258,6 +266,30 @@ impl Store {
             .map(EncodedEnd::new)
             .collect::<Result<Vec<_>, _>>()?;
         self.finish_encoded(&encoded, &[]).await
+    }
+
+    /// Prepares, on the writers' own SQLite connection, the statements a
+    /// burst's run ends take (every size of batch [`Self::finish_encoded`]
+    /// writes): done while a crowded slot is claimed ahead, so that its
+    /// ends are written with statements ready rather than each size parsed
+    /// on first use (a thousand parameters each) by the one writer that
+    /// all of them wait for. Statements last as long as the connection,
+    /// which closes once idle: a later burst is prepared for again. Nothing
+    /// to do on PostgreSQL or without that connection.
+    pub async fn prepare_run_ends(&self) -> Result<(), StoreError> {
+        if !self.writer().is_own() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        let params = Params::of(&*tx);
+        let runs = Params::shapes(params.rows_per_statement(RUN_END_VALUES))
+            .map(|rows| end_runs_sql(params, rows));
+        let notes = crate::notifications::insert_shapes(params);
+        for sql in runs.chain(notes) {
+            let sql = sqlx::SqlSafeStr::into_sql_str(sqlx::AssertSqlSafe(sql));
+            sqlx::Executor::prepare(&mut *tx, sql).await?;
+        }
+        Ok(tx.rollback().await?)
     }
 
     /// [`Self::finish_runs`] of ends encoded ahead, pruning besides the

@@ -141,6 +141,21 @@ pub(crate) async fn insert_notifications(
     insert_notification_rows(conn, pending, &rows).await
 }
 
+/// The insert of `rows` notifications.
+fn insert_sql(params: Params, rows: usize) -> String {
+    format!(
+        "INSERT INTO notifications ({COLUMNS}) VALUES {}",
+        params.rows(rows, NOTIFICATION_VALUES, 1)
+    )
+}
+
+/// Every insert [`insert_notification_rows`] can run (see
+/// [`Params::shapes`]).
+pub(crate) fn insert_shapes(params: Params) -> impl Iterator<Item = String> {
+    Params::shapes(params.rows_per_statement(NOTIFICATION_VALUES))
+        .map(move |rows| insert_sql(params, rows))
+}
+
 /// [`insert_notifications`] of rows encoded ahead ([`notification_values`]);
 /// `pending` says whether any is pending.
 pub(crate) async fn insert_notification_rows(
@@ -153,10 +168,7 @@ pub(crate) async fn insert_notification_rows(
     }
     let params = Params::of(&**conn);
     for chunk in Params::pieces(rows, params.rows_per_statement(NOTIFICATION_VALUES)) {
-        let sql = format!(
-            "INSERT INTO notifications ({COLUMNS}) VALUES {}",
-            params.rows(chunk.len(), NOTIFICATION_VALUES, 1)
-        );
+        let sql = insert_sql(params, chunk.len());
         sqlx::query_with(sqlx::AssertSqlSafe(sql), statement_args(chunk))
             .execute(&mut **conn)
             .await?;

@@ -41,7 +41,6 @@ pub(crate) enum Writer {
 
 impl Writer {
     /// Whether write transactions run on a connection of their own.
-    #[cfg(test)]
     pub(crate) fn is_own(&self) -> bool {
         matches!(self, Writer::Own(_))
     }

@@ -254,6 +254,8 @@ pub async fn an_end_encoded_ahead_is_stored_as_given(fx: &Fixture) {
         .map(|e| EncodedEnd::new(e).unwrap())
         .collect();
     assert_eq!(encoded[1].end(), &ends[1]);
+    // Prepared ahead as for a crowded slot: the same statements then run.
+    fx.store.prepare_run_ends().await.unwrap();
     let done = fx.store.finish_encoded(&encoded, &[]).await.unwrap();
     assert!(done.iter().all(|f| f.ended));
     let done = fx.store.finish_runs(&ends[2..]).await.unwrap();
