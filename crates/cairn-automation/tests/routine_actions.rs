@@ -443,13 +443,19 @@ async fn an_unattended_run_cannot_change_routines_even_with_the_tool_allowed() {
 #[tokio::test]
 async fn notification_is_ok_with_a_notice() {
     let env = Env::new().await;
-    let outcome = env
-        .bare()
-        .execute(
-            env.request("{type: notification, message: stretch, title: Break}", None)
-                .await,
-        )
+    let actions = env.bare();
+    let request = env
+        .request("{type: notification, message: stretch, title: Break}", None)
         .await;
+    let future = actions.execute(request);
+    // Boxed per run and moved at its size: the other actions' futures are
+    // boxed where they are awaited, not carried by a notification's run.
+    let size = std::mem::size_of_val(&*future);
+    assert!(
+        size <= 512,
+        "a notification's action future is {size} bytes"
+    );
+    let outcome = future.await;
     assert_eq!(outcome.status, RunStatus::Ok);
     assert_eq!(outcome.summary.as_deref(), Some("stretch"));
     assert_eq!(

@@ -542,6 +542,9 @@ async fn read_capped(workspace: &Path, rel: &Path) -> Result<Option<String>, FsE
 
 #[async_trait]
 impl ActionExecutor for AgentActions {
+    /// Each action's future is boxed where it is awaited: this one is
+    /// boxed whole per run (`async_trait`) and moved at its size, which
+    /// was the largest action's (4,224 bytes a run of any kind; 312 now).
     async fn execute(&self, request: ActionRequest) -> ActionOutcome {
         if let Some(problem) = super::define::unconfined_shell(&request.routine.spec) {
             return ActionOutcome::failed(problem.to_string());
@@ -550,7 +553,7 @@ impl ActionExecutor for AgentActions {
         if agent != MAIN_AGENT {
             let parts = self.agents.get().get(agent).cloned();
             return match parts {
-                Some(parts) => as_agent::execute(self, &parts, &request).await,
+                Some(parts) => Box::pin(as_agent::execute(self, &parts, &request)).await,
                 None => ActionOutcome::failed(self.missing_agent(agent)),
             };
         }
@@ -559,32 +562,35 @@ impl ActionExecutor for AgentActions {
                 prompt,
                 context_paths,
                 max_tokens,
-            } => {
-                self.lightweight(&request, prompt, context_paths, *max_tokens)
-                    .await
-            }
+            } => Box::pin(self.lightweight(&request, prompt, context_paths, *max_tokens)).await,
             RoutineAction::FullJob {
                 title,
                 description,
                 max_iterations,
                 allowed_tools,
             } => {
-                self.full_job(&request, title, description, *max_iterations, allowed_tools)
-                    .await
+                Box::pin(self.full_job(
+                    &request,
+                    title,
+                    description,
+                    *max_iterations,
+                    allowed_tools,
+                ))
+                .await
             }
             RoutineAction::ToolCall {
                 tool,
                 params,
                 allowed_tools,
-            } => self.tool_call(&request, tool, params, allowed_tools).await,
+            } => Box::pin(self.tool_call(&request, tool, params, allowed_tools)).await,
             RoutineAction::Notification { message, title } => notification(message, title),
             RoutineAction::Watch { tool, .. } => match &self.tools {
-                Some((runner, base)) => super::watch::check(runner, base, &request).await,
+                Some((runner, base)) => Box::pin(super::watch::check(runner, base, &request)).await,
                 None => ActionOutcome::failed(format!(
                     "no tools are configured; this watcher cannot check `{tool}`"
                 )),
             },
-            RoutineAction::System { task } => self.system.run(task, &request).await,
+            RoutineAction::System { task } => Box::pin(self.system.run(task, &request)).await,
         }
     }
 }
