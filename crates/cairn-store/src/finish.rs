@@ -53,7 +53,7 @@ impl EncodedEnd {
     /// Encodes `end`'s values.
     pub fn new(end: FinishRun) -> Result<EncodedEnd, StoreError> {
         let o = &end.outcome;
-        let run = row_values("routine_runs", |a| {
+        let run = row_values("routine_runs", RUN_END_VALUES, |a| {
             a.add(end.run_id.to_string())?;
             a.add(o.status.as_str())?;
             a.add(o.summary.clone())?;
@@ -450,8 +450,14 @@ pub const FAILING_READ_MOST: usize = 256;
 /// more than [`FAILING_READ_MOST`]. The condition is the `routines_failing`
 /// partial index's own, written out, so the planner reads that index.
 async fn failing_routines(conn: &mut Conn) -> Result<Option<HashSet<String>>, StoreError> {
-    let rows = sqlx::query("SELECT id FROM routines WHERE consecutive_failures <> 0 LIMIT $1")
-        .bind(i64::try_from(FAILING_READ_MOST + 1).unwrap_or(i64::MAX))
+    // The bound written out, not bound: SQLite prepared this statement
+    // again at every run of it with a parameter (a `perf probe` on
+    // `sqlite3Reprepare` saw it once a batch of run ends).
+    let sql = format!(
+        "SELECT id FROM routines WHERE consecutive_failures <> 0 LIMIT {}",
+        FAILING_READ_MOST + 1
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_all(&mut *conn)
         .await?;
     if rows.len() > FAILING_READ_MOST {
