@@ -150,13 +150,16 @@ pub(crate) fn json<T: Serialize>(value: &T, what: &str) -> Result<String, StoreE
 /// writer shares them into its statement instead of making them.
 pub(crate) type RowValues = std::sync::Arc<Vec<AnyValueKind>>;
 
-/// A row's values, bound by `bind` in the statement's column order with the
-/// same Rust types a `sqlx::query(..).bind(..)` would take.
+/// A row's `columns` values, bound by `bind` in the statement's column
+/// order with the same Rust types a `sqlx::query(..).bind(..)` would take.
 pub(crate) fn row_values(
     what: &str,
+    columns: usize,
     bind: impl FnOnce(&mut AnyArguments) -> Result<(), sqlx::error::BoxDynError>,
 ) -> Result<RowValues, StoreError> {
     let mut args = AnyArguments::default();
+    // Its size known: no growing (four moves of a notification's row).
+    args.values.0.reserve_exact(columns);
     bind(&mut args).map_err(|e| StoreError::Corrupt {
         what: what.to_string(),
         message: e.to_string(),

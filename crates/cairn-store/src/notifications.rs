@@ -105,7 +105,7 @@ fn notification(row: &AnyRow) -> Result<Notification, StoreError> {
 pub(crate) fn notification_values(n: &Notification) -> Result<RowValues, StoreError> {
     let tags = json(&n.tags, "tags")?;
     let data = n.data.as_ref().map(|d| json(d, "data")).transpose()?;
-    row_values("notifications", |a| {
+    row_values("notifications", NOTIFICATION_VALUES, |a| {
         a.add(n.id.to_string())?;
         a.add(n.user_id.clone())?;
         a.add(n.channel.clone())?;
