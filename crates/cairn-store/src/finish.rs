@@ -158,18 +158,13 @@ async fn end_runs(conn: &mut Conn, batch: &[EncodedEnd]) -> Result<Vec<bool>, St
     ids.dedup();
     if ids.len() < batch.len() {
         let mut ended = Vec::with_capacity(batch.len());
-        for EncodedEnd { end: f, .. } in batch {
-            let o = &f.outcome;
-            let done = sqlx::query(
+        // Each end's own encoded row, bound in the same order.
+        for e in batch {
+            let done = sqlx::query_with(
                 "UPDATE routine_runs SET status = $2, result_summary = $3, tokens_used = $4, completed_at = $5, \
                  notification_id = $6, owner = NULL, lease_until = NULL WHERE id = $1 AND status = 'running'",
+                statement_args([&e.run]),
             )
-            .bind(f.run_id.to_string())
-            .bind(o.status.as_str())
-            .bind(o.summary.clone())
-            .bind(tokens(o.tokens_used))
-            .bind(micros(o.completed_at))
-            .bind(o.notification_id.map(|n| n.to_string()))
             .execute(&mut *conn)
             .await?;
             ended.push(done.rows_affected() > 0);
