@@ -243,14 +243,15 @@ impl Store {
         channel: &str,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, body FROM channel_deliveries WHERE channel = $1
-                 ORDER BY received_at, id LIMIT $2",
-        )
-        .bind(channel)
-        .bind(i64::from(limit))
-        .fetch_all(self.pool())
-        .await?;
+        // The bound written out, as in `due_routines`.
+        let sql = format!(
+            "SELECT id, body FROM channel_deliveries WHERE channel = $1 \
+                 ORDER BY received_at, id LIMIT {limit}"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(channel)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter()
             .map(|row| {
                 let c = Cols(row);

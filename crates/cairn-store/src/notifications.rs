@@ -195,13 +195,13 @@ impl Store {
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<Notification>, StoreError> {
+        // The bound written out, as in `due_routines`.
         let sql = format!(
             "SELECT {COLUMNS} FROM notifications WHERE status = 'pending' AND next_attempt_at <= $1 \
-                 AND (lease_until IS NULL OR lease_until < $1) ORDER BY next_attempt_at, id LIMIT $2"
+                 AND (lease_until IS NULL OR lease_until < $1) ORDER BY next_attempt_at, id LIMIT {limit}"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(micros(now))
-            .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await?;
         let until = micros(now) + i64::try_from(lease.as_micros()).unwrap_or(i64::MAX / 2);

@@ -280,13 +280,14 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Routine>, StoreError> {
+        // The bound written out: SQLite prepares a statement again at each
+        // run when a bound LIMIT is bound again (the callers pass constants).
         let sql = format!(
             "SELECT {COLUMNS} FROM routines WHERE enabled = 1 AND paused_at IS NULL \
-             AND due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT $2"
+             AND due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT {limit}"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(micros(now))
-            .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(decode).collect()

@@ -120,21 +120,22 @@ async fn start_in_order(
     let mut started = Vec::new();
     // Keyset paging: (slot, id) of the last run looked at.
     let mut after: (i64, String) = (i64::MIN, String::new());
+    // The page's size written out, as in `Store::due_routines`.
+    let sql = format!(
+        "SELECT id, routine_id, COALESCE(scheduled_for, started_at) AS slot FROM routine_runs \
+         WHERE status = 'waiting' AND started_at <= $1 AND ($2 = '' OR routine_id = $2) \
+         AND (COALESCE(scheduled_for, started_at) > $3 \
+         OR (COALESCE(scheduled_for, started_at) = $3 AND id > $4)) \
+         ORDER BY COALESCE(scheduled_for, started_at), id LIMIT {PAGE}"
+    );
     while !full(total) {
-        let page = sqlx::query(
-            "SELECT id, routine_id, COALESCE(scheduled_for, started_at) AS slot FROM routine_runs \
-             WHERE status = 'waiting' AND started_at <= $1 AND ($2 = '' OR routine_id = $2) \
-             AND (COALESCE(scheduled_for, started_at) > $3 \
-             OR (COALESCE(scheduled_for, started_at) = $3 AND id > $4)) \
-             ORDER BY COALESCE(scheduled_for, started_at), id LIMIT $5",
-        )
-        .bind(micros(now))
-        .bind(only.unwrap_or_default())
-        .bind(after.0)
-        .bind(after.1.clone())
-        .bind(PAGE)
-        .fetch_all(&mut *conn)
-        .await?;
+        let page = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(micros(now))
+            .bind(only.unwrap_or_default())
+            .bind(after.0)
+            .bind(after.1.clone())
+            .fetch_all(&mut *conn)
+            .await?;
         if page.is_empty() {
             break;
         }
