@@ -72,7 +72,11 @@ impl RoutineEngine {
     ) -> Carried {
         let tries = self.tries(routine, run, fire, cancel);
         tokio::pin!(tries);
+        // The action first: one that ends at its first poll (a notice, a
+        // store write) never arms the lease's timer, nor listens for wall
+        // clock jumps, which every run of a burst would do on shared locks.
         tokio::select! {
+            biased;
             outcome = &mut tries => return Carried { outcome, lost: false },
             () = self.hold_lease(run.id) => {}
         }
@@ -181,6 +185,7 @@ impl RoutineEngine {
             }
         };
         let why = tokio::select! {
+            biased;
             outcome = &mut action => return TryEnd { outcome, stopped: true },
             () = timer => match limit {
                 Some(limit) => format!("timed out after {}; cancelled", cairn_core::duration::format(limit)),
