@@ -87,11 +87,6 @@ impl HookRegistry {
         Self::default()
     }
 
-    /// Whether it holds no hook.
-    pub fn is_empty(&self) -> bool {
-        self.hooks.is_empty()
-    }
-
     /// Adds a hook after the existing ones.
     pub fn register(&mut self, hook: Arc<dyn Hook>) {
         self.hooks.push(hook);

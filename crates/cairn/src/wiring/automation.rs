@@ -148,11 +148,6 @@ pub async fn automation(
 
 /// Tells the hooks of every routine run that ends (`on_routine_run`).
 fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
-    // No hook to tell (the registry is fixed for the daemon's life): no
-    // run end is received, turned into JSON and queued for nobody.
-    if hooks.is_empty() {
-        return;
-    }
     forward_run_ends(engine.subscribe_runs(), hooks);
 }
 
