@@ -37,6 +37,8 @@ pub(super) struct GroupCommit<I, O> {
     queue: Arc<Mutex<Queue<I, O>>>,
     /// Held by the committer for each transaction, and by [`Self::hold`].
     turn: Arc<tokio::sync::Mutex<()>>,
+    /// Told when a committer stops (see [`Self::settled`]).
+    stopped: Arc<tokio::sync::Notify>,
 }
 
 impl<I, O> Default for GroupCommit<I, O> {
@@ -47,6 +49,7 @@ impl<I, O> Default for GroupCommit<I, O> {
                 committing: false,
             })),
             turn: Arc::default(),
+            stopped: Arc::default(),
         }
     }
 }
@@ -66,6 +69,22 @@ where
     /// transaction.
     pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.turn.lock().await
+    }
+
+    /// Waits until no committer is at work: what was submitted is written,
+    /// the empty batch closing the busy spell included (its put-off
+    /// prunes), which runs after the last entry has its answer.
+    pub(super) async fn settled(&self) {
+        loop {
+            let stopped = self.stopped.notified();
+            tokio::pin!(stopped);
+            // Listening before looking, so a stop in between is heard.
+            stopped.as_mut().enable();
+            if !lock(&self.queue).committing {
+                return;
+            }
+            stopped.await;
+        }
     }
 
     /// Commits `item`, batched with whatever else is waiting. `commit`
@@ -96,6 +115,7 @@ where
             cairn_store::spawn_on_store_thread(commit_all(
                 self.queue.clone(),
                 self.turn.clone(),
+                self.stopped.clone(),
                 commit.clone(),
             ));
         }
@@ -117,6 +137,7 @@ where
 async fn commit_all<I, O, F, Fut>(
     queue: Arc<Mutex<Queue<I, O>>>,
     turn: Arc<tokio::sync::Mutex<()>>,
+    stopped: Arc<tokio::sync::Notify>,
     commit: F,
 ) where
     F: Fn(Vec<I>, bool) -> Fut,
@@ -124,6 +145,7 @@ async fn commit_all<I, O, F, Fut>(
 {
     let mut out = CountedOut {
         queue: &queue,
+        stopped: &stopped,
         done: false,
     };
     // Whether the empty batch closing a busy spell has been committed.
@@ -137,6 +159,7 @@ async fn commit_all<I, O, F, Fut>(
                 // after this starts a committer of its own.
                 queue.committing = false;
                 out.done = true;
+                stopped.notify_waiters();
                 return;
             }
             let take = queue.waiting.len().min(MAX_BATCH);
@@ -170,6 +193,7 @@ async fn commit_all<I, O, F, Fut>(
 /// believing a committer is at work.
 struct CountedOut<'a, I, O> {
     queue: &'a Mutex<Queue<I, O>>,
+    stopped: &'a tokio::sync::Notify,
     /// Counted out the ordinary way (nothing waited).
     done: bool,
 }
@@ -183,6 +207,7 @@ impl<I, O> Drop for CountedOut<'_, I, O> {
         queue.committing = false;
         // Their callers hear "on your own" and commit themselves.
         queue.waiting.clear();
+        self.stopped.notify_waiters();
     }
 }
 
@@ -232,6 +257,12 @@ impl FinishQueue {
     /// Holds the next commit back while the guard lives (see [`GroupCommit::hold`]).
     pub(super) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.commits.hold().await
+    }
+
+    /// Waits until every end is written and what they put off is pruned
+    /// (see [`GroupCommit::settled`]).
+    pub(super) async fn settled(&self) {
+        self.commits.settled().await;
     }
 
     /// Ends one run (and records its notification), batched with whatever
@@ -338,6 +369,39 @@ mod tests {
             assert_eq!(task.await.unwrap().unwrap(), item * 10);
         }
         assert_eq!(*batches.lock().unwrap(), vec![vec![0, 1, 2, 3, 4]]);
+    }
+
+    /// An entry has its answer before the empty batch closing the busy
+    /// spell runs; `settled` waits for that batch too.
+    #[tokio::test]
+    async fn settled_waits_for_the_batch_closing_a_busy_spell() {
+        use futures::FutureExt;
+        let queue: Arc<GroupCommit<u32, u32>> = Arc::default();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (g, c) = (gate.clone(), closed.clone());
+        let answer = queue
+            .submit(7, move |items: Vec<u32>, _more| {
+                let (gate, closed) = (g.clone(), c.clone());
+                async move {
+                    if items.is_empty() {
+                        // The closing batch waits for the test's word.
+                        let _permit = gate.acquire().await;
+                        closed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Ok(items)
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(answer, 7);
+        assert!(
+            queue.settled().now_or_never().is_none(),
+            "the closing batch has not run"
+        );
+        gate.add_permits(1);
+        queue.settled().await;
+        assert!(closed.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     /// A batch with entries left behind it is told so; the one that

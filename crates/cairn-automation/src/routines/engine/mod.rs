@@ -584,6 +584,9 @@ impl RoutineEngine {
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
         self.inner.tasks.reopen();
+        // The runs' answers come before the batch closing their busy spell,
+        // which prunes what their ends put off: idle once that is written.
+        self.inner.finishes.settled().await;
     }
 
     /// Reloads the event, system-event and webhook routines if the
