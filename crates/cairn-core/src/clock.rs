@@ -23,6 +23,17 @@ pub trait Clock: Send + Sync {
 
     /// Completes once [`now`](Clock::now) has reached `at` (at once if it has).
     fn sleep_until(&self, at: DateTime<Utc>) -> Sleep<'_>;
+
+    /// [`sleep_until`](Clock::sleep_until) for a slot's start, woken as
+    /// close to `at` as the system allows. The system clock's plain sleep
+    /// may wake up to two milliseconds late (tokio's timer counts whole
+    /// milliseconds, rounded up), and every run of the slot would start
+    /// that late; this one sleeps its last milliseconds on a blocking
+    /// thread, so it is for the engine's timer, not for the many sleeps of
+    /// runs.
+    fn sleep_until_exact(&self, at: DateTime<Utc>) -> Sleep<'_> {
+        self.sleep_until(at)
+    }
 }
 
 /// Longest a [`SystemClock`] sleep trusts tokio's timer before re-reading the
@@ -64,7 +75,27 @@ impl Clock for SystemClock {
             }
         })
     }
+
+    fn sleep_until_exact(&self, at: DateTime<Utc>) -> Sleep<'_> {
+        Box::pin(async move {
+            // tokio's timer for all but the last stretch: it wakes late, never early.
+            self.sleep_until(at - EXACT_TAIL).await;
+            // The rest on a blocking thread's own sleep, which the kernel
+            // ends within its timer slack (tens of microseconds).
+            while let Some(left) = (at - Utc::now()).to_std().ok().filter(|d| !d.is_zero()) {
+                let slept = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
+                if slept.is_err() {
+                    break;
+                }
+            }
+            self.sleep_until(at).await;
+        })
+    }
 }
+
+/// The end of an exact sleep that is slept on a thread rather than on
+/// tokio's timer: more than the timer's lateness (up to two milliseconds).
+const EXACT_TAIL: TimeDelta = TimeDelta::milliseconds(3);
 
 /// Sleeps until `at` on one timer per wall-clock jump; returns early only
 /// if the jump signal ends (the caller then re-checks on a timer).
@@ -461,5 +492,24 @@ mod tests {
             .sleep_until(Utc::now() - TimeDelta::hours(1))
             .await;
         assert!(SystemClock.now() > t0() - delta(DAY * 365 * 30));
+    }
+
+    #[tokio::test]
+    async fn an_exact_system_sleep_never_wakes_before_its_instant() {
+        // Past the tail (the timer's part), and one only as long as the tail.
+        for ahead in [TimeDelta::milliseconds(25), TimeDelta::milliseconds(2)] {
+            let at = Utc::now() + ahead;
+            SystemClock.sleep_until_exact(at).await;
+            let woke = Utc::now();
+            assert!(
+                woke >= at,
+                "woke {} µs early",
+                (at - woke).num_microseconds().unwrap_or(0)
+            );
+        }
+        // The past: at once.
+        SystemClock
+            .sleep_until_exact(Utc::now() - TimeDelta::hours(1))
+            .await;
     }
 }

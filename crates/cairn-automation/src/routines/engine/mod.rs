@@ -414,7 +414,7 @@ impl RoutineEngine {
                 .min();
             let sleep = async {
                 match wake {
-                    Some(at) => self.inner.clock.sleep_until(at).await,
+                    Some(at) => self.inner.clock.sleep_until_exact(at).await,
                     None => std::future::pending().await,
                 }
             };
@@ -423,7 +423,7 @@ impl RoutineEngine {
                     // Claimed is owed: started at its slot (at most a lead
                     // away), then stopped with the other runs.
                     if let Some(slot) = claimed.take() {
-                        self.inner.clock.sleep_until(slot.at).await;
+                        self.inner.clock.sleep_until_exact(slot.at).await;
                         self.start_claimed(slot).await;
                     }
                     break;
