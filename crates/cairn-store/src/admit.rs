@@ -50,7 +50,7 @@ pub struct AsRead {
     /// claim: the claim also needs no run of the routine going or waiting
     /// (such a routine is left to the slot itself, when its `overlap` is
     /// decided on what is going then), and its runs belong to the claim
-    /// until it is begun at the slot ([`Store::begin_claim`]); a pause or an
+    /// until it is begun, as the slot comes ([`Store::begin_claim`]); a pause or an
     /// edit meanwhile gives them back.
     pub ahead: Option<Uuid>,
 }

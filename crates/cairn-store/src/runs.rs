@@ -393,8 +393,9 @@ impl Store {
         rows.iter().map(decode).collect()
     }
 
-    /// Begins claim `claim`, made ahead of its slot, now that the slot has
-    /// come: from here a pause no longer gives its runs back. Returns how
+    /// Begins claim `claim`, made ahead of its slot, as the slot comes
+    /// (the engine, a moment before it): from here a pause no longer gives
+    /// its runs back. Returns how
     /// many were given back meanwhile (`None`: no such claim, so none can be
     /// vouched for). Claims that crashed engines left unbegun a day ago or
     /// more go too.

@@ -86,6 +86,9 @@ async fn a_change_after_the_claim_still_decides_the_slot(url: &str) {
         assert_eq!(runs.len(), 1, "{}", r.spec.name);
         assert_eq!(runs[0].started_at, slot(), "{}", r.spec.name);
         assert_eq!(runs[0].status, RunStatus::Ok, "{}", r.spec.name);
+        // Begun a moment before the slot, carried out on it, never before.
+        let ended = runs[0].completed_at.unwrap();
+        assert!(ended >= slot(), "{} ended at {ended}", r.spec.name);
     }
     assert_eq!(s.script.calls.lock().unwrap().len(), 118);
 }

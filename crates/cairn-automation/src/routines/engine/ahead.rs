@@ -1,9 +1,9 @@
 //! Claiming a crowded slot ahead of it: when many routines share the next
 //! slot, the timer wakes a little before it ([`lead`]), reads them, claims
 //! their slots and records their runs as of the slot (`started_at` is the
-//! slot); at the slot it only starts them. Claiming is most of a burst's
-//! cost, and the last of its runs would otherwise wait for every batch
-//! claimed before it.
+//! slot); a moment before the slot it begins them, at the slot it starts
+//! them. Claiming is most of a burst's cost, and the last of its runs would
+//! otherwise wait for every batch claimed before it.
 //!
 //! What the claim cannot know yet stays for the slot itself:
 //! - a routine changed between the read and the claim is not taken (the
@@ -13,12 +13,12 @@
 //!   the slot.
 //!
 //! The timer's round at the slot takes those as usual. The runs claimed
-//! belong to a claim (`run_claims`) until the engine begins it at the slot
-//! (one small write, `Store::begin_claim`, which says how many were given
-//! back meanwhile). Until then a pause, a disable or an edit of a routine
-//! gives its run back in the same transaction (deletes it and, but for an
-//! edit, puts the slot back), and a delete takes it with the routine: the
-//! slot runs as the routine is then, or not at all. The claim's other
+//! belong to a claim (`run_claims`) until the engine begins it, a moment
+//! before the slot (one small write, `Store::begin_claim`, which says how
+//! many were given back meanwhile). Until then a pause, a disable or an
+//! edit of a routine gives its run back in the same transaction (deletes
+//! it and, but for an edit, puts the slot back), and a delete takes it with
+//! the routine: the slot runs as the routine is then, or not at all. The claim's other
 //! decisions (the global `max_concurrent`, cooldown, backoff) are made as
 //! of the slot with what is known at the claim.
 
@@ -46,6 +46,11 @@ fn lead(n: u64) -> chrono::Duration {
     chrono::Duration::microseconds(i64::try_from(micros).unwrap_or(i64::MAX)).min(most)
 }
 
+/// How long before its slot a claim is begun: the begin's write is out of
+/// the way when the slot comes, and its runs start on it. A change in that
+/// moment no longer gives a run back; it acts as if made just after the slot.
+const BEGIN_AHEAD: chrono::Duration = chrono::Duration::milliseconds(5);
+
 /// The runs of one slot, claimed ahead of it.
 pub(super) struct ClaimedAhead {
     /// The claim's id in the store.
@@ -53,6 +58,13 @@ pub(super) struct ClaimedAhead {
     /// The slot (jitter applied): they start then.
     pub(super) at: DateTime<Utc>,
     pub(super) starts: Vec<Start>,
+}
+
+impl ClaimedAhead {
+    /// When the timer begins the claim ([`BEGIN_AHEAD`] before its slot).
+    pub(super) fn begin_at(&self) -> DateTime<Utc> {
+        self.at - BEGIN_AHEAD
+    }
 }
 
 impl RoutineEngine {
@@ -112,8 +124,9 @@ impl RoutineEngine {
         Ok(claimed)
     }
 
-    /// Begins the runs claimed ahead, now that their slot has come, and
-    /// starts them: those given back meanwhile are left out.
+    /// Begins the runs claimed ahead, their slot at hand (see
+    /// [`ClaimedAhead::begin_at`]), and starts them on it: those given back
+    /// meanwhile are left out.
     pub(super) async fn start_claimed(&self, claimed: ClaimedAhead) {
         let store = &self.inner.store;
         let mut starts = claimed.starts;
@@ -139,6 +152,7 @@ impl RoutineEngine {
                 return;
             }
         }
+        self.inner.clock.sleep_until_exact(claimed.at).await;
         let now = self.inner.clock.now();
         let lateness = (now - claimed.at).num_microseconds().unwrap_or(0).max(0);
         // Looked up once for the slot's thousands of runs, not per run.

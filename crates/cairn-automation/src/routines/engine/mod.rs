@@ -378,7 +378,7 @@ impl RoutineEngine {
         let mut not_ahead = None;
         loop {
             let now = self.inner.clock.now();
-            if let Some(slot) = claimed.take_if(|c| c.at <= now) {
+            if let Some(slot) = claimed.take_if(|c| c.begin_at() <= now) {
                 self.start_claimed(slot).await;
                 // The slot's round, at once, takes what was left for it.
                 continue;
@@ -408,10 +408,14 @@ impl RoutineEngine {
                 }
                 _ => None,
             };
-            let wake = [early.map(|(w, _)| w), claimed.as_ref().map(|c| c.at), next]
-                .into_iter()
-                .flatten()
-                .min();
+            let wake = [
+                early.map(|(w, _)| w),
+                claimed.as_ref().map(ahead::ClaimedAhead::begin_at),
+                next,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let sleep = async {
                 match wake {
                     Some(at) => self.inner.clock.sleep_until_exact(at).await,
