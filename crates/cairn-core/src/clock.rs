@@ -82,13 +82,14 @@ impl Clock for SystemClock {
             self.sleep_until(at - EXACT_TAIL).await;
             // The rest on a blocking thread's own sleep, which the kernel
             // ends within its timer slack (tens of microseconds).
-            while let Some(left) = (at - Utc::now()).to_std().ok().filter(|d| !d.is_zero()) {
+            while let Some(left) = next_wait(Utc::now(), at) {
                 let slept = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
                 if slept.is_err() {
-                    break;
+                    // No blocking thread (the runtime is stopping): the plain way.
+                    self.sleep_until(at).await;
+                    return;
                 }
             }
-            self.sleep_until(at).await;
         })
     }
 }

@@ -50,8 +50,8 @@ pub struct AsRead {
     /// claim: the claim also needs no run of the routine going or waiting
     /// (such a routine is left to the slot itself, when its `overlap` is
     /// decided on what is going then), and its runs belong to the claim
-    /// until it is begun, as the slot comes ([`Store::begin_claim`]); a pause or an
-    /// edit meanwhile gives them back.
+    /// until it is begun, as the slot comes ([`Store::begin_claim`]); a
+    /// pause or an edit meanwhile gives them back.
     pub ahead: Option<Uuid>,
 }
 

@@ -18,9 +18,9 @@
 //! many were given back meanwhile). Until then a pause, a disable or an
 //! edit of a routine gives its run back in the same transaction (deletes
 //! it and, but for an edit, puts the slot back), and a delete takes it with
-//! the routine: the slot runs as the routine is then, or not at all. The claim's other
-//! decisions (the global `max_concurrent`, cooldown, backoff) are made as
-//! of the slot with what is known at the claim.
+//! the routine: the slot runs as the routine is then, or not at all. The
+//! claim's other decisions (the global `max_concurrent`, cooldown, backoff)
+//! are made as of the slot with what is known at the claim.
 
 use super::execute::Start;
 use super::*;
