@@ -118,7 +118,10 @@ async fn a_receiver_failing_twice_gets_three_attempts_and_it_is_delivered() {
     )
     .await;
     let d = Dispatcher::new(s.notifier.clone(), "p1");
-    let mut activity = s.notifier.subscribe_activity();
+    let (tx, mut activity) = tokio::sync::mpsc::unbounded_channel();
+    s.notifier.watch_activity(std::sync::Arc::new(move |a| {
+        let _ = tx.send(a);
+    }));
     let n = s.notifier.send(note(Some("hook")), t(0)).await.unwrap();
     assert_eq!(
         n.status,

@@ -26,3 +26,4 @@ pub mod skill;
 pub mod submission;
 pub mod text;
 pub mod threshold;
+pub mod watchers;

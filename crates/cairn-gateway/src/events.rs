@@ -234,15 +234,26 @@ impl EventBus {
     }
 
     /// Forwards what the routine engine, the notifier and the job scheduler
-    /// report into this bus until `stop` is cancelled.
+    /// report into this bus. Runs and notifications, which come at a
+    /// burst's rate (three events for each of thousands of runs in one
+    /// slot), are published on the task that made them, for as long as
+    /// their source lives: a task receiving them from a channel fell behind
+    /// and missed some. Give-ups and jobs are received until `stop` is
+    /// cancelled.
     pub fn feed(
         self: &Arc<Self>,
         sources: Sources,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
+        if let Some(engine) = &sources.engine {
+            let bus = Arc::clone(self);
+            engine.watch_runs(Arc::new(move |run| bus.run_event(run)));
+        }
+        if let Some(notifier) = &sources.notifier {
+            let bus = Arc::clone(self);
+            notifier.watch_activity(Arc::new(move |a| bus.notification_activity(a)));
+        }
         let bus = Arc::clone(self);
-        let mut runs = sources.engine.map(|e| e.subscribe_runs());
-        let mut activity = sources.notifier.as_ref().map(Notifier::subscribe_activity);
         let mut given_up = sources.notifier.as_ref().map(Notifier::subscribe_given_up);
         let mut progress = sources.jobs.as_ref().map(|j| j.subscribe_progress());
         let mut finished = sources.jobs.as_ref().map(|j| j.subscribe_finished());
@@ -250,8 +261,6 @@ impl EventBus {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => break,
-                    Some(run) = next(&mut runs) => bus.run_event(run),
-                    Some(a) = next(&mut activity) => bus.notification_activity(a),
                     Some(g) = next(&mut given_up) => bus.notification_given_up(&g),
                     Some(p) = next(&mut progress) => bus.job_progress(&p),
                     Some(j) = next(&mut finished) => bus.job_finished(&j),

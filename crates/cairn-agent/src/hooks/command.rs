@@ -622,4 +622,10 @@ impl Hook for UserHooks {
         payload["routine"] = json!(routine);
         self.notify(HookEvent::OnRoutineRun, routine, payload);
     }
+
+    fn watches_routine_runs(&self) -> bool {
+        self.hooks
+            .iter()
+            .any(|h| h.event == HookEvent::OnRoutineRun)
+    }
 }

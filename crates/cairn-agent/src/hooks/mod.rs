@@ -65,6 +65,12 @@ pub trait Hook: Send + Sync {
 
     /// A routine run finished (`run`: its id, status, summary).
     async fn on_routine_run(&self, _routine: &str, _run: &serde_json::Value) {}
+
+    /// True when `on_routine_run` does something: a daemon whose hooks all
+    /// leave it out does not build and queue each run's end for them.
+    fn watches_routine_runs(&self) -> bool {
+        false
+    }
 }
 
 /// The hooks of one agent, in order.
@@ -141,6 +147,11 @@ impl HookRegistry {
         for hook in &self.hooks {
             hook.on_routine_run(routine, run).await;
         }
+    }
+
+    /// True when some hook's `on_routine_run` does something.
+    pub fn watches_routine_runs(&self) -> bool {
+        self.hooks.iter().any(|h| h.watches_routine_runs())
     }
 
     /// True when some hook rewrites answers (no streaming then).

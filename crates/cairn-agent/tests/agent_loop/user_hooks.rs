@@ -196,6 +196,15 @@ async fn notification_hooks_see_messages_session_ends_and_routine_runs() {
         ]),
         workspace.path(),
     );
+    assert!(
+        user.watches_routine_runs(),
+        "an on_routine_run entry watches"
+    );
+    let others = hooks(
+        json!([{"event": "on_message", "command": "true"}]),
+        workspace.path(),
+    );
+    assert!(!others.watches_routine_runs(), "no on_routine_run entry");
     let mut text = "hello".to_string();
     user.before_inbound("telegram", &mut text).await;
     user.on_session_end("ada", "telegram", "s-1").await;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use cairn_agent::safety::leak::{LeakGuard, LeakOrigin, LeakPlace};
 use cairn_core::notification::{DeliveryStatus, NewNotification, Notification};
+use cairn_core::watchers::{Watcher, Watchers};
 use cairn_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
@@ -146,7 +147,9 @@ pub struct Notifier {
     current: Arc<std::sync::RwLock<(Arc<ChannelSet>, NotifySettings)>>,
     wake: Arc<Notify>,
     given_up: tokio::sync::broadcast::Sender<GivenUp>,
-    activity: tokio::sync::broadcast::Sender<Activity>,
+    /// Told of each notification recorded or delivered, at the rate of a
+    /// burst's runs: watchers, not a channel a burst would outrun.
+    activity: Arc<Watchers<Activity>>,
     /// Pending notifications recorded through this notifier, when a command
     /// asked to keep them (see [`Notifier::keep_recorded`]).
     kept: Arc<std::sync::Mutex<Option<Vec<Uuid>>>>,
@@ -191,7 +194,7 @@ impl Notifier {
             current: Arc::new(std::sync::RwLock::new((channels, settings))),
             wake: Arc::new(Notify::new()),
             given_up: tokio::sync::broadcast::channel(64).0,
-            activity: tokio::sync::broadcast::channel(256).0,
+            activity: Arc::default(),
             kept: Arc::new(std::sync::Mutex::new(None)),
             leaks: None,
         }
@@ -229,14 +232,16 @@ impl Notifier {
         self.given_up.subscribe()
     }
 
-    /// Notifications recorded and delivered from now on.
-    pub fn subscribe_activity(&self) -> tokio::sync::broadcast::Receiver<Activity> {
-        self.activity.subscribe()
+    /// Tells `watcher` of every notification recorded or delivered from
+    /// now on, as it happens (on the recording task: it must return at
+    /// once), by this notifier and every clone of it.
+    pub fn watch_activity(&self, watcher: Watcher<Activity>) {
+        self.activity.add(watcher);
     }
 
-    /// Announces a recorded or delivered notification (nobody listening is fine).
+    /// Announces a recorded or delivered notification (nobody watching is fine).
     pub(crate) fn announce(&self, activity: Activity) {
-        let _ = self.activity.send(activity);
+        self.activity.tell(|| activity);
     }
 
     /// Announces a notification given up on (nobody listening is fine).

@@ -166,14 +166,17 @@ async fn a_notification_given_up_on_fires_notification_failed_routines() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn subscribers_see_each_run_start_and_finish() {
+async fn watchers_see_each_run_start_and_finish() {
     use cairn_automation::routines::engine::RunEvent;
     let s = setup(t0()).await;
     let remind = s
         .routine("name: remind-tea\ntrigger: {type: manual}\naction: {type: notification, message: tea}\n")
         .await;
     let engine = s.engine("a");
-    let mut runs = engine.subscribe_runs();
+    let (tx, mut runs) = tokio::sync::mpsc::unbounded_channel();
+    engine.watch_runs(std::sync::Arc::new(move |e| {
+        let _ = tx.send(e);
+    }));
     let fired = engine.fire_manual(&remind, None, None).await.unwrap();
     engine.idle().await;
     assert_eq!(

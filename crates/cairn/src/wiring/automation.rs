@@ -18,6 +18,7 @@ use cairn_automation::routines::system::{Ensured, SystemRoutine, SystemTask};
 use cairn_automation::routines::upkeep::{MEMORY_HYGIENE, MemoryHygiene, SELF_REPAIR, SelfRepair};
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::config::Config;
+use cairn_core::watchers::Watcher;
 use cairn_store::Store;
 
 use super::memory::{hygiene_settings, memory_service};
@@ -148,52 +149,44 @@ pub async fn automation(
 
 /// Tells the hooks of every routine run that ends (`on_routine_run`).
 fn forward_routine_runs(engine: &RoutineEngine, hooks: Arc<HookRegistry>) {
-    forward_run_ends(engine.subscribe_runs(), hooks);
+    if let Some(watcher) = run_ends_for(hooks) {
+        engine.watch_runs(watcher);
+    }
 }
 
-/// Hands each run end from `runs` to the hooks, in order. Receiving never
-/// waits for a hook: a burst of run ends (hundreds of routines due at once,
-/// each hook a process) queues here rather than overflowing the engine's
-/// broadcast, which would drop the oldest.
-fn forward_run_ends(
-    mut runs: tokio::sync::broadcast::Receiver<RunEvent>,
-    hooks: Arc<HookRegistry>,
-) {
+/// The engine's watcher that hands each run end to the hooks, in order, or
+/// none when no hook watches run ends. It only queues: a burst of run ends
+/// (hundreds of routines due at once, each hook a process) waits here for
+/// the hooks, and each end's JSON is made off the run's task.
+fn run_ends_for(hooks: Arc<HookRegistry>) -> Option<Watcher<RunEvent>> {
+    if !hooks.watches_routine_runs() {
+        return None;
+    }
     let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        loop {
-            match runs.recv().await {
-                Ok(RunEvent::Finished {
-                    routine,
-                    run_id,
-                    status,
-                    summary,
-                }) => {
-                    let run = serde_json::json!({
-                        "run_id": run_id,
-                        "status": status.to_string(),
-                        "summary": summary,
-                    });
-                    if queue.send((routine, run)).is_err() {
-                        break;
-                    }
-                }
-                Ok(RunEvent::Started { .. }) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::warn!(
-                        missed,
-                        "on_routine_run hooks missed runs (too many at once)"
-                    );
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            }
-        }
-    });
-    tokio::spawn(async move {
-        while let Some((routine, run)) = queued.recv().await {
+        while let Some(ended) = queued.recv().await {
+            let RunEvent::Finished {
+                routine,
+                run_id,
+                status,
+                summary,
+            } = ended
+            else {
+                continue;
+            };
+            let run = serde_json::json!({
+                "run_id": run_id,
+                "status": status.to_string(),
+                "summary": summary,
+            });
             hooks.on_routine_run(&routine, &run).await;
         }
     });
+    Some(Arc::new(move |event| {
+        if matches!(event, RunEvent::Finished { .. }) {
+            let _ = queue.send(event);
+        }
+    }))
 }
 
 /// The routine engine with the real executor. With a runtime, routines get
@@ -435,24 +428,46 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             self.0.fetch_add(1, Ordering::SeqCst);
         }
+
+        fn watches_routine_runs(&self) -> bool {
+            true
+        }
+    }
+
+    /// A hook that watches nothing a run does.
+    struct Deaf;
+
+    impl Hook for Deaf {
+        fn name(&self) -> &str {
+            "deaf"
+        }
+    }
+
+    #[test]
+    fn no_hook_watching_run_ends_means_no_watcher() {
+        let mut hooks = HookRegistry::new();
+        hooks.register(Arc::new(Deaf));
+        assert!(run_ends_for(Arc::new(hooks)).is_none());
     }
 
     #[tokio::test]
     async fn a_burst_of_run_ends_reaches_a_slow_hook_whole() {
-        // The engine's capacity: 256 events before the oldest are dropped.
-        let (runs, receiver) = tokio::sync::broadcast::channel(256);
         let slow = Arc::new(Slow::default());
         let mut hooks = HookRegistry::new();
         hooks.register(slow.clone());
-        forward_run_ends(receiver, Arc::new(hooks));
+        let watcher = run_ends_for(Arc::new(hooks)).expect("a hook watches run ends");
         for i in 0..1000 {
-            runs.send(RunEvent::Finished {
+            watcher(RunEvent::Started {
+                routine: format!("r{i}"),
+                run_id: uuid::Uuid::now_v7(),
+                trigger: "cron".into(),
+            });
+            watcher(RunEvent::Finished {
                 routine: format!("r{i}"),
                 run_id: uuid::Uuid::now_v7(),
                 status: RunStatus::Ok,
                 summary: None,
-            })
-            .unwrap();
+            });
             // As run ends come: interleaved with the hooks' work, not all
             // before the forwarder first runs.
             if i % 100 == 0 {

@@ -136,8 +136,7 @@ impl RoutineEngine {
         let inner = &self.inner;
         // Shared with each try's request rather than copied into it.
         let routine = Arc::new(routine);
-        // No receivers is not an error: nobody is watching.
-        let _ = inner.runs.send(RunEvent::Started {
+        inner.runs.tell(|| RunEvent::Started {
             routine: routine.spec.name.clone(),
             run_id: run.id,
             trigger: run.trigger_type.clone(),
@@ -163,7 +162,7 @@ impl RoutineEngine {
             // Recorded `cancelled` by the admission that replaced it: no
             // outcome, no notification (the person wanted the later slot).
             tracing::info!(routine = %routine.spec.name, run = %run.id, "routine run stopped: a later slot replaced it");
-            let _ = inner.runs.send(RunEvent::Finished {
+            inner.runs.tell(|| RunEvent::Finished {
                 routine: routine.spec.name.clone(),
                 run_id: run.id,
                 status: RunStatus::Cancelled,
@@ -245,7 +244,7 @@ impl RoutineEngine {
             status = %outcome.status,
             "routine run finished"
         );
-        let _ = inner.runs.send(RunEvent::Finished {
+        inner.runs.tell(|| RunEvent::Finished {
             routine: routine.spec.name.clone(),
             run_id: run.id,
             status: outcome.status,

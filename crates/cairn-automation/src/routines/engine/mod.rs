@@ -215,7 +215,8 @@ struct Inner {
     /// before the first read). Leases only move later and new runs end
     /// later, so a stale value can only cause an extra reap, never a missed one.
     lease_hint: std::sync::atomic::AtomicI64,
-    runs: tokio::sync::broadcast::Sender<RunEvent>,
+    /// Told of each run's start and end on the run's own task.
+    runs: cairn_core::watchers::Watchers<RunEvent>,
     /// The runs this engine is carrying out, to stop one `cancel_other` replaced.
     live: execute::LiveRuns,
     /// The admitted runs waiting for, and being carried out by, the pool.
@@ -223,7 +224,7 @@ struct Inner {
 }
 
 /// A run started or finished, for live observers (the gateway's event
-/// stream). Observers that fall behind miss events; the store keeps the record.
+/// stream, the `on_routine_run` hooks): see [`RoutineEngine::watch_runs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunEvent {
     /// An admitted run began executing.
@@ -303,16 +304,19 @@ impl RoutineEngine {
                 refresh_started: AtomicU64::new(0),
                 refresh_served: AtomicU64::new(0),
                 lease_hint: std::sync::atomic::AtomicI64::new(LEASE_UNKNOWN),
-                runs: tokio::sync::broadcast::channel(256).0,
+                runs: cairn_core::watchers::Watchers::default(),
                 live: execute::LiveRuns::default(),
                 pool: runs_pool,
             }),
         }
     }
 
-    /// Live starts and ends of runs, from now on.
-    pub fn subscribe_runs(&self) -> tokio::sync::broadcast::Receiver<RunEvent> {
-        self.inner.runs.subscribe()
+    /// Tells `watcher` of every run's start and end from now on, as it
+    /// happens, on the run's own task: it must return at once. Told in
+    /// place rather than through a channel, a burst's thousands of events
+    /// reach it whole.
+    pub fn watch_runs(&self, watcher: cairn_core::watchers::Watcher<RunEvent>) {
+        self.inner.runs.add(watcher);
     }
 
     /// The store it runs on.
