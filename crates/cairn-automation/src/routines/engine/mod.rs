@@ -311,10 +311,9 @@ impl RoutineEngine {
         }
     }
 
-    /// Tells `watcher` of every run's start and end from now on, as it
-    /// happens, on the run's own task: it must return at once. Told in
-    /// place rather than through a channel, a burst's thousands of events
-    /// reach it whole.
+    /// Tells `watcher` of every run's start and end from now on, on the
+    /// run's own task (it must return at once): in place, not through a
+    /// channel, so a burst's thousands of events reach it whole.
     pub fn watch_runs(&self, watcher: cairn_core::watchers::Watcher<RunEvent>) {
         self.inner.runs.add(watcher);
     }
