@@ -162,18 +162,15 @@ fn run_ends_for(hooks: Arc<HookRegistry>) -> Option<Watcher<RunEvent>> {
     if !hooks.watches_routine_runs() {
         return None;
     }
-    let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel();
+    // A run end as the hooks are told it: routine, run, status, summary.
+    let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<(
+        String,
+        uuid::Uuid,
+        cairn_core::routine::RunStatus,
+        Option<String>,
+    )>();
     tokio::spawn(async move {
-        while let Some(ended) = queued.recv().await {
-            let RunEvent::Finished {
-                routine,
-                run_id,
-                status,
-                summary,
-            } = ended
-            else {
-                continue;
-            };
+        while let Some((routine, run_id, status, summary)) = queued.recv().await {
             let run = serde_json::json!({
                 "run_id": run_id,
                 "status": status.to_string(),
@@ -183,8 +180,14 @@ fn run_ends_for(hooks: Arc<HookRegistry>) -> Option<Watcher<RunEvent>> {
         }
     });
     Some(Arc::new(move |event| {
-        if matches!(event, RunEvent::Finished { .. }) {
-            let _ = queue.send(event);
+        if let RunEvent::Finished {
+            routine,
+            run_id,
+            status,
+            summary,
+        } = event
+        {
+            let _ = queue.send((routine, run_id, status, summary));
         }
     }))
 }
