@@ -74,7 +74,7 @@ pub use queue::QUEUE_FULL;
 pub use reap::{Reaped, Rerunner};
 pub use routines::RoutineWrite;
 pub use runs::RunOutcome;
-pub use runtime::{as_store_call, spawn_on_store_thread};
+pub use runtime::{as_store_call, on_thread_park, spawn_on_store_thread};
 pub use secret_leaks::SecretLeak;
 pub use sessions::{CheckpointRow, CheckpointStack, SessionRow, ThreadRow, ThreadSummary};
 pub use signal::{SignalMode, Topic, Watch};

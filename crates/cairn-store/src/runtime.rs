@@ -36,6 +36,16 @@ mod coverage;
 /// (dropping a runtime inside async code panics, and stores live until exit).
 static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
 
+/// What the store's runtime thread runs each time it runs out of work.
+static PARK_HOOK: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what the store's runtime thread runs each time it runs out of work,
+/// before it parks (the binary hands the allocator's thread cache back). The
+/// first call wins.
+pub fn on_thread_park(hook: fn()) {
+    let _ = PARK_HOOK.set(hook);
+}
+
 /// The store runtime's handle, built on first use (one worker thread, idle
 /// unless sqlx or the change signal has a timer or task due).
 pub(crate) fn handle() -> Result<&'static Handle, &'static str> {
@@ -43,6 +53,11 @@ pub(crate) fn handle() -> Result<&'static Handle, &'static str> {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("cairn-store")
+            .on_thread_park(|| {
+                if let Some(hook) = PARK_HOOK.get() {
+                    hook();
+                }
+            })
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the store's runtime thread: {e}"))

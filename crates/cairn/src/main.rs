@@ -1,5 +1,6 @@
 //! The `cairn` binary: command-line interface, config loading and wiring.
 
+mod alloc;
 mod cli;
 mod commands;
 mod daemon;
@@ -16,14 +17,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// jemalloc, its background threads purging freed pages: after a burst of
-/// runs the daemon gives the memory back within seconds, where glibc's
-/// allocator kept the peak (measured in docs/decisions.md).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 fn main() -> ExitCode {
+    cairn_store::on_thread_park(alloc::parked);
     let cli = cli::Cli::parse();
     // The daemon logs each fire and delivery; one-shot commands only warn.
     let default = match cli.command {

@@ -94,6 +94,7 @@ pub fn run(args: &DaemonArgs) -> anyhow::Result<ExitCode> {
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers())
+        .on_thread_park(crate::alloc::parked)
         .enable_all()
         .build()?)
 }
@@ -185,6 +186,9 @@ async fn serve(
         tracing::warn!(error = %e, "recording this daemon on the database failed");
     }
     report_running(&store, &url).await?;
+    // Start-up ran on this thread, which from here mostly waits: its
+    // allocator cache goes back now, not never (it has no park hook).
+    let _ = crate::alloc::hand_back();
     let signal = wait_for_stop(&mut reloader, config.home(), loaded, signals, vault).await;
     eprintln!("{signal}: stopping");
     let in_time = shut_down(&config, &sup, &automation, &store).await;

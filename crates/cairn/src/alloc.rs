@@ -1,0 +1,102 @@
+//! The daemon's allocator, and its thread caches handed back when a thread
+//! runs out of work.
+//!
+//! jemalloc keeps, per thread, a cache of freed objects for that thread's
+//! next allocations. Large caches spare a burst's runs the arena's lock
+//! (one arena, so every fill and flush of a small cache takes it), but an
+//! idle thread keeps what its cache holds for good: nothing purges it. So
+//! the caches are large (`.cargo/config.toml`) and each thread hands its
+//! cache back when it parks with enough freed since it last did
+//! (docs/decisions.md, "Thread caches handed back at park").
+
+/// jemalloc, its background threads purging freed pages: after a burst of
+/// runs the daemon gives the memory back within seconds, where glibc's
+/// allocator kept the peak (measured in docs/decisions.md).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod caches {
+    use std::cell::Cell;
+
+    use tikv_jemalloc_ctl::thread::{ThreadLocal, deallocatedp};
+    use tikv_jemalloc_ctl::{Access, AsName};
+
+    /// Bytes a thread frees before its next park hands its cache back. A
+    /// cache holds what its thread freed since it was last emptied, so an
+    /// idle thread keeps at most about this much; a worker in a burst of
+    /// 2,000 runs hands back about five times, not at every park.
+    const HAND_BACK_AFTER: u64 = 256 * 1024;
+
+    thread_local! {
+        /// This thread's count of bytes it ever freed (jemalloc's counter,
+        /// read through a pointer: no call at each park).
+        static FREED: Option<ThreadLocal<u64>> = deallocatedp::read().ok();
+        /// `FREED` when this thread last handed its cache back.
+        static AT_LAST: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn parked() {
+        let Some(freed) = FREED.with(|f| f.map(ThreadLocal::get)) else {
+            return;
+        };
+        if freed.saturating_sub(AT_LAST.get()) >= HAND_BACK_AFTER {
+            AT_LAST.set(freed);
+            // Fails only if jemalloc lacks the control, which the test
+            // below rules out; the cache then simply stays.
+            let _ = hand_back();
+        }
+    }
+
+    /// Empties this thread's cache into the arena: turning the cache off
+    /// flushes it, turning it on starts an empty one (`thread.tcache.flush`
+    /// takes no value, so the safe interface cannot call it).
+    pub(crate) fn hand_back() -> Result<(), tikv_jemalloc_ctl::Error> {
+        let enabled = b"thread.tcache.enabled\0".name();
+        enabled.write(false)?;
+        enabled.write(true)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_thread_hands_its_cache_back_and_keeps_one() {
+            std::thread::spawn(|| {
+                let enabled = b"thread.tcache.enabled\0".name();
+                let on: bool = enabled.read().unwrap();
+                assert!(on);
+                let freed = FREED.with(|f| f.map(ThreadLocal::get)).unwrap();
+                drop((0..1000).map(|i| vec![i as u8; 64]).collect::<Vec<_>>());
+                let after = FREED.with(|f| f.map(ThreadLocal::get)).unwrap();
+                assert!(after >= freed + 64 * 1000, "{freed} then {after}");
+
+                parked();
+                assert_eq!(AT_LAST.get(), 0, "under the bound, nothing is handed back");
+                drop(vec![0u8; HAND_BACK_AFTER as usize]);
+                parked();
+                assert!(AT_LAST.get() >= HAND_BACK_AFTER);
+
+                hand_back().unwrap();
+                let on: bool = enabled.read().unwrap();
+                assert!(on, "the thread keeps a cache");
+            })
+            .join()
+            .unwrap();
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) use caches::{hand_back, parked};
+
+/// Elsewhere the system's allocator has no thread caches to hand back.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn parked() {}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn hand_back() -> Result<(), std::convert::Infallible> {
+    Ok(())
+}
