@@ -52,11 +52,16 @@ mod caches {
 
     /// Empties this thread's cache into the arena: turning the cache off
     /// flushes it, turning it on starts an empty one (`thread.tcache.flush`
-    /// takes no value, so the safe interface cannot call it).
+    /// takes no value, so the safe interface cannot call it). A cache that
+    /// is off (`MALLOC_CONF=tcache:false`) stays off.
     pub(crate) fn hand_back() -> Result<(), tikv_jemalloc_ctl::Error> {
         let enabled = b"thread.tcache.enabled\0".name();
-        enabled.write(false)?;
-        enabled.write(true)
+        let on: bool = enabled.read()?;
+        if on {
+            enabled.write(false)?;
+            enabled.write(true)?;
+        }
+        Ok(())
     }
 
     #[cfg(test)]
@@ -88,6 +93,11 @@ mod caches {
                 hand_back().unwrap();
                 let on: bool = enabled.read().unwrap();
                 assert!(on, "the thread keeps a cache");
+
+                enabled.write(false).unwrap();
+                hand_back().unwrap();
+                let on: bool = enabled.read().unwrap();
+                assert!(!on, "a cache turned off stays off");
             })
             .join()
             .unwrap();
