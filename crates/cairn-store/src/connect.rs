@@ -14,6 +14,7 @@ use sqlx::{AnyConnection, AnyPool, Executor};
 
 use crate::StoreError;
 use crate::migrate::{self, MigrationReport};
+use crate::pool_trim::PoolTrim;
 use crate::runtime;
 use crate::signal::{Hub, Source};
 pub(crate) use crate::writer::WriteTx;
@@ -49,13 +50,15 @@ pub struct Store {
     writer: Writer,
     /// The change signal (see [`crate::signal`]).
     signal: Arc<Hub>,
+    /// A SQLite file's pool kept to what it needed (see [`crate::pool_trim`]).
+    trim: Option<Arc<PoolTrim>>,
 }
 
-/// How long a pooled SQLite connection may sit unused before it closes
-/// (the pool keeps one), and the writers' own connection (see
-/// [`crate::writer`]). sqlx looks every this long, so a pooled one closes
-/// 15 to 30 s after its last use, and what it held is back within a minute
-/// of a burst (jemalloc purges 10 s after a free); four looks a minute idle.
+/// How long the writers' own SQLite connection may sit unused before it
+/// closes (see [`crate::writer`]), and the span over which a file's pool
+/// keeps only the connections it needed (see [`crate::pool_trim`]): a busy
+/// spell's are closed 15 to 30 s after it, and what they held is back
+/// within a minute (jemalloc purges 10 s after a free).
 pub(crate) const SQLITE_IDLE: Duration = Duration::from_secs(15);
 
 /// How long a writer waits for SQLite's lock before giving up.
@@ -98,11 +101,14 @@ impl Store {
                 } else {
                     // Each connection keeps its page cache (up to 2 MB) and
                     // prepared statements; the ones a burst opened close
-                    // once idle, giving that memory back.
+                    // once no longer needed (`pool_trim`), giving that
+                    // memory back. Not through sqlx's timeouts: they open
+                    // the kept one anew every span.
                     AnyPoolOptions::new()
                         .max_connections(4)
                         .min_connections(1)
-                        .idle_timeout(SQLITE_IDLE)
+                        .idle_timeout(None)
+                        .max_lifetime(None)
                 };
                 sized
                     .after_connect(|conn, _meta| Box::pin(async move { set_up_sqlite(conn).await }))
@@ -136,8 +142,10 @@ impl Store {
                 }
             }
         };
+        let trim = matches!(source, Source::Sqlite { .. }).then(|| PoolTrim::new(SQLITE_IDLE));
         Ok(Store {
             pool,
+            trim,
             signal: Arc::new(Hub::new(source, runtime)),
             backend,
             display_url,
@@ -183,6 +191,9 @@ impl Store {
             runtime::inside(),
             "a store query outside the store's runtime: is #[on_store_runtime] missing?"
         );
+        if let Some(trim) = &self.trim {
+            trim.note(&self.pool);
+        }
         &self.pool
     }
 

@@ -36,6 +36,7 @@ mod memory;
 mod migrate;
 mod notifications;
 mod pause;
+mod pool_trim;
 pub mod portable;
 mod queue;
 mod reap;

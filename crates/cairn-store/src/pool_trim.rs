@@ -1,0 +1,205 @@
+//! A SQLite file's pool sized to what was needed lately: the connections a
+//! busy spell opened close once a whole look's span (`SQLITE_IDLE`) needed
+//! fewer, and the last one stays open.
+//!
+//! Not sqlx's idle timeout: it closes the pool's last connection too and at
+//! once opens another to keep `min_connections`, every span, for as long as
+//! the daemon idles: a new connection thread, its set-up and the change
+//! signal's looks at the files it touched, about 200 wake-ups a minute.
+//! Here nothing runs while one connection is left: a task looks only while
+//! there are more.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use sqlx::AnyPool;
+
+use crate::runtime;
+
+/// What a pool was asked for since its last look.
+#[derive(Debug)]
+pub(crate) struct PoolTrim {
+    /// How long a look's span is.
+    span: Duration,
+    /// The most connections in use at once in this span, each query's own
+    /// counted.
+    needed: AtomicU32,
+    /// Whether a task is looking.
+    looking: AtomicBool,
+}
+
+impl PoolTrim {
+    pub(crate) fn new(span: Duration) -> Arc<PoolTrim> {
+        Arc::new(PoolTrim {
+            span,
+            needed: AtomicU32::new(0),
+            looking: AtomicBool::new(false),
+        })
+    }
+
+    /// Counts a query about to run on `pool`, and starts the looks once the
+    /// pool holds more than one connection.
+    pub(crate) fn note(self: &Arc<Self>, pool: &AnyPool) {
+        let size = pool.size();
+        let idle = u32::try_from(pool.num_idle()).unwrap_or(u32::MAX);
+        let in_use = size.saturating_sub(idle).saturating_add(1);
+        // A load first: most queries need no more than the span already saw,
+        // and a read shares the cache line where a write would take it.
+        if in_use > self.needed.load(Ordering::Relaxed) {
+            self.needed.fetch_max(in_use, Ordering::Relaxed);
+        }
+        if size > 1
+            && !self.looking.load(Ordering::Relaxed)
+            && !self.looking.swap(true, Ordering::AcqRel)
+        {
+            match runtime::handle() {
+                Ok(handle) => {
+                    handle.spawn(Arc::clone(self).look(pool.clone()));
+                }
+                Err(_) => self.looking.store(false, Ordering::Release),
+            }
+        }
+    }
+
+    /// Each span, trims the pool; ends once one connection is left (or the
+    /// pool is closed). A pool that grows again starts another at its next
+    /// query.
+    async fn look(self: Arc<Self>, pool: AnyPool) {
+        loop {
+            tokio::time::sleep(self.span).await;
+            if !self.trim(&pool).await || pool.is_closed() {
+                self.looking.store(false, Ordering::Release);
+                return;
+            }
+        }
+    }
+
+    /// Closes the idle connections beyond what the span needed, and starts
+    /// the next span; whether more than one connection is left.
+    async fn trim(&self, pool: &AnyPool) -> bool {
+        let needed = self.needed.swap(0, Ordering::Relaxed).max(1);
+        while pool.size() > needed {
+            let Some(conn) = pool.try_acquire() else {
+                break;
+            };
+            if let Err(e) = conn.close().await {
+                tracing::debug!(error = %e, "closing an idle pooled connection");
+            }
+        }
+        pool.size() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+
+    use super::*;
+
+    /// A SQLite file's pool as `Store::connect` makes it, on the store's
+    /// runtime (real time).
+    fn on_a_pool(test: impl AsyncFnOnce(AnyPool)) {
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        runtime::handle().unwrap().block_on(async {
+            let options = AnyConnectOptions::from_str(&url).unwrap();
+            let pool = AnyPoolOptions::new()
+                .max_connections(4)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options)
+                .await
+                .unwrap();
+            // sqlx's `min_connections` may open one beside the first: start
+            // from one.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = PoolTrim::new(Duration::ZERO).trim(&pool).await;
+            assert_eq!(pool.size(), 1);
+            test(pool.clone()).await;
+            pool.close().await;
+        });
+    }
+
+    /// `n` connections in use at once, each counted, then given back (sqlx
+    /// returns a dropped one to the pool on a task of its own).
+    async fn at_once(trim: &Arc<PoolTrim>, pool: &AnyPool, n: usize) {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            trim.note(pool);
+            held.push(pool.acquire().await.unwrap());
+        }
+        drop(held);
+        for _ in 0..500 {
+            if pool.num_idle() == pool.size() as usize {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!(
+            "connections not given back: {} of {}",
+            pool.num_idle(),
+            pool.size()
+        );
+    }
+
+    #[test]
+    fn a_pool_keeps_what_its_last_span_needed_and_at_least_one() {
+        on_a_pool(async |pool| {
+            // A span long enough that its own task never looks here.
+            let trim = PoolTrim::new(Duration::from_secs(3600));
+            at_once(&trim, &pool, 3).await;
+            assert_eq!((pool.size(), pool.num_idle()), (3, 3));
+            assert!(trim.trim(&pool).await, "the span needed three");
+            assert_eq!(pool.size(), 3);
+
+            at_once(&trim, &pool, 2).await;
+            assert!(trim.trim(&pool).await, "the span needed two");
+            assert_eq!(pool.size(), 2);
+
+            // A span with no query: one left, and it answers.
+            assert!(!trim.trim(&pool).await);
+            assert_eq!(pool.size(), 1);
+            sqlx::query("SELECT 1").execute(&pool).await.unwrap();
+
+            // One in use is never closed, even past what was needed.
+            at_once(&trim, &pool, 2).await;
+            let held = pool.acquire().await.unwrap();
+            assert_eq!(pool.num_idle(), 1);
+            let _ = trim.trim(&pool).await;
+            let _ = trim.trim(&pool).await;
+            assert_eq!(pool.size(), 1);
+            drop(held);
+        });
+    }
+
+    #[test]
+    fn the_looks_start_when_a_pool_grows_and_end_at_one() {
+        on_a_pool(async |pool| {
+            let trim = PoolTrim::new(Duration::from_millis(50));
+            at_once(&trim, &pool, 1).await;
+            assert!(
+                !trim.looking.load(Ordering::Acquire),
+                "one connection: no looks"
+            );
+            at_once(&trim, &pool, 3).await;
+            // The grown pool is seen at the next query.
+            trim.note(&pool);
+            assert!(trim.looking.load(Ordering::Acquire));
+            let mut rested = false;
+            for _ in 0..200 {
+                if !trim.looking.load(Ordering::Acquire) {
+                    rested = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(rested, "the looks go on at {} connections", pool.size());
+            assert_eq!(pool.size(), 1);
+        });
+    }
+}
