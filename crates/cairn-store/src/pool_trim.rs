@@ -1,13 +1,13 @@
 //! A SQLite file's pool sized to what was needed lately: the connections a
-//! busy spell opened close once a whole look's span (`SQLITE_IDLE`) needed
-//! fewer, and the last one stays open.
+//! busy spell opened close once a whole span (`SQLITE_IDLE`) needed fewer,
+//! and after a span with no query the last one gives its page cache back
+//! (`PRAGMA shrink_memory`) and stays open.
 //!
 //! Not sqlx's idle timeout: it closes the pool's last connection too and at
 //! once opens another to keep `min_connections`, every span, for as long as
 //! the daemon idles: a new connection thread, its set-up and the change
 //! signal's looks at the files it touched, about 200 wake-ups a minute.
-//! Here nothing runs while one connection is left: a task looks only while
-//! there are more.
+//! Here a task looks only from a query until the first quiet span after it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -38,8 +38,8 @@ impl PoolTrim {
         })
     }
 
-    /// Counts a query about to run on `pool`, and starts the looks once the
-    /// pool holds more than one connection.
+    /// Counts a query about to run on `pool`, and starts the looks if none
+    /// are going on.
     pub(crate) fn note(self: &Arc<Self>, pool: &AnyPool) {
         let size = pool.size();
         let idle = u32::try_from(pool.num_idle()).unwrap_or(u32::MAX);
@@ -49,10 +49,7 @@ impl PoolTrim {
         if in_use > self.needed.load(Ordering::Relaxed) {
             self.needed.fetch_max(in_use, Ordering::Relaxed);
         }
-        if size > 1
-            && !self.looking.load(Ordering::Relaxed)
-            && !self.looking.swap(true, Ordering::AcqRel)
-        {
+        if !self.looking.load(Ordering::Relaxed) && !self.looking.swap(true, Ordering::AcqRel) {
             match runtime::handle() {
                 Ok(handle) => {
                     handle.spawn(Arc::clone(self).look(pool.clone()));
@@ -62,24 +59,29 @@ impl PoolTrim {
         }
     }
 
-    /// Each span, trims the pool; ends once one connection is left (or the
-    /// pool is closed). A pool that grows again starts another at its next
-    /// query.
+    /// Trims the pool each span until a quiet one.
     async fn look(self: Arc<Self>, pool: AnyPool) {
         loop {
             tokio::time::sleep(self.span).await;
-            if !self.trim(&pool).await || pool.is_closed() {
-                self.looking.store(false, Ordering::Release);
+            if self.trim(&pool).await || pool.is_closed() {
+                continue;
+            }
+            self.looking.store(false, Ordering::Release);
+            // A query between the quiet span's end and that store saw the
+            // looks going on: look again for it.
+            if self.needed.load(Ordering::Relaxed) == 0 || self.looking.swap(true, Ordering::AcqRel)
+            {
                 return;
             }
         }
     }
 
     /// Closes the idle connections beyond what the span needed, and starts
-    /// the next span; whether more than one connection is left.
+    /// the next span; whether the span had a query. After a quiet one the
+    /// connection left gives back its page cache.
     async fn trim(&self, pool: &AnyPool) -> bool {
-        let needed = self.needed.swap(0, Ordering::Relaxed).max(1);
-        while pool.size() > needed {
+        let needed = self.needed.swap(0, Ordering::Relaxed);
+        while pool.size() > needed.max(1) {
             let Some(conn) = pool.try_acquire() else {
                 break;
             };
@@ -87,7 +89,15 @@ impl PoolTrim {
                 tracing::debug!(error = %e, "closing an idle pooled connection");
             }
         }
-        pool.size() > 1
+        if needed == 0
+            && let Some(mut conn) = pool.try_acquire()
+            && let Err(e) = sqlx::query("PRAGMA shrink_memory")
+                .execute(&mut *conn)
+                .await
+        {
+            tracing::debug!(error = %e, "shrinking an idle pooled connection");
+        }
+        needed > 0
     }
 }
 
@@ -120,13 +130,13 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let _ = PoolTrim::new(Duration::ZERO).trim(&pool).await;
             assert_eq!(pool.size(), 1);
+            given_back(&pool).await;
             test(pool.clone()).await;
             pool.close().await;
         });
     }
 
-    /// `n` connections in use at once, each counted, then given back (sqlx
-    /// returns a dropped one to the pool on a task of its own).
+    /// `n` connections in use at once, each counted, then given back.
     async fn at_once(trim: &Arc<PoolTrim>, pool: &AnyPool, n: usize) {
         let mut held = Vec::new();
         for _ in 0..n {
@@ -134,6 +144,12 @@ mod tests {
             held.push(pool.acquire().await.unwrap());
         }
         drop(held);
+        given_back(pool).await;
+    }
+
+    /// Waits for every connection to be idle: sqlx gives a dropped one back
+    /// on a task of its own.
+    async fn given_back(pool: &AnyPool) {
         for _ in 0..500 {
             if pool.num_idle() == pool.size() as usize {
                 return;
@@ -154,51 +170,57 @@ mod tests {
             let trim = PoolTrim::new(Duration::from_secs(3600));
             at_once(&trim, &pool, 3).await;
             assert_eq!((pool.size(), pool.num_idle()), (3, 3));
-            assert!(trim.trim(&pool).await, "the span needed three");
-            assert_eq!(pool.size(), 3);
+            assert!(trim.trim(&pool).await, "a span with queries");
+            assert_eq!(pool.size(), 3, "the span needed three");
 
             at_once(&trim, &pool, 2).await;
-            assert!(trim.trim(&pool).await, "the span needed two");
-            assert_eq!(pool.size(), 2);
+            assert!(trim.trim(&pool).await);
+            assert_eq!(pool.size(), 2, "the span needed two");
 
-            // A span with no query: one left, and it answers.
-            assert!(!trim.trim(&pool).await);
+            // A quiet span: one left (shrunk), and it answers.
+            assert!(!trim.trim(&pool).await, "a quiet span");
             assert_eq!(pool.size(), 1);
             sqlx::query("SELECT 1").execute(&pool).await.unwrap();
+            given_back(&pool).await;
 
             // One in use is never closed, even past what was needed.
             at_once(&trim, &pool, 2).await;
             let held = pool.acquire().await.unwrap();
             assert_eq!(pool.num_idle(), 1);
-            let _ = trim.trim(&pool).await;
-            let _ = trim.trim(&pool).await;
+            assert!(trim.trim(&pool).await);
+            assert!(!trim.trim(&pool).await);
             assert_eq!(pool.size(), 1);
             drop(held);
         });
     }
 
+    /// Waits (real time: the store's runtime) for the looks to end.
+    async fn rests(trim: &PoolTrim) -> bool {
+        for _ in 0..200 {
+            if !trim.looking.load(Ordering::Acquire) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
     #[test]
-    fn the_looks_start_when_a_pool_grows_and_end_at_one() {
+    fn the_looks_start_at_a_query_and_end_after_a_quiet_span() {
         on_a_pool(async |pool| {
             let trim = PoolTrim::new(Duration::from_millis(50));
+            assert!(!trim.looking.load(Ordering::Acquire));
             at_once(&trim, &pool, 1).await;
-            assert!(
-                !trim.looking.load(Ordering::Acquire),
-                "one connection: no looks"
-            );
+            assert!(trim.looking.load(Ordering::Acquire), "a query starts them");
+            assert!(rests(&trim).await, "the looks go on after a quiet span");
+
             at_once(&trim, &pool, 3).await;
-            // The grown pool is seen at the next query.
-            trim.note(&pool);
             assert!(trim.looking.load(Ordering::Acquire));
-            let mut rested = false;
-            for _ in 0..200 {
-                if !trim.looking.load(Ordering::Acquire) {
-                    rested = true;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            assert!(rested, "the looks go on at {} connections", pool.size());
+            assert!(
+                rests(&trim).await,
+                "the looks go on at {} connections",
+                pool.size()
+            );
             assert_eq!(pool.size(), 1);
         });
     }
