@@ -63,7 +63,7 @@ pub fn path(home: &Path) -> PathBuf {
 /// wake-ups, and the heartbeat is most of what an idle daemon does. The
 /// modification time is set to `updated_at`, so the daemon's clock is the
 /// only one the file's age is read from.
-pub async fn write(home: &Path, state: &DaemonState) -> anyhow::Result<()> {
+pub async fn write(home: &Path, state: &DaemonState) -> anyhow::Result<Written> {
     let target = path(home);
     let temp = home.join(format!(".{STATE_FILE}.{}.tmp", std::process::id()));
     let text = serde_json::to_vec_pretty(state)?;
@@ -79,32 +79,45 @@ fn write_now(
     target: &Path,
     text: &[u8],
     modified: std::time::SystemTime,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Written> {
     use std::io::Write as _;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, crate::home::FILE_MODE);
-    options
+    let file = options
         .open(temp)
         .and_then(|mut file| {
             file.write_all(text)?;
-            file.set_modified(modified)
+            file.set_modified(modified)?;
+            Ok(file)
         })
         .with_context(|| format!("cannot write {}", temp.display()))?;
-    std::fs::rename(temp, target).with_context(|| format!("cannot replace {}", target.display()))
+    std::fs::rename(temp, target)
+        .with_context(|| format!("cannot replace {}", target.display()))?;
+    Ok(Written(file))
 }
 
-/// The heartbeat: sets the file's modification time to `at`, leaving its
-/// content. Opened read-only, so the directory's watch (which asks for
-/// closes after writing) does not hear it; the owner may set the times.
-/// Fails when there is no file (then it is written whole).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "a few system calls on a file in the home (see `write`)"
-)]
-pub fn touch(home: &Path, at: DateTime<Utc>) -> std::io::Result<()> {
-    std::fs::File::open(path(home))?.set_modified(at.into())
+/// The file as written, kept open for the heartbeat: a touch through it
+/// is one change of its times, where opening the file by name each beat
+/// was a second event for the home's watch (config.toml's), and a second
+/// wake of that watch's thread.
+pub struct Written(std::fs::File);
+
+impl Written {
+    /// The heartbeat: sets the file's modification time to `at`, leaving
+    /// its content. Fails once the file is no longer in the home (deleted
+    /// or replaced: then it is written whole).
+    pub fn touch(&self, at: DateTime<Utc>) -> std::io::Result<()> {
+        #[cfg(unix)]
+        if std::os::unix::fs::MetadataExt::nlink(&self.0.metadata()?) == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the state file is gone",
+            ));
+        }
+        self.0.set_modified(at.into())
+    }
 }
 
 /// Reads the file; `None` when there is none.
@@ -212,19 +225,19 @@ pub async fn writer(
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut heartbeat = super::heartbeat::Heartbeat::start(WRITE_EVERY);
-    let mut written = false;
+    let mut written: Option<Written> = None;
     loop {
         // Registered before the write, so a change during it is not lost.
         let changed = components.changed();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        if !written {
+        if written.is_none() {
             let state = header.snapshot(&components, clock.now());
             written = match write(&header.home, &state).await {
-                Ok(()) => true,
+                Ok(file) => Some(file),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "cannot write the daemon state file");
-                    false
+                    None
                 }
             };
         }
@@ -233,11 +246,11 @@ pub async fn writer(
             () = &mut changed => {
                 // A burst of changes (a restart is three) makes one write.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                written = false;
+                written = None;
             }
             () = heartbeat.beat() => {
                 // A failed write is retried whole; so is a file gone.
-                written = written && touch(&header.home, clock.now()).is_ok();
+                written = written.filter(|file| file.touch(clock.now()).is_ok());
             }
         }
     }
@@ -287,25 +300,39 @@ mod tests {
     }
 
     #[tokio::test]
-    #[expect(clippy::disallowed_methods, reason = "a test reads the file's bytes")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a test reads and deletes the file"
+    )]
     async fn the_heartbeat_moves_updated_at_and_leaves_the_content() {
         let home = tempfile::tempdir().unwrap();
         let pid = std::process::id();
-        assert!(touch(home.path(), Utc::now()).is_err(), "no file to touch");
         let then = Utc::now() - chrono::Duration::seconds(60);
-        write(home.path(), &state(pid, then)).await.unwrap();
+        let written = write(home.path(), &state(pid, then)).await.unwrap();
         let before = std::fs::read(path(home.path())).unwrap();
         let read_then = read(home.path()).await.unwrap().unwrap();
         assert_eq!(read_then.updated_at, then);
         assert_eq!(liveness(&read_then, Utc::now()), Liveness::Stale);
 
         let now = Utc::now();
-        touch(home.path(), now).unwrap();
+        written.touch(now).unwrap();
         assert_eq!(std::fs::read(path(home.path())).unwrap(), before);
         let read_now = read(home.path()).await.unwrap().unwrap();
         // File systems keep modification times to a second at worst.
         assert!((now - read_now.updated_at).num_milliseconds().abs() < 1000);
         assert_eq!(liveness(&read_now, Utc::now()), Liveness::Running);
+
+        // Replaced, or deleted: the touch fails, so the file is written whole.
+        let replaced = write(home.path(), &state(pid, now)).await.unwrap();
+        assert!(
+            written.touch(Utc::now()).is_err(),
+            "a replaced file was touched"
+        );
+        std::fs::remove_file(path(home.path())).unwrap();
+        assert!(
+            replaced.touch(Utc::now()).is_err(),
+            "a deleted file was touched"
+        );
     }
 
     #[test]
