@@ -64,7 +64,11 @@ impl PoolTrim {
     async fn look(self: Arc<Self>, pool: AnyPool) {
         loop {
             tokio::time::sleep(self.span).await;
-            if self.trim(&pool).await || pool.is_closed() {
+            // A closed pool takes no more queries: nothing to look for.
+            if pool.is_closed() {
+                return;
+            }
+            if self.trim(&pool).await {
                 continue;
             }
             self.looking.store(false, Ordering::Release);
@@ -239,6 +243,19 @@ mod tests {
                 pool.size()
             );
             assert_eq!(pool.size(), 1);
+
+            // A closed pool ends the looks (their task held the other `Arc`).
+            at_once(&trim, &pool, 1).await;
+            pool.close().await;
+            let mut ended = false;
+            for _ in 0..200 {
+                if Arc::strong_count(&trim) == 1 {
+                    ended = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(ended, "the looks go on at a closed pool");
         });
     }
 }
